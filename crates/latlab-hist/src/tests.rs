@@ -1,0 +1,181 @@
+use super::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// The resolution the histogram promises for a true value `v`.
+fn tolerance(v: u64) -> u64 {
+    if v < 100_000 { 100 } else { v / 1000 }
+}
+
+fn reference_percentile(sorted: &[u64], q: f64) -> u64 {
+    let rank = ((q / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+fn latency_like(rng: &mut StdRng) -> u64 {
+    // Mostly tens of microseconds, a tail to milliseconds, rare stalls to seconds.
+    match rng.random_range(0..1000) {
+        0 => rng.random_range(1_000_000..2_000_000_000),
+        1..=20 => rng.random_range(100_000..5_000_000),
+        _ => rng.random_range(0..100_000),
+    }
+}
+
+#[test]
+fn percentiles_match_a_sorted_reference_on_random_data() {
+    for seed in 0..20u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let n = rng.random_range(1..50_000);
+        let mut values: Vec<u64> = (0..n).map(|_| latency_like(&mut rng)).collect();
+        let mut h = Histogram::new();
+        for &v in &values {
+            h.record(v);
+        }
+        values.sort_unstable();
+        for q in [0.0, 1.0, 10.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0] {
+            let want = reference_percentile(&values, q);
+            let got = h.percentile(q);
+            let err = got.abs_diff(want);
+            assert!(
+                err <= tolerance(want),
+                "seed {seed} n {n} q {q}: got {got}, reference {want}, error {err}"
+            );
+        }
+        assert_eq!(h.count(), n as u64);
+        assert_eq!(h.min(), values[0]);
+        assert_eq!(h.max(), *values.last().unwrap_or(&0));
+        assert_eq!(h.sum(), values.iter().sum::<u64>());
+        let mean = values.iter().sum::<u64>() as f64 / n as f64;
+        assert!((h.mean() - mean).abs() < 1e-6 * mean.max(1.0));
+        let var = values
+            .iter()
+            .map(|&v| (v as f64 - mean).powi(2))
+            .sum::<f64>()
+            / n as f64;
+        let sd = var.sqrt();
+        assert!(
+            (h.stdev() - sd).abs() <= sd * 0.002 + 100.0,
+            "stdev {} vs {}",
+            h.stdev(),
+            sd
+        );
+    }
+}
+
+#[test]
+fn small_values_are_exact() {
+    let mut h = Histogram::new();
+    for v in 0..2048u64 {
+        h.record(v);
+    }
+    for b in h.buckets() {
+        assert_eq!(b.low, b.high, "bucket {b:?} is not exact");
+        assert_eq!(b.count, 1);
+    }
+    assert_eq!(h.percentile(50.0), 1023);
+}
+
+#[test]
+fn resolution_is_below_100ns_under_100us_and_0_1_percent_above() {
+    let mut h = Histogram::new();
+    for v in [99_999u64, 100_000, 1_000_000, 1_000_000_000, HIGHEST_NS] {
+        h.clear();
+        h.record(v);
+        let b = h.buckets().next().expect("one bucket");
+        let width = b.high - b.low + 1;
+        assert!(width <= tolerance(v), "value {v}: bucket width {width}");
+    }
+}
+
+#[test]
+fn merge_equals_recording_everything_in_one() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut a = Histogram::new();
+    let mut b = Histogram::new();
+    let mut all = Histogram::new();
+    for i in 0..20_000 {
+        let v = latency_like(&mut rng);
+        if i % 3 == 0 { &mut a } else { &mut b }.record(v);
+        all.record(v);
+    }
+    let mut merged = a.clone();
+    merged.merge(&b);
+    assert_eq!(merged, all);
+    assert_eq!(merged.percentile(99.0), all.percentile(99.0));
+    // Merging an empty histogram changes nothing, also not min.
+    let before = merged.clone();
+    merged.merge(&Histogram::new());
+    assert_eq!(merged, before);
+}
+
+#[test]
+fn extreme_values_are_never_lost() {
+    let mut h = Histogram::new();
+    h.record(0);
+    h.record(u64::MAX);
+    h.record(HIGHEST_NS + 1);
+    assert_eq!(h.count(), 3);
+    assert_eq!(h.min(), 0);
+    assert_eq!(h.max(), u64::MAX);
+    assert_eq!(h.percentile(100.0), u64::MAX);
+    assert_eq!(h.buckets().map(|b| b.count).sum::<u64>(), 3);
+    assert_eq!(h.sum(), u64::MAX, "sum saturates instead of wrapping");
+    let back = Histogram::decode(&h.encode()).expect("decodes");
+    assert_eq!(back, h);
+}
+
+#[test]
+fn empty_histogram_has_zero_statistics_and_round_trips() {
+    let h = Histogram::new();
+    assert_eq!((h.min(), h.max(), h.percentile(99.0), h.mean()), (0, 0, 0, 0.0));
+    assert_eq!(Histogram::decode(&h.encode()).expect("decodes"), h);
+    let json = serde_json::to_string(&h).expect("serializes");
+    let back: Histogram = serde_json::from_str(&json).expect("parses");
+    assert_eq!(back, h);
+}
+
+#[test]
+fn binary_and_json_encodings_round_trip_exactly() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut h = Histogram::new();
+    for _ in 0..100_000 {
+        h.record(latency_like(&mut rng));
+    }
+    let bytes = h.encode();
+    assert!(bytes.len() < 8 * 1024, "encoding is compact: {} bytes", bytes.len());
+    assert_eq!(Histogram::decode(&bytes).expect("decodes"), h);
+
+    let json = serde_json::to_string(&h).expect("serializes");
+    let back: Histogram = serde_json::from_str(&json).expect("parses");
+    assert_eq!(back, h);
+    assert_eq!(back.percentile(99.9), h.percentile(99.9));
+}
+
+#[test]
+fn corrupt_encodings_are_rejected() {
+    assert!(matches!(Histogram::decode(b"nope"), Err(HistError::BadHeader)));
+    let mut h = Histogram::new();
+    h.record(5);
+    let mut bytes = h.encode();
+    bytes[4] = 9; // count no longer matches the buckets
+    assert!(matches!(
+        Histogram::decode(&bytes),
+        Err(HistError::Inconsistent(_))
+    ));
+    let truncated = &h.encode()[..40];
+    assert!(Histogram::decode(truncated).is_err());
+    let bad = r#"{"unit":"ns","significant_digits":3,"count":2,"min":1,"max":1,"sum":1,"buckets":[[1,1]]}"#;
+    assert!(serde_json::from_str::<Histogram>(bad).is_err());
+}
+
+#[test]
+fn count_at_or_below_walks_buckets() {
+    let mut h = Histogram::new();
+    for v in [10, 20, 30, 1000] {
+        h.record(v);
+    }
+    assert_eq!(h.count_at_or_below(9), 0);
+    assert_eq!(h.count_at_or_below(20), 2);
+    assert_eq!(h.count_at_or_below(999), 3);
+    assert_eq!(h.count_at_or_below(5000), 4);
+}
