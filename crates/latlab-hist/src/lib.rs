@@ -86,9 +86,8 @@ impl Histogram {
     /// An empty histogram. Allocates its buckets once (about 270 KiB); recording never allocates.
     pub fn new() -> Self {
         #[allow(clippy::expect_used)]
-        let buckets =
-            hdrhistogram::Histogram::new_with_bounds(1, HIGHEST_NS, SIGNIFICANT_DIGITS)
-                .expect("constant histogram bounds are valid");
+        let buckets = hdrhistogram::Histogram::new_with_bounds(1, HIGHEST_NS, SIGNIFICANT_DIGITS)
+            .expect("constant histogram bounds are valid");
         Self {
             buckets,
             count: 0,

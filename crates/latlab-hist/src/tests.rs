@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used)]
 use super::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -127,7 +128,10 @@ fn extreme_values_are_never_lost() {
 #[test]
 fn empty_histogram_has_zero_statistics_and_round_trips() {
     let h = Histogram::new();
-    assert_eq!((h.min(), h.max(), h.percentile(99.0), h.mean()), (0, 0, 0, 0.0));
+    assert_eq!(
+        (h.min(), h.max(), h.percentile(99.0), h.mean()),
+        (0, 0, 0, 0.0)
+    );
     assert_eq!(Histogram::decode(&h.encode()).expect("decodes"), h);
     let json = serde_json::to_string(&h).expect("serializes");
     let back: Histogram = serde_json::from_str(&json).expect("parses");
@@ -142,7 +146,11 @@ fn binary_and_json_encodings_round_trip_exactly() {
         h.record(latency_like(&mut rng));
     }
     let bytes = h.encode();
-    assert!(bytes.len() < 8 * 1024, "encoding is compact: {} bytes", bytes.len());
+    assert!(
+        bytes.len() < 8 * 1024,
+        "encoding is compact: {} bytes",
+        bytes.len()
+    );
     assert_eq!(Histogram::decode(&bytes).expect("decodes"), h);
 
     let json = serde_json::to_string(&h).expect("serializes");
@@ -153,7 +161,10 @@ fn binary_and_json_encodings_round_trip_exactly() {
 
 #[test]
 fn corrupt_encodings_are_rejected() {
-    assert!(matches!(Histogram::decode(b"nope"), Err(HistError::BadHeader)));
+    assert!(matches!(
+        Histogram::decode(b"nope"),
+        Err(HistError::BadHeader)
+    ));
     let mut h = Histogram::new();
     h.record(5);
     let mut bytes = h.encode();

@@ -1,1 +1,404 @@
-//! placeholder
+//! latlab's versioned result schema.
+//!
+//! [`RunResult`] is the one model every part of latlab writes and reads: `latlab measure --json`
+//! is its serialization; stores, reports, exports and the monitoring daemon consume it. Types here
+//! are plain serde data with no behaviour that touches the system.
+//!
+//! Compatibility rule: fields are only ever added (with `#[serde(default)]` so older files still
+//! read); a change in meaning raises [`SCHEMA_VERSION`]. Units: nanoseconds (`_ns`) as `u64`
+//! unless a name says otherwise.
+
+use latlab_hist::Histogram;
+use serde::{Deserialize, Serialize};
+
+mod time;
+pub use time::rfc3339_utc;
+
+/// The value of [`RunResult::schema`].
+pub const SCHEMA: &str = "latlab.run";
+/// The version of the schema this build writes; it reads every version up to this one.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How the measuring thread waits for (or is woken at) each period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// `clock_nanosleep` to an absolute deadline (or relative with `relative`).
+    ClockNanosleep,
+    /// `nanosleep` (always relative).
+    Nanosleep,
+    /// A periodic absolute `timerfd`, `read()` per period.
+    Timerfd,
+    /// A periodic absolute POSIX timer delivering a signal, taken with `sigwaitinfo`.
+    PosixTimer,
+    /// `ppoll` with no descriptors and a timeout.
+    Poll,
+    /// `pselect` with no descriptors and a timeout.
+    Select,
+    /// Spin on the clock; every gap between two reads is a sample (OS noise, like oslat).
+    Busy,
+    /// A waker thread wakes the measuring thread through a futex.
+    Futex,
+    /// ... through an eventfd.
+    Eventfd,
+    /// ... through a pipe.
+    Pipe,
+    /// ... through a signal sent to the thread.
+    Signal,
+}
+
+impl Method {
+    pub const ALL: [Method; 11] = [
+        Method::ClockNanosleep,
+        Method::Nanosleep,
+        Method::Timerfd,
+        Method::PosixTimer,
+        Method::Poll,
+        Method::Select,
+        Method::Busy,
+        Method::Futex,
+        Method::Eventfd,
+        Method::Pipe,
+        Method::Signal,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::ClockNanosleep => "clock-nanosleep",
+            Method::Nanosleep => "nanosleep",
+            Method::Timerfd => "timerfd",
+            Method::PosixTimer => "posix-timer",
+            Method::Poll => "poll",
+            Method::Select => "select",
+            Method::Busy => "busy",
+            Method::Futex => "futex",
+            Method::Eventfd => "eventfd",
+            Method::Pipe => "pipe",
+            Method::Signal => "signal",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == s)
+    }
+
+    /// Thread-to-thread methods: a waker thread starts each period.
+    pub fn is_wakeup(self) -> bool {
+        matches!(
+            self,
+            Method::Futex | Method::Eventfd | Method::Pipe | Method::Signal
+        )
+    }
+
+    /// Methods whose timeout is relative to the last clock read (never absolute).
+    pub fn always_relative(self) -> bool {
+        matches!(self, Method::Nanosleep | Method::Poll | Method::Select)
+    }
+}
+
+/// Scheduling policy of the measuring threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    Fifo,
+    Rr,
+    Other,
+    Batch,
+    Idle,
+    Deadline,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 6] = [
+        Policy::Fifo,
+        Policy::Rr,
+        Policy::Other,
+        Policy::Batch,
+        Policy::Idle,
+        Policy::Deadline,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Fifo => "fifo",
+            Policy::Rr => "rr",
+            Policy::Other => "other",
+            Policy::Batch => "batch",
+            Policy::Idle => "idle",
+            Policy::Deadline => "deadline",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Policy> {
+        Policy::ALL.into_iter().find(|p| p.name() == s)
+    }
+    /// FIFO and RR take a priority 1..99.
+    pub fn is_realtime(self) -> bool {
+        matches!(self, Policy::Fifo | Policy::Rr)
+    }
+}
+
+/// The clock every deadline and timestamp is taken on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Clock {
+    Monotonic,
+    Realtime,
+}
+
+/// SCHED_DEADLINE parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadlineParams {
+    pub runtime_ns: u64,
+    pub deadline_ns: u64,
+    pub period_ns: u64,
+}
+
+/// The validated configuration of one measurement (what the user asked for, after defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasureConfig {
+    pub interval_ns: u64,
+    /// Run length; `None` with `loops` `None` means until interrupted.
+    pub duration_ns: Option<u64>,
+    /// Periods per thread; `None` means bounded by `duration_ns` or by an interrupt.
+    pub loops: Option<u64>,
+    /// One pinned thread per listed CPU; `None` when threads are unpinned.
+    pub cpus: Option<Vec<u32>>,
+    /// Number of measuring threads.
+    pub threads: u32,
+    pub policy: Policy,
+    /// Real-time priority (FIFO/RR), 0 otherwise.
+    pub priority: u32,
+    pub deadline: Option<DeadlineParams>,
+    pub method: Method,
+    /// Relative sleeps (`clock-nanosleep --relative`, and always for nanosleep/poll/select).
+    pub relative: bool,
+    pub clock: Clock,
+    /// Timer slack set on every measuring thread.
+    pub timer_slack_ns: u64,
+    /// PM QoS `/dev/cpu_dma_latency` value held for the run, `None` to leave the system alone.
+    pub pm_qos_us: Option<u32>,
+    /// Whether `mlockall` was requested.
+    pub mlock: bool,
+    pub window_ns: u64,
+    pub spike_threshold_ns: Option<u64>,
+    /// Most spikes kept over the run; further ones are only counted.
+    pub spike_limit: u32,
+    pub break_threshold_ns: Option<u64>,
+    /// CPU of the waker threads for thread-to-thread methods.
+    pub waker_cpu: Option<u32>,
+}
+
+/// Basic facts of the system a result was taken on. Richer records extend this with added fields.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SystemInfo {
+    pub hostname: String,
+    pub kernel_release: String,
+    pub kernel_version: String,
+    pub machine: String,
+    pub cpu_model: String,
+    pub cpus_online: Vec<u32>,
+    pub cpus_possible: u32,
+    /// Preempt model as far as known (`none`, `voluntary`, `full`, `lazy`, `rt`), with its source.
+    pub preempt: String,
+    pub cmdline: String,
+    pub clocksource: String,
+}
+
+/// How the run went: what latlab could set up, and what it could not.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunEnvironment {
+    pub memory_locked: bool,
+    /// Why memory is not locked, when it is not.
+    pub mlock_error: Option<String>,
+    /// PM QoS value actually held (`None`: the system's setting was left alone).
+    pub pm_qos_held_us: Option<u32>,
+    /// CPUs the coordinating thread was allowed to run on.
+    pub coordinator_cpus: Vec<u32>,
+    /// True when no CPU outside the measured ones exists for the coordinator.
+    pub coordinator_shares_measured_cpus: bool,
+    pub euid: u32,
+    /// Where a `--break` marker went, if one was written.
+    pub trace_marker: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Why the measurement ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "kebab-case")]
+pub enum StopReason {
+    Duration,
+    Loops,
+    Signal { signal: String },
+    Break { thread: u32, value_ns: u64 },
+}
+
+/// Summary statistics of one histogram, in nanoseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub count: u64,
+    pub min: u64,
+    pub mean: f64,
+    pub stdev: f64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p99_9: u64,
+    pub p99_99: u64,
+    pub max: u64,
+}
+
+impl Stats {
+    pub fn of(h: &Histogram) -> Stats {
+        Stats {
+            count: h.count(),
+            min: h.min(),
+            mean: h.mean(),
+            stdev: h.stdev(),
+            p50: h.percentile(50.0),
+            p90: h.percentile(90.0),
+            p99: h.percentile(99.0),
+            p99_9: h.percentile(99.9),
+            p99_99: h.percentile(99.99),
+            max: h.max(),
+        }
+    }
+}
+
+/// One closed window of one measuring thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    /// Window number, from 0 at the run's start.
+    pub index: u64,
+    /// Start of the window, nanoseconds after the run's start.
+    pub start_ns: u64,
+    pub count: u64,
+    pub min: u64,
+    pub max: u64,
+    pub p99: u64,
+    pub missed: u64,
+}
+
+/// One sample above the spike threshold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spike {
+    /// Index into [`RunResult::threads`].
+    pub thread: u32,
+    pub cpu: Option<u32>,
+    /// When the period started (its deadline), nanoseconds after the run's start.
+    pub at_ns: u64,
+    pub value_ns: u64,
+}
+
+/// Spikes kept over the run, and how many more were seen but not kept.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spikes {
+    pub threshold_ns: Option<u64>,
+    pub kept: Vec<Spike>,
+    pub not_kept: u64,
+}
+
+/// The result of one measuring thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadResult {
+    /// `cpu3` for a pinned thread, `thread3` for an unpinned one.
+    pub label: String,
+    pub cpu: Option<u32>,
+    pub tid: i32,
+    /// Periods that passed without a sample (a stall covered them); never dropped silently.
+    pub missed: u64,
+    /// Periods the run's length called for, where it is bounded by time or loops.
+    pub expected_periods: Option<u64>,
+    /// When the maximum happened, nanoseconds after the run's start.
+    pub max_at_ns: u64,
+    /// Statistics of the raw samples.
+    pub stats: Stats,
+    /// Statistics with the samples missed periods would have produced added (each missed period
+    /// is counted with the latency it would have had: the stall minus its distance to the deadline).
+    pub corrected: Stats,
+    /// CPU time the thread used (from the kernel's schedstat), where readable.
+    pub cpu_time_ns: Option<u64>,
+    pub histogram: Histogram,
+    pub corrected_histogram: Histogram,
+    pub windows: Vec<Window>,
+}
+
+/// All threads together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Overall {
+    pub missed: u64,
+    pub max_at_ns: u64,
+    /// Index of the thread that saw the maximum.
+    pub max_thread: u32,
+    pub stats: Stats,
+    pub corrected: Stats,
+    pub histogram: Histogram,
+}
+
+/// One latlab run: configuration, system, statistics, histograms, windows and spikes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    pub schema_version: u32,
+    pub latlab_version: String,
+    pub id: String,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    pub ended_at: String,
+    /// Wall-clock start, nanoseconds since the Unix epoch (to turn `*_ns` offsets into times).
+    pub start_unix_ns: u64,
+    /// Measured length of the run.
+    pub elapsed_ns: u64,
+    pub config: MeasureConfig,
+    pub system: SystemInfo,
+    pub environment: RunEnvironment,
+    pub stop: StopReason,
+    pub threads: Vec<ThreadResult>,
+    pub overall: Overall,
+    pub spikes: Spikes,
+}
+
+/// Errors of reading a result file.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("not a latlab result: {0}")]
+    NotAResult(String),
+    #[error(
+        "result schema version {found} is newer than this latlab reads ({supported}); upgrade latlab"
+    )]
+    TooNew { found: u32, supported: u32 },
+    #[error("invalid result JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl RunResult {
+    /// Parse a result, refusing other documents and newer schema versions with a clear message.
+    pub fn from_json(text: &str) -> Result<RunResult, ModelError> {
+        let value: serde_json::Value = serde_json::from_str(text)?;
+        match value.get("schema").and_then(|s| s.as_str()) {
+            Some(SCHEMA) => {}
+            Some(other) => return Err(ModelError::NotAResult(format!("schema is {other:?}"))),
+            None => return Err(ModelError::NotAResult("no \"schema\" field".into())),
+        }
+        let version = value
+            .get("schema_version")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0) as u32;
+        if version > SCHEMA_VERSION {
+            return Err(ModelError::TooNew {
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        Ok(serde_json::from_value(value)?)
+    }
+
+    pub fn to_json_pretty(&self) -> String {
+        // A RunResult holds only plain data: serializing it cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests;

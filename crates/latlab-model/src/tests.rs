@@ -1,0 +1,122 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+pub(crate) fn sample_result() -> RunResult {
+    let mut h = Histogram::new();
+    for v in [30_000, 31_000, 45_000, 2_000_000] {
+        h.record(v);
+    }
+    let stats = Stats::of(&h);
+    let thread = ThreadResult {
+        label: "cpu0".into(),
+        cpu: Some(0),
+        tid: 42,
+        missed: 1,
+        expected_periods: Some(5),
+        max_at_ns: 3_000_000,
+        stats: stats.clone(),
+        corrected: stats.clone(),
+        cpu_time_ns: Some(1000),
+        histogram: h.clone(),
+        corrected_histogram: h.clone(),
+        windows: vec![Window {
+            index: 0,
+            start_ns: 0,
+            count: 4,
+            min: 30_000,
+            max: 2_000_000,
+            p99: 2_000_000,
+            missed: 1,
+        }],
+    };
+    RunResult {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        latlab_version: "0.1.0".into(),
+        id: "test".into(),
+        started_at: rfc3339_utc(0),
+        ended_at: rfc3339_utc(5_000_000),
+        start_unix_ns: 0,
+        elapsed_ns: 5_000_000,
+        config: MeasureConfig {
+            interval_ns: 1_000_000,
+            duration_ns: Some(5_000_000),
+            loops: None,
+            cpus: Some(vec![0]),
+            threads: 1,
+            policy: Policy::Fifo,
+            priority: 95,
+            deadline: None,
+            method: Method::ClockNanosleep,
+            relative: false,
+            clock: Clock::Monotonic,
+            timer_slack_ns: 0,
+            pm_qos_us: None,
+            mlock: true,
+            window_ns: 1_000_000_000,
+            spike_threshold_ns: None,
+            spike_limit: 10_000,
+            break_threshold_ns: None,
+            waker_cpu: None,
+        },
+        system: SystemInfo::default(),
+        environment: RunEnvironment::default(),
+        stop: StopReason::Duration,
+        threads: vec![thread],
+        overall: Overall {
+            missed: 1,
+            max_at_ns: 3_000_000,
+            max_thread: 0,
+            stats: stats.clone(),
+            corrected: stats,
+            histogram: h,
+        },
+        spikes: Spikes::default(),
+    }
+}
+
+#[test]
+fn result_round_trips_through_json() {
+    let r = sample_result();
+    let text = r.to_json_pretty();
+    let back = RunResult::from_json(&text).expect("parses");
+    assert_eq!(back, r);
+    assert!(text.contains("\"method\": \"clock-nanosleep\""));
+    assert!(text.contains("\"reason\": \"duration\""));
+}
+
+#[test]
+fn other_documents_and_newer_versions_are_refused() {
+    let mut v: serde_json::Value = serde_json::from_str(&sample_result().to_json_pretty()).unwrap();
+    v["schema_version"] = serde_json::json!(SCHEMA_VERSION + 1);
+    let err = RunResult::from_json(&v.to_string()).unwrap_err();
+    assert!(matches!(err, ModelError::TooNew { .. }), "{err}");
+    v["schema"] = serde_json::json!("something.else");
+    assert!(matches!(
+        RunResult::from_json(&v.to_string()),
+        Err(ModelError::NotAResult(_))
+    ));
+    assert!(matches!(
+        RunResult::from_json("{}"),
+        Err(ModelError::NotAResult(_))
+    ));
+}
+
+#[test]
+fn system_info_reads_with_missing_fields() {
+    let s: SystemInfo = serde_json::from_str(r#"{"hostname":"h"}"#).unwrap();
+    assert_eq!(s.hostname, "h");
+    assert!(s.cpus_online.is_empty());
+}
+
+#[test]
+fn names_round_trip() {
+    for m in Method::ALL {
+        assert_eq!(Method::from_name(m.name()), Some(m));
+        let j = serde_json::to_string(&m).unwrap();
+        assert_eq!(j, format!("\"{}\"", m.name()));
+    }
+    for p in Policy::ALL {
+        assert_eq!(Policy::from_name(p.name()), Some(p));
+    }
+}
