@@ -12,6 +12,7 @@ use latlab_hist::Histogram;
 use serde::{Deserialize, Serialize};
 
 mod time;
+pub mod units;
 pub use time::rfc3339_utc;
 
 /// The value of [`RunResult::schema`].

@@ -1,0 +1,303 @@
+//! Typed values parsed once at the edge: durations and CPU lists.
+
+use std::fmt;
+
+/// A parse error: names the problem and the accepted form, fit for a one-line message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{problem} (accepted: {accepted})")]
+pub struct ParseError {
+    pub problem: String,
+    pub accepted: &'static str,
+}
+
+const DURATION_FORM: &str =
+    "a number with a unit ns, us, ms, s, m, h or d, e.g. 100us, 1.5ms, 30s, 2h";
+const CPU_LIST_FORM: &str = "CPU numbers and ranges, e.g. 0-3,6 or 0-7:2";
+
+/// Largest CPU number a list may name.
+pub const MAX_CPU: u32 = 8191;
+
+/// Parse a duration into nanoseconds. `default_unit` applies to a bare number (`None`: a unit is
+/// required). Fractions are allowed (`1.5ms`); the result must be a whole number of nanoseconds
+/// and fit in 64 bits.
+pub fn parse_duration(text: &str, default_unit: Option<&str>) -> Result<u64, ParseError> {
+    let err = |problem: String| ParseError {
+        problem,
+        accepted: DURATION_FORM,
+    };
+    let s = text.trim();
+    if s.is_empty() {
+        return Err(err("empty duration".into()));
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let unit = match (unit.trim(), default_unit) {
+        ("", Some(d)) => d,
+        ("", None) => return Err(err(format!("duration {s:?} has no unit"))),
+        (u, _) => u,
+    };
+    let scale: u64 = match unit {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" | "sec" => 1_000_000_000,
+        "m" | "min" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        "d" => 86_400_000_000_000,
+        other => return Err(err(format!("unknown unit {other:?} in duration {s:?}"))),
+    };
+    let (int_part, frac_part) = match num.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (num, ""),
+    };
+    if int_part.is_empty() && frac_part.is_empty() || frac_part.contains('.') {
+        return Err(err(format!("{s:?} is not a number with a unit")));
+    }
+    let overflow = || err(format!("duration {s:?} is too long"));
+    let int: u64 = if int_part.is_empty() {
+        0
+    } else {
+        int_part.parse().map_err(|_| overflow())?
+    };
+    let mut total = int.checked_mul(scale).ok_or_else(overflow)?;
+    if !frac_part.is_empty() {
+        // Exact decimal arithmetic: digits beyond the scale must be zero.
+        let mut place = scale;
+        for (i, c) in frac_part.chars().enumerate() {
+            let digit = u64::from(c.to_digit(10).unwrap_or(0));
+            if place % 10 != 0 {
+                if digit != 0 || frac_part[i..].chars().any(|c| c != '0') {
+                    return Err(err(format!(
+                        "duration {s:?} is finer than a nanosecond"
+                    )));
+                }
+                break;
+            }
+            place /= 10;
+            total = total.checked_add(digit * place).ok_or_else(overflow)?;
+        }
+    }
+    Ok(total)
+}
+
+/// Format nanoseconds with the largest unit that keeps it short and exact where possible.
+pub fn format_duration(ns: u64) -> String {
+    const UNITS: [(u64, &str); 7] = [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "m"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+        (1, "ns"),
+    ];
+    if ns == 0 {
+        return "0s".into();
+    }
+    for (scale, name) in UNITS {
+        if ns % scale == 0 {
+            return format!("{}{name}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// A sorted set of CPU numbers, parsed from the kernel's list format (`0-3,6`, `0-7:2`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CpuList(Vec<u32>);
+
+impl CpuList {
+    pub fn parse(text: &str) -> Result<CpuList, ParseError> {
+        let err = |problem: String| ParseError {
+            problem,
+            accepted: CPU_LIST_FORM,
+        };
+        let s = text.trim();
+        if s.is_empty() {
+            return Err(err("empty CPU list".into()));
+        }
+        let num = |t: &str| -> Result<u32, ParseError> {
+            let t = t.trim();
+            let n: u32 = t
+                .parse()
+                .map_err(|_| err(format!("{t:?} is not a CPU number in {s:?}")))?;
+            if n > MAX_CPU {
+                return Err(err(format!("CPU {n} is beyond {MAX_CPU}")));
+            }
+            Ok(n)
+        };
+        let mut cpus = Vec::new();
+        for part in s.split(',') {
+            let (range, stride) = match part.split_once(':') {
+                Some((r, st)) => {
+                    let st = num(st)?;
+                    if st == 0 {
+                        return Err(err(format!("stride 0 in {part:?}")));
+                    }
+                    (r, st)
+                }
+                None => (part, 1),
+            };
+            match range.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (num(a)?, num(b)?);
+                    if a > b {
+                        return Err(err(format!("range {range:?} runs backwards")));
+                    }
+                    cpus.extend((a..=b).step_by(stride as usize));
+                }
+                None => {
+                    if stride != 1 {
+                        return Err(err(format!("stride without a range in {part:?}")));
+                    }
+                    cpus.push(num(range)?);
+                }
+            }
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        Ok(CpuList(cpus))
+    }
+
+    pub fn from_cpus(mut cpus: Vec<u32>) -> CpuList {
+        cpus.sort_unstable();
+        cpus.dedup();
+        CpuList(cpus)
+    }
+
+    pub fn cpus(&self) -> &[u32] {
+        &self.0
+    }
+    pub fn contains(&self, cpu: u32) -> bool {
+        self.0.binary_search(&cpu).is_ok()
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Display for CpuList {
+    /// The kernel's compact form: `0-3,6`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        let mut i = 0;
+        while i < self.0.len() {
+            let start = self.0[i];
+            let mut end = start;
+            while i + 1 < self.0.len() && self.0[i + 1] == end + 1 {
+                i += 1;
+                end = self.0[i];
+            }
+            parts.push(if start == end {
+                start.to_string()
+            } else {
+                format!("{start}-{end}")
+            });
+            i += 1;
+        }
+        f.write_str(&parts.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let ok = [
+            ("10us", 10_000),
+            ("100us", 100_000),
+            ("1ms", 1_000_000),
+            ("1.5ms", 1_500_000),
+            ("30s", 30_000_000_000),
+            ("5m", 300_000_000_000),
+            ("2h", 7_200_000_000_000),
+            ("1d", 86_400_000_000_000),
+            ("250ns", 250),
+            ("0.5us", 500),
+            (".5s", 500_000_000),
+            ("7µs", 7_000),
+            (" 3s ", 3_000_000_000),
+        ];
+        for (s, want) in ok {
+            assert_eq!(parse_duration(s, None), Ok(want), "{s}");
+        }
+        assert_eq!(parse_duration("1000", Some("us")), Ok(1_000_000));
+        assert_eq!(parse_duration("60", Some("s")), Ok(60_000_000_000));
+    }
+
+    #[test]
+    fn bad_durations_name_the_problem() {
+        for s in [
+            "", "ms", "10", "10xs", "1.2.3s", "-5s", "1.5ns", "0.0001us", "99999999999999d", "1e3s",
+        ] {
+            let e = parse_duration(s, None).unwrap_err();
+            assert!(e.to_string().contains("accepted:"), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn durations_format_back() {
+        for ns in [1, 999, 1000, 1_500_000, 30_000_000_000, 86_400_000_000_000] {
+            assert_eq!(parse_duration(&format_duration(ns), None), Ok(ns));
+        }
+        assert_eq!(format_duration(100_000), "100us");
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(CpuList::parse("0-3,6").unwrap().cpus(), &[0, 1, 2, 3, 6]);
+        assert_eq!(CpuList::parse("0-7:2").unwrap().cpus(), &[0, 2, 4, 6]);
+        assert_eq!(CpuList::parse("3,1,1").unwrap().cpus(), &[1, 3]);
+        assert_eq!(CpuList::parse("0-3,6").unwrap().to_string(), "0-3,6");
+        assert_eq!(CpuList::parse("5").unwrap().to_string(), "5");
+    }
+
+    #[test]
+    fn bad_cpu_lists() {
+        for s in ["", "a", "3-1", "0-", "-1", "1,,2", "0-3:0", "4:2", "9000", "0-99999"] {
+            let e = CpuList::parse(s).unwrap_err();
+            assert!(e.to_string().contains("accepted:"), "{s}: {e}");
+        }
+    }
+
+    /// The fuzz target's property, run on stable over random inputs: parsing never panics, and a
+    /// parsed value formats back to the same value.
+    #[test]
+    fn random_inputs_never_panic_and_round_trip() {
+        let alphabet: Vec<char> = "0123456789.,-: usmhdnµx".chars().collect();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..200_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 12) as usize;
+            let s: String = (0..len)
+                .map(|i| alphabet[((state >> (i * 5)) % alphabet.len() as u64) as usize])
+                .collect();
+            crate::units::fuzz_check(s.as_bytes());
+        }
+    }
+}
+
+/// The property the fuzz target checks (also run on stable by the unit tests): parsing arbitrary
+/// bytes never panics, and whatever parses formats back to the same value.
+#[doc(hidden)]
+pub fn fuzz_check(data: &[u8]) {
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(ns) = parse_duration(s, Some("us")) {
+        assert_eq!(parse_duration(&format_duration(ns), None), Ok(ns));
+    }
+    if let Ok(list) = CpuList::parse(s) {
+        assert_eq!(CpuList::parse(&list.to_string()), Ok(list));
+    }
+}
