@@ -1,1 +1,347 @@
-//! placeholder
+//! Every sysfs, procfs and devfs access of latlab goes through [`Sys`], which holds a root path
+//! (default `/`; `LATLAB_SYSROOT` points it elsewhere) so tests can run against fixture trees.
+//!
+//! Reading is separated from deciding: functions here return raw facts or typed values; a field
+//! that cannot be read is reported with the reason, never invented.
+
+use latlab_model::SystemInfo;
+use latlab_model::units::{CpuList, ParseError};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Errors of system access, each naming the path and the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum SysError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: ParseError,
+    },
+}
+
+impl SysError {
+    /// The errno behind an I/O failure, if any.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            SysError::Io { source, .. } => source.raw_os_error(),
+            SysError::Parse { .. } => None,
+        }
+    }
+}
+
+/// The system as seen through one root directory.
+#[derive(Debug, Clone)]
+pub struct Sys {
+    root: PathBuf,
+}
+
+impl Default for Sys {
+    fn default() -> Self {
+        Sys::new("/")
+    }
+}
+
+impl Sys {
+    pub fn new(root: impl Into<PathBuf>) -> Sys {
+        Sys { root: root.into() }
+    }
+
+    /// `/`, or the directory named by `LATLAB_SYSROOT`.
+    pub fn from_env() -> Sys {
+        match std::env::var_os("LATLAB_SYSROOT") {
+            Some(r) if !r.is_empty() => Sys::new(r),
+            _ => Sys::default(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// True when this is the live system rather than a fixture tree.
+    pub fn is_live(&self) -> bool {
+        self.root == Path::new("/")
+    }
+
+    /// The real path of a system path such as `/proc/cmdline`.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel.trim_start_matches('/'))
+    }
+
+    pub fn read(&self, rel: &str) -> Result<String, SysError> {
+        let path = self.path(rel);
+        std::fs::read_to_string(&path).map_err(|source| SysError::Io { path, source })
+    }
+
+    /// Read a file and trim surrounding white space.
+    pub fn read_trim(&self, rel: &str) -> Result<String, SysError> {
+        self.read(rel).map(|s| s.trim().to_string())
+    }
+
+    pub fn exists(&self, rel: &str) -> bool {
+        self.path(rel).exists()
+    }
+
+    fn read_cpu_list(&self, rel: &str) -> Result<CpuList, SysError> {
+        let text = self.read_trim(rel)?;
+        if text.is_empty() {
+            return Ok(CpuList::default());
+        }
+        CpuList::parse(&text).map_err(|source| SysError::Parse {
+            path: self.path(rel),
+            source,
+        })
+    }
+
+    /// CPUs online now.
+    pub fn online_cpus(&self) -> Result<CpuList, SysError> {
+        self.read_cpu_list("/sys/devices/system/cpu/online")
+    }
+
+    /// CPUs that may ever exist.
+    pub fn possible_cpus(&self) -> Result<CpuList, SysError> {
+        self.read_cpu_list("/sys/devices/system/cpu/possible")
+    }
+
+    /// The basic system record embedded in every result. Unreadable fields say why.
+    pub fn system_info(&self) -> SystemInfo {
+        let or_reason = |r: Result<String, SysError>| match r {
+            Ok(s) => s,
+            Err(e) => format!("unavailable: {e}"),
+        };
+        let version = or_reason(self.read_trim("/proc/sys/kernel/version"));
+        let cmdline = or_reason(self.read_trim("/proc/cmdline"));
+        SystemInfo {
+            hostname: or_reason(self.read_trim("/proc/sys/kernel/hostname")),
+            kernel_release: or_reason(self.read_trim("/proc/sys/kernel/osrelease")),
+            machine: or_reason(self.read_trim("/proc/sys/kernel/arch")),
+            cpu_model: match self.read("/proc/cpuinfo") {
+                Ok(text) => cpu_model(&text),
+                Err(e) => format!("unavailable: {e}"),
+            },
+            cpus_online: self
+                .online_cpus()
+                .map(|l| l.cpus().to_vec())
+                .unwrap_or_default(),
+            cpus_possible: self.possible_cpus().map(|l| l.len() as u32).unwrap_or(0),
+            preempt: preempt_model(
+                &version,
+                self.read_trim("/sys/kernel/debug/sched/preempt").ok().as_deref(),
+                &cmdline,
+            ),
+            clocksource: or_reason(
+                self.read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+            ),
+            kernel_version: version,
+            cmdline,
+        }
+    }
+
+    /// CPU time of one thread in nanoseconds (first field of its schedstat).
+    pub fn thread_cpu_time_ns(&self, pid: i32, tid: i32) -> Result<u64, SysError> {
+        let rel = format!("/proc/{pid}/task/{tid}/schedstat");
+        let text = self.read(&rel)?;
+        text.split_whitespace()
+            .next()
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| SysError::Io {
+                path: self.path(&rel),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidData, "no run time field"),
+            })
+    }
+
+    /// The tracefs `trace_marker` file, if tracefs is mounted.
+    pub fn trace_marker(&self) -> Option<PathBuf> {
+        [
+            "/sys/kernel/tracing/trace_marker",
+            "/sys/kernel/debug/tracing/trace_marker",
+        ]
+        .into_iter()
+        .map(|p| self.path(p))
+        .find(|p| p.exists())
+    }
+
+    /// Write one line to tracefs `trace_marker`; returns where it went.
+    pub fn write_trace_marker(&self, message: &str) -> Result<PathBuf, String> {
+        let path = self
+            .trace_marker()
+            .ok_or_else(|| "tracefs is not mounted".to_string())?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        f.write_all(message.as_bytes())
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(path)
+    }
+
+    /// Hold a PM QoS CPU latency request (`/dev/cpu_dma_latency`) for as long as the returned
+    /// value lives. The kernel drops the request when the file closes, also when the process
+    /// dies, so nothing needs restoring.
+    pub fn hold_pm_qos(&self, us: u32) -> Result<PmQosHold, SysError> {
+        let path = self.path("/dev/cpu_dma_latency");
+        let io = |source| SysError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut file = OpenOptions::new().read(true).write(true).open(&path).map_err(io)?;
+        let value = i32::try_from(us).unwrap_or(i32::MAX);
+        file.write_all(&value.to_ne_bytes()).map_err(io)?;
+        Ok(PmQosHold { _file: file, us })
+    }
+}
+
+/// A held PM QoS request; dropping it releases the request.
+#[derive(Debug)]
+pub struct PmQosHold {
+    _file: File,
+    pub us: u32,
+}
+
+/// The CPU model from `/proc/cpuinfo` (x86 `model name`, or ARM `Hardware` / `CPU part`).
+pub fn cpu_model(cpuinfo: &str) -> String {
+    let field = |name: &str| {
+        cpuinfo.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name).then(|| v.trim().to_string())
+        })
+    };
+    field("model name")
+        .or_else(|| field("Hardware"))
+        .or_else(|| field("CPU part").map(|p| format!("CPU part {p}")))
+        .unwrap_or_else(|| "unavailable: no model name in /proc/cpuinfo".into())
+}
+
+/// The preempt model: the debugfs switch (its parenthesised entry) when readable, else a
+/// `preempt=` boot option, else the kernel version string. Returned as `model (source)`.
+pub fn preempt_model(version: &str, debugfs: Option<&str>, cmdline: &str) -> String {
+    if version.contains("PREEMPT_RT") {
+        return "rt (kernel version)".into();
+    }
+    if let Some(sel) = debugfs.and_then(|d| {
+        let start = d.find('(')?;
+        let end = d[start..].find(')')?;
+        Some(d[start + 1..start + end].to_string())
+    }) {
+        return format!("{sel} (sched/preempt)");
+    }
+    if version.contains("PREEMPT_DYNAMIC") {
+        if let Some(opt) = cmdline
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("preempt="))
+        {
+            return format!("{opt} (preempt= boot option)");
+        }
+        return "dynamic, current model unreadable (debugfs not mounted)".into();
+    }
+    if version.contains("PREEMPT_LAZY") {
+        return "lazy (kernel version)".into();
+    }
+    if version.contains(" PREEMPT ") || version.contains(" PREEMPT") {
+        return "full (kernel version)".into();
+    }
+    "none or voluntary (kernel version)".into()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (p, content) in files {
+            let path = dir.path().join(p.trim_start_matches('/'));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn reads_through_the_root() {
+        let t = tree(&[
+            ("/sys/devices/system/cpu/online", "0-1\n"),
+            ("/sys/devices/system/cpu/possible", "0-3\n"),
+            ("/proc/sys/kernel/hostname", "box\n"),
+            ("/proc/sys/kernel/osrelease", "6.18.0\n"),
+            ("/proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC @0\n"),
+            ("/proc/cmdline", "quiet preempt=full\n"),
+            ("/proc/cpuinfo", "processor\t: 0\nmodel name\t: Test CPU\n"),
+        ]);
+        let sys = Sys::new(t.path());
+        assert!(!sys.is_live());
+        assert_eq!(sys.online_cpus().unwrap().cpus(), &[0, 1]);
+        let info = sys.system_info();
+        assert_eq!(info.hostname, "box");
+        assert_eq!(info.cpus_online, vec![0, 1]);
+        assert_eq!(info.cpus_possible, 4);
+        assert_eq!(info.cpu_model, "Test CPU");
+        assert_eq!(info.preempt, "full (preempt= boot option)");
+        assert!(info.clocksource.starts_with("unavailable: "), "{}", info.clocksource);
+        assert!(sys.trace_marker().is_none());
+        assert!(sys.write_trace_marker("x").unwrap_err().contains("not mounted"));
+    }
+
+    #[test]
+    fn preempt_model_sources() {
+        assert_eq!(
+            preempt_model("#1 SMP PREEMPT_DYNAMIC", Some("none voluntary (full) lazy"), ""),
+            "full (sched/preempt)"
+        );
+        assert_eq!(preempt_model("#1 SMP PREEMPT_RT", None, ""), "rt (kernel version)");
+        assert_eq!(preempt_model("#1 SMP PREEMPT Tue", None, ""), "full (kernel version)");
+        assert!(preempt_model("#1 SMP PREEMPT_DYNAMIC", None, "").starts_with("dynamic"));
+        assert!(preempt_model("#1 SMP", None, "").starts_with("none"));
+    }
+
+    #[test]
+    fn cpu_models() {
+        assert_eq!(cpu_model("Hardware\t: BCM2835\n"), "BCM2835");
+        assert_eq!(cpu_model("CPU part\t: 0xd08\n"), "CPU part 0xd08");
+        assert!(cpu_model("").starts_with("unavailable"));
+    }
+
+    #[test]
+    fn bad_cpu_list_file_names_the_path() {
+        let t = tree(&[("/sys/devices/system/cpu/online", "zz\n")]);
+        let e = Sys::new(t.path()).online_cpus().unwrap_err();
+        assert!(e.to_string().contains("online"), "{e}");
+    }
+
+    #[test]
+    fn live_schedstat_of_this_thread() {
+        let sys = Sys::default();
+        let pid = std::process::id() as i32;
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        if !sys.exists(&format!("/proc/{pid}/task/{tid}/schedstat")) {
+            eprintln!("skipped: schedstat not available on this kernel");
+            return;
+        }
+        // Burn some CPU, then sleep so the kernel folds the run time into schedstat.
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < std::time::Duration::from_millis(20) {
+            std::hint::spin_loop();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(sys.thread_cpu_time_ns(pid, tid).unwrap() >= 10_000_000);
+    }
+
+    #[test]
+    fn pm_qos_on_a_fixture_file_writes_the_binary_value() {
+        let t = tree(&[("/dev/cpu_dma_latency", "")]);
+        let hold = Sys::new(t.path()).hold_pm_qos(7).unwrap();
+        assert_eq!(hold.us, 7);
+        let bytes = std::fs::read(t.path().join("dev/cpu_dma_latency")).unwrap();
+        assert_eq!(bytes, 7i32.to_ne_bytes());
+    }
+}
