@@ -121,6 +121,43 @@ impl Histogram {
         }
     }
 
+    /// Record `times` copies of the descending series `first, first - step, first - 2*step, …`
+    /// (`n` values, stopping early at zero). Costs one bucket update per bucket the series
+    /// crosses, not one per value: used to add the samples that missed periods would have
+    /// produced, which after a long stall can be millions.
+    pub fn record_series(&mut self, first: u64, step: u64, n: u64, times: u64) {
+        if n == 0 || times == 0 {
+            return;
+        }
+        let step = step.max(1);
+        let n = n.min(first / step + 1);
+        let mut v = first;
+        let mut left = n;
+        while left > 0 {
+            let clamped = v.min(HIGHEST_NS);
+            let low = self.buckets.lowest_equivalent(clamped);
+            // Values v, v-step, … that stay in this bucket (all of them above the top bucket).
+            let k = if v > HIGHEST_NS {
+                ((v - HIGHEST_NS) / step + 1).min(left)
+            } else {
+                ((v - low) / step + 1).min(left)
+            };
+            let _ = self.buckets.record_n(clamped, k * times);
+            let last = v - (k - 1) * step;
+            let series_sum = (u128::from(v) + u128::from(last)) * u128::from(k) / 2;
+            let add = u64::try_from(series_sum * u128::from(times)).unwrap_or(u64::MAX);
+            self.sum = self.sum.saturating_add(add);
+            self.count += k * times;
+            self.max = self.max.max(v);
+            self.min = self.min.min(last);
+            left -= k;
+            if left == 0 || last < step {
+                break;
+            }
+            v = last - step;
+        }
+    }
+
     /// Add every value of `other` to this histogram. Exact: buckets, counts and extremes combine.
     pub fn merge(&mut self, other: &Histogram) {
         if other.count == 0 {

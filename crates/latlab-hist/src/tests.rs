@@ -190,3 +190,32 @@ fn count_at_or_below_walks_buckets() {
     assert_eq!(h.count_at_or_below(999), 3);
     assert_eq!(h.count_at_or_below(5000), 4);
 }
+
+#[test]
+fn record_series_equals_recording_each_value() {
+    let mut rng = StdRng::seed_from_u64(11);
+    for _ in 0..200 {
+        let step = rng.random_range(1..2_000_000);
+        let first = rng.random_range(0..500_000_000);
+        let n = rng.random_range(0..2000);
+        let times = rng.random_range(1..4);
+        let mut fast = Histogram::new();
+        fast.record_series(first, step, n, times);
+        let mut slow = Histogram::new();
+        let mut v = first as i128;
+        for _ in 0..n {
+            if v < 0 {
+                break;
+            }
+            slow.record_n(v as u64, times);
+            v -= step as i128;
+        }
+        assert_eq!(fast, slow, "first {first} step {step} n {n}");
+    }
+    // A long stall at a short period: bounded work, exact count and sum.
+    let mut h = Histogram::new();
+    h.record_series(10_000_000_000, 1_000, 10_000_000, 1);
+    assert_eq!(h.count(), 10_000_000);
+    assert_eq!(h.min(), 10_000_000_000 - 9_999_999 * 1_000);
+    assert_eq!(h.max(), 10_000_000_000);
+}

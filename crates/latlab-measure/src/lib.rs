@@ -1,1 +1,794 @@
-//! placeholder
+//! latlab's measuring engine: one thread per CPU (pinned) or N unpinned threads, each waiting for
+//! absolute deadlines (or woken by a waker thread) and recording how late it ran into the shared
+//! [`Histogram`]; a coordinating thread off the measured CPUs collects one window per period and
+//! builds the [`RunResult`].
+//!
+//! Missed periods are never dropped: each thread counts them, and the result carries beside the
+//! raw histogram a corrected one with the samples the missed periods would have produced.
+
+mod os;
+mod thread;
+mod window;
+
+use latlab_hist::Histogram;
+use latlab_model::units::CpuList;
+use latlab_model::{
+    MeasureConfig, Method, Overall, Policy, RunEnvironment, RunResult, SCHEMA, SCHEMA_VERSION,
+    Spike, Spikes, Stats, StopReason, ThreadResult, Window, rfc3339_utc,
+};
+use latlab_sys::Sys;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::Duration;
+use thread::{AbsSleep, Ctx, NanoSleep, Poll, PosixTimer, RelSleep, Select, TimerFd, WakeSlot};
+use window::{POOL, WindowBuf, WindowSink};
+
+pub use os::explain_policy_error;
+
+/// Stack size of measuring and waker threads: small, so locked memory stays small.
+const THREAD_STACK: usize = 256 * 1024;
+
+/// Errors of a measurement. `Invalid` is bad input (exit code 2); `Setup` and `Runtime` happen
+/// while preparing or running (exit code 1).
+#[derive(Debug, thiserror::Error)]
+pub enum MeasureError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// The shared stop request: set by signals, by a `--break`, or by the caller.
+#[derive(Default)]
+pub struct StopSignal {
+    flag: AtomicBool,
+    reason: Mutex<Option<StopReason>>,
+    coordinator: Mutex<Option<std::thread::Thread>>,
+}
+
+impl StopSignal {
+    pub fn new() -> Arc<StopSignal> {
+        Arc::new(StopSignal::default())
+    }
+
+    /// Ask every thread to stop; the first reason given is kept.
+    pub fn request(&self, reason: StopReason) {
+        if let Ok(mut r) = self.reason.lock() {
+            r.get_or_insert(reason);
+        }
+        self.flag.store(true, Ordering::Relaxed);
+        self.wake_coordinator();
+    }
+
+    #[inline(always)]
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+
+    pub fn reason(&self) -> Option<StopReason> {
+        self.reason.lock().ok().and_then(|r| r.clone())
+    }
+
+    fn wake_coordinator(&self) {
+        if let Ok(c) = self.coordinator.lock()
+            && let Some(t) = c.as_ref()
+        {
+            t.unpark();
+        }
+    }
+}
+
+/// Per-thread figures for a live view, updated once per window.
+#[derive(Debug, Clone, Default)]
+pub struct LiveThread {
+    pub label: String,
+    pub count: u64,
+    pub missed: u64,
+    pub min: u64,
+    pub mean: f64,
+    pub max: u64,
+    /// Maximum of the last closed window.
+    pub window_max: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    pub elapsed_ns: u64,
+    pub threads: Vec<LiveThread>,
+}
+
+/// Check a configuration against the online CPUs. Every problem is one line naming the accepted
+/// form; nothing is touched.
+pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureError> {
+    let bad = |m: String| Err(MeasureError::Invalid(m));
+    if cfg.method != Method::Busy && cfg.interval_ns < 1_000 {
+        return bad(format!(
+            "interval {} ns is below the minimum (accepted: 1us or more, e.g. 100us, 1ms)",
+            cfg.interval_ns
+        ));
+    }
+    if cfg.policy.is_realtime() && !(1..=99).contains(&cfg.priority) {
+        return bad(format!(
+            "priority {} is out of range (accepted: 1..99 for fifo and rr)",
+            cfg.priority
+        ));
+    }
+    if let Some(cpus) = &cfg.cpus {
+        if cpus.is_empty() {
+            return bad("empty CPU list (accepted: CPU numbers and ranges, e.g. 0-3,6)".into());
+        }
+        for c in cpus {
+            if !online.contains(*c) {
+                return bad(format!(
+                    "CPU {c} is absent or offline (accepted: online CPUs {online})"
+                ));
+            }
+        }
+    } else if cfg.threads == 0 || cfg.threads > 1024 {
+        return bad(format!("{} threads (accepted: 1..1024)", cfg.threads));
+    }
+    if let Some(w) = cfg.waker_cpu
+        && !online.contains(w)
+    {
+        return bad(format!(
+            "waker CPU {w} is absent or offline (accepted: online CPUs {online})"
+        ));
+    }
+    if cfg.policy == Policy::Deadline {
+        let Some(dl) = cfg.deadline else {
+            return bad(
+                "policy deadline needs --dl-runtime (accepted: e.g. --dl-runtime 100us \
+                 --dl-period 1ms)"
+                    .into(),
+            );
+        };
+        if dl.runtime_ns < 1024 || dl.runtime_ns > dl.deadline_ns || dl.deadline_ns > dl.period_ns {
+            return bad(format!(
+                "inconsistent deadline parameters runtime {} ns, deadline {} ns, period {} ns \
+                 (accepted: 1us <= runtime <= deadline <= period)",
+                dl.runtime_ns, dl.deadline_ns, dl.period_ns
+            ));
+        }
+        if cfg.cpus.is_some() {
+            return bad("SCHED_DEADLINE threads cannot be pinned to single CPUs \
+                 (accepted: unpinned threads, -t N, with --policy deadline)"
+                .into());
+        }
+    } else if cfg.deadline.is_some() {
+        return bad("--dl-runtime/--dl-period need --policy deadline".into());
+    }
+    if cfg.window_ns < 1_000_000 || (cfg.method != Method::Busy && cfg.window_ns < cfg.interval_ns)
+    {
+        return bad(format!(
+            "window {} ns is too short (accepted: at least 1ms and at least one interval)",
+            cfg.window_ns
+        ));
+    }
+    if let Some(d) = cfg.duration_ns
+        && cfg.method != Method::Busy
+        && d < cfg.interval_ns
+    {
+        return bad(format!(
+            "duration {d} ns is shorter than one interval ({} ns)",
+            cfg.interval_ns
+        ));
+    }
+    if cfg.loops == Some(0) {
+        return bad("--loops 0 (accepted: a positive number of periods)".into());
+    }
+    if cfg.loops.is_some() && cfg.method == Method::Busy {
+        return bad("--loops does not apply to --method busy (accepted: --duration)".into());
+    }
+    if cfg.relative && cfg.method != Method::ClockNanosleep && !cfg.method.always_relative() {
+        return bad(format!(
+            "--relative does not apply to method {} (accepted: clock-nanosleep)",
+            cfg.method.name()
+        ));
+    }
+    Ok(())
+}
+
+/// The last period a thread measures, `u64::MAX` when unbounded.
+fn last_period(cfg: &MeasureConfig) -> u64 {
+    let by_time = cfg
+        .duration_ns
+        .map(|d| d / cfg.interval_ns.max(1))
+        .unwrap_or(u64::MAX);
+    by_time.min(cfg.loops.unwrap_or(u64::MAX))
+}
+
+struct Plan {
+    label: String,
+    cpu: Option<u32>,
+    affinity: Vec<u32>,
+    waker_affinity: Vec<u32>,
+}
+
+/// Who runs where: measuring threads, their wakers, and the coordinator's CPUs.
+fn plan_threads(cfg: &MeasureConfig, online: &CpuList) -> (Vec<Plan>, Vec<u32>) {
+    let all = online.cpus().to_vec();
+    let measured: Vec<u32> = cfg.cpus.clone().unwrap_or_default();
+    let free: Vec<u32> = all
+        .iter()
+        .copied()
+        .filter(|c| !measured.contains(c))
+        .collect();
+    let waker_for = |cpu: Option<u32>| -> Vec<u32> {
+        if let Some(w) = cfg.waker_cpu {
+            return vec![w];
+        }
+        match (free.first(), cpu) {
+            (Some(&f), _) => vec![f],
+            (None, Some(c)) => {
+                // Every CPU is measured: wake from the next CPU, so every wake crosses CPUs.
+                let i = all.iter().position(|&x| x == c).unwrap_or(0);
+                vec![all[(i + 1) % all.len()]]
+            }
+            (None, None) => all.clone(),
+        }
+    };
+    let plans = match &cfg.cpus {
+        Some(cpus) => cpus
+            .iter()
+            .map(|&c| Plan {
+                label: format!("cpu{c}"),
+                cpu: Some(c),
+                affinity: vec![c],
+                waker_affinity: waker_for(Some(c)),
+            })
+            .collect(),
+        None => (0..cfg.threads)
+            .map(|i| Plan {
+                label: format!("thread{i}"),
+                cpu: None,
+                affinity: all.clone(),
+                waker_affinity: waker_for(None),
+            })
+            .collect(),
+    };
+    (plans, free)
+}
+
+/// A timer method's loop, prepared in the measuring thread before the start barrier.
+type TimerRun = Box<dyn FnMut(&Ctx, &mut WindowSink)>;
+
+enum Waiting {
+    Timer(TimerRun),
+}
+
+/// Set up the calling thread: affinity, timer slack, policy.
+fn setup_thread(cfg: &MeasureConfig, affinity: &[u32]) -> Result<(), String> {
+    os::set_affinity(affinity).map_err(|e| format!("cannot pin to CPUs {affinity:?}: {e}"))?;
+    os::set_timer_slack(cfg.timer_slack_ns).map_err(|e| format!("cannot set timer slack: {e}"))?;
+    os::set_policy(cfg.policy, cfg.priority, cfg.deadline)
+        .map_err(|e| explain_policy_error(cfg.policy, cfg.priority, &e))
+}
+
+/// Prepare the wait of a timer method in the measuring thread (before the start barrier).
+fn timer_waiter(cfg: &MeasureConfig, clock: libc::clockid_t) -> Result<Waiting, String> {
+    let relative = cfg.relative;
+    Ok(Waiting::Timer(match cfg.method {
+        Method::ClockNanosleep if relative => {
+            Box::new(move |ctx, sink| thread::timer_loop(&mut RelSleep(clock), ctx, sink))
+        }
+        Method::ClockNanosleep => {
+            Box::new(move |ctx, sink| thread::timer_loop(&mut AbsSleep(clock), ctx, sink))
+        }
+        Method::Nanosleep => Box::new(|ctx, sink| thread::timer_loop(&mut NanoSleep, ctx, sink)),
+        Method::Poll => Box::new(|ctx, sink| thread::timer_loop(&mut Poll, ctx, sink)),
+        Method::Select => Box::new(|ctx, sink| thread::timer_loop(&mut Select, ctx, sink)),
+        Method::Busy => Box::new(thread::busy_loop),
+        Method::Timerfd => {
+            let mut t = TimerFd::new(clock).map_err(|e| format!("timerfd_create: {e}"))?;
+            Box::new(move |ctx, sink| {
+                if t.arm(ctx.start + ctx.interval, ctx.interval).is_ok() {
+                    thread::timer_loop(&mut t, ctx, sink)
+                }
+            })
+        }
+        Method::PosixTimer => {
+            let mut t = PosixTimer::new(clock).map_err(|e| format!("timer_create: {e}"))?;
+            Box::new(move |ctx, sink| {
+                if t.arm(ctx.start + ctx.interval, ctx.interval).is_ok() {
+                    thread::timer_loop(&mut t, ctx, sink)
+                }
+            })
+        }
+        Method::Futex | Method::Eventfd | Method::Pipe | Method::Signal => {
+            return Err("internal: a wake-up method has no timer waiter".into());
+        }
+    }))
+}
+
+struct ThreadEnd {
+    tid: i32,
+    cpu_time_ns: u64,
+}
+
+/// Per-thread accumulation in the coordinator.
+struct Acc {
+    total: Histogram,
+    corrected: Histogram,
+    windows: Vec<Window>,
+    next_window: u64,
+    missed: u64,
+    max: u64,
+    max_at: u64,
+    seen: bool,
+    last_window_max: u64,
+}
+
+struct Collector {
+    interval: u64,
+    window: u64,
+    spike_limit: u64,
+    accs: Vec<Acc>,
+    plans_cpu: Vec<Option<u32>>,
+    spikes: Vec<Spike>,
+    spikes_not_kept: u64,
+}
+
+impl Collector {
+    fn take(&mut self, buf: &WindowBuf) {
+        let acc = &mut self.accs[buf.thread as usize];
+        for index in acc.next_window..buf.index {
+            // Windows in which no period ended (a stall covered them).
+            acc.windows.push(Window {
+                index,
+                start_ns: index * self.window,
+                count: 0,
+                min: 0,
+                max: 0,
+                p99: 0,
+                missed: 0,
+            });
+        }
+        let h = &buf.hist;
+        acc.windows.push(Window {
+            index: buf.index,
+            start_ns: buf.index * self.window,
+            count: h.count(),
+            min: h.min(),
+            max: h.max(),
+            p99: h.percentile(99.0),
+            missed: buf.missed,
+        });
+        // A buffer that covered several windows stands for all of them.
+        acc.next_window = acc.next_window.max(buf.index + buf.span);
+        acc.total.merge(h);
+        acc.corrected.merge(h);
+        if buf.stalls_overflowed {
+            // Too many stalls to list: derive the missed samples from the buckets.
+            for b in h.buckets() {
+                if b.low > self.interval {
+                    let m = (b.low - 1) / self.interval;
+                    acc.corrected
+                        .record_series(b.low - self.interval, self.interval, m, b.count);
+                }
+            }
+        } else {
+            for s in &buf.stalls {
+                acc.corrected
+                    .record_series(s.latency - self.interval, self.interval, s.missed, 1);
+            }
+        }
+        acc.missed += buf.missed;
+        if !h.is_empty() && (buf.max > acc.max || !acc.seen) {
+            acc.max = buf.max;
+            acc.max_at = buf.max_at;
+            acc.seen = true;
+        }
+        acc.last_window_max = h.max();
+        for s in &buf.spikes {
+            if (self.spikes.len() as u64) < self.spike_limit {
+                self.spikes.push(Spike {
+                    thread: buf.thread,
+                    cpu: self.plans_cpu[buf.thread as usize],
+                    at_ns: s.at,
+                    value_ns: s.value,
+                });
+            } else {
+                self.spikes_not_kept += 1;
+            }
+        }
+        self.spikes_not_kept += buf.spikes_dropped;
+    }
+
+    fn live(&self, labels: &[String], elapsed_ns: u64) -> Live {
+        Live {
+            elapsed_ns,
+            threads: self
+                .accs
+                .iter()
+                .zip(labels)
+                .map(|(a, l)| LiveThread {
+                    label: l.clone(),
+                    count: a.total.count(),
+                    missed: a.missed,
+                    min: a.total.min(),
+                    mean: a.total.mean(),
+                    max: a.total.max(),
+                    window_max: a.last_window_max,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Run one measurement. `observer` sees a [`Live`] snapshot once per window.
+pub fn run(
+    cfg: &MeasureConfig,
+    sys: &Sys,
+    stop: Arc<StopSignal>,
+    observer: &mut dyn FnMut(&Live),
+) -> Result<RunResult, MeasureError> {
+    let online = sys
+        .online_cpus()
+        .map_err(|e| MeasureError::Setup(format!("cannot read the online CPUs: {e}")))?;
+    validate(cfg, &online)?;
+    let clock = os::clock_id(cfg.clock);
+    os::block_signals(&[os::timer_signal(), os::wake_signal()]);
+
+    let mut env = RunEnvironment {
+        euid: os::euid(),
+        ..Default::default()
+    };
+    if cfg.mlock {
+        match os::lock_memory() {
+            Ok(()) => env.memory_locked = true,
+            Err(e) => {
+                let why = format!("mlockall: {e}");
+                env.warnings.push(format!(
+                    "memory is not locked ({why}); page faults may add latency"
+                ));
+                env.mlock_error = Some(why);
+            }
+        }
+    }
+    let _pm_qos = match cfg.pm_qos_us {
+        Some(us) => {
+            let hold = sys.hold_pm_qos(us).map_err(|e| {
+                MeasureError::Setup(format!("cannot hold PM QoS {us} us: {e} (needs root)"))
+            })?;
+            env.pm_qos_held_us = Some(us);
+            Some(hold)
+        }
+        None => None,
+    };
+    let trace_marker = cfg.break_threshold_ns.and_then(|_| sys.trace_marker());
+    if cfg.break_threshold_ns.is_some() && trace_marker.is_none() {
+        env.warnings
+            .push("tracefs is not mounted: --break will not write a trace marker".into());
+    }
+
+    let (plans, free) = plan_threads(cfg, &online);
+    let n = plans.len();
+    let wakeup = cfg.method.is_wakeup();
+    let barrier = Arc::new(Barrier::new(n * (1 + usize::from(wakeup)) + 1));
+    let start_at = Arc::new(AtomicU64::new(0));
+    let abort = Arc::new(AtomicBool::new(false));
+    let (full_tx, full_rx): (SyncSender<Box<WindowBuf>>, Receiver<Box<WindowBuf>>) =
+        sync_channel(POOL * n + 1);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let mut empties = Vec::with_capacity(n);
+    let mut handles = Vec::new();
+    let mut waker_handles = Vec::new();
+    let last = last_period(cfg);
+
+    if let Ok(mut c) = stop.coordinator.lock() {
+        *c = Some(std::thread::current());
+    }
+
+    for (i, plan) in plans.iter().enumerate() {
+        let (empty_tx, empty_rx) = sync_channel::<Box<WindowBuf>>(POOL);
+        for _ in 1..POOL {
+            let _ = empty_tx.send(Box::new(WindowBuf::new(i as u32)));
+        }
+        empties.push(empty_tx);
+        let first = Box::new(WindowBuf::new(i as u32));
+        let slot = if wakeup {
+            Some(Arc::new(WakeSlot::new(cfg.method).map_err(|e| {
+                MeasureError::Setup(format!("cannot create the wake-up channel: {e}"))
+            })?))
+        } else {
+            None
+        };
+        let ctx_for = |start: u64| Ctx {
+            index: i as u32,
+            clock,
+            interval: cfg.interval_ns,
+            start,
+            last_period: last,
+            end: cfg.duration_ns.map(|d| start + d).unwrap_or(u64::MAX),
+            window: cfg.window_ns,
+            spike: cfg.spike_threshold_ns.unwrap_or(u64::MAX),
+            brk: cfg.break_threshold_ns.unwrap_or(u64::MAX),
+            stop: stop.clone(),
+            trace_marker: trace_marker.clone(),
+            label: plan.label.clone(),
+        };
+        let spawn_err =
+            |e: std::io::Error| MeasureError::Setup(format!("cannot start a thread: {e}"));
+
+        // The measuring thread.
+        {
+            let cfg2 = cfg.clone();
+            let affinity = plan.affinity.clone();
+            let (barrier, start_at, abort, ready_tx) = (
+                barrier.clone(),
+                start_at.clone(),
+                abort.clone(),
+                ready_tx.clone(),
+            );
+            let full_tx = full_tx.clone();
+            let slot = slot.clone();
+            let stop2 = stop.clone();
+            let make_ctx = {
+                let base = ctx_for(0);
+                move |start: u64| Ctx {
+                    start,
+                    end: base.end.saturating_add(start),
+                    ..base
+                }
+            };
+            let h = std::thread::Builder::new()
+                .name(format!("latlab-{}", plan.label))
+                .stack_size(THREAD_STACK)
+                .spawn(move || {
+                    let tid = os::gettid();
+                    let mut setup = setup_thread(&cfg2, &affinity);
+                    if let Some(s) = &slot {
+                        s.tid.store(tid as u32, Ordering::Relaxed);
+                    }
+                    let mut waiting = None;
+                    if setup.is_ok() && slot.is_none() {
+                        match timer_waiter(&cfg2, clock) {
+                            Ok(w) => waiting = Some(w),
+                            Err(e) => setup = Err(e),
+                        }
+                    }
+                    let _ = ready_tx.send(setup);
+                    drop(ready_tx);
+                    barrier.wait();
+                    if abort.load(Ordering::Relaxed) {
+                        return ThreadEnd {
+                            tid,
+                            cpu_time_ns: 0,
+                        };
+                    }
+                    let ctx = make_ctx(start_at.load(Ordering::Relaxed));
+                    let mut sink = WindowSink::new(first, full_tx, empty_rx);
+                    match (&slot, waiting) {
+                        (Some(s), _) => thread::wakee_loop(&ctx, s, cfg2.method, &mut sink),
+                        (None, Some(Waiting::Timer(mut f))) => f(&ctx, &mut sink),
+                        (None, None) => {}
+                    }
+                    let cpu_time_ns = os::thread_cpu_time_ns();
+                    sink.finish();
+                    stop2.wake_coordinator();
+                    ThreadEnd { tid, cpu_time_ns }
+                })
+                .map_err(spawn_err)?;
+            handles.push(h);
+        }
+
+        // Its waker, for thread-to-thread methods.
+        if let Some(slot) = slot {
+            let cfg2 = cfg.clone();
+            let affinity = plan.waker_affinity.clone();
+            let (barrier, start_at, abort, ready_tx) = (
+                barrier.clone(),
+                start_at.clone(),
+                abort.clone(),
+                ready_tx.clone(),
+            );
+            let base = ctx_for(0);
+            let h = std::thread::Builder::new()
+                .name(format!("latlab-wake-{}", plan.label))
+                .stack_size(THREAD_STACK)
+                .spawn(move || {
+                    let _ = ready_tx
+                        .send(setup_thread(&cfg2, &affinity).map_err(|e| format!("waker: {e}")));
+                    drop(ready_tx);
+                    barrier.wait();
+                    if abort.load(Ordering::Relaxed) {
+                        slot.done.store(true, Ordering::Release);
+                        return;
+                    }
+                    let ctx = Ctx {
+                        start: start_at.load(Ordering::Relaxed),
+                        ..base
+                    };
+                    thread::waker_loop(&ctx, &slot, cfg2.method);
+                })
+                .map_err(spawn_err)?;
+            waker_handles.push(h);
+        }
+    }
+    drop(ready_tx);
+    drop(full_tx);
+
+    // Every thread reports its set-up before anything is measured.
+    let mut setup_error = None;
+    for r in ready_rx.iter() {
+        if let Err(e) = r {
+            setup_error.get_or_insert(e);
+        }
+    }
+    if let Some(e) = setup_error {
+        abort.store(true, Ordering::Relaxed);
+        barrier.wait();
+        for h in handles {
+            let _ = h.join();
+        }
+        for h in waker_handles {
+            let _ = h.join();
+        }
+        return Err(MeasureError::Setup(e));
+    }
+
+    // The coordinator moves off the measured CPUs when any other CPU exists.
+    if !free.is_empty() && cfg.cpus.is_some() {
+        if let Err(e) = os::set_affinity(&free) {
+            env.warnings.push(format!(
+                "coordinator could not leave the measured CPUs: {e}"
+            ));
+        }
+    } else {
+        env.coordinator_shares_measured_cpus = true;
+    }
+    env.coordinator_cpus = os::get_affinity().unwrap_or_default();
+
+    // Start 2 ms from now, so every thread is past the barrier and asleep before the first
+    // deadline; take the wall clock at the same instant.
+    let mono_now = os::now(clock);
+    let unix_now = os::now(libc::CLOCK_REALTIME);
+    let start = mono_now + 2_000_000;
+    let start_unix_ns = if cfg.clock == latlab_model::Clock::Realtime {
+        start
+    } else {
+        unix_now + 2_000_000
+    };
+    start_at.store(start, Ordering::Relaxed);
+    barrier.wait();
+
+    let labels: Vec<String> = plans.iter().map(|p| p.label.clone()).collect();
+    let mut col = Collector {
+        interval: cfg.interval_ns,
+        window: cfg.window_ns,
+        spike_limit: u64::from(cfg.spike_limit),
+        accs: (0..n)
+            .map(|_| Acc {
+                total: Histogram::new(),
+                corrected: Histogram::new(),
+                windows: Vec::new(),
+                next_window: 0,
+                missed: 0,
+                max: 0,
+                max_at: 0,
+                seen: false,
+                last_window_max: 0,
+            })
+            .collect(),
+        plans_cpu: plans.iter().map(|p| p.cpu).collect(),
+        spikes: Vec::new(),
+        spikes_not_kept: 0,
+    };
+    let grace = (cfg.window_ns / 20).min(20_000_000);
+    let mut finished = 0;
+    while finished < n {
+        let t = os::now(clock);
+        let elapsed = t.saturating_sub(start);
+        let wake_at = start + (elapsed / cfg.window_ns + 1) * cfg.window_ns + grace;
+        std::thread::park_timeout(Duration::from_nanos(wake_at.saturating_sub(t)));
+        let mut got = false;
+        while let Ok(mut buf) = full_rx.try_recv() {
+            got = true;
+            col.take(&buf);
+            if buf.last {
+                finished += 1;
+            } else {
+                let thread = buf.thread as usize;
+                buf.reset();
+                let _ = empties[thread].try_send(buf);
+            }
+        }
+        if got {
+            observer(&col.live(&labels, os::now(clock).saturating_sub(start)));
+        }
+    }
+    let ends: Vec<ThreadEnd> = handles
+        .into_iter()
+        .map(|h| {
+            h.join().unwrap_or(ThreadEnd {
+                tid: 0,
+                cpu_time_ns: 0,
+            })
+        })
+        .collect();
+    for h in waker_handles {
+        let _ = h.join();
+    }
+    let end = os::now(clock);
+    let elapsed_ns = end.saturating_sub(start);
+
+    let stop_reason = stop
+        .reason()
+        .unwrap_or(if cfg.loops.is_some_and(|l| l <= last) {
+            StopReason::Loops
+        } else {
+            StopReason::Duration
+        });
+    let bounded = matches!(stop_reason, StopReason::Duration | StopReason::Loops)
+        && cfg.method != Method::Busy
+        && last != u64::MAX;
+
+    let mut overall_hist = Histogram::new();
+    let mut overall_corr = Histogram::new();
+    let (mut max, mut max_at, mut max_thread) = (0, 0, 0u32);
+    let threads: Vec<ThreadResult> = col
+        .accs
+        .into_iter()
+        .zip(plans.iter())
+        .zip(ends)
+        .enumerate()
+        .map(|(i, ((acc, plan), end))| {
+            overall_hist.merge(&acc.total);
+            overall_corr.merge(&acc.corrected);
+            if acc.max >= max && acc.total.count() > 0 {
+                (max, max_at, max_thread) = (acc.max, acc.max_at, i as u32);
+            }
+            ThreadResult {
+                label: plan.label.clone(),
+                cpu: plan.cpu,
+                tid: end.tid,
+                missed: acc.missed,
+                expected_periods: bounded.then_some(last),
+                max_at_ns: acc.max_at,
+                stats: Stats::of(&acc.total),
+                corrected: Stats::of(&acc.corrected),
+                cpu_time_ns: Some(end.cpu_time_ns),
+                histogram: acc.total,
+                corrected_histogram: acc.corrected,
+                windows: acc.windows,
+            }
+        })
+        .collect();
+    let missed = threads.iter().map(|t| t.missed).sum();
+    let pid = std::process::id();
+    Ok(RunResult {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        latlab_version: env!("CARGO_PKG_VERSION").into(),
+        id: format!(
+            "{}-{pid}",
+            rfc3339_utc(start_unix_ns).replace([':', '-'], "")
+        ),
+        started_at: rfc3339_utc(start_unix_ns),
+        ended_at: rfc3339_utc(start_unix_ns + elapsed_ns),
+        start_unix_ns,
+        elapsed_ns,
+        config: cfg.clone(),
+        system: sys.system_info(),
+        environment: env,
+        stop: stop_reason,
+        overall: Overall {
+            missed,
+            max_at_ns: max_at,
+            max_thread,
+            stats: Stats::of(&overall_hist),
+            corrected: Stats::of(&overall_corr),
+            histogram: overall_hist,
+        },
+        threads,
+        spikes: Spikes {
+            threshold_ns: cfg.spike_threshold_ns,
+            kept: col.spikes,
+            not_kept: col.spikes_not_kept,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -316,6 +316,8 @@ pub struct ThreadResult {
     pub stats: Stats,
     /// Statistics with the samples missed periods would have produced added (each missed period
     /// is counted with the latency it would have had: the stall minus its distance to the deadline).
+    /// For wake-up methods, periods the waker itself slept through count in `missed` but add no
+    /// corrected sample: no wake-up happened whose latency could be known.
     pub corrected: Stats,
     /// CPU time the thread used (from the kernel's schedstat), where readable.
     pub cpu_time_ns: Option<u64>,

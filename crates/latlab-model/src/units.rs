@@ -65,13 +65,11 @@ pub fn parse_duration(text: &str, default_unit: Option<&str>) -> Result<u64, Par
     if !frac_part.is_empty() {
         // Exact decimal arithmetic: digits beyond the scale must be zero.
         let mut place = scale;
-        for (i, c) in frac_part.chars().enumerate() {
+        for (i, c) in frac_part.char_indices() {
             let digit = u64::from(c.to_digit(10).unwrap_or(0));
-            if place % 10 != 0 {
+            if !place.is_multiple_of(10) {
                 if digit != 0 || frac_part[i..].chars().any(|c| c != '0') {
-                    return Err(err(format!(
-                        "duration {s:?} is finer than a nanosecond"
-                    )));
+                    return Err(err(format!("duration {s:?} is finer than a nanosecond")));
                 }
                 break;
             }
@@ -97,7 +95,7 @@ pub fn format_duration(ns: u64) -> String {
         return "0s".into();
     }
     for (scale, name) in UNITS {
-        if ns % scale == 0 {
+        if ns.is_multiple_of(scale) {
             return format!("{}{name}", ns / scale);
         }
     }
@@ -236,7 +234,16 @@ mod tests {
     #[test]
     fn bad_durations_name_the_problem() {
         for s in [
-            "", "ms", "10", "10xs", "1.2.3s", "-5s", "1.5ns", "0.0001us", "99999999999999d", "1e3s",
+            "",
+            "ms",
+            "10",
+            "10xs",
+            "1.2.3s",
+            "-5s",
+            "1.5ns",
+            "0.0001us",
+            "99999999999999d",
+            "1e3s",
         ] {
             let e = parse_duration(s, None).unwrap_err();
             assert!(e.to_string().contains("accepted:"), "{s}: {e}");
@@ -262,7 +269,9 @@ mod tests {
 
     #[test]
     fn bad_cpu_lists() {
-        for s in ["", "a", "3-1", "0-", "-1", "1,,2", "0-3:0", "4:2", "9000", "0-99999"] {
+        for s in [
+            "", "a", "3-1", "0-", "-1", "1,,2", "0-3:0", "4:2", "9000", "0-99999",
+        ] {
             let e = CpuList::parse(s).unwrap_err();
             assert!(e.to_string().contains("accepted:"), "{s}: {e}");
         }

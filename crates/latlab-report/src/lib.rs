@@ -1,1 +1,23 @@
-//! placeholder
+//! latlab's output formats: text for the terminal and files other tools read unchanged.
+//!
+//! Every writer takes a finished [`RunResult`](latlab_model::RunResult) (and its options) and
+//! returns the text as a `String`; the caller decides where it goes. The crate is pure: no I/O, no
+//! clock, no system access, so every format is tested with golden files.
+//!
+//! - [`summary_table`]: the fixed-width table `latlab measure` prints at the end of a run.
+//! - [`histfile`]: cyclictest's `-h N -q` / `--histfile` histogram text (rt-tests 2.4 layout), so
+//!   OSADL's `mklatencyplot.bash` and other gnuplot scripts run unchanged.
+//! - [`cyclictest_json`] / [`cyclictest_json_with_range`]: cyclictest's `--json` file (rt-tests 2.4
+//!   layout), for programs that parse it.
+//!
+//! cyclictest files count in whole microseconds, truncated: a sample of 1 999 ns is in the 1 µs
+//! bucket, as cyclictest's `diff / 1000` puts it.
+
+mod cyclictest_hist;
+mod cyclictest_json;
+mod text;
+mod us;
+
+pub use cyclictest_hist::{HIST_MAX_US, histfile};
+pub use cyclictest_json::{RT_TESTS_VERSION, cyclictest_json, cyclictest_json_with_range};
+pub use text::summary_table;

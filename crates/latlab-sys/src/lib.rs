@@ -134,7 +134,9 @@ impl Sys {
             cpus_possible: self.possible_cpus().map(|l| l.len() as u32).unwrap_or(0),
             preempt: preempt_model(
                 &version,
-                self.read_trim("/sys/kernel/debug/sched/preempt").ok().as_deref(),
+                self.read_trim("/sys/kernel/debug/sched/preempt")
+                    .ok()
+                    .as_deref(),
                 &cmdline,
             ),
             clocksource: or_reason(
@@ -192,7 +194,11 @@ impl Sys {
             path: path.clone(),
             source,
         };
-        let mut file = OpenOptions::new().read(true).write(true).open(&path).map_err(io)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
         let value = i32::try_from(us).unwrap_or(i32::MAX);
         file.write_all(&value.to_ne_bytes()).map_err(io)?;
         Ok(PmQosHold { _file: file, us })
@@ -286,19 +292,37 @@ mod tests {
         assert_eq!(info.cpus_possible, 4);
         assert_eq!(info.cpu_model, "Test CPU");
         assert_eq!(info.preempt, "full (preempt= boot option)");
-        assert!(info.clocksource.starts_with("unavailable: "), "{}", info.clocksource);
+        assert!(
+            info.clocksource.starts_with("unavailable: "),
+            "{}",
+            info.clocksource
+        );
         assert!(sys.trace_marker().is_none());
-        assert!(sys.write_trace_marker("x").unwrap_err().contains("not mounted"));
+        assert!(
+            sys.write_trace_marker("x")
+                .unwrap_err()
+                .contains("not mounted")
+        );
     }
 
     #[test]
     fn preempt_model_sources() {
         assert_eq!(
-            preempt_model("#1 SMP PREEMPT_DYNAMIC", Some("none voluntary (full) lazy"), ""),
+            preempt_model(
+                "#1 SMP PREEMPT_DYNAMIC",
+                Some("none voluntary (full) lazy"),
+                ""
+            ),
             "full (sched/preempt)"
         );
-        assert_eq!(preempt_model("#1 SMP PREEMPT_RT", None, ""), "rt (kernel version)");
-        assert_eq!(preempt_model("#1 SMP PREEMPT Tue", None, ""), "full (kernel version)");
+        assert_eq!(
+            preempt_model("#1 SMP PREEMPT_RT", None, ""),
+            "rt (kernel version)"
+        );
+        assert_eq!(
+            preempt_model("#1 SMP PREEMPT Tue", None, ""),
+            "full (kernel version)"
+        );
         assert!(preempt_model("#1 SMP PREEMPT_DYNAMIC", None, "").starts_with("dynamic"));
         assert!(preempt_model("#1 SMP", None, "").starts_with("none"));
     }

@@ -1,0 +1,219 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+use latlab_model::{Clock, DeadlineParams};
+
+fn cfg(method: Method) -> MeasureConfig {
+    MeasureConfig {
+        interval_ns: 1_000_000,
+        duration_ns: Some(300_000_000),
+        loops: None,
+        cpus: Some(vec![0]),
+        threads: 1,
+        policy: Policy::Other,
+        priority: 0,
+        deadline: None,
+        method,
+        relative: false,
+        clock: Clock::Monotonic,
+        timer_slack_ns: 0,
+        pm_qos_us: None,
+        mlock: false,
+        window_ns: 100_000_000,
+        spike_threshold_ns: None,
+        spike_limit: 100,
+        break_threshold_ns: None,
+        waker_cpu: None,
+    }
+}
+
+fn online() -> CpuList {
+    CpuList::parse("0-1").unwrap()
+}
+
+#[test]
+fn validation_rejects_bad_input_with_the_accepted_form() {
+    type Change = Box<dyn Fn(&mut MeasureConfig)>;
+    let cases: Vec<(Change, &str)> = vec![
+        (Box::new(|c| c.interval_ns = 999), "below the minimum"),
+        (Box::new(|c| c.interval_ns = 0), "below the minimum"),
+        (
+            Box::new(|c| {
+                c.policy = Policy::Fifo;
+                c.priority = 0
+            }),
+            "out of range",
+        ),
+        (
+            Box::new(|c| {
+                c.policy = Policy::Fifo;
+                c.priority = 100
+            }),
+            "out of range",
+        ),
+        (Box::new(|c| c.cpus = Some(vec![7])), "absent or offline"),
+        (Box::new(|c| c.waker_cpu = Some(9)), "absent or offline"),
+        (
+            Box::new(|c| c.policy = Policy::Deadline),
+            "needs --dl-runtime",
+        ),
+        (
+            Box::new(|c| {
+                c.policy = Policy::Deadline;
+                c.cpus = None;
+                c.deadline = Some(DeadlineParams {
+                    runtime_ns: 2_000_000,
+                    deadline_ns: 1_000_000,
+                    period_ns: 1_000_000,
+                });
+            }),
+            "inconsistent deadline",
+        ),
+        (
+            Box::new(|c| {
+                c.policy = Policy::Deadline;
+                c.deadline = Some(DeadlineParams {
+                    runtime_ns: 100_000,
+                    deadline_ns: 1_000_000,
+                    period_ns: 1_000_000,
+                });
+            }),
+            "cannot be pinned",
+        ),
+        (Box::new(|c| c.window_ns = 500_000), "too short"),
+        (
+            Box::new(|c| c.duration_ns = Some(10)),
+            "shorter than one interval",
+        ),
+        (Box::new(|c| c.loops = Some(0)), "--loops 0"),
+        (
+            Box::new(|c| {
+                c.method = Method::Timerfd;
+                c.relative = true
+            }),
+            "--relative",
+        ),
+    ];
+    for (change, want) in cases {
+        let mut c = cfg(Method::ClockNanosleep);
+        change(&mut c);
+        let e = validate(&c, &online()).unwrap_err();
+        assert!(matches!(e, MeasureError::Invalid(_)));
+        assert!(e.to_string().contains(want), "{e} should say {want}");
+    }
+    validate(&cfg(Method::ClockNanosleep), &online()).unwrap();
+}
+
+#[test]
+fn wakers_avoid_measured_cpus_when_they_can() {
+    let mut c = cfg(Method::Futex);
+    let (plans, free) = plan_threads(&c, &online());
+    assert_eq!(free, vec![1]);
+    assert_eq!(plans[0].waker_affinity, vec![1]);
+    c.cpus = Some(vec![0, 1]);
+    let (plans, free) = plan_threads(&c, &online());
+    assert!(free.is_empty());
+    assert_eq!(plans[0].waker_affinity, vec![1]);
+    assert_eq!(plans[1].waker_affinity, vec![0]);
+    c.waker_cpu = Some(0);
+    let (plans, _) = plan_threads(&c, &online());
+    assert_eq!(plans[1].waker_affinity, vec![0]);
+}
+
+#[test]
+fn last_period_takes_the_tighter_bound() {
+    let mut c = cfg(Method::ClockNanosleep);
+    assert_eq!(last_period(&c), 300);
+    c.loops = Some(50);
+    assert_eq!(last_period(&c), 50);
+    c.duration_ns = None;
+    c.loops = None;
+    assert_eq!(last_period(&c), u64::MAX);
+}
+
+/// Every method, run for real for 0.3 s at SCHED_OTHER: the result's invariants hold.
+#[test]
+fn every_method_measures_with_consistent_results() {
+    let sys = Sys::default();
+    let on = sys.online_cpus().unwrap();
+    for method in Method::ALL {
+        let mut c = cfg(method);
+        c.cpus = Some(vec![on.cpus()[0]]);
+        let r = run(&c, &sys, StopSignal::new(), &mut |_| {}).unwrap();
+        let t = &r.threads[0];
+        assert!(t.stats.count > 0, "{method:?}: no samples");
+        assert_eq!(t.histogram.count(), t.stats.count, "{method:?}");
+        assert!(
+            t.stats.min <= t.stats.p50 && t.stats.p50 <= t.stats.p99 && t.stats.p99 <= t.stats.max
+        );
+        let win_total: u64 = t.windows.iter().map(|w| w.count).sum();
+        assert_eq!(
+            win_total, t.stats.count,
+            "{method:?}: windows hold every sample"
+        );
+        if method == Method::Busy {
+            assert_eq!(t.expected_periods, None);
+            assert!(t.stats.count > 10_000, "busy spins: {}", t.stats.count);
+        } else {
+            assert_eq!(t.expected_periods, Some(300), "{method:?}");
+            assert_eq!(
+                t.stats.count + t.missed,
+                300,
+                "{method:?}: count + missed = periods"
+            );
+            if method.is_wakeup() {
+                // Periods the waker itself slept through have no wake-up latency to add.
+                assert!(t.corrected.count <= t.stats.count + t.missed, "{method:?}");
+                assert!(t.corrected.count >= t.stats.count, "{method:?}");
+            } else {
+                assert_eq!(
+                    t.corrected.count,
+                    t.stats.count + t.missed,
+                    "{method:?}: corrected adds missed"
+                );
+            }
+            assert_eq!(t.windows.len(), 3, "{method:?}: one window per 100 ms");
+        }
+        assert_eq!(r.stop, StopReason::Duration);
+    }
+}
+
+#[test]
+fn break_stops_the_run_and_spikes_are_kept() {
+    let sys = Sys::default();
+    let mut c = cfg(Method::ClockNanosleep);
+    c.duration_ns = Some(5_000_000_000);
+    c.spike_threshold_ns = Some(1);
+    c.break_threshold_ns = Some(1);
+    let r = run(&c, &sys, StopSignal::new(), &mut |_| {}).unwrap();
+    assert!(
+        matches!(r.stop, StopReason::Break { thread: 0, .. }),
+        "{:?}",
+        r.stop
+    );
+    assert!(r.elapsed_ns < 1_000_000_000);
+    assert!(!r.spikes.kept.is_empty());
+    assert_eq!(r.threads[0].expected_periods, None);
+}
+
+#[test]
+fn an_external_stop_ends_an_unbounded_run() {
+    let sys = Sys::default();
+    let mut c = cfg(Method::Timerfd);
+    c.duration_ns = None;
+    let stop = StopSignal::new();
+    let s2 = stop.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        s2.request(StopReason::Signal {
+            signal: "SIGINT".into(),
+        });
+    });
+    let r = run(&c, &sys, stop, &mut |_| {}).unwrap();
+    assert_eq!(
+        r.stop,
+        StopReason::Signal {
+            signal: "SIGINT".into()
+        }
+    );
+    assert!(r.threads[0].stats.count > 100);
+}

@@ -1,0 +1,517 @@
+//! The measuring threads. The hot loop does the wait, one clock read and one histogram record;
+//! everything else (missed periods, maxima, spikes, the break check) sits behind one compare
+//! against a threshold and runs only for samples that need it.
+
+use crate::StopSignal;
+use crate::os::{self, timespec};
+use crate::window::WindowSink;
+use latlab_model::{Method, StopReason};
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+/// What every measuring thread knows about the run.
+pub struct Ctx {
+    pub index: u32,
+    pub clock: libc::clockid_t,
+    pub interval: u64,
+    /// Start of the run on `clock`; the first deadline is `start + interval`.
+    pub start: u64,
+    /// Last period index (1-based) to measure, `u64::MAX` when unbounded.
+    pub last_period: u64,
+    /// End of the run on `clock` for the busy method.
+    pub end: u64,
+    pub window: u64,
+    pub spike: u64,
+    pub brk: u64,
+    pub stop: Arc<StopSignal>,
+    pub trace_marker: Option<std::path::PathBuf>,
+    pub label: String,
+}
+
+impl Ctx {
+    /// Work for samples above the threshold: missed periods, window maximum, spikes, break.
+    /// Returns how many periods the sample covered beyond its own.
+    #[cold]
+    #[inline(never)]
+    /// `max_skip` bounds the periods a late sample may cover (0 where lateness skips nothing).
+    fn slow_path(&self, sink: &mut WindowSink, lat: u64, at: u64, max_skip: u64) -> u64 {
+        let mut skipped = 0;
+        if lat > self.interval && self.interval > 0 && max_skip > 0 {
+            skipped = ((lat - 1) / self.interval).min(max_skip);
+            if skipped > 0 {
+                sink.cur.add_stall(lat, skipped);
+            }
+        }
+        let buf = &mut sink.cur;
+        if lat > buf.max {
+            buf.max = lat;
+            buf.max_at = at;
+        }
+        if lat > self.spike {
+            buf.add_spike(at, lat);
+        }
+        if lat > self.brk {
+            self.stop.request(StopReason::Break {
+                thread: self.index,
+                value_ns: lat,
+            });
+            if let Some(path) = &self.trace_marker {
+                let msg = format!(
+                    "latlab: break: {} latency {} us > {} us\n",
+                    self.label,
+                    lat / 1000,
+                    self.brk / 1000
+                );
+                let _ = std::fs::write(path, msg);
+            }
+        }
+        skipped
+    }
+
+    /// The threshold above which a sample needs the slow path.
+    #[inline]
+    fn threshold(&self, window_max: u64) -> u64 {
+        window_max.min(self.interval).min(self.spike).min(self.brk)
+    }
+}
+
+/// How a timer-driven thread waits for a deadline.
+pub trait Waiter {
+    /// Block until `deadline` (absolute, on the run's clock). `last_now` is the last clock read,
+    /// the base of relative waits.
+    fn wait(&mut self, deadline: u64, last_now: u64);
+}
+
+pub struct AbsSleep(pub libc::clockid_t);
+impl Waiter for AbsSleep {
+    #[inline(always)]
+    fn wait(&mut self, deadline: u64, _: u64) {
+        let ts = timespec(deadline);
+        // SAFETY: ts is valid; the remaining-time pointer is unused for absolute sleeps.
+        unsafe { libc::clock_nanosleep(self.0, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+    }
+}
+
+pub struct RelSleep(pub libc::clockid_t);
+impl Waiter for RelSleep {
+    #[inline(always)]
+    fn wait(&mut self, deadline: u64, last_now: u64) {
+        let ts = timespec(deadline.saturating_sub(last_now));
+        // SAFETY: as above.
+        unsafe { libc::clock_nanosleep(self.0, 0, &ts, std::ptr::null_mut()) };
+    }
+}
+
+pub struct NanoSleep;
+impl Waiter for NanoSleep {
+    #[inline(always)]
+    fn wait(&mut self, deadline: u64, last_now: u64) {
+        let ts = timespec(deadline.saturating_sub(last_now));
+        // SAFETY: as above.
+        unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+    }
+}
+
+pub struct Poll;
+impl Waiter for Poll {
+    #[inline(always)]
+    fn wait(&mut self, deadline: u64, last_now: u64) {
+        let ts = timespec(deadline.saturating_sub(last_now));
+        // SAFETY: no descriptors; a valid timeout; no signal mask change.
+        unsafe { libc::ppoll(std::ptr::null_mut(), 0, &ts, std::ptr::null()) };
+    }
+}
+
+pub struct Select;
+impl Waiter for Select {
+    #[inline(always)]
+    fn wait(&mut self, deadline: u64, last_now: u64) {
+        let ts = timespec(deadline.saturating_sub(last_now));
+        // SAFETY: no descriptor sets; a valid timeout; no signal mask change.
+        unsafe {
+            libc::pselect(
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                &ts,
+                std::ptr::null(),
+            )
+        };
+    }
+}
+
+/// A periodic absolute timerfd; each `read` returns after the next expiry.
+pub struct TimerFd(libc::c_int);
+impl TimerFd {
+    pub fn new(clock: libc::clockid_t) -> io::Result<TimerFd> {
+        // SAFETY: plain system call.
+        let fd = unsafe { libc::timerfd_create(clock, libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(TimerFd(fd))
+    }
+    pub fn arm(&self, first: u64, interval: u64) -> io::Result<()> {
+        let spec = libc::itimerspec {
+            it_interval: timespec(interval),
+            it_value: timespec(first),
+        };
+        // SAFETY: fd is ours; spec valid.
+        let r = unsafe {
+            libc::timerfd_settime(self.0, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut())
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+impl Waiter for TimerFd {
+    #[inline(always)]
+    fn wait(&mut self, _: u64, _: u64) {
+        let mut expirations = 0u64;
+        // SAFETY: reads 8 bytes into a u64.
+        unsafe { libc::read(self.0, (&mut expirations as *mut u64).cast(), 8) };
+    }
+}
+impl Drop for TimerFd {
+    fn drop(&mut self) {
+        // SAFETY: fd is ours.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+/// A periodic absolute POSIX timer whose expiry is a signal to this thread.
+pub struct PosixTimer {
+    timer: libc::timer_t,
+    set: libc::sigset_t,
+}
+impl PosixTimer {
+    pub fn new(clock: libc::clockid_t) -> io::Result<PosixTimer> {
+        let sig = os::timer_signal();
+        // SAFETY: sigevent is plain data; only the documented fields are set.
+        unsafe {
+            let mut ev: libc::sigevent = std::mem::zeroed();
+            ev.sigev_notify = libc::SIGEV_THREAD_ID;
+            ev.sigev_signo = sig;
+            ev.sigev_notify_thread_id = os::gettid();
+            let mut timer: libc::timer_t = std::mem::zeroed();
+            if libc::timer_create(clock, &mut ev, &mut timer) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(PosixTimer {
+                timer,
+                set: os::sigset_of(&[sig]),
+            })
+        }
+    }
+    pub fn arm(&self, first: u64, interval: u64) -> io::Result<()> {
+        let spec = libc::itimerspec {
+            it_interval: timespec(interval),
+            it_value: timespec(first),
+        };
+        // SAFETY: the timer is ours; spec valid.
+        let r = unsafe {
+            libc::timer_settime(self.timer, libc::TIMER_ABSTIME, &spec, std::ptr::null_mut())
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+// SAFETY: the timer handle is only an id; the timer is used and deleted by one thread at a time.
+unsafe impl Send for PosixTimer {}
+impl Waiter for PosixTimer {
+    #[inline(always)]
+    fn wait(&mut self, _: u64, _: u64) {
+        // SAFETY: the set is initialised; siginfo is not needed.
+        unsafe { libc::sigwaitinfo(&self.set, std::ptr::null_mut()) };
+    }
+}
+impl Drop for PosixTimer {
+    fn drop(&mut self) {
+        // SAFETY: the timer is ours.
+        unsafe { libc::timer_delete(self.timer) };
+    }
+}
+
+/// The timer-driven loop shared by every timer method.
+pub fn timer_loop<W: Waiter>(w: &mut W, ctx: &Ctx, sink: &mut WindowSink) {
+    let (interval, start) = (ctx.interval, ctx.start);
+    let mut period = 1u64;
+    let mut next = start + interval;
+    let mut now = start;
+    let mut win_end = start + ctx.window;
+    let mut slow = 0u64;
+    loop {
+        loop {
+            w.wait(next, now);
+            now = os::now(ctx.clock);
+            if now >= next {
+                break;
+            }
+            // Woken early (an interrupted relative sleep): wait again unless told to stop.
+            if ctx.stop.is_set() {
+                return;
+            }
+        }
+        let lat = now - next;
+        sink.cur.hist.record(lat);
+        let mut skipped = 0;
+        if lat > slow {
+            skipped = ctx.slow_path(sink, lat, next - start, ctx.last_period - period);
+            slow = ctx.threshold(sink.cur.max);
+        }
+        period += 1 + skipped;
+        next += interval * (1 + skipped);
+        if period > ctx.last_period || ctx.stop.is_set() {
+            return;
+        }
+        // A period belongs to the window its deadline falls in; a deadline on a boundary
+        // closes its window.
+        if next > win_end {
+            let index = (next - start - 1) / ctx.window;
+            sink.rotate(index);
+            win_end = start + (index + 1) * ctx.window;
+            slow = 0;
+        }
+    }
+}
+
+/// The busy method: spin on the clock; each gap between two reads is a sample (OS noise).
+pub fn busy_loop(ctx: &Ctx, sink: &mut WindowSink) {
+    const POLL_NS: u64 = 1_000_000;
+    let start = ctx.start;
+    let mut win_end = start + ctx.window;
+    let mut prev = os::now(ctx.clock);
+    let mut check_at = (prev + POLL_NS).min(win_end).min(ctx.end);
+    let mut slow = 0u64;
+    loop {
+        let now = os::now(ctx.clock);
+        let gap = now - prev;
+        prev = now;
+        sink.cur.hist.record(gap);
+        if gap > slow {
+            ctx.slow_path(sink, gap, now.saturating_sub(start), 0);
+            slow = ctx.threshold(sink.cur.max);
+        }
+        if now >= check_at {
+            if now >= ctx.end || ctx.stop.is_set() {
+                return;
+            }
+            if now >= win_end {
+                let index = (now - start) / ctx.window;
+                sink.rotate(index);
+                win_end = start + (index + 1) * ctx.window;
+                slow = 0;
+            }
+            check_at = (now + POLL_NS).min(win_end).min(ctx.end);
+        }
+    }
+}
+
+/// The state a waker thread shares with the thread it wakes.
+pub struct WakeSlot {
+    /// Incremented once per wake; also the futex word.
+    pub seq: AtomicU32,
+    /// Clock reading just before the wake call.
+    pub stamp: AtomicU64,
+    /// Deadline of the period (ns after start) the wake belongs to.
+    pub at: AtomicU64,
+    /// Periods the waker itself skipped because it ran late.
+    pub missed: AtomicU64,
+    pub done: AtomicBool,
+    /// Thread id of the woken thread (for the signal method).
+    pub tid: AtomicU32,
+    pub efd: libc::c_int,
+    pub pipe: [libc::c_int; 2],
+}
+
+impl WakeSlot {
+    pub fn new(method: Method) -> io::Result<WakeSlot> {
+        let mut slot = WakeSlot {
+            seq: AtomicU32::new(0),
+            stamp: AtomicU64::new(0),
+            at: AtomicU64::new(0),
+            missed: AtomicU64::new(0),
+            done: AtomicBool::new(false),
+            tid: AtomicU32::new(0),
+            efd: -1,
+            pipe: [-1, -1],
+        };
+        match method {
+            Method::Eventfd => {
+                // SAFETY: plain system call.
+                slot.efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+                if slot.efd < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            // SAFETY: pipe writes two descriptors into the array.
+            Method::Pipe if unsafe { libc::pipe2(slot.pipe.as_mut_ptr(), libc::O_CLOEXEC) } < 0 => {
+                return Err(io::Error::last_os_error());
+            }
+            _ => {}
+        }
+        Ok(slot)
+    }
+
+    /// Wake the measuring thread.
+    #[inline(always)]
+    fn wake(&self, method: Method) {
+        // SAFETY (all arms): descriptors and addresses are owned by this slot and live.
+        unsafe {
+            match method {
+                Method::Futex => {
+                    libc::syscall(
+                        libc::SYS_futex,
+                        self.seq.as_ptr(),
+                        libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                        1,
+                    );
+                }
+                Method::Eventfd => {
+                    let one = 1u64;
+                    libc::write(self.efd, (&one as *const u64).cast(), 8);
+                }
+                Method::Pipe => {
+                    let b = 1u8;
+                    libc::write(self.pipe[1], (&b as *const u8).cast(), 1);
+                }
+                Method::Signal => {
+                    libc::syscall(
+                        libc::SYS_tgkill,
+                        libc::getpid(),
+                        self.tid.load(Ordering::Relaxed) as libc::pid_t,
+                        os::wake_signal(),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Block until the waker has woken us (or may have).
+    #[inline(always)]
+    fn wait(&self, method: Method, seen: u32, sigset: &libc::sigset_t) {
+        // SAFETY (all arms): as above.
+        unsafe {
+            match method {
+                Method::Futex if self.seq.load(Ordering::Acquire) == seen => {
+                    libc::syscall(
+                        libc::SYS_futex,
+                        self.seq.as_ptr(),
+                        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                        seen,
+                        std::ptr::null::<libc::timespec>(),
+                    );
+                }
+                Method::Eventfd => {
+                    let mut v = 0u64;
+                    libc::read(self.efd, (&mut v as *mut u64).cast(), 8);
+                }
+                Method::Pipe => {
+                    let mut b = [0u8; 64];
+                    libc::read(self.pipe[0], b.as_mut_ptr().cast(), b.len());
+                }
+                Method::Signal => {
+                    libc::sigwaitinfo(sigset, std::ptr::null_mut());
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl Drop for WakeSlot {
+    fn drop(&mut self) {
+        for fd in [self.efd, self.pipe[0], self.pipe[1]] {
+            if fd >= 0 {
+                // SAFETY: the descriptor is ours.
+                unsafe { libc::close(fd) };
+            }
+        }
+    }
+}
+
+/// The waker: sleeps to each absolute deadline, stamps the time and wakes its thread.
+pub fn waker_loop(ctx: &Ctx, slot: &WakeSlot, method: Method) {
+    let (interval, start) = (ctx.interval, ctx.start);
+    let mut sleeper = AbsSleep(ctx.clock);
+    let mut period = 1u64;
+    let mut next = start + interval;
+    loop {
+        sleeper.wait(next, 0);
+        let woke = os::now(ctx.clock);
+        if woke < next {
+            continue;
+        }
+        // Periods this waker slept through are missed: no wake-up happened for them.
+        let late = woke - next;
+        if late > interval {
+            let skipped = ((late - 1) / interval).min(ctx.last_period.saturating_sub(period));
+            slot.missed.fetch_add(skipped, Ordering::Relaxed);
+            period += skipped;
+            next += skipped * interval;
+        }
+        slot.at.store(next - start, Ordering::Relaxed);
+        slot.stamp.store(os::now(ctx.clock), Ordering::Relaxed);
+        slot.seq.fetch_add(1, Ordering::Release);
+        slot.wake(method);
+        period += 1;
+        next += interval;
+        if period > ctx.last_period || ctx.stop.is_set() {
+            break;
+        }
+    }
+    slot.done.store(true, Ordering::Release);
+    slot.seq.fetch_add(1, Ordering::Release);
+    slot.wake(method);
+}
+
+/// The woken thread: latency from the waker's wake call to this thread running.
+pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowSink) {
+    let sigset = os::sigset_of(&[os::wake_signal()]);
+    let mut seen = 0u32;
+    let mut win_end = ctx.window;
+    let mut slow = 0u64;
+    loop {
+        slot.wait(method, seen, &sigset);
+        let now = os::now(ctx.clock);
+        let seq = slot.seq.load(Ordering::Acquire);
+        let done = slot.done.load(Ordering::Acquire);
+        // The final wake bumps seq without a sample.
+        let samples = seq.wrapping_sub(seen).saturating_sub(u32::from(done));
+        if samples > 0 {
+            let lat = now.saturating_sub(slot.stamp.load(Ordering::Relaxed));
+            let at = slot.at.load(Ordering::Relaxed);
+            if at > win_end {
+                sink.cur.missed += slot.missed.swap(0, Ordering::Relaxed);
+                let index = (at - 1) / ctx.window;
+                sink.rotate(index);
+                win_end = (index + 1) * ctx.window;
+                slow = 0;
+            }
+            sink.cur.hist.record(lat);
+            let coalesced = u64::from(samples - 1);
+            if lat > slow || coalesced > 0 {
+                ctx.slow_path(sink, lat, at, 0);
+                if coalesced > 0 {
+                    // Wakes that arrived while this thread was not running: their samples
+                    // would have been lat + k * interval.
+                    sink.cur
+                        .add_stall(lat + (coalesced + 1) * ctx.interval, coalesced);
+                }
+                slow = ctx.threshold(sink.cur.max);
+            }
+        }
+        seen = seq;
+        if done {
+            break;
+        }
+    }
+    sink.cur.missed += slot.missed.swap(0, Ordering::Relaxed);
+}

@@ -1,0 +1,251 @@
+//! cyclictest's `--json` file.
+//!
+//! The text follows rt-tests 2.4 byte for byte where latlab has the data: the envelope is
+//! `rt_write_json()` (`src/lib/rt-utils.c`), the `num_threads`/`resolution_in_ns`/`thread` part is
+//! cyclictest's `write_stats()` (`src/cyclictest/cyclictest.c`):
+//!
+//! ```text
+//! {
+//!   "file_version": 1,
+//!   "cmdline:": "…",                       (the colon is part of the key in rt-tests)
+//!   "rt_test_version:": "2.40",            ("%1.2f" of the release number)
+//!   "start_time": "Sun, 22 Nov 2026 15:45:04 +0000",   (strftime "%a, %d %b %Y %T %z")
+//!   "end_time": "…",
+//!   "return_code": 0,
+//!   "sysinfo": {
+//!     "sysname": "Linux", "nodename": …, "release": …, "version": …, "machine": …,
+//!     "realtime": 0                        (1 when /sys/kernel/realtime reads 1)
+//!   },
+//!   "num_threads": 2,
+//!   "resolution_in_ns": 0,                 (1 with -N; latlab writes µs, so 0)
+//!   "thread": {
+//!     "0": {
+//!       "histogram": {                     (non-zero buckets below -h N only, string keys)
+//!         "23": 2,
+//!         "24": 5
+//!       },
+//!       "cycles": 9986,                    (all samples, overflows included)
+//!       "min": 12, "max": 10019,           ("%ld" µs)
+//!       "avg": 35.20,                      ("%.2f" µs)
+//!       "cpu": 0,                          (-1 for an unpinned thread)
+//!       "node": 0
+//!     }
+//!   }
+//! }
+//! ```
+//! (each key on its own line in the file; a thread without histogram entries gets
+//! `"histogram": {      },` as cyclictest prints it).
+//!
+//! Checked against `rt_write_json()` in `woodsts/rt-tests` `src/lib/rt-utils.c` (unchanged since
+//! 2.0) and `write_stats()` in a 2.1–2.6 tree (`Allen-zhi/rt-tests`); later releases print the
+//! histogram through `hist_print_json()` with the same text and omit it without `-h`.
+//!
+//! Choices where latlab's data differs from cyclictest's:
+//! - `cmdline:` describes the latlab configuration as a `latlab measure` command line (the
+//!   measuring options that were in effect), so a reader sees the file did not come from
+//!   cyclictest. Strings are JSON-escaped (cyclictest prints them raw with `%s`).
+//! - `rt_test_version:` is `"2.40"`, the rt-tests release whose format this file follows, not
+//!   latlab's version: programs that look at it compare it as a number, and `cmdline:` already names
+//!   latlab. [`RT_TESTS_VERSION`] holds it.
+//! - Times are in UTC (`+0000`); cyclictest uses the local zone. `start_time` is the run's start,
+//!   `end_time` start plus the measured length (cyclictest stamps its process start and the moment
+//!   it writes the file).
+//! - `node` is 0: latlab does not place threads per NUMA node (cyclictest writes the node of the
+//!   thread's CPU when libnuma is usable, else -1).
+//! - A thread without samples gets `"min": 1000000` (cyclictest's start value) and `"avg": 0.00`
+//!   (cyclictest divides by zero and prints `nan`, which is not JSON).
+//! - `avg` is the exact mean in µs rounded to hundredths; cyclictest averages per-sample truncated
+//!   µs values.
+
+use std::fmt::Write;
+
+use latlab_model::{Clock, RunResult, units::CpuList, units::format_duration};
+
+use crate::cyclictest_hist::HIST_MAX_US;
+use crate::us::{max_us, mean_centi_us, min_us, us_buckets};
+
+/// The `rt_test_version:` written: rt-tests 2.4 as cyclictest prints it (`"%1.2f"`).
+pub const RT_TESTS_VERSION: &str = "2.40";
+
+/// cyclictest's `--json` file for `result`, as from a run with the largest histogram
+/// (`-h 1000000`): every sample below 1 s is in `histogram`, and `cycles` minus the histogram's sum
+/// is the number of samples of 1 s or more.
+pub fn cyclictest_json(result: &RunResult) -> String {
+    cyclictest_json_with_range(result, HIST_MAX_US)
+}
+
+/// cyclictest's `--json` file for `result`, as from a run with `-h range_us`: `histogram` holds the
+/// non-zero 1 µs buckets below `range_us` (lowered to [`HIST_MAX_US`]), so it agrees with
+/// [`histfile`](crate::histfile) for the same range; `cycles` counts every sample.
+pub fn cyclictest_json_with_range(result: &RunResult, range_us: u32) -> String {
+    let range = range_us.min(HIST_MAX_US);
+    let sys = &result.system;
+    let realtime = u8::from(sys.preempt.split_whitespace().next() == Some("rt"));
+    let start_s = result.start_unix_ns / 1_000_000_000;
+    let end_s = result.start_unix_ns.saturating_add(result.elapsed_ns) / 1_000_000_000;
+
+    let mut f = String::with_capacity(1024 + 64 * result.threads.len());
+    f.push_str("{\n");
+    f.push_str("  \"file_version\": 1,\n");
+    let _ = writeln!(f, "  \"cmdline:\": {},", json_str(&cmdline(result)));
+    let _ = writeln!(f, "  \"rt_test_version:\": \"{RT_TESTS_VERSION}\",");
+    let _ = writeln!(f, "  \"start_time\": \"{}\",", rfc2822_utc(start_s));
+    let _ = writeln!(f, "  \"end_time\": \"{}\",", rfc2822_utc(end_s));
+    f.push_str("  \"return_code\": 0,\n");
+    f.push_str("  \"sysinfo\": {\n");
+    f.push_str("    \"sysname\": \"Linux\",\n");
+    let _ = writeln!(f, "    \"nodename\": {},", json_str(&sys.hostname));
+    let _ = writeln!(f, "    \"release\": {},", json_str(&sys.kernel_release));
+    let _ = writeln!(f, "    \"version\": {},", json_str(&sys.kernel_version));
+    let _ = writeln!(f, "    \"machine\": {},", json_str(&sys.machine));
+    let _ = writeln!(f, "    \"realtime\": {realtime}");
+    f.push_str("  },\n");
+
+    // write_stats()
+    let n = result.threads.len();
+    let _ = writeln!(f, "  \"num_threads\": {n},");
+    f.push_str("  \"resolution_in_ns\": 0,\n");
+    f.push_str("  \"thread\": {\n");
+    for (i, t) in result.threads.iter().enumerate() {
+        let h = &t.histogram;
+        let _ = writeln!(f, "    \"{i}\": {{");
+        f.push_str("      \"histogram\": {");
+        let buckets = us_buckets(h, range);
+        for (k, (us, count)) in buckets.in_range.iter().enumerate() {
+            f.push_str(if k == 0 { "\n" } else { ",\n" });
+            let _ = write!(f, "        \"{us}\": {count}");
+        }
+        if !buckets.in_range.is_empty() {
+            f.push('\n');
+        }
+        f.push_str("      },\n");
+        let _ = writeln!(f, "      \"cycles\": {},", h.count());
+        let _ = writeln!(f, "      \"min\": {},", min_us(h));
+        let _ = writeln!(f, "      \"max\": {},", max_us(h));
+        let centi = mean_centi_us(h);
+        let _ = writeln!(f, "      \"avg\": {}.{:02},", centi / 100, centi % 100);
+        let cpu = t.cpu.map_or(-1, i64::from);
+        let _ = writeln!(f, "      \"cpu\": {cpu},");
+        f.push_str("      \"node\": 0\n");
+        let _ = writeln!(f, "    }}{}", if i + 1 == n { "" } else { "," });
+    }
+    f.push_str("  }\n");
+    f.push_str("}\n");
+    f
+}
+
+/// A JSON string literal (quotes and escapes included).
+fn json_str(s: &str) -> String {
+    // Serializing a &str cannot fail.
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// The measuring configuration as a `latlab measure` command line. It describes what was in
+/// effect; it is not necessarily the literal argument list the user typed.
+fn cmdline(result: &RunResult) -> String {
+    let c = &result.config;
+    let mut s = String::from("latlab measure");
+    let _ = write!(s, " --method {}", c.method.name());
+    if c.relative && !c.method.always_relative() {
+        s.push_str(" --relative");
+    }
+    let _ = write!(s, " --interval {}", format_duration(c.interval_ns));
+    if let Some(cpus) = &c.cpus {
+        let list = CpuList::from_cpus(cpus.clone());
+        let _ = write!(s, " --cpus {list}");
+    } else {
+        let _ = write!(s, " --threads {}", c.threads);
+    }
+    let _ = write!(s, " --policy {}", c.policy.name());
+    if c.policy.is_realtime() {
+        let _ = write!(s, " --priority {}", c.priority);
+    }
+    if let Some(d) = &c.deadline {
+        let _ = write!(
+            s,
+            " --runtime {} --deadline {} --period {}",
+            format_duration(d.runtime_ns),
+            format_duration(d.deadline_ns),
+            format_duration(d.period_ns)
+        );
+    }
+    if matches!(c.clock, Clock::Realtime) {
+        s.push_str(" --clock realtime");
+    }
+    if let Some(d) = c.duration_ns {
+        let _ = write!(s, " --duration {}", format_duration(d));
+    }
+    if let Some(l) = c.loops {
+        let _ = write!(s, " --loops {l}");
+    }
+    if let Some(q) = c.pm_qos_us {
+        let _ = write!(s, " --pm-qos {q}us");
+    }
+    if c.mlock {
+        s.push_str(" --mlock");
+    }
+    if let Some(b) = c.break_threshold_ns {
+        let _ = write!(s, " --break {}", format_duration(b));
+    }
+    s
+}
+
+/// `strftime("%a, %d %b %Y %T %z")` of a Unix time in UTC, e.g. `Sun, 22 Nov 2026 15:45:04 +0000`.
+fn rfc2822_utc(unix_s: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = unix_s / 86_400;
+    let rem = unix_s % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{}, {d:02} {} {y} {:02}:{:02}:{:02} +0000",
+        DAYS[(days % 7) as usize],
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn rfc2822_dates() {
+        assert_eq!(rfc2822_utc(0), "Thu, 01 Jan 1970 00:00:00 +0000");
+        // 2000-02-29 12:34:56 (a leap day, a Tuesday)
+        assert_eq!(rfc2822_utc(951_827_696), "Tue, 29 Feb 2000 12:34:56 +0000");
+        assert_eq!(
+            rfc2822_utc(1_795_362_304),
+            "Sun, 22 Nov 2026 15:45:04 +0000"
+        );
+        // 2100-03-01 (2100 is not a leap year), a Monday
+        assert_eq!(
+            rfc2822_utc(4_107_542_400),
+            "Mon, 01 Mar 2100 00:00:00 +0000"
+        );
+    }
+
+    #[test]
+    fn strings_are_escaped() {
+        assert_eq!(json_str("a\"b\\c\n"), r#""a\"b\\c\n""#);
+    }
+}

@@ -1,0 +1,241 @@
+//! The terminal summary of a run: a short block saying how the run was made, then one row of
+//! statistics per measuring thread and one for all threads together, within 100 columns.
+
+use std::fmt::Write;
+
+use latlab_model::{
+    Clock, Policy, RunResult, Stats, StopReason, units::CpuList, units::format_duration,
+};
+
+/// How a latency column reads its value from [`Stats`].
+type Column = (&'static str, fn(&Stats) -> u64);
+
+/// Latency columns of the table, after label, samples and missed.
+const VALUE_COLUMNS: [Column; 6] = [
+    ("min", |s| s.min),
+    ("p50", |s| s.p50),
+    ("p90", |s| s.p90),
+    ("p99", |s| s.p99),
+    ("p99.9", |s| s.p99_9),
+    ("max", |s| s.max),
+];
+const SAMPLES_W: usize = 12;
+const MISSED_W: usize = 10;
+const VALUE_W: usize = 9;
+
+/// A header block (method, interval, policy, duration, stop reason, PM QoS, memory locking,
+/// warnings) and a fixed-width table: one row per thread plus an `all` row, with samples, missed
+/// periods, and min/p50/p90/p99/p99.9/max in µs with one decimal.
+pub fn summary_table(result: &RunResult) -> String {
+    let mut out = String::new();
+    header(&mut out, result);
+    out.push('\n');
+    table(&mut out, result);
+    out
+}
+
+fn header(out: &mut String, r: &RunResult) {
+    let c = &r.config;
+    let sys = &r.system;
+    let line = |out: &mut String, key: &str, value: &str| {
+        let _ = writeln!(out, "{:<10}{value}", format!("{key}:"));
+    };
+
+    let mut run = format!(
+        "{}, latlab {}, started {}",
+        r.id, r.latlab_version, r.started_at
+    );
+    if !sys.hostname.is_empty() {
+        let _ = write!(run, " on {}", sys.hostname);
+    }
+    line(out, "run", &run);
+    if !sys.kernel_release.is_empty() {
+        let mut kernel = format!("Linux {}", sys.kernel_release);
+        if !sys.preempt.is_empty() {
+            let _ = write!(kernel, ", preempt {}", sys.preempt);
+        }
+        line(out, "kernel", &kernel);
+    }
+
+    let timing = if c.relative || c.method.always_relative() {
+        "relative"
+    } else {
+        "absolute"
+    };
+    let clock = match c.clock {
+        Clock::Monotonic => "monotonic",
+        Clock::Realtime => "realtime",
+    };
+    let mut method = format!("{} ({timing}, {clock} clock)", c.method.name());
+    if c.method.is_wakeup() {
+        match c.waker_cpu {
+            Some(cpu) => {
+                let _ = write!(method, ", waker on CPU {cpu}");
+            }
+            None => method.push_str(", waker unpinned"),
+        }
+    }
+    line(out, "method", &method);
+    let mut interval = format_duration(c.interval_ns);
+    if c.timer_slack_ns > 0 {
+        let _ = write!(
+            interval,
+            ", timer slack {}",
+            format_duration(c.timer_slack_ns)
+        );
+    }
+    line(out, "interval", &interval);
+
+    let mut policy = match (c.policy, &c.deadline) {
+        (Policy::Deadline, Some(d)) => format!(
+            "deadline (runtime {}, deadline {}, period {})",
+            format_duration(d.runtime_ns),
+            format_duration(d.deadline_ns),
+            format_duration(d.period_ns)
+        ),
+        (p, _) if p.is_realtime() => format!("{}, priority {}", p.name(), c.priority),
+        (p, _) => p.name().to_string(),
+    };
+    let threads = plural(u64::from(c.threads), "thread", "threads");
+    match &c.cpus {
+        Some(cpus) => {
+            let _ = write!(
+                policy,
+                "; {threads} on CPUs {}",
+                CpuList::from_cpus(cpus.clone())
+            );
+        }
+        None => {
+            let _ = write!(policy, "; {threads}, unpinned");
+        }
+    }
+    line(out, "policy", &policy);
+
+    let mut duration = format!("{} measured", seconds(r.elapsed_ns));
+    match (c.duration_ns, c.loops) {
+        (Some(d), Some(l)) => {
+            let _ = write!(duration, " (asked: {}, {l} loops)", format_duration(d));
+        }
+        (Some(d), None) => {
+            let _ = write!(duration, " (asked: {})", format_duration(d));
+        }
+        (None, Some(l)) => {
+            let _ = write!(duration, " (asked: {l} loops)");
+        }
+        (None, None) => duration.push_str(" (asked: until interrupted)"),
+    }
+    line(out, "duration", &duration);
+    let stop = match &r.stop {
+        StopReason::Duration => "duration reached".to_string(),
+        StopReason::Loops => "loop count reached".to_string(),
+        StopReason::Signal { signal } => format!("interrupted by {signal}"),
+        StopReason::Break { thread, value_ns } => {
+            let label = r
+                .threads
+                .get(*thread as usize)
+                .map_or_else(|| format!("thread {thread}"), |t| t.label.clone());
+            format!("break threshold: {label} saw {} µs", tenths_us(*value_ns))
+        }
+    };
+    line(out, "stopped", &stop);
+
+    let env = &r.environment;
+    let pm_qos = match (env.pm_qos_held_us, c.pm_qos_us) {
+        (Some(held), _) => format!("held at {held} µs (/dev/cpu_dma_latency)"),
+        (None, Some(asked)) => format!("not held (asked for {asked} µs)"),
+        (None, None) => "not held (system setting left alone)".to_string(),
+    };
+    line(out, "PM QoS", &pm_qos);
+    let memory = match (env.memory_locked, c.mlock, &env.mlock_error) {
+        (true, _, _) => "locked (mlockall)".to_string(),
+        (false, true, Some(e)) => format!("not locked: {e}"),
+        (false, true, None) => "not locked".to_string(),
+        (false, false, _) => "not locked (not asked)".to_string(),
+    };
+    line(out, "memory", &memory);
+    for w in &env.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+}
+
+fn table(out: &mut String, r: &RunResult) {
+    let label_w = r
+        .threads
+        .iter()
+        .map(|t| t.label.chars().count())
+        .chain([6])
+        .max()
+        .unwrap_or(6);
+
+    let _ = write!(
+        out,
+        "{:<label_w$}{:>SAMPLES_W$}{:>MISSED_W$}",
+        "thread", "samples", "missed"
+    );
+    for (name, _) in VALUE_COLUMNS {
+        let _ = write!(out, "{name:>VALUE_W$}");
+    }
+    out.push_str("  (µs)\n");
+
+    for t in &r.threads {
+        row(out, label_w, &t.label, t.missed, &t.stats);
+    }
+    row(out, label_w, "all", r.overall.missed, &r.overall.stats);
+}
+
+fn row(out: &mut String, label_w: usize, label: &str, missed: u64, s: &Stats) {
+    let _ = write!(
+        out,
+        "{label:<label_w$}{:>SAMPLES_W$}{missed:>MISSED_W$}",
+        s.count
+    );
+    for (_, value) in VALUE_COLUMNS {
+        let cell = if s.count == 0 {
+            "-".to_string()
+        } else {
+            tenths_us(value(s))
+        };
+        let _ = write!(out, "{cell:>VALUE_W$}");
+    }
+    out.push('\n');
+}
+
+/// Nanoseconds as µs with one decimal, rounded half up: 31_250 -> `31.3`.
+fn tenths_us(ns: u64) -> String {
+    let tenths = ns / 100 + u64::from(ns % 100 >= 50);
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
+/// Nanoseconds as seconds with three decimals, truncated: `10.002 s`.
+fn seconds(ns: u64) -> String {
+    format!(
+        "{}.{:03} s",
+        ns / 1_000_000_000,
+        (ns % 1_000_000_000) / 1_000_000
+    )
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn microseconds_with_one_decimal() {
+        assert_eq!(tenths_us(0), "0.0");
+        assert_eq!(tenths_us(49), "0.0");
+        assert_eq!(tenths_us(50), "0.1");
+        assert_eq!(tenths_us(31_249), "31.2");
+        assert_eq!(tenths_us(31_250), "31.3");
+        assert_eq!(tenths_us(1_500_000), "1500.0");
+    }
+
+    #[test]
+    fn seconds_truncate() {
+        assert_eq!(seconds(10_002_345_678), "10.002 s");
+        assert_eq!(seconds(999_999), "0.000 s");
+    }
+}

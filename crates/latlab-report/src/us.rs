@@ -1,0 +1,150 @@
+//! Whole-microsecond views of a nanosecond [`Histogram`], as cyclictest counts.
+
+use latlab_hist::Histogram;
+
+/// Counts per 1 µs bucket below a range, and the count at or above it.
+#[derive(Debug, Default)]
+pub(crate) struct UsBuckets {
+    /// `(µs bucket, count)`, increasing, non-zero counts only, every bucket `< range_us`.
+    pub in_range: Vec<(u64, u64)>,
+    /// Samples of `range_us` µs or more (cyclictest's "Histogram Overflows").
+    pub overflows: u64,
+}
+
+impl UsBuckets {
+    /// Samples inside the range (cyclictest's `# Total:`).
+    pub fn total(&self) -> u64 {
+        self.in_range.iter().map(|&(_, c)| c).sum()
+    }
+}
+
+/// Fold a histogram into 1 µs buckets `0..range_us`: a sample of `v` ns belongs to bucket
+/// `v / 1000` (truncated, like cyclictest's `calcdiff`).
+///
+/// A latlab bucket holds every value in `low..=high` and is placed by its `low` value, raised to
+/// the exact minimum for the bucket that holds it; in the bucket that holds the exact maximum, one
+/// sample is placed at the maximum. So, as in cyclictest, the lowest and highest non-empty µs
+/// buckets are `min / 1000` and `max / 1000`, and a thread has overflows exactly when its maximum
+/// is at or beyond the range. Buckets are exact below 2048 ns and at most 64 ns wide below 131 µs;
+/// a bucket straddling a µs boundary moves its other samples at most its width down (a byte-exact
+/// cyclictest histogram would need the raw samples).
+pub(crate) fn us_buckets(h: &Histogram, range_us: u32) -> UsBuckets {
+    let range = u64::from(range_us);
+    let mut out = UsBuckets::default();
+    let mut add = |us: u64, count: u64| {
+        if count == 0 {
+            return;
+        }
+        if us >= range {
+            out.overflows += count;
+            return;
+        }
+        match out.in_range.last_mut() {
+            Some((last, c)) if *last == us => *c += count,
+            _ => out.in_range.push((us, count)),
+        }
+    };
+    let (min, max) = (h.min(), h.max());
+    for b in h.buckets() {
+        let low = b.low.max(min);
+        if b.high >= max {
+            // The last bucket (values above the bucketed range are counted in it too).
+            add(low / 1000, b.count - 1);
+            add(max / 1000, 1);
+        } else {
+            add(low / 1000, b.count);
+        }
+    }
+    out
+}
+
+/// cyclictest's `min` of a thread, in whole µs. cyclictest starts `min` at 1 000 000 and only
+/// lowers it with samples, so a thread without samples reports 1000000; latlab does the same so a
+/// "minimum of the minima" over threads is not pulled to 0 by an empty thread.
+pub(crate) fn min_us(h: &Histogram) -> u64 {
+    if h.is_empty() {
+        1_000_000
+    } else {
+        h.min() / 1000
+    }
+}
+
+/// cyclictest's `max` of a thread, in whole µs (0 without samples).
+pub(crate) fn max_us(h: &Histogram) -> u64 {
+    h.max() / 1000
+}
+
+/// The mean in hundredths of a µs, rounded half up, from the exact sum (0 without samples).
+pub(crate) fn mean_centi_us(h: &Histogram) -> u64 {
+    let count = u128::from(h.count());
+    if count == 0 {
+        return 0;
+    }
+    let sum = u128::from(h.sum());
+    ((sum + 5 * count) / (10 * count)) as u64
+}
+
+/// The mean in whole µs, truncated (0 without samples).
+pub(crate) fn mean_us(h: &Histogram) -> u64 {
+    let count = u128::from(h.count());
+    if count == 0 {
+        return 0;
+    }
+    (u128::from(h.sum()) / (1000 * count)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn truncates_to_whole_microseconds() {
+        let mut h = Histogram::new();
+        for v in [0, 999, 1000, 1999, 2000, 2047, 20_000, 25_000] {
+            h.record(v);
+        }
+        let b = us_buckets(&h, 20);
+        assert_eq!(b.in_range, vec![(0, 2), (1, 2), (2, 2)]);
+        assert_eq!(b.overflows, 2);
+        assert_eq!(b.total(), 6);
+    }
+
+    #[test]
+    fn extremes_land_in_their_own_microsecond() {
+        // 1_500_000 is in the latlab bucket 1_499_648..=1_500_159, 25_000 in 24_992..=25_007.
+        let mut h = Histogram::new();
+        for v in [25_000, 25_000, 1_500_000] {
+            h.record(v);
+        }
+        let b = us_buckets(&h, 2000);
+        assert_eq!(b.in_range, vec![(25, 2), (1500, 1)]);
+        // Only the maximum is known exactly inside a bucket it shares with other values.
+        h.record(1_499_700);
+        let b = us_buckets(&h, 1500);
+        assert_eq!(b.in_range, vec![(25, 2), (1499, 1)]);
+        assert_eq!(b.overflows, 1);
+        // Values beyond the bucketed range (1 h) still land at the exact maximum.
+        let mut h = Histogram::new();
+        h.record(7_200_000_000_000);
+        let b = us_buckets(&h, 1_000_000);
+        assert_eq!((b.total(), b.overflows), (0, 1));
+        assert!(us_buckets(&Histogram::new(), 10).in_range.is_empty());
+    }
+
+    #[test]
+    fn means() {
+        let mut h = Histogram::new();
+        h.record(1_000);
+        h.record(2_005);
+        // mean 1502.5 ns = 1.5025 µs -> 1.50 (hundredths, half up from 150.25), 1 µs truncated
+        assert_eq!(mean_centi_us(&h), 150);
+        assert_eq!(mean_us(&h), 1);
+        h.record(1_505);
+        // mean 1503.33.. ns
+        assert_eq!(mean_centi_us(&h), 150);
+        let empty = Histogram::new();
+        assert_eq!((mean_us(&empty), mean_centi_us(&empty)), (0, 0));
+        assert_eq!((min_us(&empty), max_us(&empty)), (1_000_000, 0));
+    }
+}
