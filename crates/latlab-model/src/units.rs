@@ -202,6 +202,21 @@ impl fmt::Display for CpuList {
     }
 }
 
+/// The property the fuzz target checks (also run on stable by the unit tests): parsing arbitrary
+/// bytes never panics, and whatever parses formats back to the same value.
+#[doc(hidden)]
+pub fn fuzz_check(data: &[u8]) {
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(ns) = parse_duration(s, Some("us")) {
+        assert_eq!(parse_duration(&format_duration(ns), None), Ok(ns));
+    }
+    if let Ok(list) = CpuList::parse(s) {
+        assert_eq!(CpuList::parse(&list.to_string()), Ok(list));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -293,20 +308,5 @@ mod tests {
                 .collect();
             crate::units::fuzz_check(s.as_bytes());
         }
-    }
-}
-
-/// The property the fuzz target checks (also run on stable by the unit tests): parsing arbitrary
-/// bytes never panics, and whatever parses formats back to the same value.
-#[doc(hidden)]
-pub fn fuzz_check(data: &[u8]) {
-    let Ok(s) = std::str::from_utf8(data) else {
-        return;
-    };
-    if let Ok(ns) = parse_duration(s, Some("us")) {
-        assert_eq!(parse_duration(&format_duration(ns), None), Ok(ns));
-    }
-    if let Ok(list) = CpuList::parse(s) {
-        assert_eq!(CpuList::parse(&list.to_string()), Ok(list));
     }
 }
