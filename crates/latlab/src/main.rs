@@ -1,1 +1,55 @@
-fn main() {}
+//! latlab — the Linux latency lab. One binary, one module per subcommand; raw arguments become
+//! validated values here, at the edge, before anything on the system is touched.
+
+mod cli_error;
+mod live;
+mod measure;
+mod signals;
+
+use clap::{Parser, Subcommand};
+use cli_error::CliError;
+use std::process::ExitCode;
+
+/// The Linux latency lab: measure how quickly this system wakes up, and what it costs.
+#[derive(Parser)]
+#[command(name = "latlab", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    /// Read and write system files under DIR instead of / (for tests and fixture trees; also
+    /// LATLAB_SYSROOT).
+    #[arg(long, global = true, hide = true, value_name = "DIR")]
+    sysroot: Option<std::path::PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Measure timer and thread wake-up latency (a cyclictest that keeps every sample).
+    Measure(Box<measure::MeasureArgs>),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return cli_error::clap_exit(e),
+    };
+    let sys = match &cli.sysroot {
+        Some(root) => latlab_sys::Sys::new(root),
+        None => latlab_sys::Sys::from_env(),
+    };
+    let result = match cli.command {
+        Command::Measure(args) => measure::run(*args, &sys),
+    };
+    match result {
+        Ok(code) => code,
+        Err(CliError::Usage(msg)) => {
+            eprintln!("latlab: error: {msg}");
+            ExitCode::from(2)
+        }
+        Err(CliError::Failed(e)) => {
+            eprintln!("latlab: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,435 @@
+//! `latlab measure`: option names a cyclictest user recognises, validated into a
+//! [`MeasureConfig`] before anything runs; outputs written even when the run is interrupted.
+
+use crate::cli_error::{CliError, CliResult};
+use crate::live::LiveView;
+use anyhow::Context;
+use clap::Args;
+use latlab_measure::{MeasureError, StopSignal};
+use latlab_model::units::{CpuList, parse_duration};
+use latlab_model::{Clock, DeadlineParams, MeasureConfig, Method, Policy, RunResult, StopReason};
+use latlab_sys::Sys;
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+#[command(after_help = "Durations take a unit: ns, us, ms, s, m, h, d (e.g. 100us, 1.5ms, 30s). \
+A bare number is microseconds for --interval and --break, seconds for --duration.")]
+pub struct MeasureArgs {
+    /// Period of each measuring thread (minimum 1us).
+    #[arg(short = 'i', long, default_value = "1ms", value_name = "DUR")]
+    interval: String,
+
+    /// Length of the run (default: until Ctrl-C).
+    #[arg(short = 'D', long, value_name = "DUR")]
+    duration: Option<String>,
+
+    /// Periods per thread, then stop.
+    #[arg(short = 'l', long, value_name = "N")]
+    loops: Option<u64>,
+
+    /// One pinned measuring thread per listed CPU (default: every online CPU).
+    #[arg(short = 'a', long = "cpus", value_name = "LIST")]
+    cpus: Option<String>,
+
+    /// N unpinned measuring threads instead of pinned ones.
+    #[arg(short = 't', long, value_name = "N", conflicts_with = "cpus")]
+    threads: Option<u32>,
+
+    /// Real-time priority for fifo and rr (1..99).
+    #[arg(short = 'p', long, default_value_t = 95, value_name = "1..99")]
+    priority: u32,
+
+    /// Scheduling policy: fifo, rr, other, batch, idle or deadline.
+    #[arg(long, default_value = "fifo", value_name = "POLICY")]
+    policy: String,
+
+    /// SCHED_DEADLINE runtime per period.
+    #[arg(long, value_name = "DUR")]
+    dl_runtime: Option<String>,
+
+    /// SCHED_DEADLINE period (default: the interval).
+    #[arg(long, value_name = "DUR")]
+    dl_period: Option<String>,
+
+    /// SCHED_DEADLINE relative deadline (default: the period).
+    #[arg(long, value_name = "DUR")]
+    dl_deadline: Option<String>,
+
+    /// clock-nanosleep (absolute), nanosleep, timerfd, posix-timer, poll, select, busy;
+    /// thread wake-ups: futex, eventfd, pipe, signal.
+    #[arg(short = 'm', long, default_value = "clock-nanosleep", value_name = "METHOD")]
+    method: String,
+
+    /// Sleep relative to the last clock read instead of to an absolute deadline.
+    #[arg(long)]
+    relative: bool,
+
+    /// CPU of the waker threads for thread wake-up methods (default: a CPU not measured).
+    #[arg(long, value_name = "CPU")]
+    waker_cpu: Option<u32>,
+
+    /// Clock of deadlines and timestamps: monotonic or realtime.
+    #[arg(long, default_value = "monotonic", value_name = "CLOCK")]
+    clock: String,
+
+    /// Timer slack of every measuring thread (bare number: ns).
+    #[arg(long, default_value = "0", value_name = "DUR")]
+    timer_slack: String,
+
+    /// Hold /dev/cpu_dma_latency at US microseconds for the run (default: leave PM QoS alone).
+    #[arg(long, value_name = "US")]
+    pm_qos: Option<u32>,
+
+    /// Do not lock memory.
+    #[arg(long)]
+    no_mlock: bool,
+
+    /// Length of each window of the time series.
+    #[arg(long, default_value = "1s", value_name = "DUR")]
+    window: String,
+
+    /// Keep time, CPU and value of every sample above DUR.
+    #[arg(long, value_name = "DUR")]
+    spike: Option<String>,
+
+    /// Most spikes kept; further ones are counted.
+    #[arg(long, default_value_t = 10_000, value_name = "N")]
+    spike_limit: u32,
+
+    /// Stop when a sample exceeds DUR, and write a trace marker if tracefs is mounted.
+    #[arg(short = 'b', long = "break", value_name = "DUR")]
+    brk: Option<String>,
+
+    /// Print only the summary table at the end.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+
+    /// Write latlab's JSON result to FILE (- for stdout).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Write cyclictest's -h histogram text to FILE (mklatencyplot reads it unchanged).
+    #[arg(long, value_name = "FILE")]
+    histfile: Option<PathBuf>,
+
+    /// Rows of 1 µs in --histfile (and the range of --cyclictest-json's histogram).
+    #[arg(long, default_value_t = 400, value_name = "US")]
+    histfile_range: u32,
+
+    /// Write a file that readers of `cyclictest --json` read unchanged.
+    #[arg(long, value_name = "FILE")]
+    cyclictest_json: Option<PathBuf>,
+}
+
+fn usage<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CliError + '_ {
+    move |e| CliError::Usage(format!("{what}: {e}"))
+}
+
+impl MeasureArgs {
+    /// Turn the raw arguments into a configuration, checking every value.
+    pub fn to_config(&self, online: &CpuList) -> CliResult<MeasureConfig> {
+        let interval_ns =
+            parse_duration(&self.interval, Some("us")).map_err(usage("--interval"))?;
+        let duration_ns = self
+            .duration
+            .as_deref()
+            .map(|d| parse_duration(d, Some("s")))
+            .transpose()
+            .map_err(usage("--duration"))?;
+        let method = Method::from_name(&self.method).ok_or_else(|| {
+            CliError::Usage(format!(
+                "unknown method {:?} (accepted: {})",
+                self.method,
+                Method::ALL.map(|m| m.name()).join(", ")
+            ))
+        })?;
+        let policy = Policy::from_name(&self.policy).ok_or_else(|| {
+            CliError::Usage(format!(
+                "unknown policy {:?} (accepted: {})",
+                self.policy,
+                Policy::ALL.map(|p| p.name()).join(", ")
+            ))
+        })?;
+        let clock = match self.clock.as_str() {
+            "monotonic" => Clock::Monotonic,
+            "realtime" => Clock::Realtime,
+            other => {
+                return Err(CliError::Usage(format!(
+                    "unknown clock {other:?} (accepted: monotonic, realtime)"
+                )));
+            }
+        };
+        let dur = |name: &str, v: &Option<String>, unit| -> CliResult<Option<u64>> {
+            v.as_deref()
+                .map(|s| parse_duration(s, Some(unit)))
+                .transpose()
+                .map_err(|e| CliError::Usage(format!("{name}: {e}")))
+        };
+        let deadline = match dur("--dl-runtime", &self.dl_runtime, "us")? {
+            Some(runtime_ns) => {
+                let period_ns = dur("--dl-period", &self.dl_period, "us")?.unwrap_or(interval_ns);
+                let deadline_ns =
+                    dur("--dl-deadline", &self.dl_deadline, "us")?.unwrap_or(period_ns);
+                Some(DeadlineParams {
+                    runtime_ns,
+                    deadline_ns,
+                    period_ns,
+                })
+            }
+            None if self.dl_period.is_some() || self.dl_deadline.is_some() => {
+                return Err(CliError::Usage(
+                    "--dl-period/--dl-deadline need --dl-runtime (accepted: e.g. \
+                     --dl-runtime 100us --dl-period 1ms)"
+                        .into(),
+                ));
+            }
+            None => None,
+        };
+        // Deadline threads cannot be pinned: default to one unpinned thread per online CPU.
+        let (cpus, threads) = match (&self.cpus, self.threads) {
+            (Some(list), _) if list == "all" => (Some(online.cpus().to_vec()), online.len()),
+            (Some(list), _) => {
+                let l = CpuList::parse(list).map_err(usage("--cpus"))?;
+                let n = l.len();
+                (Some(l.cpus().to_vec()), n)
+            }
+            (None, Some(n)) => (None, n as usize),
+            (None, None) if policy == Policy::Deadline => (None, online.len()),
+            (None, None) => (Some(online.cpus().to_vec()), online.len()),
+        };
+        Ok(MeasureConfig {
+            interval_ns,
+            duration_ns,
+            loops: self.loops,
+            cpus,
+            threads: threads as u32,
+            policy,
+            priority: if policy.is_realtime() {
+                self.priority
+            } else {
+                0
+            },
+            deadline,
+            method,
+            relative: self.relative || method.always_relative(),
+            clock,
+            timer_slack_ns: parse_duration(&self.timer_slack, Some("ns"))
+                .map_err(usage("--timer-slack"))?,
+            pm_qos_us: self.pm_qos,
+            mlock: !self.no_mlock,
+            window_ns: parse_duration(&self.window, None).map_err(usage("--window"))?,
+            spike_threshold_ns: dur("--spike", &self.spike, "us")?,
+            spike_limit: self.spike_limit,
+            break_threshold_ns: dur("--break", &self.brk, "us")?,
+            waker_cpu: self.waker_cpu,
+        })
+    }
+}
+
+/// An output file, created before the run so a bad path fails before anything is measured.
+struct Output {
+    flag: &'static str,
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl Output {
+    fn open(flag: &'static str, path: &Option<PathBuf>) -> CliResult<Option<Output>> {
+        let Some(path) = path else { return Ok(None) };
+        if path.as_os_str() == "-" {
+            return Ok(Some(Output {
+                flag,
+                path: path.clone(),
+                file: None,
+            }));
+        }
+        let file = File::create(path).map_err(|e| {
+            CliError::Usage(format!(
+                "{flag} {}: {e} (accepted: a writable file path)",
+                path.display()
+            ))
+        })?;
+        Ok(Some(Output {
+            flag,
+            path: path.clone(),
+            file: Some(file),
+        }))
+    }
+
+    fn write(self, text: &str) -> anyhow::Result<()> {
+        match self.file {
+            Some(mut f) => {
+                f.write_all(text.as_bytes())
+                    .and_then(|_| f.sync_all())
+                    .with_context(|| format!("writing {} {}", self.flag, self.path.display()))
+            }
+            None => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes())?;
+                Ok(out.flush()?)
+            }
+        }
+    }
+}
+
+pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
+    let online = sys
+        .online_cpus()
+        .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
+    let cfg = args.to_config(&online)?;
+    latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
+    if args.histfile_range == 0 {
+        return Err(CliError::Usage(
+            "--histfile-range 0 (accepted: 1 or more rows of 1 us)".into(),
+        ));
+    }
+    let json = Output::open("--json", &args.json)?;
+    let histfile = Output::open("--histfile", &args.histfile)?;
+    let ctjson = Output::open("--cyclictest-json", &args.cyclictest_json)?;
+    let json_to_stdout = json.as_ref().is_some_and(|o| o.file.is_none());
+
+    let stop = StopSignal::new();
+    crate::signals::install(stop.clone());
+    let live_allowed = !args.quiet && !json_to_stdout && std::io::stdout().is_terminal();
+    if !args.quiet && !json_to_stdout {
+        eprintln!("{}", describe(&cfg));
+    }
+    let mut view = LiveView::new();
+    let result = latlab_measure::run(&cfg, sys, stop, &mut |live| {
+        if live_allowed {
+            view.draw(live);
+        }
+    })
+    .map_err(|e| match e {
+        MeasureError::Invalid(m) => CliError::Usage(m),
+        MeasureError::Setup(m) => CliError::Failed(anyhow::anyhow!(m)),
+    })?;
+
+    write_outputs(&result, &args, json, histfile, ctjson)?;
+    if !json_to_stdout {
+        print!("{}", latlab_report::summary_table(&result));
+    }
+    if let StopReason::Break { thread, value_ns } = &result.stop {
+        eprintln!(
+            "latlab: break: {} saw {:.1} us",
+            result.threads[*thread as usize].label,
+            *value_ns as f64 / 1000.0
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_outputs(
+    result: &RunResult,
+    args: &MeasureArgs,
+    json: Option<Output>,
+    histfile: Option<Output>,
+    ctjson: Option<Output>,
+) -> anyhow::Result<()> {
+    if let Some(o) = json {
+        let mut text = result.to_json_pretty();
+        text.push('\n');
+        o.write(&text)?;
+    }
+    if let Some(o) = histfile {
+        o.write(&latlab_report::histfile(result, args.histfile_range))?;
+    }
+    if let Some(o) = ctjson {
+        o.write(&latlab_report::cyclictest_json_with_range(
+            result,
+            args.histfile_range.max(latlab_report::HIST_MAX_US),
+        ))?;
+    }
+    Ok(())
+}
+
+fn describe(cfg: &MeasureConfig) -> String {
+    use latlab_model::units::format_duration;
+    let place = match &cfg.cpus {
+        Some(c) => format!("CPUs {}", CpuList::from_cpus(c.clone())),
+        None => format!("{} unpinned threads", cfg.threads),
+    };
+    let length = match (cfg.duration_ns, cfg.loops) {
+        (Some(d), _) => format!("for {}", format_duration(d)),
+        (None, Some(l)) => format!("for {l} loops"),
+        (None, None) => "until Ctrl-C".into(),
+    };
+    format!(
+        "latlab: measuring {} every {} on {place}, {} {}, {length}",
+        cfg.method.name(),
+        format_duration(cfg.interval_ns),
+        cfg.policy.name(),
+        cfg.priority
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        m: MeasureArgs,
+    }
+
+    fn cfg(args: &[&str]) -> CliResult<MeasureConfig> {
+        let mut v = vec!["t"];
+        v.extend_from_slice(args);
+        T::try_parse_from(v)
+            .unwrap()
+            .m
+            .to_config(&CpuList::parse("0-3").unwrap())
+    }
+
+    #[test]
+    fn defaults_match_the_documentation() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.interval_ns, 1_000_000);
+        assert_eq!(c.cpus, Some(vec![0, 1, 2, 3]));
+        assert_eq!((c.policy, c.priority), (Policy::Fifo, 95));
+        assert_eq!(c.method, Method::ClockNanosleep);
+        assert!(!c.relative && c.mlock);
+        assert_eq!(c.pm_qos_us, None);
+        assert_eq!(c.window_ns, 1_000_000_000);
+        assert_eq!(c.duration_ns, None);
+    }
+
+    #[test]
+    fn cyclictest_style_bare_numbers() {
+        let c = cfg(&["-i", "200", "-D", "30", "-b", "150"]).unwrap();
+        assert_eq!(c.interval_ns, 200_000);
+        assert_eq!(c.duration_ns, Some(30_000_000_000));
+        assert_eq!(c.break_threshold_ns, Some(150_000));
+    }
+
+    #[test]
+    fn deadline_defaults_and_unpinned_threads() {
+        let c = cfg(&["--policy", "deadline", "--dl-runtime", "100us"]).unwrap();
+        assert_eq!(c.cpus, None);
+        assert_eq!(c.threads, 4);
+        let dl = c.deadline.unwrap();
+        assert_eq!((dl.runtime_ns, dl.deadline_ns, dl.period_ns), (100_000, 1_000_000, 1_000_000));
+        assert_eq!(c.priority, 0);
+        assert!(cfg(&["--dl-period", "1ms"]).is_err());
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            &["--method", "sleepy"][..],
+            &["--policy", "fast"],
+            &["--clock", "tai"],
+            &["-i", "abc"],
+            &["-D", "5x"],
+            &["-a", "3-1"],
+        ] {
+            assert!(matches!(cfg(args), Err(CliError::Usage(_))), "{args:?}");
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! `latlab measure` run for real: result invariants, outputs, signals, bad input.
+//! As root the runs use SCHED_FIFO; otherwise SCHED_OTHER (and say so).
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn latlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_latlab"))
+}
+
+fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// FIFO as root, SCHED_OTHER otherwise.
+fn policy_args() -> Vec<&'static str> {
+    if is_root() {
+        vec!["--policy", "fifo", "-p", "80"]
+    } else {
+        eprintln!("not root: measuring with --policy other instead of fifo");
+        vec!["--policy", "other", "--no-mlock"]
+    }
+}
+
+fn run_ok(args: &[&str]) -> Output {
+    let out = latlab().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "latlab {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn check_invariants(r: &serde_json::Value, periods: u64, windows: usize) {
+    assert_eq!(r["schema"], "latlab.run");
+    let threads = r["threads"].as_array().unwrap();
+    assert!(!threads.is_empty());
+    let mut total = 0;
+    for t in threads {
+        let s = &t["stats"];
+        let count = s["count"].as_u64().unwrap();
+        let missed = t["missed"].as_u64().unwrap();
+        assert_eq!(count + missed, periods, "count + missed = duration / interval");
+        assert_eq!(t["expected_periods"].as_u64(), Some(periods));
+        let (min, p50, p99, max) = (
+            s["min"].as_u64().unwrap(),
+            s["p50"].as_u64().unwrap(),
+            s["p99"].as_u64().unwrap(),
+            s["max"].as_u64().unwrap(),
+        );
+        assert!(min <= p50 && p50 <= p99 && p99 <= max, "{s}");
+        let h = &t["histogram"];
+        assert_eq!(h["count"].as_u64().unwrap(), count);
+        let bucket_total: u64 = h["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b[1].as_u64().unwrap())
+            .sum();
+        assert_eq!(bucket_total, count, "histogram total = count");
+        assert_eq!(h["max"].as_u64().unwrap(), max);
+        let w = t["windows"].as_array().unwrap();
+        assert_eq!(w.len(), windows, "one window per window period");
+        let wsum: u64 = w.iter().map(|w| w["count"].as_u64().unwrap()).sum();
+        assert_eq!(wsum, count);
+        let wmissed: u64 = w.iter().map(|w| w["missed"].as_u64().unwrap()).sum();
+        assert_eq!(wmissed, missed);
+        assert_eq!(
+            t["corrected"]["count"].as_u64().unwrap(),
+            count + missed,
+            "corrected histogram adds the missed periods"
+        );
+        total += count;
+    }
+    assert_eq!(r["overall"]["stats"]["count"].as_u64().unwrap(), total);
+}
+
+#[test]
+fn a_real_run_writes_consistent_json_and_cyclictest_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, hist, ct) = (
+        dir.path().join("r.json"),
+        dir.path().join("h.txt"),
+        dir.path().join("ct.json"),
+    );
+    let mut args = vec![
+        "measure", "-D", "2s", "-i", "1ms", "--window", "500ms", "-q", "--json",
+    ];
+    let (j, h, c) = (
+        json.to_str().unwrap(),
+        hist.to_str().unwrap(),
+        ct.to_str().unwrap(),
+    );
+    args.extend([j, "--histfile", h, "--cyclictest-json", c]);
+    args.extend(policy_args());
+    let out = run_ok(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("p99.9"), "summary table printed: {stdout}");
+    let r = read_json(&json);
+    check_invariants(&r, 2000, 4);
+    assert_eq!(r["stop"]["reason"], "duration");
+    assert_eq!(r["environment"]["memory_locked"], is_root());
+
+    // cyclictest -h layout: a row per µs, tab-separated per-thread counts, footers.
+    let text = std::fs::read_to_string(&hist).unwrap();
+    let nthreads = r["threads"].as_array().unwrap().len();
+    let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.iter().filter(|l| !l.is_empty()).count(), 400);
+    assert!(rows[0].starts_with("000000 "));
+    assert_eq!(rows[0].split('\t').count(), nthreads);
+    for footer in [
+        "# Min Latencies:",
+        "# Avg Latencies:",
+        "# Max Latencies:",
+        "# Histogram Overflows:",
+    ] {
+        assert!(text.contains(footer), "{footer} missing");
+    }
+    let ctj: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ct).unwrap()).unwrap();
+    assert_eq!(ctj["num_threads"].as_u64().unwrap() as usize, nthreads);
+    assert_eq!(
+        ctj["thread"]["0"]["cycles"].as_u64(),
+        r["threads"][0]["stats"]["count"].as_u64()
+    );
+}
+
+#[test]
+fn loops_bound_the_run_and_json_can_go_to_stdout() {
+    let mut args = vec!["measure", "-l", "300", "-i", "1ms", "-a", "0", "--json", "-"];
+    args.extend(policy_args());
+    let out = run_ok(&args);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["stop"]["reason"], "loops");
+    check_invariants(&r, 300, 1);
+}
+
+#[test]
+fn thread_wakeup_method_measures_from_wake_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut args = vec![
+        "measure", "-m", "futex", "-D", "1s", "-i", "1ms", "-a", "0", "-q", "--json",
+    ];
+    args.push(json.to_str().unwrap());
+    args.extend(policy_args());
+    run_ok(&args);
+    let r = read_json(&json);
+    assert_eq!(r["config"]["method"], "futex");
+    let t = &r["threads"][0];
+    let count = t["stats"]["count"].as_u64().unwrap();
+    assert_eq!(count + t["missed"].as_u64().unwrap(), 1000);
+}
+
+#[test]
+fn sigterm_ends_the_run_cleanly_and_writes_every_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let hist = dir.path().join("h.txt");
+    let mut args = vec!["measure", "-i", "1ms", "-q", "--json"];
+    args.push(json.to_str().unwrap());
+    args.extend(["--histfile", hist.to_str().unwrap()]);
+    args.extend(policy_args());
+    let child = latlab()
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = read_json(&json);
+    assert_eq!(r["stop"]["reason"], "signal");
+    assert_eq!(r["stop"]["signal"], "SIGTERM");
+    assert!(r["overall"]["stats"]["count"].as_u64().unwrap() > 500);
+    assert!(std::fs::read_to_string(&hist).unwrap().contains("# Max Latencies:"));
+}
+
+#[test]
+fn break_stops_the_run_with_its_reason() {
+    let mut args = vec!["measure", "-D", "10s", "-a", "0", "-b", "1ns", "--json", "-"];
+    args.extend(policy_args());
+    let out = run_ok(&args);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["stop"]["reason"], "break");
+    assert!(r["elapsed_ns"].as_u64().unwrap() < 2_000_000_000);
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("never.json");
+    let j = json.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (&["-i", "0"], "below the minimum"),
+        (&["-i", "500ns"], "below the minimum"),
+        (&["-i", "1x"], "unknown unit"),
+        (&["-p", "0"], "out of range"),
+        (&["-p", "100"], "out of range"),
+        (&["-a", "999"], "absent or offline"),
+        (&["-a", "3-1"], "runs backwards"),
+        (&["-D", "soon"], "--duration"),
+        (&["--method", "sleepy"], "unknown method"),
+        (&["--policy", "deadline"], "needs --dl-runtime"),
+        (
+            &["--policy", "deadline", "--dl-runtime", "2ms", "--dl-period", "1ms"],
+            "inconsistent deadline",
+        ),
+        (&["--bogus"], "unexpected argument"),
+    ];
+    for (args, want) in cases {
+        let out = latlab()
+            .arg("measure")
+            .args(*args)
+            .args(["-D", "1s", "--json", j])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.contains(want), "{args:?}: {err} should say {want}");
+        assert!(err.contains("accepted") || err.contains("see --help"), "{err}");
+        assert!(!json.exists(), "{args:?}: nothing written");
+    }
+    let out = latlab()
+        .args(["measure", "-D", "1s", "--json", "/nonexistent-dir/x.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--json"));
+}
+
+/// Without the rights for SCHED_FIFO, the error names the capability and suggests
+/// `--policy other`. As root this drops privileges with setpriv; otherwise it runs as is.
+#[test]
+fn realtime_policy_without_rights_names_the_capability() {
+    let mut cmd = if is_root() {
+        if Command::new("setpriv").arg("--version").output().is_err() {
+            eprintln!("skipped: setpriv (util-linux) is not installed");
+            return;
+        }
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-sys_nice",
+            env!("CARGO_BIN_EXE_latlab"),
+        ]);
+        c
+    } else {
+        latlab()
+    };
+    let out = cmd
+        .args(["measure", "-D", "1s", "--policy", "fifo", "--no-mlock"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        eprintln!("skipped: this user may use SCHED_FIFO (RLIMIT_RTPRIO set)");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("CAP_SYS_NICE"), "{err}");
+    assert!(err.contains("--policy other"), "{err}");
+}

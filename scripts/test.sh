@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# latlab's whole test suite: installs what the tests need, then runs formatting, lints and every
+# test. CI runs exactly this (.ci/run). As root the real-time tests run with SCHED_FIFO; without
+# root they run with SCHED_OTHER and skip what needs privileges, saying why.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System packages the tests use (setpriv drops privileges in the capability test).
+need=()
+command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+  else
+    echo "note: not installing ${need[*]} (needs root and apt-get); dependent tests will skip"
+  fi
+fi
+
+# Toolchain components for the checks.
+if command -v rustup >/dev/null 2>&1; then
+  rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+  rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked
