@@ -23,7 +23,10 @@ impl LiveView {
     }
 
     pub fn draw(&mut self, live: &Live) {
-        if self.last.is_some_and(|t| t.elapsed() < Duration::from_millis(100)) {
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
+        {
             return;
         }
         self.last = Some(Instant::now());

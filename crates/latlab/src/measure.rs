@@ -15,8 +15,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
-#[command(after_help = "Durations take a unit: ns, us, ms, s, m, h, d (e.g. 100us, 1.5ms, 30s). \
-A bare number is microseconds for --interval and --break, seconds for --duration.")]
+#[command(
+    after_help = "Durations take a unit: ns, us, ms, s, m, h, d (e.g. 100us, 1.5ms, 30s). \
+A bare number is microseconds for --interval and --break, seconds for --duration."
+)]
 pub struct MeasureArgs {
     /// Period of each measuring thread (minimum 1us).
     #[arg(short = 'i', long, default_value = "1ms", value_name = "DUR")]
@@ -60,7 +62,12 @@ pub struct MeasureArgs {
 
     /// clock-nanosleep (absolute), nanosleep, timerfd, posix-timer, poll, select, busy;
     /// thread wake-ups: futex, eventfd, pipe, signal.
-    #[arg(short = 'm', long, default_value = "clock-nanosleep", value_name = "METHOD")]
+    #[arg(
+        short = 'm',
+        long,
+        default_value = "clock-nanosleep",
+        value_name = "METHOD"
+    )]
     method: String,
 
     /// Sleep relative to the last clock read instead of to an absolute deadline.
@@ -261,11 +268,10 @@ impl Output {
 
     fn write(self, text: &str) -> anyhow::Result<()> {
         match self.file {
-            Some(mut f) => {
-                f.write_all(text.as_bytes())
-                    .and_then(|_| f.sync_all())
-                    .with_context(|| format!("writing {} {}", self.flag, self.path.display()))
-            }
+            Some(mut f) => f
+                .write_all(text.as_bytes())
+                .and_then(|_| f.sync_all())
+                .with_context(|| format!("writing {} {}", self.flag, self.path.display())),
             None => {
                 let mut out = std::io::stdout().lock();
                 out.write_all(text.as_bytes())?;
@@ -414,7 +420,10 @@ mod tests {
         assert_eq!(c.cpus, None);
         assert_eq!(c.threads, 4);
         let dl = c.deadline.unwrap();
-        assert_eq!((dl.runtime_ns, dl.deadline_ns, dl.period_ns), (100_000, 1_000_000, 1_000_000));
+        assert_eq!(
+            (dl.runtime_ns, dl.deadline_ns, dl.period_ns),
+            (100_000, 1_000_000, 1_000_000)
+        );
         assert_eq!(c.priority, 0);
         assert!(cfg(&["--dl-period", "1ms"]).is_err());
     }

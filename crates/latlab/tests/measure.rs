@@ -48,7 +48,11 @@ fn check_invariants(r: &serde_json::Value, periods: u64, windows: usize) {
         let s = &t["stats"];
         let count = s["count"].as_u64().unwrap();
         let missed = t["missed"].as_u64().unwrap();
-        assert_eq!(count + missed, periods, "count + missed = duration / interval");
+        assert_eq!(
+            count + missed,
+            periods,
+            "count + missed = duration / interval"
+        );
         assert_eq!(t["expected_periods"].as_u64(), Some(periods));
         let (min, p50, p99, max) = (
             s["min"].as_u64().unwrap(),
@@ -135,7 +139,9 @@ fn a_real_run_writes_consistent_json_and_cyclictest_files() {
 
 #[test]
 fn loops_bound_the_run_and_json_can_go_to_stdout() {
-    let mut args = vec!["measure", "-l", "300", "-i", "1ms", "-a", "0", "--json", "-"];
+    let mut args = vec![
+        "measure", "-l", "300", "-i", "1ms", "-a", "0", "--json", "-",
+    ];
     args.extend(policy_args());
     let out = run_ok(&args);
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -188,12 +194,18 @@ fn sigterm_ends_the_run_cleanly_and_writes_every_output() {
     assert_eq!(r["stop"]["reason"], "signal");
     assert_eq!(r["stop"]["signal"], "SIGTERM");
     assert!(r["overall"]["stats"]["count"].as_u64().unwrap() > 500);
-    assert!(std::fs::read_to_string(&hist).unwrap().contains("# Max Latencies:"));
+    assert!(
+        std::fs::read_to_string(&hist)
+            .unwrap()
+            .contains("# Max Latencies:")
+    );
 }
 
 #[test]
 fn break_stops_the_run_with_its_reason() {
-    let mut args = vec!["measure", "-D", "10s", "-a", "0", "-b", "1ns", "--json", "-"];
+    let mut args = vec![
+        "measure", "-D", "10s", "-a", "0", "-b", "1ns", "--json", "-",
+    ];
     args.extend(policy_args());
     let out = run_ok(&args);
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -218,7 +230,14 @@ fn bad_input_exits_2_with_one_line_before_anything_runs() {
         (&["--method", "sleepy"], "unknown method"),
         (&["--policy", "deadline"], "needs --dl-runtime"),
         (
-            &["--policy", "deadline", "--dl-runtime", "2ms", "--dl-period", "1ms"],
+            &[
+                "--policy",
+                "deadline",
+                "--dl-runtime",
+                "2ms",
+                "--dl-period",
+                "1ms",
+            ],
             "inconsistent deadline",
         ),
         (&["--bogus"], "unexpected argument"),
@@ -234,7 +253,10 @@ fn bad_input_exits_2_with_one_line_before_anything_runs() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
         assert!(err.contains(want), "{args:?}: {err} should say {want}");
-        assert!(err.contains("accepted") || err.contains("see --help"), "{err}");
+        assert!(
+            err.contains("accepted") || err.contains("see --help"),
+            "{err}"
+        );
         assert!(!json.exists(), "{args:?}: nothing written");
     }
     let out = latlab()
