@@ -219,3 +219,43 @@ fn record_series_equals_recording_each_value() {
     assert_eq!(h.min(), 10_000_000_000 - 9_999_999 * 1_000);
     assert_eq!(h.max(), 10_000_000_000);
 }
+
+#[test]
+fn bucket_layout_is_hdrhistogram_s() {
+    let hdr =
+        hdrhistogram::Histogram::<u64>::new_with_bounds(1, HIGHEST_NS, SIGNIFICANT_DIGITS).unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut values: Vec<u64> = (0..20_000)
+        .map(|_| rng.random_range(0..HIGHEST_NS))
+        .collect();
+    values.extend((0..5000).map(|_| latency_like(&mut rng)));
+    values.extend([0, 1, 2047, 2048, 2049, 4095, 4096, HIGHEST_NS]);
+    for v in values {
+        let i = index_of(v);
+        assert_eq!(value_of(i), hdr.lowest_equivalent(v), "lowest of {v}");
+        assert_eq!(highest_of(i), hdr.highest_equivalent(v), "highest of {v}");
+        assert!(i < COUNTS_LEN);
+    }
+}
+
+#[test]
+fn drain_into_merges_reports_the_percentile_and_clears() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let mut total = Histogram::new();
+    total.record(5);
+    let mut window = Histogram::new();
+    for _ in 0..5000 {
+        window.record(latency_like(&mut rng));
+    }
+    let mut want_total = total.clone();
+    want_total.merge(&window);
+    for q in [0.0, 50.0, 99.0, 100.0] {
+        let mut w = window.clone();
+        let mut t = total.clone();
+        assert_eq!(w.drain_into(&mut t, q), window.percentile(q), "q {q}");
+        assert_eq!(t, want_total);
+        assert!(w.is_empty());
+        assert_eq!(w, Histogram::new(), "cleared completely");
+    }
+    assert_eq!(Histogram::new().drain_into(&mut total, 99.0), 0);
+}

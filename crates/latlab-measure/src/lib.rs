@@ -309,7 +309,8 @@ struct ThreadEnd {
 /// Per-thread accumulation in the coordinator.
 struct Acc {
     total: Histogram,
-    corrected: Histogram,
+    /// The samples missed periods would have produced; added to `total` once, at the end.
+    omitted: Histogram,
     windows: Vec<Window>,
     next_window: u64,
     missed: u64,
@@ -330,7 +331,8 @@ struct Collector {
 }
 
 impl Collector {
-    fn take(&mut self, buf: &WindowBuf) {
+    /// Fold a closed window into its thread's totals; leaves the buffer's histogram empty.
+    fn take(&mut self, buf: &mut WindowBuf) {
         let acc = &mut self.accs[buf.thread as usize];
         for index in acc.next_window..buf.index {
             // Windows in which no period ended (a stall covered them).
@@ -344,42 +346,43 @@ impl Collector {
                 missed: 0,
             });
         }
-        let h = &buf.hist;
-        acc.windows.push(Window {
-            index: buf.index,
-            start_ns: buf.index * self.window,
-            count: h.count(),
-            min: h.min(),
-            max: h.max(),
-            p99: h.percentile(99.0),
-            missed: buf.missed,
-        });
-        // A buffer that covered several windows stands for all of them.
-        acc.next_window = acc.next_window.max(buf.index + buf.span);
-        acc.total.merge(h);
-        acc.corrected.merge(h);
+        let h = &mut buf.hist;
+        let (count, min, max) = (h.count(), h.min(), h.max());
         if buf.stalls_overflowed {
             // Too many stalls to list: derive the missed samples from the buckets.
             for b in h.buckets() {
                 if b.low > self.interval {
                     let m = (b.low - 1) / self.interval;
-                    acc.corrected
+                    acc.omitted
                         .record_series(b.low - self.interval, self.interval, m, b.count);
                 }
             }
         } else {
             for s in &buf.stalls {
-                acc.corrected
+                acc.omitted
                     .record_series(s.latency - self.interval, self.interval, s.missed, 1);
             }
         }
+        // One pass: merge into the total, take the window's p99, clear the buffer.
+        let p99 = h.drain_into(&mut acc.total, 99.0);
+        acc.windows.push(Window {
+            index: buf.index,
+            start_ns: buf.index * self.window,
+            count,
+            min,
+            max,
+            p99,
+            missed: buf.missed,
+        });
+        // A buffer that covered several windows stands for all of them.
+        acc.next_window = acc.next_window.max(buf.index + buf.span);
         acc.missed += buf.missed;
-        if !h.is_empty() && (buf.max > acc.max || !acc.seen) {
+        if count > 0 && (buf.max > acc.max || !acc.seen) {
             acc.max = buf.max;
             acc.max_at = buf.max_at;
             acc.seen = true;
         }
-        acc.last_window_max = h.max();
+        acc.last_window_max = max;
         for s in &buf.spikes {
             if (self.spikes.len() as u64) < self.spike_limit {
                 self.spikes.push(Spike {
@@ -661,7 +664,7 @@ pub fn run(
         accs: (0..n)
             .map(|_| Acc {
                 total: Histogram::new(),
-                corrected: Histogram::new(),
+                omitted: Histogram::new(),
                 windows: Vec::new(),
                 next_window: 0,
                 missed: 0,
@@ -685,7 +688,7 @@ pub fn run(
         let mut got = false;
         while let Ok(mut buf) = full_rx.try_recv() {
             got = true;
-            col.take(&buf);
+            col.take(&mut buf);
             if buf.last {
                 finished += 1;
             } else {
@@ -734,8 +737,10 @@ pub fn run(
         .zip(ends)
         .enumerate()
         .map(|(i, ((acc, plan), end))| {
+            let mut corrected = acc.total.clone();
+            corrected.merge(&acc.omitted);
             overall_hist.merge(&acc.total);
-            overall_corr.merge(&acc.corrected);
+            overall_corr.merge(&corrected);
             if acc.max >= max && acc.total.count() > 0 {
                 (max, max_at, max_thread) = (acc.max, acc.max_at, i as u32);
             }
@@ -747,10 +752,10 @@ pub fn run(
                 expected_periods: bounded.then_some(last),
                 max_at_ns: acc.max_at,
                 stats: Stats::of(&acc.total),
-                corrected: Stats::of(&acc.corrected),
+                corrected: Stats::of(&corrected),
                 cpu_time_ns: Some(end.cpu_time_ns),
                 histogram: acc.total,
-                corrected_histogram: acc.corrected,
+                corrected_histogram: corrected,
                 windows: acc.windows,
             }
         })

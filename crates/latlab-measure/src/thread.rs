@@ -88,8 +88,17 @@ impl Waiter for AbsSleep {
     #[inline(always)]
     fn wait(&mut self, deadline: u64, _: u64) {
         let ts = timespec(deadline);
+        // The raw system call: glibc's wrapper adds cancellation-point bookkeeping to every loop.
         // SAFETY: ts is valid; the remaining-time pointer is unused for absolute sleeps.
-        unsafe { libc::clock_nanosleep(self.0, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+        unsafe {
+            libc::syscall(
+                libc::SYS_clock_nanosleep,
+                self.0,
+                libc::TIMER_ABSTIME,
+                &ts as *const libc::timespec,
+                std::ptr::null_mut::<libc::timespec>(),
+            )
+        };
     }
 }
 
@@ -99,7 +108,15 @@ impl Waiter for RelSleep {
     fn wait(&mut self, deadline: u64, last_now: u64) {
         let ts = timespec(deadline.saturating_sub(last_now));
         // SAFETY: as above.
-        unsafe { libc::clock_nanosleep(self.0, 0, &ts, std::ptr::null_mut()) };
+        unsafe {
+            libc::syscall(
+                libc::SYS_clock_nanosleep,
+                self.0,
+                0,
+                &ts as *const libc::timespec,
+                std::ptr::null_mut::<libc::timespec>(),
+            )
+        };
     }
 }
 

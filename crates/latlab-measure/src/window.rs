@@ -66,6 +66,7 @@ impl WindowBuf {
         }
     }
 
+    /// Ready for reuse (the coordinator has already drained the histogram).
     pub fn reset(&mut self) {
         self.hist.clear();
         self.missed = 0;
