@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Side-by-side comparison of `latlab measure` and `cyclictest` (rt-tests).
 
-Follows the fair method of shared/notes/measurement.md section 11: same operating point
+Follows a fair side-by-side method: same operating point
 (all online CPUs, one pinned thread per CPU, SCHED_FIFO 90, mlockall, PM QoS 0 held by both),
 runs interleaved and never overlapping (A B, B A, ...), a quiet-system gate before each run,
 steal recorded per run, and the same counters for both tools' overhead (schedstat CPU per
@@ -606,7 +606,7 @@ def run_callgrind(latlab: Path, tmp: Path, log, raw: Path | None = None) -> dict
         log(f"  {tool:10s} Ir({lo}) {irs[lo]:>12,}  Ir({hi}) {irs[hi]:>12,}  "
             f"→ {per:,.0f} instructions per loop")
     out["ratio"] = _ratio(out["latlab"]["ir_per_loop"], out["cyclictest"]["ir_per_loop"])
-    log(f"  latlab/cyclictest: {fmt(out['ratio'])}  (cyclictest ≈ 188 per loop per the notes)")
+    log(f"  latlab/cyclictest: {fmt(out['ratio'])}  (cyclictest needs ≈ 190 per loop on the development VM)")
     return out
 
 
