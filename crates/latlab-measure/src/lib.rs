@@ -282,7 +282,9 @@ fn timer_waiter(cfg: &MeasureConfig, clock: libc::clockid_t) -> Result<Waiting, 
         Method::Timerfd => {
             let mut t = TimerFd::new(clock).map_err(|e| format!("timerfd_create: {e}"))?;
             Box::new(move |ctx, sink| {
-                if t.arm(ctx.start + ctx.interval, ctx.interval).is_ok() {
+                if t.arm(ctx.start + ctx.phase + ctx.interval, ctx.interval)
+                    .is_ok()
+                {
                     thread::timer_loop(&mut t, ctx, sink)
                 }
             })
@@ -290,7 +292,9 @@ fn timer_waiter(cfg: &MeasureConfig, clock: libc::clockid_t) -> Result<Waiting, 
         Method::PosixTimer => {
             let mut t = PosixTimer::new(clock).map_err(|e| format!("timer_create: {e}"))?;
             Box::new(move |ctx, sink| {
-                if t.arm(ctx.start + ctx.interval, ctx.interval).is_ok() {
+                if t.arm(ctx.start + ctx.phase + ctx.interval, ctx.interval)
+                    .is_ok()
+                {
                     thread::timer_loop(&mut t, ctx, sink)
                 }
             })
@@ -502,6 +506,11 @@ pub fn run(
             clock,
             interval: cfg.interval_ns,
             start,
+            phase: if cfg.stagger && cfg.method != Method::Busy {
+                cfg.interval_ns * i as u64 / n as u64
+            } else {
+                0
+            },
             last_period: last,
             end: cfg.duration_ns.map(|d| start + d).unwrap_or(u64::MAX),
             window: cfg.window_ns,

@@ -23,6 +23,7 @@ fn cfg(method: Method) -> MeasureConfig {
         spike_limit: 100,
         break_threshold_ns: None,
         waker_cpu: None,
+        stagger: false,
     }
 }
 

@@ -15,8 +15,10 @@ pub struct Ctx {
     pub index: u32,
     pub clock: libc::clockid_t,
     pub interval: u64,
-    /// Start of the run on `clock`; the first deadline is `start + interval`.
+    /// Start of the run on `clock`; the first deadline is `start + phase + interval`.
     pub start: u64,
+    /// This thread's offset within the period (`--stagger`; 0 by default).
+    pub phase: u64,
     /// Last period index (1-based) to measure, `u64::MAX` when unbounded.
     pub last_period: u64,
     /// End of the run on `clock` for the busy method.
@@ -257,10 +259,12 @@ impl Drop for PosixTimer {
 
 /// The timer-driven loop shared by every timer method.
 pub fn timer_loop<W: Waiter>(w: &mut W, ctx: &Ctx, sink: &mut WindowSink) {
-    let (interval, start) = (ctx.interval, ctx.start);
+    let (interval, start) = (ctx.interval, ctx.start + ctx.phase);
     let mut period = 1u64;
     let mut next = start + interval;
     let mut now = start;
+    // Windows are counted from this thread's own start, so each holds the same periods on
+    // every thread whatever its phase.
     let mut win_end = start + ctx.window;
     let mut slow = 0u64;
     loop {
@@ -279,7 +283,7 @@ pub fn timer_loop<W: Waiter>(w: &mut W, ctx: &Ctx, sink: &mut WindowSink) {
         sink.cur.hist.record(lat);
         let mut skipped = 0;
         if lat > slow {
-            skipped = ctx.slow_path(sink, lat, next - start, ctx.last_period - period);
+            skipped = ctx.slow_path(sink, lat, next - ctx.start, ctx.last_period - period);
             slow = ctx.threshold(sink.cur.max);
         }
         period += 1 + skipped;
@@ -456,7 +460,7 @@ impl Drop for WakeSlot {
 
 /// The waker: sleeps to each absolute deadline, stamps the time and wakes its thread.
 pub fn waker_loop(ctx: &Ctx, slot: &WakeSlot, method: Method) {
-    let (interval, start) = (ctx.interval, ctx.start);
+    let (interval, start) = (ctx.interval, ctx.start + ctx.phase);
     let mut sleeper = AbsSleep(ctx.clock);
     let mut period = 1u64;
     let mut next = start + interval;
@@ -504,6 +508,7 @@ pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowS
         let samples = seq.wrapping_sub(seen).saturating_sub(u32::from(done));
         if samples > 0 {
             let lat = now.saturating_sub(slot.stamp.load(Ordering::Relaxed));
+            // Nominal deadline (ns after this thread's start): windows count from it.
             let at = slot.at.load(Ordering::Relaxed);
             if at > win_end {
                 sink.cur.missed += slot.missed.swap(0, Ordering::Relaxed);
@@ -515,7 +520,7 @@ pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowS
             sink.cur.hist.record(lat);
             let coalesced = u64::from(samples - 1);
             if lat > slow || coalesced > 0 {
-                ctx.slow_path(sink, lat, at, 0);
+                ctx.slow_path(sink, lat, at + ctx.phase, 0);
                 if coalesced > 0 {
                     // Wakes that arrived while this thread was not running: their samples
                     // would have been lat + k * interval.

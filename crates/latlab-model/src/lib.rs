@@ -11,6 +11,7 @@
 use latlab_hist::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub mod system;
 mod time;
 pub mod units;
 pub use time::rfc3339_utc;
@@ -186,6 +187,10 @@ pub struct MeasureConfig {
     pub break_threshold_ns: Option<u64>,
     /// CPU of the waker threads for thread-to-thread methods.
     pub waker_cpu: Option<u32>,
+    /// Spread thread phases: thread `i` of `n` is offset by `i * interval / n`, so CPUs do not
+    /// all take their timers at the same instant (by default every thread shares one phase).
+    #[serde(default)]
+    pub stagger: bool,
 }
 
 /// Basic facts of the system a result was taken on. Richer records extend this with added fields.
@@ -203,6 +208,23 @@ pub struct SystemInfo {
     pub preempt: String,
     pub cmdline: String,
     pub clocksource: String,
+    /// Everything below is the full inventory (`latlab sysinfo`); older results lack it.
+    pub kernel_config: system::Field<system::KernelConfig>,
+    pub boot: system::BootOptions,
+    pub cpu: system::CpuTopology,
+    pub cpufreq: system::Field<Vec<system::CpuFreq>>,
+    pub cpuidle: system::Field<system::CpuIdle>,
+    pub pm_qos: system::PmQos,
+    pub rt_throttling: system::RtThrottling,
+    pub timer_migration: system::Field<u32>,
+    pub irq_affinity: system::Field<system::IrqAffinity>,
+    pub services: system::Services,
+    pub virtualization: system::Virtualization,
+    /// RLIMIT_MEMLOCK of latlab's process (soft/hard), where known.
+    pub memlock_limit: system::Field<String>,
+    pub transparent_hugepage: system::Field<String>,
+    pub swappiness: system::Field<u32>,
+    pub vulnerabilities: Vec<(String, String)>,
 }
 
 /// How the run went: what latlab could set up, and what it could not.

@@ -58,6 +58,7 @@ pub(crate) fn sample_result() -> RunResult {
             spike_limit: 10_000,
             break_threshold_ns: None,
             waker_cpu: None,
+            stagger: false,
         },
         system: SystemInfo::default(),
         environment: RunEnvironment::default(),
@@ -119,4 +120,16 @@ fn names_round_trip() {
     for p in Policy::ALL {
         assert_eq!(Policy::from_name(p.name()), Some(p));
     }
+}
+
+#[test]
+fn unavailable_fields_round_trip_as_such() {
+    use crate::system::{Field, KernelConfig};
+    let f: Field<KernelConfig> = Field::unavailable("no config");
+    let text = serde_json::to_string(&f).unwrap();
+    assert_eq!(text, r#"{"unavailable":"no config"}"#);
+    let back: Field<KernelConfig> = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.reason(), Some("no config"));
+    let v: Field<KernelConfig> = serde_json::from_str(r#"{"source":"x","hz":250}"#).unwrap();
+    assert_eq!(v.value().unwrap().hz, Some(250));
 }

@@ -15,9 +15,11 @@
 
 mod cyclictest_hist;
 mod cyclictest_json;
+mod sysinfo;
 mod text;
 mod us;
 
 pub use cyclictest_hist::{HIST_MAX_US, histfile};
 pub use cyclictest_json::{RT_TESTS_VERSION, cyclictest_json, cyclictest_json_with_range};
+pub use sysinfo::sysinfo_text;
 pub use text::summary_table;

@@ -101,6 +101,7 @@ fn fixture() -> RunResult {
             spike_limit: 10_000,
             break_threshold_ns: None,
             waker_cpu: None,
+            stagger: false,
         },
         system: SystemInfo {
             hostname: "rtbox".into(),
@@ -113,6 +114,7 @@ fn fixture() -> RunResult {
             preempt: "rt (kernel version)".into(),
             cmdline: "quiet".into(),
             clocksource: "tsc".into(),
+            ..Default::default()
         },
         environment: RunEnvironment {
             memory_locked: true,

@@ -4,11 +4,15 @@
 //! Reading is separated from deciding: functions here return raw facts or typed values; a field
 //! that cannot be read is reported with the reason, never invented.
 
-use latlab_model::SystemInfo;
 use latlab_model::units::{CpuList, ParseError};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+mod inventory;
+pub use inventory::{
+    dynamic_preempt_from_log, parse_boot_options, parse_kernel_config, selected, steal_percent,
+};
 
 /// Errors of system access, each naming the path and the cause.
 #[derive(Debug, thiserror::Error)]
@@ -109,42 +113,6 @@ impl Sys {
     /// CPUs that may ever exist.
     pub fn possible_cpus(&self) -> Result<CpuList, SysError> {
         self.read_cpu_list("/sys/devices/system/cpu/possible")
-    }
-
-    /// The basic system record embedded in every result. Unreadable fields say why.
-    pub fn system_info(&self) -> SystemInfo {
-        let or_reason = |r: Result<String, SysError>| match r {
-            Ok(s) => s,
-            Err(e) => format!("unavailable: {e}"),
-        };
-        let version = or_reason(self.read_trim("/proc/sys/kernel/version"));
-        let cmdline = or_reason(self.read_trim("/proc/cmdline"));
-        SystemInfo {
-            hostname: or_reason(self.read_trim("/proc/sys/kernel/hostname")),
-            kernel_release: or_reason(self.read_trim("/proc/sys/kernel/osrelease")),
-            machine: or_reason(self.read_trim("/proc/sys/kernel/arch")),
-            cpu_model: match self.read("/proc/cpuinfo") {
-                Ok(text) => cpu_model(&text),
-                Err(e) => format!("unavailable: {e}"),
-            },
-            cpus_online: self
-                .online_cpus()
-                .map(|l| l.cpus().to_vec())
-                .unwrap_or_default(),
-            cpus_possible: self.possible_cpus().map(|l| l.len() as u32).unwrap_or(0),
-            preempt: preempt_model(
-                &version,
-                self.read_trim("/sys/kernel/debug/sched/preempt")
-                    .ok()
-                    .as_deref(),
-                &cmdline,
-            ),
-            clocksource: or_reason(
-                self.read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
-            ),
-            kernel_version: version,
-            cmdline,
-        }
     }
 
     /// CPU time of one thread in nanoseconds (first field of its schedstat).

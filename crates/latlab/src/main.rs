@@ -5,6 +5,7 @@ mod cli_error;
 mod live;
 mod measure;
 mod signals;
+mod sysinfo;
 
 use clap::{Parser, Subcommand};
 use cli_error::CliError;
@@ -27,6 +28,9 @@ struct Cli {
 enum Command {
     /// Measure timer and thread wake-up latency (a cyclictest that keeps every sample).
     Measure(Box<measure::MeasureArgs>),
+    /// Show what the system is and how it is set: kernel, boot options, CPUs, cpufreq, cpuidle,
+    /// PM QoS, RT throttling, IRQs, virtualization.
+    Sysinfo(sysinfo::SysinfoArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Measure(args) => measure::run(*args, &sys),
+        Command::Sysinfo(args) => sysinfo::run(args, &sys),
     };
     match result {
         Ok(code) => code,

@@ -78,6 +78,11 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "CPU")]
     waker_cpu: Option<u32>,
 
+    /// Offset thread i of n by i/n of the interval, so CPUs do not all take their timers at the
+    /// same instant (default: one phase for every thread, as cyclictest).
+    #[arg(long)]
+    stagger: bool,
+
     /// Clock of deadlines and timestamps: monotonic or realtime.
     #[arg(long, default_value = "monotonic", value_name = "CLOCK")]
     clock: String,
@@ -232,6 +237,7 @@ impl MeasureArgs {
             spike_limit: self.spike_limit,
             break_threshold_ns: dur("--break", &self.brk, "us")?,
             waker_cpu: self.waker_cpu,
+            stagger: self.stagger,
         })
     }
 }

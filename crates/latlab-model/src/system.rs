@@ -1,0 +1,194 @@
+//! The full system record (`latlab sysinfo`): what the system is and how it is set. Every field a
+//! machine cannot show is [`Field::Unavailable`] with the reason, never a guess.
+
+use serde::{Deserialize, Serialize};
+
+/// A value, or why it could not be read.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Field<T> {
+    // Tried first: a struct value with defaulted fields would otherwise swallow it.
+    Unavailable { unavailable: String },
+    Value(T),
+}
+
+impl<T> Field<T> {
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Field::Unavailable {
+            unavailable: reason.into(),
+        }
+    }
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            Field::Value(v) => Some(v),
+            Field::Unavailable { .. } => None,
+        }
+    }
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Field::Value(_) => None,
+            Field::Unavailable { unavailable } => Some(unavailable),
+        }
+    }
+}
+
+impl<T> Default for Field<T> {
+    fn default() -> Self {
+        Field::unavailable("not collected")
+    }
+}
+
+impl<T, E: std::fmt::Display> From<Result<T, E>> for Field<T> {
+    fn from(r: Result<T, E>) -> Self {
+        match r {
+            Ok(v) => Field::Value(v),
+            Err(e) => Field::unavailable(e.to_string()),
+        }
+    }
+}
+
+/// Kernel build options that matter for latency.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KernelConfig {
+    /// Where the configuration was read (`/proc/config.gz`, `/boot/config-<release>`).
+    pub source: String,
+    pub hz: Option<u32>,
+    /// `CONFIG_PREEMPT*` options set to `y`.
+    pub preempt: Vec<String>,
+    /// `CONFIG_NO_HZ*` options set to `y`.
+    pub no_hz: Vec<String>,
+    pub rcu_nocb_cpu: bool,
+    pub rcu_lazy: bool,
+    pub high_res_timers: bool,
+    /// Options of interest that this configuration does not set.
+    pub missing: Vec<String>,
+}
+
+/// Boot options that matter for latency, as given on the kernel command line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BootOptions {
+    pub preempt: Option<String>,
+    pub nohz_full: Option<String>,
+    pub isolcpus: Option<String>,
+    pub rcu_nocbs: Option<String>,
+    pub rcu_lazy: Option<String>,
+    pub irqaffinity: Option<String>,
+    pub threadirqs: bool,
+    pub intel_pstate: Option<String>,
+    pub amd_pstate: Option<String>,
+    pub idle: Option<String>,
+    pub processor_max_cstate: Option<String>,
+    pub intel_idle_max_cstate: Option<String>,
+    pub mitigations: Option<String>,
+    pub nohz: Option<String>,
+    pub skew_tick: Option<String>,
+}
+
+/// CPUs and their topology.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CpuTopology {
+    pub model: String,
+    pub online: String,
+    pub possible: String,
+    /// Distinct SMT sibling groups, e.g. `["0,2", "1,3"]`.
+    pub smt_siblings: Vec<String>,
+    pub smt_control: Option<String>,
+    /// NUMA node number and its CPU list.
+    pub numa_nodes: Vec<(u32, String)>,
+    pub isolated: String,
+    pub nohz_full: Option<String>,
+}
+
+/// Frequency scaling of one CPU.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CpuFreq {
+    pub cpu: u32,
+    pub driver: String,
+    pub governor: String,
+    pub available_governors: Vec<String>,
+    pub epp: Option<String>,
+    pub available_epp: Vec<String>,
+    pub min_khz: Option<u64>,
+    pub max_khz: Option<u64>,
+    pub cur_khz: Option<u64>,
+    pub hw_min_khz: Option<u64>,
+    pub hw_max_khz: Option<u64>,
+    /// Turbo/boost allowed: per-policy `boost`, global `cpufreq/boost`, or intel_pstate `no_turbo`.
+    pub boost: Option<bool>,
+}
+
+/// One idle state of one CPU.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IdleState {
+    pub index: u32,
+    pub name: String,
+    pub desc: String,
+    pub exit_latency_us: u64,
+    pub target_residency_us: u64,
+    pub disabled: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CpuIdleCpu {
+    pub cpu: u32,
+    pub states: Vec<IdleState>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CpuIdle {
+    pub driver: String,
+    pub governor: String,
+    pub available_governors: Vec<String>,
+    pub cpus: Vec<CpuIdleCpu>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PmQos {
+    /// The current aggregate `/dev/cpu_dma_latency` value in µs (2000000000: no constraint).
+    pub cpu_dma_latency_us: Field<i64>,
+    /// Per CPU `pm_qos_resume_latency_us` as the kernel shows it (`0`: none, `n/a`: 0 µs).
+    pub resume_latency_us: Vec<(u32, String)>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RtThrottling {
+    pub runtime_us: Field<i64>,
+    pub period_us: Field<i64>,
+    /// Per CPU fair-server runtime and period in ns (debugfs), where readable.
+    pub fair_server: Field<Vec<(u32, u64, u64)>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IrqAffinity {
+    pub default_smp_affinity: String,
+    pub irqs: u32,
+    /// IRQs whose effective affinity includes each CPU.
+    pub per_cpu: Vec<(u32, u32)>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Services {
+    pub irqbalance: bool,
+    pub tuned: bool,
+    pub power_profiles_daemon: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Virtualization {
+    /// `None` on bare metal (no `hypervisor` CPU flag).
+    pub hypervisor: Option<String>,
+    /// Steal time since boot, percent of all CPU time.
+    pub steal_percent: Option<f64>,
+}

@@ -1,0 +1,309 @@
+//! `latlab sysinfo` as a text table: one section per subsystem, one `key: value` line per fact,
+//! "unavailable: reason" where the machine cannot show a fact.
+
+use latlab_model::SystemInfo;
+use latlab_model::system::Field;
+use std::fmt::Write;
+
+fn field<T>(f: &Field<T>, show: impl Fn(&T) -> String) -> String {
+    match f {
+        Field::Value(v) => show(v),
+        Field::Unavailable { unavailable } => format!("unavailable: {unavailable}"),
+    }
+}
+
+fn opt(o: &Option<String>) -> String {
+    o.clone().unwrap_or_else(|| "-".into())
+}
+
+fn khz(v: Option<u64>) -> String {
+    v.map(|k| format!("{:.0} MHz", k as f64 / 1000.0))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// Render the system record as text.
+pub fn sysinfo_text(s: &SystemInfo) -> String {
+    let mut out = String::new();
+    let mut section = |title: &str, rows: Vec<(&str, String)>| {
+        let _ = writeln!(out, "{title}");
+        for (k, v) in rows {
+            let _ = writeln!(out, "  {k:<22} {v}");
+        }
+        out.push('\n');
+    };
+    section(
+        "kernel",
+        vec![
+            ("release", s.kernel_release.clone()),
+            ("version", s.kernel_version.clone()),
+            ("machine", s.machine.clone()),
+            ("preempt model", s.preempt.clone()),
+            ("clocksource", s.clocksource.clone()),
+            (
+                "config",
+                field(&s.kernel_config, |c| {
+                    format!(
+                        "{}: HZ {}, {}, {}, RCU_NOCB_CPU {}, RCU_LAZY {}, HIGH_RES_TIMERS {}",
+                        c.source,
+                        c.hz.map(|h| h.to_string()).unwrap_or_else(|| "?".into()),
+                        if c.preempt.is_empty() {
+                            "no CONFIG_PREEMPT*".into()
+                        } else {
+                            c.preempt.join(" ")
+                        },
+                        if c.no_hz.is_empty() {
+                            "no CONFIG_NO_HZ*".into()
+                        } else {
+                            c.no_hz.join(" ")
+                        },
+                        yn(c.rcu_nocb_cpu),
+                        yn(c.rcu_lazy),
+                        yn(c.high_res_timers)
+                    )
+                }),
+            ),
+            (
+                "config not set",
+                field(&s.kernel_config, |c| {
+                    if c.missing.is_empty() {
+                        "-".into()
+                    } else {
+                        c.missing.join(" ")
+                    }
+                }),
+            ),
+            ("command line", s.cmdline.clone()),
+        ],
+    );
+    let b = &s.boot;
+    section(
+        "boot options",
+        vec![
+            ("preempt=", opt(&b.preempt)),
+            ("nohz_full=", opt(&b.nohz_full)),
+            ("isolcpus=", opt(&b.isolcpus)),
+            ("rcu_nocbs=", opt(&b.rcu_nocbs)),
+            ("rcutree.enable_rcu_lazy=", opt(&b.rcu_lazy)),
+            ("irqaffinity=", opt(&b.irqaffinity)),
+            ("threadirqs", yn(b.threadirqs).into()),
+            ("intel_pstate=", opt(&b.intel_pstate)),
+            ("amd_pstate=", opt(&b.amd_pstate)),
+            ("idle=", opt(&b.idle)),
+            ("processor.max_cstate=", opt(&b.processor_max_cstate)),
+            ("intel_idle.max_cstate=", opt(&b.intel_idle_max_cstate)),
+            ("mitigations=", opt(&b.mitigations)),
+        ],
+    );
+    let c = &s.cpu;
+    section(
+        "cpus",
+        vec![
+            ("model", c.model.clone()),
+            ("online", c.online.clone()),
+            ("possible", c.possible.clone()),
+            (
+                "smt siblings",
+                if c.smt_siblings.is_empty() {
+                    "-".into()
+                } else {
+                    c.smt_siblings.join(" ")
+                },
+            ),
+            ("smt control", opt(&c.smt_control)),
+            (
+                "numa nodes",
+                c.numa_nodes
+                    .iter()
+                    .map(|(n, l)| format!("node{n}: {l}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            (
+                "isolated",
+                if c.isolated.is_empty() {
+                    "none".into()
+                } else {
+                    c.isolated.clone()
+                },
+            ),
+            ("nohz_full", opt(&c.nohz_full)),
+        ],
+    );
+    match &s.cpufreq {
+        Field::Value(list) => {
+            let rows = list
+                .iter()
+                .map(|f| {
+                    (
+                        "",
+                        format!(
+                            "cpu{}: {} {} (of {}), EPP {}, {}–{} now {}, boost {}",
+                            f.cpu,
+                            f.driver,
+                            f.governor,
+                            f.available_governors.join(" "),
+                            f.epp.clone().unwrap_or_else(|| "-".into()),
+                            khz(f.min_khz),
+                            khz(f.max_khz),
+                            khz(f.cur_khz),
+                            f.boost.map(yn).unwrap_or("-")
+                        ),
+                    )
+                })
+                .collect();
+            section("cpufreq", rows);
+        }
+        Field::Unavailable { unavailable } => {
+            section("cpufreq", vec![("", format!("unavailable: {unavailable}"))]);
+        }
+    }
+    match &s.cpuidle {
+        Field::Value(idle) => {
+            let mut rows = vec![(
+                "driver / governor",
+                format!(
+                    "{} / {} (available: {})",
+                    idle.driver,
+                    idle.governor,
+                    idle.available_governors.join(" ")
+                ),
+            )];
+            for cpu in &idle.cpus {
+                let states = cpu
+                    .states
+                    .iter()
+                    .map(|st| {
+                        format!(
+                            "{} {}/{}us{}",
+                            st.name,
+                            st.exit_latency_us,
+                            st.target_residency_us,
+                            if st.disabled { " (disabled)" } else { "" }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                rows.push(("", format!("cpu{}: {states}", cpu.cpu)));
+            }
+            section("cpuidle (exit latency / target residency)", rows);
+        }
+        Field::Unavailable { unavailable } => {
+            section("cpuidle", vec![("", format!("unavailable: {unavailable}"))]);
+        }
+    }
+    let q = &s.pm_qos;
+    section(
+        "pm qos",
+        vec![
+            (
+                "cpu_dma_latency",
+                field(&q.cpu_dma_latency_us, |v| {
+                    if *v >= 2_000_000_000 {
+                        format!("{v} us (no constraint)")
+                    } else {
+                        format!("{v} us (held by some process)")
+                    }
+                }),
+            ),
+            (
+                "resume latency",
+                q.resume_latency_us
+                    .iter()
+                    .map(|(c, v)| format!("cpu{c}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+        ],
+    );
+    let rt = &s.rt_throttling;
+    section(
+        "real time",
+        vec![
+            (
+                "sched_rt_runtime_us",
+                field(&rt.runtime_us, |v| v.to_string()),
+            ),
+            (
+                "sched_rt_period_us",
+                field(&rt.period_us, |v| v.to_string()),
+            ),
+            (
+                "fair server",
+                field(&rt.fair_server, |v| {
+                    v.iter()
+                        .map(|(c, r, p)| format!("cpu{c} {r}/{p} ns"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }),
+            ),
+            (
+                "timer_migration",
+                field(&s.timer_migration, |v| v.to_string()),
+            ),
+            ("memlock limit", field(&s.memlock_limit, |v| v.clone())),
+        ],
+    );
+    section(
+        "interrupts and services",
+        vec![
+            (
+                "irq affinity",
+                field(&s.irq_affinity, |a| {
+                    format!(
+                        "{} IRQs, default mask {}; per CPU: {}",
+                        a.irqs,
+                        a.default_smp_affinity,
+                        a.per_cpu
+                            .iter()
+                            .map(|(c, n)| format!("cpu{c}={n}"))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    )
+                }),
+            ),
+            ("irqbalance running", yn(s.services.irqbalance).into()),
+            ("tuned running", yn(s.services.tuned).into()),
+            (
+                "power-profiles-daemon",
+                yn(s.services.power_profiles_daemon).into(),
+            ),
+        ],
+    );
+    section(
+        "memory and virtualization",
+        vec![
+            (
+                "transparent hugepage",
+                field(&s.transparent_hugepage, |v| v.clone()),
+            ),
+            ("swappiness", field(&s.swappiness, |v| v.to_string())),
+            (
+                "hypervisor",
+                s.virtualization
+                    .hypervisor
+                    .clone()
+                    .unwrap_or_else(|| "none (bare metal)".into()),
+            ),
+            (
+                "steal since boot",
+                s.virtualization
+                    .steal_percent
+                    .map(|p| format!("{p:.2} %"))
+                    .unwrap_or_else(|| "-".into()),
+            ),
+        ],
+    );
+    let vulns: Vec<(&str, String)> = s
+        .vulnerabilities
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    if !vulns.is_empty() {
+        section("cpu vulnerabilities", vulns);
+    }
+    out
+}
+
+fn yn(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
