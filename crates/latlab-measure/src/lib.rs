@@ -441,18 +441,6 @@ pub fn run(
         euid: os::euid(),
         ..Default::default()
     };
-    if cfg.mlock {
-        match os::lock_memory() {
-            Ok(()) => env.memory_locked = true,
-            Err(e) => {
-                let why = format!("mlockall: {e}");
-                env.warnings.push(format!(
-                    "memory is not locked ({why}); page faults may add latency"
-                ));
-                env.mlock_error = Some(why);
-            }
-        }
-    }
     let _pm_qos = match cfg.pm_qos_us {
         Some(us) => {
             let hold = sys.hold_pm_qos(us).map_err(|e| {
@@ -652,19 +640,6 @@ pub fn run(
     }
     env.coordinator_cpus = os::get_affinity().unwrap_or_default();
 
-    // Start 2 ms from now, so every thread is past the barrier and asleep before the first
-    // deadline; take the wall clock at the same instant.
-    let mono_now = os::now(clock);
-    let unix_now = os::now(libc::CLOCK_REALTIME);
-    let start = mono_now + 2_000_000;
-    let start_unix_ns = if cfg.clock == latlab_model::Clock::Realtime {
-        start
-    } else {
-        unix_now + 2_000_000
-    };
-    start_at.store(start, Ordering::Relaxed);
-    barrier.wait();
-
     let labels: Vec<String> = plans.iter().map(|p| p.label.clone()).collect();
     let mut col = Collector {
         interval: cfg.interval_ns,
@@ -687,6 +662,35 @@ pub fn run(
         spikes: Vec::new(),
         spikes_not_kept: 0,
     };
+    // Lock memory now that everything the measuring threads touch exists (stacks, buffers,
+    // totals). The hot path never allocates, so nothing later needs locking; MCL_FUTURE would
+    // only make the coordinator's later allocations fail under a small RLIMIT_MEMLOCK.
+    if cfg.mlock {
+        match os::lock_memory() {
+            Ok(()) => env.memory_locked = true,
+            Err(e) => {
+                let why = format!("mlockall: {e}");
+                env.warnings.push(format!(
+                    "memory is not locked ({why}); page faults may add latency"
+                ));
+                env.mlock_error = Some(why);
+            }
+        }
+    }
+
+    // Start 2 ms from now, so every thread is past the barrier and asleep before the first
+    // deadline; take the wall clock at the same instant.
+    let mono_now = os::now(clock);
+    let unix_now = os::now(libc::CLOCK_REALTIME);
+    let start = mono_now + 2_000_000;
+    let start_unix_ns = if cfg.clock == latlab_model::Clock::Realtime {
+        start
+    } else {
+        unix_now + 2_000_000
+    };
+    start_at.store(start, Ordering::Relaxed);
+    barrier.wait();
+
     let grace = (cfg.window_ns / 20).min(20_000_000);
     let mut finished = 0;
     while finished < n {

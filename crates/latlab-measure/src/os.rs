@@ -134,10 +134,10 @@ pub fn set_timer_slack(ns: u64) -> io::Result<()> {
     check(unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns.max(1) as libc::c_ulong, 0, 0, 0) })
 }
 
-/// Lock all current and future memory.
+/// Lock all memory mapped now.
 pub fn lock_memory() -> io::Result<()> {
     // SAFETY: no pointers involved.
-    check(unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) })
+    check(unsafe { libc::mlockall(libc::MCL_CURRENT) })
 }
 
 /// Effective user id.

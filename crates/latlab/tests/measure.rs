@@ -302,3 +302,94 @@ fn realtime_policy_without_rights_names_the_capability() {
     assert!(err.contains("CAP_SYS_NICE"), "{err}");
     assert!(err.contains("--policy other"), "{err}");
 }
+
+/// A process that may not lock its memory still measures, warns, and records
+/// `memory_locked: false`. As root this drops to an unprivileged user with setpriv.
+#[test]
+fn failed_memory_lock_is_recorded_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut cmd = if is_root() {
+        if Command::new("setpriv").arg("--version").output().is_err() {
+            eprintln!("skipped: setpriv (util-linux) is not installed");
+            return;
+        }
+        // The unprivileged user must be able to write the result.
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-ipc_lock,-sys_nice",
+            env!("CARGO_BIN_EXE_latlab"),
+        ]);
+        c
+    } else {
+        latlab()
+    };
+    let out = cmd
+        .args([
+            "measure", "-D", "1s", "-a", "0", "--policy", "other", "-q", "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = read_json(&json);
+    if r["environment"]["memory_locked"] == true {
+        eprintln!("skipped: this user may lock all of latlab's memory (RLIMIT_MEMLOCK is large)");
+        return;
+    }
+    assert!(
+        r["environment"]["mlock_error"]
+            .as_str()
+            .unwrap()
+            .contains("mlockall")
+    );
+    let warnings = r["environment"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("memory is not locked"))
+    );
+    assert!(r["overall"]["stats"]["count"].as_u64().unwrap() > 500);
+}
+
+/// SCHED_DEADLINE threads (unpinned, as the kernel requires) measure like any other policy.
+#[test]
+fn deadline_policy_runs_as_root() {
+    if !is_root() {
+        eprintln!("skipped: SCHED_DEADLINE needs root");
+        return;
+    }
+    let out = run_ok(&[
+        "measure",
+        "--policy",
+        "deadline",
+        "--dl-runtime",
+        "200us",
+        "-i",
+        "1ms",
+        "-D",
+        "1s",
+        "--json",
+        "-",
+    ]);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["config"]["policy"], "deadline");
+    assert_eq!(r["config"]["cpus"], serde_json::Value::Null, "unpinned");
+    for t in r["threads"].as_array().unwrap() {
+        let count = t["stats"]["count"].as_u64().unwrap();
+        assert_eq!(count + t["missed"].as_u64().unwrap(), 1000);
+    }
+}
