@@ -25,6 +25,28 @@ fn policy_args() -> Vec<&'static str> {
     }
 }
 
+/// latlab as an unprivileged user: as root, through setpriv with the given capabilities also
+/// removed from the bounding set; otherwise latlab as is. `None` when setpriv is missing.
+fn unprivileged(drop_caps: &str) -> Option<Command> {
+    if !is_root() {
+        return Some(latlab());
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return None;
+    }
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        &format!("--bounding-set={drop_caps}"),
+        env!("CARGO_BIN_EXE_latlab"),
+    ]);
+    Some(c)
+}
+
 fn run_ok(args: &[&str]) -> Output {
     let out = latlab().args(args).output().unwrap();
     assert!(
@@ -271,23 +293,8 @@ fn bad_input_exits_2_with_one_line_before_anything_runs() {
 /// `--policy other`. As root this drops privileges with setpriv; otherwise it runs as is.
 #[test]
 fn realtime_policy_without_rights_names_the_capability() {
-    let mut cmd = if is_root() {
-        if Command::new("setpriv").arg("--version").output().is_err() {
-            eprintln!("skipped: setpriv (util-linux) is not installed");
-            return;
-        }
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-sys_nice",
-            env!("CARGO_BIN_EXE_latlab"),
-        ]);
-        c
-    } else {
-        latlab()
+    let Some(mut cmd) = unprivileged("-sys_nice") else {
+        return;
     };
     let out = cmd
         .args(["measure", "-D", "1s", "--policy", "fifo", "--no-mlock"])
@@ -309,29 +316,14 @@ fn realtime_policy_without_rights_names_the_capability() {
 fn failed_memory_lock_is_recorded_not_fatal() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let mut cmd = if is_root() {
-        if Command::new("setpriv").arg("--version").output().is_err() {
-            eprintln!("skipped: setpriv (util-linux) is not installed");
-            return;
-        }
-        // The unprivileged user must be able to write the result.
-        std::fs::set_permissions(
-            dir.path(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o777),
-        )
-        .unwrap();
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-ipc_lock,-sys_nice",
-            env!("CARGO_BIN_EXE_latlab"),
-        ]);
-        c
-    } else {
-        latlab()
+    // The unprivileged user must be able to write the result.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let Some(mut cmd) = unprivileged("-ipc_lock,-sys_nice") else {
+        return;
     };
     let out = cmd
         .args([
