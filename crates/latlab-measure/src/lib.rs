@@ -251,11 +251,7 @@ fn plan_threads(cfg: &MeasureConfig, online: &CpuList) -> (Vec<Plan>, Vec<u32>) 
 }
 
 /// A timer method's loop, prepared in the measuring thread before the start barrier.
-type TimerRun = Box<dyn FnMut(&Ctx, &mut WindowSink)>;
-
-enum Waiting {
-    Timer(TimerRun),
-}
+type TimerRun = Box<dyn FnMut(&Ctx, &mut WindowSink) -> std::io::Result<()>>;
 
 /// Set up the calling thread: affinity, timer slack, policy.
 fn setup_thread(cfg: &MeasureConfig, affinity: &[u32]) -> Result<(), String> {
@@ -266,48 +262,32 @@ fn setup_thread(cfg: &MeasureConfig, affinity: &[u32]) -> Result<(), String> {
 }
 
 /// Prepare the wait of a timer method in the measuring thread (before the start barrier).
-fn timer_waiter(cfg: &MeasureConfig, clock: libc::clockid_t) -> Result<Waiting, String> {
-    let relative = cfg.relative;
-    Ok(Waiting::Timer(match cfg.method {
-        Method::ClockNanosleep if relative => {
-            Box::new(move |ctx, sink| thread::timer_loop(&mut RelSleep(clock), ctx, sink))
-        }
-        Method::ClockNanosleep => {
-            Box::new(move |ctx, sink| thread::timer_loop(&mut AbsSleep(clock), ctx, sink))
-        }
-        Method::Nanosleep => Box::new(|ctx, sink| thread::timer_loop(&mut NanoSleep, ctx, sink)),
-        Method::Poll => Box::new(|ctx, sink| thread::timer_loop(&mut Poll, ctx, sink)),
-        Method::Select => Box::new(|ctx, sink| thread::timer_loop(&mut Select, ctx, sink)),
+fn timer_waiter(cfg: &MeasureConfig, clock: libc::clockid_t) -> Result<TimerRun, String> {
+    fn boxed<W: thread::Waiter + 'static>(mut w: W) -> TimerRun {
+        Box::new(move |ctx, sink| thread::timer_loop(&mut w, ctx, sink))
+    }
+    Ok(match cfg.method {
+        Method::ClockNanosleep if cfg.relative => boxed(RelSleep(clock)),
+        Method::ClockNanosleep => boxed(AbsSleep(clock)),
+        Method::Nanosleep => boxed(NanoSleep),
+        Method::Poll => boxed(Poll),
+        Method::Select => boxed(Select),
         Method::Busy => Box::new(thread::busy_loop),
-        Method::Timerfd => {
-            let mut t = TimerFd::new(clock).map_err(|e| format!("timerfd_create: {e}"))?;
-            Box::new(move |ctx, sink| {
-                if t.arm(ctx.start + ctx.phase + ctx.interval, ctx.interval)
-                    .is_ok()
-                {
-                    thread::timer_loop(&mut t, ctx, sink)
-                }
-            })
-        }
+        Method::Timerfd => boxed(TimerFd::new(clock).map_err(|e| format!("timerfd_create: {e}"))?),
         Method::PosixTimer => {
-            let mut t = PosixTimer::new(clock).map_err(|e| format!("timer_create: {e}"))?;
-            Box::new(move |ctx, sink| {
-                if t.arm(ctx.start + ctx.phase + ctx.interval, ctx.interval)
-                    .is_ok()
-                {
-                    thread::timer_loop(&mut t, ctx, sink)
-                }
-            })
+            boxed(PosixTimer::new(clock).map_err(|e| format!("timer_create: {e}"))?)
         }
         Method::Futex | Method::Eventfd | Method::Pipe | Method::Signal => {
             return Err("internal: a wake-up method has no timer waiter".into());
         }
-    }))
+    })
 }
 
 struct ThreadEnd {
     tid: i32,
     cpu_time_ns: u64,
+    /// A failure after the start (a timer that could not be armed).
+    error: Option<String>,
 }
 
 /// Per-thread accumulation in the coordinator.
@@ -318,9 +298,8 @@ struct Acc {
     windows: Vec<Window>,
     next_window: u64,
     missed: u64,
-    max: u64,
+    /// When the maximum (`total.max()`) happened, ns after the run's start.
     max_at: u64,
-    seen: bool,
     last_window_max: u64,
 }
 
@@ -367,7 +346,10 @@ impl Collector {
                     .record_series(s.latency - self.interval, self.interval, s.missed, 1);
             }
         }
-        // One pass: merge into the total, take the window's p99, clear the buffer.
+        if count > 0 && (acc.total.is_empty() || max > acc.total.max()) {
+            acc.max_at = buf.max_at;
+        }
+        // Merge into the total, take the window's p99, clear the buffer.
         let p99 = h.drain_into(&mut acc.total, 99.0);
         acc.windows.push(Window {
             index: buf.index,
@@ -381,11 +363,6 @@ impl Collector {
         // A buffer that covered several windows stands for all of them.
         acc.next_window = acc.next_window.max(buf.index + buf.span);
         acc.missed += buf.missed;
-        if count > 0 && (buf.max > acc.max || !acc.seen) {
-            acc.max = buf.max;
-            acc.max_at = buf.max_at;
-            acc.seen = true;
-        }
         acc.last_window_max = max;
         for s in &buf.spikes {
             if (self.spikes.len() as u64) < self.spike_limit {
@@ -489,18 +466,19 @@ pub fn run(
         } else {
             None
         };
-        let ctx_for = |start: u64| Ctx {
+        // Each thread fills in `start` once the coordinator has chosen it.
+        let base = Ctx {
             index: i as u32,
             clock,
             interval: cfg.interval_ns,
-            start,
+            start: 0,
             phase: if cfg.stagger && cfg.method != Method::Busy {
                 cfg.interval_ns * i as u64 / n as u64
             } else {
                 0
             },
             last_period: last,
-            end: cfg.duration_ns.map(|d| start + d).unwrap_or(u64::MAX),
+            duration: cfg.duration_ns.unwrap_or(u64::MAX),
             window: cfg.window_ns,
             spike: cfg.spike_threshold_ns.unwrap_or(u64::MAX),
             brk: cfg.break_threshold_ns.unwrap_or(u64::MAX),
@@ -524,14 +502,7 @@ pub fn run(
             let full_tx = full_tx.clone();
             let slot = slot.clone();
             let stop2 = stop.clone();
-            let make_ctx = {
-                let base = ctx_for(0);
-                move |start: u64| Ctx {
-                    start,
-                    end: base.end.saturating_add(start),
-                    ..base
-                }
-            };
+            let base = base.clone();
             let h = std::thread::Builder::new()
                 .name(format!("latlab-{}", plan.label))
                 .stack_size(THREAD_STACK)
@@ -555,19 +526,34 @@ pub fn run(
                         return ThreadEnd {
                             tid,
                             cpu_time_ns: 0,
+                            error: None,
                         };
                     }
-                    let ctx = make_ctx(start_at.load(Ordering::Relaxed));
+                    let ctx = Ctx {
+                        start: start_at.load(Ordering::Relaxed),
+                        ..base
+                    };
                     let mut sink = WindowSink::new(first, full_tx, empty_rx);
+                    let mut error = None;
                     match (&slot, waiting) {
                         (Some(s), _) => thread::wakee_loop(&ctx, s, cfg2.method, &mut sink),
-                        (None, Some(Waiting::Timer(mut f))) => f(&ctx, &mut sink),
+                        (None, Some(mut run)) => {
+                            if let Err(e) = run(&ctx, &mut sink) {
+                                error = Some(format!("{}: cannot arm the timer: {e}", ctx.label));
+                                // One thread without samples makes the run meaningless.
+                                stop2.request(StopReason::Duration);
+                            }
+                        }
                         (None, None) => {}
                     }
                     let cpu_time_ns = os::thread_cpu_time_ns();
                     sink.finish();
                     stop2.wake_coordinator();
-                    ThreadEnd { tid, cpu_time_ns }
+                    ThreadEnd {
+                        tid,
+                        cpu_time_ns,
+                        error,
+                    }
                 })
                 .map_err(spawn_err)?;
             handles.push(h);
@@ -583,7 +569,6 @@ pub fn run(
                 abort.clone(),
                 ready_tx.clone(),
             );
-            let base = ctx_for(0);
             let h = std::thread::Builder::new()
                 .name(format!("latlab-wake-{}", plan.label))
                 .stack_size(THREAD_STACK)
@@ -652,9 +637,7 @@ pub fn run(
                 windows: Vec::new(),
                 next_window: 0,
                 missed: 0,
-                max: 0,
                 max_at: 0,
-                seen: false,
                 last_window_max: 0,
             })
             .collect(),
@@ -693,11 +676,16 @@ pub fn run(
 
     let grace = (cfg.window_ns / 20).min(20_000_000);
     let mut finished = 0;
+    // Set when every thread has exited: one more drain, then stop even if a thread died
+    // (a panic) without sending its last buffer.
+    let mut last_round = false;
     while finished < n {
-        let t = os::now(clock);
-        let elapsed = t.saturating_sub(start);
-        let wake_at = start + (elapsed / cfg.window_ns + 1) * cfg.window_ns + grace;
-        std::thread::park_timeout(Duration::from_nanos(wake_at.saturating_sub(t)));
+        if !last_round {
+            let t = os::now(clock);
+            let elapsed = t.saturating_sub(start);
+            let wake_at = start + (elapsed / cfg.window_ns + 1) * cfg.window_ns + grace;
+            std::thread::park_timeout(Duration::from_nanos(wake_at.saturating_sub(t)));
+        }
         let mut got = false;
         while let Ok(mut buf) = full_rx.try_recv() {
             got = true;
@@ -713,6 +701,10 @@ pub fn run(
         if got {
             observer(&col.live(&labels, os::now(clock).saturating_sub(start)));
         }
+        if last_round {
+            break;
+        }
+        last_round = handles.iter().all(|h| h.is_finished());
     }
     let ends: Vec<ThreadEnd> = handles
         .into_iter()
@@ -720,11 +712,15 @@ pub fn run(
             h.join().unwrap_or(ThreadEnd {
                 tid: 0,
                 cpu_time_ns: 0,
+                error: Some("a measuring thread panicked".into()),
             })
         })
         .collect();
     for h in waker_handles {
         let _ = h.join();
+    }
+    if let Some(e) = ends.iter().find_map(|e| e.error.clone()) {
+        return Err(MeasureError::Setup(e));
     }
     let end = os::now(clock);
     let elapsed_ns = end.saturating_sub(start);
@@ -754,8 +750,8 @@ pub fn run(
             corrected.merge(&acc.omitted);
             overall_hist.merge(&acc.total);
             overall_corr.merge(&corrected);
-            if acc.max >= max && acc.total.count() > 0 {
-                (max, max_at, max_thread) = (acc.max, acc.max_at, i as u32);
+            if acc.total.max() >= max && !acc.total.is_empty() {
+                (max, max_at, max_thread) = (acc.total.max(), acc.max_at, i as u32);
             }
             ThreadResult {
                 label: plan.label.clone(),

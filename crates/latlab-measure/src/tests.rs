@@ -218,3 +218,22 @@ fn an_external_stop_ends_an_unbounded_run() {
     );
     assert!(r.threads[0].stats.count > 100);
 }
+
+#[test]
+fn max_at_is_when_the_maximum_happened() {
+    let sys = Sys::default();
+    let mut c = cfg(Method::ClockNanosleep);
+    c.spike_threshold_ns = Some(1);
+    c.spike_limit = 10_000;
+    let r = run(&c, &sys, StopSignal::new(), &mut |_| {}).unwrap();
+    let t = &r.threads[0];
+    assert_eq!(r.spikes.not_kept, 0, "every sample kept as a spike");
+    let first_max = r
+        .spikes
+        .kept
+        .iter()
+        .find(|s| s.value_ns == t.stats.max)
+        .expect("the maximum is among the spikes");
+    assert_eq!(t.max_at_ns, first_max.at_ns);
+    assert_eq!(r.overall.max_at_ns, t.max_at_ns);
+}

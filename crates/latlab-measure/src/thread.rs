@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// What every measuring thread knows about the run.
+#[derive(Clone)]
 pub struct Ctx {
     pub index: u32,
     pub clock: libc::clockid_t,
@@ -21,8 +22,8 @@ pub struct Ctx {
     pub phase: u64,
     /// Last period index (1-based) to measure, `u64::MAX` when unbounded.
     pub last_period: u64,
-    /// End of the run on `clock` for the busy method.
-    pub end: u64,
+    /// Length of the run for the busy method (`u64::MAX`: unbounded).
+    pub duration: u64,
     pub window: u64,
     pub spike: u64,
     pub brk: u64,
@@ -46,8 +47,9 @@ impl Ctx {
             }
         }
         let buf = &mut sink.cur;
-        if lat > buf.max {
-            buf.max = lat;
+        // The sample is already recorded: it is the window's maximum if it equals it (the
+        // threshold sends only samples above the previous maximum here, so the first wins).
+        if lat >= buf.hist.max() {
             buf.max_at = at;
         }
         if lat > self.spike {
@@ -80,6 +82,10 @@ impl Ctx {
 
 /// How a timer-driven thread waits for a deadline.
 pub trait Waiter {
+    /// Start a periodic timer whose first expiry is `first` (only waiters driven by one).
+    fn arm(&mut self, _first: u64, _interval: u64) -> io::Result<()> {
+        Ok(())
+    }
     /// Block until `deadline` (absolute, on the run's clock). `last_now` is the last clock read,
     /// the base of relative waits.
     fn wait(&mut self, deadline: u64, last_now: u64);
@@ -172,7 +178,9 @@ impl TimerFd {
         }
         Ok(TimerFd(fd))
     }
-    pub fn arm(&self, first: u64, interval: u64) -> io::Result<()> {
+}
+impl Waiter for TimerFd {
+    fn arm(&mut self, first: u64, interval: u64) -> io::Result<()> {
         let spec = libc::itimerspec {
             it_interval: timespec(interval),
             it_value: timespec(first),
@@ -186,8 +194,6 @@ impl TimerFd {
         }
         Ok(())
     }
-}
-impl Waiter for TimerFd {
     #[inline(always)]
     fn wait(&mut self, _: u64, _: u64) {
         let mut expirations = 0u64;
@@ -226,7 +232,11 @@ impl PosixTimer {
             })
         }
     }
-    pub fn arm(&self, first: u64, interval: u64) -> io::Result<()> {
+}
+// SAFETY: the timer handle is only an id; the timer is used and deleted by one thread at a time.
+unsafe impl Send for PosixTimer {}
+impl Waiter for PosixTimer {
+    fn arm(&mut self, first: u64, interval: u64) -> io::Result<()> {
         let spec = libc::itimerspec {
             it_interval: timespec(interval),
             it_value: timespec(first),
@@ -240,10 +250,6 @@ impl PosixTimer {
         }
         Ok(())
     }
-}
-// SAFETY: the timer handle is only an id; the timer is used and deleted by one thread at a time.
-unsafe impl Send for PosixTimer {}
-impl Waiter for PosixTimer {
     #[inline(always)]
     fn wait(&mut self, _: u64, _: u64) {
         // SAFETY: the set is initialised; siginfo is not needed.
@@ -258,8 +264,9 @@ impl Drop for PosixTimer {
 }
 
 /// The timer-driven loop shared by every timer method.
-pub fn timer_loop<W: Waiter>(w: &mut W, ctx: &Ctx, sink: &mut WindowSink) {
+pub fn timer_loop<W: Waiter>(w: &mut W, ctx: &Ctx, sink: &mut WindowSink) -> io::Result<()> {
     let (interval, start) = (ctx.interval, ctx.start + ctx.phase);
+    w.arm(start + interval, interval)?;
     let mut period = 1u64;
     let mut next = start + interval;
     let mut now = start;
@@ -276,7 +283,7 @@ pub fn timer_loop<W: Waiter>(w: &mut W, ctx: &Ctx, sink: &mut WindowSink) {
             }
             // Woken early (an interrupted relative sleep): wait again unless told to stop.
             if ctx.stop.is_set() {
-                return;
+                return Ok(());
             }
         }
         let lat = now - next;
@@ -284,12 +291,12 @@ pub fn timer_loop<W: Waiter>(w: &mut W, ctx: &Ctx, sink: &mut WindowSink) {
         let mut skipped = 0;
         if lat > slow {
             skipped = ctx.slow_path(sink, lat, next - ctx.start, ctx.last_period - period);
-            slow = ctx.threshold(sink.cur.max);
+            slow = ctx.threshold(sink.cur.hist.max());
         }
         period += 1 + skipped;
         next += interval * (1 + skipped);
         if period > ctx.last_period || ctx.stop.is_set() {
-            return;
+            return Ok(());
         }
         // A period belongs to the window its deadline falls in; a deadline on a boundary
         // closes its window.
@@ -303,12 +310,13 @@ pub fn timer_loop<W: Waiter>(w: &mut W, ctx: &Ctx, sink: &mut WindowSink) {
 }
 
 /// The busy method: spin on the clock; each gap between two reads is a sample (OS noise).
-pub fn busy_loop(ctx: &Ctx, sink: &mut WindowSink) {
+pub fn busy_loop(ctx: &Ctx, sink: &mut WindowSink) -> io::Result<()> {
     const POLL_NS: u64 = 1_000_000;
     let start = ctx.start;
+    let end = start.saturating_add(ctx.duration);
     let mut win_end = start + ctx.window;
     let mut prev = os::now(ctx.clock);
-    let mut check_at = (prev + POLL_NS).min(win_end).min(ctx.end);
+    let mut check_at = (prev + POLL_NS).min(win_end).min(end);
     let mut slow = 0u64;
     loop {
         let now = os::now(ctx.clock);
@@ -317,11 +325,11 @@ pub fn busy_loop(ctx: &Ctx, sink: &mut WindowSink) {
         sink.cur.hist.record(gap);
         if gap > slow {
             ctx.slow_path(sink, gap, now.saturating_sub(start), 0);
-            slow = ctx.threshold(sink.cur.max);
+            slow = ctx.threshold(sink.cur.hist.max());
         }
         if now >= check_at {
-            if now >= ctx.end || ctx.stop.is_set() {
-                return;
+            if now >= end || ctx.stop.is_set() {
+                return Ok(());
             }
             if now >= win_end {
                 let index = (now - start) / ctx.window;
@@ -329,7 +337,7 @@ pub fn busy_loop(ctx: &Ctx, sink: &mut WindowSink) {
                 win_end = start + (index + 1) * ctx.window;
                 slow = 0;
             }
-            check_at = (now + POLL_NS).min(win_end).min(ctx.end);
+            check_at = (now + POLL_NS).min(win_end).min(end);
         }
     }
 }
@@ -527,7 +535,7 @@ pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowS
                     sink.cur
                         .add_stall(lat + (coalesced + 1) * ctx.interval, coalesced);
                 }
-                slow = ctx.threshold(sink.cur.max);
+                slow = ctx.threshold(sink.cur.hist.max());
             }
         }
         seen = seq;

@@ -42,7 +42,7 @@ pub struct WindowBuf {
     pub stalls_overflowed: bool,
     pub spikes: Vec<SpikeRec>,
     pub spikes_dropped: u64,
-    pub max: u64,
+    /// When the window's maximum (`hist.max()`) happened, ns after the run's start.
     pub max_at: u64,
     /// The thread's last buffer.
     pub last: bool,
@@ -60,7 +60,6 @@ impl WindowBuf {
             stalls_overflowed: false,
             spikes: Vec::with_capacity(SPIKES_PER_WINDOW),
             spikes_dropped: 0,
-            max: 0,
             max_at: 0,
             last: false,
         }
@@ -74,7 +73,6 @@ impl WindowBuf {
         self.stalls_overflowed = false;
         self.spikes.clear();
         self.spikes_dropped = 0;
-        self.max = 0;
         self.max_at = 0;
         self.span = 1;
         self.last = false;

@@ -179,6 +179,17 @@ impl Sys {
         n
     }
 
+    /// A file holding one number, or why it cannot be had.
+    fn parsed<T: std::str::FromStr>(&self, rel: &str) -> Field<T>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match self.read_trim(rel) {
+            Ok(s) => s.parse::<T>().map_err(|e| format!("{rel}: {e}")).into(),
+            Err(e) => Field::unavailable(e.to_string()),
+        }
+    }
+
     fn read_u64(&self, rel: &str) -> Option<u64> {
         self.read_trim(rel).ok()?.parse().ok()
     }
@@ -373,12 +384,6 @@ impl Sys {
     }
 
     fn rt_throttling(&self, cpus: &[u32]) -> RtThrottling {
-        let num = |rel: &str| -> Field<i64> {
-            match self.read_trim(rel) {
-                Ok(s) => s.parse::<i64>().map_err(|e| format!("{rel}: {e}")).into(),
-                Err(e) => Field::unavailable(e.to_string()),
-            }
-        };
         let fs = "/sys/kernel/debug/sched/fair_server";
         let fair: Result<Vec<(u32, u64, u64)>, String> = if self.exists(fs) {
             cpus.iter()
@@ -399,8 +404,8 @@ impl Sys {
             )
         };
         RtThrottling {
-            runtime_us: num("/proc/sys/kernel/sched_rt_runtime_us"),
-            period_us: num("/proc/sys/kernel/sched_rt_period_us"),
+            runtime_us: self.parsed("/proc/sys/kernel/sched_rt_runtime_us"),
+            period_us: self.parsed("/proc/sys/kernel/sched_rt_period_us"),
             fair_server: fair.into(),
         }
     }
@@ -529,10 +534,7 @@ impl Sys {
             cpuidle: self.cpuidle(&online),
             pm_qos: self.pm_qos(&online),
             rt_throttling: self.rt_throttling(&online),
-            timer_migration: match self.read_trim("/proc/sys/kernel/timer_migration") {
-                Ok(s) => s.parse::<u32>().map_err(|e| e.to_string()).into(),
-                Err(e) => Field::unavailable(e.to_string()),
-            },
+            timer_migration: self.parsed("/proc/sys/kernel/timer_migration"),
             irq_affinity: self.irq_affinity(&online),
             services: self.services(),
             virtualization: self.virtualization(&cpuinfo),
@@ -545,10 +547,7 @@ impl Sys {
                     .into(),
                 Err(e) => Field::unavailable(e.to_string()),
             },
-            swappiness: match self.read_trim("/proc/sys/vm/swappiness") {
-                Ok(s) => s.parse::<u32>().map_err(|e| e.to_string()).into(),
-                Err(e) => Field::unavailable(e.to_string()),
-            },
+            swappiness: self.parsed("/proc/sys/vm/swappiness"),
             vulnerabilities: self
                 .list_dir(&format!("{CPU}/vulnerabilities"))
                 .into_iter()
