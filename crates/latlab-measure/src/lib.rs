@@ -801,6 +801,8 @@ pub fn run(
             kept: col.spikes,
             not_kept: col.spikes_not_kept,
         },
+        samples: None,
+        loads: Default::default(),
     })
 }
 

@@ -11,6 +11,8 @@
 use latlab_hist::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub mod load;
+pub mod samples;
 pub mod system;
 mod time;
 pub mod units;
@@ -382,6 +384,12 @@ pub struct RunResult {
     pub threads: Vec<ThreadResult>,
     pub overall: Overall,
     pub spikes: Spikes,
+    /// What the samplers saw beside the measurement (absent with `--no-samplers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<samples::Samples>,
+    /// Loads that ran during the measurement and the work they did.
+    #[serde(default, skip_serializing_if = "load::Loads::is_empty")]
+    pub loads: load::Loads,
 }
 
 /// Errors of reading a result file.

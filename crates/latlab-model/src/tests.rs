@@ -73,6 +73,8 @@ pub(crate) fn sample_result() -> RunResult {
             histogram: h,
         },
         spikes: Spikes::default(),
+        samples: None,
+        loads: Default::default(),
     }
 }
 

@@ -140,6 +140,8 @@ fn fixture() -> RunResult {
         },
         threads,
         spikes: Spikes::default(),
+        samples: None,
+        loads: Default::default(),
     }
 }
 
