@@ -156,7 +156,7 @@ impl Sys {
         }
     }
 
-    fn list_dir(&self, rel: &str) -> Vec<String> {
+    pub(crate) fn list_dir(&self, rel: &str) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(self.path(rel))
             .map(|d| {
                 d.filter_map(|e| e.ok())
@@ -169,7 +169,7 @@ impl Sys {
     }
 
     /// Numbered entries `prefixN` of a directory, sorted by N.
-    fn numbered(&self, rel: &str, prefix: &str) -> Vec<u32> {
+    pub(crate) fn numbered(&self, rel: &str, prefix: &str) -> Vec<u32> {
         let mut n: Vec<u32> = self
             .list_dir(rel)
             .iter()
@@ -190,7 +190,7 @@ impl Sys {
         }
     }
 
-    fn read_u64(&self, rel: &str) -> Option<u64> {
+    pub(crate) fn read_u64(&self, rel: &str) -> Option<u64> {
         self.read_trim(rel).ok()?.parse().ok()
     }
 

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 mod inventory;
+pub mod sample;
 pub use inventory::{
     dynamic_preempt_from_log, parse_boot_options, parse_kernel_config, selected, steal_percent,
 };

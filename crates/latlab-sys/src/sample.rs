@@ -1,0 +1,847 @@
+//! Samplers: what the system does beside a measurement, read at a fixed period.
+//!
+//! A [`Sampler`] finds its sources once (idle states per CPU, frequency, power, thermal zones),
+//! then each call to [`Sampler::sample`] reads a snapshot and records the difference to the
+//! previous one: idle residency and entries, mean frequency, energy (RAPL counters with
+//! wrap-around, perf power events) or power (hwmon, battery), interrupts, softirqs, utilisation,
+//! steal and temperatures. [`SamplerThread`] runs a sampler on its own thread at normal priority.
+//!
+//! Missing sources are named with the reason ("unavailable: …"); nothing is invented.
+
+use crate::Sys;
+use latlab_model::samples::{
+    CpuIdleStates, CpuSample, CpuSummary, PowerSource, Sample, Samples, ThermalSummary,
+};
+use latlab_model::system::Field;
+use std::collections::BTreeMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const CPU_DIR: &str = "/sys/devices/system/cpu";
+
+/// Per-CPU counters of one snapshot.
+#[derive(Debug, Clone, Default)]
+struct CpuSnap {
+    /// user nice system idle iowait irq softirq steal (jiffies).
+    stat: Option<[u64; 8]>,
+    irqs: Option<u64>,
+    softirqs: Option<u64>,
+    idle_time: Vec<u64>,
+    idle_usage: Vec<u64>,
+    freq_khz: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Snapshot {
+    at_ns: u64,
+    cpus: BTreeMap<usize, CpuSnap>,
+    /// Energy counters (µJ for RAPL, raw perf counts) or instantaneous watts, per source.
+    power: Vec<Option<PowerReading>>,
+    temps: Vec<Option<f64>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum PowerReading {
+    Counter(u64),
+    Watts(f64),
+}
+
+enum PowerProbe {
+    /// powercap `energy_uj` with its wrap range.
+    Rapl { energy: String, max_range_uj: u64 },
+    /// A perf `power` PMU event counting energy; joules = count × scale.
+    Perf { fd: OwnedFd, scale: f64 },
+    /// hwmon `power*_input` / `power*_average`, µW.
+    Hwmon { file: String },
+    /// A battery discharging: `power_now` (µW) or `current_now` × `voltage_now`.
+    Battery { dir: String },
+}
+
+struct PowerState {
+    name: String,
+    probe: PowerProbe,
+    energy_j: f64,
+    covered_ns: u64,
+    wraps: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum FreqSource {
+    Cpufreq,
+    Cpuinfo,
+}
+
+/// Sums over the run for the summary.
+#[derive(Debug, Clone, Default)]
+struct CpuTotals {
+    freq_weighted: f64,
+    freq_ns: u64,
+    busy: u64,
+    steal: u64,
+    jiffies: u64,
+    irqs: u64,
+    softirqs: u64,
+    counted_ns: u64,
+    idle_time_us: Vec<u64>,
+    idle_usage: Vec<u64>,
+}
+
+/// Reads the system's counters at each call and keeps the series and its totals.
+pub struct Sampler {
+    sys: Sys,
+    period_ns: u64,
+    cpus: Vec<usize>,
+    idle: BTreeMap<usize, Vec<(u32, String)>>,
+    freq: Result<FreqSource, String>,
+    power: Result<Vec<PowerState>, String>,
+    thermal: Vec<(String, String)>,
+    prev: Option<Snapshot>,
+    first_ns: u64,
+    totals: BTreeMap<usize, CpuTotals>,
+    temp_sums: Vec<(f64, f64, u64)>,
+    series: Vec<Sample>,
+}
+
+impl Sampler {
+    /// Find the sources of this system (through `sys`).
+    pub fn new(sys: &Sys, period_ns: u64) -> Sampler {
+        let cpus: Vec<usize> = sys
+            .possible_cpus()
+            .or_else(|_| sys.online_cpus())
+            .map(|l| l.cpus().iter().map(|&c| c as usize).collect())
+            .unwrap_or_default();
+        let mut idle = BTreeMap::new();
+        for &cpu in &cpus {
+            let dir = format!("{CPU_DIR}/cpu{cpu}/cpuidle");
+            let states: Vec<(u32, String)> = sys
+                .numbered(&dir, "state")
+                .into_iter()
+                .map(|n| {
+                    let name = sys
+                        .read_trim(&format!("{dir}/state{n}/name"))
+                        .unwrap_or_else(|_| format!("state{n}"));
+                    (n, name)
+                })
+                .collect();
+            if !states.is_empty() {
+                idle.insert(cpu, states);
+            }
+        }
+        let freq = if cpus
+            .iter()
+            .any(|c| sys.exists(&format!("{CPU_DIR}/cpu{c}/cpufreq/scaling_cur_freq")))
+        {
+            Ok(FreqSource::Cpufreq)
+        } else if sys
+            .read("/proc/cpuinfo")
+            .map(|t| !cpuinfo_mhz(&t).is_empty())
+            .unwrap_or(false)
+        {
+            Ok(FreqSource::Cpuinfo)
+        } else {
+            Err("no cpufreq scaling_cur_freq and no \"cpu MHz\" in /proc/cpuinfo".to_string())
+        };
+        let thermal = sys
+            .numbered("/sys/class/thermal", "thermal_zone")
+            .into_iter()
+            .filter_map(|n| {
+                let dir = format!("/sys/class/thermal/thermal_zone{n}");
+                let temp = format!("{dir}/temp");
+                sys.read_trim(&temp).ok()?.parse::<i64>().ok()?;
+                let kind = sys
+                    .read_trim(&format!("{dir}/type"))
+                    .unwrap_or_else(|_| format!("thermal_zone{n}"));
+                Some((kind, temp))
+            })
+            .collect();
+        Sampler {
+            sys: sys.clone(),
+            period_ns,
+            power: find_power(sys, &cpus),
+            cpus,
+            idle,
+            freq,
+            thermal,
+            prev: None,
+            first_ns: 0,
+            totals: BTreeMap::new(),
+            temp_sums: Vec::new(),
+            series: Vec::new(),
+        }
+    }
+
+    fn snapshot(&self, at_ns: u64) -> Snapshot {
+        let sys = &self.sys;
+        let online: Vec<usize> = sys
+            .online_cpus()
+            .map(|l| l.cpus().iter().map(|&c| c as usize).collect())
+            .unwrap_or_else(|_| self.cpus.clone());
+        let stat = sys.read("/proc/stat").map(|t| parse_stat(&t)).ok();
+        let irqs = sys
+            .read("/proc/interrupts")
+            .map(|t| parse_per_cpu_table(&t))
+            .ok();
+        let softirqs = sys
+            .read("/proc/softirqs")
+            .map(|t| parse_per_cpu_table(&t))
+            .ok();
+        let mhz = match self.freq {
+            Ok(FreqSource::Cpuinfo) => sys.read("/proc/cpuinfo").map(|t| cpuinfo_mhz(&t)).ok(),
+            _ => None,
+        };
+        let mut cpus = BTreeMap::new();
+        for &cpu in &online {
+            let mut snap = CpuSnap {
+                stat: stat.as_ref().and_then(|s| s.get(&cpu).copied()),
+                irqs: irqs.as_ref().and_then(|s| s.get(&cpu).copied()),
+                softirqs: softirqs.as_ref().and_then(|s| s.get(&cpu).copied()),
+                ..CpuSnap::default()
+            };
+            if let Some(states) = self.idle.get(&cpu) {
+                for (n, _) in states {
+                    let dir = format!("{CPU_DIR}/cpu{cpu}/cpuidle/state{n}");
+                    snap.idle_time
+                        .push(sys.read_u64(&format!("{dir}/time")).unwrap_or(0));
+                    snap.idle_usage
+                        .push(sys.read_u64(&format!("{dir}/usage")).unwrap_or(0));
+                }
+            }
+            snap.freq_khz = match self.freq {
+                Ok(FreqSource::Cpufreq) => {
+                    sys.read_u64(&format!("{CPU_DIR}/cpu{cpu}/cpufreq/scaling_cur_freq"))
+                }
+                Ok(FreqSource::Cpuinfo) => mhz
+                    .as_ref()
+                    .and_then(|m| m.get(&cpu))
+                    .map(|mhz| (mhz * 1000.0).round() as u64),
+                Err(_) => None,
+            };
+            cpus.insert(cpu, snap);
+        }
+        let power = match &self.power {
+            Ok(sources) => sources.iter().map(|s| read_power(sys, &s.probe)).collect(),
+            Err(_) => Vec::new(),
+        };
+        let temps = self
+            .thermal
+            .iter()
+            .map(|(_, rel)| {
+                sys.read_trim(rel)
+                    .ok()
+                    .and_then(|t| t.parse::<i64>().ok())
+                    .map(|m| m as f64 / 1000.0)
+            })
+            .collect();
+        Snapshot {
+            at_ns,
+            cpus,
+            power,
+            temps,
+        }
+    }
+
+    /// Take the first snapshot (the baseline the first sample is measured against).
+    pub fn start(&mut self, at_ns: u64) {
+        self.first_ns = at_ns;
+        self.temp_sums = vec![(0.0, f64::MIN, 0); self.thermal.len()];
+        self.prev = Some(self.snapshot(at_ns));
+    }
+
+    /// Read a snapshot at `at_ns` (any monotonic origin, the same as `start`'s) and record the
+    /// period since the previous one. Without a baseline this takes one and records nothing.
+    pub fn sample(&mut self, at_ns: u64) -> Option<&Sample> {
+        let Some(prev) = self.prev.take() else {
+            self.start(at_ns);
+            return None;
+        };
+        let cur = self.snapshot(at_ns);
+        let dt_ns = at_ns.saturating_sub(prev.at_ns);
+        let mut sample = Sample {
+            at_ns: at_ns.saturating_sub(self.first_ns),
+            dt_ns,
+            ..Sample::default()
+        };
+        for &cpu in &self.cpus {
+            let (Some(a), Some(b)) = (prev.cpus.get(&cpu), cur.cpus.get(&cpu)) else {
+                sample.cpus.push(CpuSample {
+                    cpu,
+                    online: false,
+                    ..CpuSample::default()
+                });
+                continue;
+            };
+            let totals = self.totals.entry(cpu).or_default();
+            totals.counted_ns += dt_ns;
+            let mut s = CpuSample {
+                cpu,
+                online: true,
+                ..CpuSample::default()
+            };
+            if let (Some(x), Some(y)) = (a.stat, b.stat) {
+                let d: Vec<u64> = (0..8).map(|i| y[i].saturating_sub(x[i])).collect();
+                let total: u64 = d.iter().sum();
+                let busy = d[0] + d[1] + d[2] + d[5] + d[6] + d[7];
+                if total > 0 {
+                    s.util_pct = Some(100.0 * busy as f64 / total as f64);
+                    s.steal_pct = Some(100.0 * d[7] as f64 / total as f64);
+                }
+                totals.busy += busy;
+                totals.steal += d[7];
+                totals.jiffies += total;
+            }
+            if let (Some(x), Some(y)) = (a.irqs, b.irqs) {
+                s.irqs = Some(y.saturating_sub(x));
+                totals.irqs += y.saturating_sub(x);
+            }
+            if let (Some(x), Some(y)) = (a.softirqs, b.softirqs) {
+                s.softirqs = Some(y.saturating_sub(x));
+                totals.softirqs += y.saturating_sub(x);
+            }
+            if a.idle_time.len() == b.idle_time.len() && !b.idle_time.is_empty() {
+                s.idle_time_us = zip_sub(&a.idle_time, &b.idle_time);
+                s.idle_usage = zip_sub(&a.idle_usage, &b.idle_usage);
+                add_into(&mut totals.idle_time_us, &s.idle_time_us);
+                add_into(&mut totals.idle_usage, &s.idle_usage);
+            }
+            // The frequency read at the end of the period stands for the period.
+            s.freq_khz = b.freq_khz;
+            if let Some(f) = b.freq_khz {
+                totals.freq_weighted += f as f64 * dt_ns as f64;
+                totals.freq_ns += dt_ns;
+            }
+            sample.cpus.push(s);
+        }
+        if let Ok(sources) = &mut self.power {
+            for (i, source) in sources.iter_mut().enumerate() {
+                let a = prev.power.get(i).copied().flatten();
+                let b = cur.power.get(i).copied().flatten();
+                let watts = match (&source.probe, a, b) {
+                    (
+                        PowerProbe::Rapl { max_range_uj, .. },
+                        Some(PowerReading::Counter(x)),
+                        Some(PowerReading::Counter(y)),
+                    ) => {
+                        let (delta, wrapped) = counter_delta(x, y, *max_range_uj);
+                        source.wraps += u64::from(wrapped);
+                        let joules = delta as f64 / 1e6;
+                        source.energy_j += joules;
+                        source.covered_ns += dt_ns;
+                        (dt_ns > 0).then(|| joules / (dt_ns as f64 / 1e9))
+                    }
+                    (
+                        PowerProbe::Perf { scale, .. },
+                        Some(PowerReading::Counter(x)),
+                        Some(PowerReading::Counter(y)),
+                    ) => {
+                        let joules = y.wrapping_sub(x) as f64 * scale;
+                        source.energy_j += joules;
+                        source.covered_ns += dt_ns;
+                        (dt_ns > 0).then(|| joules / (dt_ns as f64 / 1e9))
+                    }
+                    (_, _, Some(PowerReading::Watts(w))) => {
+                        source.energy_j += w * dt_ns as f64 / 1e9;
+                        source.covered_ns += dt_ns;
+                        Some(w)
+                    }
+                    _ => None,
+                };
+                sample.power_w.push(watts);
+            }
+        }
+        sample.temp_c = cur.temps.clone();
+        for (i, t) in cur.temps.iter().enumerate() {
+            if let (Some(t), Some(acc)) = (t, self.temp_sums.get_mut(i)) {
+                acc.0 += t;
+                acc.1 = acc.1.max(*t);
+                acc.2 += 1;
+            }
+        }
+        self.prev = Some(cur);
+        self.series.push(sample);
+        self.series.last()
+    }
+
+    /// The series and its summary.
+    pub fn finish(self) -> Samples {
+        let idle_states = self
+            .idle
+            .iter()
+            .map(|(&cpu, states)| CpuIdleStates {
+                cpu,
+                states: states.iter().map(|(_, n)| n.clone()).collect(),
+            })
+            .collect();
+        let cpus = self
+            .totals
+            .iter()
+            .map(|(&cpu, t)| {
+                let secs = t.counted_ns as f64 / 1e9;
+                let per_s = |n: u64| (secs > 0.0).then(|| n as f64 / secs);
+                CpuSummary {
+                    cpu,
+                    avg_freq_khz: (t.freq_ns > 0)
+                        .then(|| (t.freq_weighted / t.freq_ns as f64).round() as u64),
+                    util_pct: (t.jiffies > 0).then(|| 100.0 * t.busy as f64 / t.jiffies as f64),
+                    steal_pct: (t.jiffies > 0).then(|| 100.0 * t.steal as f64 / t.jiffies as f64),
+                    irqs_per_s: per_s(t.irqs),
+                    softirqs_per_s: per_s(t.softirqs),
+                    idle_residency_pct: t
+                        .idle_time_us
+                        .iter()
+                        .map(|&us| {
+                            if t.counted_ns == 0 {
+                                0.0
+                            } else {
+                                100.0 * us as f64 * 1000.0 / t.counted_ns as f64
+                            }
+                        })
+                        .collect(),
+                    idle_entries_per_s: t
+                        .idle_usage
+                        .iter()
+                        .map(|&n| per_s(n).unwrap_or(0.0))
+                        .collect(),
+                }
+            })
+            .collect();
+        let power_sources = match self.power {
+            Ok(sources) => Field::Value(
+                sources
+                    .into_iter()
+                    .map(|s| PowerSource {
+                        avg_w: (s.covered_ns > 0).then(|| s.energy_j / (s.covered_ns as f64 / 1e9)),
+                        energy_j: (s.covered_ns > 0).then_some(s.energy_j),
+                        name: s.name,
+                        wraps: s.wraps,
+                    })
+                    .collect(),
+            ),
+            Err(why) => Field::unavailable(why),
+        };
+        let thermal = self
+            .thermal
+            .iter()
+            .zip(&self.temp_sums)
+            .filter(|(_, acc)| acc.2 > 0)
+            .map(|((zone, _), acc)| ThermalSummary {
+                zone: zone.clone(),
+                avg_c: acc.0 / acc.2 as f64,
+                max_c: acc.1,
+            })
+            .collect();
+        Samples {
+            period_ns: self.period_ns,
+            sampler_cpus: Vec::new(),
+            sampler_cpu_time_ns: 0,
+            idle_states,
+            power_sources,
+            thermal_zones: self.thermal.iter().map(|(z, _)| z.clone()).collect(),
+            frequency: match self.freq {
+                Ok(FreqSource::Cpufreq) => Field::Value("cpufreq scaling_cur_freq".into()),
+                Ok(FreqSource::Cpuinfo) => Field::Value(
+                    "/proc/cpuinfo \"cpu MHz\" (no cpufreq; may be a fixed nominal value)".into(),
+                ),
+                Err(why) => Field::unavailable(why),
+            },
+            cpus,
+            thermal,
+            series: self.series,
+        }
+    }
+}
+
+fn zip_sub(a: &[u64], b: &[u64]) -> Vec<u64> {
+    a.iter().zip(b).map(|(x, y)| y.saturating_sub(*x)).collect()
+}
+
+fn add_into(acc: &mut Vec<u64>, d: &[u64]) {
+    if acc.len() < d.len() {
+        acc.resize(d.len(), 0);
+    }
+    for (a, x) in acc.iter_mut().zip(d) {
+        *a += x;
+    }
+}
+
+/// The increase of an energy counter that wraps at `max_range` (RAPL `max_energy_range_uj`):
+/// `(delta, wrapped)`.
+pub fn counter_delta(prev: u64, cur: u64, max_range: u64) -> (u64, bool) {
+    if cur >= prev {
+        (cur - prev, false)
+    } else {
+        // The counter runs 0..=max_range and starts again at 0.
+        (max_range.saturating_sub(prev) + cur + 1, true)
+    }
+}
+
+/// Per-CPU counters from `/proc/stat`: user nice system idle iowait irq softirq steal.
+pub fn parse_stat(text: &str) -> BTreeMap<usize, [u64; 8]> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let Some(label) = f.next() else { continue };
+        let Some(cpu) = label
+            .strip_prefix("cpu")
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let mut v = [0u64; 8];
+        for slot in v.iter_mut() {
+            *slot = f.next().and_then(|x| x.parse().ok()).unwrap_or(0);
+        }
+        out.insert(cpu, v);
+    }
+    out
+}
+
+/// Per-CPU sums of `/proc/interrupts` or `/proc/softirqs`. Columns follow the header
+/// (`CPU0 CPU1 …`, online CPUs only); rows with fewer numbers (ERR, MIS) are skipped.
+pub fn parse_per_cpu_table(text: &str) -> BTreeMap<usize, u64> {
+    let mut lines = text.lines();
+    let header: Vec<usize> = lines
+        .next()
+        .map(|h| {
+            h.split_whitespace()
+                .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut sums = vec![0u64; header.len()];
+    for line in lines {
+        let Some((_, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let nums: Vec<u64> = rest
+            .split_whitespace()
+            .take(header.len())
+            .map_while(|x| x.parse().ok())
+            .collect();
+        if nums.len() != header.len() {
+            continue;
+        }
+        for (s, n) in sums.iter_mut().zip(nums) {
+            *s += n;
+        }
+    }
+    header.into_iter().zip(sums).collect()
+}
+
+/// "cpu MHz" per processor from `/proc/cpuinfo`.
+pub fn cpuinfo_mhz(text: &str) -> BTreeMap<usize, f64> {
+    let mut out = BTreeMap::new();
+    let mut processor = None;
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        match k.trim() {
+            "processor" => processor = v.trim().parse().ok(),
+            "cpu MHz" => {
+                if let (Some(p), Ok(mhz)) = (processor, v.trim().parse::<f64>()) {
+                    out.insert(p, mhz);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `event=0x02` (and optional `,umask=…` ignored by the power PMU) → config value.
+pub fn parse_perf_event(text: &str) -> Option<u64> {
+    text.trim().split(',').find_map(|kv| {
+        let v = kv.trim().strip_prefix("event=")?;
+        match v.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).ok(),
+            None => v.parse().ok(),
+        }
+    })
+}
+
+fn find_power(sys: &Sys, cpus: &[usize]) -> Result<Vec<PowerState>, String> {
+    let mut found = Vec::new();
+    let mut why = Vec::new();
+    // RAPL through powercap: top-level zones and their subzones.
+    let zones: Vec<String> = sys
+        .list_dir("/sys/class/powercap")
+        .into_iter()
+        .filter(|z| z.starts_with("intel-rapl:") || z.starts_with("amd-rapl:"))
+        .collect();
+    for zone in &zones {
+        let dir = format!("/sys/class/powercap/{zone}");
+        let energy = format!("{dir}/energy_uj");
+        if sys.read_u64(&energy).is_none() {
+            why.push(format!("{energy} not readable"));
+            continue;
+        }
+        let name = sys
+            .read_trim(&format!("{dir}/name"))
+            .unwrap_or_else(|_| zone.clone());
+        let max_range_uj = sys
+            .read_u64(&format!("{dir}/max_energy_range_uj"))
+            .unwrap_or(u64::MAX);
+        found.push(PowerState {
+            name: format!("rapl:{name}({zone})"),
+            probe: PowerProbe::Rapl {
+                energy,
+                max_range_uj,
+            },
+            energy_j: 0.0,
+            covered_ns: 0,
+            wraps: 0,
+        });
+    }
+    if zones.is_empty() {
+        why.push("no RAPL zones in /sys/class/powercap".into());
+        // perf power events are the fallback when powercap is absent.
+        match perf_power(sys, cpus) {
+            Ok(mut p) => found.append(&mut p),
+            Err(e) => why.push(e),
+        }
+    }
+    for n in sys.numbered("/sys/class/hwmon", "hwmon") {
+        let dir = format!("/sys/class/hwmon/hwmon{n}");
+        let chip = sys
+            .read_trim(&format!("{dir}/name"))
+            .unwrap_or_else(|_| format!("hwmon{n}"));
+        for file in sys.list_dir(&dir) {
+            let is_power = file.starts_with("power")
+                && (file.ends_with("_input") || file.ends_with("_average"));
+            if !is_power {
+                continue;
+            }
+            let rel = format!("{dir}/{file}");
+            if sys.read_u64(&rel).is_some() {
+                let label = file.trim_end_matches("_input").trim_end_matches("_average");
+                found.push(PowerState {
+                    name: format!("hwmon:{chip}/{label}"),
+                    probe: PowerProbe::Hwmon { file: rel },
+                    energy_j: 0.0,
+                    covered_ns: 0,
+                    wraps: 0,
+                });
+            }
+        }
+    }
+    if !found
+        .iter()
+        .any(|s| matches!(s.probe, PowerProbe::Hwmon { .. }))
+    {
+        why.push("no hwmon power sensors".into());
+    }
+    let mut battery = false;
+    for supply in sys.list_dir("/sys/class/power_supply") {
+        let dir = format!("/sys/class/power_supply/{supply}");
+        if sys.read_trim(&format!("{dir}/type")).ok().as_deref() != Some("Battery") {
+            continue;
+        }
+        battery = true;
+        found.push(PowerState {
+            name: format!("battery:{supply}"),
+            probe: PowerProbe::Battery { dir },
+            energy_j: 0.0,
+            covered_ns: 0,
+            wraps: 0,
+        });
+    }
+    if !battery {
+        why.push("no battery".into());
+    }
+    if found.is_empty() {
+        Err(why.join("; "))
+    } else {
+        Ok(found)
+    }
+}
+
+fn read_power(sys: &Sys, probe: &PowerProbe) -> Option<PowerReading> {
+    match probe {
+        PowerProbe::Rapl { energy, .. } => sys.read_u64(energy).map(PowerReading::Counter),
+        PowerProbe::Perf { fd, .. } => {
+            let mut buf = [0u8; 8];
+            // SAFETY: reading 8 bytes into a buffer of 8 bytes from a perf event fd we own.
+            let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+            (n == 8).then(|| PowerReading::Counter(u64::from_ne_bytes(buf)))
+        }
+        PowerProbe::Hwmon { file } => sys
+            .read_u64(file)
+            .map(|uw| PowerReading::Watts(uw as f64 / 1e6)),
+        PowerProbe::Battery { dir } => {
+            // Only a discharging battery measures what the system draws.
+            if sys.read_trim(&format!("{dir}/status")).ok()?.as_str() != "Discharging" {
+                return None;
+            }
+            let uw = match sys.read_u64(&format!("{dir}/power_now")) {
+                Some(p) => p as f64,
+                None => {
+                    let ua = sys.read_u64(&format!("{dir}/current_now"))? as f64;
+                    let uv = sys.read_u64(&format!("{dir}/voltage_now"))? as f64;
+                    ua * uv / 1e6
+                }
+            };
+            Some(PowerReading::Watts(uw / 1e6))
+        }
+    }
+}
+
+/// Energy events of the perf `power` PMU (`/sys/bus/event_source/devices/power`).
+fn perf_power(sys: &Sys, cpus: &[usize]) -> Result<Vec<PowerState>, String> {
+    let base = "/sys/bus/event_source/devices/power";
+    let Some(pmu_type) = sys.read_u64(&format!("{base}/type")) else {
+        return Err("no perf power PMU".into());
+    };
+    if !sys.is_live() {
+        return Err("perf power events are only opened on the live system".into());
+    }
+    let cpu = cpus.first().copied().unwrap_or(0);
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for event in sys.list_dir(&format!("{base}/events")) {
+        if !event.starts_with("energy-") || event.contains('.') {
+            continue;
+        }
+        let Some(config) = sys
+            .read(&format!("{base}/events/{event}"))
+            .ok()
+            .and_then(|t| parse_perf_event(&t))
+        else {
+            continue;
+        };
+        let scale: f64 = sys
+            .read_trim(&format!("{base}/events/{event}.scale"))
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(2.3283064365386963e-10);
+        match open_perf_counter(pmu_type as u32, config, cpu) {
+            Ok(fd) => out.push(PowerState {
+                name: format!("perf:{event}"),
+                probe: PowerProbe::Perf { fd, scale },
+                energy_j: 0.0,
+                covered_ns: 0,
+                wraps: 0,
+            }),
+            Err(e) => errors.push(format!("perf {event}: {e}")),
+        }
+    }
+    if out.is_empty() {
+        Err(if errors.is_empty() {
+            "perf power PMU has no energy events".into()
+        } else {
+            errors.join("; ")
+        })
+    } else {
+        Ok(out)
+    }
+}
+
+/// `PERF_FLAG_FD_CLOEXEC` from linux/perf_event.h.
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+
+fn open_perf_counter(pmu_type: u32, config: u64, cpu: usize) -> std::io::Result<OwnedFd> {
+    // perf_event_attr, zeroed: type (u32), size (u32), config (u64); counting starts enabled.
+    let mut attr = [0u64; 16];
+    attr[0] = u64::from(pmu_type) | ((std::mem::size_of_val(&attr) as u64) << 32);
+    attr[1] = config;
+    // SAFETY: perf_event_open with a zero-initialized attr of the size we pass; pid -1 and a CPU
+    // count system-wide on that CPU's package.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            -1i32,
+            cpu as i32,
+            -1i32,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor returned by the kernel and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// A sampler running on its own thread until stopped.
+pub struct SamplerThread {
+    stop: mpsc::Sender<()>,
+    handle: std::thread::JoinHandle<Samples>,
+}
+
+impl SamplerThread {
+    /// Start sampling every `period` on a thread confined to `cpus` (the housekeeping CPUs;
+    /// empty: no confinement) at normal priority. Sample times count from `origin`.
+    pub fn spawn(
+        sys: &Sys,
+        period: Duration,
+        cpus: &[usize],
+        origin: Instant,
+    ) -> std::io::Result<SamplerThread> {
+        let mut sampler = Sampler::new(sys, period.as_nanos() as u64);
+        let (stop, rx) = mpsc::channel::<()>();
+        let cpus = cpus.to_vec();
+        let handle = std::thread::Builder::new()
+            .name("latlab-sampler".into())
+            .spawn(move || {
+                if !cpus.is_empty() {
+                    set_affinity(&cpus);
+                }
+                let cpu0 = thread_cpu_time_ns();
+                let since = |t: Instant| t.saturating_duration_since(origin).as_nanos() as u64;
+                sampler.start(since(Instant::now()));
+                let mut next = Instant::now() + period;
+                loop {
+                    let wait = next.saturating_duration_since(Instant::now());
+                    match rx.recv_timeout(wait) {
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            sampler.sample(since(Instant::now()));
+                            next += period;
+                            // After a long stall, do not fire a burst of catch-up samples.
+                            if next < Instant::now() {
+                                next = Instant::now() + period;
+                            }
+                        }
+                        _ => break,
+                    }
+                }
+                // The last, partial period, so the summary covers the whole run.
+                sampler.sample(since(Instant::now()));
+                let mut samples = sampler.finish();
+                samples.sampler_cpus = cpus;
+                samples.sampler_cpu_time_ns = thread_cpu_time_ns().saturating_sub(cpu0);
+                samples
+            })?;
+        Ok(SamplerThread { stop, handle })
+    }
+
+    /// Stop, take the final partial sample, and return the series.
+    pub fn stop(self) -> Samples {
+        let _ = self.stop.send(());
+        match self.handle.join() {
+            Ok(s) => s,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    }
+}
+
+fn set_affinity(cpus: &[usize]) {
+    // SAFETY: a zeroed cpu_set_t filled with CPU_SET and applied to the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+fn thread_cpu_time_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
