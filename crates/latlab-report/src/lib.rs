@@ -5,6 +5,8 @@
 //! clock, no system access, so every format is tested with golden files.
 //!
 //! - [`summary_table`]: the fixed-width table `latlab measure` prints at the end of a run.
+//! - [`samples_text`] / [`loads_text`]: what the run cost (power, frequency, idle residency) and
+//!   the throughput of the loads beside it.
 //! - [`histfile`]: cyclictest's `-h N -q` / `--histfile` histogram text (rt-tests 2.4 layout), so
 //!   OSADL's `mklatencyplot.bash` and other gnuplot scripts run unchanged.
 //! - [`cyclictest_json`] / [`cyclictest_json_with_range`]: cyclictest's `--json` file (rt-tests 2.4
@@ -13,12 +15,14 @@
 //! cyclictest files count in whole microseconds, truncated: a sample of 1 999 ns is in the 1 µs
 //! bucket, as cyclictest's `diff / 1000` puts it.
 
+mod cost;
 mod cyclictest_hist;
 mod cyclictest_json;
 mod sysinfo;
 mod text;
 mod us;
 
+pub use cost::{loads_text, samples_text};
 pub use cyclictest_hist::{HIST_MAX_US, histfile};
 pub use cyclictest_json::{RT_TESTS_VERSION, cyclictest_json, cyclictest_json_with_range};
 pub use sysinfo::sysinfo_text;

@@ -31,6 +31,14 @@ pub fn summary_table(result: &RunResult) -> String {
     header(&mut out, result);
     out.push('\n');
     table(&mut out, result);
+    if !result.loads.is_empty() {
+        out.push('\n');
+        out.push_str(&crate::loads_text(&result.loads));
+    }
+    if let Some(samples) = &result.samples {
+        out.push('\n');
+        out.push_str(&crate::samples_text(samples));
+    }
     out
 }
 

@@ -97,7 +97,6 @@ pub struct Sampler {
     power: Result<Vec<PowerState>, String>,
     thermal: Vec<(String, String)>,
     prev: Option<Snapshot>,
-    first_ns: u64,
     totals: BTreeMap<usize, CpuTotals>,
     temp_sums: Vec<(f64, f64, u64)>,
     series: Vec<Sample>,
@@ -164,7 +163,6 @@ impl Sampler {
             freq,
             thermal,
             prev: None,
-            first_ns: 0,
             totals: BTreeMap::new(),
             temp_sums: Vec::new(),
             series: Vec::new(),
@@ -243,7 +241,6 @@ impl Sampler {
 
     /// Take the first snapshot (the baseline the first sample is measured against).
     pub fn start(&mut self, at_ns: u64) {
-        self.first_ns = at_ns;
         self.temp_sums = vec![(0.0, f64::MIN, 0); self.thermal.len()];
         self.prev = Some(self.snapshot(at_ns));
     }
@@ -258,7 +255,7 @@ impl Sampler {
         let cur = self.snapshot(at_ns);
         let dt_ns = at_ns.saturating_sub(prev.at_ns);
         let mut sample = Sample {
-            at_ns: at_ns.saturating_sub(self.first_ns),
+            at_ns,
             dt_ns,
             ..Sample::default()
         };

@@ -119,7 +119,7 @@ fn laptop_rapl_wraps_idle_interrupts_stat_frequency_battery() {
         "2400000\n",
     );
     let sample = s.sample(11 * SEC).unwrap().clone();
-    assert_eq!(sample.at_ns, SEC);
+    assert_eq!(sample.at_ns, 11 * SEC);
     assert_eq!(sample.dt_ns, SEC);
 
     let c1 = &sample.cpus[1];

@@ -123,6 +123,14 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 
+    /// Period of the samplers (idle states, frequency, power, interrupts, utilisation).
+    #[arg(long, default_value = "1s", value_name = "DUR")]
+    sample_period: String,
+
+    /// Do not run the samplers.
+    #[arg(long)]
+    no_samplers: bool,
+
     /// Write cyclictest's -h histogram text to FILE (mklatencyplot reads it unchanged).
     #[arg(long, value_name = "FILE")]
     histfile: Option<PathBuf>,
@@ -298,6 +306,14 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
             "--histfile-range 0 (accepted: 1 or more rows of 1 us)".into(),
         ));
     }
+    let sample_period =
+        parse_duration(&args.sample_period, Some("s")).map_err(usage("--sample-period"))?;
+    if sample_period < 10_000_000 {
+        return Err(CliError::Usage(format!(
+            "--sample-period {}: too short (accepted: 10ms or more)",
+            args.sample_period
+        )));
+    }
     let json = Output::open("--json", &args.json)?;
     let histfile = Output::open("--histfile", &args.histfile)?;
     let ctjson = Output::open("--cyclictest-json", &args.cyclictest_json)?;
@@ -309,6 +325,28 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     if !args.quiet && !json_to_stdout {
         eprintln!("{}", describe(&cfg));
     }
+    let sampler = if args.no_samplers {
+        None
+    } else {
+        let housekeeping: Vec<usize> = match &cfg.cpus {
+            Some(measured) => online
+                .cpus()
+                .iter()
+                .filter(|c| !measured.contains(c))
+                .map(|&c| c as usize)
+                .collect(),
+            None => Vec::new(),
+        };
+        let origin = (std::time::Instant::now(), unix_now_ns());
+        let thread = latlab_sys::sample::SamplerThread::spawn(
+            sys,
+            std::time::Duration::from_nanos(sample_period),
+            &housekeeping,
+            origin.0,
+        )
+        .context("starting the samplers")?;
+        Some((thread, origin.1))
+    };
     let mut view = LiveView::new();
     let result = latlab_measure::run(&cfg, sys, stop, &mut |live| {
         if live_allowed {
@@ -318,7 +356,16 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     .map_err(|e| match e {
         MeasureError::Invalid(m) => CliError::Usage(m),
         MeasureError::Setup(m) => CliError::Failed(anyhow::anyhow!(m)),
-    })?;
+    });
+    let samples = sampler.map(|(thread, origin_unix_ns)| (thread.stop(), origin_unix_ns));
+    let mut result = result?;
+    if let Some((mut samples, origin_unix_ns)) = samples {
+        // Sample times count from the start of measuring, like windows and spikes.
+        for s in &mut samples.series {
+            s.at_ns = (s.at_ns + origin_unix_ns).saturating_sub(result.start_unix_ns);
+        }
+        result.samples = Some(samples);
+    }
 
     write_outputs(&result, &args, json, histfile, ctjson)?;
     if !json_to_stdout {
@@ -356,6 +403,12 @@ fn write_outputs(
         ))?;
     }
     Ok(())
+}
+
+fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn describe(cfg: &MeasureConfig) -> String {

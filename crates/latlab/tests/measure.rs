@@ -262,6 +262,8 @@ fn bad_input_exits_2_with_one_line_before_anything_runs() {
             ],
             "inconsistent deadline",
         ),
+        (&["--sample-period", "1ms"], "too short"),
+        (&["--sample-period", "often"], "--sample-period"),
         (&["--bogus"], "unexpected argument"),
     ];
     for (args, want) in cases {
@@ -384,4 +386,59 @@ fn deadline_policy_runs_as_root() {
         let count = t["stats"]["count"].as_u64().unwrap();
         assert_eq!(count + t["missed"].as_u64().unwrap(), 1000);
     }
+}
+
+#[test]
+fn samplers_run_beside_the_measurement() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.json");
+    let mut args = vec![
+        "measure",
+        "-D",
+        "1.1s",
+        "--sample-period",
+        "200ms",
+        "-q",
+        "--json",
+    ];
+    let p = path.to_str().unwrap().to_string();
+    args.push(&p);
+    args.extend(policy_args());
+    let out = run_ok(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("samplers: every 200ms"), "{text}");
+    let r = read_json(&path);
+    let s = &r["samples"];
+    let series = s["series"].as_array().unwrap();
+    // Five full periods and the partial last one; times count from the start of measuring.
+    assert!(series.len() >= 5, "{}", series.len());
+    let first = series[0]["at_ns"].as_u64().unwrap();
+    assert!((150_000_000..=260_000_000).contains(&first), "{first}");
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let n_online = latlab_model::units::CpuList::parse(online.trim())
+        .unwrap()
+        .len();
+    assert_eq!(s["cpus"].as_array().unwrap().len(), n_online);
+    for c in s["cpus"].as_array().unwrap() {
+        let u = c["util_pct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&u));
+    }
+    // Power is a list of sources or the reason there is none; never both, never neither.
+    let power = &s["power_sources"];
+    assert!(
+        power.is_array() || power["unavailable"].is_string(),
+        "{power}"
+    );
+
+    let out = run_ok(&[
+        "measure",
+        "-D",
+        "0.2s",
+        "--no-samplers",
+        "-q",
+        "--json",
+        "-",
+    ]);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(r.get("samples").is_none());
 }

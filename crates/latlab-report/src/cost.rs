@@ -1,0 +1,221 @@
+//! What a run cost and what ran beside it: the samplers' summary (power, frequency, idle
+//! residency, interrupts, utilisation, temperatures) and the loads' throughput, as text.
+
+use std::fmt::Write;
+
+use latlab_model::load::Loads;
+use latlab_model::samples::Samples;
+use latlab_model::system::Field;
+use latlab_model::units::format_duration;
+
+/// The sampler summary: power sources, one row per CPU, thermal zones.
+pub fn samples_text(s: &Samples) -> String {
+    let mut out = String::new();
+    let secs: f64 = s.series.iter().map(|x| x.dt_ns).sum::<u64>() as f64 / 1e9;
+    let _ = writeln!(
+        out,
+        "samplers: every {} for {secs:.1} s ({} samples), sampler CPU time {:.2} ms ({:.3} % of a CPU)",
+        format_duration(s.period_ns),
+        s.series.len(),
+        s.sampler_cpu_time_ns as f64 / 1e6,
+        if secs > 0.0 {
+            s.sampler_cpu_time_ns as f64 / 1e9 / secs * 100.0
+        } else {
+            0.0
+        }
+    );
+    match &s.power_sources {
+        Field::Value(sources) => {
+            for p in sources {
+                let w = p.avg_w.map_or("-".into(), |w| format!("{w:.2} W"));
+                let j = p.energy_j.map_or("-".into(), |j| format!("{j:.1} J"));
+                let wraps = if p.wraps > 0 {
+                    format!(" ({} counter wraps)", p.wraps)
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(out, "power:    {:<32} {w:>10} {j:>12}{wraps}", p.name);
+            }
+        }
+        Field::Unavailable { unavailable } => {
+            let _ = writeln!(out, "power:    unavailable: {unavailable}");
+        }
+    }
+    match &s.frequency {
+        Field::Unavailable { unavailable } => {
+            let _ = writeln!(out, "frequency: unavailable: {unavailable}");
+        }
+        Field::Value(source) => {
+            let _ = writeln!(out, "frequency: {source}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{:<6}{:>10}{:>8}{:>8}{:>10}{:>10}  idle residency",
+        "cpu", "MHz", "util%", "steal%", "irq/s", "softirq/s"
+    );
+    for c in &s.cpus {
+        let opt = |v: Option<f64>, prec: usize| v.map_or("-".into(), |v| format!("{v:.prec$}"));
+        let mhz = c.avg_freq_khz.map(|k| k as f64 / 1000.0);
+        let names = s
+            .idle_states
+            .iter()
+            .find(|i| i.cpu == c.cpu)
+            .map(|i| i.states.as_slice())
+            .unwrap_or(&[]);
+        let idle: Vec<String> = names
+            .iter()
+            .zip(&c.idle_residency_pct)
+            .map(|(n, pct)| format!("{n} {pct:.1}%"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{:<6}{:>10}{:>8}{:>8}{:>10}{:>10}  {}",
+            format!("cpu{}", c.cpu),
+            opt(mhz, 0),
+            opt(c.util_pct, 1),
+            opt(c.steal_pct, 1),
+            opt(c.irqs_per_s, 0),
+            opt(c.softirqs_per_s, 0),
+            idle.join(", ")
+        );
+    }
+    for t in &s.thermal {
+        let _ = writeln!(
+            out,
+            "thermal:  {:<20} avg {:.1} °C, max {:.1} °C",
+            t.zone, t.avg_c, t.max_c
+        );
+    }
+    out
+}
+
+/// One line per load with its throughput, and the schedule's phases.
+pub fn loads_text(loads: &Loads) -> String {
+    let mut out = String::new();
+    for l in &loads.reports {
+        let rates: Vec<String> = l
+            .throughput
+            .iter()
+            .map(|t| format!("{} {}", si(t.rate), t.unit))
+            .collect();
+        let _ = writeln!(
+            out,
+            "load:     {:<28} {} worker(s), {:.1} s: {}",
+            l.spec,
+            l.workers,
+            l.elapsed_ns as f64 / 1e9,
+            if rates.is_empty() {
+                "no throughput counted".into()
+            } else {
+                rates.join(", ")
+            }
+        );
+        for w in &l.warnings {
+            let _ = writeln!(out, "          warning: {w}");
+        }
+    }
+    for p in &loads.phases {
+        let _ = writeln!(
+            out,
+            "phase {}:  {:<20} {:.1} s – {:.1} s",
+            p.index,
+            p.spec,
+            p.start_ns as f64 / 1e9,
+            p.end_ns as f64 / 1e9
+        );
+    }
+    out
+}
+
+/// A rate with three significant digits and a k/M/G suffix.
+fn si(v: f64) -> String {
+    let (v, suffix) = if v >= 1e9 {
+        (v / 1e9, "G")
+    } else if v >= 1e6 {
+        (v / 1e6, "M")
+    } else if v >= 1e4 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let prec = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.prec$}{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latlab_model::load::{LoadReport, Throughput};
+    use latlab_model::samples::{CpuIdleStates, CpuSummary, PowerSource};
+
+    #[test]
+    fn samples_and_loads_render() {
+        let s = Samples {
+            period_ns: 1_000_000_000,
+            sampler_cpus: vec![0],
+            sampler_cpu_time_ns: 2_000_000,
+            idle_states: vec![CpuIdleStates {
+                cpu: 1,
+                states: vec!["POLL".into(), "C6".into()],
+            }],
+            power_sources: Field::Value(vec![PowerSource {
+                name: "rapl:package-0".into(),
+                avg_w: Some(4.5),
+                energy_j: Some(45.0),
+                wraps: 1,
+            }]),
+            thermal_zones: vec![],
+            frequency: Field::unavailable("no cpufreq"),
+            cpus: vec![CpuSummary {
+                cpu: 1,
+                avg_freq_khz: Some(2_400_000),
+                util_pct: Some(12.5),
+                steal_pct: Some(0.0),
+                irqs_per_s: Some(250.0),
+                softirqs_per_s: None,
+                idle_residency_pct: vec![0.5, 80.25],
+                idle_entries_per_s: vec![1.0, 2.0],
+            }],
+            thermal: vec![],
+            series: vec![],
+        };
+        let t = samples_text(&s);
+        assert!(t.contains("rapl:package-0"), "{t}");
+        assert!(t.contains("4.50 W") && t.contains("45.0 J") && t.contains("1 counter wraps"));
+        assert!(t.contains("frequency: unavailable: no cpufreq"));
+        assert!(
+            t.contains("cpu1") && t.contains("2400") && t.contains("C6 80.2%"),
+            "{t}"
+        );
+        let loads = Loads {
+            reports: vec![LoadReport {
+                spec: "matrix".into(),
+                kind: "matrix".into(),
+                cpus: None,
+                workers: 2,
+                started_ns: 0,
+                elapsed_ns: 2_000_000_000,
+                throughput: vec![Throughput {
+                    what: "multiplies".into(),
+                    unit: "ops/s".into(),
+                    rate: 123_456.0,
+                    total: 246_912.0,
+                }],
+                warnings: vec!["stopped early".into()],
+            }],
+            phases: vec![],
+        };
+        let t = loads_text(&loads);
+        assert!(t.contains("123k ops/s") && t.contains("2 worker(s)"), "{t}");
+        assert!(t.contains("warning: stopped early"));
+        assert_eq!(si(1.5e6), "1.50M");
+        assert_eq!(si(999.0), "999");
+    }
+}
