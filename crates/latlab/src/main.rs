@@ -4,6 +4,8 @@
 mod cli_error;
 mod live;
 mod measure;
+mod plan;
+mod run;
 mod signals;
 mod sysinfo;
 
@@ -31,6 +33,8 @@ enum Command {
     /// Show what the system is and how it is set: kernel, boot options, CPUs, cpufreq, cpuidle,
     /// PM QoS, RT throttling, IRQs, virtualization.
     Sysinfo(sysinfo::SysinfoArgs),
+    /// Run an experiment plan: every combination of its axes, repeated, saved to the store.
+    Run(run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Measure(args) => measure::run(*args, &sys),
         Command::Sysinfo(args) => sysinfo::run(args, &sys),
+        Command::Run(args) => run::run(args, &sys),
     };
     match result {
         Ok(code) => code,

@@ -295,65 +295,76 @@ impl Output {
     }
 }
 
-pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
-    let online = sys
-        .online_cpus()
-        .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
-    let cfg = args.to_config(&online)?;
-    latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
-    if args.histfile_range == 0 {
-        return Err(CliError::Usage(
-            "--histfile-range 0 (accepted: 1 or more rows of 1 us)".into(),
-        ));
-    }
-    let sample_period =
-        parse_duration(&args.sample_period, Some("s")).map_err(usage("--sample-period"))?;
-    if sample_period < 10_000_000 {
-        return Err(CliError::Usage(format!(
-            "--sample-period {}: too short (accepted: 10ms or more)",
-            args.sample_period
-        )));
-    }
-    let json = Output::open("--json", &args.json)?;
-    let histfile = Output::open("--histfile", &args.histfile)?;
-    let ctjson = Output::open("--cyclictest-json", &args.cyclictest_json)?;
-    let json_to_stdout = json.as_ref().is_some_and(|o| o.file.is_none());
+/// A measurement checked and ready to run: what `latlab measure` and `latlab run` share.
+pub struct Prepared {
+    pub cfg: MeasureConfig,
+    online: CpuList,
+    sample_period_ns: Option<u64>,
+}
 
-    let stop = StopSignal::new();
-    crate::signals::install(stop.clone());
-    let live_allowed = !args.quiet && !json_to_stdout && std::io::stdout().is_terminal();
-    if !args.quiet && !json_to_stdout {
-        eprintln!("{}", describe(&cfg));
-    }
-    let sampler = if args.no_samplers {
-        None
-    } else {
-        let housekeeping: Vec<usize> = match &cfg.cpus {
-            Some(measured) => online
-                .cpus()
-                .iter()
-                .filter(|c| !measured.contains(c))
-                .map(|&c| c as usize)
-                .collect(),
-            None => Vec::new(),
-        };
-        let origin = (std::time::Instant::now(), unix_now_ns());
-        let thread = latlab_sys::sample::SamplerThread::spawn(
-            sys,
-            std::time::Duration::from_nanos(sample_period),
-            &housekeeping,
-            origin.0,
-        )
-        .context("starting the samplers")?;
-        Some((thread, origin.1))
-    };
-    let mut view = LiveView::new();
-    let result = latlab_measure::run(&cfg, sys, stop, &mut |live| {
-        if live_allowed {
-            view.draw(live);
+impl MeasureArgs {
+    /// Check everything (configuration, samplers, loads, profile) before anything is touched.
+    pub fn prepare(&self, sys: &Sys) -> CliResult<Prepared> {
+        let online = sys
+            .online_cpus()
+            .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
+        let cfg = self.to_config(&online)?;
+        latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
+        if self.histfile_range == 0 {
+            return Err(CliError::Usage(
+                "--histfile-range 0 (accepted: 1 or more rows of 1 us)".into(),
+            ));
         }
-    })
-    .map_err(|e| match e {
+        let sample_period =
+            parse_duration(&self.sample_period, Some("s")).map_err(usage("--sample-period"))?;
+        if sample_period < 10_000_000 {
+            return Err(CliError::Usage(format!(
+                "--sample-period {}: too short (accepted: 10ms or more)",
+                self.sample_period
+            )));
+        }
+        Ok(Prepared {
+            cfg,
+            online,
+            sample_period_ns: (!self.no_samplers).then_some(sample_period),
+        })
+    }
+}
+
+/// Run a prepared measurement with its samplers (and loads and profile), always stopping
+/// what it started.
+pub fn execute(
+    p: &Prepared,
+    sys: &Sys,
+    stop: std::sync::Arc<StopSignal>,
+    observer: &mut dyn FnMut(&latlab_measure::Live),
+) -> CliResult<RunResult> {
+    let cfg = &p.cfg;
+    let sampler = match p.sample_period_ns {
+        None => None,
+        Some(period) => {
+            let housekeeping: Vec<usize> = match &cfg.cpus {
+                Some(measured) => p
+                    .online
+                    .cpus()
+                    .iter()
+                    .filter(|c| !measured.contains(c))
+                    .map(|&c| c as usize)
+                    .collect(),
+                None => Vec::new(),
+            };
+            let origin = (std::time::Instant::now(), unix_now_ns());
+            let thread = latlab_sys::sample::SamplerThread::spawn(
+                sys,
+                std::time::Duration::from_nanos(period),
+                &housekeeping,
+                origin.0,
+            )
+            .context("starting the samplers")?;
+            Some((thread, origin.1))
+        }
+    };
+    let result = latlab_measure::run(cfg, sys, stop, observer).map_err(|e| match e {
         MeasureError::Invalid(m) => CliError::Usage(m),
         MeasureError::Setup(m) => CliError::Failed(anyhow::anyhow!(m)),
     });
@@ -366,6 +377,28 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
         result.samples = Some(samples);
     }
+    Ok(result)
+}
+
+pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
+    let prepared = args.prepare(sys)?;
+    let json = Output::open("--json", &args.json)?;
+    let histfile = Output::open("--histfile", &args.histfile)?;
+    let ctjson = Output::open("--cyclictest-json", &args.cyclictest_json)?;
+    let json_to_stdout = json.as_ref().is_some_and(|o| o.file.is_none());
+
+    let stop = StopSignal::new();
+    crate::signals::install(stop.clone());
+    let live_allowed = !args.quiet && !json_to_stdout && std::io::stdout().is_terminal();
+    if !args.quiet && !json_to_stdout {
+        eprintln!("{}", describe(&prepared.cfg));
+    }
+    let mut view = LiveView::new();
+    let result = execute(&prepared, sys, stop, &mut |live| {
+        if live_allowed {
+            view.draw(live);
+        }
+    })?;
 
     write_outputs(&result, &args, json, histfile, ctjson)?;
     if !json_to_stdout {

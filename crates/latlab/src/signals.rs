@@ -22,6 +22,16 @@ fn set() -> libc::sigset_t {
 /// Block the stop signals in the calling thread (call before any other thread starts) and start
 /// the thread that turns them into a stop request.
 pub fn install(stop: Arc<StopSignal>) {
+    install_with(move |name| {
+        stop.request(StopReason::Signal {
+            signal: name.into(),
+        })
+    });
+}
+
+/// Like [`install`], calling `on_signal` with the signal's name (for commands that run several
+/// measurements and stop whichever is current).
+pub fn install_with(on_signal: impl Fn(&str) + Send + 'static) {
     let set = set();
     // SAFETY: set is initialised.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
@@ -46,9 +56,7 @@ pub fn install(stop: Arc<StopSignal>) {
                     libc::SIGTERM => "SIGTERM",
                     _ => "SIGHUP",
                 };
-                stop.request(StopReason::Signal {
-                    signal: name.into(),
-                });
+                on_signal(name);
             }
         });
     if let Err(e) = spawned {

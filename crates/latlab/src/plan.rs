@@ -1,0 +1,491 @@
+//! Experiment plans: a TOML file naming fixed `latlab measure` settings and axes whose cartesian
+//! product are the cells of the experiment, each repeated `repeat` times.
+//!
+//! ```toml
+//! name = "governors-vs-interval"
+//! description = "Wake-up latency and power per governor at three intervals"
+//! repeat = 3
+//!
+//! [settings]          # any `latlab measure` option, by its long name
+//! duration = "10s"
+//! cpus = "all"
+//!
+//! [axes]              # each a list of values; cells are the cartesian product
+//! interval = ["1ms", "100us", "10us"]
+//! profile = ["powersave", "throughput"]
+//! load = ["none", "matrix", ["memory", "io:bs=4k"]]
+//! ```
+//!
+//! Plans are parsed and checked here, before anything runs; errors name the file, the line and
+//! the key.
+
+use clap::{Args, Command};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use toml::Spanned;
+
+/// Options a plan cannot set: the runner owns outputs and the store.
+const RUNNER_OWNED: &[&str] = &[
+    "json",
+    "histfile",
+    "histfile-range",
+    "cyclictest-json",
+    "quiet",
+    "db",
+    "help",
+];
+
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}: {message}")]
+pub struct PlanError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanFile {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    repeat: Option<Spanned<i64>>,
+    #[serde(default)]
+    order: Option<Spanned<String>>,
+    #[serde(default)]
+    settings: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    #[serde(default)]
+    axes: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+}
+
+/// How repeats of cells are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// Every cell once per round; rounds alternate direction so slow drift of the machine
+    /// favours no cell.
+    Interleaved,
+    /// All repeats of a cell, then the next cell.
+    Sequential,
+}
+
+/// One value of an axis: its label (for tables and cell keys) and the measure arguments it sets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AxisValue {
+    pub label: String,
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Axis {
+    pub name: String,
+    pub values: Vec<AxisValue>,
+}
+
+/// A validated plan.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub name: String,
+    pub description: String,
+    pub repeat: u32,
+    pub order: Order,
+    /// Measure arguments every cell gets.
+    pub settings: Vec<String>,
+    pub axes: Vec<Axis>,
+    /// The file's text, stored with the experiment.
+    pub text: String,
+}
+
+/// One combination of axis values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub index: usize,
+    /// Stable identity across runs of the same plan: `axis=value` pairs joined with `,`.
+    pub key: String,
+    pub params: BTreeMap<String, String>,
+    /// The full `latlab measure` argument list of the cell.
+    pub args: Vec<String>,
+}
+
+/// Long option names of `latlab measure` and whether each takes a value.
+fn measure_options() -> BTreeMap<String, bool> {
+    let cmd = crate::measure::MeasureArgs::augment_args(Command::new("measure"));
+    cmd.get_arguments()
+        .filter_map(|a| {
+            let long = a.get_long()?.to_string();
+            Some((long, a.get_action().takes_values()))
+        })
+        .collect()
+}
+
+impl Plan {
+    pub fn load(path: &Path) -> Result<Plan, PlanError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| PlanError {
+            file: file.clone(),
+            line: 0,
+            message: format!("cannot read the plan: {e}"),
+        })?;
+        Plan::parse(&text, &file)
+    }
+
+    pub fn parse(text: &str, file: &str) -> Result<Plan, PlanError> {
+        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let err = |offset: usize, message: String| PlanError {
+            file: file.to_string(),
+            line: line_of(offset),
+            message,
+        };
+        let raw: PlanFile = toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(0, |s| line_of(s.start));
+            PlanError {
+                file: file.to_string(),
+                line,
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        if raw.name.get_ref().trim().is_empty() {
+            return Err(err(raw.name.span().start, "name is empty".into()));
+        }
+        let repeat = match &raw.repeat {
+            None => 1,
+            Some(r) if (1..=1000).contains(r.get_ref()) => *r.get_ref() as u32,
+            Some(r) => {
+                return Err(err(
+                    r.span().start,
+                    format!("repeat = {} (accepted: 1 to 1000)", r.get_ref()),
+                ));
+            }
+        };
+        let order = match raw.order.as_ref().map(|o| (o.get_ref().as_str(), o.span())) {
+            None | Some(("interleaved", _)) => Order::Interleaved,
+            Some(("sequential", _)) => Order::Sequential,
+            Some((other, span)) => {
+                return Err(err(
+                    span.start,
+                    format!("order = {other:?} (accepted: interleaved, sequential)"),
+                ));
+            }
+        };
+        let options = measure_options();
+        let check_key = |key: &Spanned<String>| -> Result<bool, PlanError> {
+            let k = key.get_ref();
+            if RUNNER_OWNED.contains(&k.as_str()) {
+                return Err(err(
+                    key.span().start,
+                    format!("{k:?} is set by the runner, not by plans"),
+                ));
+            }
+            options.get(k).copied().ok_or_else(|| {
+                err(
+                    key.span().start,
+                    format!(
+                        "unknown setting {k:?} (accepted: the long options of `latlab measure`, \
+                         e.g. interval, duration, cpus, method, priority, profile, load)"
+                    ),
+                )
+            })
+        };
+        let mut settings = Vec::new();
+        for (key, value) in &raw.settings {
+            let takes_value = check_key(key)?;
+            let args = value_args(key.get_ref(), takes_value, value.get_ref())
+                .map_err(|m| err(value.span().start, m))?;
+            settings.extend(args);
+        }
+        let has_duration = raw
+            .settings
+            .keys()
+            .chain(raw.axes.keys())
+            .any(|k| k.get_ref() == "duration" || k.get_ref() == "loops");
+        if !has_duration {
+            return Err(err(
+                0,
+                "no duration: set [settings] duration (or loops) so every cell ends".into(),
+            ));
+        }
+        let mut axes = Vec::new();
+        for (key, value) in &raw.axes {
+            let takes_value = check_key(key)?;
+            let toml::Value::Array(items) = value.get_ref() else {
+                return Err(err(
+                    value.span().start,
+                    format!(
+                        "axis {:?} is not a list (accepted: [v1, v2, ...])",
+                        key.get_ref()
+                    ),
+                ));
+            };
+            if items.is_empty() {
+                return Err(err(
+                    value.span().start,
+                    format!("axis {:?} has no values", key.get_ref()),
+                ));
+            }
+            let mut values = Vec::new();
+            for item in items {
+                let args = value_args(key.get_ref(), takes_value, item)
+                    .map_err(|m| err(value.span().start, m))?;
+                values.push(AxisValue {
+                    label: label(item),
+                    args,
+                });
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            for v in &values {
+                if !seen.insert(&v.label) {
+                    return Err(err(
+                        value.span().start,
+                        format!("axis {:?} lists {:?} twice", key.get_ref(), v.label),
+                    ));
+                }
+            }
+            axes.push(Axis {
+                name: key.get_ref().clone(),
+                values,
+            });
+        }
+        Ok(Plan {
+            name: raw.name.into_inner(),
+            description: raw.description,
+            repeat,
+            order,
+            settings,
+            axes,
+            text: text.to_string(),
+        })
+    }
+
+    /// The cartesian product of the axes (one cell when there are none).
+    pub fn cells(&self) -> Vec<Cell> {
+        let mut cells = vec![(BTreeMap::new(), self.settings.clone())];
+        for axis in &self.axes {
+            let mut next = Vec::with_capacity(cells.len() * axis.values.len());
+            for (params, args) in &cells {
+                for v in &axis.values {
+                    let mut p: BTreeMap<String, String> = params.clone();
+                    p.insert(axis.name.clone(), v.label.clone());
+                    let mut a = args.clone();
+                    a.extend(v.args.iter().cloned());
+                    next.push((p, a));
+                }
+            }
+            cells = next;
+        }
+        cells
+            .into_iter()
+            .enumerate()
+            .map(|(index, (params, args))| Cell {
+                index,
+                key: if params.is_empty() {
+                    "-".into()
+                } else {
+                    params
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                },
+                params,
+                args,
+            })
+            .collect()
+    }
+
+    /// The order of (cell, repeat) pairs to run.
+    pub fn schedule(&self, cells: usize) -> Vec<(usize, u32)> {
+        let mut out = Vec::with_capacity(cells * self.repeat as usize);
+        match self.order {
+            Order::Interleaved => {
+                for r in 0..self.repeat {
+                    let round: Vec<usize> = if r % 2 == 0 {
+                        (0..cells).collect()
+                    } else {
+                        (0..cells).rev().collect()
+                    };
+                    out.extend(round.into_iter().map(|c| (c, r)));
+                }
+            }
+            Order::Sequential => {
+                for c in 0..cells {
+                    out.extend((0..self.repeat).map(|r| (c, r)));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A value as written in tables and cell keys.
+fn label(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Array(a) => a.iter().map(label).collect::<Vec<_>>().join("+"),
+        other => other.to_string(),
+    }
+}
+
+/// The measure arguments one setting value stands for.
+fn value_args(key: &str, takes_value: bool, v: &toml::Value) -> Result<Vec<String>, String> {
+    let flag = format!("--{key}");
+    if !takes_value {
+        return match v {
+            toml::Value::Boolean(true) => Ok(vec![flag]),
+            toml::Value::Boolean(false) => Ok(vec![]),
+            _ => Err(format!("{key} is a switch (accepted: true or false)")),
+        };
+    }
+    match v {
+        toml::Value::String(s) if key == "load" && (s == "none" || s == "idle") => Ok(vec![]),
+        toml::Value::String(s) => Ok(vec![flag, s.clone()]),
+        toml::Value::Integer(i) => Ok(vec![flag, i.to_string()]),
+        toml::Value::Float(f) => Ok(vec![flag, f.to_string()]),
+        // Several values of a repeatable option, e.g. two loads at once.
+        toml::Value::Array(items) if key == "load" => {
+            let mut out = Vec::new();
+            for i in items {
+                match i {
+                    toml::Value::String(s) => out.extend([flag.clone(), s.clone()]),
+                    _ => return Err(format!("{key}: list items must be strings")),
+                }
+            }
+            Ok(out)
+        }
+        other => Err(format!(
+            "{key} = {other}: wrong type (accepted: a string or a number)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const PLAN: &str = r#"
+name = "t"
+repeat = 2
+
+[settings]
+duration = "1s"
+quiet-ignored = false
+"#;
+
+    #[test]
+    fn unknown_settings_name_file_line_and_key() {
+        let e = Plan::parse(PLAN, "p.toml").unwrap_err();
+        assert_eq!(e.line, 7, "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("p.toml:7: unknown setting \"quiet-ignored\"")
+        );
+    }
+
+    #[test]
+    fn product_keys_and_interleaving() {
+        let text = r#"
+name = "t"
+repeat = 2
+[settings]
+duration = "1s"
+no-samplers = true
+[axes]
+interval = ["1ms", "100us"]
+priority = [80, 95]
+"#;
+        let p = Plan::parse(text, "p.toml").unwrap();
+        let cells = p.cells();
+        assert_eq!(cells.len(), 4);
+        assert_eq!(cells[1].key, "interval=1ms,priority=95");
+        assert_eq!(
+            cells[1].args,
+            [
+                "--duration",
+                "1s",
+                "--no-samplers",
+                "--interval",
+                "1ms",
+                "--priority",
+                "95"
+            ]
+        );
+        assert_eq!(
+            p.schedule(4),
+            [
+                (0, 0),
+                (1, 0),
+                (2, 0),
+                (3, 0),
+                (3, 1),
+                (2, 1),
+                (1, 1),
+                (0, 1)
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_plans() {
+        for (text, line, want) in [
+            (
+                "name = \"x\"\n[settings]\nduration = \"1s\"\njson = \"a\"\n",
+                4,
+                "set by the runner",
+            ),
+            (
+                "name = \"x\"\nrepeat = 0\n[settings]\nduration = \"1s\"\n",
+                2,
+                "accepted: 1 to 1000",
+            ),
+            (
+                "name = \"x\"\n[axes]\ninterval = \"1ms\"\n",
+                0,
+                "no duration",
+            ),
+            (
+                "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\ninterval = \"1ms\"\n",
+                5,
+                "not a list",
+            ),
+            (
+                "name = \"x\"\n[settings]\nduration = \"1s\"\nrelative = 3\n",
+                4,
+                "is a switch",
+            ),
+            ("name = \"x\"\nbogus = 1\n", 2, "unknown field"),
+            ("name = \"x\"\n[settings\n", 2, ""),
+            (
+                "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\nmethod = [\"poll\", \"poll\"]\n",
+                5,
+                "twice",
+            ),
+        ] {
+            let e = Plan::parse(text, "f.toml").unwrap_err();
+            assert!(e.to_string().contains(want), "{text}: {e}");
+            if line > 0 {
+                assert_eq!(e.line, line, "{text}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn loads_none_and_combined() {
+        let text = r#"
+name = "l"
+[settings]
+duration = "1s"
+[axes]
+load = ["none", "matrix", ["memory", "io:bs=4k"]]
+"#;
+        let p = Plan::parse(text, "p.toml").unwrap();
+        let cells = p.cells();
+        assert_eq!(cells[0].args, ["--duration", "1s"]);
+        assert_eq!(cells[1].args, ["--duration", "1s", "--load", "matrix"]);
+        assert_eq!(
+            cells[2].args,
+            ["--duration", "1s", "--load", "memory", "--load", "io:bs=4k"]
+        );
+        assert_eq!(cells[2].key, "load=memory+io:bs=4k");
+    }
+}

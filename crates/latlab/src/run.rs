@@ -1,0 +1,376 @@
+//! `latlab run PLAN.toml`: an experiment over the cartesian product of a plan's axes, each cell
+//! repeated, in an interleaved order, every run saved to the store as it finishes, resumable.
+
+use crate::cli_error::{CliError, CliResult};
+use crate::measure::{MeasureArgs, Prepared};
+use crate::plan::{Cell, Plan};
+use anyhow::Context;
+use clap::{Args, Command, FromArgMatches};
+use latlab_measure::StopSignal;
+use latlab_model::units::format_duration;
+use latlab_store::{CellRef, CellStatus, ExperimentStatus, Store};
+use latlab_sys::Sys;
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The experiment plan (TOML; see examples/plans/).
+    plan: PathBuf,
+
+    /// Validate the plan and print its cells and total time, then stop.
+    #[arg(long)]
+    dry_run: bool,
+
+    /// Continue the last unfinished experiment of this plan, skipping saved cells.
+    #[arg(long)]
+    resume: bool,
+
+    /// The results store (default ./latlab.db, or LATLAB_DB).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+}
+
+/// A cell checked against this machine.
+struct Checked {
+    cell: Cell,
+    prepared: Result<Prepared, String>,
+}
+
+/// The `latlab measure` arguments of a cell, parsed as the command line would be.
+fn measure_args(cell: &Cell) -> Result<MeasureArgs, String> {
+    let cmd = MeasureArgs::augment_args(Command::new("measure").no_binary_name(true));
+    let matches = cmd
+        .try_get_matches_from(&cell.args)
+        .map_err(|e| first_line(&e.to_string()))?;
+    MeasureArgs::from_arg_matches(&matches).map_err(|e| first_line(&e.to_string()))
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_string()
+}
+
+/// Expected length of one run of a cell.
+fn run_length(p: &Prepared) -> Duration {
+    let c = &p.cfg;
+    let ns = match (c.duration_ns, c.loops) {
+        (Some(d), _) => d,
+        (None, Some(l)) => l.saturating_mul(c.interval_ns),
+        (None, None) => 0,
+    };
+    // Set-up, loads starting and stopping, saving: about a quarter of a second.
+    Duration::from_nanos(ns) + Duration::from_millis(250)
+}
+
+pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
+    let plan = Plan::load(&args.plan).map_err(|e| CliError::Usage(e.to_string()))?;
+    let cells = plan.cells();
+    let mut checked = Vec::with_capacity(cells.len());
+    for cell in cells {
+        // A value no measure option accepts is bad input; what this machine cannot do skips
+        // the cell with its reason.
+        let margs = measure_args(&cell).map_err(|e| {
+            CliError::Usage(format!("{}: cell {}: {e}", args.plan.display(), cell.key))
+        })?;
+        let prepared = margs.prepare(sys).map_err(|e| match e {
+            CliError::Usage(m) => m,
+            CliError::Failed(e) => format!("{e:#}"),
+        });
+        checked.push(Checked { cell, prepared });
+    }
+    let runnable: Vec<&Checked> = checked.iter().filter(|c| c.prepared.is_ok()).collect();
+    let schedule = plan.schedule(checked.len());
+    let total: Duration = schedule
+        .iter()
+        .filter_map(|&(c, _)| checked[c].prepared.as_ref().ok().map(run_length))
+        .sum();
+    println!(
+        "plan {:?}: {} cells × {} repeats = {} runs, about {} ({} order){}",
+        plan.name,
+        checked.len(),
+        plan.repeat,
+        runnable.len() * plan.repeat as usize,
+        format_duration(total.as_nanos() as u64),
+        match plan.order {
+            crate::plan::Order::Interleaved => "interleaved",
+            crate::plan::Order::Sequential => "sequential",
+        },
+        if plan.description.is_empty() {
+            String::new()
+        } else {
+            format!("\n  {}", plan.description)
+        }
+    );
+    for c in &checked {
+        match &c.prepared {
+            Ok(p) => println!(
+                "  cell {:>3}  {}  ({} each)",
+                c.cell.index,
+                c.cell.key,
+                format_duration(run_length(p).as_nanos() as u64)
+            ),
+            Err(why) => println!("  cell {:>3}  {}  skipped: {why}", c.cell.index, c.cell.key),
+        }
+    }
+    if runnable.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{}: no cell of this plan can run here (each is listed above with its reason)",
+            args.plan.display()
+        )));
+    }
+    if args.dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let db_path = latlab_store::resolve_path(args.db.as_deref());
+    let mut store = Store::open(&db_path)
+        .with_context(|| format!("opening the store {}", db_path.display()))?;
+    let (experiment, done) = if args.resume {
+        let found = store
+            .resumable_experiment(&plan.text)
+            .context("looking for an unfinished experiment")?;
+        let Some(e) = found else {
+            return Err(CliError::Usage(format!(
+                "--resume: no unfinished experiment of {} in {} (accepted: a plan whose run was \
+                 interrupted, unchanged since)",
+                args.plan.display(),
+                db_path.display()
+            )));
+        };
+        let done: BTreeSet<(String, u32)> = store.done_cells(e.id)?.into_iter().collect();
+        println!(
+            "resuming experiment {} started {}: {} runs already saved",
+            e.id.0,
+            e.started_at,
+            done.len()
+        );
+        store.set_experiment_status(e.id, ExperimentStatus::Running)?;
+        (e.id, done)
+    } else {
+        (
+            store.create_experiment(&plan.name, &plan.text)?,
+            BTreeSet::new(),
+        )
+    };
+    println!("experiment {} in {}", experiment.0, db_path.display());
+
+    // Record skipped cells so reports can say why they are missing.
+    for c in &checked {
+        if let Err(why) = &c.prepared {
+            for r in 0..plan.repeat {
+                store.record_cell(
+                    &cell_ref(experiment, &c.cell, r),
+                    CellStatus::Skipped,
+                    Some(why),
+                )?;
+            }
+        }
+    }
+
+    let current: Arc<Mutex<Option<Arc<StopSignal>>>> = Arc::new(Mutex::new(None));
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let current = current.clone();
+        let interrupted = interrupted.clone();
+        crate::signals::install_with(move |name| {
+            interrupted.store(true, Ordering::SeqCst);
+            if let Ok(c) = current.lock()
+                && let Some(stop) = c.as_ref()
+            {
+                stop.request(latlab_model::StopReason::Signal {
+                    signal: name.into(),
+                });
+            }
+        });
+    }
+
+    let todo: Vec<(usize, u32)> = schedule
+        .into_iter()
+        .filter(|&(c, r)| {
+            checked[c].prepared.is_ok() && !done.contains(&(checked[c].cell.key.clone(), r))
+        })
+        .collect();
+    let mut progress = Progress::new(todo.len(), &todo, &checked);
+    let mut failures = 0;
+    for (n, &(c, r)) in todo.iter().enumerate() {
+        if interrupted.load(Ordering::SeqCst) {
+            break;
+        }
+        let cell = &checked[c];
+        let Ok(prepared) = &cell.prepared else {
+            continue;
+        };
+        progress.start(n, cell, r, plan.repeat);
+        let stop = StopSignal::new();
+        if let Ok(mut slot) = current.lock() {
+            *slot = Some(stop.clone());
+        }
+        let result = crate::measure::execute(prepared, sys, stop, &mut |_| {});
+        if let Ok(mut slot) = current.lock() {
+            *slot = None;
+        }
+        if interrupted.load(Ordering::SeqCst) {
+            // A cut-short run is not a repeat of its cell: it is redone by --resume.
+            break;
+        }
+        match result {
+            Ok(result) => {
+                let cref = cell_ref(experiment, &cell.cell, r);
+                store
+                    .save_run(&result, Some(&cref))
+                    .with_context(|| format!("saving cell {} repeat {}", cell.cell.key, r))?;
+                progress.finish(n, &result);
+            }
+            Err(e) => {
+                failures += 1;
+                let why = match e {
+                    CliError::Usage(m) => m,
+                    CliError::Failed(e) => format!("{e:#}"),
+                };
+                progress.note(&format!("cell {} repeat {r} failed: {why}", cell.cell.key));
+                store.record_cell(
+                    &cell_ref(experiment, &cell.cell, r),
+                    CellStatus::Failed,
+                    Some(&why),
+                )?;
+            }
+        }
+    }
+    progress.clear();
+    if interrupted.load(Ordering::SeqCst) {
+        store.set_experiment_status(experiment, ExperimentStatus::Interrupted)?;
+        eprintln!(
+            "latlab: interrupted; saved runs are kept. Continue with: latlab run {} --resume{}",
+            args.plan.display(),
+            args.db
+                .as_ref()
+                .map(|d| format!(" --db {}", d.display()))
+                .unwrap_or_default()
+        );
+        return Ok(ExitCode::from(130));
+    }
+    let status = if failures > 0 {
+        ExperimentStatus::Failed
+    } else {
+        ExperimentStatus::Done
+    };
+    store.set_experiment_status(experiment, status)?;
+    println!(
+        "experiment {} {}: {} runs saved, {} failed; report with: latlab report {}",
+        experiment.0,
+        status.name(),
+        todo.len() - failures,
+        failures,
+        experiment.0
+    );
+    Ok(if failures > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn cell_ref(experiment: latlab_store::ExperimentId, cell: &Cell, repeat: u32) -> CellRef {
+    CellRef {
+        experiment,
+        key: cell.key.clone(),
+        params: serde_json::to_value(&cell.params).unwrap_or(serde_json::Value::Null),
+        repeat,
+    }
+}
+
+/// A progress bar on a terminal (cell, repeat, elapsed, ETA); one line per run otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    started: Instant,
+    remaining: Vec<Duration>,
+}
+
+impl Progress {
+    fn new(runs: usize, todo: &[(usize, u32)], checked: &[Checked]) -> Progress {
+        let remaining: Vec<Duration> = todo
+            .iter()
+            .map(|&(c, _)| {
+                checked[c]
+                    .prepared
+                    .as_ref()
+                    .map_or(Duration::ZERO, run_length)
+            })
+            .collect();
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let total: Duration = remaining.iter().sum();
+            let bar = indicatif::ProgressBar::new(total.as_millis() as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:30} {msg} elapsed {elapsed_precise} ETA {eta_precise}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        let _ = runs;
+        Progress {
+            bar,
+            started: Instant::now(),
+            remaining,
+        }
+    }
+
+    fn start(&mut self, n: usize, cell: &Checked, repeat: u32, repeats: u32) {
+        let msg = format!(
+            "run {}/{}: cell {} repeat {}/{}",
+            n + 1,
+            self.remaining.len(),
+            cell.cell.key,
+            repeat + 1,
+            repeats
+        );
+        match &self.bar {
+            Some(bar) => bar.set_message(msg),
+            None => eprintln!(
+                "latlab: {msg} (elapsed {})",
+                format_duration(self.started.elapsed().as_millis() as u64 * 1_000_000)
+            ),
+        }
+    }
+
+    fn finish(&mut self, n: usize, result: &latlab_model::RunResult) {
+        if let Some(bar) = &self.bar {
+            bar.inc(self.remaining[n].as_millis() as u64);
+        } else {
+            eprintln!(
+                "latlab:   p99 {:.1} us, max {:.1} us",
+                result.overall.stats.p99 as f64 / 1000.0,
+                result.overall.stats.max as f64 / 1000.0
+            );
+        }
+    }
+
+    fn note(&self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(format!("latlab: {text}")),
+            None => eprintln!("latlab: {text}"),
+        }
+    }
+
+    fn clear(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+impl From<latlab_store::StoreError> for CliError {
+    fn from(e: latlab_store::StoreError) -> Self {
+        CliError::Failed(anyhow::Error::new(e).context("results store"))
+    }
+}
