@@ -1,0 +1,193 @@
+//! `latlab db check`: the store's consistency, down to every histogram.
+
+use crate::{Result, RunId, Store, u};
+use latlab_hist::Histogram;
+use std::collections::BTreeSet;
+
+/// What [`Store::check`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// One line per problem; empty when the store is sound.
+    pub problems: Vec<String>,
+    pub runs: u64,
+    pub histograms: u64,
+    pub monitor_windows: u64,
+}
+
+impl CheckReport {
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+impl Store {
+    /// Check the store: SQLite's `integrity_check` and `foreign_key_check`, every histogram
+    /// decoded and compared with the count, min and max stored beside it, and every run read back
+    /// whole. Problems are reported, never repaired.
+    pub fn check(&self) -> Result<CheckReport> {
+        let mut report = CheckReport::default();
+        {
+            let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
+            let rows = stmt
+                .query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            if rows != ["ok"] {
+                report
+                    .problems
+                    .extend(rows.into_iter().map(|r| format!("integrity: {r}")));
+            }
+        }
+        {
+            let mut stmt = self.conn.prepare("PRAGMA foreign_key_check")?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, Option<i64>>(1)?,
+                        r.get::<_, String>(2)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            for (table, rowid, parent) in rows {
+                let row = rowid.map_or_else(|| "a row".to_string(), |r| format!("row {r}"));
+                report.problems.push(format!(
+                    "foreign key: {row} of {table} refers to a missing {parent} row"
+                ));
+            }
+        }
+
+        let mut bad_runs = BTreeSet::new();
+        let check_hist = |report: &mut CheckReport,
+                          what: String,
+                          blob: &[u8],
+                          stored: Option<(i64, i64, i64)>|
+         -> bool {
+            report.histograms += 1;
+            match Histogram::decode(blob) {
+                Err(e) => {
+                    report.problems.push(format!("{what}: {e}"));
+                    false
+                }
+                Ok(h) => match stored {
+                    Some((count, min, max))
+                        if (h.count(), h.min(), h.max()) != (u(count), u(min), u(max)) =>
+                    {
+                        report.problems.push(format!(
+                            "{what}: holds count {} min {} max {} but the row says count {} \
+                             min {} max {}",
+                            h.count(),
+                            h.min(),
+                            h.max(),
+                            u(count),
+                            u(min),
+                            u(max)
+                        ));
+                        false
+                    }
+                    _ => true,
+                },
+            }
+        };
+
+        {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT id, count, min_ns, max_ns, overall_histogram FROM runs")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let id: i64 = r.get(0)?;
+                report.runs += 1;
+                let blob: Vec<u8> = r.get(4)?;
+                let stored = (r.get(1)?, r.get(2)?, r.get(3)?);
+                if !check_hist(
+                    &mut report,
+                    format!("run {id} histogram"),
+                    &blob,
+                    Some(stored),
+                ) {
+                    bad_runs.insert(id);
+                }
+            }
+        }
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT run_id, idx, label, count, min_ns, max_ns, histogram, corrected_histogram
+                 FROM threads ORDER BY run_id, idx",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let (run, idx, label): (i64, i64, String) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                let stored = (r.get(3)?, r.get(4)?, r.get(5)?);
+                let h: Vec<u8> = r.get(6)?;
+                let ch: Vec<u8> = r.get(7)?;
+                let ok1 = check_hist(
+                    &mut report,
+                    format!("run {run} thread {idx} ({label}) histogram"),
+                    &h,
+                    Some(stored),
+                );
+                let ok2 = check_hist(
+                    &mut report,
+                    format!("run {run} thread {idx} ({label}) corrected histogram"),
+                    &ch,
+                    None,
+                );
+                if !(ok1 && ok2) {
+                    bad_runs.insert(run);
+                }
+            }
+        }
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT run_id, name, histogram FROM trace_results WHERE histogram IS NOT NULL",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let (run, name): (i64, String) = (r.get(0)?, r.get(1)?);
+                let blob: Vec<u8> = r.get(2)?;
+                check_hist(
+                    &mut report,
+                    format!("run {run} trace {name} histogram"),
+                    &blob,
+                    None,
+                );
+            }
+        }
+        {
+            let mut stmt = self.conn.prepare(
+                "SELECT s.name, w.start_unix_ns, w.cpu, w.count, w.min_ns, w.max_ns, w.histogram
+                 FROM monitor_windows w JOIN monitor_series s ON s.id = w.series_id
+                 ORDER BY w.series_id, w.start_unix_ns, w.cpu",
+            )?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                report.monitor_windows += 1;
+                let (name, start, cpu): (String, i64, u32) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                let stored = (r.get(3)?, r.get(4)?, r.get(5)?);
+                let blob: Vec<u8> = r.get(6)?;
+                check_hist(
+                    &mut report,
+                    format!(
+                        "monitor series {name} window at {} cpu{cpu} histogram",
+                        u(start)
+                    ),
+                    &blob,
+                    Some(stored),
+                );
+            }
+        }
+
+        // Every run reads back whole (JSON parts, windows, spikes, loads, samples).
+        let ids: Vec<i64> = {
+            let mut stmt = self.conn.prepare("SELECT id FROM runs ORDER BY id")?;
+            stmt.query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()?
+        };
+        for id in ids.into_iter().filter(|id| !bad_runs.contains(id)) {
+            if let Err(e) = self.load_run(RunId(id)) {
+                report.problems.push(format!("run {id}: {e}"));
+            }
+        }
+        Ok(report)
+    }
+}

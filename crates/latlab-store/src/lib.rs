@@ -1,0 +1,361 @@
+//! latlab's results store: one SQLite file holding runs, experiments and monitoring windows.
+//!
+//! - Runs ([`RunResult`]) are saved in one transaction — a crash leaves the whole run or none of
+//!   it — as relational parts (threads with their histograms, windows, spikes, load reports,
+//!   sampler series, the deduplicated system record) and read back equal to what was saved.
+//! - Experiments and cells let `latlab run` record its plan and which cells are done, so an
+//!   interrupted plan resumes where it stopped.
+//! - Monitoring series hold one set of per-CPU windows per transaction, with histograms, the
+//!   sampler summary and annotations; retention merges old windows into hourly rows exactly.
+//!
+//! The schema is versioned by an ordered list of [`MIGRATIONS`]: opening an older store migrates
+//! it, a store newer than this build is refused untouched. The file runs in WAL mode (readers and
+//! one writer at a time) with foreign keys enforced. Histograms are stored in
+//! [`Histogram::encode`]'s compact binary form.
+
+use latlab_hist::{HistError, Histogram};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+mod check;
+mod experiments;
+mod monitor;
+mod runs;
+mod schema;
+
+pub use check::CheckReport;
+pub use experiments::{Cell, CellRef, CellStatus, Experiment, ExperimentId, ExperimentStatus};
+pub use latlab_model::RunResult;
+pub use monitor::{
+    Annotation, MergeSummary, MonitorSpike, MonitorWindow, MonitorWindowRow, SeriesId, SeriesSpec,
+    SeriesState, WindowSet, WindowSetRow,
+};
+pub use runs::{RunFilter, RunId, RunSummary};
+pub use schema::{APPLICATION_ID, MIGRATIONS, Migration, SCHEMA_VERSION};
+
+/// The store's file name when no path is given.
+pub const DEFAULT_FILE: &str = "latlab.db";
+/// The environment variable naming the store when no path is given.
+pub const ENV_VAR: &str = "LATLAB_DB";
+
+/// Errors of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("no store at {0}")]
+    Missing(PathBuf),
+    #[error("cannot open the store {path}: {source}")]
+    Open {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("{path} is not a latlab store ({reason}); it was left untouched")]
+    NotAStore { path: PathBuf, reason: String },
+    #[error(
+        "the store {path} has schema version {found}, newer than this latlab supports ({supported}); \
+         upgrade latlab (the store was left untouched)"
+    )]
+    TooNew {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    #[error("migrating the store {path} to version {version} ({name}): {source}")]
+    Migration {
+        path: PathBuf,
+        version: u32,
+        name: &'static str,
+        source: rusqlite::Error,
+    },
+    #[error("no run {0} in the store")]
+    UnknownRun(String),
+    #[error("no experiment {0} in the store")]
+    UnknownExperiment(i64),
+    #[error("no monitor series {0} in the store")]
+    UnknownSeries(String),
+    #[error("run {uid} is already in the store as run {id}")]
+    DuplicateRun { uid: String, id: i64 },
+    #[error("invalid input: {0}")]
+    Invalid(String),
+    #[error("corrupt {what}: {detail}")]
+    Corrupt { what: String, detail: String },
+    #[error("store: {0}")]
+    Sql(#[from] rusqlite::Error),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// An open store. One writer at a time; readers in other processes see committed data.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+/// The store path to use: `explicit` if given, else `$LATLAB_DB` if set and not empty, else
+/// `./latlab.db`.
+pub fn resolve_path(explicit: Option<&Path>) -> PathBuf {
+    if let Some(p) = explicit {
+        return p.to_path_buf();
+    }
+    match std::env::var_os(ENV_VAR) {
+        Some(v) if !v.is_empty() => PathBuf::from(v),
+        _ => PathBuf::from(DEFAULT_FILE),
+    }
+}
+
+impl Store {
+    /// Open the store at `path`, creating it if absent and migrating it if older. A file that is
+    /// not a latlab store, or a store newer than this build, is refused without being changed.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        Self::open_with(path.as_ref(), true, SCHEMA_VERSION)
+    }
+
+    /// Open an existing store ([`StoreError::Missing`] when there is none), migrating it if older.
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Store> {
+        Self::open_with(path.as_ref(), false, SCHEMA_VERSION)
+    }
+
+    /// Open (and create) a store migrated only up to `version`: for tests of migrations.
+    #[doc(hidden)]
+    pub fn open_at_version(path: impl AsRef<Path>, version: u32) -> Result<Store> {
+        Self::open_with(path.as_ref(), true, version.min(SCHEMA_VERSION))
+    }
+
+    fn open_with(path: &Path, create: bool, target: u32) -> Result<Store> {
+        if !create && !path.exists() {
+            return Err(StoreError::Missing(path.to_path_buf()));
+        }
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(open_err)?;
+        let not_a_store = |reason: String| StoreError::NotAStore {
+            path: path.to_path_buf(),
+            reason,
+        };
+        // The first read of the header: a file that is not SQLite fails here, untouched.
+        let (app_id, version, tables) = read_identity(&conn).map_err(|e| match e {
+            rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
+                not_a_store("not an SQLite database".into())
+            }
+            e => open_err(e),
+        })?;
+        if app_id != APPLICATION_ID && (app_id != 0 || tables > 0) {
+            return Err(not_a_store(if app_id == 0 {
+                format!("an SQLite database with {tables} other tables")
+            } else {
+                format!("an SQLite database of another application (id {app_id:#x})")
+            }));
+        }
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+            .map_err(open_err)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(open_err(rusqlite::Error::InvalidParameterName(format!(
+                "journal_mode is {mode}, WAL could not be set"
+            ))));
+        }
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(open_err)?;
+        // WAL with synchronous=NORMAL is durable against process crashes and consistent after
+        // power loss (the last transactions may be lost, never half of one).
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.migrate(target)?;
+        Ok(store)
+    }
+
+    /// Apply the missing migrations up to `target`, each in one transaction that also sets the
+    /// version (taken with a write lock, so two processes never migrate at once).
+    fn migrate(&mut self, target: u32) -> Result<()> {
+        loop {
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let version: u32 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+            if version > SCHEMA_VERSION {
+                return Err(StoreError::TooNew {
+                    path: self.path.clone(),
+                    found: version,
+                    supported: SCHEMA_VERSION,
+                });
+            }
+            if version >= target {
+                return Ok(());
+            }
+            let step = MIGRATIONS[version as usize];
+            let next = version + 1;
+            let fail = |source| StoreError::Migration {
+                path: self.path.clone(),
+                version: next,
+                name: step.name,
+                source,
+            };
+            tx.execute_batch(step.sql).map_err(fail)?;
+            tx.pragma_update(None, "application_id", APPLICATION_ID)
+                .map_err(fail)?;
+            tx.pragma_update(None, "user_version", next).map_err(fail)?;
+            tx.commit().map_err(fail)?;
+        }
+    }
+
+    /// The file this store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version of the open store (the number of migrations applied).
+    pub fn schema_version(&self) -> Result<u32> {
+        Ok(self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))?)
+    }
+
+    /// The journal mode in force (`wal`).
+    pub fn journal_mode(&self) -> Result<String> {
+        Ok(self
+            .conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))?)
+    }
+
+    /// Write the WAL back into the main file and rebuild the file, returning the space of deleted
+    /// rows to the file system.
+    pub fn vacuum(&mut self) -> Result<()> {
+        let checkpoint = |conn: &Connection| -> rusqlite::Result<()> {
+            // Returns one row (busy, log frames, checkpointed frames).
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        };
+        checkpoint(&self.conn)?;
+        self.conn.execute_batch("VACUUM")?;
+        checkpoint(&self.conn)?;
+        Ok(())
+    }
+}
+
+fn read_identity(conn: &Connection) -> rusqlite::Result<(i32, u32, u32)> {
+    let app_id: i32 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
+    let version: u32 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let tables: u32 = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok((app_id, version, tables))
+}
+
+// ---- helpers shared by the modules ----
+
+/// u64 stored bit for bit in SQLite's signed INTEGER (every real value is below 2^63).
+pub(crate) fn i(v: u64) -> i64 {
+    v as i64
+}
+/// The inverse of [`i`].
+pub(crate) fn u(v: i64) -> u64 {
+    v as u64
+}
+pub(crate) fn oi(v: Option<u64>) -> Option<i64> {
+    v.map(i)
+}
+pub(crate) fn ou(v: Option<i64>) -> Option<u64> {
+    v.map(u)
+}
+
+/// Serialize model data (plain data: cannot fail).
+pub(crate) fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// Parse a JSON column, naming where it came from when it does not parse.
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T> {
+    serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
+        what: what.to_string(),
+        detail: format!("JSON: {e}"),
+    })
+}
+
+/// Decode a histogram column, naming where it came from when it does not decode.
+pub(crate) fn decode_hist(bytes: &[u8], what: &str) -> Result<Histogram> {
+    Histogram::decode(bytes).map_err(|e: HistError| StoreError::Corrupt {
+        what: what.to_string(),
+        detail: e.to_string(),
+    })
+}
+
+/// FNV-1a, 64 bits, as 16 hex digits: a stable content hash for deduplication indexes (equality is
+/// always confirmed on the full content).
+pub(crate) fn fnv64(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Now as RFC 3339 UTC.
+pub(crate) fn now_rfc3339() -> String {
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    latlab_model::rfc3339_utc(ns)
+}
+
+/// Find or insert a system record, returning its id.
+pub(crate) fn system_id(
+    conn: &Connection,
+    system: &latlab_model::SystemInfo,
+) -> Result<i64, rusqlite::Error> {
+    let record = to_json(system);
+    let hash = fnv64(&record);
+    let found: Option<i64> = conn
+        .query_row(
+            "SELECT id FROM systems WHERE hash = ?1 AND record = ?2",
+            rusqlite::params![hash, record],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(id) = found {
+        return Ok(id);
+    }
+    conn.execute(
+        "INSERT INTO systems (hash, hostname, kernel_release, preempt, cpu_model, record)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        rusqlite::params![
+            hash,
+            system.hostname,
+            system.kernel_release,
+            system.preempt,
+            system.cpu_model,
+            record
+        ],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+#[cfg(test)]
+mod tests;

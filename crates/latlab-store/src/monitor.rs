@@ -1,0 +1,809 @@
+//! Monitoring series for `latlab monitor`: one set of per-CPU windows written per transaction,
+//! queries over time ranges, annotations, and the retention merge of old windows into hourly rows.
+//!
+//! Times here are unix nanoseconds (wall clock), since a series outlives any one process.
+
+use crate::{
+    Result, Store, StoreError, decode_hist, from_json, i, now_rfc3339, oi, ou, system_id, to_json,
+    u,
+};
+use latlab_hist::Histogram;
+use latlab_model::SystemInfo;
+use latlab_model::samples::{CpuIdleStates, CpuSummary, PowerSource, ThermalSummary};
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use std::collections::BTreeMap;
+
+/// Length of a retention row.
+pub const HOUR_NS: u64 = 3_600_000_000_000;
+
+/// The store's number for a monitoring series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SeriesId(pub i64);
+
+/// What a daemon measures with: given when it opens (or continues) its series.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesSpec {
+    /// The series' name; a daemon restarted with the same name continues the series.
+    pub name: String,
+    pub window_ns: u64,
+    /// The measuring configuration (interval, method, priority, CPUs, …) as JSON.
+    pub config: serde_json::Value,
+    pub system: Option<SystemInfo>,
+    /// Names of the idle states per CPU (the columns of [`CpuSummary`]'s residency vectors).
+    pub idle_states: Vec<CpuIdleStates>,
+}
+
+/// A series as opened: where a continuing daemon picks up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesState {
+    pub id: SeriesId,
+    pub name: String,
+    pub window_ns: u64,
+    /// True when the series existed (a restarted daemon continues it).
+    pub resumed: bool,
+    /// The index the next window should carry (one past the last stored one).
+    pub next_window_index: u64,
+    /// End of the last stored window.
+    pub last_end_unix_ns: Option<u64>,
+    pub created_at: String,
+}
+
+/// A sample above the spike threshold within a monitoring window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MonitorSpike {
+    pub at_unix_ns: u64,
+    pub value_ns: u64,
+}
+
+/// One CPU's closed window. Count, min, max and percentiles are derived from the histogram.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MonitorWindow {
+    pub cpu: u32,
+    pub histogram: Histogram,
+    pub missed: u64,
+    /// What the samplers saw on this CPU over the window.
+    pub cpu_summary: Option<CpuSummary>,
+    pub spikes: Vec<MonitorSpike>,
+}
+
+/// One closed window over every measured CPU: written in one transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowSet {
+    /// The window's number in its series (from [`SeriesState::next_window_index`]).
+    pub index: u64,
+    pub start_unix_ns: u64,
+    pub end_unix_ns: u64,
+    pub cpus: Vec<MonitorWindow>,
+    /// Power per source over the window.
+    pub power: Option<Vec<PowerSource>>,
+    pub thermal: Option<Vec<ThermalSummary>>,
+    /// CPU time latlab itself used over the window.
+    pub cost_cpu_time_ns: Option<u64>,
+}
+
+/// A stored window set (without its per-CPU rows).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowSetRow {
+    pub start_unix_ns: u64,
+    pub end_unix_ns: u64,
+    pub window_index: u64,
+    pub last_window_index: u64,
+    /// Windows merged into this row (1: as measured).
+    pub windows: u64,
+    /// Time its windows cover (less any gaps between merged windows).
+    pub covered_ns: u64,
+    pub power: Option<Vec<PowerSource>>,
+    pub thermal: Option<Vec<ThermalSummary>>,
+    pub cost_cpu_time_ns: Option<u64>,
+}
+
+/// One stored per-CPU window (statistics; the histogram is read with
+/// [`Store::monitor_window_detail`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MonitorWindowRow {
+    pub start_unix_ns: u64,
+    pub end_unix_ns: u64,
+    pub cpu: u32,
+    /// Windows merged into this row (1: as measured).
+    pub windows: u64,
+    pub count: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub p99_ns: u64,
+    pub p99_9_ns: u64,
+    pub missed: u64,
+    pub cpu_summary: Option<CpuSummary>,
+}
+
+/// A mark on a series' time axis: a profile applied, a schedule switch, a start or stop, a note.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Annotation {
+    pub at_unix_ns: u64,
+    /// The CPU it concerns, if one.
+    pub cpu: Option<u32>,
+    /// e.g. `schedule`, `profile`, `start`, `stop`, `note`.
+    pub kind: String,
+    pub text: String,
+}
+
+/// What a retention merge did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MergeSummary {
+    /// Hourly rows written.
+    pub hours: u64,
+    /// Window sets merged into them (including the one each hourly row reuses).
+    pub sets_merged: u64,
+}
+
+const SET_COLUMNS: &str = "start_unix_ns, end_unix_ns, window_index, last_window_index, windows,
+    covered_ns, power, thermal, cost_cpu_time_ns";
+
+fn set_row(
+    r: &rusqlite::Row<'_>,
+) -> rusqlite::Result<(WindowSetRow, Option<String>, Option<String>)> {
+    Ok((
+        WindowSetRow {
+            start_unix_ns: u(r.get(0)?),
+            end_unix_ns: u(r.get(1)?),
+            window_index: u(r.get(2)?),
+            last_window_index: u(r.get(3)?),
+            windows: u(r.get(4)?),
+            covered_ns: u(r.get(5)?),
+            power: None,
+            thermal: None,
+            cost_cpu_time_ns: ou(r.get(8)?),
+        },
+        r.get(6)?,
+        r.get(7)?,
+    ))
+}
+
+fn finish_set(
+    (mut row, power, thermal): (WindowSetRow, Option<String>, Option<String>),
+) -> Result<WindowSetRow> {
+    let what = format!("monitor window set at {}", row.start_unix_ns);
+    row.power = power.map(|p| from_json(&p, &what)).transpose()?;
+    row.thermal = thermal.map(|t| from_json(&t, &what)).transpose()?;
+    Ok(row)
+}
+
+impl Store {
+    /// Open the series named in `spec`, creating it or continuing it (its configuration, system
+    /// and idle-state names are updated to the spec's).
+    pub fn open_series(&mut self, spec: &SeriesSpec) -> Result<SeriesState> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let system = spec
+            .system
+            .as_ref()
+            .map(|s| system_id(&tx, s))
+            .transpose()?;
+        let now = now_rfc3339();
+        let existing: Option<(i64, String)> = tx
+            .query_row(
+                "SELECT id, created_at FROM monitor_series WHERE name = ?1",
+                [&spec.name],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let (id, created_at, resumed) = match existing {
+            Some((id, created)) => {
+                tx.execute(
+                    "UPDATE monitor_series SET window_ns = ?2, config = ?3, idle_states = ?4,
+                         system_id = coalesce(?5, system_id), updated_at = ?6 WHERE id = ?1",
+                    params![
+                        id,
+                        i(spec.window_ns),
+                        to_json(&spec.config),
+                        to_json(&spec.idle_states),
+                        system,
+                        now
+                    ],
+                )?;
+                (id, created, true)
+            }
+            None => {
+                tx.execute(
+                    "INSERT INTO monitor_series (name, system_id, window_ns, config, idle_states,
+                         created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+                    params![
+                        spec.name,
+                        system,
+                        i(spec.window_ns),
+                        to_json(&spec.config),
+                        to_json(&spec.idle_states),
+                        now
+                    ],
+                )?;
+                (tx.last_insert_rowid(), now, false)
+            }
+        };
+        let (last_index, last_end): (Option<i64>, Option<i64>) = tx.query_row(
+            "SELECT max(last_window_index), max(end_unix_ns) FROM monitor_sets
+             WHERE series_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        tx.commit()?;
+        Ok(SeriesState {
+            id: SeriesId(id),
+            name: spec.name.clone(),
+            window_ns: spec.window_ns,
+            resumed,
+            next_window_index: last_index.map_or(0, |l| u(l) + 1),
+            last_end_unix_ns: ou(last_end),
+            created_at,
+        })
+    }
+
+    /// Every series: (id, name, window length).
+    pub fn list_series(&self) -> Result<Vec<(SeriesId, String, u64)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id, name, window_ns FROM monitor_series ORDER BY id")?;
+        Ok(stmt
+            .query_map([], |r| Ok((SeriesId(r.get(0)?), r.get(1)?, u(r.get(2)?))))?
+            .collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// The idle-state names and configuration a series was opened with.
+    pub fn series_meta(&self, series: SeriesId) -> Result<(serde_json::Value, Vec<CpuIdleStates>)> {
+        let (config, idle): (String, String) = self
+            .conn
+            .query_row(
+                "SELECT config, idle_states FROM monitor_series WHERE id = ?1",
+                [series.0],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::UnknownSeries(series.0.to_string()))?;
+        let what = format!("monitor series {}", series.0);
+        Ok((from_json(&config, &what)?, from_json(&idle, &what)?))
+    }
+
+    /// Store one closed window of every CPU, in one transaction.
+    pub fn insert_window_set(&mut self, series: SeriesId, set: &WindowSet) -> Result<()> {
+        if set.end_unix_ns <= set.start_unix_ns {
+            return Err(StoreError::Invalid(format!(
+                "window set {} ends ({}) before it starts ({})",
+                set.index, set.end_unix_ns, set.start_unix_ns
+            )));
+        }
+        let mut cpus: Vec<u32> = set.cpus.iter().map(|w| w.cpu).collect();
+        cpus.sort_unstable();
+        if cpus.windows(2).any(|p| p[0] == p[1]) {
+            return Err(StoreError::Invalid(format!(
+                "window set {} names a CPU twice",
+                set.index
+            )));
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let known: Option<i64> = tx
+            .query_row(
+                "SELECT id FROM monitor_series WHERE id = ?1",
+                [series.0],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if known.is_none() {
+            return Err(StoreError::UnknownSeries(series.0.to_string()));
+        }
+        let overlapping: Option<i64> = tx
+            .query_row(
+                "SELECT start_unix_ns FROM monitor_sets WHERE series_id = ?1
+                   AND start_unix_ns < ?3 AND end_unix_ns > ?2 LIMIT 1",
+                params![series.0, i(set.start_unix_ns), i(set.end_unix_ns)],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(other) = overlapping {
+            return Err(StoreError::Invalid(format!(
+                "window set {} overlaps the stored window starting at {}",
+                set.index,
+                u(other)
+            )));
+        }
+        tx.execute(
+            "INSERT INTO monitor_sets (series_id, start_unix_ns, end_unix_ns, window_index,
+                 last_window_index, windows, covered_ns, power, thermal, cost_cpu_time_ns)
+             VALUES (?1, ?2, ?3, ?4, ?4, 1, ?5, ?6, ?7, ?8)",
+            params![
+                series.0,
+                i(set.start_unix_ns),
+                i(set.end_unix_ns),
+                i(set.index),
+                i(set.end_unix_ns - set.start_unix_ns),
+                set.power.as_ref().map(to_json),
+                set.thermal.as_ref().map(to_json),
+                oi(set.cost_cpu_time_ns),
+            ],
+        )?;
+        {
+            let mut wstmt = tx.prepare(WINDOW_UPSERT)?;
+            let mut sstmt = tx.prepare(
+                "INSERT INTO monitor_spikes (series_id, start_unix_ns, cpu, at_unix_ns, value_ns)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for w in &set.cpus {
+                write_window(
+                    &mut wstmt,
+                    series,
+                    set.start_unix_ns,
+                    w.cpu,
+                    &w.histogram,
+                    w.missed,
+                    w.cpu_summary.as_ref(),
+                )?;
+                for s in &w.spikes {
+                    sstmt.execute(params![
+                        series.0,
+                        i(set.start_unix_ns),
+                        w.cpu,
+                        i(s.at_unix_ns),
+                        i(s.value_ns)
+                    ])?;
+                }
+            }
+        }
+        tx.execute(
+            "UPDATE monitor_series SET updated_at = ?2 WHERE id = ?1",
+            params![series.0, now_rfc3339()],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Window sets overlapping `[from, to)`, oldest first.
+    pub fn monitor_sets(&self, series: SeriesId, from: u64, to: u64) -> Result<Vec<WindowSetRow>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {SET_COLUMNS} FROM monitor_sets
+             WHERE series_id = ?1 AND start_unix_ns < ?3 AND end_unix_ns > ?2
+             ORDER BY start_unix_ns"
+        ))?;
+        let rows = stmt
+            .query_map(params![series.0, i(from), i(to)], set_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        rows.into_iter().map(finish_set).collect()
+    }
+
+    /// Per-CPU windows overlapping `[from, to)` (of one CPU, or all), oldest first.
+    pub fn monitor_windows(
+        &self,
+        series: SeriesId,
+        from: u64,
+        to: u64,
+        cpu: Option<u32>,
+    ) -> Result<Vec<MonitorWindowRow>> {
+        self.window_rows("ORDER BY w.start_unix_ns, w.cpu", series, from, to, cpu)
+    }
+
+    /// The `limit` windows with the highest maximum overlapping `[from, to)`, worst first.
+    pub fn worst_windows(
+        &self,
+        series: SeriesId,
+        from: u64,
+        to: u64,
+        limit: u32,
+    ) -> Result<Vec<MonitorWindowRow>> {
+        self.window_rows(
+            &format!("ORDER BY w.max_ns DESC, w.start_unix_ns, w.cpu LIMIT {limit}"),
+            series,
+            from,
+            to,
+            None,
+        )
+    }
+
+    fn window_rows(
+        &self,
+        tail: &str,
+        series: SeriesId,
+        from: u64,
+        to: u64,
+        cpu: Option<u32>,
+    ) -> Result<Vec<MonitorWindowRow>> {
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT w.start_unix_ns, s.end_unix_ns, w.cpu, s.windows, w.count, w.min_ns, w.max_ns,
+                 w.p99_ns, w.p99_9_ns, w.missed, w.cpu_summary
+             FROM monitor_windows w
+             JOIN monitor_sets s ON s.series_id = w.series_id AND s.start_unix_ns = w.start_unix_ns
+             WHERE w.series_id = ?1 AND s.start_unix_ns < ?3 AND s.end_unix_ns > ?2
+               AND (?4 IS NULL OR w.cpu = ?4) {tail}"
+        ))?;
+        let rows = stmt
+            .query_map(params![series.0, i(from), i(to), cpu], |r| {
+                Ok((
+                    MonitorWindowRow {
+                        start_unix_ns: u(r.get(0)?),
+                        end_unix_ns: u(r.get(1)?),
+                        cpu: r.get(2)?,
+                        windows: u(r.get(3)?),
+                        count: u(r.get(4)?),
+                        min_ns: u(r.get(5)?),
+                        max_ns: u(r.get(6)?),
+                        p99_ns: u(r.get(7)?),
+                        p99_9_ns: u(r.get(8)?),
+                        missed: u(r.get(9)?),
+                        cpu_summary: None,
+                    },
+                    r.get::<_, Option<String>>(10)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        rows.into_iter()
+            .map(|(mut row, summary)| {
+                row.cpu_summary = summary
+                    .map(|s| {
+                        from_json(
+                            &s,
+                            &format!("monitor window {} cpu{}", row.start_unix_ns, row.cpu),
+                        )
+                    })
+                    .transpose()?;
+                Ok(row)
+            })
+            .collect()
+    }
+
+    /// One CPU's window starting at `start_unix_ns`: its histogram and spikes.
+    pub fn monitor_window_detail(
+        &self,
+        series: SeriesId,
+        start_unix_ns: u64,
+        cpu: u32,
+    ) -> Result<Option<(Histogram, Vec<MonitorSpike>)>> {
+        let blob: Option<Vec<u8>> = self
+            .conn
+            .query_row(
+                "SELECT histogram FROM monitor_windows
+                 WHERE series_id = ?1 AND start_unix_ns = ?2 AND cpu = ?3",
+                params![series.0, i(start_unix_ns), cpu],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(blob) = blob else { return Ok(None) };
+        let h = decode_hist(
+            &blob,
+            &format!("monitor window {start_unix_ns} cpu{cpu} histogram"),
+        )?;
+        let mut stmt = self.conn.prepare(
+            "SELECT at_unix_ns, value_ns FROM monitor_spikes
+             WHERE series_id = ?1 AND start_unix_ns = ?2 AND cpu = ?3 ORDER BY at_unix_ns, id",
+        )?;
+        let spikes = stmt
+            .query_map(params![series.0, i(start_unix_ns), cpu], |r| {
+                Ok(MonitorSpike {
+                    at_unix_ns: u(r.get(0)?),
+                    value_ns: u(r.get(1)?),
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(Some((h, spikes)))
+    }
+
+    /// Add an annotation to a series.
+    pub fn add_annotation(&mut self, series: SeriesId, a: &Annotation) -> Result<()> {
+        self.conn.execute(
+            "INSERT INTO monitor_annotations (series_id, at_unix_ns, cpu, kind, text)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![series.0, i(a.at_unix_ns), a.cpu, a.kind, a.text],
+        )?;
+        Ok(())
+    }
+
+    /// Annotations in `[from, to)`, oldest first.
+    pub fn annotations(&self, series: SeriesId, from: u64, to: u64) -> Result<Vec<Annotation>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT at_unix_ns, cpu, kind, text FROM monitor_annotations
+             WHERE series_id = ?1 AND at_unix_ns >= ?2 AND at_unix_ns < ?3
+             ORDER BY at_unix_ns, id",
+        )?;
+        Ok(stmt
+            .query_map(params![series.0, i(from), i(to)], |r| {
+                Ok(Annotation {
+                    at_unix_ns: u(r.get(0)?),
+                    cpu: r.get(1)?,
+                    kind: r.get(2)?,
+                    text: r.get(3)?,
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Retention: merge the window sets of every whole UTC hour that ends at or before
+    /// `before_unix_ns` into one row per hour (per CPU), in one transaction. Histograms merge
+    /// exactly, so counts, minimum, maximum, missed periods and percentiles of the hourly row are
+    /// those of all its windows together; spikes are kept and move to the hourly row; sampler
+    /// averages, power and temperatures are weighted by the time each window covers. Hours
+    /// already merged are left as they are; windows added to them later merge in on the next call.
+    pub fn merge_old_windows(
+        &mut self,
+        series: SeriesId,
+        before_unix_ns: u64,
+    ) -> Result<MergeSummary> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let sets = {
+            let mut stmt = tx.prepare(&format!(
+                "SELECT {SET_COLUMNS} FROM monitor_sets
+                 WHERE series_id = ?1 AND end_unix_ns <= ?2 ORDER BY start_unix_ns"
+            ))?;
+            let rows = stmt
+                .query_map(params![series.0, i(before_unix_ns)], set_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            rows.into_iter()
+                .map(finish_set)
+                .collect::<Result<Vec<_>>>()?
+        };
+        let mut hours: BTreeMap<u64, Vec<WindowSetRow>> = BTreeMap::new();
+        for s in sets {
+            let hour = s.start_unix_ns / HOUR_NS;
+            if (hour + 1).saturating_mul(HOUR_NS) <= before_unix_ns {
+                hours.entry(hour).or_default().push(s);
+            }
+        }
+        let mut summary = MergeSummary::default();
+        for group in hours.into_values().filter(|g| g.len() > 1) {
+            merge_group(&tx, series, &group)?;
+            summary.hours += 1;
+            summary.sets_merged += group.len() as u64;
+        }
+        tx.commit()?;
+        Ok(summary)
+    }
+}
+
+const WINDOW_UPSERT: &str = "INSERT INTO monitor_windows (series_id, start_unix_ns, cpu, count,
+        min_ns, max_ns, p99_ns, p99_9_ns, missed, histogram, cpu_summary)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+    ON CONFLICT (series_id, start_unix_ns, cpu) DO UPDATE SET
+        count = excluded.count, min_ns = excluded.min_ns, max_ns = excluded.max_ns,
+        p99_ns = excluded.p99_ns, p99_9_ns = excluded.p99_9_ns, missed = excluded.missed,
+        histogram = excluded.histogram, cpu_summary = excluded.cpu_summary";
+
+fn write_window(
+    stmt: &mut rusqlite::Statement<'_>,
+    series: SeriesId,
+    start: u64,
+    cpu: u32,
+    h: &Histogram,
+    missed: u64,
+    summary: Option<&CpuSummary>,
+) -> rusqlite::Result<()> {
+    stmt.execute(params![
+        series.0,
+        i(start),
+        cpu,
+        i(h.count()),
+        i(h.min()),
+        i(h.max()),
+        i(h.percentile(99.0)),
+        i(h.percentile(99.9)),
+        i(missed),
+        h.encode(),
+        summary.map(to_json),
+    ])?;
+    Ok(())
+}
+
+/// Merge `group` (sets of one hour, oldest first, at least two) into the first set's row.
+fn merge_group(
+    tx: &rusqlite::Transaction<'_>,
+    series: SeriesId,
+    group: &[WindowSetRow],
+) -> Result<()> {
+    let first = group[0].start_unix_ns;
+    let weight: BTreeMap<u64, u64> = group
+        .iter()
+        .map(|s| (s.start_unix_ns, s.covered_ns))
+        .collect();
+    // Per CPU: merged histogram, missed, and (weight, summary) of each window.
+    struct Acc {
+        hist: Histogram,
+        missed: u64,
+        summaries: Vec<(f64, CpuSummary)>,
+    }
+    let mut per_cpu: BTreeMap<u32, Acc> = BTreeMap::new();
+    {
+        let mut stmt = tx.prepare(
+            "SELECT cpu, missed, histogram, cpu_summary FROM monitor_windows
+             WHERE series_id = ?1 AND start_unix_ns = ?2",
+        )?;
+        for s in group {
+            let rows = stmt
+                .query_map(params![series.0, i(s.start_unix_ns)], |r| {
+                    Ok((
+                        r.get::<_, u32>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, Vec<u8>>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            for (cpu, missed, blob, summary) in rows {
+                let what = format!("monitor window {} cpu{cpu}", s.start_unix_ns);
+                let h = decode_hist(&blob, &format!("{what} histogram"))?;
+                let acc = per_cpu.entry(cpu).or_insert_with(|| Acc {
+                    hist: Histogram::new(),
+                    missed: 0,
+                    summaries: Vec::new(),
+                });
+                acc.hist.merge(&h);
+                acc.missed += u(missed);
+                if let Some(text) = summary {
+                    let w = weight.get(&s.start_unix_ns).copied().unwrap_or(0) as f64;
+                    acc.summaries.push((w, from_json(&text, &what)?));
+                }
+            }
+        }
+    }
+    {
+        let mut wstmt = tx.prepare(WINDOW_UPSERT)?;
+        for (cpu, acc) in &per_cpu {
+            let summary = merge_cpu_summaries(*cpu, &acc.summaries);
+            write_window(
+                &mut wstmt,
+                series,
+                first,
+                *cpu,
+                &acc.hist,
+                acc.missed,
+                summary.as_ref(),
+            )?;
+        }
+    }
+    for s in &group[1..] {
+        tx.execute(
+            "UPDATE monitor_spikes SET start_unix_ns = ?3 WHERE series_id = ?1 AND start_unix_ns = ?2",
+            params![series.0, i(s.start_unix_ns), i(first)],
+        )?;
+        tx.execute(
+            "DELETE FROM monitor_sets WHERE series_id = ?1 AND start_unix_ns = ?2",
+            params![series.0, i(s.start_unix_ns)],
+        )?;
+    }
+    let weights: Vec<f64> = group.iter().map(|s| s.covered_ns as f64).collect();
+    let power = merge_power(group, &weights);
+    let thermal = merge_thermal(group, &weights);
+    let cost = group
+        .iter()
+        .filter_map(|s| s.cost_cpu_time_ns)
+        .reduce(|a, b| a + b);
+    tx.execute(
+        "UPDATE monitor_sets SET end_unix_ns = ?3, window_index = ?4, last_window_index = ?5,
+             windows = ?6, covered_ns = ?7, power = ?8, thermal = ?9, cost_cpu_time_ns = ?10
+         WHERE series_id = ?1 AND start_unix_ns = ?2",
+        params![
+            series.0,
+            i(first),
+            i(group.iter().map(|s| s.end_unix_ns).max().unwrap_or(first)),
+            i(group.iter().map(|s| s.window_index).min().unwrap_or(0)),
+            i(group.iter().map(|s| s.last_window_index).max().unwrap_or(0)),
+            i(group.iter().map(|s| s.windows).sum()),
+            i(group.iter().map(|s| s.covered_ns).sum()),
+            power.as_ref().map(to_json),
+            thermal.as_ref().map(to_json),
+            oi(cost),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Weighted mean of the values present (`None` when none is; a plain mean when every weight is 0).
+fn wmean(values: impl Iterator<Item = (f64, Option<f64>)>) -> Option<f64> {
+    let present: Vec<(f64, f64)> = values.filter_map(|(w, v)| v.map(|v| (w, v))).collect();
+    if present.is_empty() {
+        return None;
+    }
+    let weight: f64 = present.iter().map(|(w, _)| w).sum();
+    if weight > 0.0 {
+        Some(present.iter().map(|(w, v)| w * v).sum::<f64>() / weight)
+    } else {
+        Some(present.iter().map(|(_, v)| v).sum::<f64>() / present.len() as f64)
+    }
+}
+
+/// Element-wise weighted mean of vectors (an element averages over the windows that have it).
+fn wmean_vec<'a>(items: impl Iterator<Item = (f64, &'a Vec<f64>)> + Clone) -> Vec<f64> {
+    let len = items.clone().map(|(_, v)| v.len()).max().unwrap_or(0);
+    (0..len)
+        .map(|j| wmean(items.clone().map(|(w, v)| (w, v.get(j).copied()))).unwrap_or(0.0))
+        .collect()
+}
+
+pub(crate) fn merge_cpu_summaries(cpu: u32, items: &[(f64, CpuSummary)]) -> Option<CpuSummary> {
+    if items.is_empty() {
+        return None;
+    }
+    let it = || items.iter();
+    Some(CpuSummary {
+        cpu: cpu as usize,
+        avg_freq_khz: wmean(it().map(|(w, s)| (*w, s.avg_freq_khz.map(|f| f as f64))))
+            .map(|f| f.round() as u64),
+        util_pct: wmean(it().map(|(w, s)| (*w, s.util_pct))),
+        steal_pct: wmean(it().map(|(w, s)| (*w, s.steal_pct))),
+        irqs_per_s: wmean(it().map(|(w, s)| (*w, s.irqs_per_s))),
+        softirqs_per_s: wmean(it().map(|(w, s)| (*w, s.softirqs_per_s))),
+        idle_residency_pct: wmean_vec(it().map(|(w, s)| (*w, &s.idle_residency_pct))),
+        idle_entries_per_s: wmean_vec(it().map(|(w, s)| (*w, &s.idle_entries_per_s))),
+    })
+}
+
+fn merge_power(group: &[WindowSetRow], weights: &[f64]) -> Option<Vec<PowerSource>> {
+    let mut names: Vec<String> = Vec::new();
+    for s in group.iter().filter_map(|s| s.power.as_ref()).flatten() {
+        if !names.contains(&s.name) {
+            names.push(s.name.clone());
+        }
+    }
+    if group.iter().all(|s| s.power.is_none()) {
+        return None;
+    }
+    let find = |set: &WindowSetRow, name: &str| {
+        set.power
+            .as_ref()
+            .and_then(|p| p.iter().find(|s| s.name == name).cloned())
+    };
+    Some(
+        names
+            .into_iter()
+            .map(|name| {
+                let found: Vec<(f64, PowerSource)> = group
+                    .iter()
+                    .zip(weights)
+                    .filter_map(|(set, w)| find(set, &name).map(|p| (*w, p)))
+                    .collect();
+                PowerSource {
+                    avg_w: wmean(found.iter().map(|(w, p)| (*w, p.avg_w))),
+                    energy_j: found
+                        .iter()
+                        .filter_map(|(_, p)| p.energy_j)
+                        .reduce(|a, b| a + b),
+                    wraps: found.iter().map(|(_, p)| p.wraps).sum(),
+                    name,
+                }
+            })
+            .collect(),
+    )
+}
+
+fn merge_thermal(group: &[WindowSetRow], weights: &[f64]) -> Option<Vec<ThermalSummary>> {
+    if group.iter().all(|s| s.thermal.is_none()) {
+        return None;
+    }
+    let mut zones: Vec<String> = Vec::new();
+    for t in group.iter().filter_map(|s| s.thermal.as_ref()).flatten() {
+        if !zones.contains(&t.zone) {
+            zones.push(t.zone.clone());
+        }
+    }
+    Some(
+        zones
+            .into_iter()
+            .map(|zone| {
+                let found: Vec<(f64, ThermalSummary)> = group
+                    .iter()
+                    .zip(weights)
+                    .filter_map(|(set, w)| {
+                        set.thermal
+                            .as_ref()
+                            .and_then(|t| t.iter().find(|t| t.zone == zone).cloned())
+                            .map(|t| (*w, t))
+                    })
+                    .collect();
+                ThermalSummary {
+                    avg_c: wmean(found.iter().map(|(w, t)| (*w, Some(t.avg_c)))).unwrap_or(0.0),
+                    max_c: found
+                        .iter()
+                        .map(|(_, t)| t.max_c)
+                        .fold(f64::NEG_INFINITY, f64::max),
+                    zone,
+                }
+            })
+            .collect(),
+    )
+}

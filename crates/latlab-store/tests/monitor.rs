@@ -1,0 +1,394 @@
+//! Monitoring series: window sets per transaction, queries, annotations, retention merge.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use latlab_hist::Histogram;
+use latlab_model::samples::{CpuIdleStates, CpuSummary, PowerSource, ThermalSummary};
+use latlab_store::*;
+use rusqlite::Connection;
+
+const MIN5: u64 = 300_000_000_000;
+const HOUR: u64 = 3_600_000_000_000;
+/// 2026-01-01T00:00:00Z, an hour boundary.
+const T0: u64 = 1_767_225_600_000_000_000;
+
+fn spec(name: &str) -> SeriesSpec {
+    SeriesSpec {
+        name: name.into(),
+        window_ns: MIN5,
+        config: serde_json::json!({"interval_ns": 200_000, "cpus": [0, 1]}),
+        system: Some(common::result("s", 1).system),
+        idle_states: vec![CpuIdleStates {
+            cpu: 0,
+            states: vec!["POLL".into(), "C1".into()],
+        }],
+    }
+}
+
+/// Window `k` of a series starting at `T0`, on CPUs 0 and 1 (CPU 1 only in even windows).
+fn window_set(k: u64, rng: &mut common::Rng) -> WindowSet {
+    let start = T0 + k * MIN5;
+    let cpus = (0..2u32)
+        .filter(|&cpu| cpu == 0 || k % 2 == 0)
+        .map(|cpu| {
+            let mut h = Histogram::new();
+            for _ in 0..(500 + k * 10) {
+                h.record(rng.latency());
+            }
+            MonitorWindow {
+                cpu,
+                missed: k % 3,
+                spikes: vec![MonitorSpike {
+                    at_unix_ns: start + 1_000 + u64::from(cpu),
+                    value_ns: h.max(),
+                }],
+                cpu_summary: Some(CpuSummary {
+                    cpu: cpu as usize,
+                    avg_freq_khz: Some(2_000_000 + k * 1_000),
+                    util_pct: Some(k as f64),
+                    steal_pct: None,
+                    irqs_per_s: Some(100.0 * k as f64),
+                    softirqs_per_s: None,
+                    idle_residency_pct: vec![1.0, 90.0 - k as f64],
+                    idle_entries_per_s: vec![10.0, 20.0],
+                }),
+                histogram: h,
+            }
+        })
+        .collect();
+    WindowSet {
+        index: k,
+        start_unix_ns: start,
+        end_unix_ns: start + MIN5,
+        cpus,
+        power: Some(vec![PowerSource {
+            name: "rapl:package-0".into(),
+            avg_w: Some(10.0 + k as f64),
+            energy_j: Some((10.0 + k as f64) * 300.0),
+            wraps: 0,
+        }]),
+        thermal: Some(vec![ThermalSummary {
+            zone: "pkg".into(),
+            avg_c: 40.0 + k as f64,
+            max_c: 45.0 + k as f64,
+        }]),
+        cost_cpu_time_ns: Some(1_000_000 + k),
+    }
+}
+
+#[test]
+fn a_series_is_continued_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let mut rng = common::Rng::new(5);
+    let first = {
+        let mut store = Store::open(&path).unwrap();
+        let s = store.open_series(&spec("host")).unwrap();
+        assert!(!s.resumed);
+        assert_eq!(s.next_window_index, 0);
+        assert_eq!(s.last_end_unix_ns, None);
+        for k in 0..3 {
+            store
+                .insert_window_set(s.id, &window_set(k, &mut rng))
+                .unwrap();
+        }
+        s
+    };
+    // A restarted daemon.
+    let mut store = Store::open(&path).unwrap();
+    let again = store.open_series(&spec("host")).unwrap();
+    assert!(again.resumed);
+    assert_eq!(again.id, first.id);
+    assert_eq!(again.next_window_index, 3);
+    assert_eq!(again.last_end_unix_ns, Some(T0 + 3 * MIN5));
+    let other = store.open_series(&spec("other")).unwrap();
+    assert_ne!(other.id, first.id);
+    assert_eq!(store.list_series().unwrap().len(), 2);
+    let (config, idle) = store.series_meta(first.id).unwrap();
+    assert_eq!(config["interval_ns"], 200_000);
+    assert_eq!(idle[0].states, ["POLL", "C1"]);
+}
+
+#[test]
+fn windows_are_queried_by_time_and_cpu_with_their_histograms() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("m.db")).unwrap();
+    let s = store.open_series(&spec("host")).unwrap();
+    let mut rng = common::Rng::new(7);
+    let sets: Vec<WindowSet> = (0..6).map(|k| window_set(k, &mut rng)).collect();
+    for set in &sets {
+        store.insert_window_set(s.id, set).unwrap();
+    }
+
+    // Windows 1..=3 overlap [T0 + 1.5 windows, T0 + 3.5 windows).
+    let rows = store
+        .monitor_windows(s.id, T0 + MIN5 * 3 / 2, T0 + MIN5 * 7 / 2, Some(0))
+        .unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.start_unix_ns).collect::<Vec<_>>(),
+        [T0 + MIN5, T0 + 2 * MIN5, T0 + 3 * MIN5]
+    );
+    let w = &sets[2].cpus[0];
+    let row = &rows[1];
+    assert_eq!(row.cpu, 0);
+    assert_eq!(row.windows, 1);
+    assert_eq!(row.end_unix_ns, T0 + 3 * MIN5);
+    assert_eq!(
+        (row.count, row.min_ns, row.max_ns, row.missed),
+        (
+            w.histogram.count(),
+            w.histogram.min(),
+            w.histogram.max(),
+            w.missed
+        )
+    );
+    assert_eq!(row.p99_ns, w.histogram.percentile(99.0));
+    assert_eq!(row.p99_9_ns, w.histogram.percentile(99.9));
+    assert_eq!(row.cpu_summary, w.cpu_summary);
+    let all = store.monitor_windows(s.id, 0, u64::MAX / 2, None).unwrap();
+    assert_eq!(all.len(), 6 + 3);
+
+    let (h, spikes) = store
+        .monitor_window_detail(s.id, T0 + 2 * MIN5, 0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(h, w.histogram);
+    assert_eq!(spikes, w.spikes);
+    assert_eq!(
+        store.monitor_window_detail(s.id, T0 + MIN5, 1).unwrap(),
+        None
+    );
+
+    let worst = store.worst_windows(s.id, 0, u64::MAX / 2, 3).unwrap();
+    let mut maxima: Vec<u64> = sets
+        .iter()
+        .flat_map(|s| s.cpus.iter().map(|w| w.histogram.max()))
+        .collect();
+    maxima.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(
+        worst.iter().map(|r| r.max_ns).collect::<Vec<_>>(),
+        maxima[..3]
+    );
+
+    let set_rows = store.monitor_sets(s.id, T0, T0 + MIN5).unwrap();
+    assert_eq!(set_rows.len(), 1);
+    assert_eq!(set_rows[0].power, sets[0].power);
+    assert_eq!(set_rows[0].thermal, sets[0].thermal);
+    assert_eq!(set_rows[0].cost_cpu_time_ns, Some(1_000_000));
+}
+
+#[test]
+fn a_window_set_is_written_whole_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let mut store = Store::open(&path).unwrap();
+    let s = store.open_series(&spec("host")).unwrap();
+    let mut rng = common::Rng::new(9);
+    let set = window_set(0, &mut rng);
+    // Make the second CPU's window fail after the set and the first CPU's rows are in.
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "CREATE TRIGGER fail_cpu1 BEFORE INSERT ON monitor_windows WHEN NEW.cpu = 1
+         BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+    )
+    .unwrap();
+    let err = store.insert_window_set(s.id, &set).unwrap_err();
+    assert!(err.to_string().contains("injected failure"), "{err}");
+    for table in ["monitor_sets", "monitor_windows", "monitor_spikes"] {
+        let n: i64 = conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0, "{table}");
+    }
+    conn.execute_batch("DROP TRIGGER fail_cpu1").unwrap();
+    store.insert_window_set(s.id, &set).unwrap();
+    // The same window again (a daemon retrying) is refused: windows never overlap.
+    let err = store.insert_window_set(s.id, &set).unwrap_err();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+    assert_eq!(
+        store
+            .monitor_windows(s.id, 0, u64::MAX / 2, None)
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn annotations_are_kept_on_the_time_axis() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("m.db")).unwrap();
+    let s = store.open_series(&spec("host")).unwrap();
+    let a = Annotation {
+        at_unix_ns: T0 + 5 * HOUR + 5 * 60_000_000_000,
+        cpu: Some(2),
+        kind: "schedule".into(),
+        text: "cpu2: governor performance".into(),
+    };
+    let b = Annotation {
+        at_unix_ns: T0 + 17 * HOUR + 5 * 60_000_000_000,
+        cpu: Some(2),
+        kind: "schedule".into(),
+        text: "cpu2: restored".into(),
+    };
+    store.add_annotation(s.id, &b).unwrap();
+    store.add_annotation(s.id, &a).unwrap();
+    assert_eq!(
+        store.annotations(s.id, T0, T0 + 24 * HOUR).unwrap(),
+        [a.clone(), b]
+    );
+    assert_eq!(store.annotations(s.id, T0, T0 + 6 * HOUR).unwrap(), [a]);
+}
+
+#[test]
+fn retention_merges_whole_hours_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let mut store = Store::open(&path).unwrap();
+    let s = store.open_series(&spec("host")).unwrap();
+    let mut rng = common::Rng::new(11);
+    // 2.5 hours of 5-minute windows: 30 windows.
+    let sets: Vec<WindowSet> = (0..30).map(|k| window_set(k, &mut rng)).collect();
+    for set in &sets {
+        store.insert_window_set(s.id, set).unwrap();
+    }
+    // Merge everything older than T0 + 2h 10m: hours 0 and 1 are whole; hour 2 is not.
+    let cutoff = T0 + 2 * HOUR + 10 * 60_000_000_000;
+    let summary = store.merge_old_windows(s.id, cutoff).unwrap();
+    assert_eq!(
+        summary,
+        MergeSummary {
+            hours: 2,
+            sets_merged: 24
+        }
+    );
+
+    let rows = store.monitor_windows(s.id, 0, u64::MAX / 2, None).unwrap();
+    // Two hourly rows per CPU, then the 6 windows of hour 2 as measured (CPU 1 in 3 of them).
+    assert_eq!(rows.len(), 2 * 2 + 6 + 3);
+    for hour in 0..2u64 {
+        let in_hour: Vec<&WindowSet> = sets[(hour * 12) as usize..((hour + 1) * 12) as usize]
+            .iter()
+            .collect();
+        for cpu in 0..2u32 {
+            let windows: Vec<&MonitorWindow> = in_hour
+                .iter()
+                .flat_map(|s| s.cpus.iter().filter(|w| w.cpu == cpu))
+                .collect();
+            let mut expected = Histogram::new();
+            for w in &windows {
+                expected.merge(&w.histogram);
+            }
+            let start = T0 + hour * HOUR;
+            let row = rows
+                .iter()
+                .find(|r| r.start_unix_ns == start && r.cpu == cpu)
+                .unwrap();
+            assert_eq!(row.windows, 12);
+            assert_eq!(row.end_unix_ns, start + HOUR);
+            assert_eq!(
+                row.count,
+                windows.iter().map(|w| w.histogram.count()).sum::<u64>()
+            );
+            assert_eq!(
+                row.min_ns,
+                windows.iter().map(|w| w.histogram.min()).min().unwrap()
+            );
+            assert_eq!(
+                row.max_ns,
+                windows.iter().map(|w| w.histogram.max()).max().unwrap()
+            );
+            assert_eq!(row.missed, windows.iter().map(|w| w.missed).sum::<u64>());
+            assert_eq!(row.p99_ns, expected.percentile(99.0));
+            assert_eq!(row.p99_9_ns, expected.percentile(99.9));
+            let (h, spikes) = store
+                .monitor_window_detail(s.id, start, cpu)
+                .unwrap()
+                .unwrap();
+            assert_eq!(h, expected, "hour {hour} cpu {cpu}");
+            assert!(h.buckets().eq(expected.buckets()));
+            // Every spike is kept, now on the hourly row.
+            let mut want: Vec<MonitorSpike> =
+                windows.iter().flat_map(|w| w.spikes.clone()).collect();
+            want.sort_by_key(|s| s.at_unix_ns);
+            assert_eq!(spikes, want);
+            // Sampler averages are weighted by time (all windows equal here).
+            let summary = row.cpu_summary.as_ref().unwrap();
+            let ks: Vec<f64> = in_hour
+                .iter()
+                .filter(|s| s.cpus.iter().any(|w| w.cpu == cpu))
+                .map(|s| s.index as f64)
+                .collect();
+            let mean_k = ks.iter().sum::<f64>() / ks.len() as f64;
+            assert!((summary.util_pct.unwrap() - mean_k).abs() < 1e-9);
+            assert!((summary.idle_residency_pct[1] - (90.0 - mean_k)).abs() < 1e-9);
+        }
+    }
+    let hourly = store.monitor_sets(s.id, T0, T0 + 2 * HOUR).unwrap();
+    assert_eq!(hourly.len(), 2);
+    assert_eq!(
+        (
+            hourly[1].window_index,
+            hourly[1].last_window_index,
+            hourly[1].windows
+        ),
+        (12, 23, 12)
+    );
+    assert_eq!(hourly[1].covered_ns, HOUR);
+    let power = &hourly[1].power.as_ref().unwrap()[0];
+    let energy: f64 = (12..24).map(|k| (10.0 + k as f64) * 300.0).sum();
+    assert!((power.energy_j.unwrap() - energy).abs() < 1e-6);
+    assert!((power.avg_w.unwrap() - (10.0 + 17.5)).abs() < 1e-9);
+    let thermal = &hourly[1].thermal.as_ref().unwrap()[0];
+    assert_eq!(thermal.max_c, 45.0 + 23.0);
+    assert_eq!(
+        hourly[1].cost_cpu_time_ns,
+        Some((12..24).map(|k| 1_000_000 + k).sum())
+    );
+    // A restarted daemon still continues after the last window.
+    assert_eq!(
+        store.open_series(&spec("host")).unwrap().next_window_index,
+        30
+    );
+
+    // Merging again changes nothing; a later cutoff merges the rest of hour 2.
+    assert_eq!(
+        store.merge_old_windows(s.id, cutoff).unwrap(),
+        MergeSummary::default()
+    );
+    let summary = store.merge_old_windows(s.id, T0 + 3 * HOUR).unwrap();
+    assert_eq!(summary.hours, 1);
+    assert_eq!(store.monitor_sets(s.id, 0, u64::MAX / 2).unwrap().len(), 3);
+    assert!(store.check().unwrap().is_ok());
+}
+
+#[test]
+fn hourly_rows_merge_again_with_windows_added_later() {
+    // Merging is associative: (w0 + w1) + w2 holds what w0 + w1 + w2 holds.
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("m.db")).unwrap();
+    let s = store.open_series(&spec("host")).unwrap();
+    let mut rng = common::Rng::new(13);
+    let sets: Vec<WindowSet> = (0..12).map(|k| window_set(k, &mut rng)).collect();
+    for set in &sets[..6] {
+        store.insert_window_set(s.id, set).unwrap();
+    }
+    store.merge_old_windows(s.id, T0 + HOUR).unwrap();
+    for set in &sets[6..] {
+        store.insert_window_set(s.id, set).unwrap();
+    }
+    assert_eq!(store.merge_old_windows(s.id, T0 + HOUR).unwrap().hours, 1);
+    let mut expected = Histogram::new();
+    for set in &sets {
+        expected.merge(&set.cpus[0].histogram);
+    }
+    let (h, spikes) = store.monitor_window_detail(s.id, T0, 0).unwrap().unwrap();
+    assert_eq!(h, expected);
+    assert_eq!(spikes.len(), 12);
+    let row = &store.monitor_sets(s.id, T0, T0 + HOUR).unwrap()[0];
+    assert_eq!(
+        (row.windows, row.window_index, row.last_window_index),
+        (12, 0, 11)
+    );
+}
