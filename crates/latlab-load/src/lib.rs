@@ -1,0 +1,270 @@
+//! latlab's load generators: background work that stresses what latency suffers from — CPU
+//! time, matrix arithmetic, memory mapping and unmapping (TLB shootdowns), file writes, /proc
+//! reads, real-time busy threads, message passing, or any external command — each counting its
+//! own work so throughput can be reported beside latency.
+//!
+//! - A load is written as a spec, `KIND[:OPTION=VALUE,...]` ([`LoadSpec::parse`], pure).
+//! - Every generator describes itself in one [`LoadDescriptor`] of the [`registry()`]: options
+//!   with defaults and ranges, what it reports and a `supported` check saying why it cannot run.
+//! - [`LoadSet::start`] checks every spec and starts them all on a CPU set (or fails with why,
+//!   before anything runs); [`LoadSet::stop`] stops them and returns one
+//!   [`LoadReport`](latlab_model::load::LoadReport) each. Dropping a `LoadSet` stops everything
+//!   too: threads are joined, child processes killed and files removed on every exit path.
+//! - A [`Schedule`] of phases (`"idle 30s, memory 30s, io:bs=1M 30s"`) is run by a
+//!   [`ScheduleRunner`], which records the phase boundaries.
+//!
+//! Stopping is prompt: workers check a shared stop flag at least every millisecond or so.
+
+use latlab_model::load::{LoadReport, Throughput};
+use latlab_model::units::CpuList;
+use latlab_sys::Sys;
+use std::time::{Duration, Instant};
+
+mod loads;
+mod os;
+mod pool;
+pub mod registry;
+mod schedule;
+pub mod spec;
+
+pub use registry::{LoadDescriptor, registry};
+pub use schedule::{Schedule, SchedulePhase, ScheduleRunner, parse_schedule};
+pub use spec::{LoadSpec, OptDefault, OptKind, OptValue, OptionDesc, parse_size};
+
+/// Why loads could not be parsed, checked or started. Every message is one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// Bad input: a spec, schedule or CPU list that does not parse, or CPUs that are not online.
+    /// Reported before anything runs (exit code 2 in the command line).
+    #[error("{0}")]
+    Invalid(String),
+    /// The load cannot run on this system, and why (e.g. rt-hog without privileges).
+    #[error("{kind}: cannot run here: {reason}")]
+    Unsupported { kind: String, reason: String },
+    /// Starting failed (anything already started has been stopped).
+    #[error("{kind}: could not start: {message}")]
+    Start { kind: String, message: String },
+}
+
+impl LoadError {
+    /// Whether this is bad input (exit code 2) rather than a failure on this system (exit 1).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, LoadError::Invalid(_))
+    }
+}
+
+/// Where and how loads run.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// CPUs the loads run on; `None`: every online CPU (that this process may use). Workers
+    /// default to one per CPU of the set and are pinned to its CPUs in turn.
+    pub cpus: Option<CpuList>,
+    /// Run rt-hog even when RT throttling is disabled.
+    pub force: bool,
+    /// The system the checks read (online CPUs, RT throttling, memory, /proc).
+    pub sys: Sys,
+}
+
+impl LoadOptions {
+    /// The CPUs loads will use, checked against the online CPUs.
+    pub fn resolve_cpus(&self) -> Result<Vec<u32>, LoadError> {
+        let online = self.sys.online_cpus().map_err(|e| LoadError::Start {
+            kind: "load".into(),
+            message: format!("cannot read the online CPUs: {e}"),
+        })?;
+        match &self.cpus {
+            Some(list) => {
+                if list.is_empty() {
+                    return Err(LoadError::Invalid(
+                        "an empty load CPU list (accepted: CPU numbers and ranges, e.g. 0-3,6)"
+                            .into(),
+                    ));
+                }
+                if let Some(c) = list.cpus().iter().find(|c| !online.contains(**c)) {
+                    return Err(LoadError::Invalid(format!(
+                        "load CPUs {list}: CPU {c} is not online (accepted: CPUs of {online})"
+                    )));
+                }
+                Ok(list.cpus().to_vec())
+            }
+            None => {
+                let mut cpus = online.cpus().to_vec();
+                if self.sys.is_live()
+                    && let Ok(allowed) = os::allowed_cpus()
+                {
+                    let kept: Vec<u32> = cpus
+                        .iter()
+                        .copied()
+                        .filter(|c| allowed.contains(c))
+                        .collect();
+                    if !kept.is_empty() {
+                        cpus = kept;
+                    }
+                }
+                if cpus.is_empty() {
+                    return Err(LoadError::Start {
+                        kind: "load".into(),
+                        message: "no online CPU to run loads on".into(),
+                    });
+                }
+                Ok(cpus)
+            }
+        }
+    }
+
+    /// The `cpus` field of a report: the set when one was given.
+    fn report_cpus(&self, cpus: &[u32]) -> Option<Vec<usize>> {
+        self.cpus
+            .as_ref()
+            .map(|_| cpus.iter().map(|&c| c as usize).collect())
+    }
+}
+
+/// What a generator's `start` gets.
+pub(crate) struct Ctx<'a> {
+    /// The CPU set (never empty).
+    pub cpus: &'a [u32],
+    pub opts: &'a LoadOptions,
+}
+
+/// A started load.
+pub(crate) trait Running: Send {
+    /// Ask it to stop; returns at once.
+    fn request_stop(&self);
+    /// Wait for it to end, clean up, and say what it did.
+    fn finish(self: Box<Self>) -> Finished;
+    /// Child processes it runs (for `cmd`).
+    fn pids(&self) -> Vec<u32> {
+        Vec::new()
+    }
+}
+
+/// What a load did.
+pub(crate) struct Finished {
+    pub workers: usize,
+    pub elapsed: Duration,
+    pub throughput: Vec<Throughput>,
+    pub warnings: Vec<String>,
+}
+
+/// A rate over `elapsed`: `total` divided by the seconds (0 when nothing ran).
+pub(crate) fn throughput(what: &str, unit: &str, total: f64, elapsed: Duration) -> Throughput {
+    let secs = elapsed.as_secs_f64();
+    Throughput {
+        what: what.into(),
+        unit: unit.into(),
+        rate: if secs > 0.0 { total / secs } else { 0.0 },
+        total,
+    }
+}
+
+struct Started {
+    spec: LoadSpec,
+    cpus: Option<Vec<usize>>,
+    run: Box<dyn Running>,
+}
+
+/// Loads running together. Start them with [`LoadSet::start`], stop them with
+/// [`LoadSet::stop`]; dropping the set stops them too (threads joined, children killed, files
+/// removed), so error, Ctrl-C and panic paths clean up.
+pub struct LoadSet {
+    started: Vec<Started>,
+}
+
+impl std::fmt::Debug for LoadSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let specs: Vec<&str> = self.started.iter().map(|s| s.spec.text()).collect();
+        f.debug_struct("LoadSet").field("loads", &specs).finish()
+    }
+}
+
+impl LoadSet {
+    /// Check, without starting anything, that the CPU set is valid and every load can run here.
+    pub fn check(specs: &[LoadSpec], opts: &LoadOptions) -> Result<(), LoadError> {
+        opts.resolve_cpus()?;
+        for spec in specs {
+            (spec.descriptor().supported)(spec, opts).map_err(|reason| LoadError::Unsupported {
+                kind: spec.kind().into(),
+                reason,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Check every load (see [`LoadSet::check`]) and start them all. If one fails to start, the
+    /// ones already started are stopped before the error is returned.
+    pub fn start(specs: &[LoadSpec], opts: &LoadOptions) -> Result<LoadSet, LoadError> {
+        Self::check(specs, opts)?;
+        let cpus = opts.resolve_cpus()?;
+        let mut set = LoadSet {
+            started: Vec::with_capacity(specs.len()),
+        };
+        for spec in specs {
+            let ctx = Ctx { cpus: &cpus, opts };
+            let run =
+                (spec.descriptor().start)(spec, &ctx).map_err(|message| LoadError::Start {
+                    kind: spec.kind().into(),
+                    message,
+                })?;
+            set.started.push(Started {
+                spec: spec.clone(),
+                cpus: opts.report_cpus(&cpus),
+                run,
+            });
+        }
+        Ok(set)
+    }
+
+    /// How many loads run.
+    pub fn len(&self) -> usize {
+        self.started.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.started.is_empty()
+    }
+
+    /// Process ids of child processes (of `cmd` loads).
+    pub fn child_pids(&self) -> Vec<u32> {
+        self.started.iter().flat_map(|s| s.run.pids()).collect()
+    }
+
+    /// Stop every load (all are asked at once, then each is waited for) and report, in the order
+    /// of the specs. `started_ns` is 0: the loads started before measuring.
+    pub fn stop(mut self) -> Vec<LoadReport> {
+        self.stop_all()
+    }
+
+    fn stop_all(&mut self) -> Vec<LoadReport> {
+        for s in &self.started {
+            s.run.request_stop();
+        }
+        self.started
+            .drain(..)
+            .map(|s| {
+                let f = s.run.finish();
+                LoadReport {
+                    spec: s.spec.text().to_string(),
+                    kind: s.spec.kind().to_string(),
+                    cpus: s.cpus,
+                    workers: f.workers,
+                    started_ns: 0,
+                    elapsed_ns: u64::try_from(f.elapsed.as_nanos()).unwrap_or(u64::MAX),
+                    throughput: f.throughput,
+                    warnings: f.warnings,
+                }
+            })
+            .collect()
+    }
+}
+
+impl Drop for LoadSet {
+    fn drop(&mut self) {
+        let _ = self.stop_all();
+    }
+}
+
+/// Nanoseconds from `origin` to `t` (0 when `t` is earlier).
+pub(crate) fn offset_ns(origin: Instant, t: Instant) -> u64 {
+    u64::try_from(t.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
+}

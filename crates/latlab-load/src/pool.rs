@@ -1,0 +1,174 @@
+//! Worker threads shared by the thread-based loads: each worker is pinned to one CPU of the set
+//! (in turn), prepares itself, says it is ready, then works until a shared stop flag is set and
+//! returns its counts. Dropping a pool stops and joins every worker.
+
+use crate::os;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// One worker of a load.
+pub(crate) trait Worker: Send + 'static {
+    /// Runs on the worker's thread after pinning and before the load counts as started; an error
+    /// fails the start of the whole load.
+    fn setup(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Work until `stop` is set, checking it often (well under a millisecond apart where the
+    /// work allows), and return the counts (one per entry of the load's throughput list).
+    fn run(&mut self, stop: &AtomicBool) -> Vec<u64>;
+
+    /// Anything that went wrong while running (reported, not fatal).
+    fn warning(&self) -> Option<String> {
+        None
+    }
+}
+
+struct WorkerEnd {
+    counts: Vec<u64>,
+    warning: Option<String>,
+    began: Instant,
+    ended: Instant,
+}
+
+/// What a pool's workers did, summed.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PoolEnd {
+    pub workers: usize,
+    pub counts: Vec<u64>,
+    /// From the first worker's start of work to the last one's end.
+    pub elapsed: Duration,
+    pub warnings: Vec<String>,
+}
+
+pub(crate) struct Pool {
+    stop: Arc<AtomicBool>,
+    handles: Vec<JoinHandle<Option<WorkerEnd>>>,
+}
+
+impl Pool {
+    /// Start one thread per worker, named `ll-{tag}-{i}`, worker `i` pinned to
+    /// `cpus[i % cpus.len()]`. Returns once every worker is set up; if any fails, the others are
+    /// stopped and joined and the first error is returned.
+    pub fn start(
+        tag: &str,
+        cpus: &[u32],
+        workers: Vec<Box<dyn Worker>>,
+        stop: Arc<AtomicBool>,
+    ) -> Result<Pool, String> {
+        let mut pool = Pool {
+            stop,
+            handles: Vec::with_capacity(workers.len()),
+        };
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
+        let n = workers.len();
+        for (i, mut worker) in workers.into_iter().enumerate() {
+            let cpu = cpus.get(i % cpus.len().max(1)).copied();
+            let stop = pool.stop.clone();
+            let ready = ready_tx.clone();
+            let name: String = format!("ll-{tag}-{i}").chars().take(15).collect();
+            let spawned = std::thread::Builder::new().name(name).spawn(move || {
+                // Loads run at normal priority whatever the starting thread's policy is.
+                let _ = os::set_scheduler(libc::SCHED_OTHER, 0);
+                let prepared = match cpu {
+                    Some(c) => {
+                        os::pin(&[c]).map_err(|e| format!("pinning a worker to CPU {c}: {e}"))
+                    }
+                    None => Ok(()),
+                }
+                .and_then(|()| worker.setup());
+                let failed = prepared.is_err();
+                let _ = ready.send(prepared);
+                drop(ready);
+                if failed {
+                    return None;
+                }
+                let began = Instant::now();
+                let counts = worker.run(&stop);
+                let ended = Instant::now();
+                let warning = worker.warning();
+                drop(worker);
+                Some(WorkerEnd {
+                    counts,
+                    warning,
+                    began,
+                    ended,
+                })
+            });
+            match spawned {
+                Ok(h) => pool.handles.push(h),
+                Err(e) => return Err(format!("starting worker thread {i} of {n}: {e}")),
+            }
+        }
+        drop(ready_tx);
+        let mut first_error = None;
+        for _ in 0..n {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    first_error.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_error.get_or_insert_with(|| "a worker ended while starting".into());
+                    break;
+                }
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(pool),
+        }
+    }
+
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Stop (if not yet asked), join every worker and sum what they counted.
+    pub fn join(mut self) -> PoolEnd {
+        self.request_stop();
+        let mut end = PoolEnd {
+            workers: self.handles.len(),
+            ..PoolEnd::default()
+        };
+        let mut began: Option<Instant> = None;
+        let mut ended: Option<Instant> = None;
+        for h in self.handles.drain(..) {
+            match h.join() {
+                Ok(Some(w)) => {
+                    if end.counts.len() < w.counts.len() {
+                        end.counts.resize(w.counts.len(), 0);
+                    }
+                    for (sum, c) in end.counts.iter_mut().zip(&w.counts) {
+                        *sum = sum.saturating_add(*c);
+                    }
+                    if let Some(warning) = w.warning
+                        && !end.warnings.contains(&warning)
+                    {
+                        end.warnings.push(warning);
+                    }
+                    began = Some(began.map_or(w.began, |b| b.min(w.began)));
+                    ended = Some(ended.map_or(w.ended, |e| e.max(w.ended)));
+                }
+                Ok(None) => {}
+                Err(_) => end.warnings.push("a worker thread panicked".into()),
+            }
+        }
+        if let (Some(b), Some(e)) = (began, ended) {
+            end.elapsed = e.saturating_duration_since(b);
+        }
+        end
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.request_stop();
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
