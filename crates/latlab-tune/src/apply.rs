@@ -1,0 +1,877 @@
+//! Journaled apply, rollback, restore, verify and status, and temporary tunings.
+//!
+//! Apply validates the whole profile against the machine and checks that every target can be
+//! written before it writes anything. It then takes the tuning lock, journals each original
+//! value (synced) before writing it, in a safe order (governor before EPP). If a write fails,
+//! everything already written is put back and the error names the knob and the errno. Restore
+//! replays the journal newest first (a CPU's governor before its EPP), also after a crash; after
+//! a reboot it writes nothing, since the reboot already reset every value, and says so.
+
+use crate::journal::{Header, Journal, JournalState, Line, StateLock};
+use crate::plan::{Change, ItemState, Phase, Plan, Target, task_affinity, task_stat};
+use crate::profile::Profile;
+use crate::{TuneError, describe_io_error};
+use latlab_model::units::CpuList;
+use latlab_sys::{PmQosHold, Sys};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Hooks for tests: make the N-th write fail with EIO, or stop (sleep until killed) after K
+/// writes. `from_env` reads `LATLAB_TUNE_FAIL_AT_WRITE` and `LATLAB_TUNE_PAUSE_AFTER_WRITES`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TestHooks {
+    pub fail_at_write: Option<usize>,
+    pub pause_after_writes: Option<usize>,
+}
+
+impl TestHooks {
+    pub fn from_env() -> TestHooks {
+        let var = |n: &str| std::env::var(n).ok().and_then(|v| v.trim().parse().ok());
+        TestHooks {
+            fail_at_write: var("LATLAB_TUNE_FAIL_AT_WRITE"),
+            pause_after_writes: var("LATLAB_TUNE_PAUSE_AFTER_WRITES"),
+        }
+    }
+}
+
+/// How to apply.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyOptions {
+    /// CPUs whose per-CPU settings to touch (default: every online CPU).
+    pub cpus: Option<CpuList>,
+    /// Applied for a while (a run), not until `tune restore`.
+    pub temporary: bool,
+    /// Restore a tuning already in place first (`tune apply` of another profile); otherwise an
+    /// applied tuning is an error.
+    pub restore_previous: bool,
+    pub hooks: TestHooks,
+}
+
+/// What an apply did.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub plan: Plan,
+    /// Values written, in order.
+    pub written: Vec<Change>,
+    /// Best-effort values the kernel refused (managed IRQs, pinned threads), with why.
+    pub skipped: Vec<(Change, String)>,
+    /// The restore of a previous tuning, when `restore_previous` found one.
+    pub previous: Option<RestoreReport>,
+    pub journal: PathBuf,
+}
+
+/// How one journaled value ended up on restore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Written back; `changed_since`: someone else had changed it after apply.
+    Restored {
+        from: String,
+        to: String,
+        changed_since: bool,
+    },
+    AlreadyBack {
+        value: String,
+    },
+    /// Rebooted since apply, and the value is the original again.
+    ResetByReboot {
+        value: String,
+    },
+    /// Rebooted since apply; the boot set another value, which is left alone.
+    LeftAfterReboot {
+        now: String,
+        before: String,
+    },
+    /// The target is gone (a kernel thread that exited, a file that vanished).
+    Gone {
+        why: String,
+    },
+    /// The kernel refused a best-effort value.
+    Skipped {
+        why: String,
+    },
+    Failed {
+        why: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreLine {
+    pub knob: String,
+    pub outcome: Outcome,
+}
+
+impl fmt::Display for RestoreLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let k = &self.knob;
+        match &self.outcome {
+            Outcome::Restored {
+                from,
+                to,
+                changed_since,
+            } => {
+                write!(f, "{k}: {from} → {to}")?;
+                if *changed_since {
+                    write!(f, " (had been changed by someone else since apply)")?;
+                }
+                Ok(())
+            }
+            Outcome::AlreadyBack { value } => write!(f, "{k}: already {value}"),
+            Outcome::ResetByReboot { value } => write!(f, "{k}: reset by the reboot ({value})"),
+            Outcome::LeftAfterReboot { now, before } => write!(
+                f,
+                "{k}: left as the reboot set it ({now}; before apply it was {before})"
+            ),
+            Outcome::Gone { why } => write!(f, "{k}: {why}"),
+            Outcome::Skipped { why } => write!(f, "{k}: skipped: {why}"),
+            Outcome::Failed { why } => write!(f, "{k}: FAILED: {why}"),
+        }
+    }
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// The profile restored; None when nothing was applied.
+    pub profile: Option<String>,
+    pub rebooted: bool,
+    /// The journal was left by a process that died before finishing its apply.
+    pub interrupted: bool,
+    pub pid: Option<u32>,
+    pub lines: Vec<RestoreLine>,
+}
+
+impl RestoreReport {
+    pub fn failures(&self) -> Vec<&RestoreLine> {
+        self.lines
+            .iter()
+            .filter(|l| matches!(l.outcome, Outcome::Failed { .. }))
+            .collect()
+    }
+}
+
+fn now_unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+pub(crate) fn since(h: &Header) -> String {
+    latlab_model::rfc3339_utc(h.started_unix_ns)
+}
+
+fn boot_id(sys: &Sys) -> Option<String> {
+    sys.read_trim("/proc/sys/kernel/random/boot_id").ok()
+}
+
+fn rebooted(sys: &Sys, h: &Header) -> bool {
+    matches!((&h.boot_id, boot_id(sys)), (Some(a), Some(b)) if *a != b)
+}
+
+/// Read the current value of a target (raw for files, a CPU list for tasks).
+pub(crate) fn read_value(sys: &Sys, target: &Target) -> std::io::Result<String> {
+    match target {
+        Target::File { path } => std::fs::read_to_string(sys.path(path)),
+        Target::TaskAffinity {
+            pid, start_time, ..
+        } => {
+            let gone = || std::io::Error::from_raw_os_error(libc::ESRCH);
+            match task_stat(sys, *pid) {
+                Some((_, _, st)) if st == *start_time => task_affinity(sys, *pid)
+                    .map(|l| l.to_string())
+                    .ok_or_else(gone),
+                _ => Err(gone()),
+            }
+        }
+    }
+}
+
+/// Write a value to a target.
+pub(crate) fn write_value(sys: &Sys, target: &Target, value: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    match target {
+        Target::File { path } => {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(sys.path(path))?;
+            f.write_all(value.as_bytes())
+        }
+        Target::TaskAffinity {
+            pid, start_time, ..
+        } => {
+            if !sys.is_live() {
+                return Err(std::io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+            }
+            match task_stat(sys, *pid) {
+                Some((_, _, st)) if st == *start_time => {}
+                _ => return Err(std::io::Error::from_raw_os_error(libc::ESRCH)),
+            }
+            let list = CpuList::parse(value.trim())
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+            // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET stay within it (checked below).
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_ZERO(&mut set);
+                for &c in list.cpus() {
+                    if (c as usize) < libc::CPU_SETSIZE as usize {
+                        libc::CPU_SET(c as usize, &mut set);
+                    }
+                }
+                if libc::sched_setaffinity(*pid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The kernel refusing a best-effort value (a managed IRQ, a pinned thread, a task gone).
+fn refusal(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EIO | libc::EPERM | libc::EINVAL | libc::ESRCH)
+    )
+}
+
+/// Check, before anything is written, that every target can be written.
+fn check_permissions(sys: &Sys, plan: &Plan) -> Result<(), TuneError> {
+    let changes = plan.changes();
+    // SAFETY: no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if sys.is_live()
+        && euid != 0
+        && let Some(first) = changes.first()
+    {
+        let path = match &first.target {
+            Target::File { path } => PathBuf::from(path),
+            Target::TaskAffinity { .. } => PathBuf::from("/proc"),
+        };
+        return Err(TuneError::NotPermitted {
+            path,
+            why: format!("latlab runs as uid {euid}, not root"),
+        });
+    }
+    for c in changes {
+        if let Target::File { path } = &c.target {
+            let real = sys.path(path);
+            let Ok(cpath) = std::ffi::CString::new(real.as_os_str().as_encoded_bytes()) else {
+                continue;
+            };
+            // SAFETY: a valid NUL-terminated path.
+            let r = unsafe {
+                libc::faccessat(libc::AT_FDCWD, cpath.as_ptr(), libc::W_OK, libc::AT_EACCESS)
+            };
+            if r != 0 {
+                return Err(TuneError::NotPermitted {
+                    path: real,
+                    why: describe_io_error(&std::io::Error::last_os_error()),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Apply a profile until `tune restore`: see the module documentation.
+pub fn apply(
+    sys: &Sys,
+    profile: &Profile,
+    state_dir: &Path,
+    opts: &ApplyOptions,
+) -> Result<Applied, TuneError> {
+    apply_inner(sys, profile, state_dir, opts).map(|(a, _lock)| a)
+}
+
+fn apply_inner(
+    sys: &Sys,
+    profile: &Profile,
+    state_dir: &Path,
+    opts: &ApplyOptions,
+) -> Result<(Applied, StateLock), TuneError> {
+    // Validate against the machine and check the rights before taking anything.
+    let first = Plan::build(sys, profile, opts.cpus.as_ref())?;
+    check_permissions(sys, &first)?;
+    let lock = StateLock::acquire(state_dir)?;
+    let mut previous = None;
+    if let Some(js) = Journal::read(state_dir)? {
+        if opts.restore_previous && !opts.temporary {
+            previous = Some(restore_locked(sys, state_dir, js)?);
+        } else {
+            return Err(TuneError::AlreadyApplied {
+                profile: js.header.profile.clone(),
+                since: since(&js.header),
+            });
+        }
+    }
+    let plan = if previous.is_some() {
+        let p = Plan::build(sys, profile, opts.cpus.as_ref())?;
+        check_permissions(sys, &p)?;
+        p
+    } else {
+        first
+    };
+    let changes: Vec<Change> = plan.changes().into_iter().cloned().collect();
+    let header = Header {
+        journal: "latlab.tune".into(),
+        version: 1,
+        profile: profile.name.clone(),
+        source: profile.source.to_string(),
+        cpus: plan.cpus.to_string(),
+        started_unix_ns: now_unix_ns(),
+        boot_id: boot_id(sys),
+        pid: std::process::id(),
+        temporary: opts.temporary,
+        sysroot: sys.root().display().to_string(),
+    };
+    let mut journal = Journal::create(state_dir, header)?;
+    let mut written: Vec<(usize, Change)> = Vec::new();
+    let mut skipped = Vec::new();
+    for (seq, change) in changes.iter().enumerate() {
+        if let Err(e) = journal.append(&Line::Entry {
+            seq,
+            change: change.clone(),
+        }) {
+            let rollback = rollback(sys, state_dir, &mut journal, &written);
+            return Err(TuneError::Journal {
+                path: journal.path().to_path_buf(),
+                message: format!("{e}; {rollback}"),
+            });
+        }
+        let result = if opts.hooks.fail_at_write == Some(seq + 1) {
+            Err(std::io::Error::from_raw_os_error(libc::EIO))
+        } else {
+            write_value(sys, &change.target, &change.new)
+        };
+        match result {
+            Ok(()) => written.push((seq, change.clone())),
+            Err(e) if change.best_effort && refusal(&e) => {
+                let why = match (&change.target, e.raw_os_error()) {
+                    (Target::File { .. }, Some(libc::EIO | libc::EPERM)) => format!(
+                        "the kernel refused ({}): a managed IRQ, which only \
+                         isolcpus=managed_irq moves",
+                        describe_io_error(&e)
+                    ),
+                    _ => format!("the kernel refused: {}", describe_io_error(&e)),
+                };
+                let _ = journal.append(&Line::Skipped {
+                    seq,
+                    why: why.clone(),
+                });
+                skipped.push((change.clone(), why));
+            }
+            Err(e) => {
+                let _ = journal.append(&Line::Skipped {
+                    seq,
+                    why: "write failed".into(),
+                });
+                let rollback = rollback(sys, state_dir, &mut journal, &written);
+                let path = match &change.target {
+                    Target::File { path } => sys.path(path),
+                    Target::TaskAffinity { pid, .. } => PathBuf::from(format!("/proc/{pid}")),
+                };
+                return Err(TuneError::WriteFailed {
+                    knob: change.knob.clone(),
+                    path,
+                    value: change.new_value().to_string(),
+                    error: describe_io_error(&e),
+                    errno: e.raw_os_error(),
+                    rollback,
+                });
+            }
+        }
+        if opts.hooks.pause_after_writes == Some(written.len()) {
+            eprintln!(
+                "latlab: test hook: paused after {} writes (LATLAB_TUNE_PAUSE_AFTER_WRITES)",
+                written.len()
+            );
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
+    }
+    journal.append(&Line::Complete {
+        writes: written.len(),
+    })?;
+    Ok((
+        Applied {
+            plan,
+            written: written.into_iter().map(|(_, c)| c).collect(),
+            skipped,
+            previous,
+            journal: journal.path().to_path_buf(),
+        },
+        lock,
+    ))
+}
+
+/// Put back what was written before a failure; says what happened.
+fn rollback(
+    sys: &Sys,
+    state_dir: &Path,
+    journal: &mut Journal,
+    written: &[(usize, Change)],
+) -> String {
+    if written.is_empty() {
+        let _ = Journal::remove(state_dir);
+        return "nothing had been written".into();
+    }
+    let mut order: Vec<&(usize, Change)> = written.iter().collect();
+    order.sort_by_key(|(seq, c)| (c.phase.restore_rank(), std::cmp::Reverse(*seq)));
+    let mut failed = Vec::new();
+    for (seq, c) in order {
+        match write_value(sys, &c.target, &c.old) {
+            Ok(()) => {
+                let _ = journal.append(&Line::Undone { seq: *seq });
+            }
+            Err(e) => failed.push(format!("{}: {}", c.knob, describe_io_error(&e))),
+        }
+    }
+    if failed.is_empty() {
+        let _ = Journal::remove(state_dir);
+        format!(
+            "rolled back the {} value{} already written",
+            written.len(),
+            if written.len() == 1 { "" } else { "s" }
+        )
+    } else {
+        format!(
+            "rollback failed for {}; the journal is kept, run `latlab tune restore`",
+            failed.join(", ")
+        )
+    }
+}
+
+/// Restore the tuning journaled in `state_dir` (nothing to do is not an error). Values that
+/// could not be put back are listed in the report and the journal is kept; the error
+/// `RestoreIncomplete` then carries the report.
+pub fn restore(sys: &Sys, state_dir: &Path) -> Result<RestoreReport, TuneError> {
+    let _lock = StateLock::acquire(state_dir)?;
+    match Journal::read(state_dir)? {
+        None => Ok(RestoreReport::default()),
+        Some(js) => restore_locked(sys, state_dir, js),
+    }
+}
+
+fn restore_locked(
+    sys: &Sys,
+    state_dir: &Path,
+    js: JournalState,
+) -> Result<RestoreReport, TuneError> {
+    let rebooted = rebooted(sys, &js.header);
+    let mut journal = Journal::open(state_dir)?;
+    let mut entries = js.live_entries();
+    entries.sort_by_key(|(seq, c)| (c.phase.restore_rank(), std::cmp::Reverse(*seq)));
+    let mut report = RestoreReport {
+        profile: Some(js.header.profile.clone()),
+        rebooted,
+        interrupted: !js.complete,
+        pid: Some(js.header.pid),
+        lines: Vec::new(),
+    };
+    for (seq, c) in entries {
+        let current = read_value(sys, &c.target);
+        let old = c.old_value().to_string();
+        let outcome = match current {
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Outcome::Gone {
+                why: "the task has ended".into(),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Outcome::Gone {
+                why: format!("{} is gone", c.target),
+            },
+            Err(e) => Outcome::Failed {
+                why: format!("cannot read {}: {}", c.target, describe_io_error(&e)),
+            },
+            Ok(now) if rebooted => {
+                let now = now.trim().to_string();
+                if now == old {
+                    Outcome::ResetByReboot { value: now }
+                } else {
+                    Outcome::LeftAfterReboot { now, before: old }
+                }
+            }
+            Ok(now) if now.trim() == old => Outcome::AlreadyBack { value: old },
+            Ok(now) => match write_value(sys, &c.target, &c.old) {
+                Ok(()) => Outcome::Restored {
+                    changed_since: now.trim() != c.new_value(),
+                    from: now.trim().to_string(),
+                    to: old,
+                },
+                Err(e) if c.best_effort && refusal(&e) => Outcome::Skipped {
+                    why: format!("the kernel refused: {}", describe_io_error(&e)),
+                },
+                Err(e) => Outcome::Failed {
+                    why: format!("writing {}: {}", c.target, describe_io_error(&e)),
+                },
+            },
+        };
+        if !matches!(outcome, Outcome::Failed { .. }) {
+            journal.append(&Line::Undone { seq })?;
+        }
+        report.lines.push(RestoreLine {
+            knob: c.knob.clone(),
+            outcome,
+        });
+    }
+    let failed: Vec<String> = report.failures().iter().map(|l| l.to_string()).collect();
+    if failed.is_empty() {
+        Journal::remove(state_dir)?;
+        Ok(report)
+    } else {
+        Err(TuneError::RestoreIncomplete {
+            failed,
+            report: Box::new(report),
+        })
+    }
+}
+
+/// Tuning daemons running now, and the knobs they are known to set.
+fn daemons(sys: &Sys) -> Vec<(String, &'static [Phase])> {
+    const CPU: &[Phase] = &[Phase::Governor, Phase::Epp, Phase::Boost, Phase::Turbo];
+    const TUNED: &[Phase] = &[
+        Phase::Governor,
+        Phase::Epp,
+        Phase::Boost,
+        Phase::Turbo,
+        Phase::IdleState,
+        Phase::ResumeLatency,
+        Phase::Sysctl,
+        Phase::Irq,
+        Phase::Workqueue,
+        Phase::Task,
+    ];
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir(sys.path("/proc")) else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(comm) = sys.read_trim(&format!("/proc/{name}/comm")) else {
+            continue;
+        };
+        let phases: &'static [Phase] = match comm.as_str() {
+            "tuned" => TUNED,
+            "irqbalance" => &[Phase::Irq],
+            "auto-cpufreq" | "thermald" | "tlp" => CPU,
+            c if c.starts_with("power-profiles") || c.starts_with("tuned-ppd") => CPU,
+            _ => continue,
+        };
+        if !out.iter().any(|(n, _)| *n == comm) {
+            out.push((comm, phases));
+        }
+    }
+    out
+}
+
+fn who(daemons: &[(String, &'static [Phase])], phase: Phase) -> String {
+    let names: Vec<&str> = daemons
+        .iter()
+        .filter(|(_, p)| p.contains(&phase))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if names.is_empty() {
+        "unknown (no tuning daemon is running)".into()
+    } else {
+        format!("probably {} (running, sets this kind of knob)", names.join(" or "))
+    }
+}
+
+/// One knob checked by verify.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyCheck {
+    pub knob: String,
+    pub expected: String,
+    pub actual: String,
+    pub ok: bool,
+    /// Who changed it, when it drifted and that is known.
+    pub who: Option<String>,
+}
+
+/// What verify found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub profile: Option<String>,
+    pub since: Option<String>,
+    pub rebooted: bool,
+    pub checks: Vec<VerifyCheck>,
+    /// Knobs the machine lacks, with why (not drift).
+    pub unsupported: Vec<(String, String)>,
+}
+
+impl VerifyReport {
+    pub fn drifted(&self) -> usize {
+        self.checks.iter().filter(|c| !c.ok).count()
+    }
+}
+
+/// Compare every value the journal says was written with what the system has now.
+pub fn verify(sys: &Sys, state_dir: &Path) -> Result<VerifyReport, TuneError> {
+    let Some(js) = Journal::read(state_dir)? else {
+        return Ok(VerifyReport::default());
+    };
+    let daemons = daemons(sys);
+    let mut report = VerifyReport {
+        profile: Some(js.header.profile.clone()),
+        since: Some(since(&js.header)),
+        rebooted: rebooted(sys, &js.header),
+        ..VerifyReport::default()
+    };
+    for (_, c) in js.live_entries() {
+        let actual = match read_value(sys, &c.target) {
+            Ok(v) => v.trim().to_string(),
+            Err(e) => format!("unreadable: {}", describe_io_error(&e)),
+        };
+        let ok = actual == c.new_value();
+        report.checks.push(VerifyCheck {
+            knob: c.knob.clone(),
+            expected: c.new_value().to_string(),
+            who: (!ok).then(|| {
+                if report.rebooted {
+                    "the reboot since apply".to_string()
+                } else {
+                    who(&daemons, c.phase)
+                }
+            }),
+            actual,
+            ok,
+        });
+    }
+    Ok(report)
+}
+
+/// Compare what a profile wants with what the system has now, without a journal.
+pub fn verify_profile(
+    sys: &Sys,
+    profile: &Profile,
+    cpus: Option<&CpuList>,
+) -> Result<VerifyReport, TuneError> {
+    let plan = Plan::build(sys, profile, cpus)?;
+    let daemons = daemons(sys);
+    let mut report = VerifyReport {
+        profile: Some(profile.name.clone()),
+        ..VerifyReport::default()
+    };
+    for item in plan.items {
+        match item.state {
+            ItemState::Change(c) => report.checks.push(VerifyCheck {
+                knob: item.knob,
+                expected: c.new_value().to_string(),
+                actual: c.old_value().to_string(),
+                ok: false,
+                who: Some(who(&daemons, c.phase)),
+            }),
+            ItemState::Set { value } => report.checks.push(VerifyCheck {
+                knob: item.knob,
+                expected: value.clone(),
+                actual: value,
+                ok: true,
+                who: None,
+            }),
+            ItemState::Unsupported { why } => report.unsupported.push((item.knob, why)),
+        }
+    }
+    Ok(report)
+}
+
+/// What is applied, since when, and whether its journal was left behind.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub journal: Option<JournalState>,
+    /// The pid holding the tuning lock (`Some(None)`: held, pid unknown).
+    pub holder: Option<Option<u32>>,
+    pub rebooted: bool,
+    /// A journal nobody is responsible for any more: a killed apply, a temporary tuning whose
+    /// process died, or a tuning from before a reboot.
+    pub stale: bool,
+}
+
+impl Status {
+    pub fn since(&self) -> Option<String> {
+        self.journal.as_ref().map(|j| since(&j.header))
+    }
+
+    /// A one-line notice for a stale journal.
+    pub fn stale_notice(&self, state_dir: &Path) -> Option<String> {
+        let j = self.journal.as_ref()?;
+        if !self.stale {
+            return None;
+        }
+        let h = &j.header;
+        let what = if self.rebooted {
+            format!(
+                "profile {} was applied before the last reboot (since {})",
+                h.profile,
+                since(h)
+            )
+        } else if !j.complete {
+            format!(
+                "a tuning journal left by latlab pid {} (profile {}, killed while applying, \
+                 since {})",
+                h.pid,
+                h.profile,
+                since(h)
+            )
+        } else {
+            format!(
+                "a tuning journal left by latlab pid {} (profile {} applied for a run that did \
+                 not finish, since {})",
+                h.pid,
+                h.profile,
+                since(h)
+            )
+        };
+        Some(format!(
+            "{what} is in {}; run `latlab tune restore` to put the system back",
+            state_dir.display()
+        ))
+    }
+}
+
+/// The tuning state in `state_dir`.
+pub fn status(sys: &Sys, state_dir: &Path) -> Result<Status, TuneError> {
+    let journal = Journal::read(state_dir)?;
+    let holder = StateLock::holder(state_dir);
+    let rebooted = journal.as_ref().is_some_and(|j| rebooted(sys, &j.header));
+    let stale = journal
+        .as_ref()
+        .is_some_and(|j| holder.is_none() && (!j.complete || j.header.temporary || rebooted));
+    Ok(Status {
+        journal,
+        holder,
+        rebooted,
+        stale,
+    })
+}
+
+/// A profile applied for a while: [`TemporaryTuning::apply`] returns a guard that restores
+/// the system when dropped (normal return, `?`, panic) or when [`TuningGuard::restore`] is
+/// called. While it lives it holds the tuning lock, so no other latlab process tunes; if the
+/// process is killed, the journal stays and the next latlab command offers `tune restore`.
+///
+/// ```no_run
+/// # fn main() -> Result<(), latlab_tune::TuneError> {
+/// let sys = latlab_sys::Sys::default();
+/// let profiles = latlab_tune::Profiles::load(&latlab_tune::Profiles::default_dirs(&sys))?;
+/// let profile = profiles.resolve("lowlatency")?;
+/// let guard = latlab_tune::TemporaryTuning::apply(
+///     &sys, &profile, None, &latlab_tune::default_state_dir(&sys))?;
+/// // ... measure ...
+/// let report = guard.restore()?;
+/// # let _ = report; Ok(()) }
+/// ```
+pub struct TemporaryTuning;
+
+impl TemporaryTuning {
+    /// Apply `profile` (per-CPU settings on `cpus`, default every online CPU) and hold its
+    /// `/dev/cpu_dma_latency` request if it has one. Fails without writing anything when the
+    /// profile does not fit, rights are missing, or a tuning is already applied; a failed write
+    /// is rolled back before the error returns.
+    pub fn apply(
+        sys: &Sys,
+        profile: &Profile,
+        cpus: Option<&CpuList>,
+        state_dir: &Path,
+    ) -> Result<TuningGuard, TuneError> {
+        let opts = ApplyOptions {
+            cpus: cpus.cloned(),
+            temporary: true,
+            restore_previous: false,
+            hooks: TestHooks::from_env(),
+        };
+        let (applied, lock) = apply_inner(sys, profile, state_dir, &opts)?;
+        let mut guard = TuningGuard {
+            sys: sys.clone(),
+            state_dir: state_dir.to_path_buf(),
+            lock: Some(lock),
+            pm_qos: None,
+            applied,
+            done: false,
+        };
+        if let Some(us) = guard.applied.plan.dma_latency_us {
+            match sys.hold_pm_qos(us) {
+                Ok(h) => guard.pm_qos = Some(h),
+                Err(e) => {
+                    let _ = guard.restore_now();
+                    return Err(TuneError::Io {
+                        path: sys.path("/dev/cpu_dma_latency"),
+                        source: std::io::Error::other(e.to_string()),
+                    });
+                }
+            }
+        }
+        Ok(guard)
+    }
+}
+
+/// A temporary tuning in force; see [`TemporaryTuning`].
+pub struct TuningGuard {
+    sys: Sys,
+    state_dir: PathBuf,
+    lock: Option<StateLock>,
+    pm_qos: Option<PmQosHold>,
+    applied: Applied,
+    done: bool,
+}
+
+impl fmt::Debug for TuningGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TuningGuard")
+            .field("profile", &self.applied.plan.profile)
+            .field("written", &self.applied.written.len())
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl TuningGuard {
+    /// What was applied.
+    pub fn applied(&self) -> &Applied {
+        &self.applied
+    }
+
+    pub fn profile(&self) -> &str {
+        &self.applied.plan.profile
+    }
+
+    /// The PM QoS request held, in µs.
+    pub fn pm_qos_us(&self) -> Option<u32> {
+        self.pm_qos.as_ref().map(|h| h.us)
+    }
+
+    /// Restore now and say what was put back.
+    pub fn restore(mut self) -> Result<RestoreReport, TuneError> {
+        self.restore_now()
+    }
+
+    fn restore_now(&mut self) -> Result<RestoreReport, TuneError> {
+        self.done = true;
+        self.pm_qos = None;
+        let result = match Journal::read(&self.state_dir) {
+            Ok(Some(js)) => restore_locked(&self.sys, &self.state_dir, js),
+            Ok(None) => Ok(RestoreReport::default()),
+            Err(e) => Err(e),
+        };
+        self.lock = None;
+        result
+    }
+}
+
+impl Drop for TuningGuard {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Err(e) = self.restore_now() {
+            // Nobody is left to return this to; it must not go unnoticed.
+            eprintln!(
+                "latlab: restoring profile {} failed: {e}",
+                self.applied.plan.profile
+            );
+        }
+    }
+}

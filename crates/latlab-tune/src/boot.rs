@@ -1,0 +1,551 @@
+//! Boot-time advice: the kernel command line a profile wants, computed for this machine's CPUs,
+//! compared with `/proc/cmdline`, with what each option changes; build-time settings reported as
+//! "needs a different kernel" with the reason; a GRUB drop-in to make the options permanent; and
+//! a profile recommendation from the facts of the machine.
+
+use crate::TuneError;
+use crate::plan::{Plan, Split};
+use crate::profile::{CpuSet, Profile};
+use latlab_model::system::KernelConfig;
+use latlab_model::units::CpuList;
+use latlab_sys::Sys;
+use std::path::PathBuf;
+
+/// The GRUB drop-in `tune boot --write` writes (Debian and Ubuntu source
+/// `/etc/default/grub.d/*.cfg` after `/etc/default/grub`).
+pub const GRUB_DROPIN: &str = "/etc/default/grub.d/latlab.cfg";
+
+/// Where one option stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BootStatus {
+    /// Not on the command line yet.
+    Add,
+    AlreadySet,
+    /// On the command line with another value.
+    Differs { now: String },
+    /// The running kernel was built without what the option needs.
+    NeedsKernel { why: String },
+    Unsupported { why: String },
+}
+
+/// One kernel command line option.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootOption {
+    /// `preempt=full`, `threadirqs`.
+    pub option: String,
+    pub status: BootStatus,
+    /// What it changes.
+    pub effect: String,
+}
+
+impl BootOption {
+    /// Goes into the drop-in.
+    pub fn wanted(&self) -> bool {
+        matches!(self.status, BootStatus::Add | BootStatus::Differs { .. })
+    }
+}
+
+/// A build-time setting and whether this kernel has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelSetting {
+    pub what: String,
+    /// Ok: this kernel has it (with how it was seen); Err: needs a different kernel, why.
+    pub status: Result<String, String>,
+}
+
+/// `latlab tune boot PROFILE`.
+#[derive(Debug, Clone)]
+pub struct BootAdvice {
+    pub profile: String,
+    pub split: Option<Split>,
+    pub current: String,
+    pub options: Vec<BootOption>,
+    pub kernel: Vec<KernelSetting>,
+    /// The command that makes a changed GRUB configuration take effect.
+    pub grub_command: String,
+}
+
+impl BootAdvice {
+    /// The options to add, space-separated.
+    pub fn additions(&self) -> String {
+        self.options
+            .iter()
+            .filter(|o| o.wanted())
+            .map(|o| o.option.as_str())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+fn set_list(set: &CpuSet, split: Option<&Split>, online: &CpuList) -> Result<String, String> {
+    match set {
+        CpuSet::All => Ok("all".into()),
+        CpuSet::List(l) => Ok(l.to_string()),
+        CpuSet::Isolated => split
+            .map(|s| s.isolated.to_string())
+            .ok_or_else(|| "no isolated CPUs here (the profile has no usable [isolation])".into()),
+        CpuSet::Housekeeping => Ok(split
+            .map(|s| s.housekeeping.to_string())
+            .unwrap_or_else(|| online.to_string())),
+    }
+}
+
+/// The value of `key` on a command line (`Some("")` for a bare flag).
+fn cmdline_value(cmdline: &str, key: &str) -> Option<String> {
+    let cmdline = cmdline.split(" -- ").next().unwrap_or(cmdline);
+    cmdline.split_whitespace().rev().find_map(|w| match w.split_once('=') {
+        Some((k, v)) if k == key => Some(v.to_string()),
+        None if w == key => Some(String::new()),
+        _ => None,
+    })
+}
+
+fn grub_command(sys: &Sys) -> String {
+    if ["/usr/sbin/update-grub", "/sbin/update-grub"]
+        .iter()
+        .any(|p| sys.exists(p))
+    {
+        "update-grub".into()
+    } else if ["/usr/sbin/grub2-mkconfig", "/sbin/grub2-mkconfig"]
+        .iter()
+        .any(|p| sys.exists(p))
+    {
+        "grub2-mkconfig -o /boot/grub2/grub.cfg".into()
+    } else {
+        "update-grub (Debian, Ubuntu) or grub2-mkconfig -o /boot/grub2/grub.cfg".into()
+    }
+}
+
+/// Work out the command line `profile` wants here.
+pub fn advise(sys: &Sys, profile: &Profile, cpus: Option<&CpuList>) -> Result<BootAdvice, TuneError> {
+    let plan = Plan::build(sys, profile, cpus)?;
+    let online = sys.online_cpus()?;
+    let current = sys.read_trim("/proc/cmdline").unwrap_or_default();
+    let release = sys.read_trim("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let version = sys.read_trim("/proc/sys/kernel/version").unwrap_or_default();
+    let config = sys.kernel_config(&release);
+    let config: Option<&KernelConfig> = config.value();
+    let rt = version.contains("PREEMPT_RT")
+        || config.is_some_and(|c| c.preempt.iter().any(|p| p == "CONFIG_PREEMPT_RT"));
+    // Ok(()) when the kernel has the option (or its configuration is unreadable).
+    let needs = |option: &str, cfg: &str| -> Result<(), String> {
+        match config {
+            None => Ok(()),
+            Some(c) => {
+                let has = c.preempt.iter().chain(c.no_hz.iter()).any(|p| p == cfg)
+                    || (cfg == "CONFIG_RCU_NOCB_CPU" && c.rcu_nocb_cpu)
+                    || (cfg == "CONFIG_RCU_LAZY" && c.rcu_lazy);
+                if has {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{option} needs a kernel built with {cfg}, which this one ({}) is not",
+                        c.source
+                    ))
+                }
+            }
+        }
+    };
+    let b = &profile.boot;
+    let split = plan.split.as_ref();
+    let mut options = Vec::new();
+    let mut add = |key: &str, value: Option<String>, effect: String, need: Result<(), String>| {
+        let option = match &value {
+            Some(v) => format!("{key}={v}"),
+            None => key.to_string(),
+        };
+        let now = cmdline_value(&current, key);
+        let status = match (need, now) {
+            (_, Some(n)) if n == value.clone().unwrap_or_default() => BootStatus::AlreadySet,
+            (Err(why), _) => BootStatus::NeedsKernel { why },
+            (Ok(()), Some(n)) => BootStatus::Differs {
+                now: if n.is_empty() { key.to_string() } else { format!("{key}={n}") },
+            },
+            (Ok(()), None) => BootStatus::Add,
+        };
+        options.push(BootOption {
+            option,
+            status,
+            effect,
+        });
+    };
+    if let Some(p) = &b.preempt {
+        let need = if rt {
+            Err("this is a PREEMPT_RT kernel, which is fully preemptible already".into())
+        } else {
+            needs("preempt=", "CONFIG_PREEMPT_DYNAMIC")
+        };
+        let effect = match p.value.as_str() {
+            "full" => "kernel code can be preempted almost anywhere: shorter scheduling latency, \
+                       a little less throughput",
+            "lazy" => "preempts at the next tick for normal tasks, at once for real-time ones",
+            "voluntary" => "preemption only at explicit points in the kernel",
+            _ => "no kernel preemption: best throughput, longest scheduling latency",
+        };
+        add("preempt", Some(p.value.clone()), effect.into(), need);
+    }
+    let mut unsupported: Vec<BootOption> = Vec::new();
+    for (key, set, effect, need) in [
+        (
+            "nohz_full",
+            b.nohz_full.as_ref(),
+            "no scheduler tick on CPUs {} while each runs a single task (kernel entries cost a \
+             little more there)",
+            needs("nohz_full=", "CONFIG_NO_HZ_FULL"),
+        ),
+        (
+            "rcu_nocbs",
+            b.rcu_nocbs.as_ref(),
+            "RCU callbacks of CPUs {} run in kernel threads instead of their softirq",
+            needs("rcu_nocbs=", "CONFIG_RCU_NOCB_CPU"),
+        ),
+        (
+            "irqaffinity",
+            b.irqaffinity.as_ref(),
+            "IRQs start on CPUs {}",
+            Ok(()),
+        ),
+    ] {
+        let Some(set) = set else { continue };
+        match set_list(&set.value, split, &online) {
+            Ok(list) => add(key, Some(list.clone()), effect.replace("{}", &list), need),
+            Err(why) => unsupported.push(BootOption {
+                option: key.to_string(),
+                status: BootStatus::Unsupported { why },
+                effect: String::new(),
+            }),
+        }
+    }
+    if let Some(l) = &b.rcu_lazy {
+        add(
+            "rcutree.enable_rcu_lazy",
+            Some(u8::from(l.value).to_string()),
+            if l.value {
+                "batch RCU callbacks: fewer wake-ups and less power, memory freed later".into()
+            } else {
+                "RCU callbacks run promptly".into()
+            },
+            needs("rcutree.enable_rcu_lazy=", "CONFIG_RCU_LAZY"),
+        );
+    }
+    if let Some(flags) = &b.isolcpus {
+        match split {
+            Some(s) => {
+                let mut v = flags.value.clone();
+                v.push(s.isolated.to_string());
+                add(
+                    "isolcpus",
+                    Some(v.join(",")),
+                    format!(
+                        "CPUs {} left out of scheduler load balancing{}",
+                        s.isolated,
+                        if flags.value.iter().any(|f| f == "managed_irq") {
+                            ", and managed IRQs kept off them"
+                        } else {
+                            ""
+                        }
+                    ),
+                    Ok(()),
+                );
+            }
+            None => unsupported.push(BootOption {
+                option: "isolcpus".into(),
+                status: BootStatus::Unsupported {
+                    why: "no isolated CPUs here".into(),
+                },
+                effect: String::new(),
+            }),
+        }
+    }
+    if let Some(t) = &b.threadirqs
+        && t.value
+    {
+        let need = if rt {
+            Err("a PREEMPT_RT kernel threads IRQ handlers always".into())
+        } else {
+            Ok(())
+        };
+        add(
+            "threadirqs",
+            None,
+            "IRQ handlers run in threads, which can be given priorities".into(),
+            need,
+        );
+    }
+    if let Some(m) = &b.max_cstate {
+        let driver = sys
+            .read_trim("/sys/devices/system/cpu/cpuidle/current_driver")
+            .unwrap_or_default();
+        let key = match driver.as_str() {
+            "intel_idle" => Some("intel_idle.max_cstate"),
+            "acpi_idle" => Some("processor.max_cstate"),
+            _ => None,
+        };
+        match key {
+            Some(k) => add(
+                k,
+                Some(m.value.to_string()),
+                format!("{driver} uses no idle state deeper than C{}", m.value),
+                Ok(()),
+            ),
+            None => unsupported.push(BootOption {
+                option: format!("max_cstate={}", m.value),
+                status: BootStatus::Unsupported {
+                    why: format!(
+                        "the idle driver here is {}, which has no max_cstate option",
+                        if driver.is_empty() { "none" } else { &driver }
+                    ),
+                },
+                effect: String::new(),
+            }),
+        }
+    }
+    if let Some(i) = &b.idle {
+        let effect = match i.value.as_str() {
+            "poll" => "idle CPUs poll instead of sleeping: the shortest wake-up, full power",
+            "halt" => "idle CPUs only halt (no deeper states)",
+            _ => "idle CPUs do not use MWAIT",
+        };
+        add("idle", Some(i.value.clone()), effect.into(), Ok(()));
+    }
+    if let Some(extra) = &b.extra {
+        for opt in &extra.value {
+            let (key, value) = match opt.split_once('=') {
+                Some((k, v)) => (k, Some(v.to_string())),
+                None => (opt.as_str(), None),
+            };
+            let effect = match key {
+                "skew_tick" => "CPUs take their ticks at offset times, not all at once",
+                "nosoftlockup" => "no soft-lockup watchdog timer interrupting busy CPUs",
+                "tsc" => "trust the TSC clocksource without watchdog checks",
+                "nowatchdog" => "no lockup watchdogs",
+                _ => "as given by the profile",
+            };
+            add(key, value, effect.into(), Ok(()));
+        }
+    }
+    options.extend(unsupported);
+    let mut kernel = Vec::new();
+    if let Some(hz) = &profile.kernel.hz {
+        let have = config.and_then(|c| c.hz);
+        kernel.push(KernelSetting {
+            what: format!("HZ {}", hz.value),
+            status: match have {
+                Some(h) if h == hz.value => Ok(format!("CONFIG_HZ={h}")),
+                Some(h) => Err(format!(
+                    "CONFIG_HZ is {h} in this kernel; the tick rate is fixed when the kernel is \
+                     built, so HZ {} needs a kernel built with CONFIG_HZ_{}",
+                    hz.value, hz.value
+                )),
+                None => Err("the kernel configuration is unreadable, so HZ is unknown; it is \
+                             fixed when the kernel is built"
+                    .into()),
+            },
+        });
+    }
+    if let Some(want) = &profile.kernel.preempt_rt
+        && want.value
+    {
+        kernel.push(KernelSetting {
+            what: "PREEMPT_RT".into(),
+            status: if rt {
+                Ok("a PREEMPT_RT kernel".into())
+            } else {
+                Err("real-time preemption (CONFIG_PREEMPT_RT) is chosen when the kernel is \
+                     built; this kernel is not a PREEMPT_RT build (install a real-time kernel \
+                     package; PREEMPT_RT is in mainline since 6.12)"
+                    .into())
+            },
+        });
+    }
+    Ok(BootAdvice {
+        profile: profile.name.clone(),
+        split: plan.split,
+        current,
+        options,
+        kernel,
+        grub_command: grub_command(sys),
+    })
+}
+
+/// What `--write` did.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub path: PathBuf,
+    pub content: String,
+    /// The drop-in's previous content, when it existed.
+    pub replaced: Option<String>,
+}
+
+/// Write the GRUB drop-in for `advice`. Nothing to add, or no GRUB here, is an error that names
+/// the options.
+pub fn write_dropin(sys: &Sys, advice: &BootAdvice) -> Result<Written, TuneError> {
+    let additions = advice.additions();
+    if additions.is_empty() {
+        return Err(TuneError::Boot(
+            "nothing to write: every option the profile wants is set already or needs a \
+             different kernel"
+                .into(),
+        ));
+    }
+    if !sys.exists("/etc/default/grub") {
+        return Err(TuneError::Boot(format!(
+            "no GRUB here (/etc/default/grub is absent); set these options where this machine's \
+             boot loader takes its kernel command line: {additions}"
+        )));
+    }
+    let path = sys.path(GRUB_DROPIN);
+    let dir = sys.path("/etc/default/grub.d");
+    std::fs::create_dir_all(&dir).map_err(|e| TuneError::io(&dir, e))?;
+    let content = format!(
+        "# Written by `latlab tune boot {p} --write`: kernel options of profile {p}.\n\
+         # Undo: `latlab tune boot --remove` (or delete this file), then run {cmd}.\n\
+         GRUB_CMDLINE_LINUX_DEFAULT=\"${{GRUB_CMDLINE_LINUX_DEFAULT}} {additions}\"\n",
+        p = advice.profile,
+        cmd = advice.grub_command
+    );
+    let replaced = std::fs::read_to_string(&path).ok();
+    let tmp = path.with_extension("cfg.tmp");
+    std::fs::write(&tmp, &content)
+        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| TuneError::io(&path, e))?;
+    Ok(Written {
+        path,
+        content,
+        replaced,
+    })
+}
+
+/// Remove the GRUB drop-in; returns its path when there was one.
+pub fn remove_dropin(sys: &Sys) -> Result<Option<PathBuf>, TuneError> {
+    let path = sys.path(GRUB_DROPIN);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(Some(path)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(TuneError::io(&path, e)),
+    }
+}
+
+/// A profile for this machine and the facts that led to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recommendation {
+    pub profile: String,
+    pub facts: Vec<String>,
+    pub reason: String,
+}
+
+/// Recommend a built-in profile: real-time kernel or isolated CPUs → realtime; on battery →
+/// powersave; a virtual machine or a server → throughput; otherwise balanced.
+pub fn recommend(sys: &Sys) -> Recommendation {
+    let info = sys.system_info();
+    let mut facts = Vec::new();
+    let rt = info.kernel_version.contains("PREEMPT_RT")
+        || info.preempt.starts_with("rt ")
+        || info
+            .kernel_config
+            .value()
+            .is_some_and(|c| c.preempt.iter().any(|p| p == "CONFIG_PREEMPT_RT"));
+    facts.push(format!("kernel {} ({}), preempt model {}", info.kernel_release, info.kernel_version, info.preempt));
+    let isolated = !info.cpu.isolated.trim().is_empty() || info.boot.nohz_full.is_some();
+    if isolated {
+        facts.push(format!(
+            "isolated CPUs: {}{}",
+            if info.cpu.isolated.trim().is_empty() { "none" } else { info.cpu.isolated.trim() },
+            info.boot
+                .nohz_full
+                .as_ref()
+                .map(|n| format!(", nohz_full={n}"))
+                .unwrap_or_default()
+        ));
+    }
+    let vm = info.virtualization.hypervisor.clone();
+    if let Some(h) = &vm {
+        facts.push(format!("a virtual machine (hypervisor {h})"));
+    }
+    // Batteries and the mains.
+    let mut battery = None;
+    let mut on_ac = None;
+    if let Ok(dir) = std::fs::read_dir(sys.path("/sys/class/power_supply")) {
+        let mut names: Vec<String> = dir
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for n in names {
+            let base = format!("/sys/class/power_supply/{n}");
+            match sys.read_trim(&format!("{base}/type")).as_deref() {
+                Ok("Battery") => {
+                    battery = Some(sys.read_trim(&format!("{base}/status")).unwrap_or_default())
+                }
+                Ok("Mains") => {
+                    on_ac = Some(sys.read_trim(&format!("{base}/online")).is_ok_and(|v| v == "1"))
+                }
+                _ => {}
+            }
+        }
+    }
+    let discharging = battery.as_deref() == Some("Discharging") || on_ac == Some(false) && battery.is_some();
+    if let Some(st) = &battery {
+        facts.push(format!(
+            "a battery ({st}){}",
+            match on_ac {
+                Some(true) => ", on mains power",
+                Some(false) => ", not on mains power",
+                None => "",
+            }
+        ));
+    }
+    let chassis = sys
+        .read_trim("/sys/class/dmi/id/chassis_type")
+        .ok()
+        .and_then(|c| c.parse::<u32>().ok());
+    let kind = chassis.map(|c| match c {
+        8 | 9 | 10 | 14 | 30 | 31 | 32 => "laptop",
+        3..=7 | 13 | 15 | 16 | 35 | 36 => "desktop",
+        17 | 23 | 25 | 28 | 29 => "server",
+        _ => "other",
+    });
+    if let (Some(c), Some(k)) = (chassis, kind) {
+        facts.push(format!("DMI chassis type {c} ({k})"));
+    }
+    let (profile, reason) = if rt || isolated {
+        (
+            "realtime",
+            "a real-time kernel or isolated CPUs: the machine is set up for real-time work",
+        )
+    } else if discharging {
+        ("powersave", "running on battery: power matters most")
+    } else if vm.is_some() {
+        (
+            "throughput",
+            "a virtual machine: frequency and deep idle states belong to the host, and polling \
+             idle in a guest burns the host's CPU time",
+        )
+    } else if kind == Some("server") {
+        ("throughput", "a server: work per second matters most")
+    } else if battery.is_some() || kind == Some("laptop") {
+        ("balanced", "a laptop on mains power")
+    } else {
+        ("balanced", "no fact calls for anything else")
+    };
+    Recommendation {
+        profile: profile.into(),
+        facts,
+        reason: reason.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_line_values() {
+        let c = "BOOT_IMAGE=/v ro preempt=none quiet preempt=full threadirqs -- init=x threadirqs=9";
+        assert_eq!(cmdline_value(c, "preempt").as_deref(), Some("full"));
+        assert_eq!(cmdline_value(c, "threadirqs").as_deref(), Some(""));
+        assert_eq!(cmdline_value(c, "init"), None);
+        assert_eq!(cmdline_value(c, "nohz_full"), None);
+    }
+}

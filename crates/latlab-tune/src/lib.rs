@@ -1,0 +1,154 @@
+//! Tuning profiles for latlab: TOML profiles that set a system for throughput, low latency, real
+//! time or low power, and always put it back.
+//!
+//! - [`profile`]: the file format, built-in profiles, include chains, per-CPU tables.
+//! - [`plan`]: what a profile would change on this machine, knob by knob (current → target),
+//!   with knobs the machine lacks marked "unsupported here: why".
+//! - [`apply`]: a journaled apply (every original value is synced to a state file before each
+//!   write, writes go in a safe order, a failed write rolls back what was written), verify,
+//!   status and restore (also after a crash or a reboot), and [`TemporaryTuning`] for a profile
+//!   applied only while a guard lives.
+//! - [`journal`]: the state file and the lock that keeps two latlab processes from tuning at once.
+//! - [`boot`]: kernel command line advice, the GRUB drop-in, and a profile recommendation.
+//!
+//! Every read and write goes through [`latlab_sys::Sys`], so tests run against fixture trees.
+
+pub mod apply;
+pub mod boot;
+pub mod journal;
+pub mod plan;
+pub mod profile;
+
+pub use apply::{
+    ApplyOptions, Applied, Outcome, RestoreLine, RestoreReport, Status, TemporaryTuning,
+    TestHooks, TuningGuard, VerifyCheck, VerifyReport, apply, restore, status, verify,
+    verify_profile,
+};
+pub use plan::{Change, Item, ItemState, Phase, Plan, Split, Target};
+pub use profile::{Origin, Profile, ProfileError, ProfileSource, Profiles};
+
+use std::path::{Path, PathBuf};
+
+/// Where the journal and the lock live by default: `/var/lib/latlab` under the system root, or
+/// `LATLAB_STATE_DIR` when set.
+pub fn default_state_dir(sys: &latlab_sys::Sys) -> PathBuf {
+    match std::env::var_os("LATLAB_STATE_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => sys.path("/var/lib/latlab"),
+    }
+}
+
+/// The name of an errno value (`EIO`), for messages that name the errno.
+pub fn errno_name(errno: i32) -> &'static str {
+    match errno {
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::ESRCH => "ESRCH",
+        libc::EIO => "EIO",
+        libc::ENXIO => "ENXIO",
+        libc::EBADF => "EBADF",
+        libc::EAGAIN => "EAGAIN",
+        libc::EACCES => "EACCES",
+        libc::EBUSY => "EBUSY",
+        libc::EEXIST => "EEXIST",
+        libc::ENODEV => "ENODEV",
+        libc::ENOTDIR => "ENOTDIR",
+        libc::EISDIR => "EISDIR",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSPC => "ENOSPC",
+        libc::EROFS => "EROFS",
+        libc::ERANGE => "ERANGE",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        _ => "errno",
+    }
+}
+
+/// "Input/output error (EIO, errno 5)".
+pub fn describe_io_error(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(n) => {
+            let text = std::io::Error::from_raw_os_error(n).to_string();
+            let text = text.split(" (os error").next().unwrap_or(&text).to_string();
+            format!("{text} ({}, errno {n})", errno_name(n))
+        }
+        None => e.to_string(),
+    }
+}
+
+/// Everything that can stop a tuning command.
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    /// A malformed or unknown profile.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    /// A profile that does not fit this machine (e.g. a CPU that does not exist).
+    #[error("{at}: {message}")]
+    Invalid { at: Origin, message: String },
+    /// A bad `--cpus` list.
+    #[error("--cpus {cpus}: {message}")]
+    Cpus { cpus: String, message: String },
+    /// Not allowed to write; nothing was written.
+    #[error(
+        "{path} is not writable ({why}); tuning needs root (run with sudo); nothing was written"
+    )]
+    NotPermitted { path: PathBuf, why: String },
+    /// Another process holds the tuning lock.
+    #[error(
+        "another latlab process{} is tuning this system (lock {}); wait for it to finish",
+        pid.map(|p| format!(" (pid {p})")).unwrap_or_default(), lock.display()
+    )]
+    Busy { pid: Option<u32>, lock: PathBuf },
+    /// A tuning is already in place and must be restored first.
+    #[error(
+        "profile {profile} is applied (since {since}); restore it first with `latlab tune restore`"
+    )]
+    AlreadyApplied { profile: String, since: String },
+    /// A write failed; what was written before it has been rolled back (or says why not).
+    #[error("writing {knob} ({} = {value}) failed: {error}; {rollback}", path.display())]
+    WriteFailed {
+        knob: String,
+        path: PathBuf,
+        value: String,
+        error: String,
+        errno: Option<i32>,
+        rollback: String,
+    },
+    /// A journal that cannot be read or written.
+    #[error("journal {}: {message}", path.display())]
+    Journal { path: PathBuf, message: String },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Sys(#[from] latlab_sys::SysError),
+    /// Restore could not put every value back; the journal is kept for another try.
+    #[error("restore incomplete: {}; the journal is kept, run `latlab tune restore` again", failed.join("; "))]
+    RestoreIncomplete {
+        failed: Vec<String>,
+        report: Box<apply::RestoreReport>,
+    },
+    /// Writing a GRUB drop-in where there is no GRUB.
+    #[error("{0}")]
+    Boot(String),
+}
+
+impl TuneError {
+    /// Bad input: a malformed or unknown profile, a profile that does not fit the machine, a
+    /// bad CPU list. Reported before anything is written.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            TuneError::Profile(_) | TuneError::Invalid { .. } | TuneError::Cpus { .. }
+        )
+    }
+
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> TuneError {
+        TuneError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

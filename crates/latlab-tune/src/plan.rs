@@ -1,0 +1,1001 @@
+//! What a profile would change on this machine, knob by knob: current → target, already set, or
+//! "unsupported here: why". Making a plan only reads; it is also the validation of a profile
+//! against the machine (CPUs that do not exist, per-CPU settings that share one cpufreq policy).
+//!
+//! Idle states are chosen per CPU from that CPU's own list, by exit latency or by name, never by
+//! index from cpu0.
+
+use crate::TuneError;
+use crate::profile::{
+    At, CpuSelector, CpuSettings, IdleLimit, IsolatedSpec, Origin, Profile,
+};
+use latlab_model::units::CpuList;
+use latlab_sys::Sys;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+const CPU: &str = "/sys/devices/system/cpu";
+
+/// Apply order. Restore goes the other way, except that a CPU's governor is put back before its
+/// energy-performance preference (intel_pstate and amd-pstate-epp hold EPP at performance while
+/// the governor is performance and refuse other EPP writes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Governor,
+    Epp,
+    Boost,
+    Turbo,
+    CpuidleGovernor,
+    IdleState,
+    ResumeLatency,
+    Sysctl,
+    Irq,
+    Workqueue,
+    Task,
+}
+
+impl Phase {
+    /// Sort key for restore (lower first).
+    pub fn restore_rank(self) -> u8 {
+        match self {
+            Phase::Task => 0,
+            Phase::Workqueue => 1,
+            Phase::Irq => 2,
+            Phase::Sysctl => 3,
+            Phase::ResumeLatency => 4,
+            Phase::IdleState => 5,
+            Phase::CpuidleGovernor => 6,
+            Phase::Turbo => 7,
+            Phase::Boost => 8,
+            Phase::Governor => 9,
+            Phase::Epp => 10,
+        }
+    }
+}
+
+/// What a change writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    /// A system file, by its path under the system root.
+    File { path: String },
+    /// The CPU affinity of a task (a kernel thread); `start_time` tells a reused pid apart.
+    TaskAffinity {
+        pid: i32,
+        comm: String,
+        start_time: u64,
+    },
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::File { path } => f.write_str(path),
+            Target::TaskAffinity { pid, comm, .. } => write!(f, "affinity of {comm} (pid {pid})"),
+        }
+    }
+}
+
+/// One value to write: the original as read (kept verbatim, so restore puts back the exact
+/// bytes) and the new one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    pub knob: String,
+    pub target: Target,
+    pub old: String,
+    pub new: String,
+    pub phase: Phase,
+    /// A refusal (EIO/EPERM/EINVAL) is reported and skipped instead of rolling back: managed
+    /// IRQs and pinned kernel threads refuse affinity changes.
+    #[serde(default)]
+    pub best_effort: bool,
+}
+
+impl Change {
+    pub fn old_value(&self) -> &str {
+        self.old.trim()
+    }
+    pub fn new_value(&self) -> &str {
+        self.new.trim()
+    }
+}
+
+/// The state of one knob in a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ItemState {
+    Change(Change),
+    /// Already at the target value.
+    Set { value: String },
+    Unsupported { why: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    pub knob: String,
+    pub state: ItemState,
+}
+
+/// Housekeeping and isolated CPUs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Split {
+    pub isolated: CpuList,
+    pub housekeeping: CpuList,
+    /// How the isolated CPUs were chosen.
+    pub why: String,
+}
+
+/// What applying a profile would do here.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub profile: String,
+    /// The CPUs whose per-CPU settings are touched.
+    pub cpus: CpuList,
+    pub split: Option<Split>,
+    pub items: Vec<Item>,
+    pub notes: Vec<String>,
+    /// A `/dev/cpu_dma_latency` request the profile wants held.
+    pub dma_latency_us: Option<u32>,
+}
+
+impl Plan {
+    /// The changes, in apply order.
+    pub fn changes(&self) -> Vec<&Change> {
+        let mut c: Vec<&Change> = self
+            .items
+            .iter()
+            .filter_map(|i| match &i.state {
+                ItemState::Change(c) => Some(c),
+                _ => None,
+            })
+            .collect();
+        c.sort_by_key(|c| c.phase);
+        c
+    }
+
+    /// (changes, already set, unsupported).
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let mut n = (0, 0, 0);
+        for i in &self.items {
+            match i.state {
+                ItemState::Change(_) => n.0 += 1,
+                ItemState::Set { .. } => n.1 += 1,
+                ItemState::Unsupported { .. } => n.2 += 1,
+            }
+        }
+        n
+    }
+
+    /// Read the machine and work out every knob of `profile`. `cpus`: the CPUs whose per-CPU
+    /// settings to touch (default: every online CPU); also the isolated CPUs of an `auto` split.
+    pub fn build(sys: &Sys, profile: &Profile, cpus: Option<&CpuList>) -> Result<Plan, TuneError> {
+        let online = sys.online_cpus()?;
+        let possible = sys.possible_cpus().unwrap_or_else(|_| online.clone());
+        let scope = match cpus {
+            Some(list) => {
+                if list.is_empty() {
+                    return Err(TuneError::Cpus {
+                        cpus: list.to_string(),
+                        message: "empty CPU list (accepted: online CPUs, e.g. 0-3,6)".into(),
+                    });
+                }
+                if let Some(bad) = list.cpus().iter().find(|c| !online.contains(**c)) {
+                    return Err(TuneError::Cpus {
+                        cpus: list.to_string(),
+                        message: format!(
+                            "CPU {bad} is absent or offline (accepted: online CPUs, here {online})"
+                        ),
+                    });
+                }
+                list.clone()
+            }
+            None => online.clone(),
+        };
+        for rule in &profile.cpu {
+            match &rule.selector {
+                CpuSelector::List(l) => {
+                    if let Some(bad) = l.cpus().iter().find(|c| !possible.contains(**c)) {
+                        return Err(TuneError::Invalid {
+                            at: rule.at.clone(),
+                            message: format!("CPU {bad} does not exist here (CPUs: {possible})"),
+                        });
+                    }
+                }
+                CpuSelector::Isolated | CpuSelector::Housekeeping
+                    if !profile.isolation.is_set() =>
+                {
+                    return Err(TuneError::Invalid {
+                        at: rule.at.clone(),
+                        message: "applies only to a profile with an [isolation] section".into(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        let mut plan = Plan {
+            profile: profile.name.clone(),
+            cpus: scope.clone(),
+            split: None,
+            items: Vec::new(),
+            notes: Vec::new(),
+            dma_latency_us: profile.system.cpu_dma_latency_us.as_ref().map(|a| a.value),
+        };
+        plan.split = split(sys, profile, &online, &possible, cpus, &mut plan)?;
+        let split_ref = plan
+            .split
+            .as_ref()
+            .map(|s| (s.isolated.clone(), s.housekeeping.clone()));
+        let settings: BTreeMap<u32, CpuSettings> = scope
+            .cpus()
+            .iter()
+            .map(|&c| {
+                (
+                    c,
+                    profile.settings_for(c, split_ref.as_ref().map(|(i, h)| (i, h))),
+                )
+            })
+            .collect();
+        for rule in &profile.cpu {
+            if let CpuSelector::List(l) = &rule.selector
+                && !rule.settings.is_empty()
+            {
+                let outside: Vec<u32> = l
+                    .cpus()
+                    .iter()
+                    .copied()
+                    .filter(|c| !scope.contains(*c))
+                    .collect();
+                if !outside.is_empty() {
+                    plan.notes.push(format!(
+                        "{}: CPU {} outside the CPUs tuned ({scope}), left alone",
+                        rule.at,
+                        CpuList::from_cpus(outside)
+                    ));
+                }
+            }
+        }
+        cpufreq(sys, &settings, &mut plan)?;
+        idle(sys, &settings, &mut plan);
+        resume_latency(sys, &settings, &mut plan);
+        system(sys, profile, &mut plan);
+        isolation(sys, profile, &mut plan);
+        Ok(plan)
+    }
+}
+
+fn push(plan: &mut Plan, knob: String, state: ItemState) {
+    plan.items.push(Item { knob, state });
+}
+
+fn unsupported(plan: &mut Plan, knob: impl Into<String>, why: impl Into<String>) {
+    push(
+        plan,
+        knob.into(),
+        ItemState::Unsupported { why: why.into() },
+    );
+}
+
+/// A file knob: already set, a change, or unsupported when the file cannot be read.
+fn file_knob(sys: &Sys, plan: &mut Plan, knob: String, path: &str, target: &str, phase: Phase) {
+    file_knob_with(sys, plan, knob, path, target, phase, false, false);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn file_knob_with(
+    sys: &Sys,
+    plan: &mut Plan,
+    knob: String,
+    path: &str,
+    target: &str,
+    phase: Phase,
+    force: bool,
+    best_effort: bool,
+) {
+    match sys.read(path) {
+        Ok(cur) if cur.trim() == target && !force => {
+            push(
+                plan,
+                knob,
+                ItemState::Set {
+                    value: target.to_string(),
+                },
+            );
+        }
+        Ok(cur) => {
+            let change = Change {
+                knob: knob.clone(),
+                target: Target::File {
+                    path: path.to_string(),
+                },
+                old: cur,
+                new: format!("{target}\n"),
+                phase,
+                best_effort,
+            };
+            push(plan, knob, ItemState::Change(change));
+        }
+        Err(_) if !sys.exists(path) => unsupported(plan, knob, format!("{path} is absent")),
+        Err(e) => unsupported(plan, knob, format!("cannot read it: {e}")),
+    }
+}
+
+fn words(sys: &Sys, path: &str) -> Vec<String> {
+    sys.read(path)
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+fn list_dir(sys: &Sys, rel: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(sys.path(rel))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// `prefixN` entries of a directory, sorted by N.
+fn numbered(sys: &Sys, rel: &str, prefix: &str) -> Vec<u32> {
+    let mut v: Vec<u32> = list_dir(sys, rel)
+        .iter()
+        .filter_map(|n| n.strip_prefix(prefix)?.parse().ok())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Parse a kernel hex CPU mask (`3`, `0000000f`, `ff,ffffffff`).
+pub fn parse_mask(text: &str) -> Option<CpuList> {
+    let words: Vec<&str> = text.trim().split(',').collect();
+    let mut cpus = Vec::new();
+    for (i, w) in words.iter().rev().enumerate() {
+        let v = u32::from_str_radix(w, 16).ok()?;
+        for bit in 0..32 {
+            if v & (1 << bit) != 0 {
+                cpus.push(i as u32 * 32 + bit);
+            }
+        }
+    }
+    Some(CpuList::from_cpus(cpus))
+}
+
+/// Format a CPU set as a kernel hex mask: 32-bit words, highest first, comma-separated.
+pub fn format_mask(cpus: &CpuList) -> String {
+    let max = cpus.cpus().iter().copied().max().unwrap_or(0);
+    let n = (max / 32 + 1) as usize;
+    let mut words = vec![0u32; n];
+    for &c in cpus.cpus() {
+        words[(c / 32) as usize] |= 1 << (c % 32);
+    }
+    let mut out = String::new();
+    for (i, w) in words.iter().rev().enumerate() {
+        if i == 0 {
+            out.push_str(&format!("{w:x}"));
+        } else {
+            out.push_str(&format!(",{w:08x}"));
+        }
+    }
+    out
+}
+
+fn subset(a: &CpuList, b: &CpuList) -> bool {
+    a.cpus().iter().all(|c| b.contains(*c))
+}
+
+fn minus(a: &CpuList, b: &CpuList) -> CpuList {
+    CpuList::from_cpus(a.cpus().iter().copied().filter(|c| !b.contains(*c)).collect())
+}
+
+fn intersect(a: &CpuList, b: &CpuList) -> CpuList {
+    CpuList::from_cpus(a.cpus().iter().copied().filter(|c| b.contains(*c)).collect())
+}
+
+fn cpus_label(cpus: &CpuList) -> String {
+    if cpus.len() == 1 {
+        format!("CPU {cpus}")
+    } else {
+        format!("CPUs {cpus}")
+    }
+}
+
+fn split(
+    sys: &Sys,
+    profile: &Profile,
+    online: &CpuList,
+    possible: &CpuList,
+    cpus: Option<&CpuList>,
+    plan: &mut Plan,
+) -> Result<Option<Split>, TuneError> {
+    if !profile.isolation.is_set() {
+        return Ok(None);
+    }
+    let spec = profile
+        .isolation
+        .isolated
+        .as_ref()
+        .map(|a| (a.value.clone(), Some(a.at.clone())))
+        .unwrap_or((IsolatedSpec::Auto, None));
+    let (isolated, why) = match spec {
+        (IsolatedSpec::List(l), at) => {
+            if let Some(bad) = l.cpus().iter().find(|c| !possible.contains(**c)) {
+                return Err(TuneError::Invalid {
+                    at: at.unwrap_or_else(|| Origin {
+                        file: profile.source.label(&profile.name),
+                        line: 0,
+                        key: "isolation.isolated".into(),
+                    }),
+                    message: format!("CPU {bad} does not exist here (CPUs: {possible})"),
+                });
+            }
+            (intersect(&l, online), "named by the profile".to_string())
+        }
+        (IsolatedSpec::Auto, _) => {
+            let kernel = sys
+                .read_trim(&format!("{CPU}/isolated"))
+                .ok()
+                .filter(|s| !s.is_empty())
+                .and_then(|s| CpuList::parse(&s).ok());
+            match (cpus, kernel) {
+                (Some(c), _) if c != online => (c.clone(), "given with --cpus".to_string()),
+                (_, Some(k)) => (
+                    intersect(&k, online),
+                    "isolated by the kernel (isolcpus=)".to_string(),
+                ),
+                _ => {
+                    let first = online.cpus().first().copied().unwrap_or(0);
+                    let core = sys
+                        .read_trim(&format!("{CPU}/cpu{first}/topology/thread_siblings_list"))
+                        .ok()
+                        .and_then(|s| CpuList::parse(&s).ok())
+                        .unwrap_or_else(|| CpuList::from_cpus(vec![first]));
+                    (
+                        minus(online, &core),
+                        format!("every CPU but the first core ({})", cpus_label(&core)),
+                    )
+                }
+            }
+        }
+    };
+    let housekeeping = minus(online, &isolated);
+    if isolated.is_empty() || housekeeping.is_empty() {
+        unsupported(
+            plan,
+            "isolation",
+            format!(
+                "{} online cannot be split into housekeeping and isolated CPUs (isolated: {})",
+                cpus_label(online),
+                if isolated.is_empty() {
+                    "none".to_string()
+                } else {
+                    isolated.to_string()
+                }
+            ),
+        );
+        return Ok(None);
+    }
+    Ok(Some(Split {
+        isolated,
+        housekeeping,
+        why,
+    }))
+}
+
+struct Policy {
+    name: String,
+    dir: String,
+    cpus: CpuList,
+}
+
+fn policies(sys: &Sys) -> Vec<Policy> {
+    let base = format!("{CPU}/cpufreq");
+    let mut out: Vec<Policy> = numbered(sys, &base, "policy")
+        .into_iter()
+        .filter_map(|n| {
+            let dir = format!("{base}/policy{n}");
+            let cpus = ["related_cpus", "affected_cpus"]
+                .iter()
+                .find_map(|f| sys.read_trim(&format!("{dir}/{f}")).ok())
+                .map(|s| {
+                    CpuList::from_cpus(s.split_whitespace().filter_map(|w| w.parse().ok()).collect())
+                })
+                .unwrap_or_else(|| CpuList::from_cpus(vec![n]));
+            sys.exists(&format!("{dir}/scaling_governor")).then(|| Policy {
+                name: format!("policy{n}"),
+                dir,
+                cpus,
+            })
+        })
+        .collect();
+    if out.is_empty() {
+        // Kernels without policy directories: one per CPU.
+        for c in numbered(sys, CPU, "cpu") {
+            let dir = format!("{CPU}/cpu{c}/cpufreq");
+            if sys.exists(&format!("{dir}/scaling_governor")) {
+                out.push(Policy {
+                    name: format!("cpu{c}"),
+                    dir,
+                    cpus: CpuList::from_cpus(vec![c]),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The one value the in-scope CPUs of a policy ask for (CPUs without the setting agree with
+/// anything); two different values are an error naming both.
+fn agree<T: Clone + PartialEq + std::fmt::Debug>(
+    policy: &Policy,
+    settings: &BTreeMap<u32, CpuSettings>,
+    get: impl Fn(&CpuSettings) -> Option<&At<T>>,
+    what: &str,
+) -> Result<Option<At<T>>, TuneError> {
+    let mut found: Option<(u32, At<T>)> = None;
+    for c in policy.cpus.cpus() {
+        let Some(v) = settings.get(c).and_then(&get) else {
+            continue;
+        };
+        match &found {
+            None => found = Some((*c, v.clone())),
+            Some((c0, f)) if f.value != v.value => {
+                return Err(TuneError::Invalid {
+                    at: v.at.clone(),
+                    message: format!(
+                        "{} share cpufreq {}, so they take one {what}: CPU {c} asks {:?} here, \
+                         CPU {c0} asks {:?} ({})",
+                        cpus_label(&policy.cpus),
+                        policy.name,
+                        v.value,
+                        f.value,
+                        f.at
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(found.map(|(_, v)| v))
+}
+
+fn cpufreq(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) -> Result<(), TuneError> {
+    let wants = |f: fn(&CpuSettings) -> bool| settings.values().any(f);
+    let (want_gov, want_epp, want_boost) = (
+        wants(|s| s.governor.is_some()),
+        wants(|s| s.epp.is_some()),
+        wants(|s| s.boost.is_some()),
+    );
+    if !(want_gov || want_epp || want_boost) {
+        return Ok(());
+    }
+    let policies = policies(sys);
+    if policies.is_empty() {
+        let why = "no cpufreq driver: /sys/devices/system/cpu/cpufreq has no policy (a virtual \
+                   machine, or frequency scaling is off)";
+        for (want, knob) in [
+            (want_gov, "cpufreq governor"),
+            (want_epp, "cpufreq energy_performance_preference"),
+            (want_boost, "cpufreq boost"),
+        ] {
+            if want {
+                unsupported(plan, knob, why);
+            }
+        }
+        return Ok(());
+    }
+    for policy in &policies {
+        let in_scope = intersect(&policy.cpus, &plan.cpus);
+        if in_scope.is_empty() {
+            continue;
+        }
+        let label = format!("cpufreq {} ({})", policy.name, cpus_label(&policy.cpus));
+        let driver = sys
+            .read_trim(&format!("{}/scaling_driver", policy.dir))
+            .unwrap_or_default();
+        let gov_path = format!("{}/scaling_governor", policy.dir);
+        let current_gov = sys.read_trim(&gov_path).unwrap_or_default();
+        let mut target_gov = current_gov.clone();
+        let mut gov_changes = false;
+        if let Some(g) = agree(policy, settings, |s| s.governor.as_ref(), "governor")? {
+            let avail = words(sys, &format!("{}/scaling_available_governors", policy.dir));
+            match g.value.iter().find(|w| avail.contains(w)) {
+                Some(pick) => {
+                    gov_changes = *pick != current_gov;
+                    target_gov = pick.clone();
+                    file_knob(sys, plan, format!("{label} governor"), &gov_path, pick, Phase::Governor);
+                }
+                None => unsupported(
+                    plan,
+                    format!("{label} governor"),
+                    format!(
+                        "none of {} is offered by {driver} (available: {})",
+                        g.value.join(", "),
+                        avail.join(" ")
+                    ),
+                ),
+            }
+        }
+        if let Some(e) = agree(policy, settings, |s| s.epp.as_ref(), "energy preference")? {
+            let knob = format!("{label} energy_performance_preference");
+            let path = format!("{}/energy_performance_preference", policy.dir);
+            if !sys.exists(&path) {
+                unsupported(plan, knob, format!("{driver} has no energy-performance preference"));
+            } else {
+                let avail = words(sys, &format!("{}/energy_performance_available_preferences", policy.dir));
+                let pick = if avail.is_empty() {
+                    e.value.first()
+                } else {
+                    e.value.iter().find(|w| avail.contains(w))
+                };
+                let holds_performance = target_gov == "performance"
+                    && (driver == "intel_pstate" || driver.starts_with("amd-pstate"));
+                match pick {
+                    None => unsupported(
+                        plan,
+                        knob,
+                        format!("none of {} is offered (available: {})", e.value.join(", "), avail.join(" ")),
+                    ),
+                    Some(p) if holds_performance && p != "performance" => unsupported(
+                        plan,
+                        knob,
+                        format!("{driver} holds it at performance while the governor is performance"),
+                    ),
+                    // A governor change can make the kernel rewrite EPP: write it anyway then.
+                    Some(p) => file_knob_with(sys, plan, knob, &path, p, Phase::Epp, gov_changes, false),
+                }
+            }
+        }
+        if let Some(b) = agree(policy, settings, |s| s.boost.as_ref(), "boost")? {
+            let knob = format!("{label} boost");
+            let path = format!("{}/boost", policy.dir);
+            if sys.exists(&path) {
+                file_knob(sys, plan, knob, &path, if b.value { "1" } else { "0" }, Phase::Boost);
+            } else {
+                unsupported(plan, knob, format!("{driver} has no per-policy boost switch"));
+            }
+        }
+    }
+    Ok(())
+}
+
+struct State {
+    index: u32,
+    name: String,
+    latency: u64,
+}
+
+fn idle(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) {
+    for (&cpu, s) in settings {
+        let Some(limit) = &s.idle else { continue };
+        let base = format!("{CPU}/cpu{cpu}/cpuidle");
+        let states: Vec<State> = numbered(sys, &base, "state")
+            .into_iter()
+            .map(|k| {
+                let d = format!("{base}/state{k}");
+                State {
+                    index: k,
+                    name: sys.read_trim(&format!("{d}/name")).unwrap_or_default(),
+                    latency: sys
+                        .read_trim(&format!("{d}/latency"))
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(u64::MAX),
+                }
+            })
+            .collect();
+        if states.is_empty() {
+            unsupported(
+                plan,
+                format!("cpu{cpu} idle states"),
+                "no cpuidle states (no cpuidle driver, or idle=poll / cpuidle.off=1)",
+            );
+            continue;
+        }
+        let bound = match &limit.value {
+            IdleLimit::MaxLatencyUs(n) => Some(*n),
+            IdleLimit::AllEnabled => None,
+            IdleLimit::MaxState(name) => match states.iter().find(|st| st.name.eq_ignore_ascii_case(name)) {
+                Some(st) => Some(st.latency),
+                None => {
+                    unsupported(
+                        plan,
+                        format!("cpu{cpu} idle states"),
+                        format!(
+                            "no idle state named {name} on CPU {cpu} (it has {}) ({})",
+                            states.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
+                            limit.at
+                        ),
+                    );
+                    continue;
+                }
+            },
+        };
+        let shallowest = states.iter().min_by_key(|s| (s.latency, s.index)).map(|s| s.index);
+        for st in &states {
+            let disable = bound.is_some_and(|b| st.latency > b) && Some(st.index) != shallowest;
+            let knob = format!(
+                "cpu{cpu} idle {} (state{}, exit {} µs) disable",
+                st.name, st.index, st.latency
+            );
+            file_knob(
+                sys,
+                plan,
+                knob,
+                &format!("{base}/state{}/disable", st.index),
+                if disable { "1" } else { "0" },
+                Phase::IdleState,
+            );
+        }
+    }
+}
+
+fn resume_latency(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) {
+    for (&cpu, s) in settings {
+        let Some(r) = &s.resume_latency else { continue };
+        file_knob(
+            sys,
+            plan,
+            format!("cpu{cpu} pm_qos_resume_latency_us"),
+            &format!("{CPU}/cpu{cpu}/power/pm_qos_resume_latency_us"),
+            &r.value.kernel_value(),
+            Phase::ResumeLatency,
+        );
+    }
+}
+
+fn system(sys: &Sys, profile: &Profile, plan: &mut Plan) {
+    let s = &profile.system;
+    if let Some(t) = &s.turbo {
+        if sys.exists(&format!("{CPU}/intel_pstate/no_turbo")) {
+            file_knob(
+                sys,
+                plan,
+                "intel_pstate no_turbo".into(),
+                &format!("{CPU}/intel_pstate/no_turbo"),
+                if t.value { "0" } else { "1" },
+                Phase::Turbo,
+            );
+        } else if sys.exists(&format!("{CPU}/cpufreq/boost")) {
+            file_knob(
+                sys,
+                plan,
+                "cpufreq boost".into(),
+                &format!("{CPU}/cpufreq/boost"),
+                if t.value { "1" } else { "0" },
+                Phase::Turbo,
+            );
+        } else {
+            unsupported(
+                plan,
+                "turbo",
+                "no turbo switch (neither intel_pstate/no_turbo nor cpufreq/boost)",
+            );
+        }
+    }
+    if let Some(g) = &s.cpuidle_governor {
+        let path = format!("{CPU}/cpuidle/current_governor");
+        let avail = words(sys, &format!("{CPU}/cpuidle/available_governors"));
+        if !sys.exists(&path) {
+            unsupported(plan, "cpuidle governor", "no cpuidle/current_governor (no cpuidle driver)");
+        } else if !avail.contains(&g.value) {
+            unsupported(
+                plan,
+                "cpuidle governor",
+                format!("{} is not available (available: {})", g.value, avail.join(" ")),
+            );
+        } else {
+            file_knob(sys, plan, "cpuidle governor".into(), &path, &g.value, Phase::CpuidleGovernor);
+        }
+    }
+    let sysctl = |plan: &mut Plan, name: &str, path: &str, value: String| {
+        file_knob(sys, plan, name.to_string(), path, &value, Phase::Sysctl);
+    };
+    if let Some(v) = &s.timer_migration {
+        sysctl(plan, "kernel.timer_migration", "/proc/sys/kernel/timer_migration", u8::from(v.value).to_string());
+    }
+    if let Some(v) = &s.vmstat_interval_s {
+        sysctl(plan, "vm.stat_interval", "/proc/sys/vm/stat_interval", v.value.to_string());
+    }
+    if let Some(v) = &s.sched_rt_runtime_us {
+        sysctl(plan, "kernel.sched_rt_runtime_us", "/proc/sys/kernel/sched_rt_runtime_us", v.value.to_string());
+        let fair = sys.exists("/sys/kernel/debug/sched/fair_server");
+        plan.notes.push(format!(
+            "kernel.sched_rt_runtime_us: on kernels 6.12 and later without RT group scheduling \
+             RT throttling is replaced by the fair server, which still reserves 50 ms per second \
+             for normal tasks on a CPU that has them (debugfs sched/fair_server/cpuN/runtime{}); \
+             {} alone does not give real-time tasks the whole CPU there",
+            if fair { ", present here" } else { ", not visible here" },
+            v.value
+        ));
+    }
+    if let Some(d) = &s.cpu_dma_latency_us {
+        plan.notes.push(format!(
+            "system.cpu_dma_latency_us = {}: a /dev/cpu_dma_latency request lasts only while a \
+             file stays open, so `tune apply` does not set it; run `latlab tune hold {}` (a \
+             temporary tuning such as `measure --profile` holds it for its run)",
+            d.value, profile.name
+        ));
+    }
+}
+
+fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
+    let Some(split) = plan.split.clone() else {
+        return;
+    };
+    let iso = &profile.isolation;
+    let hk = &split.housekeeping;
+    if iso.irqs.as_ref().is_some_and(|a| a.value) {
+        let names = irq_names(sys);
+        let mut irqs: Vec<u32> = list_dir(sys, "/proc/irq")
+            .iter()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        irqs.sort_unstable();
+        for irq in irqs {
+            let path = format!("/proc/irq/{irq}/smp_affinity_list");
+            let Ok(cur) = sys.read_trim(&path) else { continue };
+            let knob = match names.get(&irq) {
+                Some(n) => format!("irq {irq} ({n}) affinity"),
+                None => format!("irq {irq} affinity"),
+            };
+            match CpuList::parse(&cur) {
+                Ok(l) if subset(&l, hk) => push(plan, knob, ItemState::Set { value: cur }),
+                _ => file_knob_with(sys, plan, knob, &path, &hk.to_string(), Phase::Irq, true, true),
+            }
+        }
+        let path = "/proc/irq/default_smp_affinity";
+        match sys.read_trim(path) {
+            Ok(cur) if parse_mask(&cur).is_some_and(|l| subset(&l, hk)) => push(
+                plan,
+                "irq default affinity".into(),
+                ItemState::Set { value: cur },
+            ),
+            _ => file_knob(sys, plan, "irq default affinity".into(), path, &format_mask(hk), Phase::Irq),
+        }
+    }
+    if iso.workqueues.as_ref().is_some_and(|a| a.value) {
+        let path = "/sys/devices/virtual/workqueue/cpumask";
+        match sys.read_trim(path) {
+            Ok(cur) if parse_mask(&cur).is_some_and(|l| subset(&l, hk)) => push(
+                plan,
+                "workqueue cpumask".into(),
+                ItemState::Set { value: cur },
+            ),
+            Ok(_) => file_knob(sys, plan, "workqueue cpumask".into(), path, &format_mask(hk), Phase::Workqueue),
+            Err(_) => unsupported(
+                plan,
+                "workqueue cpumask",
+                "no /sys/devices/virtual/workqueue/cpumask (a kernel before 4.2)",
+            ),
+        }
+    }
+    if iso.kthreads.as_ref().is_some_and(|a| a.value) {
+        if !sys.is_live() {
+            unsupported(
+                plan,
+                "kernel thread affinity",
+                "set with a system call, so only on the live system (not under a fixture root)",
+            );
+        } else {
+            kthreads(sys, &split, plan);
+        }
+    }
+}
+
+/// IRQ number → its action name, from `/proc/interrupts`.
+fn irq_names(sys: &Sys) -> BTreeMap<u32, String> {
+    let text = sys.read("/proc/interrupts").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let (n, rest) = l.trim_start().split_once(':')?;
+            let n: u32 = n.parse().ok()?;
+            let name = rest.split_whitespace().last()?.to_string();
+            Some((n, name))
+        })
+        .collect()
+}
+
+const PF_KTHREAD: u64 = 0x0020_0000;
+const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
+
+/// Fields of `/proc/PID/stat` after the command name: (comm, flags, start time).
+pub(crate) fn task_stat(sys: &Sys, pid: i32) -> Option<(String, u64, u64)> {
+    let stat = sys.read(&format!("/proc/{pid}/stat")).ok()?;
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat[open + 1..close].to_string();
+    let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    Some((comm, f.get(6)?.parse().ok()?, f.get(19)?.parse().ok()?))
+}
+
+/// A task's allowed CPUs from `/proc/PID/status`.
+pub(crate) fn task_affinity(sys: &Sys, pid: i32) -> Option<CpuList> {
+    let status = sys.read(&format!("/proc/{pid}/status")).ok()?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
+        .trim()
+        .to_string();
+    CpuList::parse(&list).ok()
+}
+
+fn kthreads(sys: &Sys, split: &Split, plan: &mut Plan) {
+    let hk = &split.housekeeping;
+    let mut pids: Vec<i32> = list_dir(sys, "/proc")
+        .iter()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    let (mut moved, mut already) = (0, 0);
+    for pid in pids {
+        let Some((comm, flags, start_time)) = task_stat(sys, pid) else { continue };
+        if flags & PF_KTHREAD == 0 || flags & PF_NO_SETAFFINITY != 0 {
+            continue;
+        }
+        let Some(cur) = task_affinity(sys, pid) else { continue };
+        if cur.len() <= 1 {
+            continue; // bound to one CPU: a per-CPU thread
+        }
+        if subset(&cur, hk) {
+            already += 1;
+            continue;
+        }
+        let new = intersect(&cur, hk);
+        if new.is_empty() {
+            continue;
+        }
+        moved += 1;
+        let knob = format!("kthread {comm} (pid {pid}) affinity");
+        push(
+            plan,
+            knob.clone(),
+            ItemState::Change(Change {
+                knob,
+                target: Target::TaskAffinity {
+                    pid,
+                    comm,
+                    start_time,
+                },
+                old: cur.to_string(),
+                new: new.to_string(),
+                phase: Phase::Task,
+                best_effort: true,
+            }),
+        );
+    }
+    if moved == 0 {
+        push(
+            plan,
+            "kernel thread affinity".into(),
+            ItemState::Set {
+                value: format!("{already} movable kernel threads already on {hk}"),
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn masks_round_trip() {
+        assert_eq!(parse_mask("3").unwrap().to_string(), "0-1");
+        assert_eq!(parse_mask("0000000f\n").unwrap().to_string(), "0-3");
+        assert_eq!(parse_mask("1,00000001").unwrap().to_string(), "0,32");
+        assert_eq!(format_mask(&CpuList::parse("0-1").unwrap()), "3");
+        assert_eq!(format_mask(&CpuList::parse("0,32").unwrap()), "1,00000001");
+        assert_eq!(format_mask(&CpuList::parse("1-3").unwrap()), "e");
+        assert!(parse_mask("zz").is_none());
+    }
+
+    #[test]
+    fn restore_puts_the_governor_back_before_epp() {
+        assert!(Phase::Governor.restore_rank() < Phase::Epp.restore_rank());
+        assert!(Phase::Governor < Phase::Epp);
+        assert!(Phase::IdleState.restore_rank() < Phase::Governor.restore_rank());
+    }
+}

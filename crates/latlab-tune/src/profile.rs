@@ -1,0 +1,1269 @@
+//! Profiles: TOML files with settings per CPU, for the whole system, for CPU isolation, for the
+//! kernel command line and for the kernel build. Built-in profiles are embedded in the binary; a
+//! user directory adds or overrides them. A profile may include others; included files come
+//! first and the including file overrides them.
+//!
+//! Parsing rejects unknown keys, wrong types and malformed values with the file, the line and the
+//! dotted key. Nothing here reads the system: whether a CPU exists or a governor is offered is
+//! decided when a plan is made for a machine (`crate::plan`).
+
+use latlab_model::units::CpuList;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+/// The built-in profiles, in the order `latlab tune list` shows them.
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "throughput",
+        include_str!("../../../profiles/throughput.toml"),
+    ),
+    (
+        "lowlatency",
+        include_str!("../../../profiles/lowlatency.toml"),
+    ),
+    ("realtime", include_str!("../../../profiles/realtime.toml")),
+    ("powersave", include_str!("../../../profiles/powersave.toml")),
+    ("balanced", include_str!("../../../profiles/balanced.toml")),
+];
+
+/// Where a setting was written: file, line and dotted key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub file: String,
+    pub line: usize,
+    pub key: String,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.key)
+    }
+}
+
+/// A value and where it was set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct At<T> {
+    pub value: T,
+    pub at: Origin,
+}
+
+/// Which idle states of a CPU stay enabled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdleLimit {
+    /// States whose exit latency exceeds this many µs are disabled (the shallowest state of a
+    /// CPU always stays enabled).
+    MaxLatencyUs(u64),
+    /// States deeper (by exit latency) than the state of this name on each CPU are disabled.
+    MaxState(String),
+    /// Every state enabled.
+    AllEnabled,
+}
+
+/// A per-CPU PM QoS resume latency limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResumeLatency {
+    /// At most this many µs (0: the CPU may only poll).
+    Us(u64),
+    /// No constraint.
+    NoConstraint,
+}
+
+impl ResumeLatency {
+    /// The value as the kernel's `pm_qos_resume_latency_us` file takes it (inverted for 0).
+    pub fn kernel_value(self) -> String {
+        match self {
+            ResumeLatency::Us(0) => "n/a".into(),
+            ResumeLatency::Us(n) => n.to_string(),
+            ResumeLatency::NoConstraint => "0".into(),
+        }
+    }
+}
+
+/// Settings that apply to CPUs one by one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CpuSettings {
+    /// cpufreq governors, first one the CPU offers wins.
+    pub governor: Option<At<Vec<String>>>,
+    /// Energy-performance preferences, first one the CPU offers wins.
+    pub epp: Option<At<Vec<String>>>,
+    /// Per-policy `boost`.
+    pub boost: Option<At<bool>>,
+    pub idle: Option<At<IdleLimit>>,
+    pub resume_latency: Option<At<ResumeLatency>>,
+}
+
+impl CpuSettings {
+    /// Overwrite with every setting `other` has.
+    pub fn overlay(&mut self, other: &CpuSettings) {
+        if other.governor.is_some() {
+            self.governor.clone_from(&other.governor);
+        }
+        if other.epp.is_some() {
+            self.epp.clone_from(&other.epp);
+        }
+        if other.boost.is_some() {
+            self.boost.clone_from(&other.boost);
+        }
+        if other.idle.is_some() {
+            self.idle.clone_from(&other.idle);
+        }
+        if other.resume_latency.is_some() {
+            self.resume_latency.clone_from(&other.resume_latency);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == CpuSettings::default()
+    }
+}
+
+/// The CPUs a `[cpu.X]` table names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuSelector {
+    All,
+    Isolated,
+    Housekeeping,
+    List(CpuList),
+}
+
+impl CpuSelector {
+    fn specificity(&self) -> u8 {
+        match self {
+            CpuSelector::All => 0,
+            CpuSelector::Isolated | CpuSelector::Housekeeping => 1,
+            CpuSelector::List(_) => 2,
+        }
+    }
+}
+
+/// One `[cpu.X]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuRule {
+    pub selector: CpuSelector,
+    pub settings: CpuSettings,
+    pub at: Origin,
+    /// Precedence: (file order, specificity, position in the file); higher wins.
+    pub(crate) rank: (usize, u8, usize),
+}
+
+/// Settings for the whole system.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SystemSettings {
+    /// `kernel.timer_migration`.
+    pub timer_migration: Option<At<bool>>,
+    /// `vm.stat_interval` in seconds.
+    pub vmstat_interval_s: Option<At<u64>>,
+    /// `kernel.sched_rt_runtime_us` (-1: no RT throttling).
+    pub sched_rt_runtime_us: Option<At<i64>>,
+    /// Turbo / boost for the whole machine (intel_pstate `no_turbo` or `cpufreq/boost`).
+    pub turbo: Option<At<bool>>,
+    /// The cpuidle governor.
+    pub cpuidle_governor: Option<At<String>>,
+    /// A `/dev/cpu_dma_latency` request: lives only while a file stays open, so `apply` does not
+    /// write it; `latlab tune hold` and temporary tunings hold it.
+    pub cpu_dma_latency_us: Option<At<u32>>,
+}
+
+/// Which CPUs are isolated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IsolatedSpec {
+    /// The CPUs given with `--cpus`, else the kernel's isolated CPUs, else every CPU but the
+    /// first core (with its SMT siblings).
+    Auto,
+    List(CpuList),
+}
+
+/// A split into housekeeping and isolated CPUs, and what moves to the housekeeping CPUs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IsolationSettings {
+    pub isolated: Option<At<IsolatedSpec>>,
+    /// Move IRQs (and the default affinity of new ones) to the housekeeping CPUs.
+    pub irqs: Option<At<bool>>,
+    /// Restrict unbound workqueues to the housekeeping CPUs.
+    pub workqueues: Option<At<bool>>,
+    /// Move movable kernel threads to the housekeeping CPUs.
+    pub kthreads: Option<At<bool>>,
+}
+
+impl IsolationSettings {
+    pub fn is_set(&self) -> bool {
+        self.isolated.is_some()
+            || self.irqs.is_some()
+            || self.workqueues.is_some()
+            || self.kthreads.is_some()
+    }
+}
+
+/// A CPU set on the kernel command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuSet {
+    Isolated,
+    Housekeeping,
+    All,
+    List(CpuList),
+}
+
+/// Kernel command line options a profile wants (`latlab tune boot`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BootSettings {
+    pub preempt: Option<At<String>>,
+    pub nohz_full: Option<At<CpuSet>>,
+    pub rcu_nocbs: Option<At<CpuSet>>,
+    pub rcu_lazy: Option<At<bool>>,
+    /// `isolcpus=` flags (domain, managed_irq, nohz); the CPUs are the isolated ones.
+    pub isolcpus: Option<At<Vec<String>>>,
+    pub irqaffinity: Option<At<CpuSet>>,
+    pub threadirqs: Option<At<bool>>,
+    /// `intel_idle.max_cstate=` / `processor.max_cstate=`, by the idle driver.
+    pub max_cstate: Option<At<u32>>,
+    /// `idle=poll|halt|nomwait`.
+    pub idle: Option<At<String>>,
+    /// Further options, verbatim (`skew_tick=1`).
+    pub extra: Option<At<Vec<String>>>,
+}
+
+impl BootSettings {
+    pub fn is_set(&self) -> bool {
+        *self != BootSettings::default()
+    }
+}
+
+/// Build-time kernel settings a profile wants; `latlab tune boot` reports them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KernelWants {
+    pub hz: Option<At<u32>>,
+    pub preempt_rt: Option<At<bool>>,
+}
+
+/// Where a profile came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileSource {
+    BuiltIn,
+    File(PathBuf),
+}
+
+impl ProfileSource {
+    /// The name used in messages for the file of profile `name`.
+    pub fn label(&self, name: &str) -> String {
+        match self {
+            ProfileSource::BuiltIn => format!("built-in {name}.toml"),
+            ProfileSource::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ProfileSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProfileSource::BuiltIn => f.write_str("built-in"),
+            ProfileSource::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// A profile with its includes merged in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    pub name: String,
+    pub source: ProfileSource,
+    pub description: String,
+    /// Every included profile, in merge order (the ones merged first come first).
+    pub includes: Vec<String>,
+    /// `[cpu.X]` tables in precedence order (later wins).
+    pub cpu: Vec<CpuRule>,
+    pub system: SystemSettings,
+    pub isolation: IsolationSettings,
+    pub boot: BootSettings,
+    pub kernel: KernelWants,
+}
+
+impl Profile {
+    fn empty(name: &str, source: ProfileSource) -> Profile {
+        Profile {
+            name: name.to_string(),
+            source,
+            description: String::new(),
+            includes: Vec::new(),
+            cpu: Vec::new(),
+            system: SystemSettings::default(),
+            isolation: IsolationSettings::default(),
+            boot: BootSettings::default(),
+            kernel: KernelWants::default(),
+        }
+    }
+
+    /// The settings for one CPU: every table naming it, in precedence order.
+    /// `isolated`/`housekeeping` tables apply only when a split is given.
+    pub fn settings_for(&self, cpu: u32, split: Option<(&CpuList, &CpuList)>) -> CpuSettings {
+        let mut s = CpuSettings::default();
+        for rule in &self.cpu {
+            let applies = match &rule.selector {
+                CpuSelector::All => true,
+                CpuSelector::Isolated => split.is_some_and(|(iso, _)| iso.contains(cpu)),
+                CpuSelector::Housekeeping => split.is_some_and(|(_, hk)| hk.contains(cpu)),
+                CpuSelector::List(l) => l.contains(cpu),
+            };
+            if applies {
+                s.overlay(&rule.settings);
+            }
+        }
+        s
+    }
+}
+
+/// A profile that could not be loaded.
+#[derive(Debug)]
+pub enum ProfileError {
+    /// Malformed: names the file, the line and the dotted key.
+    Invalid {
+        file: String,
+        line: usize,
+        key: String,
+        message: String,
+    },
+    Unknown {
+        name: String,
+        known: Vec<String>,
+    },
+    Cycle {
+        chain: Vec<String>,
+        at: Origin,
+    },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProfileError::Invalid {
+                file,
+                line,
+                key,
+                message,
+            } => {
+                write!(f, "{file}")?;
+                if *line > 0 {
+                    write!(f, ":{line}")?;
+                }
+                if !key.is_empty() {
+                    write!(f, ": {key}")?;
+                }
+                write!(f, ": {message}")
+            }
+            ProfileError::Unknown { name, known } => write!(
+                f,
+                "unknown profile {name:?} (accepted: {}, or the path of a .toml file)",
+                known.join(", ")
+            ),
+            ProfileError::Cycle { chain, at } => {
+                write!(f, "{at}: include cycle: {}", chain.join(" → "))
+            }
+            ProfileError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for ProfileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProfileError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The file format.
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    description: Option<Spanned<String>>,
+    include: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    cpu: BTreeMap<Spanned<String>, RawCpu>,
+    system: Option<RawSystem>,
+    isolation: Option<RawIsolation>,
+    boot: Option<RawBoot>,
+    kernel: Option<RawKernel>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCpu {
+    governor: Option<Spanned<toml::Value>>,
+    epp: Option<Spanned<toml::Value>>,
+    boost: Option<Spanned<bool>>,
+    max_idle_latency_us: Option<Spanned<toml::Value>>,
+    max_idle_state: Option<Spanned<String>>,
+    pm_qos_resume_latency_us: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSystem {
+    timer_migration: Option<Spanned<bool>>,
+    vmstat_interval_s: Option<Spanned<u64>>,
+    sched_rt_runtime_us: Option<Spanned<i64>>,
+    turbo: Option<Spanned<bool>>,
+    cpuidle_governor: Option<Spanned<String>>,
+    cpu_dma_latency_us: Option<Spanned<u32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIsolation {
+    isolated: Option<Spanned<String>>,
+    irqs: Option<Spanned<bool>>,
+    workqueues: Option<Spanned<bool>>,
+    kthreads: Option<Spanned<bool>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBoot {
+    preempt: Option<Spanned<String>>,
+    nohz_full: Option<Spanned<String>>,
+    rcu_nocbs: Option<Spanned<String>>,
+    rcu_lazy: Option<Spanned<bool>>,
+    isolcpus: Option<Spanned<Vec<String>>>,
+    irqaffinity: Option<Spanned<String>>,
+    threadirqs: Option<Spanned<bool>>,
+    max_cstate: Option<Spanned<u32>>,
+    idle: Option<Spanned<String>>,
+    extra: Option<Spanned<Vec<String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKernel {
+    hz: Option<Spanned<u32>>,
+    preempt_rt: Option<Spanned<bool>>,
+}
+
+/// The line (1-based) holding byte `offset`.
+fn line_of(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The table header in force at the start of the line beginning at `line_start`.
+fn header_before(text: &str, line_start: usize) -> String {
+    text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .map(|l| {
+            l.trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .replace(['"', ' '], "")
+        })
+        .unwrap_or_default()
+}
+
+/// The dotted key a TOML error at `span` is about.
+fn key_at(text: &str, span: std::ops::Range<usize>) -> String {
+    let start = span.start.min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line = &text[line_start..line_end];
+    if line.trim_start().starts_with('[') {
+        return header_before(text, line_end);
+    }
+    let local = match line.find('=') {
+        Some(eq) => line[..eq].trim(),
+        None => text
+            .get(span.clone())
+            .unwrap_or("")
+            .split('=')
+            .next()
+            .unwrap_or("")
+            .trim(),
+    }
+    .replace(['"', ' '], "");
+    let header = header_before(text, line_start);
+    match (header.is_empty(), local.is_empty()) {
+        (true, _) => local,
+        (false, true) => header,
+        (false, false) => format!("{header}.{local}"),
+    }
+}
+
+/// Converts raw values into settings, naming file, line and key on errors.
+struct Ctx<'a> {
+    file: String,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn origin(&self, span: std::ops::Range<usize>, key: &str) -> Origin {
+        Origin {
+            file: self.file.clone(),
+            line: line_of(self.text, span.start),
+            key: key.to_string(),
+        }
+    }
+
+    fn err(&self, span: std::ops::Range<usize>, key: &str, message: impl Into<String>) -> ProfileError {
+        ProfileError::Invalid {
+            file: self.file.clone(),
+            line: line_of(self.text, span.start),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn at<T>(&self, s: Spanned<T>, key: &str) -> At<T> {
+        let at = self.origin(s.span(), key);
+        At {
+            value: s.into_inner(),
+            at,
+        }
+    }
+
+    /// A string or an array of strings, each a single word.
+    fn words(&self, s: Spanned<toml::Value>, key: &str) -> Result<At<Vec<String>>, ProfileError> {
+        let span = s.span();
+        let bad = || {
+            self.err(
+                span.clone(),
+                key,
+                "expected a name or an array of names, first one available wins (e.g. \
+                 \"performance\" or [\"schedutil\", \"powersave\"])",
+            )
+        };
+        let words: Vec<String> = match s.get_ref() {
+            toml::Value::String(w) => vec![w.clone()],
+            toml::Value::Array(a) => a
+                .iter()
+                .map(|v| v.as_str().map(str::to_string).ok_or_else(bad))
+                .collect::<Result<_, _>>()?,
+            _ => return Err(bad()),
+        };
+        if words.is_empty()
+            || words
+                .iter()
+                .any(|w| w.is_empty() || w.chars().any(char::is_whitespace))
+        {
+            return Err(bad());
+        }
+        Ok(self.at(Spanned::new(span, words), key))
+    }
+
+    /// Microseconds (an integer ≥ 0) or "none".
+    fn us_or_none(
+        &self,
+        s: &Spanned<toml::Value>,
+        key: &str,
+    ) -> Result<Option<u64>, ProfileError> {
+        match s.get_ref() {
+            toml::Value::Integer(n) if *n >= 0 => Ok(Some(*n as u64)),
+            toml::Value::String(w) if w == "none" => Ok(None),
+            _ => Err(self.err(
+                s.span(),
+                key,
+                "expected microseconds (an integer ≥ 0) or \"none\"",
+            )),
+        }
+    }
+
+    fn cpu_set(&self, s: Spanned<String>, key: &str, all: bool) -> Result<At<CpuSet>, ProfileError> {
+        let span = s.span();
+        let v = match s.get_ref().as_str() {
+            "isolated" => CpuSet::Isolated,
+            "housekeeping" => CpuSet::Housekeeping,
+            "all" if all => CpuSet::All,
+            other => CpuSet::List(CpuList::parse(other).map_err(|e| {
+                self.err(
+                    span.clone(),
+                    key,
+                    format!(
+                        "{e}; or \"isolated\", \"housekeeping\"{}",
+                        if all { ", \"all\"" } else { "" }
+                    ),
+                )
+            })?),
+        };
+        Ok(self.at(Spanned::new(span, v), key))
+    }
+
+    fn one_of(&self, s: Spanned<String>, key: &str, allowed: &[&str]) -> Result<At<String>, ProfileError> {
+        if allowed.contains(&s.get_ref().as_str()) {
+            Ok(self.at(s, key))
+        } else {
+            Err(self.err(
+                s.span(),
+                key,
+                format!(
+                    "{:?} is not accepted (accepted: {})",
+                    s.get_ref(),
+                    allowed.join(", ")
+                ),
+            ))
+        }
+    }
+
+    fn cpu_table(&self, key: Spanned<String>, raw: RawCpu) -> Result<CpuRule, ProfileError> {
+        let name = key.get_ref().clone();
+        let table = format!("cpu.{name}");
+        let selector = match name.as_str() {
+            "all" => CpuSelector::All,
+            "isolated" => CpuSelector::Isolated,
+            "housekeeping" => CpuSelector::Housekeeping,
+            list => CpuSelector::List(CpuList::parse(list).map_err(|e| {
+                self.err(
+                    key.span(),
+                    &table,
+                    format!("{e}; or all, isolated, housekeeping"),
+                )
+            })?),
+        };
+        let k = |f: &str| format!("{table}.{f}");
+        let mut s = CpuSettings::default();
+        if let Some(v) = raw.governor {
+            s.governor = Some(self.words(v, &k("governor"))?);
+        }
+        if let Some(v) = raw.epp {
+            s.epp = Some(self.words(v, &k("epp"))?);
+        }
+        if let Some(v) = raw.boost {
+            s.boost = Some(self.at(v, &k("boost")));
+        }
+        if let (Some(_), Some(st)) = (&raw.max_idle_latency_us, &raw.max_idle_state) {
+            return Err(self.err(
+                st.span(),
+                &k("max_idle_state"),
+                "set either max_idle_latency_us or max_idle_state in one table, not both",
+            ));
+        }
+        if let Some(v) = raw.max_idle_latency_us {
+            let key = k("max_idle_latency_us");
+            let limit = match self.us_or_none(&v, &key)? {
+                Some(n) => IdleLimit::MaxLatencyUs(n),
+                None => IdleLimit::AllEnabled,
+            };
+            s.idle = Some(self.at(Spanned::new(v.span(), limit), &key));
+        }
+        if let Some(v) = raw.max_idle_state {
+            let key = k("max_idle_state");
+            if v.get_ref().trim().is_empty() {
+                return Err(self.err(v.span(), &key, "expected the name of an idle state, e.g. \"C1\""));
+            }
+            let span = v.span();
+            s.idle = Some(self.at(
+                Spanned::new(span, IdleLimit::MaxState(v.into_inner())),
+                &key,
+            ));
+        }
+        if let Some(v) = raw.pm_qos_resume_latency_us {
+            let key = k("pm_qos_resume_latency_us");
+            let r = match self.us_or_none(&v, &key)? {
+                Some(n) => ResumeLatency::Us(n),
+                None => ResumeLatency::NoConstraint,
+            };
+            s.resume_latency = Some(self.at(Spanned::new(v.span(), r), &key));
+        }
+        let rank = (0, selector.specificity(), key.span().start);
+        Ok(CpuRule {
+            selector,
+            settings: s,
+            at: self.origin(key.span(), &table),
+            rank,
+        })
+    }
+}
+
+/// One parsed file: its own settings and what it includes.
+struct Parsed {
+    description: Option<String>,
+    includes: Vec<At<String>>,
+    profile: Profile,
+}
+
+/// Parse one profile file (its includes are not followed).
+fn parse(name: &str, source: ProfileSource, text: &str) -> Result<Parsed, ProfileError> {
+    let cx = Ctx {
+        file: source.label(name),
+        text,
+    };
+    let raw: RawProfile = toml::from_str(text).map_err(|e| match e.span() {
+        Some(span) => ProfileError::Invalid {
+            file: cx.file.clone(),
+            line: line_of(text, span.start),
+            key: key_at(text, span),
+            message: e.message().trim().to_string(),
+        },
+        None => ProfileError::Invalid {
+            file: cx.file.clone(),
+            line: 0,
+            key: String::new(),
+            message: e.message().trim().to_string(),
+        },
+    })?;
+    let mut p = Profile::empty(name, source);
+    let includes = match raw.include {
+        None => Vec::new(),
+        Some(v) => {
+            let at = cx.words(v, "include")?;
+            at.value
+                .iter()
+                .map(|w| At {
+                    value: w.clone(),
+                    at: at.at.clone(),
+                })
+                .collect()
+        }
+    };
+    let mut rules = Vec::new();
+    for (key, table) in raw.cpu {
+        rules.push(cx.cpu_table(key, table)?);
+    }
+    rules.sort_by_key(|r| r.rank);
+    p.cpu = rules;
+    if let Some(s) = raw.system {
+        let sys = &mut p.system;
+        sys.timer_migration = s.timer_migration.map(|v| cx.at(v, "system.timer_migration"));
+        if let Some(v) = s.vmstat_interval_s {
+            if *v.get_ref() == 0 {
+                return Err(cx.err(v.span(), "system.vmstat_interval_s", "expected seconds ≥ 1"));
+            }
+            sys.vmstat_interval_s = Some(cx.at(v, "system.vmstat_interval_s"));
+        }
+        if let Some(v) = s.sched_rt_runtime_us {
+            if *v.get_ref() < -1 {
+                return Err(cx.err(
+                    v.span(),
+                    "system.sched_rt_runtime_us",
+                    "expected microseconds ≥ 0, or -1 for no RT throttling",
+                ));
+            }
+            sys.sched_rt_runtime_us = Some(cx.at(v, "system.sched_rt_runtime_us"));
+        }
+        sys.turbo = s.turbo.map(|v| cx.at(v, "system.turbo"));
+        sys.cpuidle_governor = s
+            .cpuidle_governor
+            .map(|v| cx.at(v, "system.cpuidle_governor"));
+        sys.cpu_dma_latency_us = s
+            .cpu_dma_latency_us
+            .map(|v| cx.at(v, "system.cpu_dma_latency_us"));
+    }
+    if let Some(i) = raw.isolation {
+        let iso = &mut p.isolation;
+        if let Some(v) = i.isolated {
+            let span = v.span();
+            let spec = match v.get_ref().as_str() {
+                "auto" => IsolatedSpec::Auto,
+                list => IsolatedSpec::List(CpuList::parse(list).map_err(|e| {
+                    cx.err(span.clone(), "isolation.isolated", format!("{e}; or \"auto\""))
+                })?),
+            };
+            iso.isolated = Some(cx.at(Spanned::new(span, spec), "isolation.isolated"));
+        }
+        iso.irqs = i.irqs.map(|v| cx.at(v, "isolation.irqs"));
+        iso.workqueues = i.workqueues.map(|v| cx.at(v, "isolation.workqueues"));
+        iso.kthreads = i.kthreads.map(|v| cx.at(v, "isolation.kthreads"));
+    }
+    if let Some(b) = raw.boot {
+        let boot = &mut p.boot;
+        if let Some(v) = b.preempt {
+            boot.preempt = Some(cx.one_of(v, "boot.preempt", &["none", "voluntary", "full", "lazy"])?);
+        }
+        if let Some(v) = b.nohz_full {
+            boot.nohz_full = Some(cx.cpu_set(v, "boot.nohz_full", false)?);
+        }
+        if let Some(v) = b.rcu_nocbs {
+            boot.rcu_nocbs = Some(cx.cpu_set(v, "boot.rcu_nocbs", true)?);
+        }
+        boot.rcu_lazy = b.rcu_lazy.map(|v| cx.at(v, "boot.rcu_lazy"));
+        if let Some(v) = b.isolcpus {
+            if let Some(bad) = v
+                .get_ref()
+                .iter()
+                .find(|f| !["domain", "managed_irq", "nohz"].contains(&f.as_str()))
+            {
+                return Err(cx.err(
+                    v.span(),
+                    "boot.isolcpus",
+                    format!("{bad:?} is not an isolcpus flag (accepted: domain, managed_irq, nohz)"),
+                ));
+            }
+            boot.isolcpus = Some(cx.at(v, "boot.isolcpus"));
+        }
+        if let Some(v) = b.irqaffinity {
+            boot.irqaffinity = Some(cx.cpu_set(v, "boot.irqaffinity", false)?);
+        }
+        boot.threadirqs = b.threadirqs.map(|v| cx.at(v, "boot.threadirqs"));
+        boot.max_cstate = b.max_cstate.map(|v| cx.at(v, "boot.max_cstate"));
+        if let Some(v) = b.idle {
+            boot.idle = Some(cx.one_of(v, "boot.idle", &["poll", "halt", "nomwait"])?);
+        }
+        if let Some(v) = b.extra {
+            if let Some(bad) = v
+                .get_ref()
+                .iter()
+                .find(|w| w.is_empty() || w.chars().any(char::is_whitespace) || w.contains('"'))
+            {
+                return Err(cx.err(
+                    v.span(),
+                    "boot.extra",
+                    format!("{bad:?} is not one kernel option (one word, no quotes)"),
+                ));
+            }
+            boot.extra = Some(cx.at(v, "boot.extra"));
+        }
+    }
+    if let Some(k) = raw.kernel {
+        if let Some(v) = k.hz {
+            if ![100, 250, 300, 1000].contains(v.get_ref()) {
+                return Err(cx.err(v.span(), "kernel.hz", "expected 100, 250, 300 or 1000"));
+            }
+            p.kernel.hz = Some(cx.at(v, "kernel.hz"));
+        }
+        p.kernel.preempt_rt = k.preempt_rt.map(|v| cx.at(v, "kernel.preempt_rt"));
+    }
+    Ok(Parsed {
+        description: raw.description.map(|d| d.into_inner().trim().to_string()),
+        includes,
+        profile: p,
+    })
+}
+
+/// Merge `top` over `base` (the including file over what it includes).
+fn merge(base: &mut Profile, top: Profile) {
+    base.cpu.extend(top.cpu);
+    base.cpu.sort_by_key(|r| r.rank);
+    macro_rules! over {
+        ($($f:ident . $g:ident),*) => {$(
+            if top.$f.$g.is_some() { base.$f.$g = top.$f.$g; }
+        )*};
+    }
+    over!(
+        system.timer_migration,
+        system.vmstat_interval_s,
+        system.sched_rt_runtime_us,
+        system.turbo,
+        system.cpuidle_governor,
+        system.cpu_dma_latency_us,
+        isolation.isolated,
+        isolation.irqs,
+        isolation.workqueues,
+        isolation.kthreads,
+        boot.preempt,
+        boot.nohz_full,
+        boot.rcu_nocbs,
+        boot.rcu_lazy,
+        boot.isolcpus,
+        boot.irqaffinity,
+        boot.threadirqs,
+        boot.max_cstate,
+        boot.idle,
+        boot.extra,
+        kernel.hz,
+        kernel.preempt_rt
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The registry of profiles.
+
+/// One definition of a profile.
+#[derive(Debug, Clone)]
+struct Definition {
+    source: ProfileSource,
+    text: String,
+}
+
+/// A profile as `latlab tune list` shows it.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub name: String,
+    pub source: ProfileSource,
+    /// The description, or why the file could not be read.
+    pub description: Result<String, String>,
+    /// A user file of the same name replaces the built-in.
+    pub overrides_builtin: bool,
+}
+
+/// Every profile known: the built-ins, then the `*.toml` files of the profile directories (a
+/// later definition of a name replaces an earlier one; it may include the one it replaces by
+/// its own name).
+#[derive(Debug, Clone)]
+pub struct Profiles {
+    defs: BTreeMap<String, Vec<Definition>>,
+    order: Vec<String>,
+}
+
+/// Does this include or argument name a file rather than a profile?
+fn is_path(name: &str) -> bool {
+    name.contains('/') || name.ends_with(".toml")
+}
+
+impl Profiles {
+    /// Only the built-in profiles.
+    pub fn builtin() -> Profiles {
+        let mut p = Profiles {
+            defs: BTreeMap::new(),
+            order: Vec::new(),
+        };
+        for (name, text) in BUILTIN {
+            p.add(name, ProfileSource::BuiltIn, text.to_string());
+        }
+        p
+    }
+
+    /// The user profile directories searched by default: `/etc/latlab/profiles` (under the
+    /// system root).
+    pub fn default_dirs(sys: &latlab_sys::Sys) -> Vec<PathBuf> {
+        vec![sys.path("/etc/latlab/profiles")]
+    }
+
+    /// The built-ins plus every `*.toml` in `dirs` (later directories win). A missing
+    /// directory is skipped; an unreadable file is an error.
+    pub fn load(dirs: &[PathBuf]) -> Result<Profiles, ProfileError> {
+        let mut p = Profiles::builtin();
+        for dir in dirs {
+            let entries = match std::fs::read_dir(dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => {
+                    return Err(ProfileError::Io {
+                        path: dir.clone(),
+                        source,
+                    });
+                }
+            };
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            files.sort();
+            for path in files {
+                let text = std::fs::read_to_string(&path).map_err(|source| ProfileError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                let name = path
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                p.add(&name, ProfileSource::File(path), text);
+            }
+        }
+        Ok(p)
+    }
+
+    fn add(&mut self, name: &str, source: ProfileSource, text: String) {
+        if !self.defs.contains_key(name) {
+            self.order.push(name.to_string());
+        }
+        self.defs
+            .entry(name.to_string())
+            .or_default()
+            .push(Definition { source, text });
+    }
+
+    /// Names of every profile, built-ins first.
+    pub fn names(&self) -> Vec<String> {
+        self.order.clone()
+    }
+
+    /// Every profile with its description.
+    pub fn list(&self) -> Vec<Listed> {
+        self.order
+            .iter()
+            .filter_map(|name| {
+                let defs = self.defs.get(name)?;
+                let def = defs.last()?;
+                let description = parse(name, def.source.clone(), &def.text)
+                    .map(|p| p.description.unwrap_or_else(|| "(no description)".into()))
+                    .map_err(|e| e.to_string());
+                Some(Listed {
+                    name: name.clone(),
+                    source: def.source.clone(),
+                    description,
+                    overrides_builtin: defs.len() > 1
+                        && defs.first().is_some_and(|d| d.source == ProfileSource::BuiltIn),
+                })
+            })
+            .collect()
+    }
+
+    /// A profile by name, or by the path of a `.toml` file, with its includes merged.
+    pub fn resolve(&self, name_or_path: &str) -> Result<Profile, ProfileError> {
+        let (name, level, def) = self.find(name_or_path, None, None)?;
+        let mut order = 0;
+        let mut stack = Vec::new();
+        self.resolve_def(&name, level, def, &mut stack, &mut order)
+    }
+
+    /// Look a name or path up. `from`: the including file's name, level and directory.
+    fn find(
+        &self,
+        what: &str,
+        from: Option<(&str, usize)>,
+        dir: Option<&Path>,
+    ) -> Result<(String, usize, Definition), ProfileError> {
+        if is_path(what) {
+            let path = match dir {
+                Some(d) if Path::new(what).is_relative() => d.join(what),
+                _ => PathBuf::from(what),
+            };
+            let text = std::fs::read_to_string(&path).map_err(|source| ProfileError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            let name = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            return Ok((
+                name,
+                usize::MAX,
+                Definition {
+                    source: ProfileSource::File(path),
+                    text,
+                },
+            ));
+        }
+        let defs = self.defs.get(what).ok_or_else(|| ProfileError::Unknown {
+            name: what.to_string(),
+            known: self.order.clone(),
+        })?;
+        // A file including its own name gets the definition it replaces (itself when it
+        // replaces nothing, which is a cycle).
+        let top = defs.len().saturating_sub(1);
+        let level = match from {
+            Some((n, l)) if n == what && l != usize::MAX => l.saturating_sub(1),
+            _ => top,
+        };
+        let def = defs.get(level).cloned().ok_or_else(|| ProfileError::Unknown {
+            name: what.to_string(),
+            known: self.order.clone(),
+        })?;
+        Ok((what.to_string(), level, def))
+    }
+
+    fn resolve_def(
+        &self,
+        name: &str,
+        level: usize,
+        def: Definition,
+        stack: &mut Vec<(String, usize, String)>,
+        order: &mut usize,
+    ) -> Result<Profile, ProfileError> {
+        let ident = def.source.label(name);
+        let parsed = parse(name, def.source.clone(), &def.text)?;
+        stack.push((name.to_string(), level, ident));
+        let mut merged = Profile::empty(name, def.source.clone());
+        let dir = match &def.source {
+            ProfileSource::File(p) => p.parent().map(Path::to_path_buf),
+            ProfileSource::BuiltIn => None,
+        };
+        let mut description = None;
+        for inc in &parsed.includes {
+            let (iname, ilevel, idef) =
+                self.find(&inc.value, Some((name, level)), dir.as_deref())
+                    .map_err(|e| match e {
+                        ProfileError::Unknown { .. } | ProfileError::Io { .. } => {
+                            ProfileError::Invalid {
+                                file: inc.at.file.clone(),
+                                line: inc.at.line,
+                                key: inc.at.key.clone(),
+                                message: format!("cannot include {:?}: {e}", inc.value),
+                            }
+                        }
+                        other => other,
+                    })?;
+            let iident = idef.source.label(&iname);
+            if stack.iter().any(|(_, _, id)| *id == iident) {
+                let mut chain: Vec<String> = stack.iter().map(|(n, _, _)| n.clone()).collect();
+                chain.push(iname);
+                return Err(ProfileError::Cycle {
+                    chain,
+                    at: inc.at.clone(),
+                });
+            }
+            let child = self.resolve_def(&iname, ilevel, idef, stack, order)?;
+            merged.includes.extend(child.includes.iter().cloned());
+            merged.includes.push(child.name.clone());
+            if !child.description.is_empty() {
+                description = Some(child.description.clone());
+            }
+            merge(&mut merged, child);
+        }
+        // This file's rules rank above those of everything it includes.
+        let mut own = parsed.profile;
+        for r in &mut own.cpu {
+            r.rank.0 = *order;
+        }
+        *order += 1;
+        if let Some(d) = parsed.description {
+            description = Some(d);
+        }
+        merge(&mut merged, own);
+        merged.description = description.unwrap_or_default();
+        stack.pop();
+        Ok(merged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn parse_text(text: &str) -> Result<Profile, ProfileError> {
+        parse("t", ProfileSource::File("t.toml".into()), text).map(|p| p.profile)
+    }
+
+    fn invalid(text: &str) -> (usize, String, String) {
+        match parse_text(text) {
+            Err(ProfileError::Invalid {
+                line, key, message, ..
+            }) => (line, key, message),
+            other => panic!("expected an invalid profile, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_builtin_parses_and_has_a_description() {
+        let p = Profiles::builtin();
+        for (name, _) in BUILTIN {
+            let prof = p.resolve(name).unwrap();
+            assert!(
+                prof.description.split_whitespace().count() > 20,
+                "{name}: one paragraph of description"
+            );
+        }
+        let rt = p.resolve("realtime").unwrap();
+        assert_eq!(rt.includes, vec!["lowlatency"]);
+        assert!(rt.isolation.is_set());
+    }
+
+    #[test]
+    fn unknown_key_names_file_line_and_key() {
+        let (line, key, msg) = invalid("description = \"x\"\n\n[cpu.2]\ngovernor = \"performance\"\nfrequency = 3\n");
+        assert_eq!(line, 5);
+        assert_eq!(key, "cpu.2.frequency");
+        assert!(msg.contains("unknown field"), "{msg}");
+        let (line, key, _) = invalid("[system]\ntimer_migraton = false\n");
+        assert_eq!((line, key.as_str()), (2, "system.timer_migraton"));
+        let (line, key, _) = invalid("[sytem]\nturbo = true\n");
+        assert_eq!((line, key.as_str()), (1, "sytem"));
+    }
+
+    #[test]
+    fn wrong_types_name_file_line_and_key() {
+        let (line, key, msg) = invalid("[system]\nturbo = \"yes\"\n");
+        assert_eq!((line, key.as_str()), (2, "system.turbo"));
+        assert!(msg.contains("bool"), "{msg}");
+        let (line, key, msg) = invalid("[cpu.all]\nmax_idle_latency_us = -3\n");
+        assert_eq!((line, key.as_str()), (2, "cpu.all.max_idle_latency_us"));
+        assert!(msg.contains("none"), "{msg}");
+        let (line, key, _) = invalid("\n[cpu.all]\ngovernor = 5\n");
+        assert_eq!((line, key.as_str()), (3, "cpu.all.governor"));
+        let (line, key, _) = invalid("[system]\nvmstat_interval_s = 1.5\n");
+        assert_eq!((line, key.as_str()), (2, "system.vmstat_interval_s"));
+    }
+
+    #[test]
+    fn malformed_cpu_keys_and_values() {
+        let (line, key, msg) = invalid("[cpu.x2]\ngovernor = \"performance\"\n");
+        assert_eq!((line, key.as_str()), (1, "cpu.x2"));
+        assert!(msg.contains("accepted"), "{msg}");
+        let (line, key, _) =
+            invalid("[cpu.1]\nmax_idle_latency_us = 2\nmax_idle_state = \"C1\"\n");
+        assert_eq!((line, key.as_str()), (3, "cpu.1.max_idle_state"));
+        let (_, key, _) = invalid("[boot]\npreempt = \"fast\"\n");
+        assert_eq!(key, "boot.preempt");
+        let (_, key, _) = invalid("[boot]\nisolcpus = [\"domain\", \"everything\"]\n");
+        assert_eq!(key, "boot.isolcpus");
+        let (_, key, _) = invalid("[isolation]\nisolated = \"3-1\"\n");
+        assert_eq!(key, "isolation.isolated");
+        let (line, _, _) = invalid("[system\n");
+        assert_eq!(line, 1);
+    }
+
+    #[test]
+    fn per_cpu_tables_in_precedence_order() {
+        let p = parse_text(
+            "[cpu.2]\nmax_idle_latency_us = 0\n[cpu.3]\nmax_idle_state = \"C1\"\n\
+             [cpu.all]\ngovernor = [\"schedutil\", \"powersave\"]\nmax_idle_latency_us = \"none\"\n\
+             [cpu.\"2-3\"]\ngovernor = \"performance\"\npm_qos_resume_latency_us = 0\n",
+        )
+        .unwrap();
+        let s0 = p.settings_for(0, None);
+        assert_eq!(
+            s0.governor.unwrap().value,
+            vec!["schedutil".to_string(), "powersave".to_string()]
+        );
+        assert_eq!(s0.idle.unwrap().value, IdleLimit::AllEnabled);
+        let s2 = p.settings_for(2, None);
+        assert_eq!(s2.governor.as_ref().unwrap().value, vec!["performance"]);
+        assert_eq!(s2.idle.unwrap().value, IdleLimit::MaxLatencyUs(0));
+        assert_eq!(
+            s2.resume_latency.unwrap().value.kernel_value(),
+            "n/a".to_string()
+        );
+        let s3 = p.settings_for(3, None);
+        assert_eq!(s3.idle.unwrap().value, IdleLimit::MaxState("C1".into()));
+        assert_eq!(s3.governor.unwrap().at.line, 9);
+    }
+
+    #[test]
+    fn includes_chain_cycles_and_overrides() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = |n: &str, t: &str| std::fs::write(dir.path().join(n), t).unwrap();
+        w("a.toml", "description = \"A\"\ninclude = \"b\"\n[system]\nturbo = true\n");
+        w("b.toml", "include = [\"lowlatency\"]\n[system]\nturbo = false\ntimer_migration = true\n[cpu.all]\ngovernor = \"powersave\"\n");
+        w("c.toml", "include = \"d\"\n");
+        w("d.toml", "include = \"e\"\n");
+        w("e.toml", "include = \"c\"\n");
+        w("self.toml", "include = \"self\"\n");
+        w("lowlatency.toml", "include = \"lowlatency\"\ndescription = \"mine\"\n[system]\nvmstat_interval_s = 30\n");
+        w("missing.toml", "\ninclude = \"nowhere\"\n");
+        let p = Profiles::load(&[dir.path().to_path_buf()]).unwrap();
+        let a = p.resolve("a").unwrap();
+        assert_eq!(a.includes, vec!["lowlatency", "lowlatency", "b"]);
+        assert_eq!(a.description, "A");
+        assert_eq!(a.system.turbo.as_ref().unwrap().value, true);
+        // b's timer_migration overrides lowlatency's, its cpu.all governor too.
+        assert_eq!(a.system.timer_migration.as_ref().unwrap().value, true);
+        assert_eq!(a.system.vmstat_interval_s.as_ref().unwrap().value, 30);
+        assert_eq!(a.settings_for(0, None).governor.unwrap().value, vec!["powersave"]);
+        let e = p.resolve("c").unwrap_err().to_string();
+        assert!(e.contains("include cycle: c → d → e → c"), "{e}");
+        assert!(e.contains("e.toml:1: include"), "{e}");
+        let e = p.resolve("self").unwrap_err().to_string();
+        assert!(e.contains("include cycle: self → self"), "{e}");
+        let e = p.resolve("missing").unwrap_err().to_string();
+        assert!(e.contains("missing.toml:2: include"), "{e}");
+        assert!(e.contains("nowhere"), "{e}");
+        // The user's lowlatency overrides the built-in and includes it by its own name.
+        let l = p.resolve("lowlatency").unwrap();
+        assert_eq!(l.description, "mine");
+        assert!(matches!(l.source, ProfileSource::File(_)));
+        assert!(l.system.timer_migration.is_some(), "built-in settings inherited");
+        let listed = p.list();
+        assert!(listed.iter().any(|l| l.name == "lowlatency" && l.overrides_builtin));
+        // By path, relative includes resolve beside the file.
+        let by_path = p.resolve(dir.path().join("a.toml").to_str().unwrap()).unwrap();
+        assert_eq!(by_path.name, "a");
+        let e = p.resolve("nonesuch").unwrap_err().to_string();
+        assert!(e.contains("unknown profile") && e.contains("lowlatency"), "{e}");
+    }
+}
