@@ -303,7 +303,25 @@ struct Acc {
     last_window_max: u64,
 }
 
+/// One thread's closed window with its histogram, for consumers that keep windows (the
+/// monitoring daemon). Windows a stall covered come with an empty histogram.
+#[derive(Debug, Clone)]
+pub struct ClosedWindow {
+    pub thread: u32,
+    pub cpu: Option<u32>,
+    pub index: u64,
+    /// From the start of measuring.
+    pub start_ns: u64,
+    pub histogram: Histogram,
+    pub missed: u64,
+    /// Spikes of this window (within the run's spike limit).
+    pub spikes: Vec<Spike>,
+}
+
 struct Collector {
+    /// Closed windows with histograms, handed out after each drain (only when asked for).
+    keep_windows: bool,
+    closed: Vec<ClosedWindow>,
     interval: u64,
     window: u64,
     spike_limit: u64,
@@ -319,6 +337,17 @@ impl Collector {
         let acc = &mut self.accs[buf.thread as usize];
         for index in acc.next_window..buf.index {
             // Windows in which no period ended (a stall covered them).
+            if self.keep_windows {
+                self.closed.push(ClosedWindow {
+                    thread: buf.thread,
+                    cpu: self.plans_cpu[buf.thread as usize],
+                    index,
+                    start_ns: index * self.window,
+                    histogram: Histogram::new(),
+                    missed: 0,
+                    spikes: Vec::new(),
+                });
+            }
             acc.windows.push(Window {
                 index,
                 start_ns: index * self.window,
@@ -349,6 +378,7 @@ impl Collector {
         if count > 0 && (acc.total.is_empty() || max > acc.total.max()) {
             acc.max_at = buf.max_at;
         }
+        let kept = self.keep_windows.then(|| h.clone());
         // Merge into the total, take the window's p99, clear the buffer.
         let p99 = h.drain_into(&mut acc.total, 99.0);
         acc.windows.push(Window {
@@ -364,6 +394,7 @@ impl Collector {
         acc.next_window = acc.next_window.max(buf.index + buf.span);
         acc.missed += buf.missed;
         acc.last_window_max = max;
+        let first_spike = self.spikes.len();
         for s in &buf.spikes {
             if (self.spikes.len() as u64) < self.spike_limit {
                 self.spikes.push(Spike {
@@ -377,6 +408,17 @@ impl Collector {
             }
         }
         self.spikes_not_kept += buf.spikes_dropped;
+        if let Some(histogram) = kept {
+            self.closed.push(ClosedWindow {
+                thread: buf.thread,
+                cpu: self.plans_cpu[buf.thread as usize],
+                index: buf.index,
+                start_ns: buf.index * self.window,
+                histogram,
+                missed: buf.missed,
+                spikes: self.spikes[first_spike..].to_vec(),
+            });
+        }
     }
 
     fn live(&self, labels: &[String], elapsed_ns: u64) -> Live {
@@ -406,6 +448,18 @@ pub fn run(
     sys: &Sys,
     stop: Arc<StopSignal>,
     observer: &mut dyn FnMut(&Live),
+) -> Result<RunResult, MeasureError> {
+    run_with_windows(cfg, sys, stop, observer, None)
+}
+
+/// [`run`], also handing every closed window with its histogram to `windows` as soon as the
+/// coordinator has it (for long runs that store windows as they close).
+pub fn run_with_windows(
+    cfg: &MeasureConfig,
+    sys: &Sys,
+    stop: Arc<StopSignal>,
+    observer: &mut dyn FnMut(&Live),
+    mut windows: Option<&mut dyn FnMut(Vec<ClosedWindow>)>,
 ) -> Result<RunResult, MeasureError> {
     let online = sys
         .online_cpus()
@@ -627,6 +681,8 @@ pub fn run(
 
     let labels: Vec<String> = plans.iter().map(|p| p.label.clone()).collect();
     let mut col = Collector {
+        keep_windows: windows.is_some(),
+        closed: Vec::new(),
         interval: cfg.interval_ns,
         window: cfg.window_ns,
         spike_limit: u64::from(cfg.spike_limit),
@@ -700,6 +756,11 @@ pub fn run(
         }
         if got {
             observer(&col.live(&labels, os::now(clock).saturating_sub(start)));
+            if let Some(sink) = windows.as_mut()
+                && !col.closed.is_empty()
+            {
+                sink(std::mem::take(&mut col.closed));
+            }
         }
         if last_round {
             break;

@@ -237,3 +237,42 @@ fn max_at_is_when_the_maximum_happened() {
     assert_eq!(t.max_at_ns, first_max.at_ns);
     assert_eq!(r.overall.max_at_ns, t.max_at_ns);
 }
+
+#[test]
+fn closed_windows_carry_histograms_that_add_up_to_the_totals() {
+    let mut c = cfg(Method::ClockNanosleep);
+    c.cpus = Some(vec![0, 1]);
+    c.threads = 2;
+    c.spike_threshold_ns = Some(1);
+    let mut closed: Vec<ClosedWindow> = Vec::new();
+    let mut sink = |w: Vec<ClosedWindow>| closed.extend(w);
+    let r = run_with_windows(
+        &c,
+        &Sys::default(),
+        StopSignal::new(),
+        &mut |_| {},
+        Some(&mut sink),
+    )
+    .unwrap();
+    for (t, thread) in r.threads.iter().enumerate() {
+        let mine: Vec<&ClosedWindow> = closed.iter().filter(|w| w.thread == t as u32).collect();
+        assert_eq!(mine.len(), thread.windows.len(), "one per window");
+        let mut merged = Histogram::new();
+        for w in &mine {
+            merged.merge(&w.histogram);
+            assert_eq!(w.cpu, thread.cpu);
+            assert!(w.spikes.iter().all(|s| s.thread == t as u32));
+        }
+        assert_eq!(merged.count(), thread.histogram.count());
+        assert_eq!(merged.max(), thread.histogram.max());
+        let spikes: usize = mine.iter().map(|w| w.spikes.len()).sum();
+        assert_eq!(
+            spikes,
+            r.spikes
+                .kept
+                .iter()
+                .filter(|s| s.thread == t as u32)
+                .count()
+        );
+    }
+}

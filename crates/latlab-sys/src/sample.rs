@@ -61,8 +61,6 @@ enum PowerProbe {
 struct PowerState {
     name: String,
     probe: PowerProbe,
-    energy_j: f64,
-    covered_ns: u64,
     wraps: u64,
 }
 
@@ -70,21 +68,6 @@ struct PowerState {
 enum FreqSource {
     Cpufreq,
     Cpuinfo,
-}
-
-/// Sums over the run for the summary.
-#[derive(Debug, Clone, Default)]
-struct CpuTotals {
-    freq_weighted: f64,
-    freq_ns: u64,
-    busy: u64,
-    steal: u64,
-    jiffies: u64,
-    irqs: u64,
-    softirqs: u64,
-    counted_ns: u64,
-    idle_time_us: Vec<u64>,
-    idle_usage: Vec<u64>,
 }
 
 /// Reads the system's counters at each call and keeps the series and its totals.
@@ -97,8 +80,6 @@ pub struct Sampler {
     power: Result<Vec<PowerState>, String>,
     thermal: Vec<(String, String)>,
     prev: Option<Snapshot>,
-    totals: BTreeMap<usize, CpuTotals>,
-    temp_sums: Vec<(f64, f64, u64)>,
     series: Vec<Sample>,
 }
 
@@ -163,8 +144,6 @@ impl Sampler {
             freq,
             thermal,
             prev: None,
-            totals: BTreeMap::new(),
-            temp_sums: Vec::new(),
             series: Vec::new(),
         }
     }
@@ -239,9 +218,37 @@ impl Sampler {
         }
     }
 
+    /// Names of the power sources, in the order of [`Sample::power_w`] (empty when none).
+    pub fn power_names(&self) -> Vec<String> {
+        match &self.power {
+            Ok(sources) => sources.iter().map(|s| s.name.clone()).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Why there is no power source, if there is none.
+    pub fn power_unavailable(&self) -> Option<&str> {
+        self.power.as_ref().err().map(String::as_str)
+    }
+
+    /// Names of the thermal zones, in the order of [`Sample::temp_c`].
+    pub fn thermal_names(&self) -> Vec<String> {
+        self.thermal.iter().map(|(z, _)| z.clone()).collect()
+    }
+
+    /// Names of the idle states per CPU.
+    pub fn idle_states(&self) -> Vec<CpuIdleStates> {
+        self.idle
+            .iter()
+            .map(|(&cpu, states)| CpuIdleStates {
+                cpu,
+                states: states.iter().map(|(_, n)| n.clone()).collect(),
+            })
+            .collect()
+    }
+
     /// Take the first snapshot (the baseline the first sample is measured against).
     pub fn start(&mut self, at_ns: u64) {
-        self.temp_sums = vec![(0.0, f64::MIN, 0); self.thermal.len()];
         self.prev = Some(self.snapshot(at_ns));
     }
 
@@ -268,8 +275,6 @@ impl Sampler {
                 });
                 continue;
             };
-            let totals = self.totals.entry(cpu).or_default();
-            totals.counted_ns += dt_ns;
             let mut s = CpuSample {
                 cpu,
                 online: true,
@@ -283,30 +288,19 @@ impl Sampler {
                     s.util_pct = Some(100.0 * busy as f64 / total as f64);
                     s.steal_pct = Some(100.0 * d[7] as f64 / total as f64);
                 }
-                totals.busy += busy;
-                totals.steal += d[7];
-                totals.jiffies += total;
             }
             if let (Some(x), Some(y)) = (a.irqs, b.irqs) {
                 s.irqs = Some(y.saturating_sub(x));
-                totals.irqs += y.saturating_sub(x);
             }
             if let (Some(x), Some(y)) = (a.softirqs, b.softirqs) {
                 s.softirqs = Some(y.saturating_sub(x));
-                totals.softirqs += y.saturating_sub(x);
             }
             if a.idle_time.len() == b.idle_time.len() && !b.idle_time.is_empty() {
                 s.idle_time_us = zip_sub(&a.idle_time, &b.idle_time);
                 s.idle_usage = zip_sub(&a.idle_usage, &b.idle_usage);
-                add_into(&mut totals.idle_time_us, &s.idle_time_us);
-                add_into(&mut totals.idle_usage, &s.idle_usage);
             }
             // The frequency read at the end of the period stands for the period.
             s.freq_khz = b.freq_khz;
-            if let Some(f) = b.freq_khz {
-                totals.freq_weighted += f as f64 * dt_ns as f64;
-                totals.freq_ns += dt_ns;
-            }
             sample.cpus.push(s);
         }
         if let Ok(sources) = &mut self.power {
@@ -322,8 +316,6 @@ impl Sampler {
                         let (delta, wrapped) = counter_delta(x, y, *max_range_uj);
                         source.wraps += u64::from(wrapped);
                         let joules = delta as f64 / 1e6;
-                        source.energy_j += joules;
-                        source.covered_ns += dt_ns;
                         (dt_ns > 0).then(|| joules / (dt_ns as f64 / 1e9))
                     }
                     (
@@ -332,28 +324,15 @@ impl Sampler {
                         Some(PowerReading::Counter(y)),
                     ) => {
                         let joules = y.wrapping_sub(x) as f64 * scale;
-                        source.energy_j += joules;
-                        source.covered_ns += dt_ns;
                         (dt_ns > 0).then(|| joules / (dt_ns as f64 / 1e9))
                     }
-                    (_, _, Some(PowerReading::Watts(w))) => {
-                        source.energy_j += w * dt_ns as f64 / 1e9;
-                        source.covered_ns += dt_ns;
-                        Some(w)
-                    }
+                    (_, _, Some(PowerReading::Watts(w))) => Some(w),
                     _ => None,
                 };
                 sample.power_w.push(watts);
             }
         }
         sample.temp_c = cur.temps.clone();
-        for (i, t) in cur.temps.iter().enumerate() {
-            if let (Some(t), Some(acc)) = (t, self.temp_sums.get_mut(i)) {
-                acc.0 += t;
-                acc.1 = acc.1.max(*t);
-                acc.2 += 1;
-            }
-        }
         self.prev = Some(cur);
         self.series.push(sample);
         self.series.last()
@@ -361,56 +340,21 @@ impl Sampler {
 
     /// The series and its summary.
     pub fn finish(self) -> Samples {
-        let idle_states = self
-            .idle
-            .iter()
-            .map(|(&cpu, states)| CpuIdleStates {
-                cpu,
-                states: states.iter().map(|(_, n)| n.clone()).collect(),
-            })
-            .collect();
-        let cpus = self
-            .totals
-            .iter()
-            .map(|(&cpu, t)| {
-                let secs = t.counted_ns as f64 / 1e9;
-                let per_s = |n: u64| (secs > 0.0).then(|| n as f64 / secs);
-                CpuSummary {
-                    cpu,
-                    avg_freq_khz: (t.freq_ns > 0)
-                        .then(|| (t.freq_weighted / t.freq_ns as f64).round() as u64),
-                    util_pct: (t.jiffies > 0).then(|| 100.0 * t.busy as f64 / t.jiffies as f64),
-                    steal_pct: (t.jiffies > 0).then(|| 100.0 * t.steal as f64 / t.jiffies as f64),
-                    irqs_per_s: per_s(t.irqs),
-                    softirqs_per_s: per_s(t.softirqs),
-                    idle_residency_pct: t
-                        .idle_time_us
-                        .iter()
-                        .map(|&us| {
-                            if t.counted_ns == 0 {
-                                0.0
-                            } else {
-                                100.0 * us as f64 * 1000.0 / t.counted_ns as f64
-                            }
-                        })
-                        .collect(),
-                    idle_entries_per_s: t
-                        .idle_usage
-                        .iter()
-                        .map(|&n| per_s(n).unwrap_or(0.0))
-                        .collect(),
-                }
-            })
-            .collect();
+        let idle_states = self.idle_states();
+        let summary = summarize(&self.series);
         let power_sources = match self.power {
             Ok(sources) => Field::Value(
                 sources
                     .into_iter()
-                    .map(|s| PowerSource {
-                        avg_w: (s.covered_ns > 0).then(|| s.energy_j / (s.covered_ns as f64 / 1e9)),
-                        energy_j: (s.covered_ns > 0).then_some(s.energy_j),
-                        name: s.name,
-                        wraps: s.wraps,
+                    .enumerate()
+                    .map(|(i, s)| {
+                        let (avg_w, energy_j) = summary.power.get(i).copied().unwrap_or_default();
+                        PowerSource {
+                            name: s.name,
+                            avg_w,
+                            energy_j,
+                            wraps: s.wraps,
+                        }
                     })
                     .collect(),
             ),
@@ -419,14 +363,16 @@ impl Sampler {
         let thermal = self
             .thermal
             .iter()
-            .zip(&self.temp_sums)
-            .filter(|(_, acc)| acc.2 > 0)
-            .map(|((zone, _), acc)| ThermalSummary {
-                zone: zone.clone(),
-                avg_c: acc.0 / acc.2 as f64,
-                max_c: acc.1,
+            .zip(&summary.temps)
+            .filter_map(|((zone, _), t)| {
+                t.map(|(avg_c, max_c)| ThermalSummary {
+                    zone: zone.clone(),
+                    avg_c,
+                    max_c,
+                })
             })
             .collect();
+        let cpus = summary.cpus;
         Samples {
             period_ns: self.period_ns,
             sampler_cpus: Vec::new(),
@@ -445,6 +391,127 @@ impl Sampler {
             thermal,
             series: self.series,
         }
+    }
+}
+
+/// A stretch of samples summed up: per CPU, per power source `(avg W, J)`, per thermal zone
+/// `(avg °C, max °C)`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SeriesSummary {
+    pub cpus: Vec<CpuSummary>,
+    pub power: Vec<(Option<f64>, Option<f64>)>,
+    pub temps: Vec<Option<(f64, f64)>>,
+}
+
+/// Sum up samples (a whole run, or one monitoring window). Offline periods count for nothing;
+/// rates and shares are over the time each value was available.
+pub fn summarize(series: &[Sample]) -> SeriesSummary {
+    #[derive(Default)]
+    struct Acc {
+        online_ns: u64,
+        freq: (f64, u64),
+        util: (f64, u64),
+        steal: (f64, u64),
+        irqs: (u64, u64),
+        softirqs: (u64, u64),
+        idle_us: Vec<u64>,
+        idle_n: Vec<u64>,
+    }
+    let mut accs: BTreeMap<usize, Acc> = BTreeMap::new();
+    let n_power = series.iter().map(|s| s.power_w.len()).max().unwrap_or(0);
+    let n_temp = series.iter().map(|s| s.temp_c.len()).max().unwrap_or(0);
+    let mut power = vec![(0.0f64, 0u64); n_power];
+    let mut temps = vec![(0.0f64, f64::MIN, 0u64); n_temp];
+    for s in series {
+        let dt = s.dt_ns;
+        for c in &s.cpus {
+            let a = accs.entry(c.cpu).or_default();
+            if !c.online {
+                continue;
+            }
+            a.online_ns += dt;
+            let weighted = |acc: &mut (f64, u64), v: Option<f64>| {
+                if let Some(v) = v {
+                    acc.0 += v * dt as f64;
+                    acc.1 += dt;
+                }
+            };
+            weighted(&mut a.freq, c.freq_khz.map(|f| f as f64));
+            weighted(&mut a.util, c.util_pct);
+            weighted(&mut a.steal, c.steal_pct);
+            if let Some(n) = c.irqs {
+                a.irqs.0 += n;
+                a.irqs.1 += dt;
+            }
+            if let Some(n) = c.softirqs {
+                a.softirqs.0 += n;
+                a.softirqs.1 += dt;
+            }
+            add_into(&mut a.idle_us, &c.idle_time_us);
+            add_into(&mut a.idle_n, &c.idle_usage);
+        }
+        for (i, w) in s.power_w.iter().enumerate() {
+            if let Some(w) = w {
+                power[i].0 += w * dt as f64 / 1e9;
+                power[i].1 += dt;
+            }
+        }
+        for (i, t) in s.temp_c.iter().enumerate() {
+            if let Some(t) = t {
+                temps[i].0 += t;
+                temps[i].1 = temps[i].1.max(*t);
+                temps[i].2 += 1;
+            }
+        }
+    }
+    let avg = |(sum, ns): (f64, u64)| (ns > 0).then(|| sum / ns as f64);
+    let rate = |(n, ns): (u64, u64)| (ns > 0).then(|| n as f64 / (ns as f64 / 1e9));
+    let cpus = accs
+        .into_iter()
+        .map(|(cpu, a)| {
+            let secs = a.online_ns as f64 / 1e9;
+            CpuSummary {
+                cpu,
+                avg_freq_khz: avg(a.freq).map(|f| f.round() as u64),
+                util_pct: avg(a.util),
+                steal_pct: avg(a.steal),
+                irqs_per_s: rate(a.irqs),
+                softirqs_per_s: rate(a.softirqs),
+                idle_residency_pct: a
+                    .idle_us
+                    .iter()
+                    .map(|&us| {
+                        if a.online_ns == 0 {
+                            0.0
+                        } else {
+                            100.0 * us as f64 * 1000.0 / a.online_ns as f64
+                        }
+                    })
+                    .collect(),
+                idle_entries_per_s: a
+                    .idle_n
+                    .iter()
+                    .map(|&n| if secs > 0.0 { n as f64 / secs } else { 0.0 })
+                    .collect(),
+            }
+        })
+        .collect();
+    SeriesSummary {
+        cpus,
+        power: power
+            .into_iter()
+            .map(|(j, ns)| {
+                if ns == 0 {
+                    (None, None)
+                } else {
+                    (Some(j / (ns as f64 / 1e9)), Some(j))
+                }
+            })
+            .collect(),
+        temps: temps
+            .into_iter()
+            .map(|(sum, max, n)| (n > 0).then(|| (sum / n as f64, max)))
+            .collect(),
     }
 }
 
@@ -585,8 +652,6 @@ fn find_power(sys: &Sys, cpus: &[usize]) -> Result<Vec<PowerState>, String> {
                 energy,
                 max_range_uj,
             },
-            energy_j: 0.0,
-            covered_ns: 0,
             wraps: 0,
         });
     }
@@ -615,8 +680,6 @@ fn find_power(sys: &Sys, cpus: &[usize]) -> Result<Vec<PowerState>, String> {
                 found.push(PowerState {
                     name: format!("hwmon:{chip}/{label}"),
                     probe: PowerProbe::Hwmon { file: rel },
-                    energy_j: 0.0,
-                    covered_ns: 0,
                     wraps: 0,
                 });
             }
@@ -638,8 +701,6 @@ fn find_power(sys: &Sys, cpus: &[usize]) -> Result<Vec<PowerState>, String> {
         found.push(PowerState {
             name: format!("battery:{supply}"),
             probe: PowerProbe::Battery { dir },
-            energy_j: 0.0,
-            covered_ns: 0,
             wraps: 0,
         });
     }
@@ -715,8 +776,6 @@ fn perf_power(sys: &Sys, cpus: &[usize]) -> Result<Vec<PowerState>, String> {
             Ok(fd) => out.push(PowerState {
                 name: format!("perf:{event}"),
                 probe: PowerProbe::Perf { fd, scale },
-                energy_j: 0.0,
-                covered_ns: 0,
                 wraps: 0,
             }),
             Err(e) => errors.push(format!("perf {event}: {e}")),
@@ -764,6 +823,8 @@ fn open_perf_counter(pmu_type: u32, config: u64, cpu: usize) -> std::io::Result<
 pub struct SamplerThread {
     stop: mpsc::Sender<()>,
     handle: std::thread::JoinHandle<Samples>,
+    power_names: Vec<String>,
+    idle_states: Vec<CpuIdleStates>,
 }
 
 impl SamplerThread {
@@ -775,7 +836,20 @@ impl SamplerThread {
         cpus: &[usize],
         origin: Instant,
     ) -> std::io::Result<SamplerThread> {
+        Self::spawn_streaming(sys, period, cpus, origin, None)
+    }
+
+    /// [`spawn`](Self::spawn), also sending every sample to `each` as it is taken.
+    pub fn spawn_streaming(
+        sys: &Sys,
+        period: Duration,
+        cpus: &[usize],
+        origin: Instant,
+        each: Option<mpsc::Sender<Sample>>,
+    ) -> std::io::Result<SamplerThread> {
         let mut sampler = Sampler::new(sys, period.as_nanos() as u64);
+        let power_names = sampler.power_names();
+        let idle_states = sampler.idle_states();
         let (stop, rx) = mpsc::channel::<()>();
         let cpus = cpus.to_vec();
         let handle = std::thread::Builder::new()
@@ -792,7 +866,11 @@ impl SamplerThread {
                     let wait = next.saturating_duration_since(Instant::now());
                     match rx.recv_timeout(wait) {
                         Err(mpsc::RecvTimeoutError::Timeout) => {
-                            sampler.sample(since(Instant::now()));
+                            if let (Some(s), Some(tx)) =
+                                (sampler.sample(since(Instant::now())), each.as_ref())
+                            {
+                                let _ = tx.send(s.clone());
+                            }
                             next += period;
                             // After a long stall, do not fire a burst of catch-up samples.
                             if next < Instant::now() {
@@ -809,7 +887,22 @@ impl SamplerThread {
                 samples.sampler_cpu_time_ns = thread_cpu_time_ns().saturating_sub(cpu0);
                 samples
             })?;
-        Ok(SamplerThread { stop, handle })
+        Ok(SamplerThread {
+            stop,
+            handle,
+            power_names,
+            idle_states,
+        })
+    }
+
+    /// Names of the power sources, in the order of [`Sample::power_w`].
+    pub fn power_names(&self) -> &[String] {
+        &self.power_names
+    }
+
+    /// Names of the idle states per CPU.
+    pub fn idle_states(&self) -> &[CpuIdleStates] {
+        &self.idle_states
     }
 
     /// Stop, take the final partial sample, and return the series.

@@ -309,3 +309,57 @@ fn live_sampler_thread() {
     assert!(out.sampler_cpu_time_ns > 0);
     assert_eq!(out.sampler_cpus, [0]);
 }
+
+#[test]
+fn streamed_samples_summarize_like_the_run() {
+    let (_dir, sys) = tree("laptop-intel");
+    let mut s = Sampler::new(&sys, SEC);
+    s.start(0);
+    let rapl = "/sys/class/powercap/intel-rapl:0/energy_uj";
+    let mut window = Vec::new();
+    for i in 1..=4u64 {
+        // 10 W in the first two seconds, 20 W in the next two.
+        bump(&sys, rapl, if i <= 2 { 10_000_000 } else { 20_000_000 });
+        bump_stat(&sys, 0, i * 10, 100 - i * 10, 0);
+        window.push(s.sample(i * SEC).unwrap().clone());
+    }
+    let names = s.power_names();
+    let pkg = names
+        .iter()
+        .position(|n| n.starts_with("rapl:package-0"))
+        .unwrap();
+    let first = latlab_sys::sample::summarize(&window[..2]);
+    let second = latlab_sys::sample::summarize(&window[2..]);
+    let all = latlab_sys::sample::summarize(&window);
+    assert!((first.power[pkg].0.unwrap() - 10.0).abs() < 1e-9);
+    assert!((second.power[pkg].1.unwrap() - 40.0).abs() < 1e-9);
+    assert!((all.power[pkg].1.unwrap() - 60.0).abs() < 1e-9);
+    assert!((first.cpus[0].util_pct.unwrap() - 15.0).abs() < 1e-9);
+    assert!((all.cpus[0].util_pct.unwrap() - 25.0).abs() < 1e-9);
+    let out = s.finish();
+    let energy = out.power_sources.value().unwrap()[pkg].energy_j.unwrap();
+    assert!((energy - 60.0).abs() < 1e-9);
+}
+
+#[test]
+fn live_streaming_sends_every_full_period() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sys = Sys::new("/");
+    let t = SamplerThread::spawn_streaming(
+        &sys,
+        Duration::from_millis(100),
+        &[],
+        Instant::now(),
+        Some(tx),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(250));
+    let out = t.stop();
+    let sent: Vec<_> = rx.try_iter().collect();
+    assert_eq!(
+        sent.len(),
+        out.series.len() - 1,
+        "all but the final partial one"
+    );
+    assert_eq!(sent[0], out.series[0]);
+}
