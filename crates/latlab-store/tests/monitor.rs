@@ -30,7 +30,7 @@ fn spec(name: &str) -> SeriesSpec {
 fn window_set(k: u64, rng: &mut common::Rng) -> WindowSet {
     let start = T0 + k * MIN5;
     let cpus = (0..2u32)
-        .filter(|&cpu| cpu == 0 || k % 2 == 0)
+        .filter(|&cpu| cpu == 0 || k.is_multiple_of(2))
         .map(|cpu| {
             let mut h = Histogram::new();
             for _ in 0..(500 + k * 10) {

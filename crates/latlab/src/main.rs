@@ -2,6 +2,7 @@
 //! validated values here, at the edge, before anything on the system is touched.
 
 mod cli_error;
+mod db;
 mod live;
 mod measure;
 mod plan;
@@ -35,6 +36,8 @@ enum Command {
     Sysinfo(sysinfo::SysinfoArgs),
     /// Run an experiment plan: every combination of its axes, repeated, saved to the store.
     Run(run::RunArgs),
+    /// The results store: list, show, remove, vacuum and check stored runs.
+    Db(db::DbArgs),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Command::Measure(args) => measure::run(*args, &sys),
         Command::Sysinfo(args) => sysinfo::run(args, &sys),
         Command::Run(args) => run::run(args, &sys),
+        Command::Db(args) => db::run(args),
     };
     match result {
         Ok(code) => code,

@@ -26,7 +26,7 @@ impl Rng {
     /// A latency-like value: mostly 2..60 µs, sometimes a tail up to 3 ms.
     pub fn latency(&mut self) -> u64 {
         let r = self.next();
-        if r % 500 == 0 {
+        if r.is_multiple_of(500) {
             100_000 + r % 3_000_000
         } else {
             2_000 + r % 58_000
@@ -122,9 +122,9 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
         cpus: vec![CpuSummary {
             cpu: 0,
             avg_freq_khz: Some(2_345_678),
-            util_pct: Some(3.141_592_653_589_793),
+            util_pct: Some(std::f64::consts::PI),
             steal_pct: None,
-            irqs_per_s: Some(1001.000_000_000_1),
+            irqs_per_s: Some(1_001.000_000_000_1),
             softirqs_per_s: Some(0.1 + 0.2),
             idle_residency_pct: vec![0.5, 10.25, 89.0 / 3.0],
             idle_entries_per_s: vec![1.0 / 7.0, 250.0, 12.5],
@@ -166,8 +166,8 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
                 throughput: vec![Throughput {
                     what: "matrix multiplies".into(),
                     unit: "ops/s".into(),
-                    rate: 1234.567_890_123,
-                    total: 1234.567_890_123 * 1.000_000_1,
+                    rate: 1_234.567_890_123,
+                    total: 1_234.567_890_123 * 1.000_000_1,
                 }],
                 warnings: vec![],
             },

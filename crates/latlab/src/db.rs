@@ -1,0 +1,369 @@
+//! `latlab db`: list, show, remove, vacuum and check the runs of a results store, and
+//! [`save_result`] for commands that save a run (`latlab measure --db`).
+
+use crate::cli_error::{CliError, CliResult};
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use latlab_model::RunResult;
+use latlab_store::{ExperimentId, RunFilter, RunId, RunSummary, Store, StoreError};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct DbArgs {
+    /// The results store (default: $LATLAB_DB, else ./latlab.db).
+    #[arg(long, global = true, value_name = "PATH")]
+    db: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: DbCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum DbCommand {
+    /// List the stored runs, oldest first.
+    List {
+        /// Only the runs of experiment N.
+        #[arg(long, value_name = "N")]
+        experiment: Option<i64>,
+        /// Only the newest N runs.
+        #[arg(long, value_name = "N")]
+        limit: Option<u32>,
+    },
+    /// Show a run: its summary, or with --json the full result.
+    Show {
+        /// The run's number (from `latlab db list`) or its result id.
+        #[arg(value_name = "ID")]
+        id: String,
+        /// Print the full result as JSON (as `latlab measure --json` wrote it).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove runs and everything stored with them (all or none).
+    Rm {
+        #[arg(value_name = "ID", required = true)]
+        ids: Vec<String>,
+    },
+    /// Rebuild the store's file, giving the space of removed runs back.
+    Vacuum,
+    /// Check the store: SQLite integrity, references between rows, every histogram and every run
+    /// read back whole. Exit code 1 when anything is wrong.
+    Check,
+    /// Save result files written by `latlab measure --json` as runs.
+    #[command(hide = true)]
+    ImportJson {
+        #[arg(value_name = "FILE", required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+/// Save `result` as a new run in the store at `db` (default: `$LATLAB_DB`, else `./latlab.db`),
+/// creating the store if needed. Returns a line saying where it went.
+pub fn save_result(db: Option<&Path>, result: &RunResult) -> anyhow::Result<String> {
+    let path = latlab_store::resolve_path(db);
+    let mut store =
+        Store::open(&path).with_context(|| format!("saving the run to {}", path.display()))?;
+    let id = store
+        .save_run(result, None)
+        .with_context(|| format!("saving the run to {}", path.display()))?;
+    Ok(format!("saved as run {id} in {}", path.display()))
+}
+
+pub fn run(args: DbArgs) -> CliResult<ExitCode> {
+    let path = latlab_store::resolve_path(args.db.as_deref());
+    match args.command {
+        DbCommand::List { experiment, limit } => list(&path, experiment, limit),
+        DbCommand::Show { id, json } => show(&path, &id, json),
+        DbCommand::Rm { ids } => rm(&path, &ids),
+        DbCommand::Vacuum => vacuum(&path),
+        DbCommand::Check => check(&path),
+        DbCommand::ImportJson { files } => import_json(args.db.as_deref(), &files),
+    }
+}
+
+/// Open an existing store: a missing one is bad input (a wrong --db), any other failure is not.
+fn open(path: &Path) -> CliResult<Store> {
+    Store::open_existing(path).map_err(|e| match e {
+        StoreError::Missing(_) => CliError::Usage(format!(
+            "no store at {} (accepted: a store written by `latlab measure --db` or `latlab run`; \
+             --db PATH or LATLAB_DB name another)",
+            path.display()
+        )),
+        e => CliError::Failed(anyhow::Error::new(e)),
+    })
+}
+
+fn failed(e: StoreError) -> CliError {
+    CliError::Failed(anyhow::Error::new(e))
+}
+
+/// A run named on the command line: its number or its result id.
+fn resolve(store: &Store, text: &str) -> CliResult<RunId> {
+    if text.trim().is_empty() {
+        return Err(CliError::Usage(
+            "empty run id (accepted: a number from `latlab db list` or a result id)".into(),
+        ));
+    }
+    store.find_run(text).map_err(failed)?.ok_or_else(|| {
+        CliError::Usage(format!(
+            "no run {text} in {} (see `latlab db list`)",
+            store.path().display()
+        ))
+    })
+}
+
+fn list(path: &Path, experiment: Option<i64>, limit: Option<u32>) -> CliResult<ExitCode> {
+    if !path.exists() {
+        println!("no runs: no store at {}", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let store = open(path)?;
+    let runs = store
+        .list_runs(&RunFilter {
+            experiment: experiment.map(ExperimentId),
+            limit,
+            ..Default::default()
+        })
+        .map_err(failed)?;
+    if runs.is_empty() {
+        println!("no runs in {}", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    print!("{}", list_table(&runs));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The run list: one row per run, latencies in µs with one decimal.
+fn list_table(runs: &[RunSummary]) -> String {
+    let rows: Vec<[String; 8]> = runs
+        .iter()
+        .map(|r| {
+            [
+                r.id.to_string(),
+                started(&r.started_at),
+                elapsed(r.elapsed_ns),
+                format!(
+                    "{}/{}",
+                    r.method,
+                    latlab_model::units::format_duration(r.interval_ns)
+                ),
+                r.cpus
+                    .clone()
+                    .unwrap_or_else(|| format!("{} unpinned", r.threads)),
+                tenths_us(r.p99_ns),
+                tenths_us(r.max_ns),
+                match (&r.experiment, &r.cell) {
+                    (Some(e), Some((key, repeat))) => format!("{e}: {key} #{repeat}"),
+                    (Some(e), None) => e.clone(),
+                    (None, _) => "-".into(),
+                },
+            ]
+        })
+        .collect();
+    let header = [
+        "id",
+        "started (UTC)",
+        "duration",
+        "method/interval",
+        "CPUs",
+        "p99 (µs)",
+        "max (µs)",
+        "experiment",
+    ];
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    // Numbers right-aligned, text left-aligned; the last column unpadded.
+    let right = [true, false, true, false, false, true, true, false];
+    let line = |cells: &[&str]| {
+        let mut out = String::new();
+        for (k, cell) in cells.iter().enumerate() {
+            let pad = widths[k].saturating_sub(cell.chars().count());
+            if k > 0 {
+                out.push_str("  ");
+            }
+            if right[k] {
+                out.push_str(&" ".repeat(pad));
+                out.push_str(cell);
+            } else if k + 1 < cells.len() {
+                out.push_str(cell);
+                out.push_str(&" ".repeat(pad));
+            } else {
+                out.push_str(cell);
+            }
+        }
+        out.push('\n');
+        out
+    };
+    let mut out = line(&header);
+    for row in &rows {
+        out.push_str(&line(&row.iter().map(String::as_str).collect::<Vec<_>>()));
+    }
+    out
+}
+
+/// `2026-11-22T15:59:32.661619Z` → `2026-11-22 15:59:32`.
+fn started(rfc3339: &str) -> String {
+    let s = rfc3339.replacen('T', " ", 1);
+    s.split('.')
+        .next()
+        .unwrap_or(&s)
+        .trim_end_matches('Z')
+        .to_string()
+}
+
+/// A run's length, short: `0.3s`, `10.0s`, `5m 03s`, `2h 05m`.
+fn elapsed(ns: u64) -> String {
+    let s = ns / 1_000_000_000;
+    if s < 60 {
+        format!("{:.1}s", ns as f64 / 1e9)
+    } else if s < 3600 {
+        format!("{}m {:02}s", s / 60, s % 60)
+    } else {
+        format!("{}h {:02}m", s / 3600, (s % 3600) / 60)
+    }
+}
+
+/// Nanoseconds as µs with one decimal, rounded half up (as the summary table).
+fn tenths_us(ns: u64) -> String {
+    let tenths = ns / 100 + u64::from(ns % 100 >= 50);
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
+fn show(path: &Path, id: &str, json: bool) -> CliResult<ExitCode> {
+    let store = open(path)?;
+    let id = resolve(&store, id)?;
+    let result = store.load_run(id).map_err(failed)?;
+    if json {
+        println!("{}", result.to_json_pretty());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let summary = store
+        .list_runs(&RunFilter::default())
+        .map_err(failed)?
+        .into_iter()
+        .find(|r| r.id == id);
+    let mut out = format!("stored:   run {id} in {}", path.display());
+    if let Some(RunSummary {
+        experiment: Some(e),
+        experiment_id: Some(eid),
+        cell,
+        ..
+    }) = &summary
+    {
+        let _ = write!(out, ", experiment {eid} ({e})");
+        if let Some((key, repeat)) = cell {
+            let _ = write!(out, ", cell {key} repeat {repeat}");
+        }
+    }
+    println!("{out}");
+    print!("{}", latlab_report::summary_table(&result));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn rm(path: &Path, ids: &[String]) -> CliResult<ExitCode> {
+    let mut store = open(path)?;
+    // Every id is checked before anything is removed.
+    let mut runs = Vec::new();
+    for text in ids {
+        let id = resolve(&store, text)?;
+        if !runs.contains(&id) {
+            runs.push(id);
+        }
+    }
+    let uids: std::collections::HashMap<RunId, String> = store
+        .list_runs(&RunFilter::default())
+        .map_err(failed)?
+        .into_iter()
+        .map(|r| (r.id, r.uid))
+        .collect();
+    store.remove_runs(&runs).map_err(failed)?;
+    for id in &runs {
+        match uids.get(id) {
+            Some(uid) => println!("removed run {id} ({uid})"),
+            None => println!("removed run {id}"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Size of the store's file and its write-ahead log.
+fn store_size(path: &Path) -> u64 {
+    let wal = PathBuf::from(format!("{}-wal", path.display()));
+    [path.to_path_buf(), wal]
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+fn size_text(bytes: u64) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    if bytes as f64 >= MIB {
+        format!("{:.1} MiB", bytes as f64 / MIB)
+    } else {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    }
+}
+
+fn vacuum(path: &Path) -> CliResult<ExitCode> {
+    let mut store = open(path)?;
+    let before = store_size(path);
+    store
+        .vacuum()
+        .map_err(|e| CliError::Failed(anyhow::Error::new(e).context("vacuum")))?;
+    drop(store);
+    let after = store_size(path);
+    println!(
+        "vacuumed {}: {} -> {}",
+        path.display(),
+        size_text(before),
+        size_text(after)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(path: &Path) -> CliResult<ExitCode> {
+    let store = open(path)?;
+    let report = store.check().map_err(failed)?;
+    for p in &report.problems {
+        println!("problem: {p}");
+    }
+    let checked = format!(
+        "{} runs, {} histograms, {} monitoring windows checked",
+        report.runs, report.histograms, report.monitor_windows
+    );
+    if report.is_ok() {
+        println!("{}: ok ({checked})", path.display());
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "{}: {} problem{} ({checked})",
+            path.display(),
+            report.problems.len(),
+            if report.problems.len() == 1 { "" } else { "s" }
+        );
+        Ok(ExitCode::from(1))
+    }
+}
+
+fn import_json(db: Option<&Path>, files: &[PathBuf]) -> CliResult<ExitCode> {
+    // Every file is read and parsed before anything is saved.
+    let mut results = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))?;
+        let r = RunResult::from_json(&text)
+            .map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))?;
+        results.push(r);
+    }
+    for (f, r) in files.iter().zip(&results) {
+        let line = save_result(db, r).with_context(|| f.display().to_string())?;
+        println!("{}: {line}", f.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,322 @@
+//! `latlab db` run for real against stores in temporary directories, with a run measured by
+//! `latlab measure` (SCHED_OTHER, no privileges needed).
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn latlab() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_latlab"));
+    c.env_remove("LATLAB_DB");
+    c
+}
+
+fn db(store: &Path, args: &[&str]) -> Output {
+    latlab()
+        .arg("db")
+        .args(args)
+        .arg("--db")
+        .arg(store)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn assert_ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    );
+}
+
+/// Exit code `code` with exactly one line on stderr containing `needle`.
+fn assert_one_line_error(o: &Output, code: i32, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "stderr: {err}");
+    assert!(err.starts_with("latlab: error: "), "stderr: {err}");
+    assert!(err.contains(needle), "{needle:?} not in: {err}");
+}
+
+/// A short real measurement written with `--json`.
+fn measured_json(dir: &Path, name: &str) -> PathBuf {
+    let file = dir.join(name);
+    let o = latlab()
+        .args([
+            "measure", "-D", "0.3s", "-a", "0", "-q", "--policy", "other",
+        ])
+        .args(["--no-mlock", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    file
+}
+
+fn import(store: &Path, files: &[&Path]) -> Output {
+    let mut c = latlab();
+    c.args(["db", "import-json"])
+        .args(files)
+        .arg("--db")
+        .arg(store);
+    c.output().unwrap()
+}
+
+#[test]
+fn list_on_a_missing_store_says_so_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("none.db");
+    let o = db(&store, &["list"]);
+    assert_ok(&o);
+    assert!(
+        stdout(&o).contains("no runs: no store at"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!store.exists());
+    // Other commands need a store: a wrong --db is bad input.
+    for args in [&["show", "1"][..], &["rm", "1"], &["vacuum"], &["check"]] {
+        let o = db(&store, args);
+        assert_one_line_error(&o, 2, "no store at");
+        assert!(!store.exists());
+    }
+}
+
+#[test]
+fn a_measured_run_is_saved_listed_shown_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let json = measured_json(dir.path(), "r.json");
+    let o = import(&store, &[&json]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains("saved as run 1 in"), "{}", stdout(&o));
+
+    let o = db(&store, &["list"]);
+    assert_ok(&o);
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for col in [
+        "id",
+        "started",
+        "duration",
+        "method/interval",
+        "CPUs",
+        "p99",
+        "max",
+        "experiment",
+    ] {
+        assert!(lines[0].contains(col), "{col} missing: {text}");
+    }
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(row[0], "1");
+    assert!(row.contains(&"clock-nanosleep/1ms"), "{text}");
+    assert!(row.contains(&"0.3s"), "{text}");
+
+    // The summary, as measure printed it.
+    let o = db(&store, &["show", "1"]);
+    assert_ok(&o);
+    let text = stdout(&o);
+    assert!(text.starts_with("stored:   run 1 in"), "{text}");
+    assert!(
+        text.contains("\ncpu0 ") && text.contains("\nall "),
+        "{text}"
+    );
+
+    // The full result reads back as the file measure wrote, by number and by result id.
+    let original: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let o = db(&store, &["show", "1", "--json"]);
+    assert_ok(&o);
+    let back: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(back, original);
+    let uid = original["id"].as_str().unwrap();
+    let o = db(&store, &["show", uid, "--json"]);
+    assert_ok(&o);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap(),
+        original
+    );
+
+    // The same result twice is refused (exit 1), the store unchanged.
+    let o = import(&store, &[&json]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("already in the store as run 1"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = db(&store, &["rm", "1"]);
+    assert_ok(&o);
+    assert!(stdout(&o).contains(&format!("removed run 1 ({uid})")));
+    let o = db(&store, &["list"]);
+    assert_ok(&o);
+    assert!(stdout(&o).starts_with("no runs in"), "{}", stdout(&o));
+    assert_one_line_error(&db(&store, &["show", "1"]), 2, "no run 1");
+}
+
+#[test]
+fn unknown_or_malformed_ids_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let json = measured_json(dir.path(), "r.json");
+    assert_ok(&import(&store, &[&json]));
+
+    assert_one_line_error(&db(&store, &["show", "42"]), 2, "no run 42 in");
+    assert_one_line_error(&db(&store, &["show", ""]), 2, "empty run id");
+    // One unknown id among several: nothing is removed.
+    assert_one_line_error(&db(&store, &["rm", "1", "42"]), 2, "no run 42");
+    let o = db(&store, &["show", "1"]);
+    assert_ok(&o);
+    // Missing arguments and unknown subcommands: clap's errors in latlab's one-line form.
+    assert_one_line_error(&db(&store, &["rm"]), 2, "required");
+    assert_one_line_error(&db(&store, &["show"]), 2, "required");
+    assert_one_line_error(&db(&store, &["frobnicate"]), 2, "frobnicate");
+    assert_one_line_error(&db(&store, &["list", "--limit", "x"]), 2, "--limit");
+    // A file that is not a result.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, "{\"schema\": \"something else\"}").unwrap();
+    assert_one_line_error(&import(&store, &[&bad]), 2, "not a latlab result");
+}
+
+#[test]
+fn vacuum_and_check_keep_a_sound_store_sound() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let a = measured_json(dir.path(), "a.json");
+    let b = measured_json(dir.path(), "b.json");
+    assert_ok(&import(&store, &[&a, &b]));
+    assert_ok(&db(&store, &["rm", "1"]));
+
+    let o = db(&store, &["vacuum"]);
+    assert_ok(&o);
+    assert!(stdout(&o).starts_with("vacuumed "), "{}", stdout(&o));
+    let o = db(&store, &["check"]);
+    assert_ok(&o);
+    assert!(
+        stdout(&o).contains(": ok (1 runs, 3 histograms"),
+        "{}",
+        stdout(&o)
+    );
+    let o = db(&store, &["show", "2", "--json"]);
+    assert_ok(&o);
+}
+
+/// Flip bytes inside every stored histogram's compressed buckets, in the file itself.
+fn corrupt_histograms(store: &Path) -> usize {
+    let wal = PathBuf::from(format!("{}-wal", store.display()));
+    assert!(
+        !wal.exists(),
+        "the WAL is folded into the file when latlab exits"
+    );
+    let mut bytes = std::fs::read(store).unwrap();
+    let mut n = 0;
+    let mut k = 0;
+    while k + 48 <= bytes.len() {
+        if &bytes[k..k + 4] == b"LLH1" {
+            for b in &mut bytes[k + 40..k + 48] {
+                *b = !*b;
+            }
+            n += 1;
+            k += 48;
+        } else {
+            k += 1;
+        }
+    }
+    std::fs::write(store, bytes).unwrap();
+    n
+}
+
+#[test]
+fn check_finds_a_corrupted_histogram_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let json = measured_json(dir.path(), "r.json");
+    assert_ok(&import(&store, &[&json]));
+    assert_ok(&db(&store, &["check"]));
+    assert!(corrupt_histograms(&store) >= 3);
+
+    let o = db(&store, &["check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let text = stdout(&o);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("problem: run 1") && l.contains("histogram")),
+        "{text}"
+    );
+    assert!(text.contains("problems ("), "{text}");
+    // Reading the damaged run fails with a message instead of showing wrong numbers.
+    let o = db(&store, &["show", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("corrupt"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_store_from_a_newer_latlab_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let json = measured_json(dir.path(), "r.json");
+    assert_ok(&import(&store, &[&json]));
+    // SQLite keeps the schema's user_version at byte 60 of the file, big-endian.
+    let mut bytes = std::fs::read(&store).unwrap();
+    bytes[60..64].copy_from_slice(&99u32.to_be_bytes());
+    std::fs::write(&store, &bytes).unwrap();
+
+    for args in [&["list"][..], &["check"], &["show", "1"]] {
+        let o = db(&store, args);
+        assert_one_line_error(&o, 1, "schema version 99, newer than this latlab supports");
+    }
+    assert_eq!(std::fs::read(&store).unwrap(), bytes);
+}
+
+#[test]
+fn a_file_that_is_not_a_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.db");
+    std::fs::write(&file, "x".repeat(4096)).unwrap();
+    assert_one_line_error(&db(&file, &["check"]), 1, "is not a latlab store");
+    assert_eq!(std::fs::read(&file).unwrap(), "x".repeat(4096).as_bytes());
+}
+
+#[test]
+fn the_store_is_named_by_latlab_db_when_no_option_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("env.db");
+    let json = measured_json(dir.path(), "r.json");
+    let o = latlab()
+        .args(["db", "import-json"])
+        .arg(&json)
+        .env("LATLAB_DB", &store)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    assert!(store.exists());
+    assert!(!dir.path().join("latlab.db").exists());
+    let o = latlab()
+        .args(["db", "list"])
+        .env("LATLAB_DB", &store)
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    assert_eq!(stdout(&o).lines().count(), 2);
+    // Without either, ./latlab.db in the working directory.
+    let o = latlab()
+        .args(["db", "import-json"])
+        .arg(&json)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_ok(&o);
+    assert!(dir.path().join("latlab.db").exists());
+}
