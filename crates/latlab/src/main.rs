@@ -4,6 +4,7 @@
 mod cli_error;
 mod db;
 mod live;
+mod load;
 mod measure;
 mod plan;
 mod run;
@@ -34,6 +35,9 @@ enum Command {
     /// Show what the system is and how it is set: kernel, boot options, CPUs, cpufreq, cpuidle,
     /// PM QoS, RT throttling, IRQs, virtualization.
     Sysinfo(sysinfo::SysinfoArgs),
+    /// Run load generators (cpu, matrix, memory, io, procfs, rt-hog, messaging, cmd) and report
+    /// their throughput.
+    Load(load::LoadArgs),
     /// Run an experiment plan: every combination of its axes, repeated, saved to the store.
     Run(run::RunArgs),
     /// The results store: list, show, remove, vacuum and check stored runs.
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Measure(args) => measure::run(*args, &sys),
         Command::Sysinfo(args) => sysinfo::run(args, &sys),
+        Command::Load(args) => load::run(args, &sys),
         Command::Run(args) => run::run(args, &sys),
         Command::Db(args) => db::run(args),
     };

@@ -1,0 +1,216 @@
+//! `latlab load` run for real: the list, bad input, a short run read back as JSON, a schedule,
+//! and SIGTERM ending a run cleanly.
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn latlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_latlab"))
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn list_shows_every_load_with_options_and_units() {
+    let out = latlab().args(["load", "--list"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for kind in [
+        "cpu",
+        "matrix",
+        "memory",
+        "io",
+        "procfs",
+        "rt-hog",
+        "messaging",
+        "cmd",
+    ] {
+        assert!(
+            text.lines().any(|l| l == kind),
+            "{kind} missing from:\n{text}"
+        );
+    }
+    for unit in ["ops/s", "MB/s", "IOPS", "files/s", "messages/s"] {
+        assert!(text.contains(unit), "{unit}");
+    }
+    assert!(text.contains("fsync"));
+    assert!(text.contains("default 4k"));
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    let cases: [&[&str]; 8] = [
+        &["load", "gpu"],
+        &["load", "cpu:workers=0"],
+        &["load", "io:bs=4q"],
+        &["load"],
+        &["load", "cpu", "--load-cpus", "x"],
+        &["load", "cpu", "--load-cpus", "4000"],
+        &["load", "cpu", "--duration", "5q"],
+        &["load", "--schedule", "idle 30"],
+    ];
+    for args in cases {
+        let t = Instant::now();
+        let out = latlab().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("latlab: error: "), "{args:?}: {err}");
+        assert!(err.contains("accepted"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "{args:?} ran something"
+        );
+    }
+}
+
+#[test]
+fn a_load_that_cannot_run_here_fails_before_running() {
+    let out = latlab()
+        .args(["load", "cpu", "io:dir=/nonexistent-dir"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("io: cannot run here: /nonexistent-dir"),
+        "{err}"
+    );
+    assert!(!err.contains("running"), "{err}");
+}
+
+#[test]
+fn rt_hog_is_refused_when_rt_throttling_is_off() {
+    let root = tempfile::tempdir().unwrap();
+    let kernel = root.path().join("proc/sys/kernel");
+    std::fs::create_dir_all(&kernel).unwrap();
+    std::fs::write(kernel.join("sched_rt_runtime_us"), "-1\n").unwrap();
+    let cpu = root.path().join("sys/devices/system/cpu");
+    std::fs::create_dir_all(&cpu).unwrap();
+    std::fs::write(cpu.join("online"), "0\n").unwrap();
+    let out = latlab()
+        .args(["--sysroot", root.path().to_str().unwrap(), "load", "rt-hog"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("RT throttling is disabled"), "{err}");
+    assert!(err.contains("--force"), "{err}");
+}
+
+#[test]
+fn a_short_cpu_run_reports_json() {
+    let t = Instant::now();
+    let out = latlab()
+        .args([
+            "load",
+            "cpu:workers=1",
+            "--load-cpus",
+            "0",
+            "--duration",
+            "1s",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let took = t.elapsed();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    let v = json(&out);
+    let reports = v["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 1);
+    let r = &reports[0];
+    assert_eq!(r["spec"], "cpu:workers=1");
+    assert_eq!(r["kind"], "cpu");
+    assert_eq!(r["workers"], 1);
+    assert_eq!(r["cpus"], serde_json::json!([0]));
+    let elapsed = r["elapsed_ns"].as_u64().unwrap();
+    assert!((900_000_000..2_000_000_000).contains(&elapsed), "{elapsed}");
+    let t = r["throughput"].as_array().unwrap();
+    assert_eq!(t.len(), 2);
+    for x in t {
+        assert_eq!(x["unit"], "ops/s");
+        assert!(x["rate"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(v["phases"], serde_json::json!([]));
+    // The Loads model reads it back.
+    let loads: latlab_model::load::Loads = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(loads.reports[0].workers, 1);
+}
+
+#[test]
+fn a_schedule_prints_its_phases() {
+    let out = latlab()
+        .args(["load", "--schedule", "idle 200ms, procfs:workers=1 300ms"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("load"), "{text}");
+    assert!(lines[1].starts_with("procfs:workers=1"), "{text}");
+    assert!(lines[1].contains("files/s"), "{text}");
+    assert!(text.contains("phase  load"), "{text}");
+    assert!(
+        lines.iter().any(|l| l.trim_start().starts_with("0  idle")),
+        "{text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.trim_start().starts_with("1  procfs:workers=1")),
+        "{text}"
+    );
+}
+
+#[test]
+fn sigterm_ends_a_run_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = format!("io:size=256k,workers=1,dir={}", dir.path().display());
+    let child = latlab()
+        .args(["load", "cpu:workers=1", &io, "--duration", "60s", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let t = Instant::now();
+    // SAFETY: plain system call on our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("stopped by SIGTERM"), "{err}");
+    let v = json(&out);
+    let reports = v["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 2);
+    for r in reports {
+        let e = r["elapsed_ns"].as_u64().unwrap();
+        assert!((500_000_000..3_000_000_000).contains(&e), "{r}");
+        assert!(r["throughput"][0]["rate"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // The io load's file is gone.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
