@@ -123,6 +123,23 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 
+    /// Run a load beside the measurement (repeatable): KIND[:OPTION=VALUE,...], e.g. matrix,
+    /// memory:size=256M, io:bs=4k, rt-hog:threads=10 (`latlab load --list` shows all).
+    #[arg(long = "load", value_name = "SPEC")]
+    loads: Vec<String>,
+
+    /// CPUs the loads run on (default: every online CPU).
+    #[arg(long, value_name = "LIST")]
+    load_cpus: Option<String>,
+
+    /// Phases of load over the run, e.g. "idle 30s, memory 30s, io 30s, procfs 30s".
+    #[arg(long, value_name = "PHASES", conflicts_with = "loads")]
+    load_schedule: Option<String>,
+
+    /// Run rt-hog even with RT throttling disabled (the machine may stop responding).
+    #[arg(long)]
+    force: bool,
+
     /// Period of the samplers (idle states, frequency, power, interrupts, utilisation).
     #[arg(long, default_value = "1s", value_name = "DUR")]
     sample_period: String,
@@ -300,6 +317,37 @@ pub struct Prepared {
     pub cfg: MeasureConfig,
     online: CpuList,
     sample_period_ns: Option<u64>,
+    loads: Vec<latlab_load::LoadSpec>,
+    schedule: Option<latlab_load::Schedule>,
+    load_options: latlab_load::LoadOptions,
+}
+
+fn load_error(e: latlab_load::LoadError) -> CliError {
+    if e.is_usage() {
+        CliError::Usage(e.to_string())
+    } else {
+        CliError::Failed(anyhow::anyhow!("{e}"))
+    }
+}
+
+/// Loads under way: a set started before measuring, or a schedule of phases.
+enum RunningLoads {
+    None,
+    Set(latlab_load::LoadSet),
+    Schedule(latlab_load::ScheduleRunner),
+}
+
+impl RunningLoads {
+    fn stop(self) -> latlab_model::load::Loads {
+        match self {
+            RunningLoads::None => Default::default(),
+            RunningLoads::Set(set) => latlab_model::load::Loads {
+                reports: set.stop(),
+                phases: Vec::new(),
+            },
+            RunningLoads::Schedule(runner) => runner.stop(),
+        }
+    }
 }
 
 impl MeasureArgs {
@@ -323,10 +371,41 @@ impl MeasureArgs {
                 self.sample_period
             )));
         }
+        let loads = self
+            .loads
+            .iter()
+            .map(|l| latlab_load::LoadSpec::parse(l))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(load_error)?;
+        let schedule = self
+            .load_schedule
+            .as_deref()
+            .map(latlab_load::parse_schedule)
+            .transpose()
+            .map_err(load_error)?;
+        let load_options = latlab_load::LoadOptions {
+            cpus: self
+                .load_cpus
+                .as_deref()
+                .map(CpuList::parse)
+                .transpose()
+                .map_err(usage("--load-cpus"))?,
+            force: self.force,
+            sys: sys.clone(),
+        };
+        match &schedule {
+            Some(s) => latlab_load::LoadSet::check(&s.specs(), &load_options),
+            None if !loads.is_empty() => latlab_load::LoadSet::check(&loads, &load_options),
+            None => Ok(()),
+        }
+        .map_err(load_error)?;
         Ok(Prepared {
             cfg,
             online,
             sample_period_ns: (!self.no_samplers).then_some(sample_period),
+            loads,
+            schedule,
+            load_options,
         })
     }
 }
@@ -340,6 +419,21 @@ pub fn execute(
     observer: &mut dyn FnMut(&latlab_measure::Live),
 ) -> CliResult<RunResult> {
     let cfg = &p.cfg;
+    // Loads start first so the measurement sees them from its first period.
+    let loads = match &p.schedule {
+        Some(schedule) => RunningLoads::Schedule(
+            latlab_load::ScheduleRunner::start(
+                schedule,
+                &p.load_options,
+                std::time::Instant::now(),
+            )
+            .map_err(load_error)?,
+        ),
+        None if !p.loads.is_empty() => RunningLoads::Set(
+            latlab_load::LoadSet::start(&p.loads, &p.load_options).map_err(load_error)?,
+        ),
+        None => RunningLoads::None,
+    };
     let sampler = match p.sample_period_ns {
         None => None,
         Some(period) => {
@@ -369,7 +463,9 @@ pub fn execute(
         MeasureError::Setup(m) => CliError::Failed(anyhow::anyhow!(m)),
     });
     let samples = sampler.map(|(thread, origin_unix_ns)| (thread.stop(), origin_unix_ns));
+    let loads = loads.stop();
     let mut result = result?;
+    result.loads = loads;
     if let Some((mut samples, origin_unix_ns)) = samples {
         // Sample times count from the start of measuring, like windows and spikes.
         for s in &mut samples.series {

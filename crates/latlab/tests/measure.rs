@@ -442,3 +442,98 @@ fn samplers_run_beside_the_measurement() {
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(r.get("samples").is_none());
 }
+
+#[test]
+fn loads_run_beside_the_measurement_and_report_throughput() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.json");
+    let p = path.to_str().unwrap().to_string();
+    let mut args = vec![
+        "measure",
+        "-D",
+        "1s",
+        "--load",
+        "matrix:size=64",
+        "--load",
+        "procfs",
+        "--load-cpus",
+        "0",
+        "-q",
+        "--json",
+        &p,
+    ];
+    args.extend(policy_args());
+    let out = run_ok(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("load:") && text.contains("matrix:size=64"),
+        "{text}"
+    );
+    let r = read_json(&path);
+    let reports = r["loads"]["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 2);
+    for rep in reports {
+        assert_eq!(rep["cpus"], serde_json::json!([0]));
+        let rate = rep["throughput"][0]["rate"].as_f64().unwrap();
+        assert!(rate > 0.0, "{rep}");
+        // The loads ran for the whole measurement.
+        assert!(
+            rep["elapsed_ns"].as_u64().unwrap() >= 1_000_000_000,
+            "{rep}"
+        );
+    }
+    assert!(!r["samples"]["series"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_load_schedule_records_its_phases() {
+    let out = run_ok(&[
+        "measure",
+        "-D",
+        "0.9s",
+        "--load-schedule",
+        "idle 300ms, cpu 300ms, procfs 300ms",
+        "--load-cpus",
+        "0",
+        "--no-samplers",
+        "--policy",
+        "other",
+        "--no-mlock",
+        "-q",
+        "--json",
+        "-",
+    ]);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let phases = r["loads"]["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 3, "{phases:?}");
+    let mut last_end = 0;
+    for (i, p) in phases.iter().enumerate() {
+        assert_eq!(p["index"].as_u64().unwrap(), i as u64);
+        let (s, e) = (
+            p["start_ns"].as_u64().unwrap(),
+            p["end_ns"].as_u64().unwrap(),
+        );
+        assert!(s >= last_end && e > s, "{p}");
+        last_end = e;
+    }
+    assert_eq!(phases[1]["spec"], "cpu");
+    let reports = r["loads"]["reports"].as_array().unwrap();
+    assert!(reports.iter().any(|x| x["kind"] == "cpu"));
+}
+
+#[test]
+fn a_bad_or_impossible_load_fails_before_measuring() {
+    let out = latlab()
+        .args(["measure", "-D", "1s", "--load", "matrix:size=0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let out = latlab()
+        .args(["measure", "-D", "1s", "--load", "bogus"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
+}
