@@ -246,6 +246,12 @@ pub struct RunEnvironment {
     /// Where a `--break` marker went, if one was written.
     pub trace_marker: Option<String>,
     pub warnings: Vec<String>,
+    /// The tuning profile applied for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// What the profile changed for the run, `knob: old -> new` (restored afterwards).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tuning: Vec<String>,
 }
 
 /// Why the measurement ended.

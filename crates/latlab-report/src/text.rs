@@ -161,6 +161,18 @@ fn header(out: &mut String, r: &RunResult) {
         (false, false, _) => "not locked (not asked)".to_string(),
     };
     line(out, "memory", &memory);
+    if let Some(profile) = &env.profile {
+        let changed = env
+            .tuning
+            .iter()
+            .filter(|t| !t.contains("unsupported here"))
+            .count();
+        line(
+            out,
+            "profile",
+            &format!("{profile}: {changed} setting(s) changed for the run, then restored"),
+        );
+    }
     for w in &env.warnings {
         let _ = writeln!(out, "warning: {w}");
     }

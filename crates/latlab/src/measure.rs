@@ -140,6 +140,18 @@ pub struct MeasureArgs {
     #[arg(long)]
     force: bool,
 
+    /// Apply a tuning profile (name or file) for the run and restore it afterwards.
+    #[arg(long, value_name = "PROFILE")]
+    profile: Option<String>,
+
+    /// Also look for profiles in DIR (before /etc/latlab/profiles).
+    #[arg(long, value_name = "DIR")]
+    profile_dir: Option<PathBuf>,
+
+    /// Where the tuning journal lives (default /var/lib/latlab, or LATLAB_STATE_DIR).
+    #[arg(long, value_name = "DIR", hide = true)]
+    state_dir: Option<PathBuf>,
+
     /// Period of the samplers (idle states, frequency, power, interrupts, utilisation).
     #[arg(long, default_value = "1s", value_name = "DUR")]
     sample_period: String,
@@ -320,6 +332,7 @@ pub struct Prepared {
     loads: Vec<latlab_load::LoadSpec>,
     schedule: Option<latlab_load::Schedule>,
     load_options: latlab_load::LoadOptions,
+    profile: Option<(latlab_tune::Profile, PathBuf)>,
 }
 
 fn load_error(e: latlab_load::LoadError) -> CliError {
@@ -399,10 +412,49 @@ impl MeasureArgs {
             None => Ok(()),
         }
         .map_err(load_error)?;
+        let profile = match &self.profile {
+            None => None,
+            Some(name) => {
+                let mut dirs = latlab_tune::Profiles::default_dirs(sys);
+                if let Some(d) = &self.profile_dir {
+                    dirs.insert(0, d.clone());
+                }
+                let profiles = latlab_tune::Profiles::load(&dirs)
+                    .map_err(|e| CliError::Usage(format!("--profile: {e}")))?;
+                let profile = profiles
+                    .resolve(name)
+                    .map_err(|e| CliError::Usage(format!("--profile {name}: {e}")))?;
+                let plan = latlab_tune::Plan::build(sys, &profile, None)
+                    .map_err(|e| CliError::Failed(anyhow::anyhow!("--profile {name}: {e}")))?;
+                // A profile none of whose settings exist here cannot make the run it names.
+                let unsupported: Vec<String> = plan
+                    .items
+                    .iter()
+                    .filter_map(|i| match &i.state {
+                        latlab_tune::ItemState::Unsupported { why } => {
+                            Some(format!("{}: {why}", i.knob))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                if !plan.items.is_empty() && unsupported.len() == plan.items.len() {
+                    return Err(CliError::Failed(anyhow::anyhow!(
+                        "profile {name} sets nothing this machine has (unsupported here: {})",
+                        unsupported.join("; ")
+                    )));
+                }
+                let state_dir = self
+                    .state_dir
+                    .clone()
+                    .unwrap_or_else(|| latlab_tune::default_state_dir(sys));
+                Some((profile, state_dir))
+            }
+        };
         Ok(Prepared {
             cfg,
             online,
             sample_period_ns: (!self.no_samplers).then_some(sample_period),
+            profile,
             loads,
             schedule,
             load_options,
@@ -419,6 +471,14 @@ pub fn execute(
     observer: &mut dyn FnMut(&latlab_measure::Live),
 ) -> CliResult<RunResult> {
     let cfg = &p.cfg;
+    // The profile goes first and is restored last (also on errors and panics: the guard).
+    let tuning = match &p.profile {
+        Some((profile, state_dir)) => Some(
+            latlab_tune::TemporaryTuning::apply(sys, profile, None, state_dir)
+                .map_err(|e| CliError::Failed(anyhow::anyhow!("applying the profile: {e}")))?,
+        ),
+        None => None,
+    };
     // Loads start first so the measurement sees them from its first period.
     let loads = match &p.schedule {
         Some(schedule) => RunningLoads::Schedule(
@@ -464,8 +524,38 @@ pub fn execute(
     });
     let samples = sampler.map(|(thread, origin_unix_ns)| (thread.stop(), origin_unix_ns));
     let loads = loads.stop();
+    let tuning = tuning.map(|guard| {
+        let name = guard.profile().to_string();
+        let mut lines: Vec<String> = guard
+            .applied()
+            .written
+            .iter()
+            .map(|c| format!("{}: {} -> {}", c.knob, c.old_value(), c.new_value()))
+            .collect();
+        for item in &guard.applied().plan.items {
+            if let latlab_tune::ItemState::Unsupported { why } = &item.state {
+                lines.push(format!("{}: unsupported here: {why}", item.knob));
+            }
+        }
+        let restored = guard.restore();
+        (name, lines, restored)
+    });
     let mut result = result?;
     result.loads = loads;
+    if let Some((name, lines, restored)) = tuning {
+        result.environment.profile = Some(name);
+        result.environment.tuning = lines;
+        match restored {
+            Ok(report) if report.failures().is_empty() => {}
+            Ok(report) => result.environment.warnings.push(format!(
+                "restoring the profile left {} value(s) changed; run `latlab tune restore`",
+                report.failures().len()
+            )),
+            Err(e) => result.environment.warnings.push(format!(
+                "restoring the profile failed ({e}); run `latlab tune restore`"
+            )),
+        }
+    }
     if let Some((mut samples, origin_unix_ns)) = samples {
         // Sample times count from the start of measuring, like windows and spikes.
         for s in &mut samples.series {

@@ -537,3 +537,67 @@ fn a_bad_or_impossible_load_fails_before_measuring() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
 }
+
+/// As root: a profile is applied for the run (the cpuidle `disable` files change while it runs)
+/// and everything is back afterwards.
+#[test]
+fn a_profile_is_applied_for_the_run_and_restored() {
+    if !is_root() {
+        eprintln!("skipped: applying a profile needs root");
+        return;
+    }
+    let snapshot = || -> Vec<(String, String)> {
+        let mut v = Vec::new();
+        for cpu in std::fs::read_dir("/sys/devices/system/cpu")
+            .unwrap()
+            .flatten()
+        {
+            let idle = cpu.path().join("cpuidle");
+            let Ok(states) = std::fs::read_dir(&idle) else {
+                continue;
+            };
+            for st in states.flatten() {
+                let f = st.path().join("disable");
+                if let Ok(t) = std::fs::read_to_string(&f) {
+                    v.push((f.display().to_string(), t));
+                }
+            }
+        }
+        for f in [
+            "/proc/sys/kernel/timer_migration",
+            "/proc/sys/vm/stat_interval",
+        ] {
+            if let Ok(t) = std::fs::read_to_string(f) {
+                v.push((f.to_string(), t));
+            }
+        }
+        v.sort();
+        v
+    };
+    let before = snapshot();
+    let state = tempfile::tempdir().unwrap();
+    let out = run_ok(&[
+        "measure",
+        "-D",
+        "0.5s",
+        "--profile",
+        "lowlatency",
+        "--state-dir",
+        state.path().to_str().unwrap(),
+        "-q",
+        "--json",
+        "-",
+    ]);
+    assert_eq!(snapshot(), before, "the system is as it was");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["environment"]["profile"], "lowlatency");
+    let tuning = r["environment"]["tuning"].as_array().unwrap();
+    assert!(!tuning.is_empty());
+    assert!(r["environment"]["warnings"].as_array().unwrap().is_empty());
+
+    let out = latlab()
+        .args(["measure", "-D", "1s", "--profile", "no-such-profile"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
