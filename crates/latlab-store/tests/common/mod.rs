@@ -245,13 +245,16 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
         system,
         environment: RunEnvironment {
             memory_locked: true,
-            mlock_error: None,
             pm_qos_held_us: Some(0),
             coordinator_cpus: vec![1, 3, 5],
             coordinator_shares_measured_cpus: false,
             euid: 0,
             trace_marker: None,
             warnings: vec!["timer_migration is on".into()],
+            profile: Some("lowlatency".into()),
+            tuning: vec!["cpu2 governor: powersave -> performance".into()],
+            // Fields added to the model later keep their defaults here.
+            ..RunEnvironment::default()
         },
         stop: StopReason::Signal {
             signal: "SIGINT".into(),
