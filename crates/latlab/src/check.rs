@@ -1,0 +1,492 @@
+//! `latlab check`: a pass / warn / fail scan of everything that limits latency here, each
+//! finding with its evidence, advice and fix; `--fix` applies the knobs of the failed checks
+//! through `latlab tune` (journaled, undone by `latlab tune restore`) and prints the boot options
+//! and manual steps it cannot apply; `--measure` shows what the fix is worth.
+
+use crate::cli_error::{CliError, CliResult};
+use anyhow::Context;
+use clap::Args;
+use latlab_check::{Finding, FixPlan, Report, Target, UserChoice, Verdict};
+use latlab_model::RunResult;
+use latlab_model::units::{format_duration, parse_duration};
+use latlab_sys::Sys;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Exit codes: 0 every check passes (or does not apply), 1 a warning, 2 bad input, \
+3 a failure. Ids: `latlab check --list`."
+)]
+pub struct CheckArgs {
+    /// What the system is for: audio, control or throughput (sets the bounds, e.g. 100 µs of
+    /// idle exit latency for audio, 10 µs for control).
+    #[arg(long, default_value = "audio", value_name = "TARGET")]
+    target: String,
+
+    /// Leave out these checks: ids or groups (`irq`), comma-separated.
+    #[arg(long, value_name = "ID,...", value_delimiter = ',')]
+    skip: Vec<String>,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+
+    /// List every check id with its title, then exit.
+    #[arg(long)]
+    list: bool,
+
+    /// Check the limits of this user (default: the invoking user; SUDO_USER under sudo).
+    #[arg(long, value_name = "NAME")]
+    user: Option<String>,
+
+    /// Apply the tune knobs behind the failed checks (journaled; `latlab tune restore` undoes
+    /// them) and print the boot options and manual steps that remain.
+    #[arg(long)]
+    fix: bool,
+
+    /// Directory of the tuning journal for --fix (default: /var/lib/latlab, or
+    /// LATLAB_STATE_DIR).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+
+    /// Run `latlab measure` for DURATION before (and after --fix) and print p99 and max side by
+    /// side.
+    #[arg(long, value_name = "DURATION")]
+    measure: Option<String>,
+}
+
+/// What --fix did.
+#[derive(Default)]
+struct FixOutcome {
+    plan: FixPlan,
+    /// Knobs written through latlab tune (`knob = value`).
+    applied: Vec<String>,
+    /// Knobs latlab tune did not apply, with why.
+    not_applied: Vec<(String, String)>,
+    /// The journal to restore from.
+    journal: Option<PathBuf>,
+    error: Option<String>,
+}
+
+#[derive(Clone, Copy)]
+struct Latency {
+    p99_ns: u64,
+    max_ns: u64,
+    missed: u64,
+}
+
+#[derive(Default)]
+struct MeasureOutcome {
+    duration_ns: u64,
+    before: Option<Latency>,
+    after: Option<Latency>,
+    errors: Vec<String>,
+}
+
+pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
+    if args.list {
+        for c in latlab_check::CHECKS {
+            println!("{:<22} {}", c.id, c.title);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Validate everything before reading or touching the system.
+    let target =
+        Target::parse(&args.target).map_err(|e| CliError::Usage(format!("--target: {e}")))?;
+    let skip = latlab_check::resolve_skip(&args.skip)
+        .map_err(|e| CliError::Usage(format!("--skip: {e}")))?;
+    let measure_ns = match &args.measure {
+        Some(d) => {
+            let ns = parse_duration(d, Some("s"))
+                .map_err(|e| CliError::Usage(format!("--measure: {e}")))?;
+            if ns == 0 {
+                return Err(CliError::Usage(
+                    "--measure: the duration must be above 0 (e.g. 2s)".into(),
+                ));
+            }
+            Some(ns)
+        }
+        None => None,
+    };
+    if args.state_dir.is_some() && !args.fix {
+        return Err(CliError::Usage(
+            "--state-dir is only used with --fix".into(),
+        ));
+    }
+    let who = UserChoice {
+        explicit: args.user.clone(),
+        sudo_user: std::env::var("SUDO_USER").ok().filter(|s| !s.is_empty()),
+    };
+    let color =
+        !args.json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+
+    let facts = latlab_check::Facts::gather(sys, &who);
+    let first = latlab_check::run(&facts, target, &skip);
+    let mut measured = measure_ns.map(|ns| MeasureOutcome {
+        duration_ns: ns,
+        ..MeasureOutcome::default()
+    });
+    if let Some(m) = measured.as_mut() {
+        if !args.json {
+            eprintln!(
+                "latlab: measuring for {} before …",
+                format_duration(m.duration_ns)
+            );
+        }
+        match measure(m.duration_ns) {
+            Ok(l) => m.before = Some(l),
+            Err(e) => m.errors.push(format!("before: {e:#}")),
+        }
+    }
+    if !args.fix {
+        if args.json {
+            print_json(&first, None, None, measured.as_ref())?;
+        } else {
+            print!("{}", table(&first, color));
+            print!("{}", fix_hint(&first));
+            if let Some(m) = &measured {
+                print!("{}", measure_table(m));
+            }
+        }
+        return Ok(ExitCode::from(first.exit_code()));
+    }
+
+    let plan = latlab_check::plan_fixes(&first, Verdict::Fail);
+    let mut outcome = FixOutcome {
+        plan: plan.clone(),
+        ..FixOutcome::default()
+    };
+    if !plan.knobs.is_empty() {
+        let state_dir = args
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| latlab_check::fix::default_state_dir(sys));
+        match latlab_check::fix::apply(sys, &plan, &state_dir) {
+            Ok(done) => {
+                outcome.applied = done.applied;
+                outcome.not_applied = done.not_applied;
+                outcome.journal = done.journal;
+            }
+            Err(e) => outcome.error = Some(e.to_string()),
+        }
+    }
+    // Read the system again: the table after the fix shows what it changed.
+    let after_facts = latlab_check::Facts::gather(sys, &who);
+    let after = latlab_check::run(&after_facts, target, &skip);
+    if let Some(m) = measured.as_mut() {
+        if !args.json {
+            eprintln!(
+                "latlab: measuring for {} after the fix …",
+                format_duration(m.duration_ns)
+            );
+        }
+        match measure(m.duration_ns) {
+            Ok(l) => m.after = Some(l),
+            Err(e) => m.errors.push(format!("after: {e:#}")),
+        }
+    }
+    if args.json {
+        print_json(&after, Some(&first), Some(&outcome), measured.as_ref())?;
+    } else {
+        print!("{}", table(&first, color));
+        print!("{}", fix_text(&outcome));
+        println!();
+        println!("after the fix:");
+        print!("{}", table(&after, color));
+        if let Some(m) = &measured {
+            print!("{}", measure_table(m));
+        }
+    }
+    if let Some(e) = &outcome.error {
+        eprintln!("latlab: error: --fix: {e}");
+        return Ok(ExitCode::from(after.exit_code().max(1)));
+    }
+    Ok(ExitCode::from(after.exit_code()))
+}
+
+/// The JSON document: the final report with its exit code, plus what --fix and --measure did
+/// (and the report before the fix).
+fn print_json(
+    report: &Report,
+    before: Option<&Report>,
+    fix: Option<&FixOutcome>,
+    measure: Option<&MeasureOutcome>,
+) -> CliResult<()> {
+    use serde_json::{Value, json};
+    let mut doc = serde_json::to_value(report).context("serializing the check report")?;
+    let Value::Object(map) = &mut doc else {
+        return Err(anyhow::anyhow!("the check report is not a JSON object").into());
+    };
+    map.insert("exit_code".into(), json!(report.exit_code()));
+    if let Some(b) = before {
+        map.insert(
+            "before".into(),
+            serde_json::to_value(b).context("serializing the report before the fix")?,
+        );
+    }
+    if let Some(f) = fix {
+        map.insert(
+            "fix".into(),
+            json!({
+                "plan": serde_json::to_value(&f.plan).context("serializing the fix plan")?,
+                "applied": f.applied,
+                "not_applied": f.not_applied.iter().map(|(k, why)| json!({"knob": k, "why": why})).collect::<Vec<_>>(),
+                "journal": f.journal,
+                "error": f.error,
+            }),
+        );
+    }
+    if let Some(m) = measure {
+        let lat = |l: Option<Latency>| {
+            l.map(|l| json!({"p99_ns": l.p99_ns, "max_ns": l.max_ns, "missed": l.missed}))
+        };
+        map.insert(
+            "measure".into(),
+            json!({
+                "duration_ns": m.duration_ns,
+                "before": lat(m.before),
+                "after": lat(m.after),
+                "errors": m.errors,
+            }),
+        );
+    }
+    let text = serde_json::to_string_pretty(&doc).context("serializing the check report")?;
+    println!("{text}");
+    Ok(())
+}
+
+fn paint(text: &str, code: &str, color: bool) -> String {
+    if color {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+fn verdict_cell(v: Verdict, color: bool) -> String {
+    let label = format!("{:<6}", v.label());
+    let code = match v {
+        Verdict::Pass => "32",
+        Verdict::Warn => "33",
+        Verdict::Fail => "1;31",
+        Verdict::NotApplicable => "2",
+    };
+    paint(&label, code, color)
+}
+
+/// The table: one row per check; advice and fix under warnings and failures.
+fn table(r: &Report, color: bool) -> String {
+    let b = &r.bounds;
+    let mut bounds = Vec::new();
+    if let Some(us) = b.idle_exit_latency_us {
+        bounds.push(format!("idle exit latency ≤ {us} µs"));
+    }
+    if let Some(p) = b.rtprio_min {
+        bounds.push(format!("rtprio ≥ {p}"));
+    }
+    if let Some(s) = b.swappiness_max {
+        bounds.push(format!("swappiness ≤ {s}"));
+    }
+    bounds.push(format!("steal < {} %", b.steal_max_percent));
+    let mut out = format!("target {}: {}\n", r.target.name(), bounds.join(", "));
+    let width = r
+        .findings
+        .iter()
+        .map(|f| f.id.len())
+        .max()
+        .unwrap_or(10)
+        .max(5);
+    out.push_str(&format!("{:<width$}  {:<6}  evidence\n", "check", "result"));
+    let indent = " ".repeat(width + 10);
+    for f in &r.findings {
+        out.push_str(&row(f, width, color, &indent));
+    }
+    let s = &r.summary;
+    out.push_str(&format!(
+        "{} pass, {} warn, {} fail, {} n/a{}\n",
+        s.pass,
+        s.warn,
+        s.fail,
+        s.not_applicable,
+        if r.skipped.is_empty() {
+            String::new()
+        } else {
+            format!("; skipped {}", r.skipped.join(", "))
+        }
+    ));
+    out
+}
+
+fn row(f: &Finding, width: usize, color: bool, indent: &str) -> String {
+    let o = &f.outcome;
+    let mut s = format!(
+        "{:<width$}  {}  {}\n",
+        f.id,
+        verdict_cell(o.verdict, color),
+        o.evidence
+    );
+    if matches!(o.verdict, Verdict::Warn | Verdict::Fail) {
+        if !o.advice.is_empty() {
+            s.push_str(&format!(
+                "{indent}{} {}\n",
+                paint("advice:", "2", color),
+                o.advice
+            ));
+        }
+        let fixes: Vec<String> = o
+            .fixes
+            .iter()
+            .map(|x| x.to_string())
+            .filter(|x| *x != o.advice)
+            .collect();
+        if !fixes.is_empty() {
+            s.push_str(&format!(
+                "{indent}{} {}\n",
+                paint("fix:", "2", color),
+                fixes.join("; ")
+            ));
+        }
+    }
+    s
+}
+
+/// A closing hint when fixes exist and --fix was not given.
+fn fix_hint(r: &Report) -> String {
+    let plan = latlab_check::plan_fixes(r, Verdict::Fail);
+    if plan.is_empty() {
+        return String::new();
+    }
+    let mut out = String::new();
+    if !plan.knobs.is_empty() {
+        out.push_str(&format!(
+            "latlab check --fix applies {} tune setting(s) of the failed checks ({}); latlab tune restore undoes them\n",
+            plan.knobs.len(),
+            plan.knobs.iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if !plan.boot.is_empty() {
+        out.push_str(&format!(
+            "boot options the failed checks ask for: {}\n",
+            plan.boot
+                .iter()
+                .map(|(o, _)| o.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    out
+}
+
+/// What --fix did and what is left.
+fn fix_text(o: &FixOutcome) -> String {
+    let mut out = String::from("\n--fix:\n");
+    if o.plan.is_empty() {
+        out.push_str("  nothing to fix: no failed check has a fix\n");
+        return out;
+    }
+    for k in &o.applied {
+        out.push_str(&format!("  applied   {k}\n"));
+    }
+    for (k, why) in &o.not_applied {
+        out.push_str(&format!("  not applied  {k}: {why}\n"));
+    }
+    if let Some(j) = &o.journal {
+        out.push_str(&format!(
+            "  journal   {} (undo: latlab tune restore)\n",
+            j.display()
+        ));
+    }
+    if let Some(e) = &o.error {
+        out.push_str(&format!("  failed    {e}\n"));
+    }
+    if !o.plan.boot.is_empty() {
+        out.push_str(&format!(
+            "  boot options (not applied; add to the kernel command line, e.g. with latlab tune boot --write, then reboot): {}\n",
+            o.plan
+                .boot
+                .iter()
+                .map(|(b, _)| b.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+        for (b, ids) in &o.plan.boot {
+            out.push_str(&format!("    {b:<36} for {}\n", ids.join(", ")));
+        }
+    }
+    if !o.plan.manual.is_empty() {
+        out.push_str("  by hand:\n");
+        for (m, ids) in &o.plan.manual {
+            out.push_str(&format!("    {m} (for {})\n", ids.join(", ")));
+        }
+    }
+    out
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1} µs", ns as f64 / 1000.0)
+}
+
+fn measure_table(m: &MeasureOutcome) -> String {
+    let mut out = format!("\nmeasured {} each:\n", format_duration(m.duration_ns));
+    let cell =
+        |l: Option<Latency>, f: fn(Latency) -> String| l.map(f).unwrap_or_else(|| "-".into());
+    out.push_str(&format!("  {:<8} {:>12} {:>12}\n", "", "before", "after"));
+    let rows: [(&str, fn(Latency) -> String); 3] = [
+        ("p99", |l| us(l.p99_ns)),
+        ("max", |l| us(l.max_ns)),
+        ("missed", |l| l.missed.to_string()),
+    ];
+    for (name, f) in rows {
+        out.push_str(&format!(
+            "  {:<8} {:>12} {:>12}\n",
+            name,
+            cell(m.before, f),
+            cell(m.after, f)
+        ));
+    }
+    for e in &m.errors {
+        out.push_str(&format!("  measuring failed: {e}\n"));
+    }
+    out
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Run `latlab measure` on the live system (never a fixture root) and read its result.
+fn measure(ns: u64) -> anyhow::Result<Latency> {
+    let exe = std::env::current_exe().context("finding the latlab executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.env_remove("LATLAB_SYSROOT").args([
+        "measure",
+        "-D",
+        &format!("{ns}ns"),
+        "-q",
+        "--no-samplers",
+        "--json",
+        "-",
+    ]);
+    if !is_root() {
+        cmd.args(["--policy", "other", "--no-mlock"]);
+    }
+    let out = cmd.output().context("running latlab measure")?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        anyhow::bail!(
+            "latlab measure exited with {}: {}",
+            out.status,
+            err.lines().last().unwrap_or("")
+        );
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let r = RunResult::from_json(&text).context("reading latlab measure's result")?;
+    Ok(Latency {
+        p99_ns: r.overall.stats.p99,
+        max_ns: r.overall.stats.max,
+        missed: r.overall.missed,
+    })
+}
