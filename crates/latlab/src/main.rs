@@ -1,6 +1,7 @@
 //! latlab — the Linux latency lab. One binary, one module per subcommand; raw arguments become
 //! validated values here, at the edge, before anything on the system is touched.
 
+mod check;
 mod cli_error;
 mod db;
 mod live;
@@ -35,6 +36,9 @@ enum Command {
     /// Show what the system is and how it is set: kernel, boot options, CPUs, cpufreq, cpuidle,
     /// PM QoS, RT throttling, IRQs, virtualization.
     Sysinfo(sysinfo::SysinfoArgs),
+    /// Check everything that limits latency here: pass, warn or fail, each with evidence,
+    /// advice and its fix (a tune knob or a boot option); --fix applies the knobs.
+    Check(check::CheckArgs),
     /// Run load generators (cpu, matrix, memory, io, procfs, rt-hog, messaging, cmd) and report
     /// their throughput.
     Load(load::LoadArgs),
@@ -56,6 +60,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Measure(args) => measure::run(*args, &sys),
         Command::Sysinfo(args) => sysinfo::run(args, &sys),
+        Command::Check(args) => check::run(args, &sys),
         Command::Load(args) => load::run(args, &sys),
         Command::Run(args) => run::run(args, &sys),
         Command::Db(args) => db::run(args),
