@@ -193,6 +193,11 @@ impl LoadSet {
 
     /// Check every load (see [`LoadSet::check`]) and start them all. If one fails to start, the
     /// ones already started are stopped before the error is returned.
+    ///
+    /// Call it from a thread that lives until the set is stopped (the main thread, typically):
+    /// child processes of `cmd` loads are killed by the kernel should that thread end first.
+    /// Block SIGINT/SIGTERM in the calling thread beforehand if a signal thread takes them: the
+    /// load threads inherit the mask (`cmd` children get every signal unblocked).
     pub fn start(specs: &[LoadSpec], opts: &LoadOptions) -> Result<LoadSet, LoadError> {
         Self::check(specs, opts)?;
         let cpus = opts.resolve_cpus()?;

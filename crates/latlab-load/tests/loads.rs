@@ -551,15 +551,16 @@ fn schedule_runs_phases_in_order_and_records_them() {
         "{p:?}"
     );
     assert!(p[1].start_ns <= p[1].end_ns, "{p:?}");
-    assert!((290..400).contains(&ms(p[0].end_ns)), "{p:?}");
-    assert!((290..400).contains(&ms(p[1].start_ns)), "{p:?}");
-    assert!((590..750).contains(&ms(p[1].end_ns)), "{p:?}");
+    // Boundaries at the planned times (with room for a busy machine's wake-up delays).
+    assert!((290..550).contains(&ms(p[0].end_ns)), "{p:?}");
+    assert!((290..550).contains(&ms(p[1].start_ns)), "{p:?}");
+    assert!((590..900).contains(&ms(p[1].end_ns)), "{p:?}");
     assert_eq!(loads.reports.len(), 1);
     let r = &loads.reports[0];
     assert_eq!(r.kind, "cpu");
     assert_eq!(r.started_ns, p[1].start_ns);
     assert_rates(r, &["ops/s", "ops/s"]);
-    assert!((250..400).contains(&ms(r.elapsed_ns)), "{r:?}");
+    assert!((250..500).contains(&ms(r.elapsed_ns)), "{r:?}");
 }
 
 #[test]

@@ -331,7 +331,7 @@ mod tests {
         );
         assert_eq!(
             lines[2],
-            "                                          50.6 MB/s (bytes written)"
+            "                                         50.6 MB/s (bytes written)"
         );
         assert_eq!(lines[4], "phase  load          start        end");
         assert_eq!(lines[5], "    0  idle        0.000 s    0.300 s");
