@@ -90,6 +90,15 @@ fn set_list(set: &CpuSet, split: Option<&Split>, online: &CpuList) -> Result<Str
     }
 }
 
+/// "CPU 1", "CPUs 1-3", "all CPUs".
+fn cpus_phrase(list: &str) -> String {
+    match CpuList::parse(list) {
+        _ if list == "all" => "all CPUs".into(),
+        Ok(l) if l.len() == 1 => format!("CPU {l}"),
+        _ => format!("CPUs {list}"),
+    }
+}
+
 /// The value of `key` on a command line (`Some("")` for a bare flag).
 fn cmdline_value(cmdline: &str, key: &str) -> Option<String> {
     let cmdline = cmdline.split(" -- ").next().unwrap_or(cmdline);
@@ -189,26 +198,26 @@ pub fn advise(sys: &Sys, profile: &Profile, cpus: Option<&CpuList>) -> Result<Bo
         (
             "nohz_full",
             b.nohz_full.as_ref(),
-            "no scheduler tick on CPUs {} while each runs a single task (kernel entries cost a \
+            "no scheduler tick on {} while each runs a single task (kernel entries cost a \
              little more there)",
             needs("nohz_full=", "CONFIG_NO_HZ_FULL"),
         ),
         (
             "rcu_nocbs",
             b.rcu_nocbs.as_ref(),
-            "RCU callbacks of CPUs {} run in kernel threads instead of their softirq",
+            "RCU callbacks of {} run in kernel threads instead of their softirq",
             needs("rcu_nocbs=", "CONFIG_RCU_NOCB_CPU"),
         ),
         (
             "irqaffinity",
             b.irqaffinity.as_ref(),
-            "IRQs start on CPUs {}",
+            "IRQs start on {}",
             Ok(()),
         ),
     ] {
         let Some(set) = set else { continue };
         match set_list(&set.value, split, &online) {
-            Ok(list) => add(key, Some(list.clone()), effect.replace("{}", &list), need),
+            Ok(list) => add(key, Some(list.clone()), effect.replace("{}", &cpus_phrase(&list)), need),
             Err(why) => unsupported.push(BootOption {
                 option: key.to_string(),
                 status: BootStatus::Unsupported { why },
@@ -237,8 +246,8 @@ pub fn advise(sys: &Sys, profile: &Profile, cpus: Option<&CpuList>) -> Result<Bo
                     "isolcpus",
                     Some(v.join(",")),
                     format!(
-                        "CPUs {} left out of scheduler load balancing{}",
-                        s.isolated,
+                        "{} left out of scheduler load balancing{}",
+                        cpus_phrase(&s.isolated.to_string()),
                         if flags.value.iter().any(|f| f == "managed_irq") {
                             ", and managed IRQs kept off them"
                         } else {

@@ -453,7 +453,7 @@ fn split(
                         .unwrap_or_else(|| CpuList::from_cpus(vec![first]));
                     (
                         minus(online, &core),
-                        format!("every CPU but the first core ({})", cpus_label(&core)),
+                        format!("every CPU but the first core, {}", cpus_label(&core)),
                     )
                 }
             }

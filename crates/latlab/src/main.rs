@@ -11,6 +11,7 @@ mod plan;
 mod run;
 mod signals;
 mod sysinfo;
+mod tune;
 
 use clap::{Parser, Subcommand};
 use cli_error::CliError;
@@ -36,6 +37,9 @@ enum Command {
     /// Show what the system is and how it is set: kernel, boot options, CPUs, cpufreq, cpuidle,
     /// PM QoS, RT throttling, IRQs, virtualization.
     Sysinfo(sysinfo::SysinfoArgs),
+    /// Tuning profiles (throughput, lowlatency, realtime, powersave, balanced): show the diff,
+    /// apply with a journal, verify, restore (also after a crash), boot options, recommend.
+    Tune(tune::TuneArgs),
     /// Check everything that limits latency here: pass, warn or fail, each with evidence,
     /// advice and its fix (a tune knob or a boot option); --fix applies the knobs.
     Check(check::CheckArgs),
@@ -57,9 +61,13 @@ fn main() -> ExitCode {
         Some(root) => latlab_sys::Sys::new(root),
         None => latlab_sys::Sys::from_env(),
     };
+    if !matches!(cli.command, Command::Tune(_)) {
+        tune::stale_journal_notice(&sys);
+    }
     let result = match cli.command {
         Command::Measure(args) => measure::run(*args, &sys),
         Command::Sysinfo(args) => sysinfo::run(args, &sys),
+        Command::Tune(args) => tune::run(args, &sys),
         Command::Check(args) => check::run(args, &sys),
         Command::Load(args) => load::run(args, &sys),
         Command::Run(args) => run::run(args, &sys),

@@ -1,0 +1,662 @@
+//! `latlab tune`: profiles that set the system for throughput, low latency, real time or low
+//! power, and always put it back. list / show / apply / status / verify / restore / boot /
+//! recommend / hold; the work is done by `latlab-tune`.
+
+use crate::cli_error::{CliError, CliResult};
+use anyhow::anyhow;
+use clap::{Args, Subcommand};
+use latlab_model::units::{CpuList, parse_duration};
+use latlab_sys::Sys;
+use latlab_tune::boot::{self, BootStatus};
+use latlab_tune::{
+    ApplyOptions, ItemState, Plan, Profile, Profiles, RestoreReport, TestHooks, TuneError,
+};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Profiles are TOML files: the built-ins, then /etc/latlab/profiles/*.toml, then \
+each --profile-dir (a later file of the same name replaces an earlier one). A PROFILE argument is \
+a name or the path of a .toml file."
+)]
+pub struct TuneArgs {
+    /// Where the journal of original values and the lock live (default /var/lib/latlab; also
+    /// LATLAB_STATE_DIR).
+    #[arg(long, global = true, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+
+    /// A further directory of profiles (*.toml); may be given more than once.
+    #[arg(long, global = true, value_name = "DIR")]
+    profile_dir: Vec<PathBuf>,
+
+    #[command(subcommand)]
+    command: TuneCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum TuneCommand {
+    /// List the profiles with what each trades.
+    List,
+    /// What a profile would change here, knob by knob (current → target).
+    Show(ProfileArgs),
+    /// Apply a profile until `tune restore` (journaled; a failed write rolls back).
+    Apply(ProfileArgs),
+    /// What is applied, since when, and by whom.
+    Status,
+    /// Check each applied value (or a PROFILE's targets): expected, actual; exit 1 on drift.
+    Verify(VerifyArgs),
+    /// Put back every value the journal recorded (also after a crash or a reboot).
+    Restore,
+    /// The kernel command line a profile wants here; --write makes a GRUB drop-in.
+    Boot(BootArgs),
+    /// A profile for this machine, with the facts that led to it.
+    Recommend,
+    /// Hold a /dev/cpu_dma_latency request until Ctrl-C or for --duration.
+    Hold(HoldArgs),
+}
+
+#[derive(Args, Debug)]
+struct ProfileArgs {
+    /// A profile name or the path of a .toml file.
+    profile: String,
+    /// CPUs whose per-CPU settings are touched (default: every online CPU); for a profile
+    /// with isolation, also the CPUs isolated.
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct VerifyArgs {
+    /// Compare with this profile instead of the journal.
+    profile: Option<String>,
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct BootArgs {
+    /// A profile name or the path of a .toml file.
+    #[arg(required_unless_present = "remove")]
+    profile: Option<String>,
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Write the options to /etc/default/grub.d/latlab.cfg.
+    #[arg(long, conflicts_with = "remove")]
+    write: bool,
+    /// Remove /etc/default/grub.d/latlab.cfg.
+    #[arg(long)]
+    remove: bool,
+}
+
+#[derive(Args, Debug)]
+struct HoldArgs {
+    /// Take the request from this profile's system.cpu_dma_latency_us.
+    profile: Option<String>,
+    /// The latency limit in µs (0: CPUs only poll when idle).
+    #[arg(long, value_name = "US", conflicts_with = "profile")]
+    us: Option<u32>,
+    /// Release after this long (default: until Ctrl-C or SIGTERM).
+    #[arg(short = 'D', long, value_name = "DUR")]
+    duration: Option<String>,
+}
+
+/// Print a one-line notice when a tuning journal was left behind (a killed apply, a run that
+/// did not finish, a tuning from before a reboot). Never fails.
+pub fn stale_journal_notice(sys: &Sys) {
+    let dir = latlab_tune::default_state_dir(sys);
+    if !dir.join(latlab_tune::journal::JOURNAL_FILE).exists() {
+        return;
+    }
+    if let Ok(status) = latlab_tune::status(sys, &dir)
+        && let Some(notice) = status.stale_notice(&dir)
+    {
+        eprintln!("latlab: note: {notice}");
+    }
+}
+
+fn usage(e: TuneError) -> CliError {
+    if e.is_usage() {
+        CliError::Usage(e.to_string())
+    } else {
+        CliError::Failed(anyhow!(e))
+    }
+}
+
+fn cpus(arg: Option<&str>) -> CliResult<Option<CpuList>> {
+    arg.map(|s| CpuList::parse(s).map_err(|e| CliError::Usage(format!("--cpus: {e}"))))
+        .transpose()
+}
+
+struct Ctx {
+    sys: Sys,
+    state_dir: PathBuf,
+    profiles: Profiles,
+}
+
+impl Ctx {
+    fn resolve(&self, name: &str) -> CliResult<Profile> {
+        self.profiles.resolve(name).map_err(|e| usage(e.into()))
+    }
+}
+
+pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
+    let mut dirs = Profiles::default_dirs(sys);
+    dirs.extend(args.profile_dir.iter().cloned());
+    let ctx = Ctx {
+        sys: sys.clone(),
+        state_dir: args
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| latlab_tune::default_state_dir(sys)),
+        profiles: Profiles::load(&dirs).map_err(|e| usage(e.into()))?,
+    };
+    match args.command {
+        TuneCommand::List => list(&ctx),
+        TuneCommand::Show(a) => show(&ctx, &a),
+        TuneCommand::Apply(a) => apply(&ctx, &a),
+        TuneCommand::Status => status(&ctx),
+        TuneCommand::Verify(a) => verify(&ctx, &a),
+        TuneCommand::Restore => restore(&ctx),
+        TuneCommand::Boot(a) => boot_cmd(&ctx, &a),
+        TuneCommand::Recommend => recommend(&ctx),
+        TuneCommand::Hold(a) => hold(&ctx, &a),
+    }
+}
+
+/// Greedy word wrap with an indent.
+fn wrap(text: &str, indent: usize, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && indent + line.len() + 1 + word.len() > width {
+            out.push_str(&" ".repeat(indent));
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(&" ".repeat(indent));
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+fn list(ctx: &Ctx) -> CliResult<ExitCode> {
+    for p in ctx.profiles.list() {
+        let source = match (&p.source, p.overrides_builtin) {
+            (s, true) => format!("{s}, replaces the built-in"),
+            (s, false) => s.to_string(),
+        };
+        println!("{} ({source})", p.name);
+        match &p.description {
+            Ok(d) => print!("{}", wrap(d, 4, 100)),
+            Err(e) => println!("    unreadable: {e}"),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn header(profile: &Profile, plan: &Plan) {
+    println!("profile {} ({})", profile.name, profile.source);
+    if !profile.includes.is_empty() {
+        println!("includes {}", profile.includes.join(", "));
+    }
+    print!("{}", wrap(&profile.description, 4, 100));
+    print!("on this machine: CPUs {}", plan.cpus);
+    if let Some(s) = &plan.split {
+        print!(
+            "; isolated {} ({}), housekeeping {}",
+            s.isolated, s.why, s.housekeeping
+        );
+    }
+    println!();
+}
+
+fn knob_lines(plan: &Plan) {
+    let width = plan
+        .items
+        .iter()
+        .map(|i| i.knob.chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(64);
+    for item in &plan.items {
+        let state = match &item.state {
+            ItemState::Change(c) => format!("{} → {}", c.old_value(), c.new_value()),
+            ItemState::Set { value } => format!("{value} (already set)"),
+            ItemState::Unsupported { why } => format!("unsupported here: {why}"),
+        };
+        println!("  {:<width$}  {state}", item.knob);
+    }
+    for n in &plan.notes {
+        print!("{}", wrap(&format!("note: {n}"), 2, 100));
+    }
+}
+
+fn show(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
+    let profile = ctx.resolve(&a.profile)?;
+    let cpus = cpus(a.cpus.as_deref())?;
+    let plan = Plan::build(&ctx.sys, &profile, cpus.as_ref()).map_err(usage)?;
+    header(&profile, &plan);
+    knob_lines(&plan);
+    let (c, s, u) = plan.counts();
+    println!("{c} to change, {s} already set, {u} unsupported here");
+    if !profile.boot.is_set() && profile.kernel == Default::default() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "boot options and kernel build settings: `latlab tune boot {}`",
+        a.profile
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_restore(report: &RestoreReport) {
+    for l in &report.lines {
+        println!("  {l}");
+    }
+}
+
+fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
+    let profile = ctx.resolve(&a.profile)?;
+    let opts = ApplyOptions {
+        cpus: cpus(a.cpus.as_deref())?,
+        temporary: false,
+        restore_previous: true,
+        hooks: TestHooks::from_env(),
+    };
+    let applied = match latlab_tune::apply(&ctx.sys, &profile, &ctx.state_dir, &opts) {
+        Ok(a) => a,
+        Err(TuneError::RestoreIncomplete { failed, report }) => {
+            println!(
+                "restoring {} first:",
+                report.profile.as_deref().unwrap_or("the previous profile")
+            );
+            print_restore(&report);
+            return Err(CliError::Failed(anyhow!(
+                "restore of the previous profile incomplete ({}); nothing of {} was applied",
+                failed.join("; "),
+                profile.name
+            )));
+        }
+        Err(e) => return Err(usage(e)),
+    };
+    if let Some(prev) = &applied.previous {
+        println!(
+            "restored {} first:",
+            prev.profile.as_deref().unwrap_or("the previous profile")
+        );
+        print_restore(prev);
+    }
+    println!(
+        "applied {} on CPUs {}: {} value{} written",
+        profile.name,
+        applied.plan.cpus,
+        applied.written.len(),
+        if applied.written.len() == 1 { "" } else { "s" }
+    );
+    for c in &applied.written {
+        println!("  {}  {} → {}", c.knob, c.old_value(), c.new_value());
+    }
+    for (c, why) in &applied.skipped {
+        println!("  {}  left alone: {why}", c.knob);
+    }
+    for item in &applied.plan.items {
+        if let ItemState::Unsupported { why } = &item.state {
+            println!("  {}  unsupported here: {why}", item.knob);
+        }
+    }
+    for n in &applied.plan.notes {
+        print!("{}", wrap(&format!("note: {n}"), 2, 100));
+    }
+    println!(
+        "journal: {}; `latlab tune restore` puts every value back",
+        applied.journal.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn status(ctx: &Ctx) -> CliResult<ExitCode> {
+    let st = latlab_tune::status(&ctx.sys, &ctx.state_dir).map_err(usage)?;
+    let Some(j) = &st.journal else {
+        println!(
+            "no profile applied by latlab (no journal in {})",
+            ctx.state_dir.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    let h = &j.header;
+    println!(
+        "profile {} ({}) applied on CPUs {} since {} by latlab pid {}{}",
+        h.profile,
+        h.source,
+        h.cpus,
+        st.since().unwrap_or_default(),
+        h.pid,
+        if h.temporary { ", for a run" } else { "" }
+    );
+    let live = j.live_entries().len();
+    println!(
+        "  {live} value{} written{}; journal {}",
+        if live == 1 { "" } else { "s" },
+        if j.skipped.is_empty() {
+            String::new()
+        } else {
+            format!(", {} refused by the kernel", j.skipped.len())
+        },
+        j.path.display()
+    );
+    match st.holder {
+        Some(Some(pid)) => println!("  in force: latlab pid {pid} holds the tuning lock"),
+        Some(None) => println!("  in force: a latlab process holds the tuning lock"),
+        None => {}
+    }
+    if !j.complete && st.holder.is_none() {
+        println!("  the apply did not finish: the process was killed while writing");
+    }
+    if st.rebooted {
+        println!("  the system was rebooted since: the values are back to their boot defaults");
+    }
+    if let Some(n) = st.stale_notice(&ctx.state_dir) {
+        print!("{}", wrap(&n, 2, 100));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
+    let report = match &a.profile {
+        Some(name) => {
+            let profile = ctx.resolve(name)?;
+            let cpus = cpus(a.cpus.as_deref())?;
+            latlab_tune::verify_profile(&ctx.sys, &profile, cpus.as_ref()).map_err(usage)?
+        }
+        None => latlab_tune::verify(&ctx.sys, &ctx.state_dir).map_err(usage)?,
+    };
+    let Some(profile) = &report.profile else {
+        println!("nothing to verify: no profile is applied (give a PROFILE to compare with one)");
+        return Ok(ExitCode::from(1));
+    };
+    match &report.since {
+        Some(s) => println!("profile {profile}, applied since {s}"),
+        None => println!("profile {profile}, compared with this system"),
+    }
+    if report.rebooted {
+        println!("  the system was rebooted since apply");
+    }
+    for c in &report.checks {
+        if c.ok {
+            println!("  ok     {} = {}", c.knob, c.expected);
+        } else {
+            println!(
+                "  DRIFT  {}: expected {}, actual {}; changed by: {}",
+                c.knob,
+                c.expected,
+                c.actual,
+                c.who.as_deref().unwrap_or("unknown")
+            );
+        }
+    }
+    for (knob, why) in &report.unsupported {
+        println!("  -      {knob}: unsupported here: {why}");
+    }
+    let drift = report.drifted();
+    if drift == 0 {
+        println!("verify: passed ({} values as expected)", report.checks.len());
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!(
+            "verify: failed ({drift} of {} values drifted)",
+            report.checks.len()
+        );
+        Ok(ExitCode::from(1))
+    }
+}
+
+fn restore(ctx: &Ctx) -> CliResult<ExitCode> {
+    match latlab_tune::restore(&ctx.sys, &ctx.state_dir) {
+        Ok(report) => {
+            let Some(profile) = &report.profile else {
+                println!(
+                    "nothing to restore (no journal in {})",
+                    ctx.state_dir.display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            };
+            let how = if report.rebooted {
+                " (rebooted since apply: nothing written, the reboot reset the values)"
+            } else if report.interrupted {
+                " (its apply had been interrupted)"
+            } else {
+                ""
+            };
+            println!("restored {profile}{how}:");
+            print_restore(&report);
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(TuneError::RestoreIncomplete { failed, report }) => {
+            println!(
+                "restoring {}:",
+                report.profile.as_deref().unwrap_or("the profile")
+            );
+            print_restore(&report);
+            Err(CliError::Failed(anyhow!(
+                "restore incomplete: {}; the journal is kept, run `latlab tune restore` again",
+                failed.join("; ")
+            )))
+        }
+        Err(e) => Err(usage(e)),
+    }
+}
+
+fn boot_cmd(ctx: &Ctx, a: &BootArgs) -> CliResult<ExitCode> {
+    if a.remove {
+        match boot::remove_dropin(&ctx.sys).map_err(usage)? {
+            Some(p) => println!(
+                "removed {}; run {} and reboot to drop its options",
+                p.display(),
+                "update-grub (or grub2-mkconfig -o /boot/grub2/grub.cfg)"
+            ),
+            None => println!("no {} to remove", boot::GRUB_DROPIN),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(name) = &a.profile else {
+        return Err(CliError::Usage(
+            "tune boot needs a PROFILE (accepted: a profile name or a .toml path, or --remove)"
+                .into(),
+        ));
+    };
+    let profile = ctx.resolve(name)?;
+    let cpus = cpus(a.cpus.as_deref())?;
+    let advice = boot::advise(&ctx.sys, &profile, cpus.as_ref()).map_err(usage)?;
+    println!("kernel command line for profile {}", profile.name);
+    println!("  now: {}", advice.current);
+    if let Some(s) = &advice.split {
+        println!(
+            "  isolated CPUs {} ({}), housekeeping {}",
+            s.isolated, s.why, s.housekeeping
+        );
+    }
+    if advice.options.is_empty() && advice.kernel.is_empty() {
+        println!("  the profile wants no boot options");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = advice
+        .options
+        .iter()
+        .map(|o| o.option.len())
+        .max()
+        .unwrap_or(0);
+    for o in &advice.options {
+        let status = match &o.status {
+            BootStatus::Add => format!("to add: {}", o.effect),
+            BootStatus::AlreadySet => format!("already set: {}", o.effect),
+            BootStatus::Differs { now } => format!("now {now}; would change: {}", o.effect),
+            BootStatus::NeedsKernel { why } => format!("needs a different kernel: {why}"),
+            BootStatus::Unsupported { why } => format!("unsupported here: {why}"),
+        };
+        println!("  {:<width$}  {status}", o.option);
+    }
+    for k in &advice.kernel {
+        match &k.status {
+            Ok(how) => println!("  {}: this kernel has it ({how})", k.what),
+            Err(why) => print!(
+                "{}",
+                wrap(
+                    &format!("{}: needs a different kernel: {why}", k.what),
+                    2,
+                    100
+                )
+            ),
+        }
+    }
+    let additions = advice.additions();
+    if additions.is_empty() {
+        println!("nothing to add to the command line");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("to add: {additions}");
+    if a.write {
+        let w = boot::write_dropin(&ctx.sys, &advice).map_err(usage)?;
+        if let Some(old) = &w.replaced {
+            println!("replaced the previous drop-in:\n{old}");
+        }
+        println!(
+            "wrote {}; run `{}` and reboot for it to take effect; `latlab tune boot {}` then \
+             checks /proc/cmdline",
+            w.path.display(),
+            advice.grub_command,
+            name
+        );
+    } else {
+        println!(
+            "`latlab tune boot {name} --write` puts them in {} (then run `{}` and reboot)",
+            boot::GRUB_DROPIN,
+            advice.grub_command
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn recommend(ctx: &Ctx) -> CliResult<ExitCode> {
+    let r = boot::recommend(&ctx.sys);
+    println!("recommended: {}", r.profile);
+    print!("{}", wrap(&format!("because: {}", r.reason), 2, 100));
+    println!("facts:");
+    for f in &r.facts {
+        print!("{}", wrap(&format!("- {f}"), 2, 100));
+    }
+    println!(
+        "see what it changes with `latlab tune show {p}`, apply it with `latlab tune apply {p}`",
+        p = r.profile
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Wait for SIGINT, SIGTERM or SIGHUP, at most `limit`.
+fn wait_for_signal(limit: Option<std::time::Duration>) -> Option<&'static str> {
+    // SAFETY: sigset_t is plain data initialised by sigemptyset; the mask is this thread's.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        let deadline = limit.map(|l| std::time::Instant::now() + l);
+        loop {
+            let sig = match deadline {
+                None => {
+                    let mut sig = 0;
+                    if libc::sigwait(&set, &mut sig) != 0 {
+                        continue;
+                    }
+                    sig
+                }
+                Some(d) => {
+                    let left = d.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return None;
+                    }
+                    let ts = libc::timespec {
+                        tv_sec: left.as_secs() as libc::time_t,
+                        tv_nsec: left.subsec_nanos() as libc::c_long,
+                    };
+                    let r = libc::sigtimedwait(&set, std::ptr::null_mut(), &ts);
+                    if r < 0 {
+                        continue;
+                    }
+                    r
+                }
+            };
+            return Some(match sig {
+                libc::SIGINT => "SIGINT",
+                libc::SIGTERM => "SIGTERM",
+                _ => "SIGHUP",
+            });
+        }
+    }
+}
+
+fn hold(ctx: &Ctx, a: &HoldArgs) -> CliResult<ExitCode> {
+    let us = match (&a.profile, a.us) {
+        (_, Some(us)) => us,
+        (Some(name), None) => {
+            let profile = ctx.resolve(name)?;
+            profile
+                .system
+                .cpu_dma_latency_us
+                .map(|v| v.value)
+                .ok_or_else(|| {
+                    CliError::Usage(format!(
+                        "profile {name} sets no system.cpu_dma_latency_us (accepted: a profile \
+                         that sets it, or --us N)"
+                    ))
+                })?
+        }
+        (None, None) => {
+            return Err(CliError::Usage(
+                "tune hold needs --us N or a PROFILE that sets system.cpu_dma_latency_us".into(),
+            ));
+        }
+    };
+    let limit = a
+        .duration
+        .as_deref()
+        .map(|d| {
+            parse_duration(d, Some("s"))
+                .map(std::time::Duration::from_nanos)
+                .map_err(|e| CliError::Usage(format!("--duration: {e}")))
+        })
+        .transpose()?;
+    let held = ctx.sys.hold_pm_qos(us).map_err(|e| {
+        let hint = if e.raw_os_error() == Some(libc::EACCES) {
+            " (needs root)"
+        } else {
+            ""
+        };
+        CliError::Failed(anyhow!("{e}{hint}"))
+    })?;
+    println!(
+        "holding /dev/cpu_dma_latency at {us} µs {}; the request ends when latlab exits",
+        match limit {
+            Some(_) => format!("for {}", a.duration.as_deref().unwrap_or_default()),
+            None => "until Ctrl-C or SIGTERM".to_string(),
+        }
+    );
+    let why = wait_for_signal(limit);
+    drop(held);
+    println!(
+        "released ({})",
+        why.map(|s| format!("{s} received"))
+            .unwrap_or_else(|| "time is up".into())
+    );
+    Ok(ExitCode::SUCCESS)
+}

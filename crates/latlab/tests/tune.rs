@@ -1,0 +1,422 @@
+//! `latlab tune` run as a program: against copies of the fixture trees (`--sysroot`), including a
+//! process killed with SIGKILL in the middle of an apply, and once on the real machine as root.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn latlab() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_latlab"));
+    c.env_remove("LATLAB_SYSROOT")
+        .env_remove("LATLAB_STATE_DIR")
+        .env_remove("LATLAB_TUNE_FAIL_AT_WRITE")
+        .env_remove("LATLAB_TUNE_PAUSE_AFTER_WRITES");
+    c
+}
+
+fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../latlab-tune/tests/fixtures")
+        .join(name)
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                walk(root, &e.path(), out);
+            } else {
+                let rel = e.path().strip_prefix(root).unwrap().to_path_buf();
+                out.insert(rel, std::fs::read(e.path()).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// A fixture copy and a state directory, with latlab pointed at both.
+struct Tree {
+    dir: tempfile::TempDir,
+    root: PathBuf,
+    state: PathBuf,
+}
+
+impl Tree {
+    fn new(name: &str) -> Tree {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        copy_dir(&fixture(name), &root);
+        let state = dir.path().join("state");
+        Tree { dir, root, state }
+    }
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = latlab();
+        c.arg("--sysroot").arg(&self.root).args(args);
+        c.env("LATLAB_STATE_DIR", &self.state);
+        c
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().unwrap()
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}{}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+#[test]
+fn list_and_show_say_what_each_profile_trades_and_changes() {
+    let t = Tree::new("vm");
+    let out = ok(&t.run(&["tune", "list"]));
+    for name in ["throughput", "lowlatency", "realtime", "powersave", "balanced"] {
+        assert!(out.contains(&format!("{name} (built-in)")), "{out}");
+    }
+    assert!(out.contains("trades"), "{out}");
+    let out = ok(&t.run(&["tune", "show", "lowlatency"]));
+    assert!(out.contains("cpufreq governor"), "{out}");
+    assert!(out.contains("unsupported here: no cpufreq driver"), "{out}");
+    assert!(out.contains("cpu1 idle haltpoll idle (state1, exit 1 µs) disable"), "{out}");
+    assert!(out.contains("0 → 1"), "{out}");
+    assert!(out.contains("1 → 10"), "{out}");
+    assert!(out.contains("6 to change, 2 already set, 2 unsupported here"), "{out}");
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_and_writes_nothing() {
+    let t = Tree::new("laptop-intel");
+    let before = snapshot(&t.root);
+    let bad = t.dir.path().join("bad.toml");
+    std::fs::write(&bad, "description = \"x\"\n[cpu.all]\ngovernor = 3\n").unwrap();
+    let seven = t.dir.path().join("seven.toml");
+    std::fs::write(&seven, "[cpu.7]\nmax_idle_latency_us = 0\n").unwrap();
+    let unknown_key = t.dir.path().join("typo.toml");
+    std::fs::write(&unknown_key, "[system]\ntimer_migraton = false\n").unwrap();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (vec!["tune", "apply", "nonesuch"], "unknown profile \"nonesuch\"".into()),
+        (vec!["tune", "apply", bad.to_str().unwrap()], "bad.toml:3: cpu.all.governor".into()),
+        (vec!["tune", "apply", seven.to_str().unwrap()], "seven.toml:1: cpu.7: CPU 7 does not exist here".into()),
+        (vec!["tune", "show", unknown_key.to_str().unwrap()], "typo.toml:2: system.timer_migraton: unknown field".into()),
+        (vec!["tune", "apply", "lowlatency", "--cpus", "9"], "--cpus 9: CPU 9 is absent or offline".into()),
+        (vec!["tune", "apply", "lowlatency", "--cpus", "x"], "--cpus".into()),
+        (vec!["tune", "hold"], "--us N".into()),
+        (vec!["tune", "frobnicate"], "unrecognized subcommand".into()),
+    ];
+    for (args, want) in cases {
+        let out = t.run(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.contains(&want), "{args:?}: {err} should say {want}");
+    }
+    assert_eq!(snapshot(&t.root), before, "nothing written");
+    assert!(!t.state.join("tune.journal").exists());
+}
+
+#[test]
+fn apply_status_verify_restore_round_trip() {
+    let t = Tree::new("amd-desktop");
+    let before = snapshot(&t.root);
+    let out = ok(&t.run(&["tune", "apply", "lowlatency"]));
+    assert!(out.contains("applied lowlatency on CPUs 0-3"), "{out}");
+    assert!(out.contains("cpufreq policy0 (CPU 0) governor  powersave → performance"), "{out}");
+    let out = ok(&t.run(&["tune", "status"]));
+    assert!(out.contains("profile lowlatency (built-in) applied on CPUs 0-3 since"), "{out}");
+    let out = ok(&t.run(&["tune", "verify"]));
+    assert!(out.contains("verify: passed"), "{out}");
+    std::fs::write(t.root.join("proc/sys/kernel/timer_migration"), "1\n").unwrap();
+    let out = t.run(&["tune", "verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    let o = text(&out.stdout);
+    assert!(
+        o.contains("DRIFT  kernel.timer_migration: expected 0, actual 1; changed by: unknown"),
+        "{o}"
+    );
+    // Applying another profile restores the first.
+    let out = ok(&t.run(&["tune", "apply", "powersave"]));
+    assert!(out.contains("restored lowlatency first"), "{out}");
+    let out = ok(&t.run(&["tune", "restore"]));
+    assert!(out.contains("restored powersave"), "{out}");
+    assert_eq!(snapshot(&t.root), before);
+    let out = ok(&t.run(&["tune", "restore"]));
+    assert!(out.contains("nothing to restore"), "{out}");
+    let out = ok(&t.run(&["tune", "status"]));
+    assert!(out.contains("no profile applied"), "{out}");
+}
+
+#[test]
+fn an_injected_write_failure_rolls_back_and_names_knob_and_errno() {
+    let t = Tree::new("laptop-intel");
+    let before = snapshot(&t.root);
+    let out = t
+        .cmd(&["tune", "apply", "lowlatency"])
+        .env("LATLAB_TUNE_FAIL_AT_WRITE", "3")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("writing cpufreq policy2 (CPU 2) governor"),
+        "names the knob: {err}"
+    );
+    assert!(err.contains("EIO, errno 5"), "{err}");
+    assert!(err.contains("rolled back the 2 values already written"), "{err}");
+    assert_eq!(snapshot(&t.root), before);
+    assert!(!t.state.join("tune.journal").exists());
+}
+
+/// Start `tune apply` that stops after `k` writes; returns once it says so.
+fn paused_apply(t: &Tree, profile: &str, k: usize) -> std::process::Child {
+    let mut child = t
+        .cmd(&["tune", "apply", profile])
+        .env("LATLAB_TUNE_PAUSE_AFTER_WRITES", k.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(l)) if l.contains("paused after") => break,
+            Some(Ok(_)) => continue,
+            _ => panic!("apply ended before pausing"),
+        }
+    }
+    child
+}
+
+#[test]
+fn sigkill_in_the_middle_of_apply_then_restore_puts_the_tree_back() {
+    let t = Tree::new("laptop-intel");
+    let before = snapshot(&t.root);
+    let mut child = paused_apply(&t, "lowlatency", 5);
+    assert_ne!(snapshot(&t.root), before, "five values written");
+    // While it holds the lock, nobody else tunes.
+    let out = t.run(&["tune", "restore"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(&format!("another latlab process (pid {}) is tuning", child.id())),
+        "{err}"
+    );
+    // SIGKILL: no destructor, no cleanup.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The next latlab command notices the journal and offers restore.
+    let out = t.run(&["sysinfo"]);
+    assert!(out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("killed while applying"), "{err}");
+    assert!(err.contains("latlab tune restore"), "{err}");
+    let out = ok(&t.run(&["tune", "status"]));
+    assert!(out.contains("the apply did not finish"), "{out}");
+    let out = ok(&t.run(&["tune", "restore"]));
+    assert!(out.contains("its apply had been interrupted"), "{out}");
+    assert_eq!(snapshot(&t.root), before, "restored byte for byte");
+    let err = text(&t.run(&["sysinfo"]).stderr);
+    assert!(!err.contains("tune restore"), "notice gone: {err}");
+}
+
+#[test]
+fn without_root_nothing_is_written() {
+    let t = Tree::new("vm");
+    let before = snapshot(&t.root);
+    let out = if is_root() {
+        if Command::new("setpriv").arg("--version").output().is_err() {
+            eprintln!("skipped: setpriv (util-linux) is not installed");
+            return;
+        }
+        // Let nobody read the tree and create the state directory.
+        for p in [t.dir.path(), t.root.as_path()] {
+            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+                .unwrap();
+        }
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+            .arg(env!("CARGO_BIN_EXE_latlab"))
+            .arg("--sysroot")
+            .arg(&t.root)
+            .args(["tune", "apply", "lowlatency"])
+            .env("LATLAB_STATE_DIR", &t.state)
+            .output()
+            .unwrap()
+    } else {
+        // Unprivileged already: make the knobs read-only as a root-owned sysfs is.
+        let knob = t
+            .root
+            .join("sys/devices/system/cpu/cpu0/cpuidle/state1/disable");
+        std::fs::set_permissions(&knob, std::os::unix::fs::PermissionsExt::from_mode(0o444))
+            .unwrap();
+        t.run(&["tune", "apply", "lowlatency"])
+    };
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("is not writable"), "{err}");
+    assert!(err.contains("needs root"), "{err}");
+    assert!(err.contains("nothing was written"), "{err}");
+    assert_eq!(snapshot(&t.root), before);
+    assert!(!t.state.join("tune.journal").exists());
+}
+
+#[test]
+fn boot_advice_writes_and_removes_the_grub_drop_in() {
+    let vm = Tree::new("vm");
+    let out = ok(&vm.run(&["tune", "boot", "realtime"]));
+    assert!(out.contains("preempt=full"), "{out}");
+    assert!(out.contains("nohz_full=1"), "{out}");
+    assert!(out.contains("needs a different kernel: nohz_full= needs a kernel built with CONFIG_NO_HZ_FULL"), "{out}");
+    assert!(out.contains("HZ 1000: needs a different kernel: CONFIG_HZ is 250"), "{out}");
+    let out = vm.run(&["tune", "boot", "realtime", "--write"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("no GRUB here"));
+    let amd = Tree::new("amd-desktop");
+    let out = ok(&amd.run(&["tune", "boot", "realtime", "--cpus", "2-3", "--write"]));
+    assert!(out.contains("run `update-grub` and reboot"), "{out}");
+    let dropin = std::fs::read_to_string(amd.root.join("etc/default/grub.d/latlab.cfg")).unwrap();
+    assert!(dropin.contains("nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 isolcpus=managed_irq,domain,2-3"), "{dropin}");
+    let out = ok(&amd.run(&["tune", "boot", "--remove"]));
+    assert!(out.contains("removed"), "{out}");
+    assert!(!amd.root.join("etc/default/grub.d/latlab.cfg").exists());
+}
+
+#[test]
+fn recommend_and_hold() {
+    let vm = Tree::new("vm");
+    let out = ok(&vm.run(&["tune", "recommend"]));
+    assert!(out.contains("recommended: throughput"), "{out}");
+    assert!(out.contains("a virtual machine"), "{out}");
+    let laptop = Tree::new("laptop-intel");
+    let out = ok(&laptop.run(&["tune", "recommend"]));
+    assert!(out.contains("recommended: powersave"), "{out}");
+    // In a fixture tree /dev/cpu_dma_latency is a plain file: the request is written into it.
+    let out = ok(&vm.run(&["tune", "hold", "--us", "7", "--duration", "50ms"]));
+    assert!(out.contains("holding /dev/cpu_dma_latency at 7 µs"), "{out}");
+    assert!(out.contains("released (time is up)"), "{out}");
+    let bytes = std::fs::read(vm.root.join("dev/cpu_dma_latency")).unwrap();
+    assert_eq!(bytes, 7i32.to_ne_bytes());
+}
+
+/// Restores the real machine even when an assertion fails.
+struct RestoreOnDrop(PathBuf);
+
+impl Drop for RestoreOnDrop {
+    fn drop(&mut self) {
+        let out = latlab()
+            .args(["tune", "restore", "--state-dir"])
+            .arg(&self.0)
+            .output();
+        if let Ok(o) = out
+            && !o.status.success()
+        {
+            eprintln!("restore failed: {}", text(&o.stderr));
+        }
+    }
+}
+
+fn idle_disable_files() -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let Ok(cpus) = std::fs::read_dir("/sys/devices/system/cpu") else {
+        return out;
+    };
+    for c in cpus.flatten() {
+        let idle = c.path().join("cpuidle");
+        let Ok(states) = std::fs::read_dir(&idle) else {
+            continue;
+        };
+        for s in states.flatten() {
+            let f = s.path().join("disable");
+            if let Ok(v) = std::fs::read_to_string(&f) {
+                out.insert(f, v);
+            }
+        }
+    }
+    out
+}
+
+/// On the real machine as root: lowlatency disables idle states deeper than 0 µs; restore puts
+/// them back.
+#[test]
+fn lowlatency_on_the_real_machine_changes_idle_states_and_restore_puts_them_back() {
+    if !is_root() {
+        eprintln!("skipped: needs root to tune the real machine");
+        return;
+    }
+    let before = idle_disable_files();
+    let deeper = |files: &BTreeMap<PathBuf, String>| -> Vec<PathBuf> {
+        files
+            .keys()
+            .filter(|f| {
+                let lat = f.parent().unwrap().join("latency");
+                std::fs::read_to_string(lat)
+                    .ok()
+                    .and_then(|l| l.trim().parse::<u64>().ok())
+                    .is_some_and(|l| l > 0)
+            })
+            .cloned()
+            .collect()
+    };
+    let targets = deeper(&before);
+    if targets.is_empty() {
+        eprintln!("skipped: no idle state with a non-zero exit latency on this machine");
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let guard = RestoreOnDrop(state.path().to_path_buf());
+    let out = latlab()
+        .args(["tune", "apply", "lowlatency", "--state-dir"])
+        .arg(state.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let during = idle_disable_files();
+    let changed = targets.iter().filter(|f| during[*f].trim() == "1").count();
+    assert!(changed > 0, "no disable file changed: {during:?}");
+    let out = latlab()
+        .args(["tune", "verify", "--state-dir"])
+        .arg(state.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let out = latlab()
+        .args(["tune", "restore", "--state-dir"])
+        .arg(state.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(idle_disable_files(), before);
+    drop(guard);
+}
