@@ -160,6 +160,10 @@ pub struct MeasureArgs {
     #[arg(long)]
     no_samplers: bool,
 
+    /// Save the result to the results store (default ./latlab.db, or LATLAB_DB).
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
+    db: Option<PathBuf>,
+
     /// Write cyclictest's -h histogram text to FILE (mklatencyplot reads it unchanged).
     #[arg(long, value_name = "FILE")]
     histfile: Option<PathBuf>,
@@ -572,6 +576,16 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     let histfile = Output::open("--histfile", &args.histfile)?;
     let ctjson = Output::open("--cyclictest-json", &args.cyclictest_json)?;
     let json_to_stdout = json.as_ref().is_some_and(|o| o.file.is_none());
+    // A store that cannot be opened fails now, not after the measurement.
+    if let Some(db) = &args.db {
+        let path = latlab_store::resolve_path((!db.as_os_str().is_empty()).then_some(db.as_path()));
+        latlab_store::Store::open(&path).map_err(|e| {
+            CliError::Usage(format!(
+                "--db {}: {e} (accepted: a latlab store or a new file)",
+                path.display()
+            ))
+        })?;
+    }
 
     let stop = StopSignal::new();
     crate::signals::install(stop.clone());
@@ -587,6 +601,13 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     })?;
 
     write_outputs(&result, &args, json, histfile, ctjson)?;
+    if let Some(db) = &args.db {
+        let path = (!db.as_os_str().is_empty()).then_some(db.as_path());
+        let saved = crate::db::save_result(path, &result)?;
+        if !json_to_stdout {
+            eprintln!("latlab: {saved}");
+        }
+    }
     if !json_to_stdout {
         print!("{}", latlab_report::summary_table(&result));
     }

@@ -127,7 +127,16 @@ impl Plan {
             line: 0,
             message: format!("cannot read the plan: {e}"),
         })?;
-        Plan::parse(&text, &file)
+        let mut plan = Plan::parse(&text, &file)?;
+        // Profile files and directories named in a plan are relative to the plan's directory.
+        let base = path.parent().unwrap_or(Path::new("."));
+        plan.settings = relative_to(base, &plan.settings);
+        for axis in &mut plan.axes {
+            for v in &mut axis.values {
+                v.args = relative_to(base, &v.args);
+            }
+        }
+        Ok(plan)
     }
 
     pub fn parse(text: &str, file: &str) -> Result<Plan, PlanError> {
@@ -317,6 +326,28 @@ impl Plan {
     }
 }
 
+/// `--profile-dir DIR` and `--profile FILE.toml` with relative paths, made relative to `base`.
+fn relative_to(base: &Path, args: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut iter = args.iter();
+    while let Some(a) = iter.next() {
+        out.push(a.clone());
+        let is_path_flag = a == "--profile-dir" || a == "--profile";
+        if !is_path_flag {
+            continue;
+        }
+        if let Some(v) = iter.next() {
+            let is_path = a == "--profile-dir" || v.ends_with(".toml") || v.contains('/');
+            if is_path && Path::new(v).is_relative() {
+                out.push(base.join(v).display().to_string());
+            } else {
+                out.push(v.clone());
+            }
+        }
+    }
+    out
+}
+
 /// A value as written in tables and cell keys.
 fn label(v: &toml::Value) -> String {
     match v {
@@ -338,6 +369,7 @@ fn value_args(key: &str, takes_value: bool, v: &toml::Value) -> Result<Vec<Strin
     }
     match v {
         toml::Value::String(s) if key == "load" && (s == "none" || s == "idle") => Ok(vec![]),
+        toml::Value::String(s) if key == "profile" && s == "none" => Ok(vec![]),
         toml::Value::String(s) => Ok(vec![flag, s.clone()]),
         toml::Value::Integer(i) => Ok(vec![flag, i.to_string()]),
         toml::Value::Float(f) => Ok(vec![flag, f.to_string()]),
@@ -487,5 +519,42 @@ load = ["none", "matrix", ["memory", "io:bs=4k"]]
             ["--duration", "1s", "--load", "memory", "--load", "io:bs=4k"]
         );
         assert_eq!(cells[2].key, "load=memory+io:bs=4k");
+    }
+
+    #[test]
+    fn profile_paths_are_relative_to_the_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(
+            &path,
+            "name = \"p\"\n[settings]\nduration = \"1s\"\nprofile-dir = \"profiles\"\n\
+             [axes]\nprofile = [\"none\", \"lowlatency\", \"mine/x.toml\"]\n",
+        )
+        .unwrap();
+        let p = Plan::load(&path).unwrap();
+        let cells = p.cells();
+        let pdir = dir.path().join("profiles").display().to_string();
+        assert_eq!(
+            cells[0].args,
+            ["--duration", "1s", "--profile-dir", pdir.as_str()]
+        );
+        assert_eq!(cells[1].args[4..], ["--profile", "lowlatency"]);
+        let file = dir.path().join("mine/x.toml").display().to_string();
+        assert_eq!(cells[2].args[4..], ["--profile".to_string(), file]);
+    }
+
+    #[test]
+    fn example_plans_parse() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/plans");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "toml") {
+                let p = Plan::load(&path).unwrap();
+                assert!(!p.cells().is_empty(), "{}", path.display());
+                n += 1;
+            }
+        }
+        assert_eq!(n, 5, "one plan per seed experiment");
     }
 }

@@ -7,7 +7,6 @@ use crate::plan::{Cell, Plan};
 use anyhow::Context;
 use clap::{Args, Command, FromArgMatches};
 use latlab_measure::StopSignal;
-use latlab_model::units::format_duration;
 use latlab_store::{CellRef, CellStatus, ExperimentStatus, Store};
 use latlab_sys::Sys;
 use std::collections::BTreeSet;
@@ -99,7 +98,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         checked.len(),
         plan.repeat,
         runnable.len() * plan.repeat as usize,
-        format_duration(total.as_nanos() as u64),
+        human(total),
         match plan.order {
             crate::plan::Order::Interleaved => "interleaved",
             crate::plan::Order::Sequential => "sequential",
@@ -116,7 +115,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
                 "  cell {:>3}  {}  ({} each)",
                 c.cell.index,
                 c.cell.key,
-                format_duration(run_length(p).as_nanos() as u64)
+                human(run_length(p))
             ),
             Err(why) => println!("  cell {:>3}  {}  skipped: {why}", c.cell.index, c.cell.key),
         }
@@ -279,6 +278,18 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     })
 }
 
+/// `2h03m`, `3m02s`, `20.3s`.
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
 fn cell_ref(experiment: latlab_store::ExperimentId, cell: &Cell, repeat: u32) -> CellRef {
     CellRef {
         experiment,
@@ -336,10 +347,7 @@ impl Progress {
         );
         match &self.bar {
             Some(bar) => bar.set_message(msg),
-            None => eprintln!(
-                "latlab: {msg} (elapsed {})",
-                format_duration(self.started.elapsed().as_millis() as u64 * 1_000_000)
-            ),
+            None => eprintln!("latlab: {msg} (elapsed {})", human(self.started.elapsed())),
         }
     }
 

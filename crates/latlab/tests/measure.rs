@@ -601,3 +601,37 @@ fn a_profile_is_applied_for_the_run_and_restored() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn db_saves_the_run_and_a_bad_store_fails_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let out = run_ok(&[
+        "measure",
+        "-D",
+        "0.2s",
+        "--policy",
+        "other",
+        "--no-mlock",
+        "-q",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("saved as run 1"));
+    let store = latlab_store::Store::open_existing(&db).unwrap();
+    let runs = store.list_runs(&Default::default()).unwrap();
+    assert_eq!(runs.len(), 1);
+
+    let not_a_store = dir.path().join("text.db");
+    std::fs::write(&not_a_store, "hello, this is not SQLite at all, really").unwrap();
+    let started = std::time::Instant::now();
+    let out = latlab()
+        .args(["measure", "-D", "5s", "--db", not_a_store.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "refused before measuring"
+    );
+}

@@ -1,0 +1,202 @@
+//! `latlab run`: a plan end to end into a store, resume after SIGKILL, malformed plans.
+#![allow(clippy::unwrap_used)]
+
+use latlab_store::{CellStatus, Store};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn latlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_latlab"))
+}
+
+fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// SCHED_FIFO as root, SCHED_OTHER without privileges.
+fn policy_lines() -> &'static str {
+    if is_root() {
+        "policy = \"fifo\"\npriority = 80\n"
+    } else {
+        eprintln!("not root: the plan measures with policy other");
+        "policy = \"other\"\nno-mlock = true\n"
+    }
+}
+
+fn write_plan(dir: &Path, body: &str) -> std::path::PathBuf {
+    let path = dir.join("plan.toml");
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+#[test]
+fn a_two_axis_plan_with_repeats_runs_into_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        &format!(
+            "name = \"two-axes\"\nrepeat = 2\n[settings]\nduration = \"0.4s\"\n\
+             sample-period = \"100ms\"\n{}[axes]\ninterval = [\"1ms\", \"250us\"]\n\
+             load = [\"none\", \"cpu:workers=1\"]\ncpus = [\"0\", \"63\"]\n",
+            policy_lines()
+        ),
+    );
+    let db = dir.path().join("t.db");
+    let started = Instant::now();
+    let out = latlab()
+        .args(["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    // 8 cells, 4 of them on an absent CPU: skipped with the reason, the others run twice.
+    assert!(text.contains("8 cells × 2 repeats = 8 runs"), "{text}");
+    assert_eq!(
+        text.matches("skipped: CPU 63 is absent").count(),
+        4,
+        "{text}"
+    );
+
+    let store = Store::open_existing(&db).unwrap();
+    let exps = store.list_experiments().unwrap();
+    assert_eq!(exps.len(), 1);
+    assert_eq!(exps[0].status.name(), "done");
+    let cells = store.cells(exps[0].id).unwrap();
+    let done: Vec<_> = cells
+        .iter()
+        .filter(|c| c.status == CellStatus::Done)
+        .collect();
+    let skipped = cells
+        .iter()
+        .filter(|c| c.status == CellStatus::Skipped)
+        .count();
+    assert_eq!(done.len(), 8);
+    assert_eq!(skipped, 8);
+    for c in &done {
+        assert_eq!(c.runs.len(), 1);
+        let run = store.load_run(c.runs[0]).unwrap();
+        let want_interval = if c.key.contains("interval=1ms") {
+            1_000_000
+        } else {
+            250_000
+        };
+        assert_eq!(run.config.interval_ns, want_interval, "{}", c.key);
+        assert_eq!(run.config.cpus, Some(vec![0]));
+        assert_eq!(run.loads.reports.len(), usize::from(c.key.contains("cpu:")));
+        assert!(run.samples.is_some());
+        assert!(run.overall.stats.count > 0);
+    }
+    // Interleaved: the first four runs are one of each runnable cell.
+    let mut first_round: Vec<&str> = done
+        .iter()
+        .filter(|c| c.repeat == 0)
+        .map(|c| c.key.as_str())
+        .collect();
+    first_round.dedup();
+    assert_eq!(first_round.len(), 4);
+}
+
+#[test]
+fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        &format!(
+            "name = \"resume\"\n[settings]\nduration = \"1s\"\nno-samplers = true\n{}\
+             [axes]\ninterval = [\"1ms\", \"500us\", \"250us\"]\n",
+            policy_lines()
+        ),
+    );
+    let db = dir.path().join("r.db");
+    let args = ["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()];
+    let mut child = latlab()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it as soon as the first run is saved, in the middle of the second.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let done = Store::open_existing(&db)
+            .ok()
+            .and_then(|s| {
+                let e = s.list_experiments().ok()?.pop()?;
+                s.done_cells(e.id).ok()
+            })
+            .map_or(0, |d| d.len());
+        if done >= 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no run saved in time");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let out = latlab().args(args).arg("--resume").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("1 runs already saved"), "{text}");
+    let store = Store::open_existing(&db).unwrap();
+    let exps = store.list_experiments().unwrap();
+    assert_eq!(exps.len(), 1, "resumed, not restarted");
+    let cells = store.cells(exps[0].id).unwrap();
+    assert_eq!(cells.len(), 3);
+    for c in &cells {
+        assert_eq!(c.status, CellStatus::Done, "{}", c.key);
+        assert_eq!(c.runs.len(), 1, "{}: each cell once", c.key);
+    }
+    // Nothing left to resume.
+    let again = latlab().args(args).arg("--resume").output().unwrap();
+    assert_eq!(again.status.code(), Some(2));
+}
+
+#[test]
+fn malformed_plans_name_file_line_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    for (body, want) in [
+        (
+            "name = \"x\"\n[settings]\nduration = \"1s\"\ninterval = [1\n",
+            "plan.toml:4",
+        ),
+        (
+            "name = \"x\"\n[settings]\nduration = \"1s\"\nintervall = \"1ms\"\n",
+            "plan.toml:4: unknown setting \"intervall\"",
+        ),
+        (
+            "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\nmethod = [\"sleepy\"]\n",
+            "no cell of this plan can run here",
+        ),
+        (
+            "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\ninterval = [\"1ms\"]\nload = [\"bogus\"]\n",
+            "",
+        ),
+    ] {
+        let plan = write_plan(dir.path(), body);
+        let out = latlab()
+            .args(["run", plan.to_str().unwrap(), "--dry-run"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{body}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{body}: {err}");
+    }
+    let out = latlab()
+        .args(["run", "/nonexistent/plan.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
