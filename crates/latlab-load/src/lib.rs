@@ -7,9 +7,9 @@
 //! - Every generator describes itself in one [`LoadDescriptor`] of the [`registry()`]: options
 //!   with defaults and ranges, what it reports and a `supported` check saying why it cannot run.
 //! - [`LoadSet::start`] checks every spec and starts them all on a CPU set (or fails with why,
-//!   before anything runs); [`LoadSet::stop`] stops them and returns one
-//!   [`LoadReport`](latlab_model::load::LoadReport) each. Dropping a `LoadSet` stops everything
-//!   too: threads are joined, child processes killed and files removed on every exit path.
+//!   before anything runs); [`LoadSet::stop`] stops them and returns one [`LoadReport`] each.
+//!   Dropping a `LoadSet` stops everything too: threads are joined, child processes killed and
+//!   files removed on every exit path.
 //! - A [`Schedule`] of phases (`"idle 30s, memory 30s, io:bs=1M 30s"`) is run by a
 //!   [`ScheduleRunner`], which records the phase boundaries.
 //!
@@ -61,7 +61,8 @@ pub struct LoadOptions {
     pub cpus: Option<CpuList>,
     /// Run rt-hog even when RT throttling is disabled.
     pub force: bool,
-    /// The system the checks read (online CPUs, RT throttling, memory, /proc).
+    /// The system the checks read (online CPUs, RT throttling, memory, /proc); the default is
+    /// the live system at `/`.
     pub sys: Sys,
 }
 
@@ -180,7 +181,11 @@ impl std::fmt::Debug for LoadSet {
 
 impl LoadSet {
     /// Check, without starting anything, that the CPU set is valid and every load can run here.
+    /// No specs: nothing to check.
     pub fn check(specs: &[LoadSpec], opts: &LoadOptions) -> Result<(), LoadError> {
+        if specs.is_empty() {
+            return Ok(());
+        }
         opts.resolve_cpus()?;
         for spec in specs {
             (spec.descriptor().supported)(spec, opts).map_err(|reason| LoadError::Unsupported {
@@ -199,6 +204,11 @@ impl LoadSet {
     /// Block SIGINT/SIGTERM in the calling thread beforehand if a signal thread takes them: the
     /// load threads inherit the mask (`cmd` children get every signal unblocked).
     pub fn start(specs: &[LoadSpec], opts: &LoadOptions) -> Result<LoadSet, LoadError> {
+        if specs.is_empty() {
+            return Ok(LoadSet {
+                started: Vec::new(),
+            });
+        }
         Self::check(specs, opts)?;
         let cpus = opts.resolve_cpus()?;
         let mut set = LoadSet {

@@ -596,3 +596,18 @@ fn schedule_checks_every_phase_before_starting() {
     assert!(matches!(e, LoadError::Unsupported { .. }), "{e:?}");
     assert_eq!(load_threads(), Vec::<String>::new());
 }
+
+#[test]
+fn no_specs_is_an_empty_set_that_reads_nothing() {
+    let o = LoadOptions {
+        sys: Sys::new("/nonexistent-root"),
+        ..LoadOptions::default()
+    };
+    assert_eq!(LoadSet::check(&[], &o), Ok(()));
+    let set = LoadSet::start(&[], &o).unwrap();
+    assert!(set.is_empty());
+    assert_eq!(set.stop(), Vec::new());
+    // With a spec, the missing root shows.
+    let e = LoadSet::start(&[LoadSpec::parse("cpu").unwrap()], &o).unwrap_err();
+    assert!(e.to_string().contains("cannot read the online CPUs"), "{e}");
+}
