@@ -11,6 +11,14 @@
 //!   OSADL's `mklatencyplot.bash` and other gnuplot scripts run unchanged.
 //! - [`cyclictest_json`] / [`cyclictest_json_with_range`]: cyclictest's `--json` file (rt-tests 2.4
 //!   layout), for programs that parse it.
+//! - [`html_report`]: one self-contained HTML file over [`ReportInput`] (cells of repeated runs):
+//!   systems and a diff of every setting that differs, statistics per cell, CPU and run, the
+//!   spread across repeats, comparisons with their support (Mann-Whitney U on the repeats), cost
+//!   and load throughput, and inline SVG plots (histograms, percentile spectra, latency, idle
+//!   residency, frequency and power over time, trade-offs).
+//! - [`report_text`] / [`report_markdown`] / [`report_json`] / [`report_csv`]: the same content
+//!   without plots ([`ReportFormat`] picks one by name); [`compare_text`]: two cells side by side.
+//! - [`run_csv`] / [`histogram_csv`] / [`windows_csv`] / [`spikes_csv`]: one run as CSV.
 //!
 //! cyclictest files count in whole microseconds, truncated: a sample of 1 999 ns is in the 1 µs
 //! bucket, as cyclictest's `diff / 1000` puts it.
@@ -27,3 +35,25 @@ pub use cyclictest_hist::{HIST_MAX_US, histfile};
 pub use cyclictest_json::{RT_TESTS_VERSION, cyclictest_json, cyclictest_json_with_range};
 pub use sysinfo::sysinfo_text;
 pub use text::summary_table;
+
+// Reports over cells of repeated runs: HTML, text, Markdown, JSON, CSV, and `latlab compare`.
+mod analysis;
+mod compare;
+mod content;
+mod csv;
+mod doc;
+mod flatten;
+mod html;
+mod input;
+mod mann_whitney;
+mod numfmt;
+mod table_formats;
+
+pub use compare::compare_text;
+pub use csv::{histogram_csv, report_csv, run_csv, spikes_csv, windows_csv};
+pub use html::html_report;
+pub use input::{CellInput, ReportInput};
+pub use mann_whitney::{MannWhitney, mann_whitney};
+pub use table_formats::{
+    REPORT_SCHEMA, REPORT_SCHEMA_VERSION, ReportFormat, report_json, report_markdown, report_text,
+};

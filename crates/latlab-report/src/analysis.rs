@@ -1,0 +1,827 @@
+//! The numbers every report format shows, computed once from the runs: statistics from the
+//! histograms, what the runs cost, the spread across repeats, the configuration diff and the
+//! comparisons with their support.
+//!
+//! Rules, the same in every format:
+//! - a cell's latency statistics are those of the merged histogram of all its repeats
+//!   ([`Stats::of`]); a run's are those of its overall histogram; a CPU's, of its thread histograms
+//!   merged over the repeats. The statistics stored in the result are not used, so every number is
+//!   the one its histogram gives.
+//! - power, energy, frequency, idle residency and throughput of a cell are the median over its
+//!   repeats; a run without the data says why, never a number.
+//! - comparisons are against the first cell (the baseline); a verdict needs at least
+//!   [`MIN_REPEATS`] repeats of both cells, and then rests on a two-sided Mann-Whitney U test of the
+//!   per-repeat values at [`ALPHA`].
+
+use std::collections::BTreeMap;
+
+use latlab_hist::Histogram;
+use latlab_model::samples::Samples;
+use latlab_model::system::Field;
+use latlab_model::{RunResult, Stats, SystemInfo};
+
+use crate::flatten::{DiffRow, diff, flatten_run};
+use crate::input::{CellInput, ReportInput};
+use crate::mann_whitney::{MannWhitney, mann_whitney};
+use crate::numfmt;
+
+/// Significance level of the verdicts.
+pub(crate) const ALPHA: f64 = 0.05;
+/// Repeats each cell needs before a comparison gets a verdict.
+pub(crate) const MIN_REPEATS: usize = 3;
+
+/// A kind of work a load counted, in one unit.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct ThroughputKey {
+    pub what: String,
+    pub unit: String,
+}
+
+impl ThroughputKey {
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.what, self.unit)
+    }
+}
+
+/// The power a run drew: its package sources summed, or else its first source with a reading.
+#[derive(Debug, Clone)]
+pub(crate) struct Power {
+    pub source: String,
+    pub watts: f64,
+    pub joules: Option<f64>,
+}
+
+/// One run and what was derived from it.
+pub(crate) struct RunFigures<'a> {
+    pub run: &'a RunResult,
+    /// 1-based position among the cell's repeats.
+    pub repeat: usize,
+    pub stats: Stats,
+    pub missed: u64,
+    pub power: Result<Power, String>,
+    pub freq_mhz: Result<f64, String>,
+    /// Mean share of the run in each idle state over the CPUs, percent.
+    pub idle: Result<Vec<(String, f64)>, String>,
+    /// Per throughput key (index into [`Analysis::keys`]): the run's rate.
+    pub throughput: Vec<(usize, f64)>,
+    pub config: BTreeMap<String, String>,
+}
+
+/// One CPU (thread label) of a cell, merged over its repeats.
+pub(crate) struct CpuFigures {
+    pub label: String,
+    pub hist: Histogram,
+    pub stats: Stats,
+    pub missed: u64,
+}
+
+/// One cell and what was derived from it.
+pub(crate) struct CellFigures<'a> {
+    pub cell: &'a CellInput,
+    pub index: usize,
+    pub pooled: Histogram,
+    pub stats: Stats,
+    /// Missed periods over all repeats.
+    pub missed: u64,
+    pub cpus: Vec<CpuFigures>,
+    pub runs: Vec<RunFigures<'a>>,
+}
+
+/// A statistic that can be compared across repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Metric {
+    Min,
+    P50,
+    P90,
+    P99,
+    P99_9,
+    P99_99,
+    Max,
+    Mean,
+    Stdev,
+    Missed,
+    PowerW,
+    EnergyJ,
+    FreqMhz,
+    /// Index into [`Analysis::keys`].
+    Throughput(usize),
+}
+
+/// Latency statistics in table order, with their short names.
+pub(crate) const LATENCY: [(Metric, &str); 9] = [
+    (Metric::Min, "min"),
+    (Metric::P50, "p50"),
+    (Metric::P90, "p90"),
+    (Metric::P99, "p99"),
+    (Metric::P99_9, "p99.9"),
+    (Metric::P99_99, "p99.99"),
+    (Metric::Max, "max"),
+    (Metric::Mean, "mean"),
+    (Metric::Stdev, "stdev"),
+];
+
+impl Metric {
+    pub fn is_latency(self) -> bool {
+        LATENCY.iter().any(|(m, _)| *m == self)
+    }
+
+    /// Short name without unit: `p99`, `power`, `matrix multiplies`.
+    pub fn name(self, keys: &[ThroughputKey]) -> String {
+        if let Some((_, n)) = LATENCY.iter().find(|(m, _)| *m == self) {
+            return (*n).to_string();
+        }
+        match self {
+            Metric::Missed => "missed".into(),
+            Metric::PowerW => "power".into(),
+            Metric::EnergyJ => "energy".into(),
+            Metric::FreqMhz => "frequency".into(),
+            Metric::Throughput(i) => keys.get(i).map_or_else(String::new, |k| k.what.clone()),
+            _ => String::new(),
+        }
+    }
+
+    /// The unit values are shown in.
+    pub fn unit(self, keys: &[ThroughputKey]) -> String {
+        match self {
+            m if m.is_latency() => "µs".into(),
+            Metric::Missed => "periods".into(),
+            Metric::PowerW => "W".into(),
+            Metric::EnergyJ => "J".into(),
+            Metric::FreqMhz => "MHz".into(),
+            Metric::Throughput(i) => keys.get(i).map_or_else(String::new, |k| k.unit.clone()),
+            _ => String::new(),
+        }
+    }
+
+    /// `p99 (µs)`.
+    pub fn label(self, keys: &[ThroughputKey]) -> String {
+        format!("{} ({})", self.name(keys), self.unit(keys))
+    }
+
+    /// A machine-readable name (JSON keys, CSV columns).
+    pub fn key(self, keys: &[ThroughputKey]) -> String {
+        match self {
+            Metric::P99_9 => "p99_9".into(),
+            Metric::P99_99 => "p99_99".into(),
+            Metric::PowerW => "power_w".into(),
+            Metric::EnergyJ => "energy_j".into(),
+            Metric::FreqMhz => "frequency_mhz".into(),
+            Metric::Throughput(i) => keys.get(i).map_or_else(String::new, |k| {
+                format!("throughput:{} ({})", k.what, k.unit)
+            }),
+            m => m.name(keys),
+        }
+    }
+
+    /// A value (nanoseconds for latencies) as shown in tables.
+    pub fn format(self, v: f64) -> String {
+        match self {
+            m if m.is_latency() => numfmt::us_f(v),
+            Metric::Missed => {
+                if v.fract() == 0.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.1}")
+                }
+            }
+            Metric::PowerW => format!("{v:.2}"),
+            Metric::EnergyJ => format!("{v:.1}"),
+            Metric::FreqMhz => format!("{v:.0}"),
+            Metric::Throughput(_) => numfmt::si(v),
+            _ => format!("{v}"),
+        }
+    }
+
+    /// A difference of two values as shown in tables.
+    pub fn format_diff(self, d: f64) -> String {
+        if self.is_latency() {
+            return numfmt::us_signed(d);
+        }
+        let s = self.format(d.abs());
+        if d > 0.0 {
+            format!("+{s}")
+        } else if d < 0.0 {
+            format!("-{s}")
+        } else {
+            s
+        }
+    }
+}
+
+fn stat(s: &Stats, m: Metric) -> Option<f64> {
+    if s.count == 0 {
+        return None;
+    }
+    Some(match m {
+        Metric::Min => s.min as f64,
+        Metric::P50 => s.p50 as f64,
+        Metric::P90 => s.p90 as f64,
+        Metric::P99 => s.p99 as f64,
+        Metric::P99_9 => s.p99_9 as f64,
+        Metric::P99_99 => s.p99_99 as f64,
+        Metric::Max => s.max as f64,
+        Metric::Mean => s.mean,
+        Metric::Stdev => s.stdev,
+        _ => return None,
+    })
+}
+
+impl RunFigures<'_> {
+    pub fn value(&self, m: Metric) -> Option<f64> {
+        match m {
+            Metric::Missed => Some(self.missed as f64),
+            Metric::PowerW => self.power.as_ref().ok().map(|p| p.watts),
+            Metric::EnergyJ => self.power.as_ref().ok().and_then(|p| p.joules),
+            Metric::FreqMhz => self.freq_mhz.as_ref().ok().copied(),
+            Metric::Throughput(i) => self
+                .throughput
+                .iter()
+                .find(|(k, _)| *k == i)
+                .map(|(_, v)| *v),
+            m => stat(&self.stats, m),
+        }
+    }
+}
+
+/// Median and extremes of a statistic over a cell's repeats.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Spread {
+    pub n: usize,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+pub(crate) fn spread(values: &[f64]) -> Option<Spread> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    Some(Spread {
+        n,
+        min: v[0],
+        median,
+        max: v[n - 1],
+    })
+}
+
+impl CellFigures<'_> {
+    /// The statistic of every repeat that has it.
+    pub fn values(&self, m: Metric) -> Vec<f64> {
+        self.runs.iter().filter_map(|r| r.value(m)).collect()
+    }
+
+    pub fn spread(&self, m: Metric) -> Option<Spread> {
+        spread(&self.values(m))
+    }
+
+    /// The cell's value: latency statistics of the pooled histogram; the median over the repeats
+    /// for everything else.
+    pub fn value(&self, m: Metric) -> Option<f64> {
+        if m.is_latency() {
+            stat(&self.stats, m)
+        } else {
+            self.spread(m).map(|s| s.median)
+        }
+    }
+}
+
+/// What the repeats say about one statistic of cell `b` against cell `a`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// `b` is lower (p < [`ALPHA`]).
+    Lower,
+    /// `b` is higher (p < [`ALPHA`]).
+    Higher,
+    /// Every repeat of `b` is below every repeat of `a`, but p is not below [`ALPHA`].
+    LowerEveryRepeat,
+    HigherEveryRepeat,
+    /// Neither: the repeats overlap and p ≥ [`ALPHA`].
+    NoDifference,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Support {
+    /// One of the cells has no value for the statistic.
+    NoData,
+    NotEnough {
+        n_a: usize,
+        n_b: usize,
+    },
+    Tested {
+        test: MannWhitney,
+        verdict: Verdict,
+    },
+}
+
+impl Support {
+    pub fn of(a: &[f64], b: &[f64]) -> Support {
+        if a.is_empty() || b.is_empty() {
+            return Support::NoData;
+        }
+        if a.len() < MIN_REPEATS || b.len() < MIN_REPEATS {
+            return Support::NotEnough {
+                n_a: a.len(),
+                n_b: b.len(),
+            };
+        }
+        let Some(test) = mann_whitney(a, b) else {
+            return Support::NoData;
+        };
+        let max = |v: &[f64]| v.iter().copied().fold(f64::MIN, f64::max);
+        let min = |v: &[f64]| v.iter().copied().fold(f64::MAX, f64::min);
+        let b_lower = test.u_b < test.u_a;
+        let verdict = if test.p < ALPHA && test.u_a != test.u_b {
+            if b_lower {
+                Verdict::Lower
+            } else {
+                Verdict::Higher
+            }
+        } else if max(b) < min(a) {
+            Verdict::LowerEveryRepeat
+        } else if min(b) > max(a) {
+            Verdict::HigherEveryRepeat
+        } else {
+            Verdict::NoDifference
+        };
+        Support::Tested { test, verdict }
+    }
+
+    /// A machine-readable verdict.
+    pub fn verdict_key(&self) -> &'static str {
+        match self {
+            Support::NoData => "no-data",
+            Support::NotEnough { .. } => "not-enough-repeats",
+            Support::Tested { verdict, .. } => match verdict {
+                Verdict::Lower => "lower",
+                Verdict::Higher => "higher",
+                Verdict::LowerEveryRepeat => "lower-every-repeat-not-significant",
+                Verdict::HigherEveryRepeat => "higher-every-repeat-not-significant",
+                Verdict::NoDifference => "no-difference-shown",
+            },
+        }
+    }
+
+    /// `U = 0, p = 0.029` (empty without a test).
+    pub fn statistic(&self) -> String {
+        match self {
+            Support::Tested { test, .. } => format!(
+                "U = {}, p = {}{}",
+                numfmt::u_stat(test.u()),
+                numfmt::p_value(test.p),
+                if test.exact { "" } else { " (normal approx.)" }
+            ),
+            _ => String::new(),
+        }
+    }
+
+    /// One sentence naming both cells: `b lower than a (U = 0, p = 0.029)`.
+    pub fn sentence(&self, b: &str, a: &str) -> String {
+        let stat = self.statistic();
+        match self {
+            Support::Tested { verdict, .. } => match verdict {
+                Verdict::Lower => format!("{b} lower than {a} ({stat})"),
+                Verdict::Higher => format!("{b} higher than {a} ({stat})"),
+                Verdict::LowerEveryRepeat => format!(
+                    "{b} lower than {a} in every repeat, but {stat} is not below {ALPHA}: more repeats needed"
+                ),
+                Verdict::HigherEveryRepeat => format!(
+                    "{b} higher than {a} in every repeat, but {stat} is not below {ALPHA}: more repeats needed"
+                ),
+                Verdict::NoDifference => format!("no difference shown ({stat})"),
+            },
+            other => other.text(b),
+        }
+    }
+
+    /// The support in words, naming cell `b`.
+    pub fn text(&self, b: &str) -> String {
+        match self {
+            Support::NoData => "no data".into(),
+            Support::NotEnough { n_a, n_b } => {
+                format!("not enough repeats to decide ({n_a} and {n_b}; {MIN_REPEATS} each needed)")
+            }
+            Support::Tested { verdict, .. } => {
+                let stat = self.statistic();
+                match verdict {
+                    Verdict::Lower => format!("{b} lower: {stat}"),
+                    Verdict::Higher => format!("{b} higher: {stat}"),
+                    Verdict::LowerEveryRepeat => format!(
+                        "{b} lower in every repeat, but {stat} is not below {ALPHA}: more repeats needed"
+                    ),
+                    Verdict::HigherEveryRepeat => format!(
+                        "{b} higher in every repeat, but {stat} is not below {ALPHA}: more repeats needed"
+                    ),
+                    Verdict::NoDifference => format!("no difference shown: {stat}"),
+                }
+            }
+        }
+    }
+}
+
+/// One statistic of cell `b` against cell `a`.
+#[derive(Debug, Clone)]
+pub(crate) struct MetricComparison {
+    pub metric: Metric,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    pub support: Support,
+}
+
+impl MetricComparison {
+    pub fn diff(&self) -> Option<f64> {
+        Some(self.b? - self.a?)
+    }
+    /// `b / a - 1` in percent.
+    pub fn percent(&self) -> Option<f64> {
+        let a = self.a?;
+        if a == 0.0 {
+            return None;
+        }
+        Some((self.b? - a) / a * 100.0)
+    }
+}
+
+pub(crate) fn compare(a: &CellFigures, b: &CellFigures, metric: Metric) -> MetricComparison {
+    MetricComparison {
+        metric,
+        a: a.value(metric),
+        b: b.value(metric),
+        support: Support::of(&a.values(metric), &b.values(metric)),
+    }
+}
+
+/// Runs taken on the same system (host, kernel, CPU).
+pub(crate) struct SystemGroup<'a> {
+    pub system: &'a SystemInfo,
+    /// `(cell index, repeat index)` of its runs.
+    pub runs: Vec<(usize, usize)>,
+}
+
+/// Everything derived from a report's input.
+pub(crate) struct Analysis<'a> {
+    pub title: String,
+    pub cells: Vec<CellFigures<'a>>,
+    pub keys: Vec<ThroughputKey>,
+    pub diff: Vec<DiffRow>,
+    pub systems: Vec<SystemGroup<'a>>,
+}
+
+impl<'a> Analysis<'a> {
+    pub fn new(input: &'a ReportInput) -> Analysis<'a> {
+        Analysis::of_cells(&input.title, input.cells.iter().collect())
+    }
+
+    pub fn of_cells(title: &str, cells: Vec<&'a CellInput>) -> Analysis<'a> {
+        let mut keys: Vec<ThroughputKey> = Vec::new();
+        for c in &cells {
+            for r in &c.runs {
+                for l in &r.loads.reports {
+                    for t in &l.throughput {
+                        let k = ThroughputKey {
+                            what: t.what.clone(),
+                            unit: t.unit.clone(),
+                        };
+                        if !keys.contains(&k) {
+                            keys.push(k);
+                        }
+                    }
+                }
+            }
+        }
+        let cells: Vec<CellFigures<'a>> = cells
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| cell_figures(i, c, &keys))
+            .collect();
+        let configs: Vec<Vec<BTreeMap<String, String>>> = cells
+            .iter()
+            .map(|c| c.runs.iter().map(|r| r.config.clone()).collect())
+            .collect();
+        let diff = diff(&configs);
+        let mut systems: Vec<SystemGroup<'a>> = Vec::new();
+        for c in &cells {
+            for (ri, r) in c.runs.iter().enumerate() {
+                let s = &r.run.system;
+                let same = |g: &SystemGroup| {
+                    g.system.hostname == s.hostname
+                        && g.system.kernel_release == s.kernel_release
+                        && g.system.kernel_version == s.kernel_version
+                        && g.system.cpu_model == s.cpu_model
+                        && g.system.machine == s.machine
+                };
+                match systems.iter_mut().find(|g| same(g)) {
+                    Some(g) => g.runs.push((c.index, ri)),
+                    None => systems.push(SystemGroup {
+                        system: s,
+                        runs: vec![(c.index, ri)],
+                    }),
+                }
+            }
+        }
+        Analysis {
+            title: title.to_string(),
+            cells,
+            keys,
+            diff,
+            systems,
+        }
+    }
+
+    /// Every comparable statistic: latency, missed periods, and the cost statistics some run has.
+    pub fn metrics(&self) -> Vec<Metric> {
+        let mut m: Vec<Metric> = LATENCY.iter().map(|(m, _)| *m).collect();
+        m.push(Metric::Missed);
+        for extra in [Metric::PowerW, Metric::EnergyJ, Metric::FreqMhz] {
+            if self.cells.iter().any(|c| !c.values(extra).is_empty()) {
+                m.push(extra);
+            }
+        }
+        m.extend((0..self.keys.len()).map(Metric::Throughput));
+        m
+    }
+
+    /// Every cell after the first against the first, statistic by statistic.
+    pub fn comparisons(&self) -> Vec<(usize, Vec<MetricComparison>)> {
+        let Some(base) = self.cells.first() else {
+            return Vec::new();
+        };
+        let metrics = self.metrics();
+        self.cells
+            .iter()
+            .skip(1)
+            .map(|c| {
+                (
+                    c.index,
+                    metrics.iter().map(|&m| compare(base, c, m)).collect(),
+                )
+            })
+            .collect()
+    }
+
+    pub fn run_count(&self) -> usize {
+        self.cells.iter().map(|c| c.runs.len()).sum()
+    }
+}
+
+fn cell_figures<'a>(index: usize, cell: &'a CellInput, keys: &[ThroughputKey]) -> CellFigures<'a> {
+    let mut pooled = Histogram::new();
+    let mut missed = 0;
+    let mut cpus: Vec<CpuFigures> = Vec::new();
+    let mut runs = Vec::new();
+    for (i, run) in cell.runs.iter().enumerate() {
+        pooled.merge(&run.overall.histogram);
+        missed += run.overall.missed;
+        for t in &run.threads {
+            match cpus.iter_mut().find(|c| c.label == t.label) {
+                Some(c) => {
+                    c.hist.merge(&t.histogram);
+                    c.missed += t.missed;
+                }
+                None => cpus.push(CpuFigures {
+                    label: t.label.clone(),
+                    hist: t.histogram.clone(),
+                    stats: Stats::default(),
+                    missed: t.missed,
+                }),
+            }
+        }
+        runs.push(run_figures(i + 1, &cell.params, run, keys));
+    }
+    for c in &mut cpus {
+        c.stats = Stats::of(&c.hist);
+    }
+    CellFigures {
+        cell,
+        index,
+        stats: Stats::of(&pooled),
+        pooled,
+        missed,
+        cpus,
+        runs,
+    }
+}
+
+fn run_figures<'a>(
+    repeat: usize,
+    params: &BTreeMap<String, String>,
+    run: &'a RunResult,
+    keys: &[ThroughputKey],
+) -> RunFigures<'a> {
+    let no_samples = || "no sampler data in this run".to_string();
+    let samples = run.samples.as_ref();
+    RunFigures {
+        run,
+        repeat,
+        stats: Stats::of(&run.overall.histogram),
+        missed: run.overall.missed,
+        power: samples.map_or_else(|| Err(no_samples()), power),
+        freq_mhz: samples.map_or_else(|| Err(no_samples()), frequency),
+        idle: samples.map_or_else(|| Err(no_samples()), |s| idle(s, &run.system)),
+        throughput: throughput(run, keys),
+        config: flatten_run(params, run),
+    }
+}
+
+fn is_package(name: &str) -> bool {
+    name.contains("package") || name.contains("energy-pkg")
+}
+
+pub(crate) fn power(s: &Samples) -> Result<Power, String> {
+    let sources = match &s.power_sources {
+        Field::Value(v) => v,
+        Field::Unavailable { unavailable } => return Err(unavailable.clone()),
+    };
+    if sources.is_empty() {
+        return Err("no power source found".into());
+    }
+    let mut chosen: Vec<_> = sources
+        .iter()
+        .filter(|p| p.avg_w.is_some() && is_package(&p.name))
+        .collect();
+    if chosen.is_empty() {
+        chosen = sources
+            .iter()
+            .filter(|p| p.avg_w.is_some())
+            .take(1)
+            .collect();
+    }
+    if chosen.is_empty() {
+        return Err("the power sources gave no reading".into());
+    }
+    let joules: Option<Vec<f64>> = chosen.iter().map(|p| p.energy_j).collect();
+    Ok(Power {
+        source: chosen
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" + "),
+        watts: chosen.iter().filter_map(|p| p.avg_w).sum(),
+        joules: joules.map(|j| j.iter().sum()),
+    })
+}
+
+pub(crate) fn frequency(s: &Samples) -> Result<f64, String> {
+    if let Field::Unavailable { unavailable } = &s.frequency {
+        return Err(unavailable.clone());
+    }
+    let khz: Vec<u64> = s.cpus.iter().filter_map(|c| c.avg_freq_khz).collect();
+    if khz.is_empty() {
+        return Err("no frequency readings".into());
+    }
+    Ok(khz.iter().sum::<u64>() as f64 / khz.len() as f64 / 1000.0)
+}
+
+/// Idle-state names in first-seen order over the CPUs.
+pub(crate) fn idle_state_names(s: &Samples) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for c in &s.idle_states {
+        for n in &c.states {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+    }
+    names
+}
+
+fn idle(s: &Samples, system: &SystemInfo) -> Result<Vec<(String, f64)>, String> {
+    let names = idle_state_names(s);
+    let mut sums = vec![(0.0f64, 0usize); names.len()];
+    for c in &s.cpus {
+        let Some(states) = s.idle_states.iter().find(|i| i.cpu == c.cpu) else {
+            continue;
+        };
+        for (name, pct) in states.states.iter().zip(&c.idle_residency_pct) {
+            if let Some(k) = names.iter().position(|n| n == name) {
+                sums[k].0 += pct;
+                sums[k].1 += 1;
+            }
+        }
+    }
+    if sums.iter().all(|(_, n)| *n == 0) {
+        return Err(match &system.cpuidle {
+            Field::Unavailable { unavailable } => unavailable.clone(),
+            Field::Value(_) => "no idle-state readings".into(),
+        });
+    }
+    Ok(names
+        .into_iter()
+        .zip(sums)
+        .filter(|(_, (_, n))| *n > 0)
+        .map(|(name, (sum, n))| (name, sum / n as f64))
+        .collect())
+}
+
+/// The run's rate per throughput key: one load's rate, or for several loads counting the same
+/// work, their total work over the span from the first start to the last end.
+fn throughput(run: &RunResult, keys: &[ThroughputKey]) -> Vec<(usize, f64)> {
+    let mut out = Vec::new();
+    for (k, key) in keys.iter().enumerate() {
+        let parts: Vec<_> = run
+            .loads
+            .reports
+            .iter()
+            .flat_map(|l| {
+                l.throughput
+                    .iter()
+                    .filter(|t| t.what == key.what && t.unit == key.unit)
+                    .map(move |t| (l, t))
+            })
+            .collect();
+        match parts.as_slice() {
+            [] => {}
+            [(_, t)] => out.push((k, t.rate)),
+            many => {
+                let start = many.iter().map(|(l, _)| l.started_ns).min().unwrap_or(0);
+                let end = many
+                    .iter()
+                    .map(|(l, _)| l.started_ns + l.elapsed_ns)
+                    .max()
+                    .unwrap_or(0);
+                let total: f64 = many.iter().map(|(_, t)| t.total).sum();
+                if end > start {
+                    out.push((k, total / ((end - start) as f64 / 1e9)));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Per window index over a run's threads: start, highest max, highest p99, samples, missed.
+pub(crate) struct WindowRow {
+    pub start_ns: u64,
+    pub max: u64,
+    pub p99: u64,
+    pub count: u64,
+}
+
+pub(crate) fn windows(run: &RunResult) -> Vec<WindowRow> {
+    let mut by_index: BTreeMap<u64, WindowRow> = BTreeMap::new();
+    for t in &run.threads {
+        for w in &t.windows {
+            let row = by_index.entry(w.index).or_insert(WindowRow {
+                start_ns: w.start_ns,
+                max: 0,
+                p99: 0,
+                count: 0,
+            });
+            row.start_ns = row.start_ns.min(w.start_ns);
+            row.count += w.count;
+            if w.count > 0 {
+                row.max = row.max.max(w.max);
+                row.p99 = row.p99.max(w.p99);
+            }
+        }
+    }
+    by_index.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians() {
+        let s = spread(&[3.0, 1.0, 2.0]).map(|s| (s.n, s.min, s.median, s.max));
+        assert_eq!(s, Some((3, 1.0, 2.0, 3.0)));
+        let s = spread(&[4.0, 1.0]).map(|s| s.median);
+        assert_eq!(s, Some(2.5));
+        assert!(spread(&[]).is_none());
+    }
+
+    #[test]
+    fn verdicts() {
+        let a = [100.0, 110.0, 120.0, 130.0];
+        let b = [10.0, 11.0, 12.0, 13.0];
+        let s = Support::of(&a, &b);
+        assert_eq!(s.verdict_key(), "lower");
+        assert!(
+            s.text("B").starts_with("B lower: U = 0, p = 0.029"),
+            "{}",
+            s.text("B")
+        );
+        let s = Support::of(&a[..3], &b[..3]);
+        assert_eq!(s.verdict_key(), "lower-every-repeat-not-significant");
+        assert!(s.text("B").contains("p = 0.100"), "{}", s.text("B"));
+        let s = Support::of(&b[..3], &a[..3]);
+        assert_eq!(s.verdict_key(), "higher-every-repeat-not-significant");
+        let s = Support::of(&a[..2], &b);
+        assert_eq!(s.verdict_key(), "not-enough-repeats");
+        assert_eq!(
+            s.text("B"),
+            "not enough repeats to decide (2 and 4; 3 each needed)"
+        );
+        let s = Support::of(&[1.0, 3.0, 5.0], &[2.0, 4.0, 6.0]);
+        assert_eq!(s.verdict_key(), "no-difference-shown");
+        assert_eq!(Support::of(&[], &b).verdict_key(), "no-data");
+    }
+}

@@ -1,0 +1,142 @@
+//! `latlab compare A B`: two cells (or runs) side by side in the terminal.
+
+use std::fmt::Write;
+
+use crate::analysis::{ALPHA, Analysis, MIN_REPEATS, Metric, compare};
+use crate::doc::{Block, TCell, Table, render_text};
+use crate::input::CellInput;
+use crate::numfmt;
+
+/// The statistics of `a` and `b` side by side with the difference `b − a` (absolute and in
+/// percent) and its support: latency statistics from the pooled histograms, the others medians
+/// over the repeats; the support is a two-sided Mann-Whitney U test of the per-repeat values when
+/// both have at least three repeats, and says so when they do not.
+pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
+    let an = Analysis::of_cells("", vec![a, b]);
+    let (ca, cb) = (&an.cells[0], &an.cells[1]);
+    // Column names: the cells' names, or A and B when those would not tell them apart.
+    let (na, nb) = if a.name == b.name || a.name.is_empty() || b.name.is_empty() {
+        ("A".to_string(), "B".to_string())
+    } else {
+        (a.name.clone(), b.name.clone())
+    };
+    let mut out = String::new();
+    let describe = |tag: &str, c: &CellInput| {
+        let params = if c.params.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {}",
+                c.params
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let ids = c
+            .runs
+            .iter()
+            .map(|r| r.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "{tag}: {} ({} {}{params}): {ids}",
+            if c.name.is_empty() { "-" } else { &c.name },
+            c.runs.len(),
+            if c.runs.len() == 1 { "run" } else { "runs" }
+        )
+    };
+    let _ = writeln!(out, "{}", describe("A", a));
+    let _ = writeln!(out, "{}", describe("B", b));
+
+    let mut t = Table::with_headers(
+        "compare",
+        vec![
+            ("statistic".into(), false),
+            (na.clone(), true),
+            (nb.clone(), true),
+            (format!("{nb} − {na}"), true),
+            ("%".into(), true),
+            ("support".into(), false),
+        ],
+    );
+    t.row(vec![
+        "runs".into(),
+        ca.runs.len().to_string().into(),
+        cb.runs.len().to_string().into(),
+        TCell::new(""),
+        TCell::new(""),
+        TCell::new(""),
+    ]);
+    t.row(vec![
+        "samples".into(),
+        ca.stats.count.to_string().into(),
+        cb.stats.count.to_string().into(),
+        TCell::new(""),
+        TCell::new(""),
+        TCell::new(""),
+    ]);
+    let mut p99_sentence = String::new();
+    for m in an.metrics() {
+        let r = compare(ca, cb, m);
+        let f = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| m.format(v));
+        let label = if m.is_latency() {
+            m.label(&an.keys)
+        } else {
+            format!("{}, median", m.label(&an.keys))
+        };
+        t.row(vec![
+            label.into(),
+            f(r.a).into(),
+            f(r.b).into(),
+            r.diff()
+                .map_or_else(|| "-".to_string(), |d| m.format_diff(d))
+                .into(),
+            r.percent()
+                .map_or_else(|| "-".to_string(), numfmt::percent_signed)
+                .into(),
+            r.support.text(&nb).into(),
+        ]);
+        if m == Metric::P99 {
+            p99_sentence = r.support.sentence(&nb, &na);
+        }
+    }
+    out.push('\n');
+    out.push_str(&render_text(&[Block::Table(t)]));
+    out.push('\n');
+    let _ = writeln!(out, "verdict on p99: {p99_sentence}");
+    let _ = writeln!(
+        out,
+        "latency: pooled histograms of all repeats, in µs; other rows: medians over the repeats. \
+         support: two-sided Mann-Whitney U test of the per-repeat values (exact p), a verdict only \
+         with at least {MIN_REPEATS} repeats each and p < {ALPHA}."
+    );
+    // Cost statistics neither cell has are not rows: say why in one line each.
+    let runs = || ca.runs.iter().chain(&cb.runs);
+    let missing: [(&str, Metric, Vec<String>); 2] = [
+        (
+            "power",
+            Metric::PowerW,
+            runs()
+                .filter_map(|r| r.power.as_ref().err().cloned())
+                .collect(),
+        ),
+        (
+            "frequency",
+            Metric::FreqMhz,
+            runs()
+                .filter_map(|r| r.freq_mhz.as_ref().err().cloned())
+                .collect(),
+        ),
+    ];
+    for (what, metric, mut reasons) in missing {
+        if reasons.is_empty() || an.cells.iter().any(|c| !c.values(metric).is_empty()) {
+            continue;
+        }
+        reasons.sort();
+        reasons.dedup();
+        let _ = writeln!(out, "{what}: unavailable: {}", reasons.join("; "));
+    }
+    out
+}

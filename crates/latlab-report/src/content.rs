@@ -1,0 +1,1127 @@
+//! The report's content, once for every format: sections of headings, tables, notes and (for
+//! HTML) figures, built from an [`Analysis`].
+
+use latlab_model::system::Field;
+use latlab_model::units::{CpuList, format_duration};
+use latlab_model::{Policy, RunResult, Stats};
+
+use crate::analysis::{ALPHA, Analysis, CellFigures, LATENCY, MIN_REPEATS, Metric, RunFigures};
+use crate::doc::{Block, TCell, Table};
+use crate::html::plots::{
+    HistSeries, SpectrumLine, TradePoint, histogram_chart, spectrum_chart, timeline, tradeoff_chart,
+};
+use crate::numfmt;
+
+/// Largest spikes listed per run.
+const SPIKES_SHOWN: usize = 10;
+
+fn h2(blocks: &mut Vec<Block>, text: &str, id: &str) {
+    blocks.push(Block::Heading {
+        level: 2,
+        text: text.into(),
+        id: Some(id.into()),
+    });
+}
+
+fn h3(blocks: &mut Vec<Block>, text: String, id: Option<String>) {
+    blocks.push(Block::Heading { level: 3, text, id });
+}
+
+/// Every block of the report; figures only with `plots`.
+pub(crate) fn build(a: &Analysis, plots: bool) -> Vec<Block> {
+    let mut b = Vec::new();
+    overview(&mut b, a);
+    if a.cells.is_empty() || a.run_count() == 0 {
+        return b;
+    }
+    systems(&mut b, a);
+    configuration(&mut b, a);
+    differences(&mut b, a);
+    latency(&mut b, a);
+    repeats(&mut b, a);
+    comparisons(&mut b, a);
+    if plots {
+        distributions(&mut b, a);
+    }
+    cost(&mut b, a);
+    tradeoffs(&mut b, a, plots);
+    runs(&mut b, a);
+    per_cpu(&mut b, a);
+    spikes(&mut b, a);
+    if plots {
+        for c in &a.cells {
+            cell_section(&mut b, c);
+        }
+    }
+    b
+}
+
+pub(crate) fn title(a: &Analysis) -> String {
+    if a.title.trim().is_empty() {
+        "latlab report".into()
+    } else {
+        a.title.clone()
+    }
+}
+
+fn overview(b: &mut Vec<Block>, a: &Analysis) {
+    b.push(Block::Heading {
+        level: 1,
+        text: title(a),
+        id: Some("overview".into()),
+    });
+    let runs = a.run_count();
+    if a.cells.is_empty() || runs == 0 {
+        b.push(Block::Note("no runs to report".into()));
+        return;
+    }
+    let mut text = format!(
+        "{} {}, {} {}. Latencies are in µs, computed from the histograms; a cell's latency statistics pool all its repeats; its power, frequency, idle residency and throughput are medians over its repeats.",
+        a.cells.len(),
+        if a.cells.len() == 1 { "cell" } else { "cells" },
+        runs,
+        if runs == 1 { "run" } else { "runs" },
+    );
+    if let Some(first) = a.cells.first()
+        && a.cells.len() > 1
+    {
+        text.push_str(&format!(
+            " Every other cell is compared against the first, {}.",
+            first.cell.name
+        ));
+    }
+    b.push(Block::Para(text));
+}
+
+fn systems(b: &mut Vec<Block>, a: &Analysis) {
+    h2(b, "Systems", "systems");
+    let mut t = Table::new(
+        "systems",
+        &[
+            ("system", true),
+            ("host", false),
+            ("kernel", false),
+            ("preempt", false),
+            ("CPU", false),
+            ("CPUs online", false),
+            ("HZ", true),
+            ("clocksource", false),
+            ("command line", false),
+            ("runs", false),
+        ],
+    );
+    for (i, g) in a.systems.iter().enumerate() {
+        let s = g.system;
+        let hz = s
+            .kernel_config
+            .value()
+            .and_then(|c| c.hz)
+            .map_or_else(|| "-".to_string(), |h| h.to_string());
+        t.row(vec![
+            format!("{}", i + 1).into(),
+            dash(&s.hostname).into(),
+            dash(&s.kernel_release).into(),
+            dash(&s.preempt).into(),
+            dash(&s.cpu_model).into(),
+            dash(&CpuList::from_cpus(s.cpus_online.clone()).to_string()).into(),
+            hz.into(),
+            dash(&s.clocksource).into(),
+            dash(&s.cmdline).into(),
+            runs_of(a, &g.runs).into(),
+        ]);
+    }
+    b.push(Block::Table(t));
+    for (i, g) in a.systems.iter().enumerate() {
+        h3(
+            b,
+            format!(
+                "System {}: {} ({})",
+                i + 1,
+                dash(&g.system.hostname),
+                dash(&g.system.kernel_release)
+            ),
+            Some(format!("system-{}", i + 1)),
+        );
+        b.push(Block::Pre(crate::sysinfo_text(g.system)));
+    }
+}
+
+fn dash(s: &str) -> String {
+    if s.trim().is_empty() {
+        "-".into()
+    } else {
+        s.to_string()
+    }
+}
+
+/// `cell a ×3, cell b ×1` for a list of `(cell, repeat)`.
+fn runs_of(a: &Analysis, runs: &[(usize, usize)]) -> String {
+    let mut parts: Vec<(usize, usize)> = Vec::new();
+    for &(c, _) in runs {
+        match parts.iter_mut().find(|p| p.0 == c) {
+            Some(p) => p.1 += 1,
+            None => parts.push((c, 1)),
+        }
+    }
+    parts
+        .iter()
+        .map(|(c, k)| format!("{} ×{k}", a.cells[*c].cell.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn policy_text(r: &RunResult) -> String {
+    let c = &r.config;
+    match (c.policy, &c.deadline) {
+        (Policy::Deadline, Some(d)) => format!(
+            "deadline {}/{}/{}",
+            format_duration(d.runtime_ns),
+            format_duration(d.deadline_ns),
+            format_duration(d.period_ns)
+        ),
+        (p, _) if p.is_realtime() => format!("{} {}", p.name(), c.priority),
+        (p, _) => p.name().to_string(),
+    }
+}
+
+fn cpus_text(r: &RunResult) -> String {
+    match &r.config.cpus {
+        Some(cpus) => CpuList::from_cpus(cpus.clone()).to_string(),
+        None => format!("{} unpinned", r.config.threads),
+    }
+}
+
+fn duration_text(r: &RunResult) -> String {
+    match (r.config.duration_ns, r.config.loops) {
+        (Some(d), Some(l)) => format!("{} or {l} loops", format_duration(d)),
+        (Some(d), None) => format_duration(d),
+        (None, Some(l)) => format!("{l} loops"),
+        (None, None) => "until interrupted".into(),
+    }
+}
+
+fn loads_text(r: &RunResult) -> String {
+    if r.loads.reports.is_empty() && r.loads.phases.is_empty() {
+        return "none".into();
+    }
+    if !r.loads.phases.is_empty() {
+        return format!(
+            "schedule: {}",
+            r.loads
+                .phases
+                .iter()
+                .map(|p| p.spec.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    r.loads
+        .reports
+        .iter()
+        .map(|l| l.spec.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn configuration(b: &mut Vec<Block>, a: &Analysis) {
+    h2(b, "Cells and their configuration", "configuration");
+    let mut t = Table::new(
+        "cells",
+        &[
+            ("cell", false),
+            ("repeats", true),
+            ("parameters", false),
+            ("method", false),
+            ("interval", false),
+            ("policy", false),
+            ("CPUs", false),
+            ("duration", false),
+            ("loads", false),
+        ],
+    );
+    for c in &a.cells {
+        let params = if c.cell.params.is_empty() {
+            "-".to_string()
+        } else {
+            c.cell
+                .params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut row: Vec<TCell> = vec![
+            c.cell.name.as_str().into(),
+            c.runs.len().to_string().into(),
+            params.into(),
+        ];
+        match c.runs.first() {
+            Some(r) => {
+                let r = r.run;
+                row.extend([
+                    r.config.method.name().into(),
+                    format_duration(r.config.interval_ns).into(),
+                    policy_text(r).into(),
+                    cpus_text(r).into(),
+                    duration_text(r).into(),
+                    loads_text(r).into(),
+                ]);
+            }
+            None => row.extend((0..6).map(|_| TCell::new("-"))),
+        }
+        t.row_with(vec![("data-cell", c.index.to_string())], row);
+    }
+    b.push(Block::Table(t));
+}
+
+fn differences(b: &mut Vec<Block>, a: &Analysis) {
+    h2(b, "Configuration differences", "differences");
+    if a.run_count() < 2 {
+        b.push(Block::Note(
+            "one run: no other run to compare its configuration with".into(),
+        ));
+        return;
+    }
+    b.push(Block::Para(
+        "Every setting that is not the same in all runs: the cell's parameters (cell.*), the measuring options (config.*), the system record (system.*), what could be set up (environment.*) and the loads (loads.*). A cell whose repeats disagree lists each value, separated by |.".into(),
+    ));
+    let headers = |id: &str| {
+        let mut h = vec![("setting".to_string(), false)];
+        h.extend(a.cells.iter().map(|c| (c.cell.name.clone(), false)));
+        Table::with_headers(id, h)
+    };
+    let mut between = headers("diff-between");
+    let mut within = headers("diff-within");
+    for row in &a.diff {
+        let mut cells: Vec<TCell> = vec![row.key.as_str().into()];
+        cells.extend((0..a.cells.len()).map(|i| TCell::new(row.cell_text(i))));
+        let t = match row.kind {
+            crate::flatten::DiffKind::BetweenCells => &mut between,
+            crate::flatten::DiffKind::WithinCells => &mut within,
+        };
+        t.row_with(vec![("data-key", row.key.clone())], cells);
+    }
+    h3(b, "Settings that differ between cells".into(), None);
+    if between.rows.is_empty() {
+        b.push(Block::Note("no setting differs between the cells".into()));
+    } else {
+        b.push(Block::Table(between));
+    }
+    h3(
+        b,
+        "Settings that vary between repeats of a cell".into(),
+        None,
+    );
+    if within.rows.is_empty() {
+        b.push(Block::Note(
+            "no setting varies between the repeats of a cell".into(),
+        ));
+    } else {
+        b.push(Block::Table(within));
+    }
+}
+
+fn latency_headers(lead: &[(&str, bool)]) -> Vec<(String, bool)> {
+    let mut h: Vec<(String, bool)> = lead.iter().map(|(s, n)| (s.to_string(), *n)).collect();
+    h.extend(LATENCY.iter().map(|(_, name)| (name.to_string(), true)));
+    h
+}
+
+/// One cell per latency statistic, with the exact value in `data-ns`.
+fn stat_cells(s: &Stats) -> Vec<TCell> {
+    LATENCY
+        .iter()
+        .map(|(m, name)| {
+            if s.count == 0 {
+                return TCell::new("-").attr("data-stat", *name);
+            }
+            let (text, exact) = match m {
+                Metric::Mean => (numfmt::us_f(s.mean), format!("{}", s.mean)),
+                Metric::Stdev => (numfmt::us_f(s.stdev), format!("{}", s.stdev)),
+                _ => {
+                    let v = int_stat(s, *m);
+                    (numfmt::us(v), v.to_string())
+                }
+            };
+            TCell::new(text)
+                .attr("data-stat", *name)
+                .attr("data-ns", exact)
+        })
+        .collect()
+}
+
+pub(crate) fn int_stat(s: &Stats, m: Metric) -> u64 {
+    match m {
+        Metric::Min => s.min,
+        Metric::P50 => s.p50,
+        Metric::P90 => s.p90,
+        Metric::P99 => s.p99,
+        Metric::P99_9 => s.p99_9,
+        Metric::P99_99 => s.p99_99,
+        Metric::Max => s.max,
+        _ => 0,
+    }
+}
+
+fn latency(b: &mut Vec<Block>, a: &Analysis) {
+    h2(b, "Latency per cell (µs, all repeats pooled)", "latency");
+    let mut t = Table::with_headers(
+        "latency",
+        latency_headers(&[
+            ("cell", false),
+            ("runs", true),
+            ("samples", true),
+            ("missed", true),
+        ]),
+    );
+    for c in &a.cells {
+        let mut row: Vec<TCell> = vec![
+            c.cell.name.as_str().into(),
+            c.runs.len().to_string().into(),
+            TCell::new(c.stats.count.to_string()).attr("data-stat", "samples"),
+            TCell::new(c.missed.to_string()).attr("data-stat", "missed"),
+        ];
+        row.extend(stat_cells(&c.stats));
+        t.row_with(vec![("data-cell", c.index.to_string())], row);
+    }
+    b.push(Block::Table(t));
+    b.push(Block::Para(
+        "missed: periods that passed without a sample because a stall covered them, summed over the repeats; stdev is the population standard deviation.".into(),
+    ));
+}
+
+fn repeats(b: &mut Vec<Block>, a: &Analysis) {
+    h2(b, "Spread across repeats", "repeats");
+    if a.cells.iter().all(|c| c.runs.len() < 2) {
+        b.push(Block::Note(
+            "no cell has more than one run: no spread across repeats to show".into(),
+        ));
+        return;
+    }
+    let mut t = Table::new(
+        "spread",
+        &[
+            ("cell", false),
+            ("statistic", false),
+            ("repeats", true),
+            ("median", true),
+            ("min", true),
+            ("max", true),
+        ],
+    );
+    let metrics = a.metrics();
+    for c in a.cells.iter().filter(|c| c.runs.len() >= 2) {
+        for &m in &metrics {
+            let Some(s) = c.spread(m) else { continue };
+            t.row_with(
+                vec![
+                    ("data-cell", c.index.to_string()),
+                    ("data-stat", m.key(&a.keys)),
+                ],
+                vec![
+                    c.cell.name.as_str().into(),
+                    m.label(&a.keys).into(),
+                    s.n.to_string().into(),
+                    m.format(s.median).into(),
+                    m.format(s.min).into(),
+                    m.format(s.max).into(),
+                ],
+            );
+        }
+    }
+    b.push(Block::Table(t));
+}
+
+fn comparisons(b: &mut Vec<Block>, a: &Analysis) {
+    h2(b, "Comparisons", "comparisons");
+    let Some(base) = a.cells.first() else { return };
+    if a.cells.len() < 2 {
+        b.push(Block::Note("one cell: nothing to compare".into()));
+        return;
+    }
+    b.push(Block::Para(format!(
+        "Each cell against {}: latency values are the pooled statistics, the others medians over the repeats; difference = cell − {}. Support: a two-sided Mann-Whitney U test of the per-repeat values (exact permutation p-value), a verdict only where both cells have at least {MIN_REPEATS} repeats and p < {ALPHA}.",
+        base.cell.name, base.cell.name
+    )));
+    for (ci, rows) in a.comparisons() {
+        let c = &a.cells[ci];
+        h3(
+            b,
+            format!("{} against {}", c.cell.name, base.cell.name),
+            Some(format!("comparison-{ci}")),
+        );
+        if let Some(p99) = rows.iter().find(|r| r.metric == Metric::P99) {
+            b.push(Block::Para(format!(
+                "Verdict on p99: {}.",
+                p99.support.sentence(&c.cell.name, &base.cell.name)
+            )));
+        }
+        let mut t = Table::with_headers(
+            format!("comparison-{ci}"),
+            vec![
+                ("statistic".into(), false),
+                (base.cell.name.clone(), true),
+                (c.cell.name.clone(), true),
+                ("difference".into(), true),
+                ("%".into(), true),
+                ("support".into(), false),
+            ],
+        );
+        for r in &rows {
+            let f = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| r.metric.format(v));
+            t.row_with(
+                vec![
+                    ("data-stat", r.metric.key(&a.keys)),
+                    ("data-verdict", r.support.verdict_key().to_string()),
+                ],
+                vec![
+                    r.metric.label(&a.keys).into(),
+                    f(r.a).into(),
+                    f(r.b).into(),
+                    r.diff()
+                        .map_or_else(|| "-".to_string(), |d| r.metric.format_diff(d))
+                        .into(),
+                    r.percent()
+                        .map_or_else(|| "-".to_string(), numfmt::percent_signed)
+                        .into(),
+                    r.support.text(&c.cell.name).into(),
+                ],
+            );
+        }
+        b.push(Block::Table(t));
+    }
+}
+
+fn distributions(b: &mut Vec<Block>, a: &Analysis) {
+    h2(b, "Distributions of all cells", "distributions");
+    let series: Vec<HistSeries> = a
+        .cells
+        .iter()
+        .map(|c| HistSeries {
+            label: c.cell.name.clone(),
+            hist: &c.pooled,
+        })
+        .collect();
+    match histogram_chart("Latency histograms of the cells (share of samples)", &series, true) {
+        Some(svg) => b.push(Block::Figure {
+            caption: "Histograms of all cells, all CPUs and repeats pooled, as the share of each cell's samples on a log axis (cells with different sample counts compare directly).".into(),
+            svg,
+        }),
+        None => b.push(Block::Note("histograms: no samples in any cell".into())),
+    }
+    let mut lines = Vec::new();
+    for (i, c) in a.cells.iter().enumerate() {
+        if c.runs.len() > 1 {
+            for r in &c.runs {
+                lines.push(SpectrumLine {
+                    label: format!("{} repeat {}", c.cell.name, r.repeat),
+                    hist: &r.run.overall.histogram,
+                    series: i,
+                    width: 0.8,
+                    opacity: 0.45,
+                    legend: false,
+                });
+            }
+        }
+        lines.push(SpectrumLine {
+            label: c.cell.name.clone(),
+            hist: &c.pooled,
+            series: i,
+            width: 2.0,
+            opacity: 1.0,
+            legend: true,
+        });
+    }
+    let note = if a.cells.iter().any(|c| c.runs.len() > 1) {
+        "; thin lines: single repeats"
+    } else {
+        ""
+    };
+    if let Some(svg) = spectrum_chart("Percentile spectra of the cells", &lines, note) {
+        b.push(Block::Figure {
+            caption: "Percentile spectra: the latency at each percentile, the x axis in nines (0.9, 0.99, 0.999, …), ending at the maximum.".into(),
+            svg,
+        });
+    }
+}
+
+fn cost(b: &mut Vec<Block>, a: &Analysis) {
+    h2(
+        b,
+        "Power, frequency, idle states and load throughput",
+        "cost",
+    );
+    let mut headers: Vec<(String, bool)> = [
+        ("cell", false),
+        ("repeat", true),
+        ("power (W)", true),
+        ("energy (J)", true),
+        ("power source", false),
+        ("frequency (MHz)", true),
+        ("idle residency", false),
+    ]
+    .iter()
+    .map(|(h, n)| (h.to_string(), *n))
+    .collect();
+    headers.extend(a.keys.iter().map(|k| (k.label(), true)));
+    let mut t = Table::with_headers("cost", headers);
+    // (what, reason) -> runs without it.
+    let mut missing: Vec<(&str, String, Vec<String>)> = Vec::new();
+    let mut note = |what: &'static str, reason: &str, run: String| match missing
+        .iter_mut()
+        .find(|(w, r, _)| *w == what && r == reason)
+    {
+        Some((_, _, runs)) => runs.push(run),
+        None => missing.push((what, reason.to_string(), vec![run])),
+    };
+    let mut any = false;
+    for c in &a.cells {
+        for r in &c.runs {
+            let who = run_name(c, r);
+            let mut row: Vec<TCell> =
+                vec![c.cell.name.as_str().into(), r.repeat.to_string().into()];
+            match &r.power {
+                Ok(p) => {
+                    any = true;
+                    row.push(
+                        TCell::new(format!("{:.2}", p.watts))
+                            .attr("data-value", p.watts.to_string()),
+                    );
+                    row.push(
+                        p.joules
+                            .map_or_else(|| "-".to_string(), |j| format!("{j:.1}"))
+                            .into(),
+                    );
+                    row.push(p.source.as_str().into());
+                }
+                Err(e) => {
+                    note("power", e, who.clone());
+                    row.extend(["-".into(), "-".into(), "-".into()]);
+                }
+            }
+            match &r.freq_mhz {
+                Ok(f) => {
+                    any = true;
+                    row.push(format!("{f:.0}").into());
+                }
+                Err(e) => {
+                    note("frequency", e, who.clone());
+                    row.push("-".into());
+                }
+            }
+            match &r.idle {
+                Ok(states) => {
+                    any = true;
+                    row.push(
+                        states
+                            .iter()
+                            .map(|(n, p)| format!("{n} {p:.1} %"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                            .into(),
+                    );
+                }
+                Err(e) => {
+                    note("idle residency", e, who.clone());
+                    row.push("-".into());
+                }
+            }
+            for k in 0..a.keys.len() {
+                match r.value(Metric::Throughput(k)) {
+                    Some(v) => {
+                        any = true;
+                        row.push(numfmt::si(v).into());
+                    }
+                    None => row.push("-".into()),
+                }
+            }
+            t.row_with(
+                vec![
+                    ("data-cell", c.index.to_string()),
+                    ("data-repeat", r.repeat.to_string()),
+                ],
+                row,
+            );
+        }
+    }
+    if any {
+        b.push(Block::Table(t));
+    }
+    for (what, reason, runs) in &missing {
+        let all = runs.len() == a.run_count();
+        b.push(Block::Note(if all {
+            format!("{what}: unavailable: {reason}")
+        } else {
+            format!("{what}: unavailable: {reason} ({})", runs.join(", "))
+        }));
+    }
+    if a.keys.is_empty() {
+        b.push(Block::Note(
+            "load throughput: no load counted any work".into(),
+        ));
+    }
+    if any {
+        b.push(Block::Para(
+            "power: the package sources summed (or the first source with a reading), mean over the run; frequency: mean over the CPUs; idle residency: share of the run in each idle state, mean over the CPUs.".into(),
+        ));
+    }
+
+    // Power sources in detail.
+    let mut sources = Table::new(
+        "power-sources",
+        &[
+            ("cell", false),
+            ("repeat", true),
+            ("source", false),
+            ("mean (W)", true),
+            ("energy (J)", true),
+            ("counter wraps", true),
+        ],
+    );
+    for c in &a.cells {
+        for r in &c.runs {
+            let Some(Field::Value(list)) = r.run.samples.as_ref().map(|s| &s.power_sources) else {
+                continue;
+            };
+            for p in list {
+                sources.row(vec![
+                    c.cell.name.as_str().into(),
+                    r.repeat.to_string().into(),
+                    p.name.as_str().into(),
+                    p.avg_w
+                        .map_or_else(|| "-".into(), |w| format!("{w:.2}"))
+                        .into(),
+                    p.energy_j
+                        .map_or_else(|| "-".into(), |j| format!("{j:.1}"))
+                        .into(),
+                    p.wraps.to_string().into(),
+                ]);
+            }
+        }
+    }
+    if !sources.rows.is_empty() {
+        h3(b, "Power sources".into(), Some("power-sources".into()));
+        b.push(Block::Table(sources));
+    }
+
+    // Loads.
+    h3(b, "Loads".into(), Some("loads".into()));
+    let mut loads = Table::new(
+        "loads",
+        &[
+            ("cell", false),
+            ("repeat", true),
+            ("load", false),
+            ("kind", false),
+            ("workers", true),
+            ("CPUs", false),
+            ("from (s)", true),
+            ("ran (s)", true),
+            ("throughput", false),
+        ],
+    );
+    let mut warnings = Vec::new();
+    for c in &a.cells {
+        for r in &c.runs {
+            for l in &r.run.loads.reports {
+                let rates = if l.throughput.is_empty() {
+                    "no work counted".to_string()
+                } else {
+                    l.throughput
+                        .iter()
+                        .map(|t| format!("{} {} {}", numfmt::si(t.rate), t.unit, t.what))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                loads.row(vec![
+                    c.cell.name.as_str().into(),
+                    r.repeat.to_string().into(),
+                    l.spec.as_str().into(),
+                    l.kind.as_str().into(),
+                    l.workers.to_string().into(),
+                    l.cpus
+                        .as_ref()
+                        .map_or_else(
+                            || "all".to_string(),
+                            |c| {
+                                CpuList::from_cpus(c.iter().map(|&x| x as u32).collect())
+                                    .to_string()
+                            },
+                        )
+                        .into(),
+                    numfmt::secs(l.started_ns).into(),
+                    numfmt::secs(l.elapsed_ns).into(),
+                    rates.into(),
+                ]);
+                for w in &l.warnings {
+                    warnings.push(format!("{}: {}: {w}", run_name(c, r), l.spec));
+                }
+            }
+        }
+    }
+    if loads.rows.is_empty() {
+        b.push(Block::Note("loads: none ran".into()));
+    } else {
+        b.push(Block::Table(loads));
+        for w in warnings {
+            b.push(Block::Note(format!("load warning: {w}")));
+        }
+    }
+    let mut phases = Table::new(
+        "load-phases",
+        &[
+            ("cell", false),
+            ("repeat", true),
+            ("phase", true),
+            ("load", false),
+            ("from (s)", true),
+            ("to (s)", true),
+        ],
+    );
+    for c in &a.cells {
+        for r in &c.runs {
+            for p in &r.run.loads.phases {
+                phases.row(vec![
+                    c.cell.name.as_str().into(),
+                    r.repeat.to_string().into(),
+                    p.index.to_string().into(),
+                    p.spec.as_str().into(),
+                    numfmt::secs(p.start_ns).into(),
+                    numfmt::secs(p.end_ns).into(),
+                ]);
+            }
+        }
+    }
+    if !phases.rows.is_empty() {
+        h3(b, "Load schedules".into(), Some("load-phases".into()));
+        b.push(Block::Table(phases));
+    }
+}
+
+fn run_name(c: &CellFigures, r: &RunFigures) -> String {
+    if c.runs.len() > 1 {
+        format!("{} repeat {}", c.cell.name, r.repeat)
+    } else {
+        c.cell.name.clone()
+    }
+}
+
+fn tradeoffs(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
+    h2(
+        b,
+        "Trade-offs: tail latency against power and throughput",
+        "tradeoffs",
+    );
+    let mut headers: Vec<(String, bool)> = vec![
+        ("cell".into(), false),
+        ("p99 (µs)".into(), true),
+        ("max (µs)".into(), true),
+        ("power (W)".into(), true),
+    ];
+    headers.extend(a.keys.iter().map(|k| (k.label(), true)));
+    let mut t = Table::with_headers("tradeoff", headers);
+    for c in &a.cells {
+        let f = |m: Metric| c.value(m).map_or_else(|| "-".to_string(), |v| m.format(v));
+        let mut row: Vec<TCell> = vec![
+            c.cell.name.as_str().into(),
+            f(Metric::P99).into(),
+            f(Metric::Max).into(),
+            f(Metric::PowerW).into(),
+        ];
+        row.extend((0..a.keys.len()).map(|k| TCell::new(f(Metric::Throughput(k)))));
+        t.row_with(vec![("data-cell", c.index.to_string())], row);
+    }
+    b.push(Block::Table(t));
+    b.push(Block::Para(
+        "p99 and max of the pooled histograms; power and throughput: medians over the repeats."
+            .into(),
+    ));
+    let points = |m: Metric| -> Vec<TradePoint> {
+        a.cells
+            .iter()
+            .filter_map(|c| {
+                let s = c.spread(m)?;
+                let p99 = c.spread(Metric::P99)?;
+                Some(TradePoint {
+                    label: c.cell.name.clone(),
+                    x: s.median,
+                    x_range: (s.min, s.max),
+                    p99: c.value(Metric::P99)?,
+                    p99_range: (p99.min, p99.max),
+                    max: c.value(Metric::Max)?,
+                })
+            })
+            .collect()
+    };
+    let mut axes: Vec<(Metric, String, String)> = vec![(
+        Metric::PowerW,
+        "power (W, median of the repeats)".into(),
+        "power".into(),
+    )];
+    for (k, key) in a.keys.iter().enumerate() {
+        axes.push((
+            Metric::Throughput(k),
+            format!("{} (median of the repeats)", key.label()),
+            format!("throughput of {}", key.label()),
+        ));
+    }
+    for (m, x_label, what) in axes {
+        let pts = points(m);
+        let missing: Vec<&str> = a
+            .cells
+            .iter()
+            .filter(|c| !pts.iter().any(|p| p.label == c.cell.name))
+            .map(|c| c.cell.name.as_str())
+            .collect();
+        if pts.is_empty() {
+            b.push(Block::Note(format!(
+                "trade-off against {what}: unavailable: no cell has {what} readings"
+            )));
+            continue;
+        }
+        if plots
+            && let Some(svg) =
+                tradeoff_chart(&format!("tail latency against {what}"), &x_label, &pts)
+        {
+            b.push(Block::Figure {
+                caption: format!(
+                    "p99 (dot) and max (square) of each cell against its {what}; bars show the range over the repeats."
+                ),
+                svg,
+            });
+        }
+        if !missing.is_empty() {
+            b.push(Block::Note(format!(
+                "trade-off against {what}: left out for lack of readings: {}",
+                missing.join(", ")
+            )));
+        }
+    }
+}
+
+fn runs(b: &mut Vec<Block>, a: &Analysis) {
+    h2(b, "Every run (µs)", "runs");
+    let mut t = Table::with_headers(
+        "runs",
+        latency_headers(&[
+            ("cell", false),
+            ("repeat", true),
+            ("run", false),
+            ("started", false),
+            ("measured (s)", true),
+            ("samples", true),
+            ("missed", true),
+        ]),
+    );
+    for c in &a.cells {
+        for r in &c.runs {
+            let mut row: Vec<TCell> = vec![
+                c.cell.name.as_str().into(),
+                r.repeat.to_string().into(),
+                r.run.id.as_str().into(),
+                r.run.started_at.as_str().into(),
+                format!("{:.3}", r.run.elapsed_ns as f64 / 1e9).into(),
+                TCell::new(r.stats.count.to_string()).attr("data-stat", "samples"),
+                TCell::new(r.missed.to_string()).attr("data-stat", "missed"),
+            ];
+            row.extend(stat_cells(&r.stats));
+            t.row_with(
+                vec![
+                    ("data-cell", c.index.to_string()),
+                    ("data-repeat", r.repeat.to_string()),
+                ],
+                row,
+            );
+        }
+    }
+    b.push(Block::Table(t));
+}
+
+fn per_cpu(b: &mut Vec<Block>, a: &Analysis) {
+    h2(b, "Per CPU (µs, repeats pooled)", "cpus");
+    let mut t = Table::with_headers(
+        "per-cpu",
+        latency_headers(&[
+            ("cell", false),
+            ("CPU", false),
+            ("samples", true),
+            ("missed", true),
+        ]),
+    );
+    for c in &a.cells {
+        for cpu in &c.cpus {
+            let mut row: Vec<TCell> = vec![
+                c.cell.name.as_str().into(),
+                cpu.label.as_str().into(),
+                TCell::new(cpu.stats.count.to_string()).attr("data-stat", "samples"),
+                TCell::new(cpu.missed.to_string()).attr("data-stat", "missed"),
+            ];
+            row.extend(stat_cells(&cpu.stats));
+            t.row_with(
+                vec![
+                    ("data-cell", c.index.to_string()),
+                    ("data-cpu", cpu.label.clone()),
+                ],
+                row,
+            );
+        }
+    }
+    b.push(Block::Table(t));
+}
+
+fn spikes(b: &mut Vec<Block>, a: &Analysis) {
+    h2(b, "Spikes", "spikes");
+    let mut t = Table::new(
+        "spikes",
+        &[
+            ("cell", false),
+            ("repeat", true),
+            ("CPU", false),
+            ("at (s)", true),
+            ("latency (µs)", true),
+        ],
+    );
+    let mut notes = Vec::new();
+    let mut any_threshold = false;
+    for c in &a.cells {
+        for r in &c.runs {
+            let s = &r.run.spikes;
+            if s.threshold_ns.is_none() && s.kept.is_empty() {
+                continue;
+            }
+            any_threshold = true;
+            let mut kept: Vec<_> = s.kept.iter().collect();
+            kept.sort_by(|x, y| y.value_ns.cmp(&x.value_ns).then(x.at_ns.cmp(&y.at_ns)));
+            for k in kept.iter().take(SPIKES_SHOWN) {
+                let cpu = k.cpu.map_or_else(
+                    || {
+                        r.run
+                            .threads
+                            .get(k.thread as usize)
+                            .map_or_else(|| format!("thread {}", k.thread), |t| t.label.clone())
+                    },
+                    |c| format!("cpu{c}"),
+                );
+                t.row(vec![
+                    c.cell.name.as_str().into(),
+                    r.repeat.to_string().into(),
+                    cpu.into(),
+                    format!("{:.3}", k.at_ns as f64 / 1e9).into(),
+                    TCell::new(numfmt::us(k.value_ns)).attr("data-ns", k.value_ns.to_string()),
+                ]);
+            }
+            let thr = s
+                .threshold_ns
+                .map_or_else(String::new, |t| format!(" above {} µs", numfmt::us(t)));
+            let shown = kept.len().min(SPIKES_SHOWN);
+            notes.push(format!(
+                "{}: {} {}{thr} kept{}, {} more seen but not kept",
+                run_name(c, r),
+                s.kept.len(),
+                if s.kept.len() == 1 { "spike" } else { "spikes" },
+                if kept.len() > shown {
+                    format!(" ({shown} largest listed)")
+                } else {
+                    String::new()
+                },
+                s.not_kept
+            ));
+        }
+    }
+    if !any_threshold {
+        b.push(Block::Note(
+            "spikes: none recorded (no run had a spike threshold)".into(),
+        ));
+        return;
+    }
+    if !t.rows.is_empty() {
+        b.push(Block::Table(t));
+    }
+    for n in notes {
+        b.push(Block::Note(n));
+    }
+}
+
+fn cell_section(b: &mut Vec<Block>, c: &CellFigures) {
+    h2(
+        b,
+        &format!("Cell {}", c.cell.name),
+        &format!("cell-{}", c.index),
+    );
+    if !c.cell.params.is_empty() {
+        b.push(Block::Para(format!(
+            "Parameters: {}.",
+            c.cell
+                .params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let series: Vec<HistSeries> = c
+        .cpus
+        .iter()
+        .map(|cpu| HistSeries {
+            label: cpu.label.clone(),
+            hist: &cpu.hist,
+        })
+        .collect();
+    let pooled = if c.runs.len() > 1 {
+        format!(", {} repeats pooled", c.runs.len())
+    } else {
+        String::new()
+    };
+    match histogram_chart(&format!("{}: latency histogram per CPU{pooled}", c.cell.name), &series, false) {
+        Some(svg) => b.push(Block::Figure {
+            caption: "Latency histogram: one step line per CPU on a log count axis, each CPU's maximum in the legend.".into(),
+            svg,
+        }),
+        None => b.push(Block::Note("latency histogram: no samples in this cell".into())),
+    }
+    let mut lines: Vec<SpectrumLine> = c
+        .cpus
+        .iter()
+        .enumerate()
+        .map(|(i, cpu)| SpectrumLine {
+            label: cpu.label.clone(),
+            hist: &cpu.hist,
+            series: i,
+            width: 1.2,
+            opacity: 1.0,
+            legend: true,
+        })
+        .collect();
+    lines.push(SpectrumLine {
+        label: "all CPUs".into(),
+        hist: &c.pooled,
+        series: c.cpus.len(),
+        width: 2.4,
+        opacity: 1.0,
+        legend: true,
+    });
+    if let Some(svg) = spectrum_chart(
+        &format!("{}: percentile spectrum{pooled}", c.cell.name),
+        &lines,
+        "",
+    ) {
+        b.push(Block::Figure {
+            caption: "Percentile spectrum per CPU and over all CPUs.".into(),
+            svg,
+        });
+    }
+    for r in &c.runs {
+        h3(
+            b,
+            format!("{}: repeat {} ({})", c.cell.name, r.repeat, r.run.id),
+            Some(format!("cell-{}-run-{}", c.index, r.repeat)),
+        );
+        let (figs, notes) = timeline(r.run);
+        for (caption, svg) in figs {
+            b.push(Block::Figure { caption, svg });
+        }
+        for n in notes {
+            b.push(Block::Note(n));
+        }
+    }
+}

@@ -1,0 +1,707 @@
+//! The report's figures: latency histograms (OSADL's look: a step line per CPU on a log count axis,
+//! the maximum in the legend), percentile spectra on a "nines" axis, latency over time with the
+//! load phases shaded beside idle residency, frequency and power, and trade-off charts.
+
+use latlab_hist::Histogram;
+use latlab_model::RunResult;
+use latlab_model::samples::Samples;
+use latlab_model::system::Field;
+
+use super::svg::{Axis, Chart, LegendItem, Mark, style};
+use crate::analysis::{idle_state_names, windows};
+use crate::numfmt;
+
+/// Bins a histogram plot aims at (OSADL's plots have 400 bins of 1 µs).
+const TARGET_BINS: u64 = 400;
+
+/// The smallest 1-2-5 step at or above `v`.
+fn nice_ceil(v: u64) -> u64 {
+    let mut mag = 1u64;
+    loop {
+        for m in [1u64, 2, 5] {
+            match m.checked_mul(mag) {
+                Some(x) if x >= v => return x,
+                Some(_) => {}
+                None => return u64::MAX,
+            }
+        }
+        match mag.checked_mul(10) {
+            Some(next) => mag = next,
+            None => return u64::MAX,
+        }
+    }
+}
+
+/// Bin width in ns for values up to `max_ns`: 1 µs up to 400 µs, coarser 1-2-5 steps above,
+/// finer below.
+pub(crate) fn bin_width(max_ns: u64) -> u64 {
+    nice_ceil(max_ns.div_ceil(TARGET_BINS).max(1))
+}
+
+/// Counts of `h` in `nbins` bins of `width` ns from 0. Each bucket is placed at its lowest value
+/// raised to the exact minimum; in the bucket holding the maximum, one sample is placed at the
+/// maximum (as cyclictest's histogram text does), so the last non-empty bin holds the maximum.
+pub(crate) fn bin_counts(h: &Histogram, width: u64, nbins: usize) -> Vec<u64> {
+    let mut bins = vec![0u64; nbins];
+    if nbins == 0 {
+        return bins;
+    }
+    let (min, max) = (h.min(), h.max());
+    let mut add = |v: u64, c: u64| {
+        let i = ((v / width.max(1)) as usize).min(nbins - 1);
+        bins[i] += c;
+    };
+    for b in h.buckets() {
+        let low = b.low.max(min);
+        if b.high >= max {
+            add(low, b.count - 1);
+            add(max, 1);
+        } else {
+            add(low, b.count);
+        }
+    }
+    bins
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// One series of a histogram chart.
+pub(crate) struct HistSeries<'a> {
+    pub label: String,
+    pub hist: &'a Histogram,
+}
+
+/// Step lines of several histograms over one latency axis. With `share`, counts are divided by
+/// each histogram's total (to overlay cells with different sample counts).
+pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], share: bool) -> Option<String> {
+    let max_ns = series.iter().map(|s| s.hist.max()).max()?;
+    if series.iter().all(|s| s.hist.is_empty()) {
+        return None;
+    }
+    let width = bin_width(max_ns.max(1));
+    let nbins = (max_ns / width + 1) as usize;
+    let binned: Vec<Vec<f64>> = series
+        .iter()
+        .map(|s| {
+            let total = s.hist.count().max(1) as f64;
+            bin_counts(s.hist, width, nbins)
+                .into_iter()
+                .map(|c| if share { c as f64 / total } else { c as f64 })
+                .collect()
+        })
+        .collect();
+    let top = binned.iter().flatten().copied().fold(0.0, f64::max);
+    let low = binned
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|v| *v > 0.0)
+        .fold(f64::MAX, f64::min);
+    let mut y = if share {
+        Axis::log("share of samples", low, top)
+    } else {
+        Axis::log("samples", 1.0, top)
+    };
+    // Empty bins sit on the bottom edge, half a decade below the lowest tick.
+    let floor = y.lo / 10f64.sqrt();
+    y.lo = floor;
+    let x_hi = us(nbins as u64 * width);
+    let x = Axis::linear(
+        format!(
+            "latency (µs), bins of {} µs, max {} µs",
+            trim_us(width),
+            numfmt::us(max_ns)
+        ),
+        0.0,
+        x_hi,
+    );
+    let mut chart = Chart::new(title, 260.0, x, y);
+    let edges: Vec<f64> = (0..=nbins).map(|i| us(i as u64 * width)).collect();
+    for (i, (s, bins)) in series.iter().zip(&binned).enumerate() {
+        if s.hist.is_empty() {
+            continue;
+        }
+        let (color, dash) = style(i);
+        let ys: Vec<Option<f64>> = bins
+            .iter()
+            .map(|&c| Some(if c > 0.0 { c } else { floor }))
+            .collect();
+        chart.steps(&edges, &ys, color, dash, 1.4);
+        chart.legend(LegendItem {
+            color: color.into(),
+            dash,
+            mark: Mark::Line { width: 2.0 },
+            label: format!("{}, max {} µs", s.label, numfmt::us(s.hist.max())),
+        });
+    }
+    Some(chart.finish())
+}
+
+/// A bin width in ns as µs without trailing zeros.
+fn trim_us(ns: u64) -> String {
+    super::svg::tick_label(ns as f64 / 1000.0)
+}
+
+/// One line of a percentile spectrum.
+pub(crate) struct SpectrumLine<'a> {
+    pub label: String,
+    pub hist: &'a Histogram,
+    pub series: usize,
+    pub width: f64,
+    pub opacity: f64,
+    /// Whether the line gets its own legend entry.
+    pub legend: bool,
+}
+
+/// Points `(nines, µs)` of a histogram's percentile spectrum: every 0.05 nines from the median
+/// region up, and the maximum at `log10(count)` nines.
+pub(crate) fn spectrum_points(h: &Histogram) -> Vec<(f64, f64)> {
+    let count = h.count();
+    if count == 0 {
+        return Vec::new();
+    }
+    let top = (count as f64).log10();
+    let mut pts = Vec::new();
+    let mut k = 0u32;
+    loop {
+        let x = f64::from(k) / 20.0;
+        if x >= top {
+            break;
+        }
+        let q = 1.0 - 10f64.powf(-x);
+        pts.push((x, us(h.percentile(q * 100.0))));
+        k += 1;
+    }
+    pts.push((top, us(h.max())));
+    pts
+}
+
+pub(crate) fn spectrum_chart(title: &str, lines: &[SpectrumLine], note: &str) -> Option<String> {
+    let pts: Vec<Vec<(f64, f64)>> = lines.iter().map(|l| spectrum_points(l.hist)).collect();
+    let all = || pts.iter().flatten();
+    all().next()?;
+    let x_max = all().map(|p| p.0).fold(0.0, f64::max);
+    let y_lo = all()
+        .map(|p| p.1)
+        .filter(|v| *v > 0.0)
+        .fold(f64::MAX, f64::min);
+    let y_hi = all().map(|p| p.1).fold(0.0, f64::max);
+    let y_lo = if y_lo == f64::MAX { 0.001 } else { y_lo };
+    let x = Axis::nines(
+        format!("percentile (as a fraction: 0.99 is p99; spaced by -log10(1 - q)){note}"),
+        x_max,
+    );
+    let y = Axis::log("latency (µs)", y_lo, y_hi.max(y_lo));
+    let mut chart = Chart::new(title, 260.0, x, y);
+    for (l, p) in lines.iter().zip(&pts) {
+        if p.is_empty() {
+            continue;
+        }
+        let (color, dash) = style(l.series);
+        let line: Vec<Option<(f64, f64)>> = p.iter().map(|&pt| Some(pt)).collect();
+        chart.line(&line, color, dash, l.width, l.opacity);
+        if let Some(&(x, y)) = p.last() {
+            chart.point(
+                x,
+                y,
+                color,
+                Mark::Dot,
+                &format!("{}: max {} µs", l.label, numfmt::us(l.hist.max())),
+            );
+        }
+        if l.legend {
+            chart.legend(LegendItem {
+                color: color.into(),
+                dash,
+                mark: Mark::Line { width: 2.0 },
+                label: format!("{}, max {} µs", l.label, numfmt::us(l.hist.max())),
+            });
+        }
+    }
+    Some(chart.finish())
+}
+
+/// Band fills of load phases: idle phases grey, loaded ones alternating tints.
+fn phase_fill(spec: &str, i: usize) -> &'static str {
+    if spec == "idle" {
+        "#ececec"
+    } else if i.is_multiple_of(2) {
+        "#dbe6f4"
+    } else {
+        "#f6e3cf"
+    }
+}
+
+/// The figures of one run over time (latency, idle residency, frequency, power), each as
+/// `(caption, svg)`, and one line for every panel without data.
+pub(crate) fn timeline(run: &RunResult) -> (Vec<(String, String)>, Vec<String>) {
+    let mut figs = Vec::new();
+    let mut notes = Vec::new();
+    let rows = windows(run);
+    let samples = run.samples.as_ref();
+    // The time axis ends where the data ends (the measured length only when there is none).
+    let mut t_end = 0;
+    if let Some(last) = rows.last() {
+        t_end = t_end.max(last.start_ns + run.config.window_ns);
+    }
+    if let Some(s) = samples
+        && let Some(last) = s.series.last()
+    {
+        t_end = t_end.max(last.at_ns);
+    }
+    for p in &run.loads.phases {
+        t_end = t_end.max(p.end_ns);
+    }
+    if t_end == 0 {
+        t_end = run.elapsed_ns;
+    }
+    let x_hi = (t_end as f64 / 1e9).max(0.001);
+    let x_axis = || Axis::linear("time since the start of measuring (s)", 0.0, x_hi);
+
+    // Latency.
+    let shaded = |chart: &mut Chart| {
+        for (i, p) in run.loads.phases.iter().enumerate() {
+            chart.band(
+                p.start_ns as f64 / 1e9,
+                p.end_ns as f64 / 1e9,
+                phase_fill(&p.spec, i),
+                &p.spec,
+            );
+        }
+    };
+    let with_data: Vec<_> = rows.iter().filter(|r| r.count > 0).collect();
+    if with_data.is_empty() {
+        notes.push("latency over time: no windows recorded in this run".to_string());
+    } else {
+        let lo = with_data
+            .iter()
+            .map(|r| us(r.p99))
+            .chain(run.spikes.kept.iter().map(|s| us(s.value_ns)))
+            .filter(|v| *v > 0.0)
+            .fold(f64::MAX, f64::min);
+        let hi = with_data
+            .iter()
+            .map(|r| us(r.max))
+            .chain(run.spikes.kept.iter().map(|s| us(s.value_ns)))
+            .fold(0.0, f64::max);
+        let lo = if lo == f64::MAX { 0.001 } else { lo };
+        let mut chart = Chart::new(
+            "latency per window (highest of the CPUs)",
+            200.0,
+            x_axis(),
+            Axis::log("latency (µs)", lo, hi.max(lo)),
+        );
+        shaded(&mut chart);
+        let mut xs: Vec<f64> = rows.iter().map(|r| r.start_ns as f64 / 1e9).collect();
+        if let Some(last) = rows.last() {
+            xs.push((last.start_ns + run.config.window_ns) as f64 / 1e9);
+        }
+        let pick = |f: fn(&crate::analysis::WindowRow) -> u64| -> Vec<Option<f64>> {
+            rows.iter()
+                .map(|r| (r.count > 0).then(|| us(f(r))))
+                .collect()
+        };
+        let (c0, _) = style(0);
+        let (c1, _) = style(1);
+        let (c2, _) = style(2);
+        chart.steps(&xs, &pick(|r| r.max), c0, None, 1.5);
+        chart.steps(&xs, &pick(|r| r.p99), c1, None, 1.5);
+        for s in &run.spikes.kept {
+            let cpu = s
+                .cpu
+                .map_or_else(|| format!("thread {}", s.thread), |c| format!("cpu{c}"));
+            chart.point(
+                s.at_ns as f64 / 1e9,
+                us(s.value_ns),
+                c2,
+                Mark::Dot,
+                &format!(
+                    "{cpu} at {:.3} s: {} µs",
+                    s.at_ns as f64 / 1e9,
+                    numfmt::us(s.value_ns)
+                ),
+            );
+        }
+        let window = latlab_model::units::format_duration(run.config.window_ns);
+        chart.legend(LegendItem {
+            color: c0.into(),
+            dash: None,
+            mark: Mark::Line { width: 2.0 },
+            label: format!("max per {window} window"),
+        });
+        chart.legend(LegendItem {
+            color: c1.into(),
+            dash: None,
+            mark: Mark::Line { width: 2.0 },
+            label: format!("p99 per {window} window"),
+        });
+        if !run.spikes.kept.is_empty() {
+            let thr = run
+                .spikes
+                .threshold_ns
+                .map_or_else(String::new, |t| format!(" above {} µs", numfmt::us(t)));
+            chart.legend(LegendItem {
+                color: c2.into(),
+                dash: None,
+                mark: Mark::Dot,
+                label: format!("spikes{thr}"),
+            });
+        }
+        if !run.loads.phases.is_empty() {
+            chart.legend(LegendItem {
+                color: "#dbe6f4".into(),
+                dash: None,
+                mark: Mark::Swatch,
+                label: "load phases (shaded, labelled)".into(),
+            });
+        }
+        figs.push((
+            "Latency over time: per-window maximum and p99, the highest of the CPUs, with load phases shaded"
+                .to_string(),
+            chart.finish(),
+        ));
+    }
+
+    let Some(s) = samples else {
+        notes.push(
+            "idle residency, frequency and power over time: unavailable: no sampler data in this run"
+                .into(),
+        );
+        return (figs, notes);
+    };
+    match idle_chart(s, x_axis(), &run.loads.phases) {
+        Ok(svg) => figs.push((
+            "Idle-state residency over time (mean over the CPUs)".into(),
+            svg,
+        )),
+        Err(reason) => notes.push(format!(
+            "idle-state residency over time: unavailable: {reason}"
+        )),
+    }
+    match frequency_chart(s, x_axis()) {
+        Ok(svg) => figs.push(("Frequency over time per CPU".into(), svg)),
+        Err(reason) => notes.push(format!("frequency over time: unavailable: {reason}")),
+    }
+    match power_chart(s, x_axis()) {
+        Ok(svg) => figs.push(("Power over time per source".into(), svg)),
+        Err(reason) => notes.push(format!("power over time: unavailable: {reason}")),
+    }
+    (figs, notes)
+}
+
+/// Sample boundaries in seconds: the start of the first period, then each period's end.
+fn sample_edges(s: &Samples) -> Vec<f64> {
+    let mut xs = Vec::with_capacity(s.series.len() + 1);
+    if let Some(first) = s.series.first() {
+        xs.push(first.at_ns.saturating_sub(first.dt_ns) as f64 / 1e9);
+    }
+    xs.extend(s.series.iter().map(|x| x.at_ns as f64 / 1e9));
+    xs
+}
+
+fn idle_chart(
+    s: &Samples,
+    x: Axis,
+    phases: &[latlab_model::load::LoadPhase],
+) -> Result<String, String> {
+    let names = idle_state_names(s);
+    if names.is_empty() || s.series.is_empty() {
+        return Err("no idle states sampled".into());
+    }
+    // Per sample, per state: mean share of the period over the CPUs that report it.
+    let shares: Vec<Vec<f64>> = s
+        .series
+        .iter()
+        .map(|sample| {
+            let mut sums = vec![(0.0, 0usize); names.len()];
+            for c in sample.cpus.iter().filter(|c| c.online) {
+                let Some(states) = s.idle_states.iter().find(|i| i.cpu == c.cpu) else {
+                    continue;
+                };
+                let dt_us = sample.dt_ns as f64 / 1000.0;
+                if dt_us <= 0.0 {
+                    continue;
+                }
+                for (name, t) in states.states.iter().zip(&c.idle_time_us) {
+                    if let Some(k) = names.iter().position(|n| n == name) {
+                        sums[k].0 += (*t as f64 / dt_us * 100.0).clamp(0.0, 100.0);
+                        sums[k].1 += 1;
+                    }
+                }
+            }
+            sums.iter()
+                .map(|(sum, n)| if *n > 0 { sum / *n as f64 } else { 0.0 })
+                .collect()
+        })
+        .collect();
+    if shares.iter().flatten().all(|v| *v == 0.0)
+        && s.series
+            .iter()
+            .all(|x| x.cpus.iter().all(|c| c.idle_time_us.is_empty()))
+    {
+        return Err("no idle-state readings".into());
+    }
+    let mut chart = Chart::new(
+        "idle-state residency (stacked, % of time)",
+        130.0,
+        x,
+        Axis::linear_fixed("% of time", 0.0, 100.0, 25.0),
+    );
+    for (i, p) in phases.iter().enumerate() {
+        chart.band(
+            p.start_ns as f64 / 1e9,
+            p.end_ns as f64 / 1e9,
+            phase_fill(&p.spec, i),
+            "",
+        );
+    }
+    let xs = sample_edges(s);
+    let mut below = vec![0.0f64; shares.len()];
+    for (k, name) in names.iter().enumerate() {
+        let above: Vec<f64> = below
+            .iter()
+            .zip(&shares)
+            .map(|(b, sh)| (b + sh[k]).min(100.0))
+            .collect();
+        let mut poly = Vec::new();
+        for (i, top) in above.iter().enumerate() {
+            poly.push((xs[i], *top));
+            poly.push((xs[i + 1], *top));
+        }
+        for (i, bottom) in below.iter().enumerate().rev() {
+            poly.push((xs[i + 1], *bottom));
+            poly.push((xs[i], *bottom));
+        }
+        let (color, _) = style(k);
+        chart.area(&poly, color);
+        chart.legend(LegendItem {
+            color: color.into(),
+            dash: None,
+            mark: Mark::Swatch,
+            label: name.clone(),
+        });
+        below = above;
+    }
+    Ok(chart.finish())
+}
+
+fn frequency_chart(s: &Samples, x: Axis) -> Result<String, String> {
+    if let Field::Unavailable { unavailable } = &s.frequency {
+        return Err(unavailable.clone());
+    }
+    let mut cpus: Vec<usize> = s
+        .series
+        .iter()
+        .flat_map(|x| {
+            x.cpus
+                .iter()
+                .filter(|c| c.freq_khz.is_some())
+                .map(|c| c.cpu)
+        })
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    if cpus.is_empty() {
+        return Err("no frequency readings".into());
+    }
+    let mhz = |cpu: usize| -> Vec<Option<f64>> {
+        s.series
+            .iter()
+            .map(|x| {
+                x.cpus
+                    .iter()
+                    .find(|c| c.cpu == cpu && c.online)
+                    .and_then(|c| c.freq_khz)
+                    .map(|k| k as f64 / 1000.0)
+            })
+            .collect()
+    };
+    let all: Vec<f64> = cpus.iter().flat_map(|&c| mhz(c)).flatten().collect();
+    let lo = all.iter().copied().fold(f64::MAX, f64::min);
+    let hi = all.iter().copied().fold(0.0, f64::max);
+    let mut chart = Chart::new("frequency per CPU", 130.0, x, Axis::linear("MHz", lo, hi));
+    let xs = sample_edges(s);
+    for (i, &cpu) in cpus.iter().enumerate() {
+        let (color, dash) = style(i);
+        chart.steps(&xs, &mhz(cpu), color, dash, 1.3);
+        chart.legend(LegendItem {
+            color: color.into(),
+            dash,
+            mark: Mark::Line { width: 2.0 },
+            label: format!("cpu{cpu}"),
+        });
+    }
+    Ok(chart.finish())
+}
+
+fn power_chart(s: &Samples, x: Axis) -> Result<String, String> {
+    let sources = match &s.power_sources {
+        Field::Value(v) if !v.is_empty() => v,
+        Field::Value(_) => return Err("no power source found".into()),
+        Field::Unavailable { unavailable } => return Err(unavailable.clone()),
+    };
+    let series: Vec<Vec<Option<f64>>> = (0..sources.len())
+        .map(|k| {
+            s.series
+                .iter()
+                .map(|x| x.power_w.get(k).copied().flatten())
+                .collect()
+        })
+        .collect();
+    let all: Vec<f64> = series.iter().flatten().flatten().copied().collect();
+    if all.is_empty() {
+        return Err("the power sources gave no reading".into());
+    }
+    let hi = all.iter().copied().fold(0.0, f64::max);
+    let mut chart = Chart::new("power per source", 130.0, x, Axis::linear("W", 0.0, hi));
+    let xs = sample_edges(s);
+    for (k, (src, ys)) in sources.iter().zip(&series).enumerate() {
+        let (color, dash) = style(k);
+        chart.steps(&xs, ys, color, dash, 1.3);
+        let avg = src
+            .avg_w
+            .map_or_else(String::new, |w| format!(", mean {w:.2} W"));
+        chart.legend(LegendItem {
+            color: color.into(),
+            dash,
+            mark: Mark::Line { width: 2.0 },
+            label: format!("{}{avg}", src.name),
+        });
+    }
+    Ok(chart.finish())
+}
+
+/// One cell in a trade-off chart.
+pub(crate) struct TradePoint {
+    pub label: String,
+    /// Power or throughput: the median over the repeats and its range.
+    pub x: f64,
+    pub x_range: (f64, f64),
+    /// p99 and max in ns (pooled), with the range of the repeats' p99.
+    pub p99: f64,
+    pub p99_range: (f64, f64),
+    pub max: f64,
+}
+
+/// Tail latency (p99 and max, log axis) against power or throughput, one colour per cell.
+pub(crate) fn tradeoff_chart(title: &str, x_label: &str, points: &[TradePoint]) -> Option<String> {
+    if points.is_empty() {
+        return None;
+    }
+    let xs = points.iter().flat_map(|p| [p.x_range.0, p.x_range.1, p.x]);
+    let (x_lo, x_hi) = xs.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    let pad = ((x_hi - x_lo) * 0.08).max(x_hi.abs() * 0.02).max(1e-9);
+    let ys = points
+        .iter()
+        .flat_map(|p| [p.p99, p.p99_range.0, p.p99_range.1, p.max])
+        .map(|v| v / 1000.0);
+    let (y_lo, y_hi) = ys.fold((f64::MAX, 0.0f64), |(a, b), v| {
+        (if v > 0.0 { a.min(v) } else { a }, b.max(v))
+    });
+    let y_lo = if y_lo == f64::MAX { 0.001 } else { y_lo };
+    let mut chart = Chart::new(
+        title,
+        240.0,
+        Axis::linear(x_label, (x_lo - pad).max(0.0), x_hi + pad),
+        Axis::log("latency (µs)", y_lo, y_hi.max(y_lo)),
+    );
+    for (i, p) in points.iter().enumerate() {
+        let (color, _) = style(i);
+        let (p99, max) = (p.p99 / 1000.0, p.max / 1000.0);
+        chart.segment((p.x, p99), (p.x, max), color, 1.0);
+        if p.p99_range.0 < p.p99_range.1 {
+            chart.segment(
+                (p.x, p.p99_range.0 / 1000.0),
+                (p.x, p.p99_range.1 / 1000.0),
+                color,
+                3.0,
+            );
+        }
+        if p.x_range.0 < p.x_range.1 {
+            chart.segment((p.x_range.0, p99), (p.x_range.1, p99), color, 1.5);
+        }
+        chart.point(
+            p.x,
+            p99,
+            color,
+            Mark::Dot,
+            &format!("{}: p99 {} µs", p.label, numfmt::us_f(p.p99)),
+        );
+        chart.point(
+            p.x,
+            max,
+            color,
+            Mark::Square,
+            &format!("{}: max {} µs", p.label, numfmt::us_f(p.max)),
+        );
+        chart.label(p.x, p99, 6.0, 4.0, &p.label);
+        chart.legend(LegendItem {
+            color: color.into(),
+            dash: None,
+            mark: Mark::Swatch,
+            label: p.label.clone(),
+        });
+    }
+    chart.legend(LegendItem {
+        color: "#555".into(),
+        dash: None,
+        mark: Mark::Dot,
+        label: "p99 (bars: range of the repeats)".into(),
+    });
+    chart.legend(LegendItem {
+        color: "#555".into(),
+        dash: None,
+        mark: Mark::Square,
+        label: "max".into(),
+    });
+    Some(chart.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widths() {
+        assert_eq!(bin_width(400_000), 1_000);
+        assert_eq!(bin_width(3_000_000), 10_000);
+        assert_eq!(bin_width(130_000), 500);
+        assert_eq!(bin_width(1), 1);
+        assert_eq!(nice_ceil(3), 5);
+        assert_eq!(nice_ceil(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn bins_hold_every_sample_and_the_max() {
+        let mut h = Histogram::new();
+        for v in [1_000, 1_500, 2_000, 250_000, 3_013_700] {
+            h.record(v);
+        }
+        let w = bin_width(h.max());
+        let n = (h.max() / w + 1) as usize;
+        let bins = bin_counts(&h, w, n);
+        assert_eq!(bins.iter().sum::<u64>(), 5);
+        assert_eq!(bins[n - 1], 1);
+        assert_eq!(bins[0], 3);
+    }
+
+    #[test]
+    fn spectrum_ends_at_the_max() {
+        let mut h = Histogram::new();
+        for v in 1..=1000u64 {
+            h.record(v * 1000);
+        }
+        let p = spectrum_points(&h);
+        assert_eq!(
+            p.first().copied(),
+            Some((0.0, h.percentile(0.0) as f64 / 1000.0))
+        );
+        assert_eq!(p.last().copied(), Some((3.0, 1000.0)));
+        // x = 2 is p99.
+        let p99 = p.iter().find(|(x, _)| (*x - 2.0).abs() < 1e-9).map(|p| p.1);
+        assert_eq!(p99, Some(h.percentile(99.0) as f64 / 1000.0));
+        assert!(spectrum_points(&Histogram::new()).is_empty());
+    }
+}

@@ -1,0 +1,45 @@
+//! What a report is made from: cells of repeated runs.
+
+use std::collections::BTreeMap;
+
+use latlab_model::RunResult;
+
+/// Everything one report shows: a title and the cells it compares. The first cell is the
+/// baseline every other cell is compared against.
+#[derive(Debug, Clone, Default)]
+pub struct ReportInput {
+    pub title: String,
+    pub cells: Vec<CellInput>,
+}
+
+/// One configuration (a cell of an experiment, or a single run) and its repeats.
+#[derive(Debug, Clone, Default)]
+pub struct CellInput {
+    /// How the cell is named in tables and legends, e.g. `governor=performance`.
+    pub name: String,
+    /// The cell's values of the experiment's axes, e.g. `governor` → `performance`.
+    pub params: BTreeMap<String, String>,
+    /// Its repeats, in the order they ran.
+    pub runs: Vec<RunResult>,
+}
+
+impl CellInput {
+    /// A cell of one run, named by the run's id.
+    pub fn single(run: RunResult) -> CellInput {
+        CellInput {
+            name: run.id.clone(),
+            params: BTreeMap::new(),
+            runs: vec![run],
+        }
+    }
+}
+
+impl ReportInput {
+    /// One cell per run, in the given order (for reports of runs that belong to no experiment).
+    pub fn from_runs(title: impl Into<String>, runs: Vec<RunResult>) -> ReportInput {
+        ReportInput {
+            title: title.into(),
+            cells: runs.into_iter().map(CellInput::single).collect(),
+        }
+    }
+}

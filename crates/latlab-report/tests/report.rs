@@ -1,0 +1,1320 @@
+//! Tests of the report writers (HTML, text, Markdown, JSON, CSV, compare) on hand-built,
+//! deterministic experiments: cells of repeated runs with windows, spikes, samples (idle states,
+//! frequency, power) and a load schedule with its throughput.
+//!
+//! Golden files live in `tests/golden/`; regenerate them after a deliberate change with
+//! `LATLAB_UPDATE_GOLDEN=1 cargo test -p latlab-report` and review the diff.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use latlab_hist::Histogram;
+use latlab_model::load::{LoadPhase, LoadReport, Loads, Throughput};
+use latlab_model::samples::{
+    CpuIdleStates, CpuSample, CpuSummary, PowerSource, Sample, Samples, ThermalSummary,
+};
+use latlab_model::system::{
+    CpuFreq, CpuIdle, CpuIdleCpu, Field, IdleState, KernelConfig, Virtualization,
+};
+use latlab_model::{
+    Clock, MeasureConfig, Method, Overall, Policy, RunEnvironment, RunResult, SCHEMA,
+    SCHEMA_VERSION, Spike, Spikes, Stats, StopReason, SystemInfo, ThreadResult, Window,
+    rfc3339_utc,
+};
+use latlab_report::{
+    CellInput, ReportFormat, ReportInput, compare_text, histogram_csv, html_report, report_csv,
+    report_json, report_markdown, report_text, run_csv, spikes_csv, windows_csv,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures
+
+/// splitmix64: a small deterministic generator.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// How one cell behaves.
+#[derive(Clone)]
+struct Profile {
+    governor: &'static str,
+    /// Typical latency and its spread (ns).
+    base_ns: u64,
+    spread_ns: u64,
+    /// One sample in `tail_every` gets a tail of up to `tail_ns`.
+    tail_every: u64,
+    tail_ns: u64,
+    /// Added to every sample while the load runs.
+    load_extra_ns: u64,
+    power_w: f64,
+    /// `None`: no power sources (with this reason).
+    power_missing: Option<&'static str>,
+    freq_khz: u64,
+    /// Share of idle time in C6 (the rest of the idle time is C1).
+    deep_idle: f64,
+    matrix_rate: f64,
+}
+
+const SECONDS: u64 = 10;
+const INTERVAL_NS: u64 = 1_000_000;
+const WINDOW_NS: u64 = 1_000_000_000;
+const PER_WINDOW: u64 = WINDOW_NS / INTERVAL_NS;
+const SPIKE_NS: u64 = 80_000;
+const LOAD_FROM: u64 = 3;
+const LOAD_TO: u64 = 7;
+
+fn performance() -> Profile {
+    Profile {
+        governor: "performance",
+        base_ns: 6_000,
+        spread_ns: 4_000,
+        tail_every: 500,
+        tail_ns: 40_000,
+        load_extra_ns: 3_000,
+        power_w: 14.0,
+        power_missing: None,
+        freq_khz: 3_900_000,
+        deep_idle: 0.05,
+        matrix_rate: 182_000.0,
+    }
+}
+
+fn powersave() -> Profile {
+    Profile {
+        governor: "powersave",
+        base_ns: 11_000,
+        spread_ns: 9_000,
+        tail_every: 200,
+        tail_ns: 90_000,
+        load_extra_ns: 6_000,
+        power_w: 6.5,
+        power_missing: None,
+        freq_khz: 1_200_000,
+        deep_idle: 0.8,
+        matrix_rate: 121_000.0,
+    }
+}
+
+fn schedutil() -> Profile {
+    Profile {
+        governor: "schedutil",
+        base_ns: 9_000,
+        spread_ns: 6_000,
+        tail_every: 300,
+        tail_ns: 60_000,
+        load_extra_ns: 4_000,
+        power_w: 0.0,
+        power_missing: Some("no RAPL zones: /sys/class/powercap is absent"),
+        freq_khz: 2_400_000,
+        deep_idle: 0.5,
+        matrix_rate: 160_000.0,
+    }
+}
+
+fn system(p: &Profile, steal: f64) -> SystemInfo {
+    let freq = |cpu| CpuFreq {
+        cpu,
+        driver: "intel_pstate".into(),
+        governor: p.governor.into(),
+        available_governors: vec!["performance".into(), "powersave".into()],
+        epp: Some("balance_performance".into()),
+        min_khz: Some(800_000),
+        max_khz: Some(4_200_000),
+        ..Default::default()
+    };
+    let idle_cpu = |cpu| CpuIdleCpu {
+        cpu,
+        states: ["POLL", "C1", "C6"]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| IdleState {
+                index: i as u32,
+                name: (*n).into(),
+                desc: format!("{n} state"),
+                exit_latency_us: [0, 2, 85][i],
+                target_residency_us: [0, 2, 200][i],
+                disabled: false,
+            })
+            .collect(),
+    };
+    SystemInfo {
+        hostname: "rtbox".into(),
+        kernel_release: "6.18.0-rt3".into(),
+        kernel_version: "#1 SMP PREEMPT_RT".into(),
+        machine: "x86_64".into(),
+        cpu_model: "Test CPU @ 3.0GHz".into(),
+        cpus_online: vec![0, 1],
+        cpus_possible: 2,
+        preempt: "rt (kernel version)".into(),
+        cmdline: "quiet isolcpus=1".into(),
+        clocksource: "tsc".into(),
+        kernel_config: Field::Value(KernelConfig {
+            source: "/proc/config.gz".into(),
+            hz: Some(1000),
+            preempt: vec!["CONFIG_PREEMPT_RT".into()],
+            no_hz: vec!["CONFIG_NO_HZ_COMMON".into()],
+            rcu_nocb_cpu: true,
+            rcu_lazy: false,
+            high_res_timers: true,
+            missing: vec![],
+        }),
+        cpufreq: Field::Value(vec![freq(0), freq(1)]),
+        cpuidle: Field::Value(CpuIdle {
+            driver: "intel_idle".into(),
+            governor: "menu".into(),
+            available_governors: vec!["menu".into()],
+            cpus: vec![idle_cpu(0), idle_cpu(1)],
+        }),
+        virtualization: Virtualization {
+            hypervisor: None,
+            steal_percent: Some(steal),
+        },
+        ..Default::default()
+    }
+}
+
+fn loaded(t_ns: u64) -> bool {
+    (LOAD_FROM * 1_000_000_000..LOAD_TO * 1_000_000_000).contains(&t_ns)
+}
+
+/// One run of a profile; `seed` makes repeats differ.
+fn run(p: &Profile, seed: u64, with_samples: bool) -> RunResult {
+    let mut rng = Rng(seed);
+    let mut threads = Vec::new();
+    let mut spikes = Vec::new();
+    let mut overall = Histogram::new();
+    let (mut best_max, mut best_at, mut best_thread) = (0u64, 0u64, 0u32);
+    let mut missed_all = 0;
+    for (ti, cpu) in [0u32, 1].into_iter().enumerate() {
+        let mut hist = Histogram::new();
+        let mut window = Histogram::new();
+        let mut windows = Vec::new();
+        let (mut max, mut max_at) = (0u64, 0u64);
+        let mut missed = 0;
+        for w in 0..SECONDS {
+            // A stall on cpu1 in window 6: one long sample covering 2 periods.
+            let stall = cpu == 1 && w == 6;
+            let mut w_missed = 0;
+            for i in 0..PER_WINDOW {
+                let at = w * WINDOW_NS + i * INTERVAL_NS;
+                let mut v = p.base_ns + rng.below(p.spread_ns) + rng.below(p.spread_ns) / 2;
+                if loaded(at) {
+                    v += p.load_extra_ns + rng.below(p.load_extra_ns);
+                }
+                if rng.below(p.tail_every) == 0 {
+                    v += rng.below(p.tail_ns);
+                }
+                if stall && i == 500 {
+                    v = 2_400_000 + seed % 7 * 10_000;
+                    w_missed = 2;
+                }
+                if stall && (i == 501 || i == 502) {
+                    continue;
+                }
+                window.record(v);
+                if v > max {
+                    max = v;
+                    max_at = at;
+                }
+                if v > SPIKE_NS {
+                    spikes.push(Spike {
+                        thread: ti as u32,
+                        cpu: Some(cpu),
+                        at_ns: at,
+                        value_ns: v,
+                    });
+                }
+            }
+            missed += w_missed;
+            windows.push(Window {
+                index: w,
+                start_ns: w * WINDOW_NS,
+                count: window.count(),
+                min: window.min(),
+                max: window.max(),
+                p99: window.percentile(99.0),
+                missed: w_missed,
+            });
+            hist.merge(&window);
+            window.clear();
+        }
+        overall.merge(&hist);
+        missed_all += missed;
+        if max > best_max {
+            (best_max, best_at, best_thread) = (max, max_at, ti as u32);
+        }
+        let stats = Stats::of(&hist);
+        threads.push(ThreadResult {
+            label: format!("cpu{cpu}"),
+            cpu: Some(cpu),
+            tid: 5000 + ti as i32,
+            missed,
+            expected_periods: Some(SECONDS * PER_WINDOW),
+            max_at_ns: max_at,
+            stats: stats.clone(),
+            corrected: stats,
+            cpu_time_ns: Some(40_000_000 + seed % 1000),
+            histogram: hist.clone(),
+            corrected_histogram: hist,
+            windows,
+        });
+    }
+    let start = 1_795_362_304_000_000_000 + seed * 60_000_000_000;
+    let elapsed = SECONDS * 1_000_000_000 + 1_234_567;
+    let steal = 0.01 * (seed % 3) as f64;
+    RunResult {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        latlab_version: "0.1.0".into(),
+        id: format!("run-{}-{seed}", p.governor),
+        started_at: rfc3339_utc(start),
+        ended_at: rfc3339_utc(start + elapsed),
+        start_unix_ns: start,
+        elapsed_ns: elapsed,
+        config: MeasureConfig {
+            interval_ns: INTERVAL_NS,
+            duration_ns: Some(SECONDS * 1_000_000_000),
+            loops: None,
+            cpus: Some(vec![0, 1]),
+            threads: 2,
+            policy: Policy::Fifo,
+            priority: 95,
+            deadline: None,
+            method: Method::ClockNanosleep,
+            relative: false,
+            clock: Clock::Monotonic,
+            timer_slack_ns: 0,
+            pm_qos_us: None,
+            mlock: true,
+            window_ns: WINDOW_NS,
+            spike_threshold_ns: Some(SPIKE_NS),
+            spike_limit: 10_000,
+            break_threshold_ns: None,
+            waker_cpu: None,
+            stagger: false,
+        },
+        system: system(p, steal),
+        environment: RunEnvironment {
+            memory_locked: true,
+            coordinator_cpus: vec![0],
+            ..Default::default()
+        },
+        stop: StopReason::Duration,
+        overall: Overall {
+            missed: missed_all,
+            max_at_ns: best_at,
+            max_thread: best_thread,
+            stats: Stats::of(&overall),
+            corrected: Stats::of(&overall),
+            histogram: overall,
+        },
+        threads,
+        spikes: Spikes {
+            threshold_ns: Some(SPIKE_NS),
+            kept: spikes,
+            not_kept: 0,
+        },
+        samples: with_samples.then(|| samples(p, &mut rng)),
+        loads: loads(p, seed),
+    }
+}
+
+fn samples(p: &Profile, rng: &mut Rng) -> Samples {
+    let states = ["POLL", "C1", "C6"];
+    let mut series = Vec::new();
+    let mut idle_sum = [[0u64; 3]; 2];
+    let mut freq_sum = [0u64; 2];
+    let mut power_sum = 0.0;
+    for s in 0..SECONDS {
+        let at = (s + 1) * 1_000_000_000;
+        let busy = if loaded(at - 1) { 0.7 } else { 0.1 };
+        let mut cpus = Vec::new();
+        for cpu in 0..2usize {
+            let idle_us = ((1.0 - busy) * 1e6) as u64 - rng.below(10_000);
+            let c6 = (idle_us as f64 * p.deep_idle) as u64;
+            let poll = idle_us / 100;
+            let times = vec![poll, idle_us - c6 - poll, c6];
+            for k in 0..3 {
+                idle_sum[cpu][k] += times[k];
+            }
+            let f = p.freq_khz - rng.below(100_000);
+            freq_sum[cpu] += f;
+            cpus.push(CpuSample {
+                cpu,
+                online: true,
+                freq_khz: Some(f),
+                util_pct: Some(busy * 100.0),
+                steal_pct: Some(0.0),
+                irqs: Some(1000 + rng.below(50)),
+                softirqs: Some(300),
+                idle_time_us: times,
+                idle_usage: vec![10, 500, 40],
+            });
+        }
+        let w = p.power_w * (if busy > 0.5 { 1.6 } else { 1.0 });
+        power_sum += w;
+        series.push(Sample {
+            at_ns: at,
+            dt_ns: 1_000_000_000,
+            cpus,
+            power_w: if p.power_missing.is_some() {
+                vec![]
+            } else {
+                vec![Some(w), Some(w * 0.6)]
+            },
+            temp_c: vec![Some(45.0)],
+        });
+    }
+    let avg_w = power_sum / SECONDS as f64;
+    let power_sources = match p.power_missing {
+        Some(reason) => Field::unavailable(reason),
+        None => Field::Value(vec![
+            PowerSource {
+                name: "rapl:package-0".into(),
+                avg_w: Some(avg_w),
+                energy_j: Some(avg_w * SECONDS as f64),
+                wraps: 0,
+            },
+            PowerSource {
+                name: "rapl:core".into(),
+                avg_w: Some(avg_w * 0.6),
+                energy_j: Some(avg_w * 0.6 * SECONDS as f64),
+                wraps: 0,
+            },
+        ]),
+    };
+    Samples {
+        period_ns: 1_000_000_000,
+        sampler_cpus: vec![0],
+        sampler_cpu_time_ns: 3_000_000,
+        idle_states: (0..2)
+            .map(|cpu| CpuIdleStates {
+                cpu,
+                states: states.iter().map(|s| s.to_string()).collect(),
+            })
+            .collect(),
+        power_sources,
+        thermal_zones: vec!["x86_pkg_temp".into()],
+        frequency: Field::Value("scaling_cur_freq".into()),
+        cpus: (0..2)
+            .map(|cpu| CpuSummary {
+                cpu,
+                avg_freq_khz: Some(freq_sum[cpu] / SECONDS),
+                util_pct: Some(26.0),
+                steal_pct: Some(0.0),
+                irqs_per_s: Some(1020.0),
+                softirqs_per_s: Some(300.0),
+                idle_residency_pct: idle_sum[cpu]
+                    .iter()
+                    .map(|t| *t as f64 / (SECONDS as f64 * 1e6) * 100.0)
+                    .collect(),
+                idle_entries_per_s: vec![10.0, 500.0, 40.0],
+            })
+            .collect(),
+        thermal: vec![ThermalSummary {
+            zone: "x86_pkg_temp".into(),
+            avg_c: 45.0,
+            max_c: 45.0,
+        }],
+        series,
+    }
+}
+
+fn loads(p: &Profile, seed: u64) -> Loads {
+    let s = 1_000_000_000;
+    let rate = p.matrix_rate * (1.0 + (seed % 5) as f64 / 100.0);
+    let secs = (LOAD_TO - LOAD_FROM) as f64;
+    Loads {
+        reports: vec![LoadReport {
+            spec: "matrix:size=128".into(),
+            kind: "matrix".into(),
+            cpus: Some(vec![0]),
+            workers: 1,
+            started_ns: LOAD_FROM * s,
+            elapsed_ns: (LOAD_TO - LOAD_FROM) * s,
+            throughput: vec![Throughput {
+                what: "matrix multiplies".into(),
+                unit: "ops/s".into(),
+                rate,
+                total: rate * secs,
+            }],
+            warnings: vec![],
+        }],
+        phases: vec![
+            LoadPhase {
+                index: 0,
+                spec: "idle".into(),
+                start_ns: 0,
+                end_ns: LOAD_FROM * s,
+            },
+            LoadPhase {
+                index: 1,
+                spec: "matrix:size=128".into(),
+                start_ns: LOAD_FROM * s,
+                end_ns: LOAD_TO * s,
+            },
+            LoadPhase {
+                index: 2,
+                spec: "idle".into(),
+                start_ns: LOAD_TO * s,
+                end_ns: SECONDS * s,
+            },
+        ],
+    }
+}
+
+fn cell(name: &str, p: &Profile, seeds: &[u64]) -> CellInput {
+    CellInput {
+        name: name.into(),
+        params: BTreeMap::from([("governor".to_string(), p.governor.to_string())]),
+        runs: seeds.iter().map(|&s| run(p, s, true)).collect(),
+    }
+}
+
+/// Three cells: performance and powersave with four repeats each, schedutil (no power readings)
+/// with two.
+fn experiment() -> ReportInput {
+    ReportInput {
+        title: "Governors under a matrix load".into(),
+        cells: vec![
+            cell("performance", &performance(), &[1, 2, 3, 4]),
+            cell("powersave", &powersave(), &[11, 12, 13, 14]),
+            cell("schedutil", &schedutil(), &[21, 22]),
+        ],
+    }
+}
+
+/// One run without samplers, loads, windows or spikes.
+fn bare() -> ReportInput {
+    let mut r = run(&performance(), 99, false);
+    r.loads = Loads::default();
+    r.spikes = Spikes::default();
+    r.config.spike_threshold_ns = None;
+    for t in &mut r.threads {
+        t.windows.clear();
+    }
+    ReportInput {
+        title: String::new(),
+        cells: vec![CellInput::single(r)],
+    }
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("LATLAB_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (set LATLAB_UPDATE_GOLDEN=1 to create)",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let line = expected
+            .split_inclusive('\n')
+            .zip(actual.split_inclusive('\n'))
+            .position(|(e, a)| e != a)
+            .map_or(expected.lines().count().min(actual.lines().count()), |i| i);
+        panic!(
+            "{name} differs from the golden file at line {}:\n expected: {:?}\n   actual: {:?}",
+            line + 1,
+            expected.split_inclusive('\n').nth(line),
+            actual.split_inclusive('\n').nth(line)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTML
+
+fn parse(html: &str) -> roxmltree::Document<'_> {
+    let opts = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    roxmltree::Document::parse_with_options(html, opts)
+        .unwrap_or_else(|e| panic!("the report is not well-formed: {e}"))
+}
+
+fn by_id<'a, 'i>(doc: &'a roxmltree::Document<'i>, id: &str) -> roxmltree::Node<'a, 'i> {
+    doc.descendants()
+        .find(|n| n.attribute("id") == Some(id))
+        .unwrap_or_else(|| panic!("no element with id {id:?}"))
+}
+
+fn text_of(n: roxmltree::Node) -> String {
+    n.descendants()
+        .filter(|d| d.is_text())
+        .filter_map(|d| d.text())
+        .collect()
+}
+
+const SECTIONS: [&str; 13] = [
+    "overview",
+    "systems",
+    "configuration",
+    "differences",
+    "latency",
+    "repeats",
+    "comparisons",
+    "distributions",
+    "cost",
+    "tradeoffs",
+    "runs",
+    "cpus",
+    "spikes",
+];
+
+#[test]
+fn html_has_every_section_and_well_formed_svgs() {
+    let input = experiment();
+    let html = html_report(&input);
+    let doc = parse(&html);
+    for id in SECTIONS {
+        by_id(&doc, id);
+    }
+    for (i, c) in input.cells.iter().enumerate() {
+        let sec = by_id(&doc, &format!("cell-{i}"));
+        assert!(text_of(sec).contains(&c.name));
+        for r in 1..=c.runs.len() {
+            by_id(&doc, &format!("cell-{i}-run-{r}"));
+        }
+    }
+    // Every SVG parses on its own as XML.
+    let mut count = 0;
+    let mut rest = html.as_str();
+    while let Some(start) = rest.find("<svg") {
+        let end = rest[start..].find("</svg>").unwrap() + start + "</svg>".len();
+        let svg = &rest[start..end];
+        let d = roxmltree::Document::parse(svg).unwrap_or_else(|e| panic!("{e}: {svg:.300}"));
+        assert_eq!(d.root_element().tag_name().name(), "svg");
+        assert_eq!(
+            d.root_element().tag_name().namespace(),
+            Some("http://www.w3.org/2000/svg")
+        );
+        count += 1;
+        rest = &rest[end..];
+    }
+    // 2 overlays, 2 trade-offs (power, throughput), per cell 2, and per run 4 panels over time
+    // (3 for schedutil's runs, which have no power readings).
+    assert_eq!(count, 2 + 2 + 2 * 3 + 4 * 8 + 3 * 2, "svg count");
+    // The figures the issue names.
+    for caption in [
+        "Histograms of all cells",
+        "Percentile spectra",
+        "Latency histogram: one step line per CPU",
+        "Latency over time",
+        "Idle-state residency over time",
+        "Frequency over time",
+        "Power over time",
+        "against its power",
+        "against its throughput of matrix multiplies (ops/s)",
+    ] {
+        assert!(html.contains(caption), "no figure {caption:?}");
+    }
+    // OSADL's look: maxima in the legend; nines on the spectrum axis; phases shaded and named.
+    assert!(html.contains("cpu1, max "));
+    assert!(html.contains(">0.999<"));
+    assert!(html.contains(">matrix:size=128</text>"));
+}
+
+#[test]
+fn html_is_self_contained_and_printable() {
+    let html = html_report(&experiment());
+    assert!(html.starts_with("<!DOCTYPE html>\n<html lang=\"en\">"));
+    assert!(html.contains("<meta charset=\"utf-8\"/>"));
+    assert!(html.contains("@media print"));
+    for banned in [
+        "<script", "<link", "<img", "<iframe", "src=", "url(", "@import",
+    ] {
+        assert!(!html.contains(banned), "{banned}");
+    }
+    let links: Vec<&str> = html
+        .match_indices("http")
+        .map(|(i, _)| &html[i..(i + 30).min(html.len())])
+        .collect();
+    assert!(
+        links
+            .iter()
+            .all(|l| l.starts_with("http://www.w3.org/2000/svg")),
+        "{links:?}"
+    );
+    // Unique ids.
+    let doc = parse(&html);
+    let mut ids: Vec<&str> = doc
+        .descendants()
+        .filter_map(|n| n.attribute("id"))
+        .collect();
+    let n = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "duplicate ids");
+}
+
+/// Check a table's rows: each `data-stat` cell with `data-ns` equals `expected` and reads as the
+/// value formatted in µs.
+fn check_stats(row: roxmltree::Node, expected: &Stats) {
+    let mut seen = 0;
+    for td in row.children().filter(|c| c.has_tag_name("td")) {
+        let Some(stat) = td.attribute("data-stat") else {
+            continue;
+        };
+        let text = text_of(td);
+        let want: Option<(String, f64)> = match stat {
+            "samples" => {
+                assert_eq!(text, expected.count.to_string());
+                None
+            }
+            "missed" => None,
+            "min" => Some((us(expected.min), expected.min as f64)),
+            "p50" => Some((us(expected.p50), expected.p50 as f64)),
+            "p90" => Some((us(expected.p90), expected.p90 as f64)),
+            "p99" => Some((us(expected.p99), expected.p99 as f64)),
+            "p99.9" => Some((us(expected.p99_9), expected.p99_9 as f64)),
+            "p99.99" => Some((us(expected.p99_99), expected.p99_99 as f64)),
+            "max" => Some((us(expected.max), expected.max as f64)),
+            "mean" => Some((us(expected.mean.round() as u64), expected.mean)),
+            "stdev" => Some((us(expected.stdev.round() as u64), expected.stdev)),
+            other => panic!("unknown statistic {other}"),
+        };
+        if let Some((text_want, exact)) = want {
+            assert_eq!(text, text_want, "{stat}");
+            let ns: f64 = td.attribute("data-ns").unwrap().parse().unwrap();
+            assert_eq!(ns, exact, "{stat}");
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 9, "every latency statistic present");
+}
+
+/// µs with one decimal, rounded half up.
+fn us(ns: u64) -> String {
+    let tenths = ns / 100 + u64::from(ns % 100 >= 50);
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
+fn rows<'a, 'i>(doc: &'a roxmltree::Document<'i>, table: &str) -> Vec<roxmltree::Node<'a, 'i>> {
+    by_id(doc, &format!("table-{table}"))
+        .descendants()
+        .filter(|n| n.has_tag_name("tr") && n.parent().is_some_and(|p| p.has_tag_name("tbody")))
+        .collect()
+}
+
+#[test]
+fn html_numbers_equal_the_histograms() {
+    let input = experiment();
+    let html = html_report(&input);
+    let doc = parse(&html);
+
+    // Cells: the merged histogram of their repeats.
+    let cells = rows(&doc, "latency");
+    assert_eq!(cells.len(), input.cells.len());
+    for (row, c) in cells.iter().zip(&input.cells) {
+        let mut pooled = Histogram::new();
+        let mut missed = 0;
+        for r in &c.runs {
+            pooled.merge(&r.overall.histogram);
+            missed += r.overall.missed;
+        }
+        check_stats(*row, &Stats::of(&pooled));
+        let missed_td = row
+            .children()
+            .find(|t| t.attribute("data-stat") == Some("missed"))
+            .unwrap();
+        assert_eq!(text_of(missed_td), missed.to_string());
+    }
+
+    // Runs: their overall histogram.
+    let runs = rows(&doc, "runs");
+    let all: Vec<&RunResult> = input.cells.iter().flat_map(|c| &c.runs).collect();
+    assert_eq!(runs.len(), all.len());
+    for (row, r) in runs.iter().zip(&all) {
+        check_stats(*row, &Stats::of(&r.overall.histogram));
+    }
+
+    // CPUs: their threads' histograms merged over the repeats.
+    let cpus = rows(&doc, "per-cpu");
+    assert_eq!(cpus.len(), 2 * input.cells.len());
+    for row in cpus {
+        let ci: usize = row.attribute("data-cell").unwrap().parse().unwrap();
+        let label = row.attribute("data-cpu").unwrap();
+        let mut h = Histogram::new();
+        for r in &input.cells[ci].runs {
+            h.merge(
+                &r.threads
+                    .iter()
+                    .find(|t| t.label == label)
+                    .unwrap()
+                    .histogram,
+            );
+        }
+        check_stats(row, &Stats::of(&h));
+    }
+}
+
+#[test]
+fn html_shows_spread_verdicts_cost_and_differences() {
+    let input = experiment();
+    let html = html_report(&input);
+    let doc = parse(&html);
+
+    // Spread of p99 over the four performance repeats.
+    let p99s: Vec<u64> = input.cells[0]
+        .runs
+        .iter()
+        .map(|r| Stats::of(&r.overall.histogram).p99)
+        .collect();
+    let spread = rows(&doc, "spread")
+        .into_iter()
+        .find(|r| r.attribute("data-cell") == Some("0") && r.attribute("data-stat") == Some("p99"))
+        .unwrap();
+    let cells: Vec<String> = spread.children().map(text_of).collect();
+    assert_eq!(cells[2], "4");
+    assert_eq!(cells[4], us(*p99s.iter().min().unwrap()));
+    assert_eq!(cells[5], us(*p99s.iter().max().unwrap()));
+
+    // powersave against performance: four repeats each, every p99 higher: decided.
+    let verdict = |table: &str, stat: &str| -> String {
+        rows(&doc, table)
+            .into_iter()
+            .find(|r| r.attribute("data-stat") == Some(stat))
+            .unwrap()
+            .attribute("data-verdict")
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(verdict("comparison-1", "p99"), "higher");
+    assert_eq!(verdict("comparison-1", "power_w"), "lower");
+    // schedutil has two repeats: no verdict.
+    assert_eq!(verdict("comparison-2", "p99"), "not-enough-repeats");
+    assert!(html.contains("Verdict on p99: powersave higher than performance (U = 0, p = 0.029)."));
+    assert!(html.contains("not enough repeats to decide (4 and 2; 3 each needed)"));
+
+    // Cost: power, energy, frequency, idle residency and throughput per run; the missing power
+    // of schedutil said in one line.
+    let cost = rows(&doc, "cost");
+    assert_eq!(cost.len(), 10);
+    let first: Vec<String> = cost[0].children().map(text_of).collect();
+    let samples = input.cells[0].runs[0].samples.as_ref().unwrap();
+    let Field::Value(src) = &samples.power_sources else {
+        panic!()
+    };
+    assert_eq!(first[2], format!("{:.2}", src[0].avg_w.unwrap()));
+    assert_eq!(first[3], format!("{:.1}", src[0].energy_j.unwrap()));
+    assert_eq!(first[4], "rapl:package-0");
+    assert!(
+        first[6].starts_with("POLL ") && first[6].contains("C6 "),
+        "{}",
+        first[6]
+    );
+    assert!(html.contains(
+        "power: unavailable: no RAPL zones: /sys/class/powercap is absent (schedutil repeat 1, schedutil repeat 2)"
+    ));
+    assert!(html.contains("trade-off against power: left out for lack of readings: schedutil"));
+
+    // Configuration differences: the governor between cells, steal time within them.
+    let between: Vec<String> = rows(&doc, "diff-between")
+        .iter()
+        .map(|r| r.attribute("data-key").unwrap().to_string())
+        .collect();
+    assert!(
+        between.contains(&"cell.governor".to_string()),
+        "{between:?}"
+    );
+    assert!(between.contains(&"system.cpufreq[cpu=0].governor".to_string()));
+    assert!(
+        !between.iter().any(|k| k.starts_with("config.")),
+        "{between:?}"
+    );
+    let within: Vec<String> = rows(&doc, "diff-within")
+        .iter()
+        .map(|r| r.attribute("data-key").unwrap().to_string())
+        .collect();
+    assert_eq!(within, ["system.virtualization.steal_percent"]);
+}
+
+#[test]
+fn html_escapes_names() {
+    let mut input = experiment();
+    input.title = "<b>tails</b> & \"power\"".into();
+    input.cells[0].name = "perf <fast> & 'hot'".into();
+    input.cells[1]
+        .params
+        .insert("note".into(), "a < b & c > d".into());
+    let html = html_report(&input);
+    let doc = parse(&html);
+    assert_eq!(text_of(by_id(&doc, "overview")), "<b>tails</b> & \"power\"");
+    assert!(!html.contains("<fast>"));
+    assert!(html.contains("perf &lt;fast&gt; &amp; &#39;hot&#39;"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Text, Markdown, JSON, CSV
+
+#[test]
+fn golden_text() {
+    golden("report.txt", &report_text(&experiment()));
+}
+
+#[test]
+fn golden_markdown() {
+    golden("report.md", &report_markdown(&experiment()));
+}
+
+#[test]
+fn golden_csv() {
+    golden("report.csv", &report_csv(&experiment()));
+}
+
+#[test]
+fn golden_compare() {
+    let input = experiment();
+    golden(
+        "compare.txt",
+        &compare_text(&input.cells[0], &input.cells[1]),
+    );
+}
+
+#[test]
+fn golden_missing_data() {
+    golden("report_bare.txt", &report_text(&bare()));
+}
+
+#[test]
+fn text_and_markdown_carry_the_html_tables() {
+    let input = experiment();
+    let text = report_text(&input);
+    let md = report_markdown(&input);
+    let mut pooled = Histogram::new();
+    for r in &input.cells[1].runs {
+        pooled.merge(&r.overall.histogram);
+    }
+    let s = Stats::of(&pooled);
+    for out in [&text, &md] {
+        for heading in [
+            "Systems",
+            "Cells and their configuration",
+            "Configuration differences",
+            "Latency per cell",
+            "Spread across repeats",
+            "Comparisons",
+            "Power, frequency, idle states and load throughput",
+            "Trade-offs",
+            "Every run",
+            "Per CPU",
+            "Spikes",
+        ] {
+            assert!(out.contains(heading), "{heading}");
+        }
+        assert!(!out.contains("<svg"));
+        let row = out
+            .lines()
+            .find(|l| {
+                l.trim_start_matches("| ").starts_with("powersave ") && l.contains(&us(s.p99_99))
+            })
+            .unwrap_or_else(|| panic!("no powersave row with p99.99 {}", us(s.p99_99)));
+        for v in [s.min, s.p50, s.p90, s.p99, s.p99_9, s.max] {
+            assert!(row.contains(&us(v)), "{row}");
+        }
+    }
+    // Markdown tables: every row has as many cells as the header.
+    let mut cols = 0;
+    for line in md.lines() {
+        if !line.starts_with('|') {
+            cols = 0;
+            continue;
+        }
+        let n = line.replace("\\|", "").matches('|').count();
+        if cols == 0 {
+            cols = n;
+        }
+        assert_eq!(n, cols, "{line}");
+    }
+}
+
+#[test]
+fn json_numbers_and_verdicts() {
+    let input = experiment();
+    let v = report_json(&input);
+    assert_eq!(v["schema"], "latlab.report");
+    assert_eq!(v["unit"], "ns");
+    for (i, c) in input.cells.iter().enumerate() {
+        let mut pooled = Histogram::new();
+        for r in &c.runs {
+            pooled.merge(&r.overall.histogram);
+        }
+        let s = Stats::of(&pooled);
+        let j = &v["cells"][i];
+        assert_eq!(j["name"], c.name.as_str());
+        assert_eq!(j["stats"]["p99"], s.p99);
+        assert_eq!(j["stats"]["p99_99"], s.p99_99);
+        assert_eq!(j["stats"]["max"], s.max);
+        assert_eq!(j["stats"]["count"], s.count);
+        assert_eq!(j["repeats"].as_array().unwrap().len(), c.runs.len());
+        for (k, r) in c.runs.iter().enumerate() {
+            assert_eq!(
+                j["repeats"][k]["stats"]["p99_9"],
+                Stats::of(&r.overall.histogram).p99_9
+            );
+        }
+    }
+    assert_eq!(
+        v["cells"][2]["repeats"][0]["power"]["unavailable"],
+        "no RAPL zones: /sys/class/powercap is absent"
+    );
+    assert!(
+        v["cells"][0]["repeats"][0]["power"]["watts"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
+    let cmp = &v["comparisons"][0];
+    assert_eq!(cmp["baseline"], "performance");
+    assert_eq!(cmp["cell"], "powersave");
+    let p99 = cmp["statistics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["statistic"] == "p99")
+        .unwrap();
+    assert_eq!(p99["verdict"], "higher");
+    assert_eq!(p99["test"]["name"], "mann-whitney-u");
+    assert_eq!(p99["test"]["u"], 0.0);
+    assert_eq!(p99["test"]["n"], serde_json::json!([4, 4]));
+    assert!((p99["test"]["p"].as_f64().unwrap() - 2.0 / 70.0).abs() < 1e-12);
+    assert_eq!(
+        v["comparisons"][1]["statistics"][3]["verdict"],
+        "not-enough-repeats"
+    );
+    let kinds: Vec<&str> = v["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"between-cells") && kinds.contains(&"within-cells"));
+    // The rendered JSON is what ReportFormat writes.
+    assert_eq!(
+        ReportFormat::Json.render(&input),
+        serde_json::to_string_pretty(&v).unwrap() + "\n"
+    );
+}
+
+/// A small RFC 4180 reader: fields, quoted fields with doubled quotes, and line breaks inside them.
+fn read_csv(text: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    assert!(
+        field.is_empty() && row.is_empty(),
+        "text ends without a newline"
+    );
+    rows
+}
+
+#[test]
+fn csv_parses_with_the_right_columns() {
+    let mut input = experiment();
+    input.cells[2].name = "schedutil, \"default\"".into();
+    let rows = read_csv(&report_csv(&input));
+    let header = &rows[0];
+    let expect = [
+        "row",
+        "cell",
+        "repeat",
+        "run_id",
+        "param:governor",
+        "samples",
+        "missed",
+        "min_ns",
+        "p50_ns",
+        "p90_ns",
+        "p99_ns",
+        "p99_9_ns",
+        "p99_99_ns",
+        "max_ns",
+        "mean_ns",
+        "stdev_ns",
+        "power_w",
+        "energy_j",
+        "power_source",
+        "frequency_mhz",
+        "idle_pct:POLL",
+        "idle_pct:C1",
+        "idle_pct:C6",
+        "throughput:matrix multiplies (ops/s)",
+    ];
+    assert_eq!(header, &expect);
+    assert_eq!(rows.len(), 1 + 3 + 10);
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    for row in &rows[1..] {
+        assert_eq!(row.len(), header.len());
+    }
+    let mut i = 1;
+    for c in &input.cells {
+        let mut pooled = Histogram::new();
+        for r in &c.runs {
+            pooled.merge(&r.overall.histogram);
+        }
+        let cell_row = &rows[i];
+        assert_eq!(cell_row[0], "cell");
+        assert_eq!(cell_row[1], c.name);
+        assert_eq!(cell_row[col("p99_ns")], Stats::of(&pooled).p99.to_string());
+        assert_eq!(cell_row[col("max_ns")], Stats::of(&pooled).max.to_string());
+        i += 1;
+        for (k, r) in c.runs.iter().enumerate() {
+            let s = Stats::of(&r.overall.histogram);
+            assert_eq!(rows[i][0], "run");
+            assert_eq!(rows[i][col("repeat")], (k + 1).to_string());
+            assert_eq!(rows[i][col("run_id")], r.id);
+            assert_eq!(rows[i][col("p99_9_ns")], s.p99_9.to_string());
+            assert_eq!(rows[i][col("samples")], s.count.to_string());
+            assert_eq!(rows[i][col("mean_ns")].parse::<f64>().unwrap(), s.mean);
+            i += 1;
+        }
+    }
+    // Missing power is an empty field, never a number.
+    assert_eq!(rows[rows.len() - 1][col("power_w")], "");
+    assert!(!rows[rows.len() - 1][col("frequency_mhz")].is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// compare
+
+#[test]
+fn compare_says_what_supports_a_difference() {
+    let input = experiment();
+    let text = compare_text(&input.cells[0], &input.cells[1]);
+    assert!(text.contains("verdict on p99: powersave higher than performance (U = 0, p = 0.029)"));
+    // Three repeats each: separated, but p = 0.1.
+    let mut a = input.cells[0].clone();
+    let mut b = input.cells[1].clone();
+    a.runs.truncate(3);
+    b.runs.truncate(3);
+    let text = compare_text(&a, &b);
+    assert!(
+        text.contains("powersave higher than performance in every repeat, but U = 0, p = 0.100 is not below 0.05: more repeats needed"),
+        "{text}"
+    );
+    // Single runs: no verdict.
+    let one = CellInput::single(input.cells[0].runs[0].clone());
+    let other = CellInput::single(input.cells[1].runs[0].clone());
+    let text = compare_text(&one, &other);
+    assert!(text.contains("not enough repeats to decide (1 and 1; 3 each needed)"));
+    // Same names are told apart as A and B.
+    let text = compare_text(&input.cells[0], &input.cells[0]);
+    assert!(text.contains("B − A"));
+    assert!(text.contains("no difference shown"), "{text}");
+    // Pooled p99 values and their difference.
+    let p = |c: &CellInput| {
+        let mut h = Histogram::new();
+        for r in &c.runs {
+            h.merge(&r.overall.histogram);
+        }
+        Stats::of(&h).p99
+    };
+    let (pa, pb) = (p(&input.cells[0]), p(&input.cells[1]));
+    let text = compare_text(&input.cells[0], &input.cells[1]);
+    let row = text.lines().find(|l| l.starts_with("p99 (µs)")).unwrap();
+    assert!(row.contains(&us(pa)) && row.contains(&us(pb)), "{row}");
+}
+
+#[test]
+fn compare_without_power_says_why() {
+    let input = experiment();
+    let text = compare_text(&input.cells[2], &input.cells[2]);
+    assert!(text.contains("power: unavailable: no RAPL zones: /sys/class/powercap is absent"));
+    assert!(!text.contains("power (W)"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Missing data
+
+#[test]
+fn missing_data_says_so_in_one_line() {
+    let input = bare();
+    let text = report_text(&input);
+    for line in [
+        "one run: no other run to compare its configuration with",
+        "no cell has more than one run: no spread across repeats to show",
+        "one cell: nothing to compare",
+        "power: unavailable: no sampler data in this run",
+        "frequency: unavailable: no sampler data in this run",
+        "idle residency: unavailable: no sampler data in this run",
+        "load throughput: no load counted any work",
+        "loads: none ran",
+        "trade-off against power: unavailable: no cell has power readings",
+        "spikes: none recorded (no run had a spike threshold)",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in\n{text}"
+        );
+    }
+    let html = html_report(&input);
+    let doc = parse(&html);
+    for id in [
+        "overview",
+        "systems",
+        "latency",
+        "cost",
+        "spikes",
+        "cell-0",
+        "cell-0-run-1",
+    ] {
+        by_id(&doc, id);
+    }
+    assert!(html.contains("latency over time: no windows recorded in this run"));
+    assert!(html.contains(
+        "idle residency, frequency and power over time: unavailable: no sampler data in this run"
+    ));
+    // No power anywhere: no trade-off chart, no invented number.
+    assert!(!html.contains("<title>tail latency against power"));
+
+    // Nothing at all.
+    let empty = ReportInput::default();
+    assert_eq!(
+        report_text(&empty),
+        "latlab report\n=============\n\nno runs to report\n"
+    );
+    parse(&html_report(&empty));
+    assert_eq!(report_csv(&empty).lines().count(), 1);
+    assert_eq!(report_json(&empty)["cells"], serde_json::json!([]));
+}
+
+#[test]
+fn runs_without_samples_show_dashes() {
+    let mut r = run(&performance(), 7, true);
+    for t in &mut r.threads {
+        t.histogram = Histogram::new();
+        t.windows.clear();
+    }
+    r.overall.histogram = Histogram::new();
+    r.spikes.kept.clear();
+    let input = ReportInput::from_runs("empty histograms", vec![r]);
+    let text = report_text(&input);
+    let every_run = text.find("Every run").unwrap();
+    let row = text[every_run..]
+        .lines()
+        .find(|l| l.starts_with("run-performance-7 "))
+        .unwrap();
+    assert_eq!(row.matches(" -").count(), 9, "{row}");
+    let html = html_report(&input);
+    parse(&html);
+    assert!(html.contains("latency histogram: no samples in this cell"));
+    let csv = read_csv(&report_csv(&input));
+    assert_eq!(
+        csv[1][csv[0].iter().position(|h| h == "p99_ns").unwrap()],
+        ""
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exports of one run
+
+#[test]
+fn run_exports() {
+    let r = run(&powersave(), 5, true);
+    let rows = read_csv(&run_csv(&r));
+    assert_eq!(
+        rows[0][..5],
+        ["thread", "cpu", "samples", "missed", "expected_periods"]
+    );
+    assert_eq!(rows.len(), 1 + r.threads.len() + 1);
+    let col = |n: &str| rows[0].iter().position(|h| h == n).unwrap();
+    for (row, t) in rows[1..].iter().zip(&r.threads) {
+        let s = Stats::of(&t.histogram);
+        assert_eq!(row[0], t.label);
+        assert_eq!(row[col("p99_ns")], s.p99.to_string());
+        assert_eq!(row[col("max_ns")], s.max.to_string());
+        assert_eq!(row[col("missed")], t.missed.to_string());
+    }
+    let all = rows.last().unwrap();
+    assert_eq!(all[0], "all");
+    assert_eq!(all[col("samples")], r.overall.histogram.count().to_string());
+    assert_eq!(all[col("expected_periods")], "20000");
+    assert_eq!(all[col("missed")], r.overall.missed.to_string());
+
+    let h = read_csv(&histogram_csv(&r));
+    assert_eq!(h[0], ["thread", "cpu", "low_ns", "high_ns", "count"]);
+    for t in &r.threads {
+        let sum: u64 = h[1..]
+            .iter()
+            .filter(|row| row[0] == t.label)
+            .map(|row| row[4].parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(sum, t.histogram.count());
+    }
+    let sum: u64 = h[1..]
+        .iter()
+        .filter(|row| row[0] == "all")
+        .map(|row| row[4].parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(sum, r.overall.histogram.count());
+    // Rebuilding the histogram from the CSV gives the same percentiles (to the bucket).
+    let mut rebuilt = Histogram::new();
+    for row in h[1..].iter().filter(|row| row[0] == "cpu0") {
+        rebuilt.record_n(row[2].parse().unwrap(), row[4].parse().unwrap());
+    }
+    assert_eq!(
+        rebuilt.percentile(99.0) / 64,
+        r.threads[0].histogram.percentile(99.0) / 64
+    );
+
+    let w = read_csv(&windows_csv(&r));
+    assert_eq!(w.len(), 1 + 2 * SECONDS as usize);
+    assert_eq!(w[0][..4], ["thread", "cpu", "index", "start_ns"]);
+    let s = read_csv(&spikes_csv(&r));
+    assert_eq!(s.len(), 1 + r.spikes.kept.len());
+    assert!(r.spikes.kept.len() > 10);
+}
+
+#[test]
+fn format_names() {
+    for f in ReportFormat::ALL {
+        assert_eq!(ReportFormat::from_name(f.name()), Some(f));
+    }
+    assert_eq!(
+        ReportFormat::from_name("markdown"),
+        Some(ReportFormat::Markdown)
+    );
+    assert_eq!(ReportFormat::from_name("pdf"), None);
+    let input = bare();
+    assert_eq!(ReportFormat::Text.render(&input), report_text(&input));
+    assert_eq!(ReportFormat::Csv.render(&input), report_csv(&input));
+}
