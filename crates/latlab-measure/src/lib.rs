@@ -864,6 +864,7 @@ pub fn run_with_windows(
         },
         samples: None,
         loads: Default::default(),
+        trace: None,
     })
 }
 

@@ -15,6 +15,7 @@ pub mod load;
 pub mod samples;
 pub mod system;
 mod time;
+pub mod trace;
 pub mod units;
 pub use time::rfc3339_utc;
 
@@ -396,6 +397,9 @@ pub struct RunResult {
     /// Loads that ran during the measurement and the work they did.
     #[serde(default, skip_serializing_if = "load::Loads::is_empty")]
     pub loads: load::Loads,
+    /// Kernel-side latencies traced beside the measurement (`--trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<trace::TraceResult>,
 }
 
 /// Errors of reading a result file.

@@ -75,6 +75,7 @@ pub(crate) fn sample_result() -> RunResult {
         spikes: Spikes::default(),
         samples: None,
         loads: Default::default(),
+        trace: None,
     }
 }
 

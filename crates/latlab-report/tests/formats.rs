@@ -142,6 +142,7 @@ fn fixture() -> RunResult {
         spikes: Spikes::default(),
         samples: None,
         loads: Default::default(),
+        trace: None,
     }
 }
 

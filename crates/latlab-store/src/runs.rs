@@ -585,6 +585,7 @@ impl Store {
                 .map(|s| from_json(&s, &what("samples")))
                 .transpose()?,
             loads: Loads { reports, phases },
+            trace: None,
         })
     }
 

@@ -275,5 +275,6 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
         },
         samples: Some(samples),
         loads,
+        trace: None,
     }
 }

@@ -1,0 +1,335 @@
+//! Kernel-side latencies traced with eBPF (`latlab trace`, `latlab measure --trace`), and the
+//! spike stories told from them.
+//!
+//! Every latency or duration is a [`Histogram`] in nanoseconds, per family (what is measured),
+//! per CPU and per key (the work function, softirq vector, IRQ, timer callback or task class it
+//! belongs to). Events this kernel cannot trace are listed in [`TraceResult::skipped`] with the
+//! reason, and the tracer's own cost (BPF run time per program, from the kernel's BPF
+//! statistics) is in [`TraceResult::cost`]. Times of spike stories are `CLOCK_MONOTONIC`
+//! nanoseconds, the clock of `bpf_ktime_get_ns`.
+
+use crate::StopReason;
+use crate::SystemInfo;
+use latlab_hist::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// The value of [`TraceRun::schema`].
+pub const TRACE_SCHEMA: &str = "latlab.trace";
+/// The version of the trace document this build writes.
+pub const TRACE_SCHEMA_VERSION: u32 = 1;
+
+/// What a histogram measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// Workqueue: `workqueue_queue_work` → `workqueue_execute_start`, by work function.
+    WorkqueueLatency,
+    /// Workqueue: `workqueue_execute_start` → `workqueue_execute_end` (wall time), by function.
+    WorkqueueExecution,
+    /// Softirq: first `softirq_raise` → `softirq_entry`, by vector.
+    SoftirqLatency,
+    /// Softirq: `softirq_entry` → `softirq_exit`, by vector.
+    SoftirqRuntime,
+    /// Tasklet: `tasklet_entry` → `tasklet_exit`, by tasklet function.
+    TaskletRuntime,
+    /// Kthread work: `sched_kthread_work_queue_work` → `execute_start`, by work function.
+    KthreadLatency,
+    /// Kthread work: `sched_kthread_work_execute_start` → `execute_end`, by work function.
+    KthreadExecution,
+    /// Wake-up → run: `sched_waking` (or `sched_wakeup_new`) → `sched_switch` to the task, by
+    /// scheduling class (`other`, `rt`, `deadline`).
+    Wakeup,
+    /// hrtimer handler: `hrtimer_expire_entry` → `hrtimer_expire_exit`, by callback.
+    Hrtimer,
+    /// Local timer interrupt: `local_timer_entry` → `local_timer_exit` (x86).
+    LocalTimer,
+    /// Hard IRQ handler: `irq_handler_entry` → `irq_handler_exit`, by IRQ.
+    Hardirq,
+}
+
+impl Family {
+    pub const ALL: [Family; 11] = [
+        Family::WorkqueueLatency,
+        Family::WorkqueueExecution,
+        Family::SoftirqLatency,
+        Family::SoftirqRuntime,
+        Family::TaskletRuntime,
+        Family::KthreadLatency,
+        Family::KthreadExecution,
+        Family::Wakeup,
+        Family::Hrtimer,
+        Family::LocalTimer,
+        Family::Hardirq,
+    ];
+
+    /// The name used in JSON and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::WorkqueueLatency => "workqueue-latency",
+            Family::WorkqueueExecution => "workqueue-execution",
+            Family::SoftirqLatency => "softirq-latency",
+            Family::SoftirqRuntime => "softirq-runtime",
+            Family::TaskletRuntime => "tasklet-runtime",
+            Family::KthreadLatency => "kthread-latency",
+            Family::KthreadExecution => "kthread-execution",
+            Family::Wakeup => "wakeup",
+            Family::Hrtimer => "hrtimer",
+            Family::LocalTimer => "local-timer",
+            Family::Hardirq => "hardirq",
+        }
+    }
+
+    /// What is measured, in a few words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Family::WorkqueueLatency => "workqueue: queue -> execute",
+            Family::WorkqueueExecution => "workqueue: execution time",
+            Family::SoftirqLatency => "softirq: raise -> entry",
+            Family::SoftirqRuntime => "softirq: run time",
+            Family::TaskletRuntime => "tasklet: run time",
+            Family::KthreadLatency => "kthread work: queue -> execute",
+            Family::KthreadExecution => "kthread work: execution time",
+            Family::Wakeup => "wake-up -> run",
+            Family::Hrtimer => "hrtimer handler duration",
+            Family::LocalTimer => "local timer interrupt duration",
+            Family::Hardirq => "hard IRQ handler duration",
+        }
+    }
+
+    /// What the keys of this family are.
+    pub fn key_kind(self) -> &'static str {
+        match self {
+            Family::WorkqueueLatency
+            | Family::WorkqueueExecution
+            | Family::KthreadLatency
+            | Family::KthreadExecution => "work function",
+            Family::SoftirqLatency | Family::SoftirqRuntime => "vector",
+            Family::TaskletRuntime => "tasklet function",
+            Family::Wakeup => "class",
+            Family::Hrtimer => "callback",
+            Family::LocalTimer => "vector",
+            Family::Hardirq => "irq",
+        }
+    }
+}
+
+/// One histogram of one CPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuHistogram {
+    pub cpu: u32,
+    pub histogram: Histogram,
+}
+
+/// One key of a family (a work function, a vector, an IRQ, a callback, a task class).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyResult {
+    /// The raw key: a kernel address for functions, else the vector, IRQ or class number.
+    pub key: u64,
+    /// A readable name: the kernel symbol (from `/proc/kallsyms`), vector or IRQ name.
+    pub name: String,
+    /// Every CPU together.
+    pub histogram: Histogram,
+    pub per_cpu: Vec<CpuHistogram>,
+}
+
+/// Everything traced of one family.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FamilyResult {
+    pub family: Family,
+    /// Every key and CPU together.
+    pub histogram: Histogram,
+    /// Every key together, per CPU (the CPU the event ended on).
+    pub per_cpu: Vec<CpuHistogram>,
+    /// Per key, most samples first.
+    pub keys: Vec<KeyResult>,
+    /// Samples lost because the in-kernel maps were full (0 in a healthy run).
+    #[serde(default)]
+    pub dropped: u64,
+}
+
+/// A tracepoint this run could not use, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedEvent {
+    /// The event group asked for (`workqueue`, `softirq`, `tasklet`, …).
+    pub group: String,
+    /// `category:event`.
+    pub event: String,
+    pub reason: String,
+}
+
+/// The run time of one BPF program, from the kernel's BPF statistics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramCost {
+    pub program: String,
+    /// `category:event` it is attached to.
+    pub event: String,
+    pub run_count: u64,
+    pub run_time_ns: u64,
+    /// Runs the kernel skipped because another BPF program was running on that CPU (kernels
+    /// that report it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recursion_misses: Option<u64>,
+}
+
+/// latlab's own cost while tracing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceCost {
+    /// How the statistics were enabled (`BPF_ENABLE_STATS`, or the sysctl
+    /// `kernel.bpf_stats_enabled` set for the run and restored), or why there are none.
+    pub source: String,
+    /// Whether the numbers below are real (false: statistics could not be enabled).
+    pub available: bool,
+    pub programs: Vec<ProgramCost>,
+    /// Sum over programs.
+    pub run_count: u64,
+    pub run_time_ns: u64,
+    /// `run_time_ns` as a fraction of the traced CPUs' time over the run (0.01 = 1 %).
+    pub cpu_fraction: f64,
+}
+
+/// The wake-up filter of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakeupFilter {
+    /// Only tasks with a real-time or deadline priority.
+    #[serde(default)]
+    pub rt_only: bool,
+    /// Only this process (thread group) or thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+}
+
+/// The result of tracing: `latlab trace`, or the `trace` of a measurement with `--trace`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceResult {
+    /// Event groups asked for.
+    pub events: Vec<String>,
+    /// CPUs whose events were recorded.
+    pub cpus: Vec<u32>,
+    #[serde(default)]
+    pub wakeup_filter: WakeupFilter,
+    /// `CLOCK_MONOTONIC` when the programs were attached and when they were read.
+    pub start_monotonic_ns: u64,
+    pub end_monotonic_ns: u64,
+    /// Length of the traced interval.
+    pub elapsed_ns: u64,
+    /// Families with their histograms, in [`Family::ALL`] order.
+    pub families: Vec<FamilyResult>,
+    /// Events not traced, with the reason.
+    #[serde(default)]
+    pub skipped: Vec<SkippedEvent>,
+    pub cost: TraceCost,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+impl TraceResult {
+    pub fn family(&self, family: Family) -> Option<&FamilyResult> {
+        self.families.iter().find(|f| f.family == family)
+    }
+}
+
+/// The document `latlab trace --json` writes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TraceRun {
+    /// Always [`TRACE_SCHEMA`].
+    pub schema: String,
+    pub schema_version: u32,
+    pub latlab_version: String,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    pub ended_at: String,
+    /// Wall-clock start, nanoseconds since the Unix epoch.
+    pub start_unix_ns: u64,
+    pub stop: StopReason,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system: Option<SystemInfo>,
+    pub trace: TraceResult,
+}
+
+/// What an entry of a spike story is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoryKind {
+    Hardirq,
+    Softirq,
+    Tasklet,
+    Hrtimer,
+    LocalTimer,
+    /// A workqueue item executed by a kworker.
+    Work,
+    /// A kthread work item.
+    KthreadWork,
+    /// A task ran on the CPU (from one context switch to the next).
+    Task,
+}
+
+impl StoryKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StoryKind::Hardirq => "hardirq",
+            StoryKind::Softirq => "softirq",
+            StoryKind::Tasklet => "tasklet",
+            StoryKind::Hrtimer => "hrtimer",
+            StoryKind::LocalTimer => "local-timer",
+            StoryKind::Work => "work",
+            StoryKind::KthreadWork => "kthread-work",
+            StoryKind::Task => "task",
+        }
+    }
+}
+
+/// One thing that ran on the CPU during a spike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoryEvent {
+    pub kind: StoryKind,
+    /// When it started, `CLOCK_MONOTONIC` ns (may be before the story's `from_ns`).
+    pub start_ns: u64,
+    pub duration_ns: u64,
+    /// The part of the duration inside the story's interval.
+    pub overlap_ns: u64,
+    /// IRQ name, softirq vector, function symbol, or `comm[pid]` of a task.
+    pub name: String,
+    /// For tasks: the pid, and how the slice ended (`preempted by …`, `slept, … ran next`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// Time per kind inside the interval (nested events count in each kind: a hard IRQ inside a
+/// task's slice counts for both).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoryTotals {
+    pub hardirq_ns: u64,
+    pub softirq_ns: u64,
+    pub tasklet_ns: u64,
+    pub hrtimer_ns: u64,
+    pub local_timer_ns: u64,
+    pub work_ns: u64,
+    pub kthread_work_ns: u64,
+}
+
+/// Time a task held the CPU inside the interval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoryTask {
+    pub pid: u32,
+    pub comm: String,
+    pub ran_ns: u64,
+}
+
+/// What the kernel did on one CPU during an interval: the decomposition of a spike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpikeStory {
+    pub cpu: u32,
+    /// The interval, `CLOCK_MONOTONIC` ns (for a timer spike: the expiry to the thread running).
+    pub from_ns: u64,
+    pub to_ns: u64,
+    /// False when the ring had already overwritten events of the interval (read it sooner or
+    /// the story misses its beginning).
+    pub complete: bool,
+    /// Every event overlapping the interval, by start time.
+    pub events: Vec<StoryEvent>,
+    pub totals: StoryTotals,
+    /// Tasks that held the CPU inside the interval, longest first.
+    pub tasks: Vec<StoryTask>,
+}
