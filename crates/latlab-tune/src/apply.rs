@@ -374,8 +374,7 @@ fn apply_inner(
                 };
                 return Err(TuneError::WriteFailed {
                     knob: change.knob.clone(),
-                    path,
-                    value: change.new_value().to_string(),
+                    target: format!("{} = {}", path.display(), change.new_value()),
                     error: describe_io_error(&e),
                     errno: e.raw_os_error(),
                     rollback,
@@ -577,7 +576,10 @@ fn who(daemons: &[(String, &'static [Phase])], phase: Phase) -> String {
     if names.is_empty() {
         "unknown (no tuning daemon is running)".into()
     } else {
-        format!("probably {} (running, sets this kind of knob)", names.join(" or "))
+        format!(
+            "probably {} (running, sets this kind of knob)",
+            names.join(" or ")
+        )
     }
 }
 

@@ -22,10 +22,16 @@ pub enum BootStatus {
     Add,
     AlreadySet,
     /// On the command line with another value.
-    Differs { now: String },
+    Differs {
+        now: String,
+    },
     /// The running kernel was built without what the option needs.
-    NeedsKernel { why: String },
-    Unsupported { why: String },
+    NeedsKernel {
+        why: String,
+    },
+    Unsupported {
+        why: String,
+    },
 }
 
 /// One kernel command line option.
@@ -102,14 +108,18 @@ fn cpus_phrase(list: &str) -> String {
 /// The value of `key` on a command line (`Some("")` for a bare flag).
 fn cmdline_value(cmdline: &str, key: &str) -> Option<String> {
     let cmdline = cmdline.split(" -- ").next().unwrap_or(cmdline);
-    cmdline.split_whitespace().rev().find_map(|w| match w.split_once('=') {
-        Some((k, v)) if k == key => Some(v.to_string()),
-        None if w == key => Some(String::new()),
-        _ => None,
-    })
+    cmdline
+        .split_whitespace()
+        .rev()
+        .find_map(|w| match w.split_once('=') {
+            Some((k, v)) if k == key => Some(v.to_string()),
+            None if w == key => Some(String::new()),
+            _ => None,
+        })
 }
 
-fn grub_command(sys: &Sys) -> String {
+/// The command that makes a changed GRUB configuration take effect here.
+pub fn grub_command(sys: &Sys) -> String {
     if ["/usr/sbin/update-grub", "/sbin/update-grub"]
         .iter()
         .any(|p| sys.exists(p))
@@ -126,12 +136,20 @@ fn grub_command(sys: &Sys) -> String {
 }
 
 /// Work out the command line `profile` wants here.
-pub fn advise(sys: &Sys, profile: &Profile, cpus: Option<&CpuList>) -> Result<BootAdvice, TuneError> {
+pub fn advise(
+    sys: &Sys,
+    profile: &Profile,
+    cpus: Option<&CpuList>,
+) -> Result<BootAdvice, TuneError> {
     let plan = Plan::build(sys, profile, cpus)?;
     let online = sys.online_cpus()?;
     let current = sys.read_trim("/proc/cmdline").unwrap_or_default();
-    let release = sys.read_trim("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let version = sys.read_trim("/proc/sys/kernel/version").unwrap_or_default();
+    let release = sys
+        .read_trim("/proc/sys/kernel/osrelease")
+        .unwrap_or_default();
+    let version = sys
+        .read_trim("/proc/sys/kernel/version")
+        .unwrap_or_default();
     let config = sys.kernel_config(&release);
     let config: Option<&KernelConfig> = config.value();
     let rt = version.contains("PREEMPT_RT")
@@ -168,7 +186,11 @@ pub fn advise(sys: &Sys, profile: &Profile, cpus: Option<&CpuList>) -> Result<Bo
             (_, Some(n)) if n == value.clone().unwrap_or_default() => BootStatus::AlreadySet,
             (Err(why), _) => BootStatus::NeedsKernel { why },
             (Ok(()), Some(n)) => BootStatus::Differs {
-                now: if n.is_empty() { key.to_string() } else { format!("{key}={n}") },
+                now: if n.is_empty() {
+                    key.to_string()
+                } else {
+                    format!("{key}={n}")
+                },
             },
             (Ok(()), None) => BootStatus::Add,
         };
@@ -185,8 +207,10 @@ pub fn advise(sys: &Sys, profile: &Profile, cpus: Option<&CpuList>) -> Result<Bo
             needs("preempt=", "CONFIG_PREEMPT_DYNAMIC")
         };
         let effect = match p.value.as_str() {
-            "full" => "kernel code can be preempted almost anywhere: shorter scheduling latency, \
-                       a little less throughput",
+            "full" => {
+                "kernel code can be preempted almost anywhere: shorter scheduling latency, \
+                       a little less throughput"
+            }
             "lazy" => "preempts at the next tick for normal tasks, at once for real-time ones",
             "voluntary" => "preemption only at explicit points in the kernel",
             _ => "no kernel preemption: best throughput, longest scheduling latency",
@@ -217,7 +241,12 @@ pub fn advise(sys: &Sys, profile: &Profile, cpus: Option<&CpuList>) -> Result<Bo
     ] {
         let Some(set) = set else { continue };
         match set_list(&set.value, split, &online) {
-            Ok(list) => add(key, Some(list.clone()), effect.replace("{}", &cpus_phrase(&list)), need),
+            Ok(list) => add(
+                key,
+                Some(list.clone()),
+                effect.replace("{}", &cpus_phrase(&list)),
+                need,
+            ),
             Err(why) => unsupported.push(BootOption {
                 option: key.to_string(),
                 status: BootStatus::Unsupported { why },
@@ -346,9 +375,11 @@ pub fn advise(sys: &Sys, profile: &Profile, cpus: Option<&CpuList>) -> Result<Bo
                      built, so HZ {} needs a kernel built with CONFIG_HZ_{}",
                     hz.value, hz.value
                 )),
-                None => Err("the kernel configuration is unreadable, so HZ is unknown; it is \
+                None => Err(
+                    "the kernel configuration is unreadable, so HZ is unknown; it is \
                              fixed when the kernel is built"
-                    .into()),
+                        .into(),
+                ),
             },
         });
     }
@@ -360,10 +391,12 @@ pub fn advise(sys: &Sys, profile: &Profile, cpus: Option<&CpuList>) -> Result<Bo
             status: if rt {
                 Ok("a PREEMPT_RT kernel".into())
             } else {
-                Err("real-time preemption (CONFIG_PREEMPT_RT) is chosen when the kernel is \
+                Err(
+                    "real-time preemption (CONFIG_PREEMPT_RT) is chosen when the kernel is \
                      built; this kernel is not a PREEMPT_RT build (install a real-time kernel \
                      package; PREEMPT_RT is in mainline since 6.12)"
-                    .into())
+                        .into(),
+                )
             },
         });
     }
@@ -455,12 +488,19 @@ pub fn recommend(sys: &Sys) -> Recommendation {
             .kernel_config
             .value()
             .is_some_and(|c| c.preempt.iter().any(|p| p == "CONFIG_PREEMPT_RT"));
-    facts.push(format!("kernel {} ({}), preempt model {}", info.kernel_release, info.kernel_version, info.preempt));
+    facts.push(format!(
+        "kernel {} ({}), preempt model {}",
+        info.kernel_release, info.kernel_version, info.preempt
+    ));
     let isolated = !info.cpu.isolated.trim().is_empty() || info.boot.nohz_full.is_some();
     if isolated {
         facts.push(format!(
             "isolated CPUs: {}{}",
-            if info.cpu.isolated.trim().is_empty() { "none" } else { info.cpu.isolated.trim() },
+            if info.cpu.isolated.trim().is_empty() {
+                "none"
+            } else {
+                info.cpu.isolated.trim()
+            },
             info.boot
                 .nohz_full
                 .as_ref()
@@ -488,13 +528,17 @@ pub fn recommend(sys: &Sys) -> Recommendation {
                     battery = Some(sys.read_trim(&format!("{base}/status")).unwrap_or_default())
                 }
                 Ok("Mains") => {
-                    on_ac = Some(sys.read_trim(&format!("{base}/online")).is_ok_and(|v| v == "1"))
+                    on_ac = Some(
+                        sys.read_trim(&format!("{base}/online"))
+                            .is_ok_and(|v| v == "1"),
+                    )
                 }
                 _ => {}
             }
         }
     }
-    let discharging = battery.as_deref() == Some("Discharging") || on_ac == Some(false) && battery.is_some();
+    let discharging =
+        battery.as_deref() == Some("Discharging") || on_ac == Some(false) && battery.is_some();
     if let Some(st) = &battery {
         facts.push(format!(
             "a battery ({st}){}",
@@ -551,7 +595,8 @@ mod tests {
 
     #[test]
     fn command_line_values() {
-        let c = "BOOT_IMAGE=/v ro preempt=none quiet preempt=full threadirqs -- init=x threadirqs=9";
+        let c =
+            "BOOT_IMAGE=/v ro preempt=none quiet preempt=full threadirqs -- init=x threadirqs=9";
         assert_eq!(cmdline_value(c, "preempt").as_deref(), Some("full"));
         assert_eq!(cmdline_value(c, "threadirqs").as_deref(), Some(""));
         assert_eq!(cmdline_value(c, "init"), None);

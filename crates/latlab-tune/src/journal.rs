@@ -183,7 +183,9 @@ impl Journal {
                         complete: false,
                     });
                 }
-                (Line::Header(_), Some(_)) => return Err(bad(format!("line {}: a second header", i + 1))),
+                (Line::Header(_), Some(_)) => {
+                    return Err(bad(format!("line {}: a second header", i + 1)));
+                }
                 (_, None) => return Err(bad("no header".into())),
                 (Line::Entry { seq, change }, Some(s)) => s.entries.push((seq, change)),
                 (Line::Skipped { seq, .. }, Some(s)) => {
@@ -315,8 +317,16 @@ mod tests {
     fn journal_round_trip_and_torn_last_line() {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::create(dir.path(), header()).unwrap();
-        j.append(&Line::Entry { seq: 0, change: change(0) }).unwrap();
-        j.append(&Line::Entry { seq: 1, change: change(1) }).unwrap();
+        j.append(&Line::Entry {
+            seq: 0,
+            change: change(0),
+        })
+        .unwrap();
+        j.append(&Line::Entry {
+            seq: 1,
+            change: change(1),
+        })
+        .unwrap();
         j.append(&Line::Undone { seq: 1 }).unwrap();
         drop(j);
         // A crash in the middle of a line.
@@ -341,7 +351,10 @@ mod tests {
     fn lock_is_exclusive_and_names_the_holder() {
         let dir = tempfile::tempdir().unwrap();
         let lock = StateLock::acquire(dir.path()).unwrap();
-        assert_eq!(StateLock::holder(dir.path()), Some(Some(std::process::id())));
+        assert_eq!(
+            StateLock::holder(dir.path()),
+            Some(Some(std::process::id()))
+        );
         match StateLock::acquire(dir.path()) {
             Err(TuneError::Busy { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
             other => panic!("{other:?}"),

@@ -20,9 +20,8 @@ pub mod plan;
 pub mod profile;
 
 pub use apply::{
-    ApplyOptions, Applied, Outcome, RestoreLine, RestoreReport, Status, TemporaryTuning,
-    TestHooks, TuningGuard, VerifyCheck, VerifyReport, apply, restore, status, verify,
-    verify_profile,
+    Applied, ApplyOptions, Outcome, RestoreLine, RestoreReport, Status, TemporaryTuning, TestHooks,
+    TuningGuard, VerifyCheck, VerifyReport, apply, restore, status, verify, verify_profile,
 };
 pub use plan::{Change, Item, ItemState, Phase, Plan, Split, Target};
 pub use profile::{Origin, Profile, ProfileError, ProfileSource, Profiles};
@@ -104,11 +103,11 @@ pub enum TuneError {
     )]
     AlreadyApplied { profile: String, since: String },
     /// A write failed; what was written before it has been rolled back (or says why not).
-    #[error("writing {knob} ({} = {value}) failed: {error}; {rollback}", path.display())]
+    /// `target`: the file (or task) and the value, `path = value`.
+    #[error("writing {knob} ({target}) failed: {error}; {rollback}")]
     WriteFailed {
         knob: String,
-        path: PathBuf,
-        value: String,
+        target: String,
         error: String,
         errno: Option<i32>,
         rollback: String,

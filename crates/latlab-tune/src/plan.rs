@@ -6,9 +6,7 @@
 //! index from cpu0.
 
 use crate::TuneError;
-use crate::profile::{
-    At, CpuSelector, CpuSettings, IdleLimit, IsolatedSpec, Origin, Profile,
-};
+use crate::profile::{At, CpuSelector, CpuSettings, IdleLimit, IsolatedSpec, Origin, Profile};
 use latlab_model::units::CpuList;
 use latlab_sys::Sys;
 use serde::{Deserialize, Serialize};
@@ -106,8 +104,12 @@ impl Change {
 pub enum ItemState {
     Change(Change),
     /// Already at the target value.
-    Set { value: String },
-    Unsupported { why: String },
+    Set {
+        value: String,
+    },
+    Unsupported {
+        why: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -386,11 +388,23 @@ fn subset(a: &CpuList, b: &CpuList) -> bool {
 }
 
 fn minus(a: &CpuList, b: &CpuList) -> CpuList {
-    CpuList::from_cpus(a.cpus().iter().copied().filter(|c| !b.contains(*c)).collect())
+    CpuList::from_cpus(
+        a.cpus()
+            .iter()
+            .copied()
+            .filter(|c| !b.contains(*c))
+            .collect(),
+    )
 }
 
 fn intersect(a: &CpuList, b: &CpuList) -> CpuList {
-    CpuList::from_cpus(a.cpus().iter().copied().filter(|c| b.contains(*c)).collect())
+    CpuList::from_cpus(
+        a.cpus()
+            .iter()
+            .copied()
+            .filter(|c| b.contains(*c))
+            .collect(),
+    )
 }
 
 fn cpus_label(cpus: &CpuList) -> String {
@@ -499,14 +513,19 @@ fn policies(sys: &Sys) -> Vec<Policy> {
                 .iter()
                 .find_map(|f| sys.read_trim(&format!("{dir}/{f}")).ok())
                 .map(|s| {
-                    CpuList::from_cpus(s.split_whitespace().filter_map(|w| w.parse().ok()).collect())
+                    CpuList::from_cpus(
+                        s.split_whitespace()
+                            .filter_map(|w| w.parse().ok())
+                            .collect(),
+                    )
                 })
                 .unwrap_or_else(|| CpuList::from_cpus(vec![n]));
-            sys.exists(&format!("{dir}/scaling_governor")).then(|| Policy {
-                name: format!("policy{n}"),
-                dir,
-                cpus,
-            })
+            sys.exists(&format!("{dir}/scaling_governor"))
+                .then(|| Policy {
+                    name: format!("policy{n}"),
+                    dir,
+                    cpus,
+                })
         })
         .collect();
     if out.is_empty() {
@@ -560,7 +579,11 @@ fn agree<T: Clone + PartialEq + std::fmt::Debug>(
     Ok(found.map(|(_, v)| v))
 }
 
-fn cpufreq(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) -> Result<(), TuneError> {
+fn cpufreq(
+    sys: &Sys,
+    settings: &BTreeMap<u32, CpuSettings>,
+    plan: &mut Plan,
+) -> Result<(), TuneError> {
     let wants = |f: fn(&CpuSettings) -> bool| settings.values().any(f);
     let (want_gov, want_epp, want_boost) = (
         wants(|s| s.governor.is_some()),
@@ -604,7 +627,14 @@ fn cpufreq(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) ->
                 Some(pick) => {
                     gov_changes = *pick != current_gov;
                     target_gov = pick.clone();
-                    file_knob(sys, plan, format!("{label} governor"), &gov_path, pick, Phase::Governor);
+                    file_knob(
+                        sys,
+                        plan,
+                        format!("{label} governor"),
+                        &gov_path,
+                        pick,
+                        Phase::Governor,
+                    );
                 }
                 None => unsupported(
                     plan,
@@ -621,9 +651,16 @@ fn cpufreq(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) ->
             let knob = format!("{label} energy_performance_preference");
             let path = format!("{}/energy_performance_preference", policy.dir);
             if !sys.exists(&path) {
-                unsupported(plan, knob, format!("{driver} has no energy-performance preference"));
+                unsupported(
+                    plan,
+                    knob,
+                    format!("{driver} has no energy-performance preference"),
+                );
             } else {
-                let avail = words(sys, &format!("{}/energy_performance_available_preferences", policy.dir));
+                let avail = words(
+                    sys,
+                    &format!("{}/energy_performance_available_preferences", policy.dir),
+                );
                 let pick = if avail.is_empty() {
                     e.value.first()
                 } else {
@@ -635,15 +672,23 @@ fn cpufreq(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) ->
                     None => unsupported(
                         plan,
                         knob,
-                        format!("none of {} is offered (available: {})", e.value.join(", "), avail.join(" ")),
+                        format!(
+                            "none of {} is offered (available: {})",
+                            e.value.join(", "),
+                            avail.join(" ")
+                        ),
                     ),
                     Some(p) if holds_performance && p != "performance" => unsupported(
                         plan,
                         knob,
-                        format!("{driver} holds it at performance while the governor is performance"),
+                        format!(
+                            "{driver} holds it at performance while the governor is performance"
+                        ),
                     ),
                     // A governor change can make the kernel rewrite EPP: write it anyway then.
-                    Some(p) => file_knob_with(sys, plan, knob, &path, p, Phase::Epp, gov_changes, false),
+                    Some(p) => {
+                        file_knob_with(sys, plan, knob, &path, p, Phase::Epp, gov_changes, false)
+                    }
                 }
             }
         }
@@ -651,9 +696,20 @@ fn cpufreq(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) ->
             let knob = format!("{label} boost");
             let path = format!("{}/boost", policy.dir);
             if sys.exists(&path) {
-                file_knob(sys, plan, knob, &path, if b.value { "1" } else { "0" }, Phase::Boost);
+                file_knob(
+                    sys,
+                    plan,
+                    knob,
+                    &path,
+                    if b.value { "1" } else { "0" },
+                    Phase::Boost,
+                );
             } else {
-                unsupported(plan, knob, format!("{driver} has no per-policy boost switch"));
+                unsupported(
+                    plan,
+                    knob,
+                    format!("{driver} has no per-policy boost switch"),
+                );
             }
         }
     }
@@ -696,23 +752,32 @@ fn idle(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) {
         let bound = match &limit.value {
             IdleLimit::MaxLatencyUs(n) => Some(*n),
             IdleLimit::AllEnabled => None,
-            IdleLimit::MaxState(name) => match states.iter().find(|st| st.name.eq_ignore_ascii_case(name)) {
-                Some(st) => Some(st.latency),
-                None => {
-                    unsupported(
-                        plan,
-                        format!("cpu{cpu} idle states"),
-                        format!(
-                            "no idle state named {name} on CPU {cpu} (it has {}) ({})",
-                            states.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", "),
-                            limit.at
-                        ),
-                    );
-                    continue;
+            IdleLimit::MaxState(name) => {
+                match states.iter().find(|st| st.name.eq_ignore_ascii_case(name)) {
+                    Some(st) => Some(st.latency),
+                    None => {
+                        unsupported(
+                            plan,
+                            format!("cpu{cpu} idle states"),
+                            format!(
+                                "no idle state named {name} on CPU {cpu} (it has {}) ({})",
+                                states
+                                    .iter()
+                                    .map(|s| s.name.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                                limit.at
+                            ),
+                        );
+                        continue;
+                    }
                 }
-            },
+            }
         };
-        let shallowest = states.iter().min_by_key(|s| (s.latency, s.index)).map(|s| s.index);
+        let shallowest = states
+            .iter()
+            .min_by_key(|s| (s.latency, s.index))
+            .map(|s| s.index);
         for st in &states {
             let disable = bound.is_some_and(|b| st.latency > b) && Some(st.index) != shallowest;
             let knob = format!(
@@ -778,35 +843,69 @@ fn system(sys: &Sys, profile: &Profile, plan: &mut Plan) {
         let path = format!("{CPU}/cpuidle/current_governor");
         let avail = words(sys, &format!("{CPU}/cpuidle/available_governors"));
         if !sys.exists(&path) {
-            unsupported(plan, "cpuidle governor", "no cpuidle/current_governor (no cpuidle driver)");
+            unsupported(
+                plan,
+                "cpuidle governor",
+                "no cpuidle/current_governor (no cpuidle driver)",
+            );
         } else if !avail.contains(&g.value) {
             unsupported(
                 plan,
                 "cpuidle governor",
-                format!("{} is not available (available: {})", g.value, avail.join(" ")),
+                format!(
+                    "{} is not available (available: {})",
+                    g.value,
+                    avail.join(" ")
+                ),
             );
         } else {
-            file_knob(sys, plan, "cpuidle governor".into(), &path, &g.value, Phase::CpuidleGovernor);
+            file_knob(
+                sys,
+                plan,
+                "cpuidle governor".into(),
+                &path,
+                &g.value,
+                Phase::CpuidleGovernor,
+            );
         }
     }
     let sysctl = |plan: &mut Plan, name: &str, path: &str, value: String| {
         file_knob(sys, plan, name.to_string(), path, &value, Phase::Sysctl);
     };
     if let Some(v) = &s.timer_migration {
-        sysctl(plan, "kernel.timer_migration", "/proc/sys/kernel/timer_migration", u8::from(v.value).to_string());
+        sysctl(
+            plan,
+            "kernel.timer_migration",
+            "/proc/sys/kernel/timer_migration",
+            u8::from(v.value).to_string(),
+        );
     }
     if let Some(v) = &s.vmstat_interval_s {
-        sysctl(plan, "vm.stat_interval", "/proc/sys/vm/stat_interval", v.value.to_string());
+        sysctl(
+            plan,
+            "vm.stat_interval",
+            "/proc/sys/vm/stat_interval",
+            v.value.to_string(),
+        );
     }
     if let Some(v) = &s.sched_rt_runtime_us {
-        sysctl(plan, "kernel.sched_rt_runtime_us", "/proc/sys/kernel/sched_rt_runtime_us", v.value.to_string());
+        sysctl(
+            plan,
+            "kernel.sched_rt_runtime_us",
+            "/proc/sys/kernel/sched_rt_runtime_us",
+            v.value.to_string(),
+        );
         let fair = sys.exists("/sys/kernel/debug/sched/fair_server");
         plan.notes.push(format!(
             "kernel.sched_rt_runtime_us: on kernels 6.12 and later without RT group scheduling \
              RT throttling is replaced by the fair server, which still reserves 50 ms per second \
              for normal tasks on a CPU that has them (debugfs sched/fair_server/cpuN/runtime{}); \
              {} alone does not give real-time tasks the whole CPU there",
-            if fair { ", present here" } else { ", not visible here" },
+            if fair {
+                ", present here"
+            } else {
+                ", not visible here"
+            },
             v.value
         ));
     }
@@ -835,14 +934,25 @@ fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
         irqs.sort_unstable();
         for irq in irqs {
             let path = format!("/proc/irq/{irq}/smp_affinity_list");
-            let Ok(cur) = sys.read_trim(&path) else { continue };
+            let Ok(cur) = sys.read_trim(&path) else {
+                continue;
+            };
             let knob = match names.get(&irq) {
                 Some(n) => format!("irq {irq} ({n}) affinity"),
                 None => format!("irq {irq} affinity"),
             };
             match CpuList::parse(&cur) {
                 Ok(l) if subset(&l, hk) => push(plan, knob, ItemState::Set { value: cur }),
-                _ => file_knob_with(sys, plan, knob, &path, &hk.to_string(), Phase::Irq, true, true),
+                _ => file_knob_with(
+                    sys,
+                    plan,
+                    knob,
+                    &path,
+                    &hk.to_string(),
+                    Phase::Irq,
+                    true,
+                    true,
+                ),
             }
         }
         let path = "/proc/irq/default_smp_affinity";
@@ -852,7 +962,14 @@ fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
                 "irq default affinity".into(),
                 ItemState::Set { value: cur },
             ),
-            _ => file_knob(sys, plan, "irq default affinity".into(), path, &format_mask(hk), Phase::Irq),
+            _ => file_knob(
+                sys,
+                plan,
+                "irq default affinity".into(),
+                path,
+                &format_mask(hk),
+                Phase::Irq,
+            ),
         }
     }
     if iso.workqueues.as_ref().is_some_and(|a| a.value) {
@@ -863,7 +980,14 @@ fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
                 "workqueue cpumask".into(),
                 ItemState::Set { value: cur },
             ),
-            Ok(_) => file_knob(sys, plan, "workqueue cpumask".into(), path, &format_mask(hk), Phase::Workqueue),
+            Ok(_) => file_knob(
+                sys,
+                plan,
+                "workqueue cpumask".into(),
+                path,
+                &format_mask(hk),
+                Phase::Workqueue,
+            ),
             Err(_) => unsupported(
                 plan,
                 "workqueue cpumask",
@@ -930,11 +1054,15 @@ fn kthreads(sys: &Sys, split: &Split, plan: &mut Plan) {
     pids.sort_unstable();
     let (mut moved, mut already) = (0, 0);
     for pid in pids {
-        let Some((comm, flags, start_time)) = task_stat(sys, pid) else { continue };
+        let Some((comm, flags, start_time)) = task_stat(sys, pid) else {
+            continue;
+        };
         if flags & PF_KTHREAD == 0 || flags & PF_NO_SETAFFINITY != 0 {
             continue;
         }
-        let Some(cur) = task_affinity(sys, pid) else { continue };
+        let Some(cur) = task_affinity(sys, pid) else {
+            continue;
+        };
         if cur.len() <= 1 {
             continue; // bound to one CPU: a per-CPU thread
         }

@@ -25,7 +25,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../../profiles/lowlatency.toml"),
     ),
     ("realtime", include_str!("../../../profiles/realtime.toml")),
-    ("powersave", include_str!("../../../profiles/powersave.toml")),
+    (
+        "powersave",
+        include_str!("../../../profiles/powersave.toml"),
+    ),
     ("balanced", include_str!("../../../profiles/balanced.toml")),
 ];
 
@@ -518,7 +521,12 @@ impl Ctx<'_> {
         }
     }
 
-    fn err(&self, span: std::ops::Range<usize>, key: &str, message: impl Into<String>) -> ProfileError {
+    fn err(
+        &self,
+        span: std::ops::Range<usize>,
+        key: &str,
+        message: impl Into<String>,
+    ) -> ProfileError {
         ProfileError::Invalid {
             file: self.file.clone(),
             line: line_of(self.text, span.start),
@@ -565,11 +573,7 @@ impl Ctx<'_> {
     }
 
     /// Microseconds (an integer ≥ 0) or "none".
-    fn us_or_none(
-        &self,
-        s: &Spanned<toml::Value>,
-        key: &str,
-    ) -> Result<Option<u64>, ProfileError> {
+    fn us_or_none(&self, s: &Spanned<toml::Value>, key: &str) -> Result<Option<u64>, ProfileError> {
         match s.get_ref() {
             toml::Value::Integer(n) if *n >= 0 => Ok(Some(*n as u64)),
             toml::Value::String(w) if w == "none" => Ok(None),
@@ -581,7 +585,12 @@ impl Ctx<'_> {
         }
     }
 
-    fn cpu_set(&self, s: Spanned<String>, key: &str, all: bool) -> Result<At<CpuSet>, ProfileError> {
+    fn cpu_set(
+        &self,
+        s: Spanned<String>,
+        key: &str,
+        all: bool,
+    ) -> Result<At<CpuSet>, ProfileError> {
         let span = s.span();
         let v = match s.get_ref().as_str() {
             "isolated" => CpuSet::Isolated,
@@ -601,7 +610,12 @@ impl Ctx<'_> {
         Ok(self.at(Spanned::new(span, v), key))
     }
 
-    fn one_of(&self, s: Spanned<String>, key: &str, allowed: &[&str]) -> Result<At<String>, ProfileError> {
+    fn one_of(
+        &self,
+        s: Spanned<String>,
+        key: &str,
+        allowed: &[&str],
+    ) -> Result<At<String>, ProfileError> {
         if allowed.contains(&s.get_ref().as_str()) {
             Ok(self.at(s, key))
         } else {
@@ -661,7 +675,11 @@ impl Ctx<'_> {
         if let Some(v) = raw.max_idle_state {
             let key = k("max_idle_state");
             if v.get_ref().trim().is_empty() {
-                return Err(self.err(v.span(), &key, "expected the name of an idle state, e.g. \"C1\""));
+                return Err(self.err(
+                    v.span(),
+                    &key,
+                    "expected the name of an idle state, e.g. \"C1\"",
+                ));
             }
             let span = v.span();
             s.idle = Some(self.at(
@@ -736,7 +754,9 @@ fn parse(name: &str, source: ProfileSource, text: &str) -> Result<Parsed, Profil
     p.cpu = rules;
     if let Some(s) = raw.system {
         let sys = &mut p.system;
-        sys.timer_migration = s.timer_migration.map(|v| cx.at(v, "system.timer_migration"));
+        sys.timer_migration = s
+            .timer_migration
+            .map(|v| cx.at(v, "system.timer_migration"));
         if let Some(v) = s.vmstat_interval_s {
             if *v.get_ref() == 0 {
                 return Err(cx.err(v.span(), "system.vmstat_interval_s", "expected seconds ≥ 1"));
@@ -768,7 +788,11 @@ fn parse(name: &str, source: ProfileSource, text: &str) -> Result<Parsed, Profil
             let spec = match v.get_ref().as_str() {
                 "auto" => IsolatedSpec::Auto,
                 list => IsolatedSpec::List(CpuList::parse(list).map_err(|e| {
-                    cx.err(span.clone(), "isolation.isolated", format!("{e}; or \"auto\""))
+                    cx.err(
+                        span.clone(),
+                        "isolation.isolated",
+                        format!("{e}; or \"auto\""),
+                    )
                 })?),
             };
             iso.isolated = Some(cx.at(Spanned::new(span, spec), "isolation.isolated"));
@@ -780,7 +804,8 @@ fn parse(name: &str, source: ProfileSource, text: &str) -> Result<Parsed, Profil
     if let Some(b) = raw.boot {
         let boot = &mut p.boot;
         if let Some(v) = b.preempt {
-            boot.preempt = Some(cx.one_of(v, "boot.preempt", &["none", "voluntary", "full", "lazy"])?);
+            boot.preempt =
+                Some(cx.one_of(v, "boot.preempt", &["none", "voluntary", "full", "lazy"])?);
         }
         if let Some(v) = b.nohz_full {
             boot.nohz_full = Some(cx.cpu_set(v, "boot.nohz_full", false)?);
@@ -798,7 +823,9 @@ fn parse(name: &str, source: ProfileSource, text: &str) -> Result<Parsed, Profil
                 return Err(cx.err(
                     v.span(),
                     "boot.isolcpus",
-                    format!("{bad:?} is not an isolcpus flag (accepted: domain, managed_irq, nohz)"),
+                    format!(
+                        "{bad:?} is not an isolcpus flag (accepted: domain, managed_irq, nohz)"
+                    ),
                 ));
             }
             boot.isolcpus = Some(cx.at(v, "boot.isolcpus"));
@@ -996,7 +1023,9 @@ impl Profiles {
                     source: def.source.clone(),
                     description,
                     overrides_builtin: defs.len() > 1
-                        && defs.first().is_some_and(|d| d.source == ProfileSource::BuiltIn),
+                        && defs
+                            .first()
+                            .is_some_and(|d| d.source == ProfileSource::BuiltIn),
                 })
             })
             .collect()
@@ -1050,10 +1079,13 @@ impl Profiles {
             Some((n, l)) if n == what && l != usize::MAX => l.saturating_sub(1),
             _ => top,
         };
-        let def = defs.get(level).cloned().ok_or_else(|| ProfileError::Unknown {
-            name: what.to_string(),
-            known: self.order.clone(),
-        })?;
+        let def = defs
+            .get(level)
+            .cloned()
+            .ok_or_else(|| ProfileError::Unknown {
+                name: what.to_string(),
+                known: self.order.clone(),
+            })?;
         Ok((what.to_string(), level, def))
     }
 
@@ -1075,19 +1107,19 @@ impl Profiles {
         };
         let mut description = None;
         for inc in &parsed.includes {
-            let (iname, ilevel, idef) =
-                self.find(&inc.value, Some((name, level)), dir.as_deref())
-                    .map_err(|e| match e {
-                        ProfileError::Unknown { .. } | ProfileError::Io { .. } => {
-                            ProfileError::Invalid {
-                                file: inc.at.file.clone(),
-                                line: inc.at.line,
-                                key: inc.at.key.clone(),
-                                message: format!("cannot include {:?}: {e}", inc.value),
-                            }
+            let (iname, ilevel, idef) = self
+                .find(&inc.value, Some((name, level)), dir.as_deref())
+                .map_err(|e| match e {
+                    ProfileError::Unknown { .. } | ProfileError::Io { .. } => {
+                        ProfileError::Invalid {
+                            file: inc.at.file.clone(),
+                            line: inc.at.line,
+                            key: inc.at.key.clone(),
+                            message: format!("cannot include {:?}: {e}", inc.value),
                         }
-                        other => other,
-                    })?;
+                    }
+                    other => other,
+                })?;
             let iident = idef.source.label(&iname);
             if stack.iter().any(|(_, _, id)| *id == iident) {
                 let mut chain: Vec<String> = stack.iter().map(|(n, _, _)| n.clone()).collect();
@@ -1156,7 +1188,8 @@ mod tests {
 
     #[test]
     fn unknown_key_names_file_line_and_key() {
-        let (line, key, msg) = invalid("description = \"x\"\n\n[cpu.2]\ngovernor = \"performance\"\nfrequency = 3\n");
+        let (line, key, msg) =
+            invalid("description = \"x\"\n\n[cpu.2]\ngovernor = \"performance\"\nfrequency = 3\n");
         assert_eq!(line, 5);
         assert_eq!(key, "cpu.2.frequency");
         assert!(msg.contains("unknown field"), "{msg}");
@@ -1185,8 +1218,7 @@ mod tests {
         let (line, key, msg) = invalid("[cpu.x2]\ngovernor = \"performance\"\n");
         assert_eq!((line, key.as_str()), (1, "cpu.x2"));
         assert!(msg.contains("accepted"), "{msg}");
-        let (line, key, _) =
-            invalid("[cpu.1]\nmax_idle_latency_us = 2\nmax_idle_state = \"C1\"\n");
+        let (line, key, _) = invalid("[cpu.1]\nmax_idle_latency_us = 2\nmax_idle_state = \"C1\"\n");
         assert_eq!((line, key.as_str()), (3, "cpu.1.max_idle_state"));
         let (_, key, _) = invalid("[boot]\npreempt = \"fast\"\n");
         assert_eq!(key, "boot.preempt");
@@ -1228,23 +1260,35 @@ mod tests {
     fn includes_chain_cycles_and_overrides() {
         let dir = tempfile::tempdir().unwrap();
         let w = |n: &str, t: &str| std::fs::write(dir.path().join(n), t).unwrap();
-        w("a.toml", "description = \"A\"\ninclude = \"b\"\n[system]\nturbo = true\n");
-        w("b.toml", "include = [\"lowlatency\"]\n[system]\nturbo = false\ntimer_migration = true\n[cpu.all]\ngovernor = \"powersave\"\n");
+        w(
+            "a.toml",
+            "description = \"A\"\ninclude = \"b\"\n[system]\nturbo = true\n",
+        );
+        w(
+            "b.toml",
+            "include = [\"lowlatency\"]\n[system]\nturbo = false\ntimer_migration = true\n[cpu.all]\ngovernor = \"powersave\"\n",
+        );
         w("c.toml", "include = \"d\"\n");
         w("d.toml", "include = \"e\"\n");
         w("e.toml", "include = \"c\"\n");
         w("self.toml", "include = \"self\"\n");
-        w("lowlatency.toml", "include = \"lowlatency\"\ndescription = \"mine\"\n[system]\nvmstat_interval_s = 30\n");
+        w(
+            "lowlatency.toml",
+            "include = \"lowlatency\"\ndescription = \"mine\"\n[system]\nvmstat_interval_s = 30\n",
+        );
         w("missing.toml", "\ninclude = \"nowhere\"\n");
         let p = Profiles::load(&[dir.path().to_path_buf()]).unwrap();
         let a = p.resolve("a").unwrap();
         assert_eq!(a.includes, vec!["lowlatency", "lowlatency", "b"]);
         assert_eq!(a.description, "A");
-        assert_eq!(a.system.turbo.as_ref().unwrap().value, true);
+        assert!(a.system.turbo.as_ref().unwrap().value);
         // b's timer_migration overrides lowlatency's, its cpu.all governor too.
-        assert_eq!(a.system.timer_migration.as_ref().unwrap().value, true);
+        assert!(a.system.timer_migration.as_ref().unwrap().value);
         assert_eq!(a.system.vmstat_interval_s.as_ref().unwrap().value, 30);
-        assert_eq!(a.settings_for(0, None).governor.unwrap().value, vec!["powersave"]);
+        assert_eq!(
+            a.settings_for(0, None).governor.unwrap().value,
+            vec!["powersave"]
+        );
         let e = p.resolve("c").unwrap_err().to_string();
         assert!(e.contains("include cycle: c → d → e → c"), "{e}");
         assert!(e.contains("e.toml:1: include"), "{e}");
@@ -1257,13 +1301,25 @@ mod tests {
         let l = p.resolve("lowlatency").unwrap();
         assert_eq!(l.description, "mine");
         assert!(matches!(l.source, ProfileSource::File(_)));
-        assert!(l.system.timer_migration.is_some(), "built-in settings inherited");
+        assert!(
+            l.system.timer_migration.is_some(),
+            "built-in settings inherited"
+        );
         let listed = p.list();
-        assert!(listed.iter().any(|l| l.name == "lowlatency" && l.overrides_builtin));
+        assert!(
+            listed
+                .iter()
+                .any(|l| l.name == "lowlatency" && l.overrides_builtin)
+        );
         // By path, relative includes resolve beside the file.
-        let by_path = p.resolve(dir.path().join("a.toml").to_str().unwrap()).unwrap();
+        let by_path = p
+            .resolve(dir.path().join("a.toml").to_str().unwrap())
+            .unwrap();
         assert_eq!(by_path.name, "a");
         let e = p.resolve("nonesuch").unwrap_err().to_string();
-        assert!(e.contains("unknown profile") && e.contains("lowlatency"), "{e}");
+        assert!(
+            e.contains("unknown profile") && e.contains("lowlatency"),
+            "{e}"
+        );
     }
 }

@@ -136,17 +136,31 @@ fn lowlatency_on_the_laptop_sets_what_it_says() {
     latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap();
     let cpu = "/sys/devices/system/cpu";
     for c in 0..4 {
-        assert_eq!(t.read(&format!("{cpu}/cpufreq/policy{c}/scaling_governor")), "performance\n");
         assert_eq!(
-            t.read(&format!("{cpu}/cpufreq/policy{c}/energy_performance_preference")),
+            t.read(&format!("{cpu}/cpufreq/policy{c}/scaling_governor")),
+            "performance\n"
+        );
+        assert_eq!(
+            t.read(&format!(
+                "{cpu}/cpufreq/policy{c}/energy_performance_preference"
+            )),
             "performance\n"
         );
         // POLL (0 µs) stays, C1 (2 µs) and deeper are disabled.
-        assert_eq!(t.read(&format!("{cpu}/cpu{c}/cpuidle/state0/disable")), "0\n");
+        assert_eq!(
+            t.read(&format!("{cpu}/cpu{c}/cpuidle/state0/disable")),
+            "0\n"
+        );
         for s in 1..5 {
-            assert_eq!(t.read(&format!("{cpu}/cpu{c}/cpuidle/state{s}/disable")), "1\n");
+            assert_eq!(
+                t.read(&format!("{cpu}/cpu{c}/cpuidle/state{s}/disable")),
+                "1\n"
+            );
         }
-        assert_eq!(t.read(&format!("{cpu}/cpu{c}/power/pm_qos_resume_latency_us")), "n/a\n");
+        assert_eq!(
+            t.read(&format!("{cpu}/cpu{c}/power/pm_qos_resume_latency_us")),
+            "n/a\n"
+        );
     }
     assert_eq!(t.read("/proc/sys/kernel/timer_migration"), "0\n");
     assert_eq!(t.read("/proc/sys/vm/stat_interval"), "10\n");
@@ -179,14 +193,21 @@ fn unsupported_knobs_say_why() {
         .filter(|i| i.knob.contains("idle haltpoll idle"))
         .collect();
     assert_eq!(idle.len(), 2);
-    assert!(idle.iter().all(|i| matches!(&i.state, ItemState::Change(c) if c.new == "1\n")));
+    assert!(
+        idle.iter()
+            .all(|i| matches!(&i.state, ItemState::Change(c) if c.new == "1\n"))
+    );
     // The ARM board has no EPP and no POLL: its shallowest state (WFI) stays enabled.
     let t = Tree::new("arm-board");
     let plan = Plan::build(&t.sys(), &p, None).unwrap();
     assert!(plan.items.iter().any(|i| i.knob.contains("energy_performance_preference")
         && matches!(&i.state, ItemState::Unsupported { why } if why.contains("cpufreq-dt"))));
-    assert!(plan.items.iter().any(|i| i.knob.starts_with("cpu0 idle WFI")
-        && matches!(&i.state, ItemState::Set { value } if value == "0")));
+    assert!(
+        plan.items
+            .iter()
+            .any(|i| i.knob.starts_with("cpu0 idle WFI")
+                && matches!(&i.state, ItemState::Set { value } if value == "0"))
+    );
 }
 
 #[test]
@@ -226,7 +247,13 @@ fn a_failure_at_the_nth_write_rolls_back_the_first_n_minus_one() {
         }
         let msg = e.to_string();
         assert!(msg.contains("EIO, errno 5"), "{msg}");
-        assert!(msg.starts_with("writing cpufreq policy") || msg.starts_with("writing cpu") || msg.starts_with("writing k") || msg.starts_with("writing vm"), "names the knob: {msg}");
+        assert!(
+            msg.starts_with("writing cpufreq policy")
+                || msg.starts_with("writing cpu")
+                || msg.starts_with("writing k")
+                || msg.starts_with("writing vm"),
+            "names the knob: {msg}"
+        );
         assert_same(&before, &t.root, &format!("failure at write {n}"));
         assert!(!t.state.join("tune.journal").exists());
     }
@@ -269,9 +296,15 @@ fn per_cpu_overrides_as_in_seed_003() {
         // C1 is state1 (2 µs): C1E, C6, C10 deeper.
         assert_eq!(dis(3, s), if s >= 2 { "1\n" } else { "0\n" });
     }
-    assert_eq!(t.read(&format!("{cpu}/cpufreq/policy2/scaling_governor")), "performance\n");
+    assert_eq!(
+        t.read(&format!("{cpu}/cpufreq/policy2/scaling_governor")),
+        "performance\n"
+    );
     for c in [0, 1, 3] {
-        assert_eq!(t.read(&format!("{cpu}/cpufreq/policy{c}/scaling_governor")), "powersave\n");
+        assert_eq!(
+            t.read(&format!("{cpu}/cpufreq/policy{c}/scaling_governor")),
+            "powersave\n"
+        );
     }
     latlab_tune::restore(&t.sys(), &t.state).unwrap();
     assert_same(&before, &t.root, "seed 003");
@@ -286,8 +319,14 @@ fn per_cpu_overrides_as_in_seed_003() {
     latlab_tune::apply(&t.sys(), &low, &t.state, &o).unwrap();
     assert_eq!(dis(0, 3), "0\n");
     assert_eq!(t.read(&format!("{cpu}/cpu1/cpuidle/state3/disable")), "1\n");
-    assert_eq!(t.read(&format!("{cpu}/cpufreq/policy0/scaling_governor")), "powersave\n");
-    assert_eq!(t.read(&format!("{cpu}/cpufreq/policy1/scaling_governor")), "performance\n");
+    assert_eq!(
+        t.read(&format!("{cpu}/cpufreq/policy0/scaling_governor")),
+        "powersave\n"
+    );
+    assert_eq!(
+        t.read(&format!("{cpu}/cpufreq/policy1/scaling_governor")),
+        "performance\n"
+    );
     latlab_tune::restore(&t.sys(), &t.state).unwrap();
 }
 
@@ -306,20 +345,38 @@ fn idle_states_are_chosen_per_cpu_by_latency_and_name_not_by_index() {
     drop_c1e_on_cpu1(&t);
     let dir = tempfile::tempdir().unwrap();
     let by_latency = profile_file(dir.path(), "lat", "[cpu.all]\nmax_idle_latency_us = 10\n");
-    let p = Profiles::builtin().resolve(by_latency.to_str().unwrap()).unwrap();
+    let p = Profiles::builtin()
+        .resolve(by_latency.to_str().unwrap())
+        .unwrap();
     let before = snapshot(&t.root);
     latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap();
-    let dis = |c: u32, s: u32| t.read(&format!("/sys/devices/system/cpu/cpu{c}/cpuidle/state{s}/disable"));
+    let dis = |c: u32, s: u32| {
+        t.read(&format!(
+            "/sys/devices/system/cpu/cpu{c}/cpuidle/state{s}/disable"
+        ))
+    };
     // cpu0: POLL C1 C1E stay (≤ 10 µs), C6 (state3) and C10 (state4) go.
-    assert_eq!((0..5).map(|s| dis(0, s)).collect::<String>(), "0\n0\n0\n1\n1\n");
+    assert_eq!(
+        (0..5).map(|s| dis(0, s)).collect::<String>(),
+        "0\n0\n0\n1\n1\n"
+    );
     // cpu1: POLL C1 stay, C6 (now state2) and C10 (state3) go.
-    assert_eq!((0..4).map(|s| dis(1, s)).collect::<String>(), "0\n0\n1\n1\n");
+    assert_eq!(
+        (0..4).map(|s| dis(1, s)).collect::<String>(),
+        "0\n0\n1\n1\n"
+    );
     latlab_tune::restore(&t.sys(), &t.state).unwrap();
     assert_same(&before, &t.root, "by latency");
 
     // By name: "no deeper than C1E" exists on cpu0 only; cpu1 says why it is left alone.
-    let by_name = profile_file(dir.path(), "name", "[cpu.all]\nmax_idle_state = \"C6\"\n[cpu.\"1-2\"]\nmax_idle_state = \"C1E\"\n");
-    let p = Profiles::builtin().resolve(by_name.to_str().unwrap()).unwrap();
+    let by_name = profile_file(
+        dir.path(),
+        "name",
+        "[cpu.all]\nmax_idle_state = \"C6\"\n[cpu.\"1-2\"]\nmax_idle_state = \"C1E\"\n",
+    );
+    let p = Profiles::builtin()
+        .resolve(by_name.to_str().unwrap())
+        .unwrap();
     let plan = Plan::build(&t.sys(), &p, None).unwrap();
     let cpu1 = plan
         .items
@@ -334,9 +391,18 @@ fn idle_states_are_chosen_per_cpu_by_latency_and_name_not_by_index() {
         other => panic!("{other:?}"),
     }
     latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap();
-    assert_eq!((0..5).map(|s| dis(0, s)).collect::<String>(), "0\n0\n0\n0\n1\n");
-    assert_eq!((0..5).map(|s| dis(2, s)).collect::<String>(), "0\n0\n0\n1\n1\n");
-    assert_eq!((0..4).map(|s| dis(1, s)).collect::<String>(), "0\n0\n0\n0\n");
+    assert_eq!(
+        (0..5).map(|s| dis(0, s)).collect::<String>(),
+        "0\n0\n0\n0\n1\n"
+    );
+    assert_eq!(
+        (0..5).map(|s| dis(2, s)).collect::<String>(),
+        "0\n0\n0\n1\n1\n"
+    );
+    assert_eq!(
+        (0..4).map(|s| dis(1, s)).collect::<String>(),
+        "0\n0\n0\n0\n"
+    );
     latlab_tune::restore(&t.sys(), &t.state).unwrap();
     assert_same(&before, &t.root, "by name");
 }
@@ -346,17 +412,34 @@ fn profiles_that_do_not_fit_the_machine_are_rejected_with_file_line_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let t = Tree::new("laptop-intel");
     let before = snapshot(&t.root);
-    let unknown = profile_file(dir.path(), "seven", "description = \"x\"\n\n[cpu.7]\ngovernor = \"performance\"\n");
-    let p = Profiles::builtin().resolve(unknown.to_str().unwrap()).unwrap();
+    let unknown = profile_file(
+        dir.path(),
+        "seven",
+        "description = \"x\"\n\n[cpu.7]\ngovernor = \"performance\"\n",
+    );
+    let p = Profiles::builtin()
+        .resolve(unknown.to_str().unwrap())
+        .unwrap();
     let e = latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap_err();
     assert!(e.is_usage());
     let msg = e.to_string();
-    assert!(msg.contains("seven.toml:3: cpu.7: CPU 7 does not exist here (CPUs: 0-3)"), "{msg}");
+    assert!(
+        msg.contains("seven.toml:3: cpu.7: CPU 7 does not exist here (CPUs: 0-3)"),
+        "{msg}"
+    );
     // One cpufreq policy for CPUs 0-3 on the ARM board: per-CPU governors cannot differ.
     let arm = Tree::new("arm-board");
-    let conflict = profile_file(dir.path(), "conflict", "[cpu.all]\ngovernor = \"ondemand\"\n[cpu.2]\ngovernor = \"performance\"\n");
-    let p = Profiles::builtin().resolve(conflict.to_str().unwrap()).unwrap();
-    let msg = latlab_tune::apply(&arm.sys(), &p, &arm.state, &opts()).unwrap_err().to_string();
+    let conflict = profile_file(
+        dir.path(),
+        "conflict",
+        "[cpu.all]\ngovernor = \"ondemand\"\n[cpu.2]\ngovernor = \"performance\"\n",
+    );
+    let p = Profiles::builtin()
+        .resolve(conflict.to_str().unwrap())
+        .unwrap();
+    let msg = latlab_tune::apply(&arm.sys(), &p, &arm.state, &opts())
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("conflict.toml:4: cpu.2.governor"), "{msg}");
     assert!(msg.contains("share cpufreq policy0"), "{msg}");
     let cpus = latlab_tune::apply(
@@ -369,7 +452,10 @@ fn profiles_that_do_not_fit_the_machine_are_rejected_with_file_line_and_key() {
         },
     )
     .unwrap_err();
-    assert!(cpus.is_usage() && cpus.to_string().contains("CPU 4 is absent or offline"), "{cpus}");
+    assert!(
+        cpus.is_usage() && cpus.to_string().contains("CPU 4 is absent or offline"),
+        "{cpus}"
+    );
     assert_same(&before, &t.root, "nothing written");
     assert!(!t.state.join("tune.journal").exists());
 }
@@ -383,18 +469,29 @@ fn restore_after_a_reboot_writes_nothing_and_says_what_the_reboot_reset() {
     let after = snapshot(&t.root);
     let fresh = Tree::new("vm");
     copy_dir(&fresh.root, &t.root);
-    t.write("/proc/sys/kernel/random/boot_id", "00000000-1111-2222-3333-444444444444\n");
+    t.write(
+        "/proc/sys/kernel/random/boot_id",
+        "00000000-1111-2222-3333-444444444444\n",
+    );
     t.write("/proc/sys/vm/stat_interval", "5\n");
     let status = latlab_tune::status(&t.sys(), &t.state).unwrap();
     assert!(status.rebooted && status.stale);
     let notice = status.stale_notice(&t.state).unwrap();
-    assert!(notice.contains("before the last reboot") && notice.contains("latlab tune restore"), "{notice}");
+    assert!(
+        notice.contains("before the last reboot") && notice.contains("latlab tune restore"),
+        "{notice}"
+    );
     let v = latlab_tune::verify(&t.sys(), &t.state).unwrap();
     assert!(v.rebooted && v.drifted() > 0);
     let before_restore = snapshot(&t.root);
     let report = latlab_tune::restore(&t.sys(), &t.state).unwrap();
     assert!(report.rebooted);
-    assert!(report.lines.iter().any(|l| matches!(&l.outcome, Outcome::ResetByReboot { .. })));
+    assert!(
+        report
+            .lines
+            .iter()
+            .any(|l| matches!(&l.outcome, Outcome::ResetByReboot { .. }))
+    );
     let left = report
         .lines
         .iter()
@@ -422,15 +519,25 @@ fn verify_names_expected_and_actual_and_restore_notices_the_change() {
     let v = latlab_tune::verify(&t.sys(), &t.state).unwrap();
     assert_eq!(v.drifted(), 1);
     let c = v.checks.iter().find(|c| !c.ok).unwrap();
-    assert_eq!((c.knob.as_str(), c.expected.as_str(), c.actual.as_str()), ("kernel.timer_migration", "0", "1"));
+    assert_eq!(
+        (c.knob.as_str(), c.expected.as_str(), c.actual.as_str()),
+        ("kernel.timer_migration", "0", "1")
+    );
     assert!(c.who.as_ref().unwrap().contains("unknown"));
     // Without a journal, against the profile.
     let vp = latlab_tune::verify_profile(&t.sys(), &p, None).unwrap();
     assert_eq!(vp.drifted(), 1);
     assert!(!vp.unsupported.is_empty());
     let r = latlab_tune::restore(&t.sys(), &t.state).unwrap();
-    let line = r.lines.iter().find(|l| l.knob == "kernel.timer_migration").unwrap();
-    assert!(matches!(line.outcome, Outcome::AlreadyBack { .. }), "{line}");
+    let line = r
+        .lines
+        .iter()
+        .find(|l| l.knob == "kernel.timer_migration")
+        .unwrap();
+    assert!(
+        matches!(line.outcome, Outcome::AlreadyBack { .. }),
+        "{line}"
+    );
 }
 
 #[test]
@@ -448,7 +555,10 @@ fn a_temporary_tuning_holds_the_lock_and_restores_on_drop_and_on_panic() {
             Err(TuneError::Busy { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(latlab_tune::restore(&t.sys(), &t.state), Err(TuneError::Busy { .. })));
+        assert!(matches!(
+            latlab_tune::restore(&t.sys(), &t.state),
+            Err(TuneError::Busy { .. })
+        ));
         let st = latlab_tune::status(&t.sys(), &t.state).unwrap();
         assert!(st.holder.is_some() && !st.stale);
     }
@@ -458,7 +568,12 @@ fn a_temporary_tuning_holds_the_lock_and_restores_on_drop_and_on_panic() {
     let n = guard.applied().written.len();
     let report = guard.restore().unwrap();
     assert_eq!(report.lines.len(), n);
-    assert!(report.lines.iter().all(|l| matches!(l.outcome, Outcome::Restored { .. })));
+    assert!(
+        report
+            .lines
+            .iter()
+            .all(|l| matches!(l.outcome, Outcome::Restored { .. }))
+    );
     assert_same(&before, &t.root, "explicit restore");
     // A panic while tuned unwinds through the guard.
     let sys = t.sys();
@@ -470,10 +585,19 @@ fn a_temporary_tuning_holds_the_lock_and_restores_on_drop_and_on_panic() {
     assert!(r.is_err());
     assert_same(&before, &t.root, "after a panic");
     // A persistent tuning in place: a temporary one refuses, another apply restores it first.
-    latlab_tune::apply(&t.sys(), &profiles.resolve("throughput").unwrap(), &t.state, &opts()).unwrap();
+    latlab_tune::apply(
+        &t.sys(),
+        &profiles.resolve("throughput").unwrap(),
+        &t.state,
+        &opts(),
+    )
+    .unwrap();
     match TemporaryTuning::apply(&t.sys(), &low, None, &t.state) {
         Err(e @ TuneError::AlreadyApplied { .. }) => {
-            assert!(e.to_string().contains("profile throughput is applied"), "{e}")
+            assert!(
+                e.to_string().contains("profile throughput is applied"),
+                "{e}"
+            )
         }
         other => panic!("{other:?}"),
     }
@@ -512,7 +636,11 @@ fn realtime_splits_cpus_and_moves_irqs_and_workqueues() {
     for e in irqs {
         let l = std::fs::read_to_string(e.path().join("smp_affinity_list")).unwrap();
         let l = CpuList::parse(l.trim()).unwrap();
-        assert!(l.cpus().iter().all(|c| [0, 2].contains(c)), "{:?}: {l}", e.path());
+        assert!(
+            l.cpus().iter().all(|c| [0, 2].contains(c)),
+            "{:?}: {l}",
+            e.path()
+        );
     }
     assert!(a.plan.items.iter().any(|i| i.knob == "kernel thread affinity"
         && matches!(&i.state, ItemState::Unsupported { why } if why.contains("live system"))));
@@ -525,7 +653,10 @@ fn realtime_splits_cpus_and_moves_irqs_and_workqueues() {
     assert_eq!(plan.split.unwrap().isolated.to_string(), "3");
     let plan = Plan::build(&arm.sys(), &p, Some(&CpuList::parse("2-3").unwrap())).unwrap();
     let s = plan.split.unwrap();
-    assert_eq!((s.isolated.to_string(), s.why.as_str()), ("2-3".to_string(), "given with --cpus"));
+    assert_eq!(
+        (s.isolated.to_string(), s.why.as_str()),
+        ("2-3".to_string(), "given with --cpus")
+    );
 }
 
 #[test]
@@ -544,7 +675,9 @@ fn boot_advice_for_this_kernel_and_the_grub_drop_in() {
     };
     assert_eq!(opt(&a, "preempt=").option, "preempt=full");
     assert_eq!(opt(&a, "preempt=").status, boot::BootStatus::Add);
-    assert!(matches!(opt(&a, "nohz_full=").status, boot::BootStatus::NeedsKernel { why } if why.contains("CONFIG_NO_HZ_FULL")));
+    assert!(
+        matches!(opt(&a, "nohz_full=").status, boot::BootStatus::NeedsKernel { why } if why.contains("CONFIG_NO_HZ_FULL"))
+    );
     assert_eq!(opt(&a, "rcu_nocbs=").option, "rcu_nocbs=1");
     assert_eq!(opt(&a, "isolcpus=").option, "isolcpus=managed_irq,domain,1");
     assert_eq!(opt(&a, "irqaffinity=").option, "irqaffinity=0");
@@ -553,7 +686,10 @@ fn boot_advice_for_this_kernel_and_the_grub_drop_in() {
     let prt = a.kernel.iter().find(|k| k.what == "PREEMPT_RT").unwrap();
     assert!(prt.status.is_err());
     let e = boot::write_dropin(&vm.sys(), &a).unwrap_err().to_string();
-    assert!(e.contains("no GRUB here") && e.contains("preempt=full"), "{e}");
+    assert!(
+        e.contains("no GRUB here") && e.contains("preempt=full"),
+        "{e}"
+    );
     // The AMD desktop already boots with preempt=full threadirqs.
     let amd = Tree::new("amd-desktop");
     let a = boot::advise(&amd.sys(), &rt, None).unwrap();
@@ -562,7 +698,10 @@ fn boot_advice_for_this_kernel_and_the_grub_drop_in() {
     let w = boot::write_dropin(&amd.sys(), &a).unwrap();
     assert!(w.path.ends_with("etc/default/grub.d/latlab.cfg"));
     let text = amd.read(boot::GRUB_DROPIN);
-    assert!(text.contains("GRUB_CMDLINE_LINUX_DEFAULT=\"${GRUB_CMDLINE_LINUX_DEFAULT} nohz_full=1,3"), "{text}");
+    assert!(
+        text.contains("GRUB_CMDLINE_LINUX_DEFAULT=\"${GRUB_CMDLINE_LINUX_DEFAULT} nohz_full=1,3"),
+        "{text}"
+    );
     assert!(!text.contains("preempt=full"), "already set: {text}");
     assert_eq!(a.grub_command, "update-grub");
     assert!(boot::remove_dropin(&amd.sys()).unwrap().is_some());
@@ -581,6 +720,10 @@ fn recommendations_follow_the_facts() {
         let t = Tree::new(tree);
         let r = boot::recommend(&t.sys());
         assert_eq!(r.profile, want, "{tree}: {r:?}");
-        assert!(r.facts.iter().any(|f| f.contains(fact)), "{tree}: {:?}", r.facts);
+        assert!(
+            r.facts.iter().any(|f| f.contains(fact)),
+            "{tree}: {:?}",
+            r.facts
+        );
     }
 }

@@ -408,7 +408,10 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
     }
     let drift = report.drifted();
     if drift == 0 {
-        println!("verify: passed ({} values as expected)", report.checks.len());
+        println!(
+            "verify: passed ({} values as expected)",
+            report.checks.len()
+        );
         Ok(ExitCode::SUCCESS)
     } else {
         println!(
@@ -459,9 +462,9 @@ fn boot_cmd(ctx: &Ctx, a: &BootArgs) -> CliResult<ExitCode> {
     if a.remove {
         match boot::remove_dropin(&ctx.sys).map_err(usage)? {
             Some(p) => println!(
-                "removed {}; run {} and reboot to drop its options",
+                "removed {}; run `{}` and reboot to drop its options",
                 p.display(),
-                "update-grub (or grub2-mkconfig -o /boot/grub2/grub.cfg)"
+                boot::grub_command(&ctx.sys)
             ),
             None => println!("no {} to remove", boot::GRUB_DROPIN),
         }

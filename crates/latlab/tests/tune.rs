@@ -102,17 +102,29 @@ fn ok(out: &Output) -> String {
 fn list_and_show_say_what_each_profile_trades_and_changes() {
     let t = Tree::new("vm");
     let out = ok(&t.run(&["tune", "list"]));
-    for name in ["throughput", "lowlatency", "realtime", "powersave", "balanced"] {
+    for name in [
+        "throughput",
+        "lowlatency",
+        "realtime",
+        "powersave",
+        "balanced",
+    ] {
         assert!(out.contains(&format!("{name} (built-in)")), "{out}");
     }
     assert!(out.contains("trades"), "{out}");
     let out = ok(&t.run(&["tune", "show", "lowlatency"]));
     assert!(out.contains("cpufreq governor"), "{out}");
     assert!(out.contains("unsupported here: no cpufreq driver"), "{out}");
-    assert!(out.contains("cpu1 idle haltpoll idle (state1, exit 1 µs) disable"), "{out}");
+    assert!(
+        out.contains("cpu1 idle haltpoll idle (state1, exit 1 µs) disable"),
+        "{out}"
+    );
     assert!(out.contains("0 → 1"), "{out}");
     assert!(out.contains("1 → 10"), "{out}");
-    assert!(out.contains("6 to change, 2 already set, 2 unsupported here"), "{out}");
+    assert!(
+        out.contains("6 to change, 2 already set, 2 unsupported here"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -126,12 +138,30 @@ fn bad_input_exits_2_with_one_line_and_writes_nothing() {
     let unknown_key = t.dir.path().join("typo.toml");
     std::fs::write(&unknown_key, "[system]\ntimer_migraton = false\n").unwrap();
     let cases: Vec<(Vec<&str>, String)> = vec![
-        (vec!["tune", "apply", "nonesuch"], "unknown profile \"nonesuch\"".into()),
-        (vec!["tune", "apply", bad.to_str().unwrap()], "bad.toml:3: cpu.all.governor".into()),
-        (vec!["tune", "apply", seven.to_str().unwrap()], "seven.toml:1: cpu.7: CPU 7 does not exist here".into()),
-        (vec!["tune", "show", unknown_key.to_str().unwrap()], "typo.toml:2: system.timer_migraton: unknown field".into()),
-        (vec!["tune", "apply", "lowlatency", "--cpus", "9"], "--cpus 9: CPU 9 is absent or offline".into()),
-        (vec!["tune", "apply", "lowlatency", "--cpus", "x"], "--cpus".into()),
+        (
+            vec!["tune", "apply", "nonesuch"],
+            "unknown profile \"nonesuch\"".into(),
+        ),
+        (
+            vec!["tune", "apply", bad.to_str().unwrap()],
+            "bad.toml:3: cpu.all.governor".into(),
+        ),
+        (
+            vec!["tune", "apply", seven.to_str().unwrap()],
+            "seven.toml:1: cpu.7: CPU 7 does not exist here".into(),
+        ),
+        (
+            vec!["tune", "show", unknown_key.to_str().unwrap()],
+            "typo.toml:2: system.timer_migraton: unknown field".into(),
+        ),
+        (
+            vec!["tune", "apply", "lowlatency", "--cpus", "9"],
+            "--cpus 9: CPU 9 is absent or offline".into(),
+        ),
+        (
+            vec!["tune", "apply", "lowlatency", "--cpus", "x"],
+            "--cpus".into(),
+        ),
         (vec!["tune", "hold"], "--us N".into()),
         (vec!["tune", "frobnicate"], "unrecognized subcommand".into()),
     ];
@@ -152,9 +182,15 @@ fn apply_status_verify_restore_round_trip() {
     let before = snapshot(&t.root);
     let out = ok(&t.run(&["tune", "apply", "lowlatency"]));
     assert!(out.contains("applied lowlatency on CPUs 0-3"), "{out}");
-    assert!(out.contains("cpufreq policy0 (CPU 0) governor  powersave → performance"), "{out}");
+    assert!(
+        out.contains("cpufreq policy0 (CPU 0) governor  powersave → performance"),
+        "{out}"
+    );
     let out = ok(&t.run(&["tune", "status"]));
-    assert!(out.contains("profile lowlatency (built-in) applied on CPUs 0-3 since"), "{out}");
+    assert!(
+        out.contains("profile lowlatency (built-in) applied on CPUs 0-3 since"),
+        "{out}"
+    );
     let out = ok(&t.run(&["tune", "verify"]));
     assert!(out.contains("verify: passed"), "{out}");
     std::fs::write(t.root.join("proc/sys/kernel/timer_migration"), "1\n").unwrap();
@@ -193,7 +229,10 @@ fn an_injected_write_failure_rolls_back_and_names_knob_and_errno() {
         "names the knob: {err}"
     );
     assert!(err.contains("EIO, errno 5"), "{err}");
-    assert!(err.contains("rolled back the 2 values already written"), "{err}");
+    assert!(
+        err.contains("rolled back the 2 values already written"),
+        "{err}"
+    );
     assert_eq!(snapshot(&t.root), before);
     assert!(!t.state.join("tune.journal").exists());
 }
@@ -230,7 +269,10 @@ fn sigkill_in_the_middle_of_apply_then_restore_puts_the_tree_back() {
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(
-        err.contains(&format!("another latlab process (pid {}) is tuning", child.id())),
+        err.contains(&format!(
+            "another latlab process (pid {}) is tuning",
+            child.id()
+        )),
         "{err}"
     );
     // SIGKILL: no destructor, no cleanup.
@@ -266,7 +308,12 @@ fn without_root_nothing_is_written() {
                 .unwrap();
         }
         Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+            ])
             .arg(env!("CARGO_BIN_EXE_latlab"))
             .arg("--sysroot")
             .arg(&t.root)
@@ -298,8 +345,16 @@ fn boot_advice_writes_and_removes_the_grub_drop_in() {
     let out = ok(&vm.run(&["tune", "boot", "realtime"]));
     assert!(out.contains("preempt=full"), "{out}");
     assert!(out.contains("nohz_full=1"), "{out}");
-    assert!(out.contains("needs a different kernel: nohz_full= needs a kernel built with CONFIG_NO_HZ_FULL"), "{out}");
-    assert!(out.contains("HZ 1000: needs a different kernel: CONFIG_HZ is 250"), "{out}");
+    assert!(
+        out.contains(
+            "needs a different kernel: nohz_full= needs a kernel built with CONFIG_NO_HZ_FULL"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("HZ 1000: needs a different kernel: CONFIG_HZ is 250"),
+        "{out}"
+    );
     let out = vm.run(&["tune", "boot", "realtime", "--write"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("no GRUB here"));
@@ -307,7 +362,12 @@ fn boot_advice_writes_and_removes_the_grub_drop_in() {
     let out = ok(&amd.run(&["tune", "boot", "realtime", "--cpus", "2-3", "--write"]));
     assert!(out.contains("run `update-grub` and reboot"), "{out}");
     let dropin = std::fs::read_to_string(amd.root.join("etc/default/grub.d/latlab.cfg")).unwrap();
-    assert!(dropin.contains("nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 isolcpus=managed_irq,domain,2-3"), "{dropin}");
+    assert!(
+        dropin.contains(
+            "nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 isolcpus=managed_irq,domain,2-3"
+        ),
+        "{dropin}"
+    );
     let out = ok(&amd.run(&["tune", "boot", "--remove"]));
     assert!(out.contains("removed"), "{out}");
     assert!(!amd.root.join("etc/default/grub.d/latlab.cfg").exists());
@@ -324,7 +384,10 @@ fn recommend_and_hold() {
     assert!(out.contains("recommended: powersave"), "{out}");
     // In a fixture tree /dev/cpu_dma_latency is a plain file: the request is written into it.
     let out = ok(&vm.run(&["tune", "hold", "--us", "7", "--duration", "50ms"]));
-    assert!(out.contains("holding /dev/cpu_dma_latency at 7 µs"), "{out}");
+    assert!(
+        out.contains("holding /dev/cpu_dma_latency at 7 µs"),
+        "{out}"
+    );
     assert!(out.contains("released (time is up)"), "{out}");
     let bytes = std::fs::read(vm.root.join("dev/cpu_dma_latency")).unwrap();
     assert_eq!(bytes, 7i32.to_ne_bytes());
