@@ -459,6 +459,17 @@ fn restore_locked(
     state_dir: &Path,
     js: JournalState,
 ) -> Result<RestoreReport, TuneError> {
+    let root = sys.root().display().to_string();
+    if js.header.sysroot != root {
+        return Err(TuneError::Journal {
+            path: js.path.clone(),
+            message: format!(
+                "its values were written under the system root {}, not {root}; restore with \
+                 that root",
+                js.header.sysroot
+            ),
+        });
+    }
     let rebooted = rebooted(sys, &js.header);
     let mut journal = Journal::open(state_dir)?;
     let mut entries = js.live_entries();
