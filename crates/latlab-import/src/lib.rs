@@ -1,0 +1,752 @@
+//! Results of other latency tools read into latlab's [`RunResult`], so they sit in the same store,
+//! reports and comparisons as latlab's own runs:
+//!
+//! - `cyclictest --json` files (rt-tests 2.x), including the `"cmdline:"` key;
+//! - cyclictest `-h N` histogram text (stdout, or `--histfile`);
+//! - `stress-ng --cyclic` logs (the `cyclic:` lines of `-v` or `--log-file` output);
+//! - jitterdebugger `results.json`.
+//!
+//! What a format does not carry is said in the result's `environment.warnings`, never invented:
+//! no windows, spikes or samplers; microsecond or bucket resolution; samples beyond a histogram's
+//! range (recorded at the range's end, with only the maximum exact). Parsing is pure.
+
+use latlab_hist::Histogram;
+use latlab_model::{
+    Clock, MeasureConfig, Method, Overall, Policy, RunEnvironment, RunResult, SCHEMA,
+    SCHEMA_VERSION, Spikes, Stats, StopReason, SystemInfo, ThreadResult,
+};
+use serde_json::Value;
+
+/// The formats latlab reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    CyclictestJson,
+    CyclictestHist,
+    StressNgCyclic,
+    Jitterdebugger,
+}
+
+impl Format {
+    pub const ALL: [Format; 4] = [
+        Format::CyclictestJson,
+        Format::CyclictestHist,
+        Format::StressNgCyclic,
+        Format::Jitterdebugger,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::CyclictestJson => "cyclictest-json",
+            Format::CyclictestHist => "cyclictest-hist",
+            Format::StressNgCyclic => "stress-ng",
+            Format::Jitterdebugger => "jitterdebugger",
+        }
+    }
+    pub fn from_name(name: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// Why a file could not be read; `line` is 0 when the problem is not on one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{message}", if *.line > 0 { format!("line {}: ", .line) } else { String::new() })]
+pub struct ImportError {
+    pub line: usize,
+    pub message: String,
+}
+
+fn err<T>(line: usize, message: impl Into<String>) -> Result<T, ImportError> {
+    Err(ImportError {
+        line,
+        message: message.into(),
+    })
+}
+
+/// Recognise a file's format from its content.
+pub fn detect(text: &str) -> Option<Format> {
+    let t = text.trim_start();
+    if t.starts_with('{') {
+        let v: Value = serde_json::from_str(t).ok()?;
+        if v.get("thread").is_some() && v.get("num_threads").is_some() {
+            return Some(Format::CyclictestJson);
+        }
+        if v.get("cpu").is_some() && v.get("sysinfo").is_some() {
+            return Some(Format::Jitterdebugger);
+        }
+        return None;
+    }
+    if text
+        .lines()
+        .any(|l| l.contains("cyclic:") && l.contains("stress-ng"))
+    {
+        return Some(Format::StressNgCyclic);
+    }
+    if text.lines().any(|l| l.starts_with("# Max Latencies:")) {
+        return Some(Format::CyclictestHist);
+    }
+    None
+}
+
+/// Read `text` (in `format`, or detected) into a result. `source` names the file in the result.
+pub fn import(text: &str, format: Option<Format>, source: &str) -> Result<RunResult, ImportError> {
+    let format = match format.or_else(|| detect(text)) {
+        Some(f) => f,
+        None => {
+            return err(
+                0,
+                "not a format latlab reads (accepted: cyclictest --json, cyclictest -h text, \
+                 stress-ng --cyclic log, jitterdebugger results.json)",
+            );
+        }
+    };
+    let mut r = match format {
+        Format::CyclictestJson => cyclictest_json(text)?,
+        Format::CyclictestHist => cyclictest_hist(text)?,
+        Format::StressNgCyclic => stress_ng(text)?,
+        Format::Jitterdebugger => jitterdebugger(text)?,
+    };
+    r.environment.warnings.insert(
+        0,
+        format!(
+            "imported from {} ({source}): no windows, spikes, missed periods or samplers are \
+             recorded in that format",
+            format.name()
+        ),
+    );
+    // The same file always gets the same id, so importing it twice is noticed.
+    r.id = format!("import-{}-{:016x}", format.name(), fnv64(text));
+    Ok(r)
+}
+
+fn fnv64(text: &str) -> u64 {
+    text.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    })
+}
+
+/// One thread's samples as read: histogram rows in µs, overflow beyond the range.
+struct Thread {
+    cpu: Option<u32>,
+    /// (value in ns, count)
+    rows: Vec<(u64, u64)>,
+    total: u64,
+    max_ns: Option<u64>,
+    /// Where values above the histogram's range are recorded (the range's end).
+    range_end_ns: u64,
+}
+
+/// Build a thread's histogram: rows as read, samples the rows lack recorded at the range's end
+/// with the maximum exact; the minimum exact where known. Returns a warning when values were
+/// placed at a bound.
+fn thread_histogram(t: &Thread, label: &str) -> (Histogram, Option<String>) {
+    let mut h = Histogram::new();
+    let in_rows: u64 = t.rows.iter().map(|r| r.1).sum();
+    for &(v, n) in &t.rows {
+        h.record_n(v, n);
+    }
+    let mut warning = None;
+    let over = t.total.saturating_sub(in_rows);
+    if over > 0 {
+        let max = t.max_ns.unwrap_or(t.range_end_ns).max(t.range_end_ns);
+        // Just past the range's end (its first unit's middle), so no reader puts them inside it.
+        h.record_n(t.range_end_ns + 500, over - 1);
+        h.record(max);
+        warning = Some(format!(
+            "{label}: {over} of {} samples lie beyond the histogram range ({} us) and are \
+             recorded there (only their maximum, {:.1} us, is exact); percentiles above p{:.3} \
+             are lower bounds",
+            t.total,
+            t.range_end_ns / 1000,
+            max as f64 / 1000.0,
+            100.0 * (1.0 - over as f64 / t.total as f64)
+        ));
+    }
+    (h, warning)
+}
+
+/// Turn threads into a result with the given configuration and system.
+fn assemble(
+    threads: Vec<Thread>,
+    config: MeasureConfig,
+    system: SystemInfo,
+    started_unix_ns: u64,
+    warnings: Vec<String>,
+) -> RunResult {
+    let mut env = RunEnvironment {
+        warnings,
+        ..RunEnvironment::default()
+    };
+    let mut results = Vec::new();
+    let mut overall = Histogram::new();
+    for (i, t) in threads.iter().enumerate() {
+        let label = match t.cpu {
+            Some(c) => format!("cpu{c}"),
+            None => format!("thread{i}"),
+        };
+        let (h, warning) = thread_histogram(t, &label);
+        env.warnings.extend(warning);
+        overall.merge(&h);
+        results.push(ThreadResult {
+            label,
+            cpu: t.cpu,
+            tid: 0,
+            missed: 0,
+            expected_periods: None,
+            max_at_ns: 0,
+            stats: Stats::of(&h),
+            corrected: Stats::of(&h),
+            cpu_time_ns: None,
+            corrected_histogram: h.clone(),
+            histogram: h,
+            windows: Vec::new(),
+        });
+    }
+    let max_thread = results
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, t)| t.stats.max)
+        .map_or(0, |(i, _)| i as u32);
+    let elapsed_ns = config.duration_ns.unwrap_or(0);
+    RunResult {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        latlab_version: env!("CARGO_PKG_VERSION").into(),
+        id: String::new(),
+        started_at: latlab_model::rfc3339_utc(started_unix_ns),
+        ended_at: latlab_model::rfc3339_utc(started_unix_ns + elapsed_ns),
+        start_unix_ns: started_unix_ns,
+        elapsed_ns,
+        config,
+        system,
+        environment: env,
+        stop: StopReason::Loops,
+        overall: Overall {
+            missed: 0,
+            max_at_ns: 0,
+            max_thread,
+            stats: Stats::of(&overall),
+            corrected: Stats::of(&overall),
+            histogram: overall,
+        },
+        threads: results,
+        spikes: Spikes::default(),
+        samples: None,
+        loads: Default::default(),
+        trace: None,
+    }
+}
+
+fn config(interval_ns: u64, threads: usize, cpus: Option<Vec<u32>>) -> MeasureConfig {
+    MeasureConfig {
+        interval_ns,
+        duration_ns: None,
+        loops: None,
+        cpus,
+        threads: threads as u32,
+        policy: Policy::Fifo,
+        priority: 0,
+        deadline: None,
+        method: Method::ClockNanosleep,
+        relative: false,
+        clock: Clock::Monotonic,
+        timer_slack_ns: 0,
+        pm_qos_us: None,
+        mlock: false,
+        window_ns: 0,
+        spike_threshold_ns: None,
+        spike_limit: 0,
+        break_threshold_ns: None,
+        waker_cpu: None,
+        stagger: false,
+    }
+}
+
+/// What a cyclictest command line says about the run (rt-tests option names).
+struct CyclictestArgs {
+    interval_us: u64,
+    priority: u32,
+    policy: Policy,
+    relative: bool,
+    method: Method,
+    mlock: bool,
+    duration_ns: Option<u64>,
+    loops: Option<u64>,
+    clock: Clock,
+}
+
+fn cyclictest_args(cmdline: &str) -> CyclictestArgs {
+    let mut a = CyclictestArgs {
+        interval_us: 1000,
+        priority: 0,
+        policy: Policy::Other,
+        relative: false,
+        method: Method::ClockNanosleep,
+        mlock: false,
+        duration_ns: None,
+        loops: None,
+        clock: Clock::Monotonic,
+    };
+    let words: Vec<&str> = cmdline.split_whitespace().collect();
+    let mut i = 0;
+    while i < words.len() {
+        let w = words[i];
+        // `-i200`, `-i 200`, `--interval=200`, `--interval 200`
+        let (name, inline) = if let Some(long) = w.strip_prefix("--") {
+            match long.split_once('=') {
+                Some((n, v)) => (n.to_string(), Some(v.to_string())),
+                None => (long.to_string(), None),
+            }
+        } else if let Some(short) = w.strip_prefix('-') {
+            let mut c = short.chars();
+            let n = c.next().map(String::from).unwrap_or_default();
+            let rest: String = c.collect();
+            (n, (!rest.is_empty()).then_some(rest))
+        } else {
+            i += 1;
+            continue;
+        };
+        let takes = matches!(
+            name.as_str(),
+            "i" | "interval" | "p" | "priority" | "D" | "duration" | "l" | "loops" | "policy"
+        );
+        let value = if takes {
+            inline.clone().or_else(|| {
+                i += 1;
+                words.get(i).map(|s| s.to_string())
+            })
+        } else {
+            inline.clone()
+        };
+        match name.as_str() {
+            "i" | "interval" => {
+                if let Some(v) = value.and_then(|v| v.parse().ok()) {
+                    a.interval_us = v;
+                }
+            }
+            "p" | "priority" => {
+                if let Some(v) = value.and_then(|v| v.parse().ok()) {
+                    a.priority = v;
+                    if a.policy == Policy::Other {
+                        a.policy = Policy::Fifo;
+                    }
+                }
+            }
+            "policy" => {
+                if let Some(p) = value.as_deref().and_then(Policy::from_name) {
+                    a.policy = p;
+                }
+            }
+            "l" | "loops" => a.loops = value.and_then(|v| v.parse().ok()),
+            "D" | "duration" => {
+                a.duration_ns =
+                    value.and_then(|v| latlab_model::units::parse_duration(&v, Some("s")).ok())
+            }
+            "r" | "relative" => a.relative = true,
+            "n" | "nanosleep" => {
+                a.method = Method::ClockNanosleep;
+            }
+            "m" | "mlockall" => a.mlock = true,
+            "c" | "clock" if inline.as_deref() == Some("1") => a.clock = Clock::Realtime,
+            _ => {}
+        }
+        i += 1;
+    }
+    a
+}
+
+fn apply_args(cfg: &mut MeasureConfig, a: &CyclictestArgs) {
+    cfg.interval_ns = a.interval_us * 1000;
+    cfg.priority = a.priority;
+    cfg.policy = a.policy;
+    cfg.relative = a.relative;
+    cfg.method = a.method;
+    cfg.mlock = a.mlock;
+    cfg.duration_ns = a.duration_ns;
+    cfg.loops = a.loops;
+    cfg.clock = a.clock;
+}
+
+fn sysinfo_of(v: &Value) -> SystemInfo {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    SystemInfo {
+        hostname: s("nodename"),
+        kernel_release: s("release"),
+        kernel_version: s("version"),
+        machine: s("machine"),
+        ..SystemInfo::default()
+    }
+}
+
+/// "Sun, 22 Nov 2026 17:49:19 +0000" (cyclictest's start_time) → unix ns.
+pub fn parse_rfc2822(text: &str) -> Option<u64> {
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    let [_, day, month, year, hms, zone] = parts.as_slice() else {
+        return None;
+    };
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
+    .iter()
+    .position(|m| m == month)? as i64
+        + 1;
+    let (day, year): (i64, i64) = (day.parse().ok()?, year.parse().ok()?);
+    let mut t = hms.split(':').map(|x| x.parse::<i64>().ok());
+    let (h, m, s) = (t.next()??, t.next()??, t.next()??);
+    let sign = if zone.starts_with('-') { -1 } else { 1 };
+    let z: i64 = zone.trim_start_matches(['+', '-']).parse().ok()?;
+    let offset = sign * ((z / 100) * 3600 + (z % 100) * 60);
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146097 + doe - 719468;
+    let secs = days * 86400 + h * 3600 + m * 60 + s - offset;
+    u64::try_from(secs).ok().map(|s| s * 1_000_000_000)
+}
+
+/// Rows keyed by whole units (µs, or the resolution) as `(key, count)`.
+fn histogram_rows(v: &Value) -> Result<Vec<(u64, u64)>, ImportError> {
+    let Some(obj) = v.as_object() else {
+        return err(0, "histogram is not an object of \"us\": count");
+    };
+    let mut rows = Vec::with_capacity(obj.len());
+    for (k, n) in obj {
+        let us: u64 = k.parse().map_err(|_| ImportError {
+            line: 0,
+            message: format!("histogram key {k:?} is not a number of µs"),
+        })?;
+        let n = n.as_u64().ok_or_else(|| ImportError {
+            line: 0,
+            message: format!("histogram count at {k} is not a number"),
+        })?;
+        rows.push((us, n));
+    }
+    rows.sort_unstable();
+    Ok(rows)
+}
+
+fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| ImportError {
+        line: e.line(),
+        message: format!("invalid JSON: {e}"),
+    })?;
+    let cmdline = v.get("cmdline:").and_then(Value::as_str).unwrap_or("");
+    let args = cyclictest_args(cmdline);
+    let Some(threads) = v.get("thread").and_then(Value::as_object) else {
+        return err(0, "no \"thread\" object");
+    };
+    let mut list = Vec::new();
+    let mut keys: Vec<(u32, &Value)> = threads
+        .iter()
+        .map(|(k, t)| (k.parse().unwrap_or(u32::MAX), t))
+        .collect();
+    keys.sort_by_key(|k| k.0);
+    // Histogram rows go up to the -h range; cyclictest writes no range, so the largest row + 1.
+    for (_, t) in keys {
+        let keyed = histogram_rows(t.get("histogram").unwrap_or(&Value::Null))?;
+        let total = t.get("cycles").and_then(Value::as_u64).unwrap_or(0);
+        let max = t.get("max").and_then(Value::as_u64).map(mid_us);
+        let range_end_ns = keyed.last().map_or(0, |r| (r.0 + 1) * 1000);
+        let rows = keyed.into_iter().map(|(us, n)| (mid_us(us), n)).collect();
+        list.push(Thread {
+            cpu: t.get("cpu").and_then(Value::as_u64).map(|c| c as u32),
+            rows,
+            total,
+            max_ns: max,
+            range_end_ns,
+        });
+    }
+    let mut cfg = config(1_000_000, list.len(), None);
+    apply_args(&mut cfg, &args);
+    cfg.cpus = Some(list.iter().filter_map(|t| t.cpu).collect())
+        .filter(|c: &Vec<u32>| c.len() == list.len());
+    let started = v
+        .get("start_time")
+        .and_then(Value::as_str)
+        .and_then(parse_rfc2822)
+        .unwrap_or(0);
+    let mut warnings = vec![
+        format!("command line: {cmdline}"),
+        "values are whole microseconds, truncated (cyclictest's resolution), recorded at the \
+         middle of their microsecond"
+            .into(),
+    ];
+    if started == 0 {
+        warnings.push("no start time in the file".into());
+    }
+    let sys = sysinfo_of(v.get("sysinfo").unwrap_or(&Value::Null));
+    Ok(assemble(list, cfg, sys, started, warnings))
+}
+
+/// A truncated whole-microsecond value at the middle of its microsecond.
+fn mid_us(us: u64) -> u64 {
+    us * 1000 + 500
+}
+
+fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
+    let mut rows: Vec<Vec<(u64, u64)>> = Vec::new();
+    let mut maxes: Vec<u64> = Vec::new();
+    let mut overflows: Vec<u64> = Vec::new();
+    let mut last_row = 0u64;
+    for (n, line) in text.lines().enumerate() {
+        let line_no = n + 1;
+        if let Some(rest) = line.strip_prefix("# Max Latencies:") {
+            maxes = numbers(rest, line_no)?;
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# Histogram Overflows:") {
+            overflows = numbers(rest, line_no)?;
+            continue;
+        }
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let fields = numbers(line, line_no)?;
+        let Some((&us, counts)) = fields.split_first() else {
+            continue;
+        };
+        if rows.is_empty() {
+            rows = vec![Vec::new(); counts.len()];
+        } else if counts.len() != rows.len() {
+            return err(
+                line_no,
+                format!(
+                    "{} counts where earlier rows had {}",
+                    counts.len(),
+                    rows.len()
+                ),
+            );
+        }
+        for (t, &c) in counts.iter().enumerate() {
+            if c > 0 {
+                rows[t].push((mid_us(us), c));
+            }
+        }
+        last_row = us;
+    }
+    if rows.is_empty() {
+        return err(0, "no histogram rows (accepted: cyclictest -h N output)");
+    }
+    let threads: Vec<Thread> = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let in_rows: u64 = r.iter().map(|x| x.1).sum();
+            Thread {
+                cpu: None,
+                total: in_rows + overflows.get(i).copied().unwrap_or(0),
+                max_ns: maxes.get(i).map(|&m| mid_us(m)),
+                range_end_ns: (last_row + 1) * 1000,
+                rows: r,
+            }
+        })
+        .collect();
+    let n = threads.len();
+    let warnings = vec![
+        "values are whole microseconds, truncated, recorded at the middle of their microsecond; \
+         the text carries no command line, CPUs, interval or system"
+            .into(),
+    ];
+    Ok(assemble(
+        threads,
+        config(0, n, None),
+        SystemInfo::default(),
+        0,
+        warnings,
+    ))
+}
+
+fn numbers(text: &str, line: usize) -> Result<Vec<u64>, ImportError> {
+    text.split_whitespace()
+        .take_while(|w| *w != "#")
+        .map(|w| {
+            w.parse::<u64>().map_err(|_| ImportError {
+                line,
+                message: format!("{w:?} is not a number"),
+            })
+        })
+        .collect()
+}
+
+fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
+    let mut delay_ns = None;
+    let mut samples = None;
+    let mut policy = Policy::Other;
+    let (mut min, mut max) = (None, None);
+    let mut width = None;
+    let mut rows = Vec::new();
+    let mut in_dist = false;
+    let mut truncated = false;
+    for (n, line) in text.lines().enumerate() {
+        let Some((_, rest)) = line.split_once("cyclic:") else {
+            continue;
+        };
+        let rest = rest.trim();
+        let line_no = n + 1;
+        if let Some(s) = rest.strip_prefix("sched ") {
+            // "SCHED_RR: 100000 ns delay, 10000 samples"
+            let (p, tail) = s.split_once(':').unwrap_or((s, ""));
+            policy = match p {
+                "SCHED_RR" => Policy::Rr,
+                "SCHED_FIFO" => Policy::Fifo,
+                "SCHED_DEADLINE" => Policy::Deadline,
+                _ => Policy::Other,
+            };
+            let nums: Vec<u64> = tail
+                .split(|c: char| !c.is_ascii_digit())
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            delay_ns = nums.first().copied();
+            samples = nums.get(1).copied();
+        } else if let Some(s) = rest.strip_prefix("min:") {
+            // "10575 ns, max: 251220 ns, std.dev. 13418.60"
+            let nums: Vec<u64> = s
+                .split(|c: char| !c.is_ascii_digit() && c != '.')
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            min = nums.first().copied();
+            max = nums.get(1).copied();
+        } else if let Some(s) = rest.strip_prefix("latency distribution (") {
+            width = s
+                .split_whitespace()
+                .next()
+                .and_then(|w| w.parse::<u64>().ok());
+            in_dist = true;
+        } else if in_dist {
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            match f.as_slice() {
+                [a, b] if a.parse::<u64>().is_ok() => {
+                    let (v, c) = (
+                        a.parse::<u64>().unwrap_or(0),
+                        b.parse::<u64>().map_err(|_| ImportError {
+                            line: line_no,
+                            message: format!("{b:?} is not a count"),
+                        })?,
+                    );
+                    if c > 0 {
+                        rows.push((v, c));
+                    }
+                }
+                _ if rest.starts_with("(for the first") => {
+                    // "(for the first 26 buckets of 400)": the rest are not printed.
+                    let n: Vec<u64> = rest
+                        .split(|c: char| !c.is_ascii_digit())
+                        .filter_map(|x| x.parse().ok())
+                        .collect();
+                    truncated = n.len() == 2 && n[0] < n[1];
+                }
+                _ if rest.starts_with("latency (ns)") => {}
+                _ => in_dist = false,
+            }
+        }
+    }
+    let Some(samples) = samples else {
+        return err(
+            0,
+            "no \"cyclic: sched ...: N ns delay, M samples\" line (run stress-ng with -v or --log-file)",
+        );
+    };
+    if rows.is_empty() {
+        return err(
+            0,
+            "no latency distribution (run stress-ng --cyclic with --cyclic-dist N)",
+        );
+    }
+    let width = width.unwrap_or(1);
+    // Each bucket's count at its middle, kept within the exact min and max, which are recorded
+    // as they are.
+    let lo = min.unwrap_or(0);
+    let hi = max.unwrap_or(u64::MAX);
+    let mut buckets: Vec<(u64, u64)> = rows
+        .iter()
+        .map(|&(low, n)| ((low + width / 2).clamp(lo, hi), n))
+        .collect();
+    let maxes = if truncated { vec![min] } else { vec![min, max] };
+    for exact in maxes.into_iter().flatten() {
+        if let Some(b) = buckets
+            .iter_mut()
+            .find(|b| rows_bucket(b.0, width) == rows_bucket(exact, width) && b.1 > 0)
+        {
+            b.1 -= 1;
+            buckets.push((exact, 1));
+        }
+    }
+    let printed: u64 = rows.iter().map(|r| r.1).sum();
+    // Samples beyond the printed buckets count at the end of the range (max exact).
+    let total = if truncated {
+        printed.max(samples)
+    } else {
+        printed
+    };
+    let thread = Thread {
+        cpu: None,
+        rows: buckets,
+        total,
+        max_ns: max,
+        range_end_ns: rows.last().map_or(0, |r| r.0 + width),
+    };
+    let mut cfg = config(delay_ns.unwrap_or(0), 1, None);
+    cfg.policy = policy;
+    let warnings = vec![format!(
+        "values are known to {width} ns buckets (recorded at each bucket's middle; min and max \
+         exact); stress-ng keeps at most --cyclic-samples samples of the run"
+    )];
+    Ok(assemble(
+        vec![thread],
+        cfg,
+        SystemInfo::default(),
+        0,
+        warnings,
+    ))
+}
+
+fn rows_bucket(v: u64, width: u64) -> u64 {
+    v / width.max(1)
+}
+
+fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| ImportError {
+        line: e.line(),
+        message: format!("invalid JSON: {e}"),
+    })?;
+    let Some(cpus) = v.get("cpu").and_then(Value::as_object) else {
+        return err(0, "no \"cpu\" object");
+    };
+    let res = v
+        .get("sysinfo")
+        .and_then(|s| s.get("resolution_in_ns"))
+        .and_then(Value::as_u64)
+        .unwrap_or(1000);
+    let mut keys: Vec<(u32, &Value)> = cpus
+        .iter()
+        .filter_map(|(k, c)| Some((k.parse().ok()?, c)))
+        .collect();
+    keys.sort_by_key(|k| k.0);
+    let mut threads = Vec::new();
+    for (cpu, c) in keys {
+        // Keys are in units of the resolution (µs unless -N), truncated: each at its middle.
+        let keyed = histogram_rows(c.get("histogram").unwrap_or(&Value::Null))?;
+        let range_end_ns = keyed.last().map_or(0, |r| (r.0 + 1) * res);
+        let rows = keyed
+            .into_iter()
+            .map(|(k, n)| (k * res + res / 2, n))
+            .collect();
+        let scale = |k: &str| c.get(k).and_then(Value::as_u64).map(|x| x * res + res / 2);
+        threads.push(Thread {
+            cpu: Some(cpu),
+            total: c.get("count").and_then(Value::as_u64).unwrap_or(0),
+            max_ns: scale("max"),
+            range_end_ns,
+            rows,
+        });
+    }
+    let cpus_list: Vec<u32> = threads.iter().filter_map(|t| t.cpu).collect();
+    let cfg = config(0, threads.len(), Some(cpus_list));
+    let sys = sysinfo_of(v.get("sysinfo").unwrap_or(&Value::Null));
+    let warnings = vec![format!(
+        "values at {res} ns resolution; results.json carries no interval, policy or start time"
+    )];
+    Ok(assemble(threads, cfg, sys, 0, warnings))
+}
