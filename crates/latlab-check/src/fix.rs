@@ -1,49 +1,160 @@
-//! `--fix`: the knobs of a [`FixPlan`] applied through `latlab tune`, journaled so that
-//! `latlab tune restore` puts every value back.
+//! `--fix`: the knobs of a [`FixPlan`] written into a `latlab tune` profile and applied through
+//! `latlab tune` — validated first, every original value journaled before it is written, so
+//! `latlab tune restore` puts the system back as after any other profile.
 
-use crate::{FixPlan, Knob};
+use crate::FixPlan;
 use latlab_sys::Sys;
 use std::path::{Path, PathBuf};
+
+/// The name of the profile `--fix` applies (its file is `<state dir>/check-fix.toml`).
+pub const PROFILE_NAME: &str = "check-fix";
 
 /// Why the knobs could not be applied.
 #[derive(Debug, thiserror::Error)]
 pub enum FixError {
-    #[error("{0}")]
-    Tune(String),
+    #[error(
+        "profile {profile} is applied (since {since}); restore it first with `latlab tune restore`"
+    )]
+    AlreadyApplied { profile: String, since: String },
+    #[error("writing the profile {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tune(#[from] latlab_tune::TuneError),
+    #[error(transparent)]
+    Profile(#[from] latlab_tune::ProfileError),
 }
 
 /// What was applied.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FixReport {
-    /// `knob = value` of every knob written.
+    /// The profile's settings (`[cpu.all] governor = "performance"`).
     pub applied: Vec<String>,
-    /// Knobs left alone, with why.
+    /// Values written (one per file: a CPU's governor, an idle state's `disable`, …).
+    pub written: usize,
+    /// Settings already in place.
+    pub already_set: usize,
+    /// What latlab tune left alone, with why (unsupported here, refused by the kernel).
     pub not_applied: Vec<(String, String)>,
-    /// The journal `latlab tune restore` reads.
+    /// The profile file and the journal `latlab tune restore` reads.
+    pub profile: Option<PathBuf>,
     pub journal: Option<PathBuf>,
 }
 
-/// Where the tuning journal lives by default.
+/// Where the tuning journal lives by default (as for `latlab tune`).
 pub fn default_state_dir(sys: &Sys) -> PathBuf {
-    match std::env::var_os("LATLAB_STATE_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => sys.path("/var/lib/latlab"),
+    latlab_tune::default_state_dir(sys)
+}
+
+/// The profile text for the plan's knobs: one table per section, knobs in plan order.
+pub fn profile_text(plan: &FixPlan) -> String {
+    let ids: Vec<&str> = plan
+        .knobs
+        .iter()
+        .flat_map(|(_, ids)| ids.iter().copied())
+        .fold(Vec::new(), |mut acc, id| {
+            if !acc.contains(&id) {
+                acc.push(id);
+            }
+            acc
+        });
+    let mut out = format!(
+        "description = \"\"\"\nWritten by latlab check --fix: the settings behind the failed checks {}.\n\
+         `latlab tune restore` puts back every value it changed.\n\"\"\"\n",
+        ids.join(", ")
+    );
+    let mut tables: Vec<(&str, Vec<String>)> = Vec::new();
+    for (knob, _) in &plan.knobs {
+        let (table, lines) = knob.profile_entry();
+        match tables.iter_mut().find(|(t, _)| *t == table) {
+            Some((_, l)) => l.extend(lines),
+            None => tables.push((table, lines)),
+        }
     }
+    for (table, lines) in tables {
+        out.push_str(&format!("\n[{table}]\n"));
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out
 }
 
-/// Apply the plan's knobs.
-pub fn apply(_sys: &Sys, plan: &FixPlan, _state_dir: &Path) -> Result<FixReport, FixError> {
-    Ok(FixReport {
-        applied: Vec::new(),
-        not_applied: plan
-            .knobs
-            .iter()
-            .map(|(k, _)| (k.to_string(), unsupported(k)))
-            .collect(),
-        journal: None,
-    })
+/// Apply the plan's knobs persistently through latlab tune. Refuses when a tuning is already
+/// applied (restoring it would silently undo someone's profile).
+pub fn apply(sys: &Sys, plan: &FixPlan, state_dir: &Path) -> Result<FixReport, FixError> {
+    if plan.knobs.is_empty() {
+        return Ok(FixReport::default());
+    }
+    let status = latlab_tune::status(sys, state_dir)?;
+    if let Some(j) = &status.journal {
+        return Err(FixError::AlreadyApplied {
+            profile: j.header.profile.clone(),
+            since: status.since().unwrap_or_default(),
+        });
+    }
+    let path = state_dir.join(format!("{PROFILE_NAME}.toml"));
+    std::fs::create_dir_all(state_dir)
+        .and_then(|()| std::fs::write(&path, profile_text(plan)))
+        .map_err(|source| FixError::Write {
+            path: path.clone(),
+            source,
+        })?;
+    let profile = latlab_tune::Profiles::builtin().resolve(&path.to_string_lossy())?;
+    let opts = latlab_tune::ApplyOptions {
+        hooks: latlab_tune::TestHooks::from_env(),
+        ..latlab_tune::ApplyOptions::default()
+    };
+    let applied = latlab_tune::apply(sys, &profile, state_dir, &opts)?;
+    let mut report = FixReport {
+        applied: plan.knobs.iter().map(|(k, _)| k.to_string()).collect(),
+        written: applied.written.len(),
+        profile: Some(path),
+        journal: Some(applied.journal.clone()),
+        ..FixReport::default()
+    };
+    for item in &applied.plan.items {
+        match &item.state {
+            latlab_tune::ItemState::Set { .. } => report.already_set += 1,
+            latlab_tune::ItemState::Unsupported { why } => {
+                report.not_applied.push((item.knob.clone(), why.clone()))
+            }
+            latlab_tune::ItemState::Change(_) => {}
+        }
+    }
+    for (change, why) in &applied.skipped {
+        report.not_applied.push((change.knob.clone(), why.clone()));
+    }
+    Ok(report)
 }
 
-fn unsupported(_k: &Knob) -> String {
-    "latlab tune is not available in this build".into()
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::Knob;
+
+    #[test]
+    fn profile_groups_knobs_by_table() {
+        let plan = FixPlan {
+            knobs: vec![
+                (Knob::Governor("performance".into()), vec!["cpu.governor"]),
+                (Knob::SchedRtRuntimeUs(-1), vec!["limits.rt-throttling"]),
+                (Knob::MaxIdleLatencyUs(100), vec!["cpu.idle-depth"]),
+                (Knob::IrqsOff("3".into()), vec!["irq.isolated-cpus"]),
+            ],
+            ..FixPlan::default()
+        };
+        let text = profile_text(&plan);
+        assert!(
+            text.contains("[cpu.all]\ngovernor = \"performance\"\nmax_idle_latency_us = 100\n")
+        );
+        assert!(text.contains("[system]\nsched_rt_runtime_us = -1\n"));
+        assert!(text.contains("[isolation]\nisolated = \"3\"\nirqs = true\n"));
+        assert!(text.contains("cpu.governor, limits.rt-throttling, cpu.idle-depth"));
+    }
 }

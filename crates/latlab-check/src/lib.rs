@@ -127,40 +127,48 @@ impl Verdict {
     }
 }
 
-/// A setting a `latlab tune` profile can apply at run time (journaled and restorable).
+/// A setting a `latlab tune` profile applies at run time (journaled, undone by
+/// `latlab tune restore`). Each maps to one key of the profile format.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "knob", content = "value", rename_all = "snake_case")]
 pub enum Knob {
-    /// cpufreq governor on every CPU.
+    /// `[cpu.all] governor`.
     Governor(String),
-    /// Energy-performance preference on every CPU.
+    /// `[cpu.all] epp`: energy-performance preference.
     Epp(String),
-    /// Turbo / boost allowed.
+    /// `[system] turbo`.
     Turbo(bool),
-    /// Disable every idle state whose exit latency exceeds this (µs), per CPU by latency.
+    /// `[cpu.all] max_idle_latency_us`: idle states whose exit latency exceeds it are disabled,
+    /// chosen per CPU by latency.
     MaxIdleLatencyUs(u64),
-    /// `vm.swappiness`.
-    Swappiness(u32),
-    /// `transparent_hugepage/enabled`.
-    TransparentHugepage(String),
-    /// `kernel.sched_rt_runtime_us`.
+    /// `[system] sched_rt_runtime_us`.
     SchedRtRuntimeUs(i64),
-    /// Affinity of every movable IRQ (and the default for new ones): the housekeeping CPUs.
-    IrqAffinity(String),
+    /// `[isolation] isolated = LIST, irqs = true`: IRQs (and the default affinity of new ones)
+    /// moved off these CPUs to the housekeeping ones.
+    IrqsOff(String),
+}
+
+impl Knob {
+    /// The profile table and the `key = value` lines it contributes.
+    pub fn profile_entry(&self) -> (&'static str, Vec<String>) {
+        match self {
+            Knob::Governor(g) => ("cpu.all", vec![format!("governor = {g:?}")]),
+            Knob::Epp(e) => ("cpu.all", vec![format!("epp = {e:?}")]),
+            Knob::Turbo(t) => ("system", vec![format!("turbo = {t}")]),
+            Knob::MaxIdleLatencyUs(us) => ("cpu.all", vec![format!("max_idle_latency_us = {us}")]),
+            Knob::SchedRtRuntimeUs(r) => ("system", vec![format!("sched_rt_runtime_us = {r}")]),
+            Knob::IrqsOff(c) => (
+                "isolation",
+                vec![format!("isolated = {c:?}"), "irqs = true".to_string()],
+            ),
+        }
+    }
 }
 
 impl std::fmt::Display for Knob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Knob::Governor(g) => write!(f, "governor = \"{g}\""),
-            Knob::Epp(e) => write!(f, "epp = \"{e}\""),
-            Knob::Turbo(t) => write!(f, "turbo = {t}"),
-            Knob::MaxIdleLatencyUs(us) => write!(f, "max_idle_latency_us = {us}"),
-            Knob::Swappiness(s) => write!(f, "swappiness = {s}"),
-            Knob::TransparentHugepage(t) => write!(f, "transparent_hugepage = \"{t}\""),
-            Knob::SchedRtRuntimeUs(r) => write!(f, "sched_rt_runtime_us = {r}"),
-            Knob::IrqAffinity(c) => write!(f, "irq_affinity = \"{c}\""),
-        }
+        let (table, lines) = self.profile_entry();
+        write!(f, "[{table}] {}", lines.join(", "))
     }
 }
 

@@ -63,8 +63,12 @@ struct FixOutcome {
     plan: FixPlan,
     /// Knobs written through latlab tune (`knob = value`).
     applied: Vec<String>,
+    written: usize,
+    already_set: usize,
     /// Knobs latlab tune did not apply, with why.
     not_applied: Vec<(String, String)>,
+    /// The profile written for latlab tune.
+    profile: Option<PathBuf>,
     /// The journal to restore from.
     journal: Option<PathBuf>,
     error: Option<String>,
@@ -80,6 +84,8 @@ struct Latency {
 #[derive(Default)]
 struct MeasureOutcome {
     duration_ns: u64,
+    /// Measured before and after --fix (else once).
+    with_fix: bool,
     before: Option<Latency>,
     after: Option<Latency>,
     errors: Vec<String>,
@@ -126,6 +132,7 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     let first = latlab_check::run(&facts, target, &skip);
     let mut measured = measure_ns.map(|ns| MeasureOutcome {
         duration_ns: ns,
+        with_fix: args.fix,
         ..MeasureOutcome::default()
     });
     if let Some(m) = measured.as_mut() {
@@ -166,7 +173,10 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         match latlab_check::fix::apply(sys, &plan, &state_dir) {
             Ok(done) => {
                 outcome.applied = done.applied;
+                outcome.written = done.written;
+                outcome.already_set = done.already_set;
                 outcome.not_applied = done.not_applied;
+                outcome.profile = done.profile;
                 outcome.journal = done.journal;
             }
             Err(e) => outcome.error = Some(e.to_string()),
@@ -232,6 +242,9 @@ fn print_json(
             json!({
                 "plan": serde_json::to_value(&f.plan).context("serializing the fix plan")?,
                 "applied": f.applied,
+                "written": f.written,
+                "already_set": f.already_set,
+                "profile": f.profile,
                 "not_applied": f.not_applied.iter().map(|(k, why)| json!({"knob": k, "why": why})).collect::<Vec<_>>(),
                 "journal": f.journal,
                 "error": f.error,
@@ -386,20 +399,29 @@ fn fix_text(o: &FixOutcome) -> String {
         out.push_str("  nothing to fix: no failed check has a fix\n");
         return out;
     }
-    for k in &o.applied {
-        out.push_str(&format!("  applied   {k}\n"));
+    if !o.applied.is_empty() {
+        out.push_str(&format!(
+            "  applied through latlab tune: {} ({} value{} written, {} already set)\n",
+            o.applied.join("; "),
+            o.written,
+            if o.written == 1 { "" } else { "s" },
+            o.already_set
+        ));
     }
     for (k, why) in &o.not_applied {
-        out.push_str(&format!("  not applied  {k}: {why}\n"));
+        out.push_str(&format!("  not applied: {k}: {why}\n"));
+    }
+    if let Some(p) = &o.profile {
+        out.push_str(&format!("  profile: {}\n", p.display()));
     }
     if let Some(j) = &o.journal {
         out.push_str(&format!(
-            "  journal   {} (undo: latlab tune restore)\n",
+            "  journal: {} (undo everything: latlab tune restore)\n",
             j.display()
         ));
     }
     if let Some(e) = &o.error {
-        out.push_str(&format!("  failed    {e}\n"));
+        out.push_str(&format!("  not applied: {e}\n"));
     }
     if !o.plan.boot.is_empty() {
         out.push_str(&format!(
@@ -430,20 +452,33 @@ fn us(ns: u64) -> String {
 
 fn measure_table(m: &MeasureOutcome) -> String {
     let mut out = format!("\nmeasured {} each:\n", format_duration(m.duration_ns));
-    let cell =
-        |l: Option<Latency>, f: fn(Latency) -> String| l.map(f).unwrap_or_else(|| "-".into());
+    if !m.with_fix {
+        // No --fix: one measurement.
+        if let Some(l) = m.before {
+            return format!(
+                "\nmeasured {}: p99 {}, max {}, missed {}\n",
+                format_duration(m.duration_ns),
+                us(l.p99_ns),
+                us(l.max_ns),
+                l.missed
+            );
+        }
+    }
     out.push_str(&format!("  {:<8} {:>12} {:>12}\n", "", "before", "after"));
-    let rows: [(&str, fn(Latency) -> String); 3] = [
-        ("p99", |l| us(l.p99_ns)),
-        ("max", |l| us(l.max_ns)),
-        ("missed", |l| l.missed.to_string()),
+    let cell = |l: Option<Latency>, pick: &dyn Fn(Latency) -> String| {
+        l.map(pick).unwrap_or_else(|| "-".into())
+    };
+    let rows: [(&str, &dyn Fn(Latency) -> String); 3] = [
+        ("p99", &|l| us(l.p99_ns)),
+        ("max", &|l| us(l.max_ns)),
+        ("missed", &|l| l.missed.to_string()),
     ];
-    for (name, f) in rows {
+    for (name, pick) in rows {
         out.push_str(&format!(
             "  {:<8} {:>12} {:>12}\n",
             name,
-            cell(m.before, f),
-            cell(m.after, f)
+            cell(m.before, pick),
+            cell(m.after, pick)
         ));
     }
     for e in &m.errors {

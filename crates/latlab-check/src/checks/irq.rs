@@ -27,6 +27,17 @@ fn same_device(a: &str, b: &str) -> bool {
 }
 
 pub fn shared_audio(f: &Facts, ctx: &Ctx) -> Outcome {
+    let o = shared_audio_outcome(f);
+    match (ctx.target, o.verdict) {
+        (Target::Throughput, _) => {
+            Outcome::na(format!("{}; sharing matters for audio", o.evidence))
+        }
+        (Target::Control, Verdict::Fail) => o.with_verdict(Verdict::Warn),
+        _ => o,
+    }
+}
+
+fn shared_audio_outcome(f: &Facts) -> Outcome {
     let Some(rows) = f.interrupts.value() else {
         return Outcome::na(format!(
             "unavailable: {}",
@@ -63,7 +74,7 @@ pub fn shared_audio(f: &Facts, ctx: &Ctx) -> Outcome {
     let hda = list
         .iter()
         .any(|r| r.actions.iter().any(|a| a.starts_with("snd_hda_intel")));
-    let mut o = Outcome::fail(
+    let o = Outcome::fail(
         format!("shared: {}", names(&list)),
         if hda {
             "give the sound card its own line: snd_hda_intel.enable_msi=1, or another slot"
@@ -71,17 +82,12 @@ pub fn shared_audio(f: &Facts, ctx: &Ctx) -> Outcome {
             "move the device to a port or slot with its own interrupt line (or use MSI)"
         },
     );
-    o = if hda {
+    if hda {
         o.fix(Fix::boot("snd_hda_intel.enable_msi=1"))
     } else {
         o.fix(Fix::manual(
             "move the sound card or USB device to a slot/port on another interrupt line",
         ))
-    };
-    match ctx.target {
-        Target::Audio => o,
-        Target::Control => o.with_verdict(Verdict::Warn),
-        Target::Throughput => o.with_verdict(Verdict::NotApplicable).advice(""),
     }
 }
 
@@ -143,7 +149,7 @@ pub fn isolated_cpus(f: &Facts, ctx: &Ctx) -> Outcome {
         parts.join("; "),
         format!("move IRQs to the housekeeping CPUs {hk} (managed ones need isolcpus=managed_irq)"),
     )
-    .fix(Fix::knob(Knob::IrqAffinity(hk.clone())))
+    .fix(Fix::knob(Knob::IrqsOff(f.isolated.to_string())))
     .fix(Fix::boot(format!("irqaffinity={hk}")));
     if ctx.target == Target::Control {
         o.with_verdict(Verdict::Fail)

@@ -1,6 +1,6 @@
 //! Memory, storage, virtualization and background tasks.
 
-use crate::{Ctx, Facts, Fix, Knob, Outcome, Target, Verdict};
+use crate::{Ctx, Facts, Fix, Outcome, Target, Verdict};
 
 pub fn swappiness(f: &Facts, ctx: &Ctx) -> Outcome {
     let Some(&s) = f.info.swappiness.value() else {
@@ -14,7 +14,9 @@ pub fn swappiness(f: &Facts, ctx: &Ctx) -> Outcome {
             format!("vm.swappiness {s}: pages of an idle audio/RT process are swapped out early"),
             format!("set vm.swappiness to {max}"),
         )
-        .fix(Fix::knob(Knob::Swappiness(max))),
+        .fix(Fix::manual(format!(
+            "sysctl -w vm.swappiness={max}, and vm.swappiness = {max} in /etc/sysctl.d/ to keep it"
+        ))),
         Some(max) => Outcome::pass(format!("vm.swappiness {s} (at most {max})")),
         None => Outcome::pass(format!("vm.swappiness {s}")),
     }
@@ -42,7 +44,10 @@ pub fn thp(f: &Facts, ctx: &Ctx) -> Outcome {
         ),
         "set transparent_hugepage to madvise",
     )
-    .fix(Fix::knob(Knob::TransparentHugepage("madvise".into())));
+    .fix(Fix::manual(
+        "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled",
+    ))
+    .fix(Fix::boot("transparent_hugepage=madvise"));
     match ctx.target {
         Target::Audio => o,
         Target::Control => o.with_verdict(Verdict::Fail),

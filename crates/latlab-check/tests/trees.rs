@@ -1,0 +1,576 @@
+//! Every check against every fixture tree and target (tree × check → verdict), variations of
+//! single files that must flip one verdict, the fix plan of the badly tuned tree, and the live
+//! machine producing a complete report.
+#![allow(clippy::unwrap_used)]
+
+use latlab_check::{Facts, Fix, Knob, Report, Target, UserChoice, Verdict, plan_fixes};
+use latlab_sys::Sys;
+use std::path::{Path, PathBuf};
+
+const TREES: [&str; 5] = [
+    "laptop-intel",
+    "arm-board",
+    "amd-desktop",
+    "vm",
+    "badly-tuned",
+];
+
+fn tree(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn report_at(root: &Path, target: Target, who: &UserChoice) -> Report {
+    let facts = Facts::gather(&Sys::new(root), who);
+    latlab_check::run(&facts, target, &[])
+}
+
+fn report(name: &str, target: Target) -> Report {
+    report_at(&tree(name), target, &UserChoice::default())
+}
+
+fn code(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "pass",
+        Verdict::Warn => "warn",
+        Verdict::Fail => "FAIL",
+        Verdict::NotApplicable => "n/a",
+    }
+}
+
+/// Compare a `check  laptop arm amd vm bad` table with the verdicts, naming every mismatch.
+fn expect(target: Target, table: &str) {
+    let reports: Vec<Report> = TREES.iter().map(|t| report(t, target)).collect();
+    let mut rows = 0;
+    let mut wrong = Vec::new();
+    for line in table.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells.len(), 1 + TREES.len(), "malformed row {line:?}");
+        let id = cells[0];
+        rows += 1;
+        for (i, want) in cells[1..].iter().enumerate() {
+            let f = reports[i]
+                .finding(id)
+                .unwrap_or_else(|| panic!("{id} missing for {}", TREES[i]));
+            let got = code(f.outcome.verdict);
+            if got != *want {
+                wrong.push(format!(
+                    "{} {id} on {}: expected {want}, got {got} ({})",
+                    target.name(),
+                    TREES[i],
+                    f.outcome.evidence
+                ));
+            }
+        }
+    }
+    assert_eq!(
+        rows,
+        latlab_check::CHECKS.len(),
+        "the table must name every registered check"
+    );
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn audio_verdicts() {
+    expect(
+        Target::Audio,
+        "
+        limits.privileges     pass  pass  pass  pass  warn
+        limits.rtprio         pass  pass  pass  pass  FAIL
+        limits.memlock        pass  pass  pass  pass  warn
+        limits.rt-throttling  pass  pass  pass  pass  pass
+        kernel.preempt        warn  pass  pass  FAIL  warn
+        kernel.hz             pass  pass  pass  pass  pass
+        kernel.hrtimers       pass  pass  pass  pass  pass
+        kernel.nohz-full      n/a   pass  n/a   n/a   n/a
+        kernel.rcu-nocbs      n/a   pass  n/a   n/a   n/a
+        kernel.threadirqs     warn  warn  pass  warn  warn
+        kernel.clocksource    pass  pass  pass  pass  FAIL
+        kernel.mitigations    warn  pass  warn  pass  warn
+        cpu.governor          warn  warn  warn  n/a   FAIL
+        cpu.epp               warn  n/a   warn  n/a   FAIL
+        cpu.turbo             pass  n/a   pass  n/a   pass
+        cpu.idle-depth        FAIL  FAIL  FAIL  pass  FAIL
+        cpu.pm-qos            pass  pass  pass  pass  pass
+        cpu.smt               pass  n/a   pass  n/a   pass
+        irq.shared-audio      pass  pass  pass  n/a   FAIL
+        irq.isolated-cpus     n/a   pass  n/a   n/a   n/a
+        irq.irqbalance        pass  pass  pass  pass  warn
+        mem.swappiness        warn  warn  warn  warn  warn
+        mem.thp               pass  pass  pass  pass  warn
+        fs.noatime            warn  pass  pass  warn  warn
+        virt.vm               pass  pass  pass  warn  pass
+        bg.rt-tasks           pass  pass  pass  pass  warn
+        bg.daemons            pass  pass  pass  pass  warn
+        ",
+    );
+}
+
+#[test]
+fn control_verdicts() {
+    expect(
+        Target::Control,
+        "
+        limits.privileges     pass  pass  pass  pass  warn
+        limits.rtprio         pass  pass  pass  pass  FAIL
+        limits.memlock        pass  pass  pass  pass  warn
+        limits.rt-throttling  warn  pass  warn  warn  warn
+        kernel.preempt        FAIL  warn  warn  FAIL  FAIL
+        kernel.hz             pass  pass  pass  warn  pass
+        kernel.hrtimers       pass  pass  pass  pass  pass
+        kernel.nohz-full      warn  pass  warn  warn  warn
+        kernel.rcu-nocbs      n/a   pass  n/a   n/a   n/a
+        kernel.threadirqs     warn  warn  pass  warn  warn
+        kernel.clocksource    pass  pass  pass  pass  FAIL
+        kernel.mitigations    warn  pass  warn  pass  warn
+        cpu.governor          FAIL  FAIL  FAIL  n/a   FAIL
+        cpu.epp               warn  n/a   warn  n/a   FAIL
+        cpu.turbo             warn  n/a   warn  n/a   warn
+        cpu.idle-depth        FAIL  FAIL  FAIL  pass  FAIL
+        cpu.pm-qos            pass  pass  pass  pass  pass
+        cpu.smt               warn  n/a   warn  n/a   warn
+        irq.shared-audio      pass  pass  pass  n/a   warn
+        irq.isolated-cpus     n/a   pass  n/a   n/a   n/a
+        irq.irqbalance        pass  pass  pass  pass  warn
+        mem.swappiness        warn  warn  warn  warn  warn
+        mem.thp               pass  pass  pass  pass  FAIL
+        fs.noatime            warn  pass  pass  warn  warn
+        virt.vm               pass  pass  pass  warn  pass
+        bg.rt-tasks           pass  pass  pass  pass  warn
+        bg.daemons            pass  pass  pass  pass  warn
+        ",
+    );
+}
+
+#[test]
+fn throughput_verdicts() {
+    expect(
+        Target::Throughput,
+        "
+        limits.privileges     pass  pass  pass  pass  n/a
+        limits.rtprio         n/a   n/a   n/a   n/a   n/a
+        limits.memlock        n/a   n/a   n/a   n/a   n/a
+        limits.rt-throttling  n/a   n/a   n/a   n/a   n/a
+        kernel.preempt        pass  pass  pass  pass  pass
+        kernel.hz             pass  pass  pass  pass  pass
+        kernel.hrtimers       pass  pass  pass  pass  pass
+        kernel.nohz-full      n/a   pass  n/a   n/a   n/a
+        kernel.rcu-nocbs      n/a   pass  n/a   n/a   n/a
+        kernel.threadirqs     n/a   n/a   pass  n/a   n/a
+        kernel.clocksource    pass  pass  pass  pass  warn
+        kernel.mitigations    warn  pass  warn  pass  warn
+        cpu.governor          pass  pass  pass  n/a   FAIL
+        cpu.epp               pass  n/a   pass  n/a   warn
+        cpu.turbo             pass  n/a   pass  n/a   pass
+        cpu.idle-depth        pass  pass  pass  pass  pass
+        cpu.pm-qos            pass  pass  pass  pass  pass
+        cpu.smt               pass  n/a   pass  n/a   pass
+        irq.shared-audio      n/a   n/a   n/a   n/a   n/a
+        irq.isolated-cpus     n/a   pass  n/a   n/a   n/a
+        irq.irqbalance        pass  pass  pass  pass  pass
+        mem.swappiness        pass  pass  pass  pass  pass
+        mem.thp               pass  pass  pass  pass  pass
+        fs.noatime            pass  pass  pass  pass  pass
+        virt.vm               pass  pass  pass  pass  pass
+        bg.rt-tasks           pass  pass  pass  pass  pass
+        bg.daemons            pass  pass  pass  pass  warn
+        ",
+    );
+}
+
+#[test]
+fn exit_codes_of_the_trees() {
+    assert_eq!(report("badly-tuned", Target::Audio).exit_code(), 3);
+    assert_eq!(report("arm-board", Target::Throughput).exit_code(), 0);
+    assert_eq!(report("laptop-intel", Target::Throughput).exit_code(), 1);
+}
+
+#[test]
+fn evidence_names_system_paths_not_the_fixture_root() {
+    for t in TREES {
+        for target in Target::ALL {
+            for f in report(t, target).findings {
+                assert!(
+                    !f.outcome.evidence.contains("tests/fixtures"),
+                    "{t} {}: {}",
+                    f.id,
+                    f.outcome.evidence
+                );
+                assert!(!f.outcome.evidence.is_empty(), "{t} {}", f.id);
+                assert!(
+                    !f.outcome.evidence.contains('\n') && !f.outcome.advice.contains('\n'),
+                    "{t} {}: one line each",
+                    f.id
+                );
+                if matches!(f.outcome.verdict, Verdict::Warn | Verdict::Fail) {
+                    assert!(!f.outcome.advice.is_empty(), "{t} {} has no advice", f.id);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_bad_tree_says_why() {
+    let r = report("badly-tuned", Target::Audio);
+    let ev = |id: &str| r.finding(id).unwrap().outcome.evidence.clone();
+    assert!(ev("cpu.governor").contains("powersave (intel_cpufreq)"));
+    assert!(ev("cpu.idle-depth").contains("C10 (890 µs)"));
+    assert!(!ev("cpu.idle-depth").contains("C6"), "C6 is within 100 µs");
+    assert!(ev("irq.shared-audio").contains("IRQ 16 ehci_hcd:usb1, snd_hda_intel:card0"));
+    assert!(ev("mem.thp").contains("always"));
+    assert!(ev("limits.rtprio").contains("RLIMIT_RTPRIO 0"));
+    assert!(ev("limits.rtprio").contains("group audio"));
+    assert!(ev("bg.rt-tasks").contains("multipathd (pid 530, root, rr 99)"));
+    assert!(ev("bg.daemons").contains("power-profiles-daemon"));
+    assert!(ev("fs.noatime").contains("/home (strictatime)"));
+}
+
+#[test]
+fn fix_plan_of_the_bad_tree() {
+    let r = report("badly-tuned", Target::Audio);
+    let plan = plan_fixes(&r, Verdict::Fail);
+    let knobs: Vec<&Knob> = plan.knobs.iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        knobs,
+        vec![
+            &Knob::Governor("performance".into()),
+            &Knob::Epp("performance".into()),
+            &Knob::MaxIdleLatencyUs(100),
+        ]
+    );
+    let boot: Vec<&str> = plan.boot.iter().map(|(b, _)| b.as_str()).collect();
+    assert_eq!(boot, vec!["clocksource=tsc", "snd_hda_intel.enable_msi=1"]);
+    assert!(
+        plan.manual
+            .iter()
+            .any(|(m, ids)| m.contains("usermod -aG audio carol") && ids == &["limits.rtprio"])
+    );
+    // Warnings add their fixes when asked for.
+    let all = plan_fixes(&r, Verdict::Warn);
+    assert!(all.boot.iter().any(|(b, _)| b == "threadirqs"));
+    assert!(all.boot.iter().any(|(b, _)| b == "preempt=full"));
+    assert!(
+        all.boot
+            .iter()
+            .any(|(b, _)| b == "transparent_hugepage=madvise")
+    );
+    // The control target asks for a tighter idle bound and a PREEMPT_RT kernel.
+    let c = plan_fixes(&report("badly-tuned", Target::Control), Verdict::Fail);
+    assert!(
+        c.knobs
+            .iter()
+            .any(|(k, _)| *k == Knob::MaxIdleLatencyUs(10))
+    );
+    assert!(c.manual.iter().any(|(m, _)| m.contains("PREEMPT_RT")));
+}
+
+#[test]
+fn skip_leaves_checks_out() {
+    let facts = Facts::gather(&Sys::new(tree("vm")), &UserChoice::default());
+    let skip = latlab_check::resolve_skip(&["irq", "virt.vm"]).unwrap();
+    let r = latlab_check::run(&facts, Target::Audio, &skip);
+    assert!(r.finding("virt.vm").is_none());
+    assert!(r.findings.iter().all(|f| !f.id.starts_with("irq.")));
+    assert_eq!(r.skipped.len(), 4);
+    assert_eq!(
+        r.findings.len() + r.skipped.len(),
+        latlab_check::CHECKS.len()
+    );
+    let s = r.summary;
+    assert_eq!(
+        (s.pass + s.warn + s.fail + s.not_applicable) as usize,
+        r.findings.len()
+    );
+}
+
+#[test]
+fn json_carries_every_id_and_fix() {
+    let r = report("badly-tuned", Target::Audio);
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["schema"], "latlab.check");
+    assert_eq!(v["target"], "audio");
+    assert_eq!(v["bounds"]["idle_exit_latency_us"], 100);
+    let ids: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, latlab_check::ids().collect::<Vec<_>>());
+    let gov = &v["findings"][ids.iter().position(|i| *i == "cpu.governor").unwrap()];
+    assert_eq!(gov["verdict"], "fail");
+    assert_eq!(gov["fixes"][0]["kind"], "knob");
+    assert_eq!(gov["fixes"][0]["knob"]["knob"], "governor");
+    assert_eq!(gov["fixes"][0]["knob"]["value"], "performance");
+    assert!(
+        r.finding("kernel.clocksource").unwrap().outcome.fixes
+            == vec![Fix::boot("clocksource=tsc")]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Variations: a copy of a tree with one file changed flips one verdict.
+
+fn copy_tree(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", tree(name).display()))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    dir
+}
+
+fn write(root: &Path, rel: &str, content: &[u8]) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+}
+
+fn verdict_at(root: &Path, target: Target, id: &str) -> (Verdict, String) {
+    let r = report_at(root, target, &UserChoice::default());
+    let f = r.finding(id).unwrap();
+    (f.outcome.verdict, f.outcome.evidence.clone())
+}
+
+#[test]
+fn an_irq_on_an_isolated_cpu() {
+    let t = copy_tree("arm-board");
+    write(t.path(), "proc/irq/36/effective_affinity_list", b"3\n");
+    let (v, ev) = verdict_at(t.path(), Target::Audio, "irq.isolated-cpus");
+    assert_eq!(v, Verdict::Warn, "{ev}");
+    assert!(ev.contains("36 eth0 → 3"), "{ev}");
+    assert_eq!(
+        verdict_at(t.path(), Target::Control, "irq.isolated-cpus").0,
+        Verdict::Fail
+    );
+    let r = report_at(t.path(), Target::Control, &UserChoice::default());
+    assert!(
+        r.finding("irq.isolated-cpus")
+            .unwrap()
+            .outcome
+            .fixes
+            .contains(&Fix::knob(Knob::IrqsOff("3".into())))
+    );
+}
+
+#[test]
+fn a_pm_qos_request_holds_deep_states_off() {
+    let t = copy_tree("laptop-intel");
+    write(t.path(), "dev/cpu_dma_latency", &50i32.to_le_bytes());
+    let (v, ev) = verdict_at(t.path(), Target::Audio, "cpu.idle-depth");
+    assert_eq!(v, Verdict::Pass, "{ev}");
+    assert!(ev.contains("held off by a PM QoS request"), "{ev}");
+    // A tight request costs throughput.
+    write(t.path(), "dev/cpu_dma_latency", &0i32.to_le_bytes());
+    assert_eq!(
+        verdict_at(t.path(), Target::Throughput, "cpu.pm-qos").0,
+        Verdict::Warn
+    );
+    // Per-CPU resume latency `n/a` means 0 µs: polling only on that CPU.
+    let t = copy_tree("laptop-intel");
+    for c in 0..4 {
+        write(
+            t.path(),
+            &format!("sys/devices/system/cpu/cpu{c}/power/pm_qos_resume_latency_us"),
+            b"n/a\n",
+        );
+    }
+    let (v, ev) = verdict_at(t.path(), Target::Control, "cpu.idle-depth");
+    assert_eq!(v, Verdict::Pass, "{ev}");
+}
+
+#[test]
+fn low_resolution_timers() {
+    let t = copy_tree("laptop-intel");
+    let text = std::fs::read_to_string(t.path().join("proc/timer_list")).unwrap();
+    write(
+        t.path(),
+        "proc/timer_list",
+        text.replace(".resolution: 1 nsecs", ".resolution: 4000000 nsecs")
+            .as_bytes(),
+    );
+    let (v, ev) = verdict_at(t.path(), Target::Audio, "kernel.hrtimers");
+    assert_eq!(v, Verdict::Fail, "{ev}");
+    assert!(ev.contains("4000000 ns"), "{ev}");
+}
+
+#[test]
+fn steal_above_the_bound_fails_a_vm() {
+    let t = copy_tree("vm");
+    let stat = std::fs::read_to_string(t.path().join("proc/stat")).unwrap();
+    let first = stat.lines().next().unwrap();
+    let mut f: Vec<String> = first.split_whitespace().map(str::to_string).collect();
+    f[8] = "60000".into(); // steal, against ~300000 of other time
+    let stat = stat.replacen(first, &f.join(" "), 1);
+    write(t.path(), "proc/stat", stat.as_bytes());
+    let (v, ev) = verdict_at(t.path(), Target::Audio, "virt.vm");
+    assert_eq!(v, Verdict::Fail, "{ev}");
+    assert_eq!(
+        verdict_at(t.path(), Target::Throughput, "virt.vm").0,
+        Verdict::Fail
+    );
+}
+
+#[test]
+fn limits_of_the_sudo_caller_come_from_limits_d() {
+    // latlab runs as root through sudo for carol: her limits are what pam_limits gives her.
+    let t = copy_tree("badly-tuned");
+    write(
+        t.path(),
+        "proc/self/status",
+        b"Name:\tlatlab\nUid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\n",
+    );
+    let who = UserChoice {
+        explicit: None,
+        sudo_user: Some("carol".into()),
+    };
+    let r = report_at(t.path(), Target::Audio, &who);
+    let rt = &r.finding("limits.rtprio").unwrap().outcome;
+    assert_eq!(rt.verdict, Verdict::Fail, "{}", rt.evidence);
+    assert!(
+        rt.evidence
+            .contains("limits.conf/limits.d at the next login"),
+        "{}",
+        rt.evidence
+    );
+    assert!(
+        r.finding("limits.privileges")
+            .unwrap()
+            .outcome
+            .evidence
+            .contains("through sudo for carol")
+    );
+    // Once in group audio, Debian's audio.conf gives her rtprio 95 and unlimited memlock.
+    write(
+        t.path(),
+        "etc/group",
+        b"root:x:0:\naudio:x:29:carol\ncarol:x:1000:\n",
+    );
+    let r = report_at(t.path(), Target::Audio, &who);
+    assert_eq!(
+        r.finding("limits.rtprio").unwrap().outcome.verdict,
+        Verdict::Pass
+    );
+    assert_eq!(
+        r.finding("limits.memlock").unwrap().outcome.verdict,
+        Verdict::Pass
+    );
+    // Without sudo, root's own limits: CAP_SYS_NICE makes RLIMIT_RTPRIO moot.
+    let r = report_at(t.path(), Target::Audio, &UserChoice::default());
+    assert!(
+        r.finding("limits.rtprio")
+            .unwrap()
+            .outcome
+            .evidence
+            .starts_with("root: root with CAP_SYS_NICE")
+    );
+}
+
+#[test]
+fn a_session_older_than_its_grant_asks_for_a_new_login() {
+    let t = copy_tree("badly-tuned");
+    write(
+        t.path(),
+        "etc/group",
+        b"root:x:0:\naudio:x:29:carol\ncarol:x:1000:\n",
+    );
+    let (v, ev) = verdict_at(t.path(), Target::Audio, "limits.rtprio");
+    assert_eq!(v, Verdict::Fail);
+    assert!(ev.contains("log in again"), "{ev}");
+}
+
+#[test]
+fn an_explicit_user() {
+    let who = UserChoice {
+        explicit: Some("alice".into()),
+        sudo_user: None,
+    };
+    let t = copy_tree("laptop-intel");
+    // The process runs as root now; alice's limits come from limits.d.
+    write(
+        t.path(),
+        "proc/self/status",
+        b"Name:\tlatlab\nUid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\n",
+    );
+    let r = report_at(t.path(), Target::Audio, &who);
+    let rt = &r.finding("limits.rtprio").unwrap().outcome;
+    assert_eq!(rt.verdict, Verdict::Pass, "{}", rt.evidence);
+    assert!(rt.evidence.contains("RLIMIT_RTPRIO 95"), "{}", rt.evidence);
+}
+
+#[test]
+fn a_missing_file_is_not_applicable_not_a_crash() {
+    let t = copy_tree("vm");
+    for rel in [
+        "proc/interrupts",
+        "proc/mounts",
+        "proc/self/status",
+        "proc/timer_list",
+        "proc/config.gz",
+        "sys/kernel/mm/transparent_hugepage/enabled",
+        "proc/sys/vm/swappiness",
+        "sys/devices/system/cpu/cpuidle/current_driver",
+    ] {
+        std::fs::remove_file(t.path().join(rel)).unwrap();
+    }
+    let r = report_at(t.path(), Target::Audio, &UserChoice::default());
+    assert_eq!(r.findings.len(), latlab_check::CHECKS.len());
+    for id in [
+        "irq.shared-audio",
+        "fs.noatime",
+        "limits.privileges",
+        "kernel.hz",
+        "mem.thp",
+        "mem.swappiness",
+        "cpu.idle-depth",
+    ] {
+        let f = r.finding(id).unwrap();
+        assert_eq!(
+            f.outcome.verdict,
+            Verdict::NotApplicable,
+            "{id}: {}",
+            f.outcome.evidence
+        );
+        assert!(f.outcome.evidence.starts_with("unavailable: "), "{id}");
+    }
+    // Empty: no file at all.
+    let empty = tempfile::tempdir().unwrap();
+    let r = report_at(empty.path(), Target::Control, &UserChoice::default());
+    assert_eq!(r.findings.len(), latlab_check::CHECKS.len());
+    assert!(
+        r.findings
+            .iter()
+            .all(|f| !f.outcome.evidence.contains("the check itself failed"))
+    );
+}
+
+#[test]
+fn the_live_machine_gives_a_complete_report() {
+    let who = UserChoice {
+        explicit: None,
+        sudo_user: std::env::var("SUDO_USER").ok(),
+    };
+    let facts = Facts::gather(&Sys::default(), &who);
+    for target in Target::ALL {
+        let r = latlab_check::run(&facts, target, &[]);
+        assert_eq!(
+            r.findings.iter().map(|f| f.id).collect::<Vec<_>>(),
+            latlab_check::ids().collect::<Vec<_>>()
+        );
+        for f in &r.findings {
+            assert!(
+                !f.outcome.evidence.contains("the check itself failed"),
+                "{}: {}",
+                f.id,
+                f.outcome.evidence
+            );
+        }
+        assert!([0, 1, 3].contains(&r.exit_code()));
+    }
+}
