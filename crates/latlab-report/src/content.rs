@@ -45,6 +45,7 @@ pub(crate) fn build(a: &Analysis, plots: bool) -> Vec<Block> {
     }
     cost(&mut b, a);
     tradeoffs(&mut b, a, plots);
+    traced(&mut b, a, plots);
     runs(&mut b, a);
     per_cpu(&mut b, a);
     spikes(&mut b, a);
@@ -500,6 +501,7 @@ fn distributions(b: &mut Vec<Block>, a: &Analysis) {
         .map(|c| HistSeries {
             label: c.cell.name.clone(),
             hist: &c.pooled,
+            series: c.index,
         })
         .collect();
     match histogram_chart("Latency histograms of the cells (share of samples)", &series, true) {
@@ -1062,9 +1064,11 @@ fn cell_section(b: &mut Vec<Block>, c: &CellFigures) {
     let series: Vec<HistSeries> = c
         .cpus
         .iter()
-        .map(|cpu| HistSeries {
+        .enumerate()
+        .map(|(i, cpu)| HistSeries {
             label: cpu.label.clone(),
             hist: &cpu.hist,
+            series: i,
         })
         .collect();
     let pooled = if c.runs.len() > 1 {
@@ -1122,6 +1126,265 @@ fn cell_section(b: &mut Vec<Block>, c: &CellFigures) {
         }
         for n in notes {
             b.push(Block::Note(n));
+        }
+    }
+}
+
+/// One traced family of one cell, merged over its repeats.
+struct TracedFamily {
+    family: latlab_model::trace::Family,
+    hist: latlab_hist::Histogram,
+    /// Per key name, merged over the repeats, most samples first.
+    keys: Vec<(String, latlab_hist::Histogram)>,
+    dropped: u64,
+    runs: usize,
+}
+
+fn traced_families(c: &CellFigures) -> Vec<TracedFamily> {
+    let mut out: Vec<TracedFamily> = Vec::new();
+    for r in &c.runs {
+        let Some(t) = &r.run.trace else { continue };
+        for f in &t.families {
+            let i = match out.iter().position(|x| x.family == f.family) {
+                Some(i) => i,
+                None => {
+                    out.push(TracedFamily {
+                        family: f.family,
+                        hist: latlab_hist::Histogram::new(),
+                        keys: Vec::new(),
+                        dropped: 0,
+                        runs: 0,
+                    });
+                    out.len() - 1
+                }
+            };
+            let x = &mut out[i];
+            x.hist.merge(&f.histogram);
+            x.dropped += f.dropped;
+            x.runs += 1;
+            for k in &f.keys {
+                match x.keys.iter_mut().find(|(n, _)| *n == k.name) {
+                    Some((_, h)) => h.merge(&k.histogram),
+                    None => x.keys.push((k.name.clone(), k.histogram.clone())),
+                }
+            }
+        }
+    }
+    out.sort_by_key(|f| f.family);
+    for f in &mut out {
+        f.keys
+            .sort_by(|a, b| b.1.count().cmp(&a.1.count()).then(a.0.cmp(&b.0)));
+    }
+    out
+}
+
+/// Keys listed per cell and family.
+const TRACE_KEYS_SHOWN: usize = 5;
+
+fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
+    h2(b, "Kernel latencies traced beside the runs", "trace");
+    if a.cells
+        .iter()
+        .all(|c| c.runs.iter().all(|r| r.run.trace.is_none()))
+    {
+        b.push(Block::Note(
+            "traced kernel latencies: none in these runs (measured without tracing)".into(),
+        ));
+        return;
+    }
+    let per_cell: Vec<Vec<TracedFamily>> = a.cells.iter().map(traced_families).collect();
+    let stat_names = ["p50", "p90", "p99", "p99.9", "max"];
+    let mut headers: Vec<(String, bool)> = vec![
+        ("cell".into(), false),
+        ("family".into(), false),
+        ("what".into(), false),
+        ("runs".into(), true),
+        ("samples".into(), true),
+    ];
+    headers.extend(stat_names.iter().map(|n| (format!("{n} (µs)"), true)));
+    headers.push(("dropped".into(), true));
+    let mut t = Table::with_headers("trace", headers);
+    let mut keys = Table::new(
+        "trace-keys",
+        &[
+            ("cell", false),
+            ("family", false),
+            ("key", false),
+            ("samples", true),
+            ("p99 (µs)", true),
+            ("max (µs)", true),
+        ],
+    );
+    for (c, fams) in a.cells.iter().zip(&per_cell) {
+        for f in fams {
+            let s = Stats::of(&f.hist);
+            let mut row: Vec<TCell> = vec![
+                c.cell.name.as_str().into(),
+                f.family.name().into(),
+                f.family.describe().into(),
+                f.runs.to_string().into(),
+                s.count.to_string().into(),
+            ];
+            for (m, name) in [
+                (Metric::P50, "p50"),
+                (Metric::P90, "p90"),
+                (Metric::P99, "p99"),
+                (Metric::P99_9, "p99.9"),
+                (Metric::Max, "max"),
+            ] {
+                let v = int_stat(&s, m);
+                row.push(if s.count == 0 {
+                    TCell::new("-")
+                } else {
+                    TCell::new(numfmt::us(v))
+                        .attr("data-stat", name)
+                        .attr("data-ns", v.to_string())
+                });
+            }
+            row.push(f.dropped.to_string().into());
+            t.row_with(
+                vec![
+                    ("data-cell", c.index.to_string()),
+                    ("data-family", f.family.name().to_string()),
+                ],
+                row,
+            );
+            for (name, h) in f.keys.iter().take(TRACE_KEYS_SHOWN) {
+                let ks = Stats::of(h);
+                keys.row(vec![
+                    c.cell.name.as_str().into(),
+                    f.family.name().into(),
+                    format!("{}: {name}", f.family.key_kind()).into(),
+                    ks.count.to_string().into(),
+                    numfmt::us(ks.p99).into(),
+                    numfmt::us(ks.max).into(),
+                ]);
+            }
+        }
+    }
+    b.push(Block::Table(t));
+    if !keys.rows.is_empty() {
+        h3(
+            b,
+            format!("Busiest keys ({TRACE_KEYS_SHOWN} per cell and family)"),
+            Some("trace-keys".into()),
+        );
+        b.push(Block::Table(keys));
+    }
+    // Events not traced, and what tracing cost.
+    let mut skipped: Vec<(String, Vec<String>)> = Vec::new();
+    let mut costs = Vec::new();
+    for c in &a.cells {
+        for r in &c.runs {
+            let Some(tr) = &r.run.trace else { continue };
+            for s in &tr.skipped {
+                let what = format!("{}: {}", s.event, s.reason);
+                match skipped.iter_mut().find(|(w, _)| *w == what) {
+                    Some((_, runs)) => runs.push(run_name(c, r)),
+                    None => skipped.push((what, vec![run_name(c, r)])),
+                }
+            }
+            costs.push(if tr.cost.available {
+                format!(
+                    "tracing cost, {}: {:.2} ms of BPF run time in {} runs of its programs ({:.3} % of the traced CPUs)",
+                    run_name(c, r),
+                    tr.cost.run_time_ns as f64 / 1e6,
+                    tr.cost.run_count,
+                    tr.cost.cpu_fraction * 100.0
+                )
+            } else {
+                format!(
+                    "tracing cost, {}: unavailable: {}",
+                    run_name(c, r),
+                    tr.cost.source
+                )
+            });
+        }
+    }
+    let traced_runs = costs.len();
+    for (what, runs) in skipped {
+        b.push(Block::Note(if runs.len() == traced_runs {
+            format!("not traced: {what}")
+        } else {
+            format!("not traced: {what} ({})", runs.join(", "))
+        }));
+    }
+    let untraced: Vec<String> = a
+        .cells
+        .iter()
+        .flat_map(|c| {
+            c.runs
+                .iter()
+                .filter(|r| r.run.trace.is_none())
+                .map(move |r| run_name(c, r))
+        })
+        .collect();
+    if !untraced.is_empty() {
+        b.push(Block::Note(format!(
+            "traced kernel latencies: none in {}",
+            untraced.join(", ")
+        )));
+    }
+    for c in costs {
+        b.push(Block::Note(c));
+    }
+    if !plots {
+        return;
+    }
+    let mut families: Vec<latlab_model::trace::Family> =
+        per_cell.iter().flatten().map(|f| f.family).collect();
+    families.sort();
+    families.dedup();
+    for fam in families {
+        let series: Vec<HistSeries> = a
+            .cells
+            .iter()
+            .zip(&per_cell)
+            .filter_map(|(c, fams)| {
+                fams.iter().find(|f| f.family == fam).map(|f| HistSeries {
+                    label: c.cell.name.clone(),
+                    hist: &f.hist,
+                    series: c.index,
+                })
+            })
+            .collect();
+        if let Some(svg) = histogram_chart(
+            &format!(
+                "{} ({}): histograms of the cells",
+                fam.describe(),
+                fam.name()
+            ),
+            &series,
+            true,
+        ) {
+            b.push(Block::Figure {
+                caption: format!(
+                    "Traced {}: every CPU and key, repeats pooled, as the share of each cell's events.",
+                    fam.describe()
+                ),
+                svg,
+            });
+        }
+        let lines: Vec<SpectrumLine> = series
+            .iter()
+            .map(|s| SpectrumLine {
+                label: s.label.clone(),
+                hist: s.hist,
+                series: s.series,
+                width: 1.8,
+                opacity: 1.0,
+                legend: true,
+            })
+            .collect();
+        if let Some(svg) = spectrum_chart(
+            &format!("{} ({}): percentile spectra", fam.describe(), fam.name()),
+            &lines,
+            "",
+        ) {
+            b.push(Block::Figure {
+                caption: format!("Percentile spectra of the traced {}.", fam.describe()),
+                svg,
+            });
         }
     }
 }

@@ -175,6 +175,18 @@ fn run_json(a: &Analysis, r: &RunFigures) -> Value {
         "throughput": throughput,
         "loads": run.loads.reports,
         "load_phases": run.loads.phases,
+        "trace": run.trace.as_ref().map(|t| json!({
+            "events": t.events,
+            "elapsed_ns": t.elapsed_ns,
+            "families": t.families.iter().map(|f| json!({
+                "family": f.family.name(),
+                "stats": latlab_model::Stats::of(&f.histogram),
+                "dropped": f.dropped,
+                "keys": f.keys.len(),
+            })).collect::<Vec<_>>(),
+            "skipped": t.skipped,
+            "cost": t.cost,
+        })),
         "spikes": {
             "threshold_ns": run.spikes.threshold_ns,
             "kept": run.spikes.kept.len(),

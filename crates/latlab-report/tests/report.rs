@@ -17,6 +17,9 @@ use latlab_model::samples::{
 use latlab_model::system::{
     CpuFreq, CpuIdle, CpuIdleCpu, Field, IdleState, KernelConfig, Virtualization,
 };
+use latlab_model::trace::{
+    CpuHistogram, Family, FamilyResult, KeyResult, SkippedEvent, TraceCost, TraceResult,
+};
 use latlab_model::{
     Clock, MeasureConfig, Method, Overall, Policy, RunEnvironment, RunResult, SCHEMA,
     SCHEMA_VERSION, Spike, Spikes, Stats, StopReason, SystemInfo, ThreadResult, Window,
@@ -328,6 +331,88 @@ fn run(p: &Profile, seed: u64, with_samples: bool) -> RunResult {
         },
         samples: with_samples.then(|| samples(p, &mut rng)),
         loads: loads(p, seed),
+        trace: (with_samples && p.power_missing.is_none()).then(|| trace(p, &mut rng)),
+    }
+}
+
+/// Softirq latency (two vectors) and wake-up latency (one class) on both CPUs.
+fn trace(p: &Profile, rng: &mut Rng) -> TraceResult {
+    let family = |family: Family, keys: &[(&str, u64, u64)], rng: &mut Rng| {
+        let mut all = Histogram::new();
+        let mut per_cpu = vec![Histogram::new(), Histogram::new()];
+        let mut key_results = Vec::new();
+        for (k, (name, n, base)) in keys.iter().enumerate() {
+            let mut kh = Histogram::new();
+            let mut kcpu = vec![Histogram::new(), Histogram::new()];
+            for i in 0..*n {
+                let v = base + rng.below(p.spread_ns) + rng.below(p.tail_ns / 10 + 1);
+                let cpu = (i % 2) as usize;
+                kh.record(v);
+                kcpu[cpu].record(v);
+                per_cpu[cpu].record(v);
+                all.record(v);
+            }
+            key_results.push(KeyResult {
+                key: k as u64,
+                name: (*name).into(),
+                histogram: kh,
+                per_cpu: kcpu
+                    .into_iter()
+                    .enumerate()
+                    .map(|(c, h)| CpuHistogram {
+                        cpu: c as u32,
+                        histogram: h,
+                    })
+                    .collect(),
+            });
+        }
+        FamilyResult {
+            family,
+            histogram: all,
+            per_cpu: per_cpu
+                .into_iter()
+                .enumerate()
+                .map(|(c, h)| CpuHistogram {
+                    cpu: c as u32,
+                    histogram: h,
+                })
+                .collect(),
+            keys: key_results,
+            dropped: 0,
+        }
+    };
+    TraceResult {
+        events: vec!["softirq".into(), "wakeup".into()],
+        cpus: vec![0, 1],
+        wakeup_filter: Default::default(),
+        start_monotonic_ns: 1_000_000_000,
+        end_monotonic_ns: 11_000_000_000,
+        elapsed_ns: 10_000_000_000,
+        families: vec![
+            family(
+                Family::SoftirqLatency,
+                &[
+                    ("TIMER", 4000, p.base_ns / 3),
+                    ("NET_RX", 1500, p.base_ns / 2),
+                ],
+                rng,
+            ),
+            family(Family::Wakeup, &[("rt", 3000, p.base_ns / 2)], rng),
+        ],
+        skipped: vec![SkippedEvent {
+            group: "tasklet".into(),
+            event: "irq:tasklet_entry".into(),
+            reason: "tracepoint absent in this kernel".into(),
+        }],
+        cost: TraceCost {
+            source: "BPF_ENABLE_STATS".into(),
+            available: true,
+            programs: vec![],
+            run_count: 8500,
+            run_time_ns: 2_100_000,
+            cpu_fraction: 0.000_105,
+        },
+        warnings: vec![],
     }
 }
 
@@ -565,7 +650,7 @@ fn text_of(n: roxmltree::Node) -> String {
         .collect()
 }
 
-const SECTIONS: [&str; 13] = [
+const SECTIONS: [&str; 14] = [
     "overview",
     "systems",
     "configuration",
@@ -576,6 +661,7 @@ const SECTIONS: [&str; 13] = [
     "distributions",
     "cost",
     "tradeoffs",
+    "trace",
     "runs",
     "cpus",
     "spikes",
@@ -611,9 +697,10 @@ fn html_has_every_section_and_well_formed_svgs() {
         count += 1;
         rest = &rest[end..];
     }
-    // 2 overlays, 2 trade-offs (power, throughput), per cell 2, and per run 4 panels over time
-    // (3 for schedutil's runs, which have no power readings).
-    assert_eq!(count, 2 + 2 + 2 * 3 + 4 * 8 + 3 * 2, "svg count");
+    // 2 overlays, 2 trade-offs (power, throughput), 2 per traced family (softirq latency and
+    // wake-up), per cell 2, and per run 4 panels over time (3 for schedutil's runs, which have
+    // no power readings).
+    assert_eq!(count, 2 + 2 + 2 * 2 + 2 * 3 + 4 * 8 + 3 * 2, "svg count");
     // The figures the issue names.
     for caption in [
         "Histograms of all cells",
@@ -1317,4 +1404,122 @@ fn format_names() {
     let input = bare();
     assert_eq!(ReportFormat::Text.render(&input), report_text(&input));
     assert_eq!(ReportFormat::Csv.render(&input), report_csv(&input));
+}
+
+#[test]
+fn odd_inputs_do_not_break_the_report() {
+    let mut other = run(&schedutil(), 31, true);
+    other.system.hostname = "laptop".into();
+    other.system.kernel_release = "6.18.0-generic".into();
+    other.config.cpus = None;
+    for t in &mut other.threads {
+        t.cpu = None;
+        t.label = t.label.replace("cpu", "thread");
+    }
+    for s in &mut other.spikes.kept {
+        s.cpu = None;
+    }
+    let input = ReportInput {
+        title: "odd".into(),
+        cells: vec![
+            cell("performance", &performance(), &[1]),
+            CellInput {
+                name: "empty".into(),
+                ..Default::default()
+            },
+            CellInput::single(other),
+        ],
+    };
+    let html = html_report(&input);
+    let doc = parse(&html);
+    assert_eq!(rows(&doc, "systems").len(), 2);
+    let between: Vec<String> = rows(&doc, "diff-between")
+        .iter()
+        .map(|r| r.attribute("data-key").unwrap().to_string())
+        .collect();
+    for key in ["system.hostname", "system.kernel_release", "config.cpus"] {
+        assert!(between.contains(&key.to_string()), "{key}: {between:?}");
+    }
+    assert!(html.contains("thread0, max "));
+    by_id(&doc, "cell-1");
+    let text = report_text(&input);
+    let latency = text.find("Latency per cell").unwrap();
+    let empty = text[latency..]
+        .lines()
+        .find(|l| l.starts_with("empty "))
+        .unwrap();
+    assert!(
+        empty.split_whitespace().filter(|w| *w == "-").count() >= 9,
+        "{empty}"
+    );
+    let cmp = compare_text(&input.cells[1], &input.cells[0]);
+    assert!(cmp.contains("p99 (µs)") && cmp.contains("no data"), "{cmp}");
+    let csv = read_csv(&report_csv(&input));
+    assert!(csv.iter().all(|r| r.len() == csv[0].len()));
+    assert_eq!(
+        report_json(&input)["cells"][1]["repeats"],
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn traced_latencies_equal_their_histograms() {
+    let input = experiment();
+    let html = html_report(&input);
+    let doc = parse(&html);
+    let rows = rows(&doc, "trace");
+    // performance and powersave traced softirq latency and wake-ups; schedutil did not trace.
+    assert_eq!(rows.len(), 4);
+    for row in rows {
+        let ci: usize = row.attribute("data-cell").unwrap().parse().unwrap();
+        let family = row.attribute("data-family").unwrap();
+        let mut h = Histogram::new();
+        for r in &input.cells[ci].runs {
+            let t = r.trace.as_ref().unwrap();
+            h.merge(
+                &t.families
+                    .iter()
+                    .find(|f| f.family.name() == family)
+                    .unwrap()
+                    .histogram,
+            );
+        }
+        let s = Stats::of(&h);
+        for td in row
+            .children()
+            .filter(|t| t.attribute("data-stat").is_some())
+        {
+            let want = match td.attribute("data-stat").unwrap() {
+                "p50" => s.p50,
+                "p90" => s.p90,
+                "p99" => s.p99,
+                "p99.9" => s.p99_9,
+                "max" => s.max,
+                other => panic!("{other}"),
+            };
+            assert_eq!(td.attribute("data-ns").unwrap(), want.to_string());
+            assert_eq!(text_of(td), us(want));
+        }
+    }
+    assert!(html.contains(
+        "<p class=\"note\">not traced: irq:tasklet_entry: tracepoint absent in this kernel</p>"
+    ));
+    assert!(
+        html.contains("traced kernel latencies: none in schedutil repeat 1, schedutil repeat 2")
+    );
+    assert!(html.contains("tracing cost, powersave repeat 4: 2.10 ms of BPF run time"));
+    assert!(html.contains("<title>wake-up -&gt; run (wakeup): percentile spectra</title>"));
+    let text = report_text(&bare());
+    assert!(
+        text.contains("traced kernel latencies: none in these runs (measured without tracing)")
+    );
+    let v = report_json(&input);
+    assert_eq!(
+        v["cells"][0]["repeats"][0]["trace"]["families"][1]["family"],
+        "wakeup"
+    );
+    assert_eq!(
+        v["cells"][2]["repeats"][0]["trace"],
+        serde_json::Value::Null
+    );
 }

@@ -71,6 +71,8 @@ fn us(ns: u64) -> f64 {
 pub(crate) struct HistSeries<'a> {
     pub label: String,
     pub hist: &'a Histogram,
+    /// Colour index (see [`style`]).
+    pub series: usize,
 }
 
 /// Step lines of several histograms over one latency axis. With `share`, counts are divided by
@@ -119,11 +121,11 @@ pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], share: bool) -
     );
     let mut chart = Chart::new(title, 260.0, x, y);
     let edges: Vec<f64> = (0..=nbins).map(|i| us(i as u64 * width)).collect();
-    for (i, (s, bins)) in series.iter().zip(&binned).enumerate() {
+    for (s, bins) in series.iter().zip(&binned) {
         if s.hist.is_empty() {
             continue;
         }
-        let (color, dash) = style(i);
+        let (color, dash) = style(s.series);
         let ys: Vec<Option<f64>> = bins
             .iter()
             .map(|&c| Some(if c > 0.0 { c } else { floor }))

@@ -254,7 +254,7 @@ pub(crate) const WIDTH: f64 = 760.0;
 const LEFT: f64 = 64.0;
 const RIGHT: f64 = 36.0;
 const TOP: f64 = 28.0;
-const LEGEND_COL: f64 = 240.0;
+const LEGEND_MIN_COL: f64 = 90.0;
 
 impl Chart {
     pub fn new(title: impl Into<String>, plot_h: f64, x: Axis, y: Axis) -> Chart {
@@ -453,7 +453,15 @@ impl Chart {
 
     /// The finished SVG: frame, grid, ticks, labels, the drawn content and the legend.
     pub fn finish(self) -> String {
-        let cols = ((self.width - self.left) / LEGEND_COL).floor().max(1.0) as usize;
+        // Legend columns as wide as the longest label needs (about 6.5 px a character at 11 px).
+        let longest = self
+            .legend
+            .iter()
+            .map(|i| i.label.chars().count())
+            .max()
+            .unwrap_or(0);
+        let col_w = (longest as f64 * 6.5 + 36.0).clamp(LEGEND_MIN_COL, self.width - self.left);
+        let cols = ((self.width - self.left) / col_w).floor().max(1.0) as usize;
         let rows = self.legend.len().div_ceil(cols);
         let axis_bottom = self.top + self.plot_h + 36.0;
         let height = axis_bottom
@@ -536,7 +544,7 @@ impl Chart {
             n(h)
         );
         for (i, item) in self.legend.iter().enumerate() {
-            let x = l + (i % cols) as f64 * LEGEND_COL;
+            let x = l + (i % cols) as f64 * col_w;
             let y = axis_bottom + (i / cols) as f64 * 16.0 + 10.0;
             match item.mark {
                 Mark::Line { width } => {
