@@ -8,6 +8,7 @@ mod live;
 mod load;
 mod measure;
 mod plan;
+mod results;
 mod run;
 mod signals;
 mod sysinfo;
@@ -50,6 +51,15 @@ enum Command {
     Run(run::RunArgs),
     /// The results store: list, show, remove, vacuum and check stored runs.
     Db(db::DbArgs),
+    /// Write a report (self-contained HTML with plots, or text, Markdown, JSON, CSV) of runs and
+    /// experiments from one or several stores.
+    Report(results::ReportArgs),
+    /// Compare two runs or cells side by side, with what the repeats support.
+    Compare(results::CompareArgs),
+    /// Write a stored run as latlab JSON, CSV or cyclictest's formats.
+    Export(results::ExportArgs),
+    /// Read cyclictest, stress-ng --cyclic or jitterdebugger output into the store.
+    Import(results::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,6 +82,10 @@ fn main() -> ExitCode {
         Command::Load(args) => load::run(args, &sys),
         Command::Run(args) => run::run(args, &sys),
         Command::Db(args) => db::run(args),
+        Command::Report(args) => results::report(args),
+        Command::Compare(args) => results::compare(args),
+        Command::Export(args) => results::export(args),
+        Command::Import(args) => results::import(args),
     };
     match result {
         Ok(code) => code,

@@ -264,7 +264,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     };
     store.set_experiment_status(experiment, status)?;
     println!(
-        "experiment {} {}: {} runs saved, {} failed; report with: latlab report {}",
+        "experiment {} {}: {} runs saved, {} failed; report with: latlab report e{}",
         experiment.0,
         status.name(),
         todo.len() - failures,

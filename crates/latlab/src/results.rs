@@ -1,0 +1,349 @@
+//! Results in and out of the store: `latlab report`, `compare`, `export` and `import`.
+//!
+//! Items name what to show: `N` is run N, `eN` experiment N (its cells with their repeats),
+//! `eN/KEY` one cell of it, `latest` the newest experiment. With several `--db`, items are
+//! looked up in each store in turn, and experiments of every store are shown side by side.
+
+use crate::cli_error::{CliError, CliResult};
+use anyhow::Context;
+use clap::Args;
+use latlab_model::RunResult;
+use latlab_report::{CellInput, ReportFormat, ReportInput};
+use latlab_store::{CellStatus, ExperimentId, Store};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const ITEM_FORM: &str = "a run number, eN for experiment N, eN/KEY for one cell, or latest";
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Runs and experiments to report (default: the newest experiment of each store).
+    items: Vec<String>,
+
+    /// A results store; repeat to put several stores (machines, kernels) in one report.
+    #[arg(long, value_name = "PATH")]
+    db: Vec<PathBuf>,
+
+    /// Output file (default: report.html for html, standard output otherwise).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<PathBuf>,
+
+    /// html, text, md, json or csv.
+    #[arg(long, default_value = "html", value_name = "FORMAT")]
+    format: String,
+
+    /// Title of the report.
+    #[arg(long)]
+    title: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline: a run number, eN/KEY for a cell with its repeats.
+    a: String,
+    /// What is compared with it.
+    b: String,
+    #[arg(long, value_name = "PATH")]
+    db: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The run (number or id).
+    run: String,
+    /// json, csv, histogram-csv, windows-csv, spikes-csv, cyclictest-json or cyclictest-hist.
+    #[arg(long, default_value = "json", value_name = "FORMAT")]
+    format: String,
+    /// Rows of 1 µs for cyclictest-hist.
+    #[arg(long, default_value_t = 400, value_name = "US")]
+    range: u32,
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// Files written by cyclictest (--json or -h text), stress-ng --cyclic (-v or --log-file)
+    /// or jitterdebugger (results.json).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// cyclictest-json, cyclictest-hist, stress-ng or jitterdebugger (default: recognised).
+    #[arg(long, value_name = "FORMAT")]
+    format: Option<String>,
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+}
+
+fn open_stores(dbs: &[PathBuf]) -> CliResult<Vec<(String, Store)>> {
+    let paths: Vec<PathBuf> = if dbs.is_empty() {
+        vec![latlab_store::resolve_path(None)]
+    } else {
+        dbs.to_vec()
+    };
+    paths
+        .iter()
+        .map(|p| {
+            let store = Store::open_existing(p).map_err(|e| {
+                CliError::Usage(format!(
+                    "--db {}: {e} (accepted: a latlab store)",
+                    p.display()
+                ))
+            })?;
+            let name = p
+                .file_stem()
+                .map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into());
+            Ok((name, store))
+        })
+        .collect()
+}
+
+/// An experiment's cells with their runs, in the order first run.
+fn experiment_cells(
+    store: &Store,
+    id: ExperimentId,
+    only: Option<&str>,
+) -> CliResult<Vec<CellInput>> {
+    let mut cells: Vec<CellInput> = Vec::new();
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    for c in store.cells(id)? {
+        if c.status != CellStatus::Done || only.is_some_and(|k| k != c.key) {
+            continue;
+        }
+        let at = *index.entry(c.key.clone()).or_insert_with(|| {
+            let params = c
+                .params
+                .as_object()
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().map_or(v.to_string(), String::from)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            cells.push(CellInput {
+                name: c.key.clone(),
+                params,
+                runs: Vec::new(),
+            });
+            cells.len() - 1
+        });
+        for r in &c.runs {
+            cells[at].runs.push(store.load_run(*r)?);
+        }
+    }
+    Ok(cells)
+}
+
+/// Resolve one item in the stores: the cells it stands for.
+fn resolve(stores: &[(String, Store)], item: &str) -> CliResult<Vec<CellInput>> {
+    let several = stores.len() > 1;
+    let tag = |name: &str, mut cells: Vec<CellInput>| {
+        if several {
+            for c in &mut cells {
+                c.name = format!("{} [{name}]", c.name);
+                c.params.insert("store".into(), name.to_string());
+            }
+        }
+        cells
+    };
+    if item == "latest" {
+        let mut out = Vec::new();
+        for (name, s) in stores {
+            if let Some(e) = s.list_experiments()?.pop() {
+                out.extend(tag(name, experiment_cells(s, e.id, None)?));
+            }
+        }
+        return Ok(out);
+    }
+    if let Some(rest) = item.strip_prefix('e') {
+        let (num, key) = match rest.split_once('/') {
+            Some((n, k)) => (n, Some(k)),
+            None => (rest, None),
+        };
+        if let Ok(n) = num.parse::<i64>() {
+            let mut out = Vec::new();
+            for (name, s) in stores {
+                if s.experiment(ExperimentId(n)).is_ok() {
+                    out.extend(tag(name, experiment_cells(s, ExperimentId(n), key)?));
+                }
+            }
+            if out.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "{item}: no such experiment or cell with saved runs (accepted: {ITEM_FORM})"
+                )));
+            }
+            return Ok(out);
+        }
+    }
+    for (name, s) in stores {
+        if let Some(id) = s.find_run(item)? {
+            return Ok(tag(name, vec![CellInput::single(s.load_run(id)?)]));
+        }
+    }
+    Err(CliError::Usage(format!(
+        "{item}: no such run or experiment (accepted: {ITEM_FORM})"
+    )))
+}
+
+pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
+    let format = ReportFormat::from_name(&args.format).ok_or_else(|| {
+        CliError::Usage(format!(
+            "--format {}: unknown (accepted: html, text, md, json, csv)",
+            args.format
+        ))
+    })?;
+    let stores = open_stores(&args.db)?;
+    let items = if args.items.is_empty() {
+        vec!["latest".to_string()]
+    } else {
+        args.items.clone()
+    };
+    let mut cells = Vec::new();
+    for item in &items {
+        cells.extend(resolve(&stores, item)?);
+    }
+    if cells.is_empty() {
+        return Err(CliError::Usage(
+            "nothing to report: the stores hold no experiment (name runs: latlab report N ...)"
+                .into(),
+        ));
+    }
+    let title = args
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("latlab report: {}", items.join(", ")));
+    let text = format.render(&ReportInput { title, cells });
+    let output = args
+        .output
+        .clone()
+        .or_else(|| (format == ReportFormat::Html).then(|| PathBuf::from("report.html")));
+    write_out(output.as_deref(), &text)?;
+    if let Some(p) = output {
+        eprintln!("latlab: wrote {}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_out(path: Option<&Path>, text: &str) -> CliResult<()> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => std::fs::write(p, text)
+            .with_context(|| format!("writing {}", p.display()))
+            .map_err(CliError::from),
+        _ => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .context("writing to standard output")
+                .map_err(CliError::from)
+        }
+    }
+}
+
+pub fn compare(args: CompareArgs) -> CliResult<ExitCode> {
+    let stores = open_stores(&args.db)?;
+    let one = |item: &str| -> CliResult<CellInput> {
+        let mut cells = resolve(&stores, item)?;
+        if cells.len() != 1 {
+            return Err(CliError::Usage(format!(
+                "{item}: names {} cells; compare takes one each (accepted: a run number or eN/KEY)",
+                cells.len()
+            )));
+        }
+        Ok(cells.remove(0))
+    };
+    let (a, b) = (one(&args.a)?, one(&args.b)?);
+    print!("{}", latlab_report::compare_text(&a, &b));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn export(args: ExportArgs) -> CliResult<ExitCode> {
+    let render: fn(&RunResult, u32) -> String = match args.format.as_str() {
+        "json" => |r, _| {
+            let mut s = r.to_json_pretty();
+            s.push('\n');
+            s
+        },
+        "csv" => |r, _| latlab_report::run_csv(r),
+        "histogram-csv" => |r, _| latlab_report::histogram_csv(r),
+        "windows-csv" => |r, _| latlab_report::windows_csv(r),
+        "spikes-csv" => |r, _| latlab_report::spikes_csv(r),
+        "cyclictest-json" => |r, range| {
+            latlab_report::cyclictest_json_with_range(r, range.max(latlab_report::HIST_MAX_US))
+        },
+        "cyclictest-hist" => |r, range| latlab_report::histfile(r, range),
+        other => {
+            return Err(CliError::Usage(format!(
+                "--format {other}: unknown (accepted: json, csv, histogram-csv, windows-csv, \
+                 spikes-csv, cyclictest-json, cyclictest-hist)"
+            )));
+        }
+    };
+    if args.range == 0 {
+        return Err(CliError::Usage(
+            "--range 0 (accepted: 1 or more rows)".into(),
+        ));
+    }
+    let stores = open_stores(args.db.as_slice())?;
+    let (_, store) = &stores[0];
+    let id = store.find_run(&args.run)?.ok_or_else(|| {
+        CliError::Usage(format!(
+            "{}: no such run (accepted: a run number or id from `latlab db list`)",
+            args.run
+        ))
+    })?;
+    let run = store.load_run(id)?;
+    write_out(args.output.as_deref(), &render(&run, args.range))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn import(args: ImportArgs) -> CliResult<ExitCode> {
+    let format = match &args.format {
+        None => None,
+        Some(f) => Some(latlab_import::Format::from_name(f).ok_or_else(|| {
+            CliError::Usage(format!(
+                "--format {f}: unknown (accepted: {})",
+                latlab_import::Format::ALL.map(|f| f.name()).join(", ")
+            ))
+        })?),
+    };
+    // Every file is read and checked before anything is saved.
+    let mut results = Vec::new();
+    for f in &args.files {
+        let text = std::fs::read_to_string(f).map_err(|e| {
+            CliError::Usage(format!("{}: {e} (accepted: a readable file)", f.display()))
+        })?;
+        let r = latlab_import::import(&text, format, &f.display().to_string())
+            .map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))?;
+        results.push((f, r));
+    }
+    let path = latlab_store::resolve_path(args.db.as_deref());
+    let mut store =
+        Store::open(&path).map_err(|e| CliError::Usage(format!("--db {}: {e}", path.display())))?;
+    for (f, r) in results {
+        if store.find_run(&r.id)?.is_some() {
+            println!(
+                "{}: already in {} (as {})",
+                f.display(),
+                path.display(),
+                r.id
+            );
+            continue;
+        }
+        let id = store.save_run(&r, None)?;
+        println!(
+            "{}: saved as run {} ({} threads, {} samples, max {:.1} us)",
+            f.display(),
+            id.0,
+            r.threads.len(),
+            r.overall.stats.count,
+            r.overall.stats.max as f64 / 1000.0
+        );
+        for w in &r.environment.warnings {
+            println!("  note: {w}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
