@@ -1,0 +1,221 @@
+//! `latlab report`, `compare`, `export` and `import` on a store filled by a real `latlab run`:
+//! the report's numbers equal the stored histograms, its SVGs are well formed, and headless
+//! Chromium renders it without console errors.
+#![allow(clippy::unwrap_used)]
+
+use latlab_hist::Histogram;
+use latlab_store::Store;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn latlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_latlab"))
+}
+
+fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// One store with a two-cell experiment of three repeats each, shared by the tests.
+fn store() -> &'static Path {
+    static DIR: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    let (_, db) = DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = if is_root() {
+            "policy = \"fifo\"\npriority = 80\n"
+        } else {
+            "policy = \"other\"\nno-mlock = true\n"
+        };
+        let plan = dir.path().join("p.toml");
+        std::fs::write(
+            &plan,
+            format!(
+                "name = \"report-test\"\nrepeat = 3\n[settings]\nduration = \"0.3s\"\n\
+                 sample-period = \"100ms\"\nwindow = \"100ms\"\ncpus = \"0\"\n{policy}\
+                 [axes]\ninterval = [\"1ms\", \"250us\"]\n"
+            ),
+        )
+        .unwrap();
+        let db = dir.path().join("r.db");
+        let out = latlab()
+            .args(["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (dir, db)
+    });
+    db
+}
+
+fn run_ok(args: &[&str]) -> std::process::Output {
+    let out = latlab().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "latlab {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn report_numbers_equal_the_stored_histograms() {
+    let db = store().to_str().unwrap();
+    let out = run_ok(&["report", "--db", db, "e1", "--format", "json", "-o", "-"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = Store::open_existing(store()).unwrap();
+    let cells = s.cells(latlab_store::ExperimentId(1)).unwrap();
+    let rcells = report["cells"].as_array().unwrap();
+    assert_eq!(rcells.len(), 2);
+    for rc in rcells {
+        let name = rc["name"].as_str().unwrap();
+        let mut pooled = Histogram::new();
+        let mut n = 0;
+        for c in cells.iter().filter(|c| c.key == name) {
+            for id in &c.runs {
+                pooled.merge(&s.load_run(*id).unwrap().overall.histogram);
+                n += 1;
+            }
+        }
+        assert_eq!(n, 3, "{name}: three repeats");
+        assert_eq!(rc["repeats"].as_array().unwrap().len(), 3);
+        let stats = &rc["stats"];
+        assert_eq!(stats["count"].as_u64().unwrap(), pooled.count());
+        assert_eq!(stats["p99"].as_u64().unwrap(), pooled.percentile(99.0));
+        assert_eq!(stats["max"].as_u64().unwrap(), pooled.max());
+    }
+}
+
+#[test]
+fn html_report_is_self_contained_and_well_formed() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    let db = store().to_str().unwrap();
+    run_ok(&["report", "--db", db, "e1", "-o", html.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(text.starts_with("<!DOCTYPE html>") || text.starts_with("<!doctype html>"));
+    // No network access: nothing is loaded from elsewhere.
+    for bad in ["http://", "https://", "src=\"//"] {
+        let hits: Vec<&str> = text
+            .match_indices(bad)
+            .map(|(i, _)| &text[i.saturating_sub(40)..(i + 40).min(text.len())])
+            .filter(|ctx| !ctx.contains("xmlns"))
+            .collect();
+        assert!(hits.is_empty(), "{bad}: {hits:?}");
+    }
+    let svgs = text.matches("<svg").count();
+    assert!(svgs >= 4, "plots present: {svgs}");
+    for (i, _) in text.match_indices("<svg") {
+        let end = text[i..].find("</svg>").unwrap() + i + "</svg>".len();
+        roxmltree::Document::parse(&text[i..end]).unwrap_or_else(|e| panic!("SVG at {i}: {e}"));
+    }
+    render_in_chromium(&html, dir.path());
+}
+
+/// Chromium (Debian's package) renders the report to a PNG without console errors.
+fn render_in_chromium(html: &Path, dir: &Path) {
+    let browser = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            Command::new("sh")
+                .args(["-c", &format!("command -v {b}")])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    let Some(browser) = browser else {
+        eprintln!("skipped: no chromium to render the report");
+        return;
+    };
+    let png = dir.join("report.png");
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1280,2000",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let console: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+        .collect();
+    assert!(console.is_empty(), "console messages: {console:?}");
+    let meta = std::fs::metadata(&png).unwrap();
+    assert!(meta.len() > 10_000, "a rendered page, not a blank one");
+    let keep = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("report.png");
+    let _ = std::fs::copy(&png, keep);
+}
+
+#[test]
+fn text_and_markdown_and_compare() {
+    let db = store().to_str().unwrap();
+    let text = run_ok(&["report", "--db", db, "e1", "--format", "text"]).stdout;
+    let text = String::from_utf8_lossy(&text);
+    assert!(text.contains("interval=1ms") && text.contains("interval=250us"), "{text}");
+    let md = run_ok(&["report", "--db", db, "--format", "md"]).stdout;
+    assert!(String::from_utf8_lossy(&md).contains("| "));
+    let cmp = run_ok(&["compare", "--db", db, "e1/interval=1ms", "e1/interval=250us"]).stdout;
+    let cmp = String::from_utf8_lossy(&cmp);
+    assert!(cmp.contains("p99") && cmp.contains("Mann-Whitney"), "{cmp}");
+    let out = latlab()
+        .args(["compare", "--db", db, "e1", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "an experiment is not one cell");
+    let out = latlab()
+        .args(["report", "--db", db, "e99"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = latlab()
+        .args(["report", "--db", db, "--format", "pdf"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn export_and_import_round_trip_through_cyclictest_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store().to_str().unwrap();
+    let ct = dir.path().join("ct.json");
+    run_ok(&[
+        "export",
+        "1",
+        "--db",
+        db,
+        "--format",
+        "cyclictest-json",
+        "-o",
+        ct.to_str().unwrap(),
+    ]);
+    let csv = run_ok(&["export", "1", "--db", db, "--format", "csv"]).stdout;
+    assert!(String::from_utf8_lossy(&csv).lines().count() >= 2);
+    let db2 = dir.path().join("imported.db");
+    let out = run_ok(&["import", ct.to_str().unwrap(), "--db", db2.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("saved as run 1"));
+    // Importing the same file again is noticed.
+    let again = run_ok(&["import", ct.to_str().unwrap(), "--db", db2.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already in"));
+    let original = Store::open_existing(store()).unwrap().load_run(latlab_store::RunId(1)).unwrap();
+    let imported = Store::open_existing(&db2).unwrap().load_run(latlab_store::RunId(1)).unwrap();
+    assert_eq!(imported.overall.stats.count, original.overall.stats.count);
+    // Whole microseconds, recorded at the middle: within a microsecond of the original maximum.
+    let (a, b) = (original.overall.stats.max, imported.overall.stats.max);
+    assert!(a.abs_diff(b) <= 1000, "{a} vs {b}");
+    let out = latlab()
+        .args(["import", "/etc/hostname", "--db", db2.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a format latlab reads"));
+}
