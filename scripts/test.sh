@@ -5,9 +5,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages the tests use (setpriv drops privileges in the capability test).
+# System packages the tests use: setpriv drops privileges in the capability tests; cyclictest,
+# stress-ng and jitterdebugger produce real output for the import tests; chromium renders the
+# HTML report and the dashboard; prometheus scrapes the monitor's /metrics.
 need=()
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+command -v cyclictest >/dev/null 2>&1 || need+=(rt-tests)
+command -v stress-ng >/dev/null 2>&1 || need+=(stress-ng)
+command -v jitterdebugger >/dev/null 2>&1 || need+=(jitterdebugger)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
