@@ -1,0 +1,467 @@
+//! `latlab check` end to end: bad input, the table and JSON on every fixture tree, --skip,
+//! --fix on a copy of the badly tuned tree undone byte for byte by `latlab tune restore`,
+//! --measure, and the real machine.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const TREES: [&str; 5] = [
+    "laptop-intel",
+    "arm-board",
+    "amd-desktop",
+    "vm",
+    "badly-tuned",
+];
+
+fn tree(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../latlab-check/tests/fixtures")
+        .join(name)
+}
+
+fn latlab() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_latlab"));
+    c.env_remove("LATLAB_SYSROOT")
+        .env_remove("LATLAB_STATE_DIR")
+        .env_remove("SUDO_USER")
+        .env_remove("NO_COLOR");
+    c
+}
+
+fn check(root: &Path, args: &[&str]) -> Output {
+    latlab()
+        .arg("--sysroot")
+        .arg(root)
+        .arg("check")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn ids() -> Vec<String> {
+    let out = latlab().args(["check", "--list"]).output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect()
+}
+
+fn finding<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("{id} missing"))
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    let root = tree("vm");
+    for (args, needle) in [
+        (vec!["--target", "x"], "--target"),
+        (vec!["--skip", "unknown-id"], "unknown-id"),
+        (vec!["--skip", "kernel.preempt,nope"], "nope"),
+        (vec!["--measure", "soon"], "--measure"),
+        (vec!["--measure", "0"], "--measure"),
+        (vec!["--state-dir", "/tmp"], "--fix"),
+        (vec!["--bogus"], "--bogus"),
+    ] {
+        let out = check(&root, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
+        assert!(err.starts_with("latlab: error: "), "{err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+    }
+}
+
+#[test]
+fn list_names_every_check() {
+    let ids = ids();
+    assert!(ids.len() >= 25);
+    for id in [
+        "limits.rtprio",
+        "kernel.preempt",
+        "cpu.idle-depth",
+        "irq.shared-audio",
+        "virt.vm",
+    ] {
+        assert!(ids.iter().any(|i| i == id), "{id}");
+    }
+}
+
+#[test]
+fn json_on_every_tree_and_target() {
+    let ids = ids();
+    // Exit codes per tree for each target: 3 a failure, 1 a warning, 0 all pass.
+    for (target, codes) in [
+        ("audio", [3, 3, 3, 3, 3]),
+        ("control", [3, 3, 3, 3, 3]),
+        ("throughput", [1, 0, 1, 0, 3]),
+    ] {
+        for (t, want) in TREES.iter().zip(codes) {
+            let out = check(&tree(t), &["--json", "--target", target]);
+            let doc = json(&out);
+            assert_eq!(out.status.code(), Some(want), "{t} {target}");
+            assert_eq!(doc["exit_code"], want, "{t} {target}");
+            assert_eq!(doc["schema"], "latlab.check");
+            assert_eq!(doc["target"], target);
+            let got: Vec<&str> = doc["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["id"].as_str().unwrap())
+                .collect();
+            assert_eq!(got, ids, "{t} {target}");
+            for f in doc["findings"].as_array().unwrap() {
+                assert!(
+                    ["pass", "warn", "fail", "not_applicable"]
+                        .contains(&f["verdict"].as_str().unwrap())
+                );
+            }
+        }
+    }
+    let doc = json(&check(&tree("badly-tuned"), &["--json"]));
+    assert_eq!(doc["bounds"]["idle_exit_latency_us"], 100);
+    assert_eq!(finding(&doc, "cpu.governor")["verdict"], "fail");
+    assert_eq!(finding(&doc, "irq.shared-audio")["verdict"], "fail");
+    assert_eq!(finding(&doc, "mem.thp")["verdict"], "warn");
+    assert_eq!(finding(&doc, "limits.rtprio")["verdict"], "fail");
+    assert_eq!(finding(&doc, "cpu.idle-depth")["verdict"], "fail");
+    let doc = json(&check(
+        &tree("badly-tuned"),
+        &["--json", "--target", "control"],
+    ));
+    assert_eq!(doc["bounds"]["idle_exit_latency_us"], 10);
+}
+
+#[test]
+fn the_table_on_a_pipe() {
+    let out = check(&tree("badly-tuned"), &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !text.contains('\x1b'),
+        "no colour when stdout is not a terminal"
+    );
+    assert!(text.starts_with("target audio: idle exit latency ≤ 100 µs"));
+    for id in ids() {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{id} "))),
+            "{id} row"
+        );
+    }
+    let gov = text
+        .lines()
+        .find(|l| l.starts_with("cpu.governor"))
+        .unwrap();
+    assert!(gov.contains("FAIL") && gov.contains("powersave (intel_cpufreq)"));
+    assert!(text.contains("advice: set the performance governor"));
+    assert!(text.contains("fix: tune: [cpu.all] governor = \"performance\""));
+    assert!(text.contains("fix: boot: snd_hda_intel.enable_msi=1"));
+    assert!(text.contains("pass,") && text.contains(" fail,"));
+    assert!(text.contains("latlab check --fix applies 3 tune setting(s)"));
+}
+
+#[test]
+fn skip_by_id_and_by_group() {
+    let out = check(&tree("vm"), &["--json", "--skip", "kernel.preempt,irq"]);
+    let doc = json(&out);
+    let got: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert!(!got.contains(&"kernel.preempt"));
+    assert!(got.iter().all(|i| !i.starts_with("irq.")));
+    let skipped = doc["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 4);
+    // The VM failed only kernel.preempt for audio: the rest warns.
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn limits_of_the_sudo_caller() {
+    let dir = copy_tree("badly-tuned");
+    std::fs::write(
+        dir.path().join("proc/self/status"),
+        "Name:\tlatlab\nUid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\n",
+    )
+    .unwrap();
+    let out = latlab()
+        .env("SUDO_USER", "carol")
+        .arg("--sysroot")
+        .arg(dir.path())
+        .args(["check", "--json"])
+        .output()
+        .unwrap();
+    let doc = json(&out);
+    let rt = finding(&doc, "limits.rtprio");
+    assert_eq!(rt["verdict"], "fail");
+    let ev = rt["evidence"].as_str().unwrap();
+    assert!(
+        ev.starts_with("carol: RLIMIT_RTPRIO 0 (limits.conf/limits.d"),
+        "{ev}"
+    );
+    // --user names another user.
+    let out = check(dir.path(), &["--json", "--user", "root"]);
+    let rt = finding(&json(&out), "limits.rtprio").clone();
+    assert_eq!(rt["verdict"], "pass", "{rt}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// --fix on a copy of the bad tree.
+
+fn copy_tree(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", tree(name).display()))
+        .arg(dir.path())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    dir
+}
+
+#[derive(Debug, PartialEq)]
+enum Entry {
+    Dir(u32),
+    File(u32, Vec<u8>),
+    Link(PathBuf),
+}
+
+/// Every path under `root` with its kind, mode and content (symlinks by their target).
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, Entry> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().to_path_buf();
+            let md = std::fs::symlink_metadata(&p).unwrap();
+            let mode = md.permissions().mode();
+            let entry = if md.file_type().is_symlink() {
+                Entry::Link(std::fs::read_link(&p).unwrap())
+            } else if md.is_dir() {
+                stack.push(p.clone());
+                Entry::Dir(mode)
+            } else {
+                Entry::File(mode, std::fs::read(&p).unwrap())
+            };
+            out.insert(rel, entry);
+        }
+    }
+    out
+}
+
+fn restore(root: &Path, state: &Path) -> Output {
+    latlab()
+        .arg("--sysroot")
+        .arg(root)
+        .args(["tune", "--state-dir"])
+        .arg(state)
+        .arg("restore")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn fix_then_tune_restore_leaves_the_bad_tree_as_it_was() {
+    let dir = copy_tree("badly-tuned");
+    let state = tempfile::tempdir().unwrap();
+    let before = snapshot(dir.path());
+    assert_eq!(before, snapshot(&tree("badly-tuned")), "the copy is exact");
+
+    let out = check(
+        dir.path(),
+        &[
+            "--json",
+            "--fix",
+            "--state-dir",
+            state.path().to_str().unwrap(),
+        ],
+    );
+    let doc = json(&out);
+    // The boot-option and by-hand failures remain (clock source, shared IRQ, rtprio).
+    assert_eq!(out.status.code(), Some(3), "{doc}");
+    let fix = &doc["fix"];
+    assert_eq!(fix["error"], serde_json::Value::Null, "{fix}");
+    assert_eq!(
+        fix["applied"],
+        serde_json::json!([
+            "[cpu.all] governor = \"performance\"",
+            "[cpu.all] epp = \"performance\"",
+            "[cpu.all] max_idle_latency_us = 100"
+        ])
+    );
+    assert!(fix["written"].as_u64().unwrap() >= 12, "{fix}");
+    let boot: Vec<&str> = fix["plan"]["boot"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b[0].as_str().unwrap())
+        .collect();
+    assert_eq!(boot, ["clocksource=tsc", "snd_hda_intel.enable_msi=1"]);
+    // The report after the fix shows what it changed; the one before is kept.
+    for id in ["cpu.governor", "cpu.epp", "cpu.idle-depth"] {
+        assert_eq!(finding(&doc["before"], id)["verdict"], "fail", "{id}");
+        assert_eq!(finding(&doc, id)["verdict"], "pass", "{id}");
+    }
+    assert_ne!(before, snapshot(dir.path()), "--fix wrote the tree");
+    let gov = dir
+        .path()
+        .join("sys/devices/system/cpu/cpu2/cpufreq/scaling_governor");
+    assert_eq!(std::fs::read_to_string(&gov).unwrap(), "performance\n");
+
+    // A second --fix with knobs to apply (control's 10 µs idle bound) refuses while the
+    // first is applied, and writes nothing.
+    let mid = snapshot(dir.path());
+    let again = check(
+        dir.path(),
+        &[
+            "--fix",
+            "--target",
+            "control",
+            "--state-dir",
+            state.path().to_str().unwrap(),
+        ],
+    );
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("restore it first"), "{err}");
+    assert_ne!(again.status.code(), Some(0));
+    assert_eq!(mid, snapshot(dir.path()));
+
+    let r = restore(dir.path(), state.path());
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(before, snapshot(dir.path()), "restored byte for byte");
+}
+
+#[test]
+fn fix_prints_the_boot_options_it_cannot_apply() {
+    let dir = copy_tree("badly-tuned");
+    let state = tempfile::tempdir().unwrap();
+    let out = check(
+        dir.path(),
+        &["--fix", "--state-dir", state.path().to_str().unwrap()],
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("applied through latlab tune:"), "{text}");
+    assert!(text.contains("boot options (not applied"), "{text}");
+    assert!(text.contains("clocksource=tsc"));
+    assert!(text.contains("snd_hda_intel.enable_msi=1"));
+    assert!(text.contains("usermod -aG audio carol"));
+    assert!(text.contains("undo everything: latlab tune restore"));
+    assert!(text.contains("after the fix:"));
+    assert!(restore(dir.path(), state.path()).status.success());
+}
+
+#[test]
+fn fix_with_nothing_to_apply_writes_nothing() {
+    // The VM fails only kernel.preempt for audio, whose fix is a boot option.
+    let dir = copy_tree("vm");
+    let state = tempfile::tempdir().unwrap();
+    let before = snapshot(dir.path());
+    let out = check(
+        dir.path(),
+        &["--fix", "--state-dir", state.path().to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("preempt=full"), "{text}");
+    assert_eq!(before, snapshot(dir.path()));
+    assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn measure_before_and_after_the_fix() {
+    let dir = copy_tree("badly-tuned");
+    let state = tempfile::tempdir().unwrap();
+    let out = check(
+        dir.path(),
+        &[
+            "--json",
+            "--fix",
+            "--measure",
+            "0.3s",
+            "--state-dir",
+            state.path().to_str().unwrap(),
+        ],
+    );
+    let doc = json(&out);
+    let m = &doc["measure"];
+    assert_eq!(m["duration_ns"], 300_000_000u64);
+    assert_eq!(m["errors"], serde_json::json!([]), "{m}");
+    for when in ["before", "after"] {
+        let p99 = m[when]["p99_ns"].as_u64().unwrap();
+        let max = m[when]["max_ns"].as_u64().unwrap();
+        assert!(p99 > 0 && max >= p99, "{when}: {m}");
+    }
+    assert!(restore(dir.path(), state.path()).status.success());
+
+    // Without --fix: one measurement, printed on one line.
+    let out = check(&tree("vm"), &["--measure", "0.3s"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("measured 300ms: p99 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("max"), "{line}");
+}
+
+#[test]
+fn the_real_machine_gives_a_complete_table() {
+    let ids = ids();
+    for target in ["audio", "control", "throughput"] {
+        let out = latlab()
+            .args(["check", "--json", "--target", target])
+            .output()
+            .unwrap();
+        let code = out.status.code().unwrap();
+        assert!([0, 1, 3].contains(&code), "{target}: exit {code}");
+        let doc = json(&out);
+        let got: Vec<&str> = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(got, ids, "{target}");
+        for f in doc["findings"].as_array().unwrap() {
+            let ev = f["evidence"].as_str().unwrap();
+            assert!(!ev.contains("the check itself failed"), "{}: {ev}", f["id"]);
+        }
+        let table = latlab()
+            .args(["check", "--target", target])
+            .output()
+            .unwrap();
+        assert_eq!(table.status.code(), Some(code), "{target}");
+        let text = String::from_utf8(table.stdout).unwrap();
+        assert_eq!(
+            text.lines()
+                .filter(|l| ids.iter().any(|id| l.starts_with(&format!("{id} "))))
+                .count(),
+            ids.len(),
+            "{target}: one row per check\n{text}"
+        );
+    }
+}
