@@ -128,6 +128,7 @@ fn fixture() -> RunResult {
                 "the coordinating thread shares the measured CPUs 0-1".into(),
                 "\"steal\" time 2.1 % during the run".into(),
             ],
+            ..Default::default()
         },
         stop: StopReason::Duration,
         overall: Overall {
