@@ -91,7 +91,8 @@ pub fn noatime(f: &Facts, ctx: &Ctx) -> Outcome {
             format!("{} ({how})", m.target)
         })
         .collect();
-    without.dedup();
+    let mut seen = std::collections::BTreeSet::new();
+    without.retain(|w| seen.insert(w.clone()));
     if without.is_empty() {
         return Outcome::pass(format!(
             "noatime on every writable disk file system ({})",
@@ -169,11 +170,13 @@ pub fn rt_tasks(f: &Facts, ctx: &Ctx) -> Outcome {
             f.rt_tasks.reason().unwrap_or_default()
         ));
     };
+    // Root's own tasks are the system's: for root every user-space RT task competes.
     let me = f
         .user
         .value()
         .and_then(|u| u.uid)
-        .or_else(|| f.identity.value().map(|i| i.uid));
+        .or_else(|| f.identity.value().map(|i| i.uid))
+        .filter(|uid| *uid != 0);
     let kernel = tasks.iter().filter(|t| t.kernel_thread).count();
     let mine = tasks
         .iter()
