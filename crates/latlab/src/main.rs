@@ -7,6 +7,7 @@ mod db;
 mod live;
 mod load;
 mod measure;
+mod monitor;
 mod plan;
 mod results;
 mod run;
@@ -60,6 +61,14 @@ enum Command {
     Export(results::ExportArgs),
     /// Read cyclictest, stress-ng --cyclic or jitterdebugger output into the store.
     Import(results::ImportArgs),
+    /// Watch latency for the long term: per-CPU windows (worst case, percentiles, idle states,
+    /// frequency, power) stored continuously, a dashboard and /metrics for Prometheus.
+    Monitor(Box<monitor::MonitorArgs>),
+    /// Serve the dashboard and /metrics of a store, without measuring.
+    Serve(monitor::ServeArgs),
+    /// Write man pages and shell completions (for packaging).
+    #[command(hide = true)]
+    GenDocs(monitor::GenDocsArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +95,9 @@ fn main() -> ExitCode {
         Command::Compare(args) => results::compare(args),
         Command::Export(args) => results::export(args),
         Command::Import(args) => results::import(args),
+        Command::Monitor(args) => monitor::run(*args, &sys),
+        Command::Serve(args) => monitor::serve(args),
+        Command::GenDocs(args) => monitor::gen_docs(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,542 @@
+// latlab monitor dashboard: plain JavaScript, SVG drawn here, data from /api/*.
+'use strict';
+
+const SVG = 'http://www.w3.org/2000/svg';
+const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2',
+  '#17becf', '#7f7f7f', '#bcbd22'];
+const STATE_COLORS = ['#c6dbef', '#9ecae1', '#6baed6', '#4292c6', '#2171b5', '#08519c',
+  '#08306b', '#3f007d'];
+const W = 1000;
+const PAD = { l: 56, r: 10, t: 8, b: 22 };
+
+const st = {
+  series: null,
+  seriesList: [],
+  span: 21600000,
+  custom: null,
+  data: null,
+  status: null,
+  timer: null,
+};
+
+function $(id) { return document.getElementById(id); }
+
+function recordError(msg) {
+  const prev = document.body.dataset.errors || '';
+  document.body.dataset.errors = prev + msg + '\n';
+  const e = $('errors');
+  e.hidden = false;
+  e.textContent = document.body.dataset.errors;
+}
+window.addEventListener('error', (e) => recordError('error: ' + e.message));
+window.addEventListener('unhandledrejection', (e) => recordError('error: ' + String(e.reason)));
+
+async function getJSON(url) {
+  const r = await fetch(url, { cache: 'no-store' });
+  if (!r.ok) {
+    let detail = '';
+    try { detail = (await r.json()).error || ''; } catch (_) { detail = ''; }
+    throw new Error(url + ': HTTP ' + r.status + (detail ? ' ' + detail : ''));
+  }
+  return r.json();
+}
+
+function el(tag, attrs, text) {
+  const e = document.createElement(tag);
+  if (attrs) for (const k of Object.keys(attrs)) e.setAttribute(k, attrs[k]);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+function svgEl(tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  if (attrs) for (const k of Object.keys(attrs)) e.setAttribute(k, String(attrs[k]));
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+function us(ns) {
+  if (ns === null || ns === undefined) return '–';
+  const v = ns / 1000;
+  return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+}
+
+function pad2(n) { return String(n).padStart(2, '0'); }
+
+function fmtTime(ms, withDate) {
+  const d = new Date(ms);
+  const t = pad2(d.getHours()) + ':' + pad2(d.getMinutes());
+  if (!withDate) return t;
+  return d.getFullYear() + '-' + pad2(d.getMonth() + 1) + '-' + pad2(d.getDate()) + ' ' + t;
+}
+
+function fmtFull(ms) {
+  const d = new Date(ms);
+  return fmtTime(ms, true) + ':' + pad2(d.getSeconds());
+}
+
+function toLocalInput(ms) {
+  const d = new Date(ms);
+  return d.getFullYear() + '-' + pad2(d.getMonth() + 1) + '-' + pad2(d.getDate()) + 'T' +
+    pad2(d.getHours()) + ':' + pad2(d.getMinutes()) + ':' + pad2(d.getSeconds());
+}
+
+function cpuColor(i) { return COLORS[i % COLORS.length]; }
+
+// ---- charts ----
+
+function timeTicks(from, to) {
+  const span = to - from;
+  const steps = [1e3, 5e3, 15e3, 6e4, 3e5, 9e5, 36e5, 108e5, 216e5, 864e5, 6048e5];
+  let step = steps[steps.length - 1];
+  for (const s of steps) { if (span / s <= 8) { step = s; break; } }
+  const tz = new Date(from).getTimezoneOffset() * 60000;
+  const first = Math.ceil((from - tz) / step) * step + tz;
+  const out = [];
+  for (let t = first; t <= to; t += step) out.push(t);
+  return { ticks: out, withDate: span > 864e5 * 1.5, seconds: step < 6e4 };
+}
+
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) { if (m * p >= v) return m * p; }
+  return 10 * p;
+}
+
+// A time chart: lines (with gaps), optional log y, annotations, click handler.
+function timeChart(container, opt) {
+  container.textContent = '';
+  const H = opt.height || 220;
+  const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': opt.label || 'chart' });
+  const x0 = PAD.l, x1 = W - PAD.r, y0 = PAD.t, y1 = H - PAD.b;
+  const from = opt.from, to = opt.to;
+  const xs = (t) => x0 + (t - from) / Math.max(1, to - from) * (x1 - x0);
+  let vals = [];
+  for (const s of opt.lines) for (const p of s.points) if (p && p[1] !== null && isFinite(p[1])) vals.push(p[1]);
+  let lo, hi, ys;
+  if (opt.log) {
+    const pos = vals.filter((v) => v > 0);
+    lo = pos.length ? Math.pow(10, Math.floor(Math.log10(Math.min(...pos)))) : 1;
+    hi = pos.length ? Math.pow(10, Math.ceil(Math.log10(Math.max(...pos)))) : 10;
+    if (hi <= lo) hi = lo * 10;
+    ys = (v) => y1 - (Math.log10(Math.max(v, lo)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo)) * (y1 - y0);
+  } else {
+    lo = 0;
+    hi = opt.yMax || niceMax(vals.length ? Math.max(...vals) : 1);
+    ys = (v) => y1 - (v - lo) / (hi - lo) * (y1 - y0);
+  }
+  // grid and y labels
+  const yt = [];
+  if (opt.log) { for (let v = lo; v <= hi * 1.0001; v *= 10) yt.push(v); } else { for (let i = 0; i <= 4; i++) yt.push(lo + (hi - lo) * i / 4); }
+  for (const v of yt) {
+    const y = ys(v);
+    svg.appendChild(svgEl('line', { class: 'grid', x1: x0, x2: x1, y1: y, y2: y }));
+    const label = v >= 1000 ? (v / 1000) + 'k' : (Math.round(v * 100) / 100);
+    svg.appendChild(svgEl('text', { x: x0 - 4, y: y + 4, 'text-anchor': 'end' }, label));
+  }
+  const tt = timeTicks(from, to);
+  for (const t of tt.ticks) {
+    const x = xs(t);
+    svg.appendChild(svgEl('line', { class: 'grid', x1: x, x2: x, y1: y0, y2: y1 }));
+    const label = tt.seconds ? fmtFull(t).slice(11) : fmtTime(t, tt.withDate);
+    svg.appendChild(svgEl('text', { x: x, y: H - 6, 'text-anchor': 'middle' }, label));
+  }
+  svg.appendChild(svgEl('line', { class: 'axis', x1: x0, x2: x1, y1: y1, y2: y1 }));
+  svg.appendChild(svgEl('line', { class: 'axis', x1: x0, x2: x0, y1: y0, y2: y1 }));
+  drawAnnotations(svg, opt.annotations || [], xs, y0, y1, from, to);
+  let drawn = 0;
+  for (const s of opt.lines) {
+    let d = '';
+    let prev = null;
+    for (const p of s.points) {
+      if (!p || p[1] === null || !isFinite(p[1]) || (opt.log && p[1] <= 0)) { prev = null; continue; }
+      const x = xs(p[0]).toFixed(1), y = ys(p[1]).toFixed(1);
+      const gap = prev !== null && opt.gap && p[0] - prev > opt.gap;
+      d += (prev === null || gap ? 'M' : 'L') + x + ' ' + y + ' ';
+      prev = p[0];
+    }
+    if (!d) continue;
+    drawn++;
+    const attrs = { class: 'series' + (s.dashed ? ' dashed' : ''), d: d.trim(), stroke: s.color };
+    if (s.cpu !== undefined) attrs['data-cpu'] = s.cpu;
+    if (s.kind) attrs['data-kind'] = s.kind;
+    svg.appendChild(svgEl('path', attrs));
+  }
+  if (!drawn) svg.appendChild(svgEl('text', { class: 'empty', x: (x0 + x1) / 2, y: (y0 + y1) / 2, 'text-anchor': 'middle' }, opt.empty || 'no data in this range'));
+  if (opt.onClick) {
+    const hit = svgEl('rect', { class: 'hit', x: x0, y: y0, width: x1 - x0, height: y1 - y0 });
+    hit.addEventListener('click', (ev) => {
+      const r = svg.getBoundingClientRect();
+      const sx = (ev.clientX - r.left) / r.width * W;
+      const sy = (ev.clientY - r.top) / r.height * H;
+      const t = from + (sx - x0) / (x1 - x0) * (to - from);
+      opt.onClick(t, sy, ys);
+    });
+    svg.appendChild(hit);
+  }
+  container.appendChild(svg);
+  return svg;
+}
+
+function drawAnnotations(svg, anns, xs, y0, y1, from, to) {
+  for (const a of anns) {
+    if (a.t < from || a.t > to) continue;
+    const x = xs(a.t);
+    const line = svgEl('line', { class: 'ann ann-' + a.kind, x1: x, x2: x, y1: y0, y2: y1 });
+    line.appendChild(svgEl('title', null, fmtFull(a.t) + ' ' + a.text));
+    svg.appendChild(line);
+  }
+}
+
+function legend(container, items) {
+  container.textContent = '';
+  for (const it of items) {
+    const span = el('span', { class: 'legend-item' });
+    if (it.cpu !== undefined) span.setAttribute('data-cpu', it.cpu);
+    const sw = svgEl('svg', { viewBox: '0 0 18 10' });
+    if (it.fill) sw.appendChild(svgEl('rect', { x: 0, y: 0, width: 18, height: 10, fill: it.fill }));
+    else sw.appendChild(svgEl('line', { x1: 0, x2: 18, y1: 5, y2: 5, stroke: it.color, 'stroke-width': 2, 'stroke-dasharray': it.dashed ? '4 3' : '' }));
+    span.appendChild(sw);
+    span.appendChild(document.createTextNode(it.label));
+    container.appendChild(span);
+  }
+}
+
+// ---- panels ----
+
+function rowsOf(data) { return data ? data.rows : []; }
+
+function gapOf(data) {
+  const s = st.seriesList.find((x) => x.id === st.series);
+  const w = s ? s.window_ns / 1e6 : 300000;
+  return Math.max(w, data && data.rows.length > 1 ? (data.rows[data.rows.length - 1].t1 - data.rows[0].t0) / data.rows.length : w) * 2.5;
+}
+
+function drawLatency(data, from, to) {
+  const lines = [];
+  const items = [];
+  data.cpus.forEach((cpu, i) => {
+    const color = cpuColor(i);
+    const mid = (r) => (r.t0 + r.t1) / 2;
+    lines.push({ cpu: cpu, kind: 'max', color: color, points: rowsOf(data).map((r) => r.cpu[cpu] ? [mid(r), r.cpu[cpu].max / 1000] : null) });
+    lines.push({ cpu: cpu, kind: 'p999', color: color, dashed: true, points: rowsOf(data).map((r) => r.cpu[cpu] ? [mid(r), r.cpu[cpu].p999 / 1000] : null) });
+    items.push({ cpu: cpu, color: color, label: 'cpu' + cpu });
+  });
+  legend($('legend-latency'), items);
+  timeChart($('chart-latency'), {
+    from: from, to: to, log: true, height: 260, lines: lines, gap: gapOf(data), label: 'latency per window',
+    annotations: data.annotations,
+    onClick: (t, sy, ys) => {
+      let best = null;
+      for (const r of data.rows) {
+        const d = t < r.t0 ? r.t0 - t : t > r.t1 ? t - r.t1 : 0;
+        if (best === null || d < best.d) best = { d: d, r: r };
+      }
+      if (!best) return;
+      let pick = null;
+      for (const cpu of data.cpus) {
+        const c = best.r.cpu[cpu];
+        if (!c) continue;
+        const dy = Math.abs(ys(Math.max(c.max / 1000, 1e-3)) - sy);
+        if (pick === null || dy < pick.dy) pick = { dy: dy, cpu: cpu, start: c.start };
+      }
+      if (pick) showWindow(pick.start, pick.cpu);
+    },
+  });
+}
+
+function drawCstates(data, from, to) {
+  const c = $('chart-cstates');
+  c.textContent = '';
+  const names = {};
+  for (const s of data.idle_states || []) names[s.cpu] = s.states;
+  const maxStates = Math.max(0, ...Object.values(names).map((n) => n.length));
+  const items = [];
+  const anyNames = Object.values(names)[0] || [];
+  for (let i = 0; i < maxStates; i++) items.push({ fill: STATE_COLORS[i % STATE_COLORS.length], label: anyNames[i] || ('state' + i) });
+  items.push({ fill: '#ffffff', label: 'busy (not idle)' });
+  legend($('legend-cstates'), items);
+  const rowH = 46, gap = 8;
+  const H = PAD.t + data.cpus.length * (rowH + gap) + PAD.b;
+  const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + Math.max(H, 60), role: 'img', 'aria-label': 'idle-state residency' });
+  const x0 = PAD.l, x1 = W - PAD.r;
+  const xs = (t) => x0 + (t - from) / Math.max(1, to - from) * (x1 - x0);
+  let any = false;
+  data.cpus.forEach((cpu, ci) => {
+    const top = PAD.t + ci * (rowH + gap);
+    const g = svgEl('g', { class: 'cpu-row', 'data-cpu': cpu });
+    g.appendChild(svgEl('rect', { x: x0, y: top, width: x1 - x0, height: rowH, fill: '#ffffff', stroke: '#e4e4dc' }));
+    for (const r of data.rows) {
+      const p = r.cpu[cpu];
+      if (!p || !p.res || !p.res.length) continue;
+      const xa = xs(Math.max(r.t0, from)), xb = xs(Math.min(r.t1, to));
+      const w = Math.max(0.6, xb - xa);
+      let y = top + rowH;
+      p.res.forEach((pct, si) => {
+        if (!(pct > 0)) return;
+        const h = Math.min(100, pct) / 100 * rowH;
+        y -= h;
+        g.appendChild(svgEl('rect', { x: xa.toFixed(1), y: y.toFixed(1), width: w.toFixed(1), height: h.toFixed(1), fill: STATE_COLORS[si % STATE_COLORS.length] }));
+        any = true;
+      });
+    }
+    g.appendChild(svgEl('text', { class: 'cpu-label', x: x0 - 6, y: top + rowH / 2 + 4, 'text-anchor': 'end' }, 'cpu' + cpu));
+    svg.appendChild(g);
+  });
+  const tt = timeTicks(from, to);
+  const yb = H - 6;
+  for (const t of tt.ticks) svg.appendChild(svgEl('text', { x: xs(t), y: yb, 'text-anchor': 'middle' }, tt.seconds ? fmtFull(t).slice(11) : fmtTime(t, tt.withDate)));
+  drawAnnotations(svg, data.annotations, xs, PAD.t, H - PAD.b, from, to);
+  if (!any) svg.appendChild(svgEl('text', { class: 'empty', x: (x0 + x1) / 2, y: H / 2, 'text-anchor': 'middle' }, 'no idle-state data (no cpuidle driver, or no windows in this range)'));
+  c.appendChild(svg);
+}
+
+function drawFreq(data, from, to) {
+  const lines = data.cpus.map((cpu, i) => ({
+    cpu: cpu, color: cpuColor(i),
+    points: data.rows.map((r) => r.cpu[cpu] && r.cpu[cpu].mhz !== null ? [(r.t0 + r.t1) / 2, r.cpu[cpu].mhz] : null),
+  }));
+  legend($('legend-freq'), data.cpus.map((cpu, i) => ({ cpu: cpu, color: cpuColor(i), label: 'cpu' + cpu })));
+  timeChart($('chart-freq'), { from: from, to: to, lines: lines, height: 180, gap: gapOf(data), label: 'frequency', annotations: data.annotations, empty: 'no frequency data (no cpufreq and no cpu MHz)' });
+}
+
+function drawPower(data, from, to) {
+  const lines = data.power_sources.map((name, i) => ({
+    color: COLORS[(i + 3) % COLORS.length],
+    points: data.rows.map((r) => r.power[i] !== null && r.power[i] !== undefined ? [(r.t0 + r.t1) / 2, r.power[i]] : null),
+  }));
+  legend($('legend-power'), data.power_sources.map((n, i) => ({ color: COLORS[(i + 3) % COLORS.length], label: n })));
+  timeChart($('chart-power'), { from: from, to: to, lines: lines, height: 160, gap: gapOf(data), label: 'power', annotations: data.annotations, empty: 'no power source on this machine (RAPL, hwmon or battery)' });
+  const cost = [{ color: '#555555', points: data.rows.map((r) => r.cost_pct !== null ? [(r.t0 + r.t1) / 2, r.cost_pct] : null) }];
+  timeChart($('chart-cost'), { from: from, to: to, lines: cost, height: 120, gap: gapOf(data), label: 'latlab cpu use', annotations: [] });
+}
+
+function drawAnnotationList(data) {
+  const ul = $('annotations');
+  ul.textContent = '';
+  if (!data.annotations.length) { ul.appendChild(el('li', null, 'none in this range')); return; }
+  for (const a of data.annotations.slice().reverse()) {
+    const li = el('li', { 'data-kind': a.kind });
+    li.appendChild(el('span', { class: 'kind' }, a.kind));
+    li.appendChild(document.createTextNode(fmtFull(a.t) + (a.cpu !== null ? ' cpu' + a.cpu : '') + ' — ' + a.text));
+    ul.appendChild(li);
+  }
+}
+
+function table(t, head, rows, onClick) {
+  t.textContent = '';
+  const thead = el('thead');
+  const tr = el('tr');
+  for (const h of head) tr.appendChild(el('th', null, h));
+  thead.appendChild(tr);
+  t.appendChild(thead);
+  const tb = el('tbody');
+  for (const r of rows) {
+    const row = el('tr', onClick ? { class: 'clickable' } : null);
+    for (const c of r.cells) row.appendChild(el('td', null, c));
+    if (onClick) row.addEventListener('click', () => onClick(r));
+    tb.appendChild(row);
+  }
+  if (!rows.length) {
+    const row = el('tr');
+    const td = el('td', { colspan: head.length }, 'none');
+    row.appendChild(td);
+    tb.appendChild(row);
+  }
+  t.appendChild(tb);
+}
+
+function drawWorst(rows) {
+  table($('worst'), ['window', 'CPU', 'max µs', 'p99.9 µs', 'p99 µs', 'samples', 'missed', 'MHz'],
+    rows.map((w) => ({
+      start: w.start, cpu: w.cpu,
+      cells: [fmtFull(w.t0) + (w.windows > 1 ? ' (' + w.windows + ' merged)' : ''), 'cpu' + w.cpu, us(w.max), us(w.p999), us(w.p99), w.count, w.missed, w.mhz === null ? '–' : Math.round(w.mhz)],
+    })), (r) => showWindow(r.start, r.cpu));
+}
+
+function histChart(container, buckets) {
+  container.textContent = '';
+  const H = 200;
+  const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'histogram' });
+  if (!buckets.length) {
+    svg.appendChild(svgEl('text', { class: 'empty', x: W / 2, y: H / 2, 'text-anchor': 'middle' }, 'no samples in this window'));
+    container.appendChild(svg);
+    return;
+  }
+  const x0 = PAD.l, x1 = W - PAD.r, y0 = PAD.t, y1 = H - PAD.b;
+  const lo = Math.max(1, buckets[0][0]);
+  const hi = Math.max(lo * 2, buckets[buckets.length - 1][1] + 1);
+  const llo = Math.log10(lo), lhi = Math.log10(hi);
+  const nbins = 120;
+  const bins = new Array(nbins).fill(0);
+  for (const b of buckets) {
+    const v = Math.max(lo, (b[0] + b[1]) / 2);
+    const i = Math.min(nbins - 1, Math.floor((Math.log10(v) - llo) / (lhi - llo) * nbins));
+    bins[i] += b[2];
+  }
+  const maxC = Math.max(...bins);
+  const ly = (c) => c > 0 ? Math.log10(c + 1) / Math.log10(maxC + 1) : 0;
+  const bw = (x1 - x0) / nbins;
+  bins.forEach((c, i) => {
+    if (!c) return;
+    const h = ly(c) * (y1 - y0);
+    const r = svgEl('rect', { class: 'bar', x: (x0 + i * bw).toFixed(1), y: (y1 - h).toFixed(1), width: Math.max(1, bw - 0.5).toFixed(1), height: h.toFixed(1) });
+    const a = Math.pow(10, llo + (lhi - llo) * i / nbins), b = Math.pow(10, llo + (lhi - llo) * (i + 1) / nbins);
+    r.appendChild(svgEl('title', null, us(a) + '–' + us(b) + ' µs: ' + c));
+    svg.appendChild(r);
+  });
+  for (let e = Math.ceil(llo); e <= Math.floor(lhi); e++) {
+    const x = x0 + (e - llo) / (lhi - llo) * (x1 - x0);
+    svg.appendChild(svgEl('line', { class: 'grid', x1: x, x2: x, y1: y0, y2: y1 }));
+    svg.appendChild(svgEl('text', { x: x, y: H - 6, 'text-anchor': 'middle' }, us(Math.pow(10, e)) + ' µs'));
+  }
+  svg.appendChild(svgEl('line', { class: 'axis', x1: x0, x2: x1, y1: y1, y2: y1 }));
+  svg.appendChild(svgEl('text', { x: x0 - 4, y: y0 + 10, 'text-anchor': 'end' }, maxC));
+  svg.appendChild(svgEl('text', { x: x0 - 4, y: y1, 'text-anchor': 'end' }, '1'));
+  container.appendChild(svg);
+}
+
+async function showWindow(start, cpu) {
+  const w = await getJSON('api/window?series=' + st.series + '&start=' + encodeURIComponent(start) + '&cpu=' + cpu);
+  const p = $('panel-window');
+  p.hidden = false;
+  $('window-title').textContent = 'cpu' + w.cpu + ', ' + fmtFull(w.t0) + ' – ' + fmtFull(w.t1).slice(11) + (w.windows > 1 ? ' (' + w.windows + ' windows merged)' : '');
+  const stats = $('window-stats');
+  stats.textContent = '';
+  const s = [['samples', w.count], ['missed', w.missed], ['min', us(w.min) + ' µs'], ['p50', us(w.p50) + ' µs'], ['p99', us(w.p99) + ' µs'],
+    ['p99.9', us(w.p999) + ' µs'], ['p99.99', us(w.p99_99) + ' µs'], ['max', us(w.max) + ' µs']];
+  if (w.mhz) s.push(['MHz', Math.round(w.mhz)]);
+  for (const [k, v] of s) {
+    const span = el('span');
+    span.appendChild(el('b', null, k + ' '));
+    span.appendChild(document.createTextNode(String(v)));
+    stats.appendChild(span);
+  }
+  histChart($('chart-hist'), w.buckets);
+  const spikes = w.spikes.slice(0, 500);
+  $('spike-note').textContent = w.spikes.length ? (w.spikes.length > 500 ? 'first 500 of ' + w.spikes.length : w.spikes.length + ' above the threshold') : 'none kept (set --spike to keep them)';
+  table($('spikes'), ['time', 'latency µs'], spikes.map((x) => ({ cells: [fmtFull(x.t) + '.' + String(Math.floor(x.t % 1000)).padStart(3, '0'), us(x.value)] })));
+  p.scrollIntoView({ behavior: 'smooth', block: 'nearest' });
+}
+
+function drawExperiments(x) {
+  const c = $('experiments');
+  c.textContent = '';
+  if (!x.experiments.length && !x.runs.length) { c.appendChild(el('p', null, 'No experiments or runs stored (latlab run, latlab measure --db).')); return; }
+  if (x.experiments.length) {
+    const t = el('table', { id: 'experiment-table' });
+    table(t, ['experiment', 'status', 'started', 'ended'], x.experiments.map((e) => ({ cells: [e.id + ' ' + e.name, e.status, e.started_at, e.ended_at || '–'] })));
+    c.appendChild(el('div', { class: 'table-wrap' })).appendChild(t);
+  }
+  if (x.runs.length) {
+    const t = el('table', { id: 'run-table' });
+    table(t, ['run', 'started', 'host', 'method', 'samples', 'missed', 'p99.9 µs', 'max µs', 'experiment'],
+      x.runs.map((r) => ({ cells: [r.id, r.started_at, r.hostname, r.method + ' ' + us(r.interval_ns) + ' µs', r.count, r.missed, us(r.p99_9_ns), us(r.max_ns), r.experiment || '–'] })));
+    c.appendChild(el('h3', null, 'Latest runs'));
+    c.appendChild(el('div', { class: 'table-wrap' })).appendChild(t);
+  }
+}
+
+function drawStatus() {
+  const s = st.status;
+  const series = st.seriesList.find((x) => x.id === st.series);
+  const parts = [];
+  if (s && s.live) {
+    parts.push('monitoring: ' + s.live.describe);
+    parts.push(s.live.windows_written + ' windows stored since start' + (s.live.windows_lost ? ', ' + s.live.windows_lost + ' not stored' : ''));
+    if (s.live.last_error) parts.push('last error: ' + s.live.last_error);
+  } else if (s) {
+    parts.push('serving a store (latlab ' + s.version + ')');
+  }
+  if (series) parts.push('series ' + series.name + ': ' + (series.windows || 0) + ' windows' + (series.last_ms ? ', last ended ' + fmtFull(series.last_ms) : ''));
+  $('status').textContent = parts.join(' · ');
+}
+
+function rangeNow() {
+  if (st.custom) return st.custom;
+  const series = st.seriesList.find((x) => x.id === st.series);
+  const now = Date.now();
+  const end = series && series.last_ms ? Math.min(now, Math.max(series.last_ms, now - 60000)) : now;
+  const anchor = series && series.last_ms && series.last_ms < now - 600000 ? series.last_ms : end;
+  if (st.span === 'all') {
+    const first = series && series.first_ms ? series.first_ms : anchor - 21600000;
+    return [first, Math.max(anchor, first + 1000)];
+  }
+  return [anchor - st.span, anchor];
+}
+
+async function load() {
+  if (st.series === null) { $('status').textContent = 'no monitoring series in this store yet'; document.body.dataset.ready = '1'; return; }
+  const [from, to] = rangeNow();
+  $('from').value = toLocalInput(from);
+  $('to').value = toLocalInput(to);
+  const q = 'series=' + st.series + '&from=' + Math.floor(from) + '&to=' + Math.ceil(to);
+  const [data, worst] = await Promise.all([
+    getJSON('api/timeline?' + q + '&points=' + Math.min(1500, Math.max(200, Math.round(window.innerWidth * 1.5)))),
+    getJSON('api/worst?' + q + '&limit=20'),
+  ]);
+  st.data = data;
+  drawLatency(data, from, to);
+  drawCstates(data, from, to);
+  drawFreq(data, from, to);
+  drawPower(data, from, to);
+  drawAnnotationList(data);
+  drawWorst(worst);
+  drawStatus();
+  document.body.dataset.ready = '1';
+  document.body.dataset.cpus = data.cpus.join(',');
+  document.body.dataset.rows = String(data.rows.length);
+}
+
+function markRange() {
+  for (const b of document.querySelectorAll('#ranges button')) {
+    const v = b.dataset.range === 'all' ? 'all' : Number(b.dataset.range);
+    b.classList.toggle('active', !st.custom && v === st.span);
+  }
+}
+
+async function refreshMeta() {
+  const [status, list] = await Promise.all([getJSON('api/status'), getJSON('api/series')]);
+  st.status = status;
+  st.seriesList = list;
+}
+
+async function init() {
+  await refreshMeta();
+  const sel = $('series');
+  for (const s of st.seriesList) sel.appendChild(el('option', { value: s.id }, s.name));
+  const liveId = st.status.live ? st.status.live.series_id : null;
+  st.series = liveId !== null && st.seriesList.some((s) => s.id === liveId) ? liveId : (st.seriesList.length ? st.seriesList[st.seriesList.length - 1].id : null);
+  if (st.series !== null) sel.value = String(st.series);
+  sel.addEventListener('change', () => { st.series = Number(sel.value); st.custom = null; load().catch((e) => recordError(String(e))); });
+  for (const b of document.querySelectorAll('#ranges button')) {
+    b.addEventListener('click', () => {
+      st.span = b.dataset.range === 'all' ? 'all' : Number(b.dataset.range);
+      st.custom = null;
+      markRange();
+      load().catch((e) => recordError(String(e)));
+    });
+  }
+  $('custom').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const f = new Date($('from').value).getTime(), t = new Date($('to').value).getTime();
+    if (!(f < t)) { recordError('custom range: "from" must be before "to"'); return; }
+    st.custom = [f, t];
+    markRange();
+    load().catch((e) => recordError(String(e)));
+  });
+  $('window-close').addEventListener('click', () => { $('panel-window').hidden = true; });
+  markRange();
+  drawStatus();
+  await load();
+  getJSON('api/experiments').then(drawExperiments).catch((e) => recordError(String(e)));
+  if (st.status.live) {
+    st.timer = setInterval(() => {
+      if (st.custom || document.hidden) return;
+      refreshMeta().then(load).catch((e) => recordError(String(e)));
+    }, 30000);
+  }
+}
+
+init().catch((e) => { recordError(String(e)); document.body.dataset.ready = '1'; });

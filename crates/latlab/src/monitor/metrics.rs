@@ -1,0 +1,638 @@
+//! `/metrics` in the Prometheus text exposition format (version 0.0.4), computed from the store.
+//!
+//! Every value comes from the stored windows, read incrementally (only windows newer than the
+//! last one read), so the daemon and `latlab serve --db` expose the same numbers and a scrape
+//! always agrees with the store: counters count over the whole series since it began, and
+//! `latlab_monitor_last_window_index` names the last window they include.
+
+use latlab_hist::Histogram;
+use latlab_store::{SeriesId, Store, StoreError};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Upper bounds of the classic histogram buckets (1 µs … 100 ms), ns.
+pub const BUCKETS_NS: [u64; 16] = [
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+];
+/// The same bounds as Prometheus `le` label values (seconds).
+const LE: [&str; 16] = [
+    "1e-06", "2e-06", "5e-06", "1e-05", "2e-05", "5e-05", "0.0001", "0.0002", "0.0005", "0.001",
+    "0.002", "0.005", "0.01", "0.02", "0.05", "0.1",
+];
+
+/// The content type of the text format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Largest time the store's signed columns take.
+pub const END_OF_TIME: u64 = i64::MAX as u64;
+
+#[derive(Debug, Clone, Default)]
+struct CpuAcc {
+    /// Cumulative counts per bound (`le`).
+    buckets: [u64; 16],
+    count: u64,
+    sum_ns: u128,
+    missed: u64,
+    max_ns: u64,
+    last_max_ns: u64,
+    last_p99_9_ns: u64,
+    freq_khz: Option<u64>,
+    idle_time_s: Vec<f64>,
+    idle_usage: Vec<f64>,
+}
+
+/// What the series' configuration says about the system (written by the daemon).
+#[derive(Debug, Clone, Default)]
+struct Info {
+    hostname: String,
+    kernel: String,
+    preempt: String,
+    profile: String,
+    method: String,
+    interval_ns: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct SeriesAcc {
+    name: String,
+    window_ns: u64,
+    /// Start of the newest window set read.
+    cursor: Option<u64>,
+    last_index: Option<u64>,
+    last_end_ns: Option<u64>,
+    first_start_ns: Option<u64>,
+    windows: u64,
+    cpus: BTreeMap<u32, CpuAcc>,
+    power_j: BTreeMap<String, f64>,
+    cost_ns: u64,
+    idle_names: BTreeMap<usize, Vec<String>>,
+    info: Info,
+}
+
+/// The running totals of every series in a store.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    series: BTreeMap<i64, SeriesAcc>,
+}
+
+/// The first and last stored time of a series (for the dashboard's default range).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SeriesSpan {
+    pub id: i64,
+    pub name: String,
+    pub window_ns: u64,
+    pub windows: u64,
+    pub first_start_ns: Option<u64>,
+    pub last_end_ns: Option<u64>,
+    pub last_index: Option<u64>,
+}
+
+fn info_of(config: &serde_json::Value) -> Info {
+    let s = |k: &str| {
+        config
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let m = config.get("measure");
+    Info {
+        hostname: s("hostname"),
+        kernel: s("kernel"),
+        preempt: s("preempt"),
+        profile: s("profile"),
+        method: m
+            .and_then(|m| m.get("method"))
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string(),
+        interval_ns: m
+            .and_then(|m| m.get("interval_ns"))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0),
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        Metrics::default()
+    }
+
+    /// Read what the store gained since the last call. Returns whether anything changed.
+    pub fn refresh(&mut self, store: &Store) -> Result<bool, StoreError> {
+        let mut changed = false;
+        for (id, name, window_ns) in store.list_series()? {
+            let acc = self.series.entry(id.0).or_default();
+            acc.name = name;
+            acc.window_ns = window_ns;
+            let (config, idle) = store.series_meta(id)?;
+            acc.info = info_of(&config);
+            acc.idle_names = idle.into_iter().map(|c| (c.cpu, c.states)).collect();
+            changed |= ingest(acc, store, id)?;
+        }
+        Ok(changed)
+    }
+
+    /// Spans of every series.
+    pub fn spans(&self) -> Vec<SeriesSpan> {
+        self.series
+            .iter()
+            .map(|(id, s)| SeriesSpan {
+                id: *id,
+                name: s.name.clone(),
+                window_ns: s.window_ns,
+                windows: s.windows,
+                first_start_ns: s.first_start_ns,
+                last_end_ns: s.last_end_ns,
+                last_index: s.last_index,
+            })
+            .collect()
+    }
+
+    /// The exposition text. `profile_now`: the profile the running daemon holds (overrides the
+    /// stored one for its series).
+    pub fn render(&self, live: Option<(&str, &str)>) -> String {
+        let mut o = String::with_capacity(16 * 1024);
+        family(
+            &mut o,
+            "latlab_build_info",
+            "gauge",
+            "latlab's version (always 1).",
+        );
+        let _ = writeln!(
+            o,
+            "latlab_build_info{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        family(
+            &mut o,
+            "latlab_system_info",
+            "gauge",
+            "The measured system: host, kernel, preempt model and tuning profile (always 1).",
+        );
+        for s in self.series.values() {
+            let profile = match live {
+                Some((name, p)) if name == s.name => p.to_string(),
+                _ => s.info.profile.clone(),
+            };
+            let _ = writeln!(
+                o,
+                "latlab_system_info{{series=\"{}\",hostname=\"{}\",kernel=\"{}\",preempt_model=\"{}\",profile=\"{}\",method=\"{}\",interval_seconds=\"{}\"}} 1",
+                esc(&s.name),
+                esc(&s.info.hostname),
+                esc(&s.info.kernel),
+                esc(&s.info.preempt),
+                esc(&profile),
+                esc(&s.info.method),
+                secs(u128::from(s.info.interval_ns)),
+            );
+        }
+
+        family(
+            &mut o,
+            "latlab_wakeup_latency_seconds",
+            "histogram",
+            "Timer wake-up latency of the measuring thread on each CPU, over the whole series.",
+        );
+        for s in self.series.values() {
+            for (cpu, c) in &s.cpus {
+                let l = format!("series=\"{}\",cpu=\"{cpu}\"", esc(&s.name));
+                for (i, le) in LE.iter().enumerate() {
+                    let _ = writeln!(
+                        o,
+                        "latlab_wakeup_latency_seconds_bucket{{{l},le=\"{le}\"}} {}",
+                        c.buckets[i]
+                    );
+                }
+                let _ = writeln!(
+                    o,
+                    "latlab_wakeup_latency_seconds_bucket{{{l},le=\"+Inf\"}} {}",
+                    c.count
+                );
+                let _ = writeln!(
+                    o,
+                    "latlab_wakeup_latency_seconds_sum{{{l}}} {}",
+                    secs(c.sum_ns)
+                );
+                let _ = writeln!(o, "latlab_wakeup_latency_seconds_count{{{l}}} {}", c.count);
+            }
+        }
+
+        let per_cpu = |o: &mut String,
+                       name: &str,
+                       kind: &str,
+                       help: &str,
+                       extra: &dyn Fn(&SeriesAcc) -> String,
+                       value: &dyn Fn(&CpuAcc) -> Option<String>| {
+            family(o, name, kind, help);
+            for s in self.series.values() {
+                for (cpu, c) in &s.cpus {
+                    if let Some(v) = value(c) {
+                        let _ = writeln!(
+                            o,
+                            "{name}{{series=\"{}\",cpu=\"{cpu}\"{}}} {v}",
+                            esc(&s.name),
+                            extra(s)
+                        );
+                    }
+                }
+            }
+        };
+        let window_label =
+            |s: &SeriesAcc| format!(",window=\"{}s\"", secs(u128::from(s.window_ns)));
+        let none = |_: &SeriesAcc| String::new();
+        per_cpu(
+            &mut o,
+            "latlab_wakeup_latency_window_max_seconds",
+            "gauge",
+            "Worst wake-up latency of the last closed window (the maximum a Prometheus histogram cannot carry).",
+            &window_label,
+            &|c| Some(secs(u128::from(c.last_max_ns))),
+        );
+        per_cpu(
+            &mut o,
+            "latlab_wakeup_latency_window_p99_9_seconds",
+            "gauge",
+            "99.9th percentile of wake-up latency in the last closed window.",
+            &window_label,
+            &|c| Some(secs(u128::from(c.last_p99_9_ns))),
+        );
+        per_cpu(
+            &mut o,
+            "latlab_wakeup_latency_max_seconds",
+            "gauge",
+            "Worst wake-up latency over the whole series.",
+            &none,
+            &|c| Some(secs(u128::from(c.max_ns))),
+        );
+        per_cpu(
+            &mut o,
+            "latlab_missed_periods_total",
+            "counter",
+            "Periods a measuring thread could not take because it ran too late.",
+            &none,
+            &|c| Some(c.missed.to_string()),
+        );
+        per_cpu(
+            &mut o,
+            "latlab_cpu_frequency_hertz",
+            "gauge",
+            "Mean clock frequency of the CPU over the last closed window.",
+            &none,
+            &|c| c.freq_khz.map(|f| (f * 1000).to_string()),
+        );
+
+        for (name, help, usage) in [
+            (
+                "latlab_cpuidle_state_time_seconds_total",
+                "Time the CPU spent in each idle state while measured.",
+                false,
+            ),
+            (
+                "latlab_cpuidle_state_usage_total",
+                "Entries into each idle state while measured.",
+                true,
+            ),
+        ] {
+            family(&mut o, name, "counter", help);
+            for s in self.series.values() {
+                for (cpu, c) in &s.cpus {
+                    let names = s.idle_names.get(&(*cpu as usize));
+                    let values = if usage { &c.idle_usage } else { &c.idle_time_s };
+                    for (i, v) in values.iter().enumerate() {
+                        let state = names
+                            .and_then(|n| n.get(i))
+                            .cloned()
+                            .unwrap_or_else(|| format!("state{i}"));
+                        let v = if usage {
+                            format!("{}", v.round())
+                        } else {
+                            format!("{v:.6}")
+                        };
+                        let _ = writeln!(
+                            o,
+                            "{name}{{series=\"{}\",cpu=\"{cpu}\",state=\"{i}\",name=\"{}\"}} {v}",
+                            esc(&s.name),
+                            esc(&state)
+                        );
+                    }
+                }
+            }
+        }
+
+        family(
+            &mut o,
+            "latlab_power_joules_total",
+            "counter",
+            "Energy used while measured, per power source (RAPL, hwmon, battery).",
+        );
+        for s in self.series.values() {
+            for (source, j) in &s.power_j {
+                let _ = writeln!(
+                    o,
+                    "latlab_power_joules_total{{series=\"{}\",source=\"{}\"}} {j:.6}",
+                    esc(&s.name),
+                    esc(source)
+                );
+            }
+        }
+
+        let per_series = |o: &mut String,
+                          name: &str,
+                          kind: &str,
+                          help: &str,
+                          value: &dyn Fn(&SeriesAcc) -> Option<String>| {
+            family(o, name, kind, help);
+            for s in self.series.values() {
+                if let Some(v) = value(s) {
+                    let _ = writeln!(o, "{name}{{series=\"{}\"}} {v}", esc(&s.name));
+                }
+            }
+        };
+        per_series(
+            &mut o,
+            "latlab_monitor_windows_total",
+            "counter",
+            "Windows stored in the series (hourly rows count every window merged into them).",
+            &|s| Some(s.windows.to_string()),
+        );
+        per_series(
+            &mut o,
+            "latlab_monitor_last_window_index",
+            "gauge",
+            "Index of the last window the other values include.",
+            &|s| s.last_index.map(|i| i.to_string()),
+        );
+        per_series(
+            &mut o,
+            "latlab_monitor_last_window_end_timestamp_seconds",
+            "gauge",
+            "When the last window included ended (unix time).",
+            &|s| s.last_end_ns.map(|e| secs(u128::from(e))),
+        );
+        per_series(
+            &mut o,
+            "latlab_monitor_cpu_seconds_total",
+            "counter",
+            "CPU time latlab itself used while monitoring (its cost).",
+            &|s| Some(secs(u128::from(s.cost_ns))),
+        );
+        o
+    }
+}
+
+fn ingest(acc: &mut SeriesAcc, store: &Store, id: SeriesId) -> Result<bool, StoreError> {
+    let from = acc.cursor.map_or(0, |c| c + 1);
+    let sets: Vec<_> = store
+        .monitor_sets(id, from, END_OF_TIME)?
+        .into_iter()
+        .filter(|s| acc.cursor.is_none_or(|c| s.start_unix_ns > c))
+        .collect();
+    if sets.is_empty() {
+        return Ok(false);
+    }
+    let windows: Vec<_> = store
+        .monitor_windows(id, from, END_OF_TIME, None)?
+        .into_iter()
+        .filter(|w| acc.cursor.is_none_or(|c| w.start_unix_ns > c))
+        .collect();
+    let covered: BTreeMap<u64, u64> = sets
+        .iter()
+        .map(|s| (s.start_unix_ns, s.covered_ns))
+        .collect();
+    let last_start = sets.iter().map(|s| s.start_unix_ns).max().unwrap_or(0);
+    for w in &windows {
+        let c = acc.cpus.entry(w.cpu).or_default();
+        if let Some((h, _)) = store.monitor_window_detail(id, w.start_unix_ns, w.cpu)? {
+            add_hist(c, &h);
+        }
+        c.missed += w.missed;
+        c.max_ns = c.max_ns.max(w.max_ns);
+        let secs = covered.get(&w.start_unix_ns).copied().unwrap_or(0) as f64 / 1e9;
+        if let Some(sum) = &w.cpu_summary {
+            grow(&mut c.idle_time_s, sum.idle_residency_pct.len());
+            grow(&mut c.idle_usage, sum.idle_entries_per_s.len());
+            for (i, pct) in sum.idle_residency_pct.iter().enumerate() {
+                c.idle_time_s[i] += pct / 100.0 * secs;
+            }
+            for (i, rate) in sum.idle_entries_per_s.iter().enumerate() {
+                c.idle_usage[i] += rate * secs;
+            }
+        }
+        if w.start_unix_ns == last_start {
+            c.last_max_ns = w.max_ns;
+            c.last_p99_9_ns = w.p99_9_ns;
+            c.freq_khz = w.cpu_summary.as_ref().and_then(|s| s.avg_freq_khz);
+        }
+    }
+    for s in &sets {
+        acc.windows += s.windows;
+        acc.cost_ns += s.cost_cpu_time_ns.unwrap_or(0);
+        for p in s.power.iter().flatten() {
+            let j = p
+                .energy_j
+                .or_else(|| p.avg_w.map(|w| w * s.covered_ns as f64 / 1e9))
+                .unwrap_or(0.0);
+            *acc.power_j.entry(p.name.clone()).or_default() += j;
+        }
+        acc.first_start_ns = Some(
+            acc.first_start_ns
+                .map_or(s.start_unix_ns, |f| f.min(s.start_unix_ns)),
+        );
+        acc.last_end_ns = Some(
+            acc.last_end_ns
+                .map_or(s.end_unix_ns, |e| e.max(s.end_unix_ns)),
+        );
+        acc.last_index = Some(
+            acc.last_index
+                .map_or(s.last_window_index, |i| i.max(s.last_window_index)),
+        );
+    }
+    acc.cursor = Some(last_start);
+    Ok(true)
+}
+
+fn grow(v: &mut Vec<f64>, n: usize) {
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+}
+
+fn add_hist(c: &mut CpuAcc, h: &Histogram) {
+    for (i, le) in BUCKETS_NS.iter().enumerate() {
+        c.buckets[i] += h.count_at_or_below(*le);
+    }
+    c.count += h.count();
+    c.sum_ns += u128::from(h.sum());
+}
+
+fn family(o: &mut String, name: &str, kind: &str, help: &str) {
+    let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+    let _ = writeln!(o, "# HELP {name} {help}");
+    let _ = writeln!(o, "# TYPE {name} {kind}");
+}
+
+/// Nanoseconds as seconds, exactly (no float rounding in the decimal text).
+pub fn secs(ns: u128) -> String {
+    let whole = ns / 1_000_000_000;
+    let frac = ns % 1_000_000_000;
+    if frac == 0 {
+        return whole.to_string();
+    }
+    let f = format!("{frac:09}");
+    format!("{whole}.{}", f.trim_end_matches('0'))
+}
+
+/// A label value escaped for the text format.
+pub fn esc(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for ch in v.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use latlab_model::samples::{CpuIdleStates, CpuSummary, PowerSource};
+    use latlab_store::{MonitorWindow, SeriesSpec, WindowSet};
+
+    fn store_with_windows() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("m.db")).unwrap();
+        let st = store
+            .open_series(&SeriesSpec {
+                name: "host \"a\"".into(),
+                window_ns: 1_000_000_000,
+                config: serde_json::json!({"kernel": "6.1", "preempt": "full", "profile": "lowlatency",
+                    "measure": {"method": "clock-nanosleep", "interval_ns": 200000}}),
+                system: None,
+                idle_states: vec![CpuIdleStates {
+                    cpu: 0,
+                    states: vec!["POLL".into(), "C1".into()],
+                }],
+            })
+            .unwrap();
+        for k in 0..3u64 {
+            let mut h = Histogram::new();
+            h.record_n(1_500, 10);
+            h.record_n(30_000, 5);
+            h.record(150_000 + k);
+            store
+                .insert_window_set(
+                    st.id,
+                    &WindowSet {
+                        index: k,
+                        start_unix_ns: 1_000_000_000_000 + k * 1_000_000_000,
+                        end_unix_ns: 1_000_000_000_000 + (k + 1) * 1_000_000_000,
+                        cpus: vec![MonitorWindow {
+                            cpu: 0,
+                            histogram: h,
+                            missed: 1,
+                            cpu_summary: Some(CpuSummary {
+                                cpu: 0,
+                                avg_freq_khz: Some(2_000_000 + k),
+                                idle_residency_pct: vec![10.0, 50.0],
+                                idle_entries_per_s: vec![100.0, 20.0],
+                                ..Default::default()
+                            }),
+                            spikes: vec![],
+                        }],
+                        power: Some(vec![PowerSource {
+                            name: "rapl:package-0".into(),
+                            avg_w: Some(5.0),
+                            energy_j: Some(5.0),
+                            wraps: 0,
+                        }]),
+                        thermal: None,
+                        cost_cpu_time_ns: Some(1_000_000),
+                    },
+                )
+                .unwrap();
+        }
+        (dir, store)
+    }
+
+    #[test]
+    fn exposition_counts_every_window() {
+        let (_d, store) = store_with_windows();
+        let mut m = Metrics::new();
+        assert!(m.refresh(&store).unwrap());
+        assert!(!m.refresh(&store).unwrap(), "nothing new");
+        let t = m.render(None);
+        let l = "series=\"host \\\"a\\\"\",cpu=\"0\"";
+        assert!(
+            t.contains(&format!("latlab_wakeup_latency_seconds_count{{{l}}} 48")),
+            "{t}"
+        );
+        assert!(t.contains(&format!(
+            "latlab_wakeup_latency_seconds_bucket{{{l},le=\"2e-06\"}} 30"
+        )));
+        assert!(t.contains(&format!(
+            "latlab_wakeup_latency_seconds_bucket{{{l},le=\"5e-05\"}} 45"
+        )));
+        assert!(t.contains(&format!(
+            "latlab_wakeup_latency_seconds_bucket{{{l},le=\"+Inf\"}} 48"
+        )));
+        // sum: 3 × (10×1.5 µs + 5×30 µs) + 150.000 + 150.001 + 150.002 µs
+        assert!(
+            t.contains(&format!(
+                "latlab_wakeup_latency_seconds_sum{{{l}}} 0.000945003"
+            )),
+            "{t}"
+        );
+        assert!(t.contains(&format!(
+            "latlab_wakeup_latency_window_max_seconds{{{l},window=\"1s\"}} 0.000150002"
+        )));
+        assert!(t.contains(&format!("latlab_missed_periods_total{{{l}}} 3")));
+        assert!(t.contains(&format!("latlab_cpu_frequency_hertz{{{l}}} 2000002000")));
+        assert!(
+            t.contains(&format!(
+                "latlab_cpuidle_state_time_seconds_total{{{l},state=\"1\",name=\"C1\"}} 1.500000"
+            )),
+            "{t}"
+        );
+        assert!(t.contains(&format!(
+            "latlab_cpuidle_state_usage_total{{{l},state=\"0\",name=\"POLL\"}} 300"
+        )));
+        assert!(t.contains("latlab_power_joules_total{series=\"host \\\"a\\\"\",source=\"rapl:package-0\"} 15.000000"));
+        assert!(t.contains("latlab_monitor_last_window_index{series=\"host \\\"a\\\"\"} 2"));
+        assert!(t.contains("profile=\"lowlatency\""));
+        assert!(t.contains("# TYPE latlab_wakeup_latency_seconds histogram"));
+        // Every sample line parses as name{labels} value.
+        for line in t.lines().filter(|l| !l.starts_with('#')) {
+            let v = line.rsplit(' ').next().unwrap();
+            assert!(v.parse::<f64>().is_ok(), "{line}");
+        }
+    }
+
+    #[test]
+    fn seconds_are_exact() {
+        assert_eq!(secs(0), "0");
+        assert_eq!(secs(1_500), "0.0000015");
+        assert_eq!(secs(3_000_000_000), "3");
+        assert_eq!(secs(300_000_000_000), "300");
+    }
+}

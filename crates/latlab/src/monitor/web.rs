@@ -1,0 +1,489 @@
+//! The web server of `latlab monitor` and `latlab serve`: the dashboard, its JSON API and
+//! `/metrics`. Read-only (GET and HEAD only), loopback by default, with limits: at most
+//! [`MAX_CONNECTIONS`] connections, request headers within [`HEADER_TIMEOUT`] and
+//! [`MAX_HEADER_BYTES`], no request bodies, every answer within [`REQUEST_TIMEOUT`].
+//!
+//! It runs on its own small tokio runtime whose threads stay off the measured CPUs when other
+//! CPUs exist; store queries run on blocking threads with a small pool of read connections.
+
+use super::{api, metrics};
+use axum::Router;
+use axum::extract::{Query, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use latlab_store::{SeriesId, Store};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const MAX_CONNECTIONS: usize = 256;
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+/// Read connections kept open for queries.
+const POOL: usize = 3;
+/// `/metrics` reads the store at most this often; scrapes in between get the same text.
+const METRICS_REFRESH: Duration = Duration::from_millis(250);
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const APP_JS: &str = include_str!("assets/app.js");
+const STYLE_CSS: &str = include_str!("assets/style.css");
+
+/// What the running daemon adds to what the store holds.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct LiveStatus {
+    pub series: String,
+    pub series_id: i64,
+    pub pid: u32,
+    pub started_ms: f64,
+    pub describe: String,
+    pub profile: Option<String>,
+    pub schedule: Option<String>,
+    pub windows_written: u64,
+    pub windows_lost: u64,
+    pub last_window_end_ms: Option<f64>,
+    pub last_error: Option<String>,
+    pub retention: String,
+}
+
+/// Read connections to the store.
+struct Pool {
+    path: PathBuf,
+    free: Mutex<Vec<Store>>,
+}
+
+impl Pool {
+    fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T, String>) -> Result<T, String> {
+        let taken = self.free.lock().ok().and_then(|mut v| v.pop());
+        let store = match taken {
+            Some(s) => s,
+            None => Store::open_existing(&self.path).map_err(|e| e.to_string())?,
+        };
+        let out = f(&store);
+        if let Ok(mut v) = self.free.lock()
+            && v.len() < POOL
+        {
+            v.push(store);
+        }
+        out
+    }
+}
+
+struct MetricsCache {
+    metrics: metrics::Metrics,
+    text: Arc<String>,
+    refreshed: Option<Instant>,
+}
+
+pub struct AppState {
+    pool: Pool,
+    cache: Mutex<MetricsCache>,
+    live: Option<Arc<Mutex<LiveStatus>>>,
+}
+
+impl AppState {
+    pub fn new(db: PathBuf, first: Store, live: Option<Arc<Mutex<LiveStatus>>>) -> AppState {
+        AppState {
+            pool: Pool {
+                path: db,
+                free: Mutex::new(vec![first]),
+            },
+            cache: Mutex::new(MetricsCache {
+                metrics: metrics::Metrics::new(),
+                text: Arc::new(String::new()),
+                refreshed: None,
+            }),
+            live,
+        }
+    }
+
+    /// Bring the metrics up to date (at most every [`METRICS_REFRESH`]) and return the text.
+    fn metrics_text(&self) -> Result<Arc<String>, String> {
+        let mut cache = self.cache.lock().map_err(|_| "metrics lock poisoned")?;
+        let fresh = cache
+            .refreshed
+            .is_some_and(|t| t.elapsed() < METRICS_REFRESH);
+        if !fresh {
+            let live = self
+                .live
+                .as_ref()
+                .and_then(|l| l.lock().ok().map(|l| l.clone()));
+            let c = &mut *cache;
+            let changed = self
+                .pool
+                .with(|s| c.metrics.refresh(s).map_err(|e| e.to_string()))?;
+            if changed || c.refreshed.is_none() || live.is_some() {
+                let live_profile = live.as_ref().map(|l| {
+                    (
+                        l.series.clone(),
+                        l.profile.clone().unwrap_or_else(|| "none".into()),
+                    )
+                });
+                c.text = Arc::new(
+                    c.metrics
+                        .render(live_profile.as_ref().map(|(a, b)| (a.as_str(), b.as_str()))),
+                );
+            }
+            c.refreshed = Some(Instant::now());
+        }
+        Ok(cache.text.clone())
+    }
+
+    fn spans(&self) -> Vec<metrics::SeriesSpan> {
+        let _ = self.metrics_text();
+        self.cache
+            .lock()
+            .map(|c| c.metrics.spans())
+            .unwrap_or_default()
+    }
+}
+
+type Shared = Arc<AppState>;
+
+fn json_response(v: serde_json::Value) -> Response {
+    (
+        [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
+        axum::Json(v),
+    )
+        .into_response()
+}
+
+fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, axum::Json(serde_json::json!({"error": msg.into()}))).into_response()
+}
+
+/// Run a store query on a blocking thread.
+async fn query<T: Send + 'static>(
+    state: &Shared,
+    f: impl FnOnce(&AppState) -> Result<T, String> + Send + 'static,
+) -> Result<T, Response> {
+    let s = state.clone();
+    match tokio::task::spawn_blocking(move || f(&s)).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
+        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+    }
+}
+
+fn static_file(body: &'static str, kind: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static(kind)),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn index() -> Response {
+    static_file(INDEX_HTML, "text/html; charset=utf-8")
+}
+async fn app_js() -> Response {
+    static_file(APP_JS, "text/javascript; charset=utf-8")
+}
+async fn style_css() -> Response {
+    static_file(STYLE_CSS, "text/css; charset=utf-8")
+}
+
+async fn metrics_handler(State(state): State<Shared>) -> Response {
+    match query(&state, |s| s.metrics_text()).await {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(metrics::CONTENT_TYPE),
+            )],
+            text.as_str().to_owned(),
+        )
+            .into_response(),
+        Err(r) => r,
+    }
+}
+
+async fn status(State(state): State<Shared>) -> Response {
+    let live = state
+        .live
+        .as_ref()
+        .and_then(|l| l.lock().ok().map(|l| l.clone()));
+    let r = query(&state, move |s| {
+        let spans = s.spans();
+        Ok(serde_json::json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "mode": if live.is_some() { "monitor" } else { "serve" },
+            "now_ms": super::unix_now_ns() as f64 / 1e6,
+            "live": live,
+            "series": spans,
+        }))
+    })
+    .await;
+    r.map_or_else(|e| e, json_response)
+}
+
+async fn series(State(state): State<Shared>) -> Response {
+    query(&state, |s| {
+        let spans = s.spans();
+        s.pool
+            .with(|st| api::series(st, &spans).map_err(|e| e.to_string()))
+    })
+    .await
+    .map_or_else(|e| e, json_response)
+}
+
+#[derive(Deserialize)]
+struct RangeQ {
+    series: i64,
+    /// Unix milliseconds.
+    from: Option<f64>,
+    to: Option<f64>,
+    points: Option<usize>,
+    limit: Option<u32>,
+}
+
+fn range(q: &RangeQ) -> Result<(u64, u64), Response> {
+    let to =
+        q.to.map_or(metrics::END_OF_TIME, |t| (t.max(0.0) * 1e6) as u64);
+    let from = q.from.map_or(0, |f| (f.max(0.0) * 1e6) as u64);
+    if from >= to {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "from must be before to (unix milliseconds)",
+        ));
+    }
+    Ok((from, to.min(metrics::END_OF_TIME)))
+}
+
+async fn timeline(State(state): State<Shared>, Query(q): Query<RangeQ>) -> Response {
+    let (from, to) = match range(&q) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let points = q.points.unwrap_or(800);
+    let id = SeriesId(q.series);
+    query(&state, move |s| {
+        s.pool
+            .with(|st| api::timeline(st, id, from, to, points).map_err(|e| e.to_string()))
+    })
+    .await
+    .map_or_else(|e| e, json_response)
+}
+
+async fn worst(State(state): State<Shared>, Query(q): Query<RangeQ>) -> Response {
+    let (from, to) = match range(&q) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
+    let limit = q.limit.unwrap_or(20);
+    let id = SeriesId(q.series);
+    query(&state, move |s| {
+        s.pool
+            .with(|st| api::worst(st, id, from, to, limit).map_err(|e| e.to_string()))
+    })
+    .await
+    .map_or_else(|e| e, json_response)
+}
+
+#[derive(Deserialize)]
+struct WindowQ {
+    series: i64,
+    start: String,
+    cpu: u32,
+}
+
+async fn window(State(state): State<Shared>, Query(q): Query<WindowQ>) -> Response {
+    let Ok(start) = q.start.parse::<u64>() else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "start must be the window's start in unix nanoseconds",
+        );
+    };
+    let id = SeriesId(q.series);
+    let cpu = q.cpu;
+    match query(&state, move |s| {
+        s.pool
+            .with(|st| api::window(st, id, start, cpu).map_err(|e| e.to_string()))
+    })
+    .await
+    {
+        Ok(Some(v)) => json_response(v),
+        Ok(None) => error(StatusCode::NOT_FOUND, "no such window"),
+        Err(e) => e,
+    }
+}
+
+async fn experiments(State(state): State<Shared>) -> Response {
+    query(&state, |s| {
+        s.pool
+            .with(|st| api::experiments(st).map_err(|e| e.to_string()))
+    })
+    .await
+    .map_or_else(|e| e, json_response)
+}
+
+async fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "not found")
+}
+
+/// Only GET and HEAD, and no request bodies.
+async fn read_only(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return (
+            StatusCode::METHOD_NOT_ALLOWED,
+            [(header::ALLOW, HeaderValue::from_static("GET, HEAD"))],
+            "read-only: GET and HEAD only\n",
+        )
+            .into_response();
+    }
+    let has_body = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .is_some_and(|v| v.as_bytes() != b"0")
+        || req.headers().contains_key(header::TRANSFER_ENCODING);
+    if has_body {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "no request bodies\n").into_response();
+    }
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'",
+        ),
+    );
+    resp
+}
+
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/app.js", get(app_js))
+        .route("/style.css", get(style_css))
+        .route("/metrics", get(metrics_handler))
+        .route("/api/status", get(status))
+        .route("/api/series", get(series))
+        .route("/api/timeline", get(timeline))
+        .route("/api/worst", get(worst))
+        .route("/api/window", get(window))
+        .route("/api/experiments", get(experiments))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(read_only))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            REQUEST_TIMEOUT,
+        ))
+        .with_state(state)
+}
+
+/// A server running on its own threads.
+pub struct Server {
+    pub addr: SocketAddr,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// Bind `addr` (so a taken port fails here, before anything else starts) and serve on a
+    /// runtime whose threads run on `cpus` (empty: anywhere).
+    pub fn start(addr: SocketAddr, state: AppState, cpus: Vec<usize>) -> anyhow::Result<Server> {
+        let std_listener = std::net::TcpListener::bind(addr)
+            .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+        std_listener.set_nonblocking(true)?;
+        let addr = std_listener.local_addr()?;
+        let cpus2 = cpus.clone();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(8)
+            .thread_name("latlab-web")
+            .on_thread_start(move || {
+                if !cpus2.is_empty() {
+                    super::set_affinity(&cpus2);
+                }
+            })
+            .enable_io()
+            .enable_time()
+            .build()?;
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let app = router(Arc::new(state));
+        let thread = std::thread::Builder::new()
+            .name("latlab-web".into())
+            .spawn(move || {
+                if !cpus.is_empty() {
+                    super::set_affinity(&cpus);
+                }
+                rt.block_on(async move {
+                    match tokio::net::TcpListener::from_std(std_listener) {
+                        Ok(l) => accept_loop(l, app, rx).await,
+                        Err(e) => eprintln!("latlab: web server: {e}"),
+                    }
+                });
+            })?;
+        Ok(Server {
+            addr,
+            shutdown: tx,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stop accepting, let requests in flight finish (briefly), and join.
+    pub fn stop(mut self) {
+        let _ = self.shutdown.send(true);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            _ = stop.changed() => break,
+        };
+        let (stream, _) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                Err(_) => { tokio::time::sleep(Duration::from_millis(50)).await; continue }
+            },
+            _ = stop.changed() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut stop_conn = stop.clone();
+        conns.spawn(async move {
+            let _permit = permit;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .max_buf_size(MAX_HEADER_BYTES.max(8192))
+                .keep_alive(true);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stop_conn.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+                }
+            }
+        });
+        while conns.try_join_next().is_some() {}
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+}
