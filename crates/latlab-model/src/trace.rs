@@ -129,7 +129,16 @@ pub struct KeyResult {
     pub name: String,
     /// Every CPU together.
     pub histogram: Histogram,
-    pub per_cpu: Vec<CpuHistogram>,
+    /// Samples and maximum per CPU (CPUs with samples only).
+    pub per_cpu: Vec<CpuCount>,
+}
+
+/// How many samples of a key one CPU saw, and the largest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuCount {
+    pub cpu: u32,
+    pub count: u64,
+    pub max_ns: u64,
 }
 
 /// Everything traced of one family.

@@ -13,6 +13,7 @@ mod results;
 mod run;
 mod signals;
 mod sysinfo;
+mod trace;
 mod tune;
 
 use clap::{Parser, Subcommand};
@@ -45,6 +46,9 @@ enum Command {
     /// Check everything that limits latency here: pass, warn or fail, each with evidence,
     /// advice and its fix (a tune knob or a boot option); --fix applies the knobs.
     Check(check::CheckArgs),
+    /// Trace kernel latencies with eBPF: workqueues, softirqs, tasklets, kthread work,
+    /// wake-ups, hrtimer handlers, the local timer interrupt and hard IRQs.
+    Trace(trace::TraceArgs),
     /// Run load generators (cpu, matrix, memory, io, procfs, rt-hog, messaging, cmd) and report
     /// their throughput.
     Load(load::LoadArgs),
@@ -88,6 +92,7 @@ fn main() -> ExitCode {
         Command::Sysinfo(args) => sysinfo::run(args, &sys),
         Command::Tune(args) => tune::run(args, &sys),
         Command::Check(args) => check::run(args, &sys),
+        Command::Trace(args) => trace::run(args, &sys),
         Command::Load(args) => load::run(args, &sys),
         Command::Run(args) => run::run(args, &sys),
         Command::Db(args) => db::run(args),

@@ -1,0 +1,381 @@
+//! What tracing needs from the system: privileges, kernel BTF, tracefs, tracepoints; and the
+//! kernel's BPF run-time statistics, enabled for the run only.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// The effective capability mask from `/proc/self/status` text (`CapEff:`).
+pub fn parse_cap_eff(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+}
+
+/// Whether a capability mask allows loading and attaching tracing programs: CAP_SYS_ADMIN
+/// (root), or CAP_BPF with CAP_PERFMON.
+pub fn may_trace(cap_eff: u64) -> bool {
+    let has = |c: u32| cap_eff & (1u64 << c) != 0;
+    has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
+}
+
+/// The capabilities that matter, as text (for the error message).
+pub fn describe_caps(cap_eff: u64) -> String {
+    let names: Vec<&str> = [
+        (CAP_SYS_ADMIN, "CAP_SYS_ADMIN"),
+        (CAP_BPF, "CAP_BPF"),
+        (CAP_PERFMON, "CAP_PERFMON"),
+    ]
+    .into_iter()
+    .filter(|(c, _)| cap_eff & (1u64 << c) != 0)
+    .map(|(_, n)| n)
+    .collect();
+    if names.is_empty() {
+        "none of them".into()
+    } else {
+        format!("only {}", names.join(" and "))
+    }
+}
+
+/// This process's effective capabilities.
+pub fn cap_eff() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| parse_cap_eff(&s))
+        .unwrap_or(0)
+}
+
+/// Where the kernel publishes its BTF.
+pub const BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
+
+/// The places tracefs is looked for, in order (as the loader looks).
+const TRACEFS_PATHS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+fn is_mounted_tracefs(p: &Path) -> bool {
+    p.join("events").is_dir()
+}
+
+/// tracefs for the time the programs are attached.
+///
+/// When tracefs is not mounted, it is mounted in a private mount namespace of the calling
+/// thread: the mount is invisible to the rest of the system, and when [`Tracefs::release`] (or
+/// drop) returns the thread to its namespace, the private one and its mount vanish. So the
+/// system is never left changed, even if the process is killed. Attach classic tracepoints on
+/// the thread that acquired it, before releasing it.
+pub enum Tracefs {
+    /// Already mounted here.
+    Mounted(PathBuf),
+    /// Mounted by latlab in a private mount namespace of the calling thread.
+    Private { path: PathBuf, ns: PrivateNs },
+    /// Not available, and why.
+    Unavailable(String),
+}
+
+fn last_os_error(what: &str) -> String {
+    format!("{what}: {}", std::io::Error::last_os_error())
+}
+
+impl Tracefs {
+    /// Find tracefs, or mount it privately.
+    pub fn acquire() -> Tracefs {
+        for p in TRACEFS_PATHS {
+            if is_mounted_tracefs(Path::new(p)) {
+                return Tracefs::Mounted(PathBuf::from(p));
+            }
+        }
+        let target = Path::new(TRACEFS_PATHS[0]);
+        if !target.is_dir() {
+            return Tracefs::Unavailable(format!(
+                "not mounted, and {} does not exist (a kernel without CONFIG_TRACING?)",
+                target.display()
+            ));
+        }
+        match mount_private(target) {
+            Ok(original) => Tracefs::Private {
+                path: target.to_path_buf(),
+                ns: PrivateNs {
+                    original: Some(original),
+                },
+            },
+            Err(e) => Tracefs::Unavailable(format!("not mounted, and mounting it failed ({e})")),
+        }
+    }
+
+    /// Where tracefs is, if it is available.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Tracefs::Mounted(p) | Tracefs::Private { path: p, .. } => Some(p),
+            Tracefs::Unavailable(_) => None,
+        }
+    }
+
+    /// Why tracefs is unavailable.
+    pub fn unavailable(&self) -> Option<&str> {
+        match self {
+            Tracefs::Unavailable(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Whether a classic tracepoint exists.
+    pub fn has_event(&self, category: &str, event: &str) -> bool {
+        self.path().is_some_and(|p| {
+            p.join("events")
+                .join(category)
+                .join(event)
+                .join("id")
+                .exists()
+        })
+    }
+
+    /// Return the thread to its mount namespace (dropping the private mount). Returns an error
+    /// text when that failed (the thread then stays in the private namespace, where only it
+    /// sees the mount).
+    pub fn release(self) -> Result<(), String> {
+        match self {
+            Tracefs::Private { mut ns, .. } => ns.leave(),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The calling thread's way back from a private mount namespace (taken on drop).
+pub struct PrivateNs {
+    original: Option<OwnedFd>,
+}
+
+impl PrivateNs {
+    fn leave(&mut self) -> Result<(), String> {
+        if let Some(fd) = self.original.take() {
+            // SAFETY: setns on a valid namespace fd; affects only the calling thread.
+            if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
+                return Err(last_os_error("returning to the original mount namespace"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PrivateNs {
+    fn drop(&mut self) {
+        let _ = self.leave();
+    }
+}
+
+/// Enter a private mount namespace (this thread only) and mount tracefs at `target` there.
+/// Returns the original namespace to go back to.
+fn mount_private(target: &Path) -> Result<OwnedFd, String> {
+    let original: OwnedFd = File::open("/proc/thread-self/ns/mnt")
+        .map_err(|e| format!("opening /proc/thread-self/ns/mnt: {e}"))?
+        .into();
+    // SAFETY: unshare has no memory preconditions; it affects only the calling thread (which
+    // gets its own filesystem context).
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        return Err(last_os_error("unshare(CLONE_NEWNS)"));
+    }
+    let back = |msg: String| -> String {
+        // SAFETY: as in Tracefs::leave.
+        unsafe { libc::setns(original.as_raw_fd(), libc::CLONE_NEWNS) };
+        msg
+    };
+    let root = c"/";
+    // SAFETY: valid NUL-terminated strings; null fs type and data are allowed for a
+    // propagation change.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(back(last_os_error("making the private namespace private")));
+    }
+    let Ok(target_c) = std::ffi::CString::new(target.as_os_str().as_encoded_bytes()) else {
+        return Err(back("bad tracefs path".into()));
+    };
+    let fstype = c"tracefs";
+    // SAFETY: valid NUL-terminated strings; no data.
+    let rc = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target_c.as_ptr(),
+            fstype.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        return Err(back(last_os_error(&format!(
+            "mount -t tracefs {}",
+            target.display()
+        ))));
+    }
+    Ok(original)
+}
+
+/// The sysctl that turns the kernel's BPF run-time statistics on for everyone.
+pub const BPF_STATS_SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+/// The kernel's BPF run-time statistics, on for as long as this lives.
+///
+/// The preferred way is `BPF_ENABLE_STATS`: the statistics stay on while latlab holds the file
+/// descriptor, and the kernel turns them off when it is closed — also when the process is
+/// killed. On kernels without it (before 5.8), the sysctl `kernel.bpf_stats_enabled` is set to
+/// 1 and its original value written back on drop.
+pub enum BpfStats {
+    Fd(OwnedFd),
+    Sysctl { original: String },
+    Unavailable(String),
+}
+
+impl BpfStats {
+    pub fn enable() -> BpfStats {
+        match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
+            Ok(fd) => BpfStats::Fd(fd),
+            Err(e) => {
+                let original = match std::fs::read_to_string(BPF_STATS_SYSCTL) {
+                    Ok(v) => v.trim().to_string(),
+                    Err(e2) => {
+                        return BpfStats::Unavailable(format!(
+                            "BPF_ENABLE_STATS failed ({e}) and {BPF_STATS_SYSCTL} is unreadable ({e2})"
+                        ));
+                    }
+                };
+                if original == "1" {
+                    return BpfStats::Sysctl { original };
+                }
+                match std::fs::write(BPF_STATS_SYSCTL, "1") {
+                    Ok(()) => BpfStats::Sysctl { original },
+                    Err(e2) => BpfStats::Unavailable(format!(
+                        "BPF_ENABLE_STATS failed ({e}) and {BPF_STATS_SYSCTL} is not writable ({e2})"
+                    )),
+                }
+            }
+        }
+    }
+
+    pub fn available(&self) -> bool {
+        !matches!(self, BpfStats::Unavailable(_))
+    }
+
+    /// How the statistics were enabled, or why not.
+    pub fn describe(&self) -> String {
+        match self {
+            BpfStats::Fd(_) => "BPF_ENABLE_STATS (on while traced, off when latlab exits)".into(),
+            BpfStats::Sysctl { original } if original == "1" => {
+                "kernel.bpf_stats_enabled (already 1, left as is)".into()
+            }
+            BpfStats::Sysctl { original } => {
+                format!("kernel.bpf_stats_enabled (1 while traced, then restored to {original})")
+            }
+            BpfStats::Unavailable(why) => format!("unavailable: {why}"),
+        }
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        if let BpfStats::Sysctl { original } = self
+            && original != "1"
+        {
+            let _ = std::fs::write(BPF_STATS_SYSCTL, original.as_bytes());
+        }
+    }
+}
+
+/// Run time, run count and recursion misses of a loaded program (`BPF_OBJ_GET_INFO_BY_FD`).
+pub fn program_stats(fd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<(u64, u64, u64)> {
+    use aya_obj::generated::bpf_prog_info;
+    #[repr(C)]
+    struct InfoAttr {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    // SAFETY: bpf_prog_info is plain integers and pointers (all zero is valid: no buffers).
+    let mut info: bpf_prog_info = unsafe { std::mem::zeroed() };
+    let mut attr = InfoAttr {
+        bpf_fd: fd.as_raw_fd() as u32,
+        info_len: std::mem::size_of::<bpf_prog_info>() as u32,
+        info: &mut info as *mut bpf_prog_info as u64,
+    };
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    // SAFETY: attr points to a live, correctly sized buffer for the kernel to fill.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            &mut attr as *mut InfoAttr,
+            std::mem::size_of::<InfoAttr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((info.run_time_ns, info.run_cnt, info.recursion_misses))
+}
+
+/// Read one element of an array map into `out` (`BPF_MAP_LOOKUP_ELEM`), for values too large
+/// for the stack (the rings).
+pub fn lookup_into(
+    fd: std::os::fd::BorrowedFd<'_>,
+    key: u32,
+    out: &mut [u8],
+) -> std::io::Result<()> {
+    #[repr(C)]
+    struct LookupAttr {
+        map_fd: u32,
+        pad: u32,
+        key: u64,
+        value: u64,
+        flags: u64,
+    }
+    let attr = LookupAttr {
+        map_fd: fd.as_raw_fd() as u32,
+        pad: 0,
+        key: &key as *const u32 as u64,
+        value: out.as_mut_ptr() as u64,
+        flags: 0,
+    };
+    const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
+    // SAFETY: key and out are live; the caller sized out to the map's value size.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_MAP_LOOKUP_ELEM,
+            &attr as *const LookupAttr,
+            std::mem::size_of::<LookupAttr>(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_from_status() {
+        let root = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
+        let eff = parse_cap_eff(root);
+        assert_eq!(eff, Some(0x1ff_ffff_ffff));
+        assert!(may_trace(0x1ff_ffff_ffff));
+        assert!(!may_trace(0));
+        assert!(may_trace((1 << CAP_BPF) | (1 << CAP_PERFMON)));
+        assert!(!may_trace(1 << CAP_BPF));
+        assert_eq!(describe_caps(0), "none of them");
+        assert_eq!(describe_caps(1 << CAP_BPF), "only CAP_BPF");
+        assert_eq!(parse_cap_eff("Name: x\n"), None);
+    }
+}

@@ -1,0 +1,700 @@
+//! The tracer: check the system, load and attach the programs, read the histograms back.
+
+use crate::TraceError;
+use crate::buckets::{merge_stats, to_histogram};
+use crate::env::{self, BpfStats, Tracefs};
+use crate::events::{Attach, EventGroup, Program};
+use crate::layout::{self, HistKey, RING_BYTES, StatKey, StatVal};
+use crate::names::Names;
+use crate::story;
+use aya::maps::{MapData, PerCpuArray, PerCpuHashMap};
+use aya::programs::{BtfTracePoint, ProgramError, TracePoint};
+use aya::{Btf, Ebpf, EbpfLoader};
+use latlab_hist::Histogram;
+use latlab_model::trace::{
+    CpuCount, CpuHistogram, Family, FamilyResult, KeyResult, ProgramCost, SkippedEvent, SpikeStory,
+    TraceCost, TraceResult, WakeupFilter,
+};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::Arc;
+
+/// What to trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceConfig {
+    /// Event groups whose histograms are kept.
+    pub groups: Vec<EventGroup>,
+    /// Record only events on these CPUs (default: every CPU).
+    pub cpus: Option<Vec<u32>>,
+    /// Which wake-ups the `wakeup` group measures.
+    pub wakeup: WakeupFilter,
+    /// Keep the per-CPU ring of recent events for spike stories ([`Tracer::ring_reader`]).
+    pub ring: bool,
+    /// Room for histogram buckets in the kernel (distinct family, key and bucket triples).
+    pub hist_entries: u32,
+}
+
+impl Default for TraceConfig {
+    fn default() -> Self {
+        TraceConfig {
+            groups: EventGroup::ALL.to_vec(),
+            cpus: None,
+            wakeup: WakeupFilter::default(),
+            ring: false,
+            hist_entries: 32768,
+        }
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the clock of the BPF timestamps and of spike stories.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// An error and its causes on one line (verifier logs reduced to their last lines).
+fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(ProgramError::LoadError {
+        io_error,
+        verifier_log,
+    }) = e.downcast_ref::<ProgramError>()
+    {
+        let log = verifier_log.to_string();
+        let tail: Vec<&str> = log
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .rev()
+            .take(2)
+            .collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return format!(
+            "loading failed ({io_error}); verifier: {}",
+            tail.join(" | ")
+        );
+    }
+    let mut text = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        src = s.source();
+    }
+    text.replace('\n', " ")
+}
+
+fn cpu_list(text: &str) -> Vec<u32> {
+    latlab_model::units::CpuList::parse(text.trim())
+        .map(|l| l.cpus().to_vec())
+        .unwrap_or_default()
+}
+
+/// A tracing session: programs attached until [`Tracer::finish`] (or drop).
+pub struct Tracer {
+    ebpf: Ebpf,
+    requested: Vec<EventGroup>,
+    active: Vec<EventGroup>,
+    attached: Vec<&'static Program>,
+    skipped: Vec<SkippedEvent>,
+    cpus: Vec<u32>,
+    online: usize,
+    possible: usize,
+    wakeup: WakeupFilter,
+    ring: bool,
+    stats: BpfStats,
+    names: Arc<Names>,
+    start_ns: u64,
+    warnings: Vec<String>,
+}
+
+impl Tracer {
+    /// Check the system, load the programs, attach them. Events this kernel lacks are skipped
+    /// (see [`Tracer::skipped`]); an error means nothing can be traced: no privileges, no BTF,
+    /// or none of the requested events available.
+    pub fn start(config: &TraceConfig) -> Result<Tracer, TraceError> {
+        if config.groups.is_empty() && !config.ring {
+            return Err(TraceError::Config("no event group to trace".into()));
+        }
+        if config.wakeup.pid.is_some_and(|p| p <= 0) {
+            return Err(TraceError::Config(
+                "the wake-up PID must be positive".into(),
+            ));
+        }
+        let caps = env::cap_eff();
+        if !env::may_trace(caps) {
+            return Err(TraceError::NoPrivilege {
+                have: env::describe_caps(caps),
+            });
+        }
+        if !Path::new(env::BTF_PATH).exists() {
+            return Err(TraceError::NoBtf);
+        }
+        let btf = Btf::from_sys_fs().map_err(|e| TraceError::Btf(one_line(&e)))?;
+
+        let possible = aya::util::nr_cpus().map_err(|(what, e)| {
+            TraceError::Load(format!("reading the possible CPUs ({what}): {e}"))
+        })?;
+        let online_cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
+            .map(|t| cpu_list(&t))
+            .unwrap_or_default();
+        let cpus = match &config.cpus {
+            Some(list) => {
+                if let Some(bad) = list.iter().find(|&&c| c as usize >= possible || c >= 1024) {
+                    return Err(TraceError::Config(format!(
+                        "CPU {bad} does not exist here (possible CPUs: 0-{})",
+                        possible.saturating_sub(1)
+                    )));
+                }
+                let mut l = list.clone();
+                l.sort_unstable();
+                l.dedup();
+                l
+            }
+            None => online_cpus.clone(),
+        };
+
+        let mut requested = config.groups.clone();
+        requested.sort();
+        requested.dedup();
+
+        // The programs wanted: those of the requested groups, and for the ring every program
+        // that writes it.
+        let mut wanted: Vec<(Option<EventGroup>, &'static Program)> = Vec::new();
+        for g in &requested {
+            for p in g.programs() {
+                wanted.push((Some(*g), p));
+            }
+        }
+        if config.ring {
+            for (_, p) in crate::events::all_programs() {
+                if p.feeds_ring && !wanted.iter().any(|(_, w)| w.name == p.name) {
+                    wanted.push((None, p));
+                }
+            }
+        }
+
+        let mut skipped: Vec<SkippedEvent> = Vec::new();
+        let mut warnings: Vec<String> = Vec::new();
+        let skip =
+            |skipped: &mut Vec<SkippedEvent>, g: Option<EventGroup>, p: &Program, why: String| {
+                skipped.push(SkippedEvent {
+                    group: g.map_or("spike-stories", |g| g.name()).to_string(),
+                    event: p.tracepoint(),
+                    reason: why,
+                });
+            };
+
+        let tracefs = if wanted.iter().any(|(_, p)| p.attach == Attach::Classic) {
+            Some(Tracefs::acquire())
+        } else {
+            None
+        };
+
+        // Which programs exist on this kernel.
+        let mut missing: BTreeSet<&'static str> = BTreeSet::new();
+        for (g, p) in &wanted {
+            let why = match p.attach {
+                Attach::Classic => match tracefs.as_ref().and_then(|t| t.unavailable()) {
+                    Some(reason) => Some(format!("tracefs: {reason}")),
+                    None if !tracefs
+                        .as_ref()
+                        .is_some_and(|t| t.has_event(p.category, p.event)) =>
+                    {
+                        Some("tracepoint not in this kernel".to_string())
+                    }
+                    None => None,
+                },
+                Attach::Btf => btf
+                    .id_by_type_name_kind(
+                        &format!("btf_trace_{}", p.event),
+                        aya_obj::btf::BtfKind::Typedef,
+                    )
+                    .is_err()
+                    .then(|| {
+                        if p.category == "irq_vectors" {
+                            "tracepoint not in this kernel (x86 only)".to_string()
+                        } else {
+                            "tracepoint not in this kernel".to_string()
+                        }
+                    }),
+            };
+            if let Some(why) = why {
+                missing.insert(p.name);
+                skip(&mut skipped, *g, p, why);
+            }
+        }
+        // A group runs only with all its required programs.
+        let group_ok = |g: EventGroup, missing: &BTreeSet<&str>| {
+            g.programs()
+                .iter()
+                .all(|p| !p.required || !missing.contains(p.name))
+        };
+        let mut active: Vec<EventGroup> = requested
+            .iter()
+            .copied()
+            .filter(|g| group_ok(*g, &missing))
+            .collect();
+
+        let mut hist_mask = 0u32;
+        for g in &active {
+            for f in g.families() {
+                hist_mask |= 1 << layout::family_id(*f);
+            }
+        }
+        let ring_enabled = u32::from(config.ring);
+        let wake_rt_only = u32::from(config.wakeup.rt_only);
+        let wake_pid: i32 = config.wakeup.pid.unwrap_or(0);
+        let filter_cpus = u32::from(config.cpus.is_some());
+        let mut cpu_mask = [0u64; 16];
+        for &c in &cpus {
+            cpu_mask[(c / 64) as usize] |= 1 << (c % 64);
+        }
+        let ring_entries = if config.ring { possible as u32 } else { 1 };
+
+        let mut loader = EbpfLoader::new();
+        loader
+            .btf(Some(&btf))
+            .override_global("hist_mask", &hist_mask, true)
+            .override_global("ring_enabled", &ring_enabled, true)
+            .override_global("wake_rt_only", &wake_rt_only, true)
+            .override_global("wake_pid", &wake_pid, true)
+            .override_global("filter_cpus", &filter_cpus, true)
+            .override_global("cpu_mask", &cpu_mask, true)
+            .map_max_entries("rings", ring_entries)
+            .map_max_entries("hist", config.hist_entries.max(1024));
+        let mut ebpf = loader.load(layout::OBJECT).map_err(|e| {
+            let text = one_line(&e);
+            if text.contains("os error 1)") || text.contains("Operation not permitted") {
+                TraceError::NoPrivilege {
+                    have: env::describe_caps(caps),
+                }
+            } else {
+                TraceError::Load(text)
+            }
+        })?;
+
+        // Statistics on before the first program runs, so every run is counted.
+        let stats = BpfStats::enable();
+        if !stats.available() {
+            warnings.push(format!("BPF run-time statistics: {}", stats.describe()));
+        }
+
+        let mut attached: Vec<&'static Program> = Vec::new();
+        let mut failed_groups: BTreeSet<EventGroup> = BTreeSet::new();
+        for (g, p) in &wanted {
+            if missing.contains(p.name) || attached.iter().any(|a| a.name == p.name) {
+                continue;
+            }
+            if g.is_some_and(|g| !active.contains(&g)) && !(config.ring && p.feeds_ring) {
+                continue;
+            }
+            match attach(&mut ebpf, p, &btf) {
+                Ok(()) => attached.push(p),
+                Err(why) => {
+                    skip(&mut skipped, *g, p, why);
+                    if let Some(g) = g
+                        && p.required
+                    {
+                        failed_groups.insert(*g);
+                    }
+                }
+            }
+        }
+        if let Some(t) = tracefs
+            && let Err(e) = t.release()
+        {
+            warnings.push(e);
+        }
+        // A group with a program that failed to attach reports nothing: unload the rest of
+        // its programs (those the ring does not need).
+        if !failed_groups.is_empty() {
+            active.retain(|g| !failed_groups.contains(g));
+            attached.retain(|p| {
+                let keep = active
+                    .iter()
+                    .any(|g| g.programs().iter().any(|q| q.name == p.name))
+                    || (config.ring && p.feeds_ring);
+                if !keep && let Some(prog) = ebpf.program_mut(p.name) {
+                    let _ = unload(prog, p.attach);
+                }
+                keep
+            });
+        }
+        if active.is_empty() && !(config.ring && !attached.is_empty()) {
+            let reasons: Vec<String> = skipped
+                .iter()
+                .map(|s| format!("{} ({})", s.event, s.reason))
+                .collect();
+            return Err(TraceError::NothingTraced(reasons.join("; ")));
+        }
+
+        let names = Arc::new(Names::load());
+        if names.symbols.is_empty() {
+            warnings.push(
+                "kernel symbols are hidden (/proc/kallsyms shows no addresses): functions are \
+                 named by address"
+                    .into(),
+            );
+        }
+        Ok(Tracer {
+            ebpf,
+            requested,
+            active,
+            attached,
+            skipped,
+            cpus,
+            online: online_cpus.len().max(1),
+            possible,
+            wakeup: config.wakeup.clone(),
+            ring: config.ring,
+            stats,
+            names,
+            start_ns: monotonic_ns(),
+            warnings,
+        })
+    }
+
+    /// Events that could not be traced, with the reason.
+    pub fn skipped(&self) -> &[SkippedEvent] {
+        &self.skipped
+    }
+
+    /// Event groups whose histograms are being kept.
+    pub fn active_groups(&self) -> &[EventGroup] {
+        &self.active
+    }
+
+    /// The names used for keys (kernel symbols, IRQs), loaded when tracing started.
+    pub fn names(&self) -> &Arc<Names> {
+        &self.names
+    }
+
+    /// Read everything traced so far (the programs stay attached; samples recorded while the
+    /// maps are read may make a histogram's exact statistics unavailable, see
+    /// [`to_histogram`]).
+    pub fn read(&self) -> Result<TraceResult, TraceError> {
+        let end = monotonic_ns();
+        let cost = self.cost(end.saturating_sub(self.start_ns));
+        self.read_at(end, cost)
+    }
+
+    fn read_at(&self, end: u64, cost: TraceCost) -> Result<TraceResult, TraceError> {
+        let read_err = |what: &str| {
+            let what = what.to_string();
+            move |e: aya::maps::MapError| TraceError::Read(format!("{what}: {}", one_line(&e)))
+        };
+        let map = |name: &str| {
+            self.ebpf
+                .map(name)
+                .ok_or_else(|| TraceError::Read(format!("map {name} missing from the object")))
+        };
+        let hist: PerCpuHashMap<&MapData, HistKey, u64> =
+            PerCpuHashMap::try_from(map("hist")?).map_err(read_err("hist"))?;
+        let stats: PerCpuHashMap<&MapData, StatKey, StatVal> =
+            PerCpuHashMap::try_from(map("stats")?).map_err(read_err("stats"))?;
+        let drops: PerCpuArray<&MapData, u64> =
+            PerCpuArray::try_from(map("drops")?).map_err(read_err("drops"))?;
+
+        // (family, key) -> cpu -> buckets / statistics
+        type PerCpu<T> = BTreeMap<u32, T>;
+        let mut buckets: HashMap<(u32, u64), PerCpu<Vec<(u32, u64)>>> = HashMap::new();
+        for item in hist.iter() {
+            let (k, values) = item.map_err(read_err("hist"))?;
+            for (cpu, &n) in values.iter().enumerate() {
+                if n > 0 {
+                    buckets
+                        .entry((k.family, k.key))
+                        .or_default()
+                        .entry(cpu as u32)
+                        .or_default()
+                        .push((k.index, n));
+                }
+            }
+        }
+        let mut exact: HashMap<(u32, u64), PerCpu<StatVal>> = HashMap::new();
+        for item in stats.iter() {
+            let (k, values) = item.map_err(read_err("stats"))?;
+            for (cpu, v) in values.iter().enumerate() {
+                if v.count > 0 {
+                    exact
+                        .entry((k.family, k.key))
+                        .or_default()
+                        .insert(cpu as u32, *v);
+                }
+            }
+        }
+
+        let mut families = Vec::new();
+        for family in Family::ALL {
+            if !self.active.iter().any(|g| g.families().contains(&family)) {
+                continue;
+            }
+            let id = layout::family_id(family);
+            let mut dropped = 0u64;
+            if let Ok(values) = drops.get(&id, 0) {
+                dropped = values.iter().sum();
+            }
+            let mut keys: Vec<u64> = buckets
+                .keys()
+                .chain(exact.keys())
+                .filter(|(f, _)| *f == id)
+                .map(|(_, k)| *k)
+                .collect();
+            keys.sort_unstable();
+            keys.dedup();
+            let empty_b = PerCpu::new();
+            let empty_s = PerCpu::new();
+            // Per CPU over every key: buckets and statistics.
+            let mut cpu_buckets: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
+            let mut cpu_stats: BTreeMap<u32, StatVal> = BTreeMap::new();
+            let mut all_buckets: Vec<(u32, u64)> = Vec::new();
+            let mut all_stats = StatVal::default();
+            let mut key_results = Vec::new();
+            for key in keys {
+                let kb = buckets.get(&(id, key)).unwrap_or(&empty_b);
+                let ks = exact.get(&(id, key)).unwrap_or(&empty_s);
+                let mut kbuckets: Vec<(u32, u64)> = Vec::new();
+                let mut kstats = StatVal::default();
+                let mut per_cpu = Vec::new();
+                for (cpu, b) in kb {
+                    kbuckets.extend_from_slice(b);
+                    cpu_buckets.entry(*cpu).or_default().extend_from_slice(b);
+                }
+                for (cpu, s) in ks {
+                    kstats = merge_stats(kstats, *s);
+                    let c = cpu_stats.entry(*cpu).or_default();
+                    *c = merge_stats(*c, *s);
+                    per_cpu.push(CpuCount {
+                        cpu: *cpu,
+                        count: s.count,
+                        max_ns: s.max,
+                    });
+                }
+                all_buckets.extend_from_slice(&kbuckets);
+                all_stats = merge_stats(all_stats, kstats);
+                let histogram = to_histogram(&kbuckets, kstats);
+                if histogram.is_empty() {
+                    continue;
+                }
+                key_results.push(KeyResult {
+                    key,
+                    name: self.names.key_name(family, key),
+                    histogram,
+                    per_cpu,
+                });
+            }
+            key_results.sort_by(|a, b| {
+                b.histogram
+                    .count()
+                    .cmp(&a.histogram.count())
+                    .then(a.key.cmp(&b.key))
+            });
+            let mut per_cpu = Vec::new();
+            for &cpu in &self.cpus {
+                let h = match cpu_buckets.get(&cpu) {
+                    Some(b) => to_histogram(b, cpu_stats.get(&cpu).copied().unwrap_or_default()),
+                    None => Histogram::new(),
+                };
+                per_cpu.push(CpuHistogram { cpu, histogram: h });
+            }
+            families.push(FamilyResult {
+                family,
+                histogram: to_histogram(&all_buckets, all_stats),
+                per_cpu,
+                keys: key_results,
+                dropped,
+            });
+        }
+
+        let elapsed = end.saturating_sub(self.start_ns);
+        let mut warnings = self.warnings.clone();
+        for f in &families {
+            if f.dropped > 0 {
+                warnings.push(format!(
+                    "{}: {} samples found no room in the kernel maps",
+                    f.family.name(),
+                    f.dropped
+                ));
+            }
+        }
+        Ok(TraceResult {
+            events: self
+                .requested
+                .iter()
+                .map(|g| g.name().to_string())
+                .collect(),
+            cpus: self.cpus.clone(),
+            wakeup_filter: self.wakeup.clone(),
+            start_monotonic_ns: self.start_ns,
+            end_monotonic_ns: end,
+            elapsed_ns: elapsed,
+            families,
+            skipped: self.skipped.clone(),
+            cost,
+            warnings,
+        })
+    }
+
+    fn cost(&self, elapsed_ns: u64) -> TraceCost {
+        let mut programs = Vec::new();
+        for p in &self.attached {
+            let Some(prog) = self.ebpf.program(p.name) else {
+                continue;
+            };
+            let fd = match p.attach {
+                Attach::Classic => <&TracePoint>::try_from(prog)
+                    .ok()
+                    .and_then(|t| t.fd().ok())
+                    .map(|fd| fd.as_fd()),
+                Attach::Btf => <&BtfTracePoint>::try_from(prog)
+                    .ok()
+                    .and_then(|t| t.fd().ok())
+                    .map(|fd| fd.as_fd()),
+            };
+            let Some(fd) = fd else { continue };
+            if let Ok((run_time_ns, run_count, misses)) = env::program_stats(fd) {
+                programs.push(ProgramCost {
+                    program: p.name.to_string(),
+                    event: p.tracepoint(),
+                    run_count,
+                    run_time_ns,
+                    recursion_misses: Some(misses),
+                });
+            }
+        }
+        let run_time_ns: u64 = programs.iter().map(|p| p.run_time_ns).sum();
+        let run_count: u64 = programs.iter().map(|p| p.run_count).sum();
+        let cpu_ns = elapsed_ns as f64 * self.online as f64;
+        TraceCost {
+            source: self.stats.describe(),
+            available: self.stats.available(),
+            programs,
+            run_count,
+            run_time_ns,
+            cpu_fraction: if cpu_ns > 0.0 {
+                run_time_ns as f64 / cpu_ns
+            } else {
+                0.0
+            },
+        }
+    }
+
+    /// A reader of the per-CPU rings for spike stories (needs [`TraceConfig::ring`]). It can
+    /// be moved to another thread and outlives nothing: drop it with the tracer.
+    pub fn ring_reader(&self) -> Result<RingReader, TraceError> {
+        if !self.ring {
+            return Err(TraceError::Config(
+                "the ring of recent events is off (TraceConfig::ring)".into(),
+            ));
+        }
+        let map = self
+            .ebpf
+            .map("rings")
+            .ok_or_else(|| TraceError::Read("map rings missing from the object".into()))?;
+        let data = match map {
+            aya::maps::Map::Array(d) => d,
+            _ => return Err(TraceError::Read("map rings is not an array".into())),
+        };
+        let fd = data
+            .fd()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| TraceError::Read(format!("duplicating the rings' descriptor: {e}")))?;
+        Ok(RingReader {
+            fd,
+            names: self.names.clone(),
+            possible: self.possible as u32,
+        })
+    }
+
+    /// The story of `cpu` between `from_ns` and `to_ns` (`CLOCK_MONOTONIC`); see
+    /// [`RingReader::story`].
+    pub fn story(&self, cpu: u32, from_ns: u64, to_ns: u64) -> Result<SpikeStory, TraceError> {
+        self.ring_reader()?.story(cpu, from_ns, to_ns)
+    }
+
+    /// Stop tracing and read the final result: the programs are detached first, so the maps
+    /// hold exactly what was recorded; then everything is released (statistics off, as before).
+    pub fn finish(mut self) -> Result<TraceResult, TraceError> {
+        let end = monotonic_ns();
+        let cost = self.cost(end.saturating_sub(self.start_ns));
+        for p in &self.attached {
+            if let Some(prog) = self.ebpf.program_mut(p.name) {
+                let _ = unload(prog, p.attach);
+            }
+        }
+        self.read_at(end, cost)
+    }
+}
+
+fn attach(ebpf: &mut Ebpf, p: &Program, btf: &Btf) -> Result<(), String> {
+    let prog = ebpf
+        .program_mut(p.name)
+        .ok_or_else(|| format!("program {} missing from the object", p.name))?;
+    match p.attach {
+        Attach::Classic => {
+            let tp: &mut TracePoint = prog.try_into().map_err(|e: ProgramError| one_line(&e))?;
+            tp.load().map_err(|e| one_line(&e))?;
+            tp.attach(p.category, p.event).map_err(|e| one_line(&e))?;
+        }
+        Attach::Btf => {
+            let tp: &mut BtfTracePoint = prog.try_into().map_err(|e: ProgramError| one_line(&e))?;
+            tp.load(p.event, btf).map_err(|e| one_line(&e))?;
+            tp.attach().map_err(|e| one_line(&e))?;
+        }
+    }
+    Ok(())
+}
+
+fn unload(prog: &mut aya::programs::Program, attach: Attach) -> Result<(), ProgramError> {
+    match attach {
+        Attach::Classic => <&mut TracePoint>::try_from(prog)?.unload(),
+        Attach::Btf => <&mut BtfTracePoint>::try_from(prog)?.unload(),
+    }
+}
+
+/// Reads the per-CPU rings of recent events and tells spike stories. `Send`: hand it to the
+/// thread that records spikes.
+pub struct RingReader {
+    fd: OwnedFd,
+    names: Arc<Names>,
+    possible: u32,
+}
+
+impl RingReader {
+    /// The ring of one CPU now: the count of events ever written, and those still held,
+    /// oldest first (one system call copying the ring, about 300 KB).
+    pub fn read(&self, cpu: u32) -> Result<(u64, Vec<layout::RingEv>), TraceError> {
+        if cpu >= self.possible {
+            return Err(TraceError::Config(format!("CPU {cpu} does not exist here")));
+        }
+        let mut buf = vec![0u8; RING_BYTES];
+        env::lookup_into(self.fd.as_fd(), cpu, &mut buf)
+            .map_err(|e| TraceError::Read(format!("reading the ring of CPU {cpu}: {e}")))?;
+        Ok(layout::decode_ring(&buf))
+    }
+
+    /// What ran on `cpu` between `from_ns` and `to_ns` (`CLOCK_MONOTONIC`, the clock of
+    /// [`monotonic_ns`]). Read soon after the interval: the ring holds the last 4096 events of
+    /// the CPU, and the story says `complete: false` when the interval's start was overwritten.
+    pub fn story(&self, cpu: u32, from_ns: u64, to_ns: u64) -> Result<SpikeStory, TraceError> {
+        let (head, events) = self.read(cpu)?;
+        Ok(story::decompose(
+            &events,
+            head,
+            cpu,
+            from_ns,
+            to_ns,
+            &self.names,
+        ))
+    }
+}

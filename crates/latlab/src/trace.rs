@@ -1,0 +1,556 @@
+//! `latlab trace`: kernel deferred-work, interrupt, timer and wake-up latencies traced with eBPF,
+//! printed per family (per CPU and overall; top work functions) and written as JSON.
+
+use crate::cli_error::{CliError, CliResult};
+use anyhow::Context;
+use clap::Args;
+use latlab_hist::Histogram;
+use latlab_model::StopReason;
+use latlab_model::trace::{
+    Family, FamilyResult, KeyResult, TRACE_SCHEMA, TRACE_SCHEMA_VERSION, TraceResult, TraceRun,
+    WakeupFilter,
+};
+use latlab_model::units::{CpuList, format_duration, parse_duration};
+use latlab_sys::Sys;
+use latlab_trace::{EventGroup, TraceConfig, TraceError, Tracer};
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Event groups: workqueue, softirq, tasklet, kthread, wakeup, hrtimer, \
+local-timer, hardirq (or all). Needs root, or CAP_BPF and CAP_PERFMON, and a kernel with BTF."
+)]
+pub struct TraceArgs {
+    /// Length of the run (default: until Ctrl-C; a bare number is seconds).
+    #[arg(short = 'D', long, value_name = "DUR")]
+    duration: Option<String>,
+
+    /// Record events on these CPUs only (default: every CPU).
+    #[arg(short = 'a', long = "cpus", value_name = "LIST")]
+    cpus: Option<String>,
+
+    /// Event groups to trace, comma-separated.
+    #[arg(short = 'e', long, default_value = "all", value_name = "LIST")]
+    events: String,
+
+    /// Wake-ups of this process (or thread) only.
+    #[arg(long, value_name = "PID")]
+    pid: Option<i32>,
+
+    /// Wake-ups of real-time and deadline tasks only.
+    #[arg(long)]
+    rt_only: bool,
+
+    /// Rows of the per-function tables (by count and by worst case).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    top: usize,
+
+    /// Print only the overall row of each family (no per-CPU rows).
+    #[arg(short = 'q', long)]
+    quiet: bool,
+
+    /// Write the JSON result to FILE (- for stdout).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// A checked `latlab trace` invocation.
+#[derive(Debug, PartialEq)]
+pub struct TracePlan {
+    pub config: TraceConfig,
+    pub duration_ns: Option<u64>,
+    pub top: usize,
+}
+
+fn usage<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CliError + '_ {
+    move |e| CliError::Usage(format!("{what}: {e}"))
+}
+
+impl TraceArgs {
+    /// Turn the raw arguments into a plan, checking every value (nothing is touched).
+    pub fn to_plan(&self, online: &CpuList) -> CliResult<TracePlan> {
+        let duration_ns = self
+            .duration
+            .as_deref()
+            .map(|d| parse_duration(d, Some("s")))
+            .transpose()
+            .map_err(usage("--duration"))?;
+        if duration_ns == Some(0) {
+            return Err(CliError::Usage(
+                "--duration 0: too short (accepted: e.g. 100ms, 10s, 5m)".into(),
+            ));
+        }
+        let groups = EventGroup::parse_list(&self.events).map_err(usage("--events"))?;
+        let cpus = match self.cpus.as_deref() {
+            None | Some("all") => None,
+            Some(list) => {
+                let l = CpuList::parse(list).map_err(usage("--cpus"))?;
+                if let Some(c) = l.cpus().iter().find(|c| !online.contains(**c)) {
+                    return Err(CliError::Usage(format!(
+                        "--cpus {list}: CPU {c} is not online (accepted: a list of online CPUs, {online})"
+                    )));
+                }
+                Some(l.cpus().to_vec())
+            }
+        };
+        if let Some(pid) = self.pid {
+            if pid <= 0 {
+                return Err(CliError::Usage(format!(
+                    "--pid {pid}: not a process id (accepted: a positive PID)"
+                )));
+            }
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(CliError::Usage(format!(
+                    "--pid {pid}: no such process (accepted: the PID of a running process or thread)"
+                )));
+            }
+        }
+        if (self.pid.is_some() || self.rt_only) && !groups.contains(&EventGroup::Wakeup) {
+            return Err(CliError::Usage(
+                "--pid and --rt-only filter wake-ups (accepted: with wakeup in --events)".into(),
+            ));
+        }
+        if self.top == 0 {
+            return Err(CliError::Usage("--top 0 (accepted: 1 or more rows)".into()));
+        }
+        Ok(TracePlan {
+            config: TraceConfig {
+                groups,
+                cpus,
+                wakeup: WakeupFilter {
+                    rt_only: self.rt_only,
+                    pid: self.pid,
+                },
+                ring: false,
+                ..TraceConfig::default()
+            },
+            duration_ns,
+            top: self.top,
+        })
+    }
+}
+
+/// The JSON output, created before tracing so a bad path fails first.
+enum JsonOut {
+    Stdout,
+    File(PathBuf, File),
+}
+
+impl JsonOut {
+    fn open(path: &Option<PathBuf>) -> CliResult<Option<JsonOut>> {
+        let Some(path) = path else { return Ok(None) };
+        if path.as_os_str() == "-" {
+            return Ok(Some(JsonOut::Stdout));
+        }
+        let f = File::create(path).map_err(|e| {
+            CliError::Usage(format!(
+                "--json {}: {e} (accepted: a writable file path)",
+                path.display()
+            ))
+        })?;
+        Ok(Some(JsonOut::File(path.clone(), f)))
+    }
+
+    fn write(self, text: &str) -> anyhow::Result<()> {
+        match self {
+            JsonOut::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes())?;
+                Ok(out.flush()?)
+            }
+            JsonOut::File(path, mut f) => f
+                .write_all(text.as_bytes())
+                .and_then(|_| f.sync_all())
+                .with_context(|| format!("writing --json {}", path.display())),
+        }
+    }
+}
+
+fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
+    let online = sys
+        .online_cpus()
+        .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
+    let plan = args.to_plan(&online)?;
+    let json = JsonOut::open(&args.json)?;
+    let json_to_stdout = matches!(json, Some(JsonOut::Stdout));
+
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    crate::signals::install_with(move |name| {
+        let _ = tx.send(name.to_string());
+    });
+
+    let start_unix_ns = unix_now_ns();
+    let tracer = Tracer::start(&plan.config).map_err(|e| match e {
+        TraceError::Config(m) => CliError::Usage(m),
+        e => CliError::Failed(anyhow::anyhow!(e)),
+    })?;
+    for s in tracer.skipped() {
+        eprintln!("latlab: skipped {} ({}): {}", s.event, s.group, s.reason);
+    }
+    if !json_to_stdout {
+        let groups: Vec<&str> = tracer.active_groups().iter().map(|g| g.name()).collect();
+        let cpus = match &plan.config.cpus {
+            Some(c) => format!("CPUs {}", CpuList::from_cpus(c.clone())),
+            None => format!("CPUs {online}"),
+        };
+        let length = match plan.duration_ns {
+            Some(d) => format!("for {}", format_duration(d)),
+            None => "until Ctrl-C".into(),
+        };
+        eprintln!("latlab: tracing {} on {cpus}, {length}", groups.join(", "));
+    }
+    let stop = match plan.duration_ns {
+        Some(ns) => match rx.recv_timeout(Duration::from_nanos(ns)) {
+            Ok(signal) => StopReason::Signal { signal },
+            Err(_) => StopReason::Duration,
+        },
+        None => match rx.recv() {
+            Ok(signal) => StopReason::Signal { signal },
+            Err(_) => StopReason::Duration,
+        },
+    };
+    let result = tracer
+        .finish()
+        .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
+    let ended_unix_ns = start_unix_ns + result.elapsed_ns;
+
+    if let Some(out) = json {
+        let doc = TraceRun {
+            schema: TRACE_SCHEMA.into(),
+            schema_version: TRACE_SCHEMA_VERSION,
+            latlab_version: env!("CARGO_PKG_VERSION").into(),
+            started_at: latlab_model::rfc3339_utc(start_unix_ns),
+            ended_at: latlab_model::rfc3339_utc(ended_unix_ns),
+            start_unix_ns,
+            stop,
+            system: Some(sys.system_info()),
+            trace: result.clone(),
+        };
+        let mut text = serde_json::to_string_pretty(&doc)
+            .map_err(|e| anyhow::anyhow!("serializing the result: {e}"))?;
+        text.push('\n');
+        out.write(&text)?;
+    }
+    if !json_to_stdout {
+        print!("{}", render(&result, plan.top, !args.quiet));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.2}", ns as f64 / 1000.0)
+}
+
+fn stats_row(label: &str, h: &Histogram, width: usize) -> String {
+    if h.is_empty() {
+        return format!("{label:<width$} {:>9}\n", 0);
+    }
+    format!(
+        "{label:<width$} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+        h.count(),
+        us(h.percentile(50.0)),
+        us(h.percentile(99.0)),
+        us(h.max()),
+        us(h.mean() as u64),
+    )
+}
+
+fn header(first: &str, width: usize) -> String {
+    format!(
+        "{first:<width$} {:>9} {:>9} {:>9} {:>9} {:>9}  (us)\n",
+        "count", "p50", "p99", "max", "mean"
+    )
+}
+
+fn key_table(out: &mut String, title: &str, kind: &str, keys: &[&KeyResult]) {
+    let width = keys
+        .iter()
+        .map(|k| k.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(kind.len(), 48);
+    let _ = writeln!(out, "  {title}");
+    out.push_str("  ");
+    out.push_str(&header(kind, width));
+    for k in keys {
+        let name: String = k.name.chars().take(width).collect();
+        out.push_str("  ");
+        out.push_str(&stats_row(&name, &k.histogram, width));
+    }
+}
+
+/// Whether a family has a table of keys worth printing.
+fn has_keys(f: Family) -> bool {
+    f != Family::LocalTimer
+}
+
+/// The text report: per family, per CPU and overall rows; key tables (vectors, classes, IRQs,
+/// top functions by count and by worst case); then skipped events and latlab's own cost.
+pub fn render(r: &TraceResult, top: usize, per_cpu: bool) -> String {
+    let mut out = String::new();
+    for f in &r.families {
+        render_family(&mut out, f, top, per_cpu);
+    }
+    if r.families.is_empty() {
+        out.push_str("no event family was traced\n");
+    }
+    for s in &r.skipped {
+        let _ = writeln!(out, "skipped: {} ({}): {}", s.event, s.group, s.reason);
+    }
+    let c = &r.cost;
+    if c.available {
+        let _ = writeln!(
+            out,
+            "cost: {} BPF programs ran {} times for {:.3} ms ({:.4} % of the CPUs' time over {:.3} s); {}",
+            c.programs.len(),
+            c.run_count,
+            c.run_time_ns as f64 / 1e6,
+            c.cpu_fraction * 100.0,
+            r.elapsed_ns as f64 / 1e9,
+            c.source
+        );
+    } else {
+        let _ = writeln!(out, "cost: {}", c.source);
+    }
+    for w in &r.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}
+
+fn render_family(out: &mut String, f: &FamilyResult, top: usize, per_cpu: bool) {
+    let _ = writeln!(out, "{} ({})", f.family.describe(), f.family.name());
+    if f.histogram.is_empty() {
+        out.push_str("  no samples\n\n");
+        return;
+    }
+    out.push_str("  ");
+    out.push_str(&header("cpu", 6));
+    if per_cpu {
+        for c in &f.per_cpu {
+            out.push_str("  ");
+            out.push_str(&stats_row(&format!("cpu{}", c.cpu), &c.histogram, 6));
+        }
+    }
+    out.push_str("  ");
+    out.push_str(&stats_row("all", &f.histogram, 6));
+    if has_keys(f.family) && !f.keys.is_empty() {
+        let kind = f.family.key_kind();
+        // Vectors and classes are few: show them all. Functions and IRQs: the top N.
+        let few = matches!(
+            f.family,
+            Family::SoftirqLatency | Family::SoftirqRuntime | Family::Wakeup
+        );
+        if few {
+            let keys: Vec<&KeyResult> = f.keys.iter().collect();
+            key_table(out, &format!("by {kind}"), kind, &keys);
+        } else {
+            let by_count: Vec<&KeyResult> = f.keys.iter().take(top).collect();
+            let n = by_count.len();
+            key_table(
+                out,
+                &format!("top {n} of {} by count", f.keys.len()),
+                kind,
+                &by_count,
+            );
+            if f.keys.len() > 1 {
+                let mut by_max: Vec<&KeyResult> = f.keys.iter().collect();
+                by_max.sort_by(|a, b| {
+                    b.histogram
+                        .max()
+                        .cmp(&a.histogram.max())
+                        .then(a.key.cmp(&b.key))
+                });
+                by_max.truncate(top);
+                key_table(
+                    out,
+                    &format!("top {} of {} by worst case", by_max.len(), f.keys.len()),
+                    kind,
+                    &by_max,
+                );
+            }
+        }
+    }
+    if f.dropped > 0 {
+        let _ = writeln!(out, "  {} samples lost (kernel maps full)", f.dropped);
+    }
+    out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+    use latlab_model::trace::{CpuCount, CpuHistogram, TraceCost};
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        t: TraceArgs,
+    }
+
+    fn plan(args: &[&str]) -> CliResult<TracePlan> {
+        let mut v = vec!["t"];
+        v.extend_from_slice(args);
+        T::try_parse_from(v)
+            .unwrap()
+            .t
+            .to_plan(&CpuList::parse("0-3").unwrap())
+    }
+
+    #[test]
+    fn defaults_trace_everything_until_ctrl_c() {
+        let p = plan(&[]).unwrap();
+        assert_eq!(p.config.groups, EventGroup::ALL.to_vec());
+        assert_eq!(p.duration_ns, None);
+        assert_eq!(p.config.cpus, None);
+        assert_eq!(p.top, 10);
+        assert!(!p.config.ring);
+    }
+
+    #[test]
+    fn options_become_the_configuration() {
+        let p = plan(&[
+            "-D",
+            "5",
+            "--cpus",
+            "1-2",
+            "--events",
+            "wakeup,softirq",
+            "--rt-only",
+            "--pid",
+            "1",
+            "--top",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(p.duration_ns, Some(5_000_000_000));
+        assert_eq!(p.config.cpus, Some(vec![1, 2]));
+        assert_eq!(p.config.groups, [EventGroup::Softirq, EventGroup::Wakeup]);
+        assert!(p.config.wakeup.rt_only);
+        assert_eq!(p.config.wakeup.pid, Some(1));
+        assert_eq!(p.top, 3);
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors() {
+        for args in [
+            &["-D", "5x"][..],
+            &["-D", "0"],
+            &["--cpus", "3-1"],
+            &["--cpus", "9"],
+            &["--events", "irqs"],
+            &["--events", ""],
+            &["--pid", "0"],
+            &["--pid", "2147483647"],
+            &["--rt-only", "--events", "softirq"],
+            &["--top", "0"],
+        ] {
+            assert!(matches!(plan(args), Err(CliError::Usage(_))), "{args:?}");
+        }
+    }
+
+    fn hist(values: &[u64]) -> Histogram {
+        let mut h = Histogram::new();
+        for &v in values {
+            h.record(v);
+        }
+        h
+    }
+
+    #[test]
+    fn the_report_shows_cpus_keys_skips_and_cost() {
+        let key = |key: u64, name: &str, v: &[u64]| KeyResult {
+            key,
+            name: name.into(),
+            histogram: hist(v),
+            per_cpu: vec![CpuCount {
+                cpu: 0,
+                count: v.len() as u64,
+                max_ns: *v.iter().max().unwrap(),
+            }],
+        };
+        let r = TraceResult {
+            events: vec!["workqueue".into()],
+            cpus: vec![0, 1],
+            wakeup_filter: WakeupFilter::default(),
+            start_monotonic_ns: 0,
+            end_monotonic_ns: 1_000_000_000,
+            elapsed_ns: 1_000_000_000,
+            families: vec![FamilyResult {
+                family: Family::WorkqueueLatency,
+                histogram: hist(&[1000, 2000, 3000, 900_000]),
+                per_cpu: vec![
+                    CpuHistogram {
+                        cpu: 0,
+                        histogram: hist(&[1000, 2000, 3000, 900_000]),
+                    },
+                    CpuHistogram {
+                        cpu: 1,
+                        histogram: Histogram::new(),
+                    },
+                ],
+                keys: vec![
+                    key(1, "vmstat_update", &[1000, 2000, 3000]),
+                    key(2, "slow_work", &[900_000]),
+                ],
+                dropped: 0,
+            }],
+            skipped: vec![latlab_model::trace::SkippedEvent {
+                group: "tasklet".into(),
+                event: "irq:tasklet_entry".into(),
+                reason: "tracepoint not in this kernel".into(),
+            }],
+            cost: TraceCost {
+                source: "BPF_ENABLE_STATS".into(),
+                available: true,
+                programs: vec![],
+                run_count: 10,
+                run_time_ns: 5000,
+                cpu_fraction: 0.0000025,
+            },
+            warnings: vec![],
+        };
+        let text = render(&r, 1, true);
+        assert!(
+            text.contains("workqueue: queue -> execute (workqueue-latency)"),
+            "{text}"
+        );
+        assert!(text.contains("cpu0"), "{text}");
+        assert!(text.contains("top 1 of 2 by count"), "{text}");
+        let by_count = text.split("by count").nth(1).unwrap();
+        assert!(
+            by_count
+                .trim_start()
+                .lines()
+                .nth(1)
+                .unwrap()
+                .contains("vmstat_update"),
+            "{text}"
+        );
+        let by_worst = text.split("by worst case").nth(1).unwrap();
+        assert!(
+            by_worst.lines().nth(2).unwrap().contains("slow_work"),
+            "{text}"
+        );
+        assert!(text.contains("900.00"), "{text}");
+        assert!(
+            text.contains("skipped: irq:tasklet_entry (tasklet): tracepoint not in this kernel")
+        );
+        assert!(text.contains("cost: 0 BPF programs ran 10 times"), "{text}");
+        let quiet = render(&r, 1, false);
+        assert!(!quiet.contains("cpu0"), "{quiet}");
+    }
+}
