@@ -8,6 +8,11 @@ use crate::names::{Names, softirq_name};
 use latlab_model::trace::{SpikeStory, StoryEvent, StoryKind, StoryTask, StoryTotals};
 use std::collections::HashMap;
 
+// Task states of the switched-out task (`include/linux/sched.h`).
+const TASK_UNINTERRUPTIBLE: u64 = 0x2;
+const EXIT_DEAD: u64 = 0x10;
+const TASK_DEAD: u64 = 0x80;
+
 fn overlap(start: u64, end: u64, from: u64, to: u64) -> u64 {
     end.min(to).saturating_sub(start.max(from))
 }
@@ -46,11 +51,14 @@ pub fn decompose(
     let mut tasks: HashMap<u32, (String, u64)> = HashMap::new();
     // The last context switch at or before `to`: its next task holds the CPU from then on.
     let mut last_switch: Option<&RingEv> = None;
+    let mut switched_after = false;
 
     for e in events {
         if e.kind == ring_kind::SWITCH {
             if e.ts <= to {
                 last_switch = Some(e);
+            } else {
+                switched_after = true;
             }
             // The slice of the task switched out: [ts - dur, ts]. A zero duration is the first
             // switch seen (its start is unknown).
@@ -66,10 +74,11 @@ pub fn decompose(
             let next_pid = e.arg as u32;
             let state = e.arg >> 32;
             let next = task_label(&comm_str(&e.comm2), next_pid);
-            let detail = if state == 0 {
-                format!("preempted by {next}")
-            } else {
-                format!("slept; {next} ran next")
+            let detail = match state {
+                0 => format!("preempted by {next}"),
+                TASK_UNINTERRUPTIBLE => format!("blocked; {next} ran next"),
+                s if s & (TASK_DEAD | EXIT_DEAD) != 0 => format!("exited; {next} ran next"),
+                _ => format!("slept; {next} ran next"),
             };
             if e.id != 0 {
                 let t = tasks.entry(e.id).or_insert_with(|| (comm.clone(), 0));
@@ -122,9 +131,9 @@ pub fn decompose(
         });
     }
 
-    // The task on the CPU since the last switch (at the end of a timer spike: the woken
-    // thread itself, or whoever still holds the CPU).
-    if let Some(s) = last_switch {
+    // The task on the CPU since the last switch, when no later switch closed its slice (at
+    // the end of a timer spike: the woken thread itself, or whoever still holds the CPU).
+    if let Some(s) = last_switch.filter(|_| !switched_after) {
         let ov = overlap(s.ts, to, from, to);
         if ov > 0 {
             let pid = s.arg as u32;
@@ -315,14 +324,34 @@ mod tests {
         let last = s
             .events
             .iter()
-            .filter(|e| e.kind == StoryKind::Task)
-            .last()
+            .rfind(|e| e.kind == StoryKind::Task)
             .unwrap();
         assert_eq!(last.name, "cyclic[88]");
         assert_eq!(last.overlap_ns, 150);
         assert_eq!(s.totals.work_ns, 50);
         let work = s.events.iter().find(|e| e.kind == StoryKind::Work).unwrap();
         assert_eq!((work.name.as_str(), work.pid), ("vmstat_update", Some(33)));
+    }
+
+    #[test]
+    fn a_later_switch_closes_the_last_slice() {
+        let mut evs = spike();
+        evs.push(switch(7, 1400, 250, ("cyclic", 88), ("hog", 77), 1));
+        evs.push(switch(8, 1500, 100, ("hog", 77), ("kworker/1:0", 9), 0x80));
+        let s = decompose(&evs, 9, 1, 1100, 1450, &names());
+        let tasks: Vec<_> = s
+            .events
+            .iter()
+            .filter(|e| e.kind == StoryKind::Task)
+            .collect();
+        assert_eq!(tasks.len(), 3, "{tasks:?}");
+        assert_eq!(tasks[1].name, "cyclic[88]");
+        assert_eq!(tasks[1].detail, "slept; hog[77] ran next");
+        assert_eq!(tasks[1].overlap_ns, 250);
+        assert_eq!(tasks[2].detail, "exited; kworker/1:0[9] ran next");
+        assert_eq!(tasks[2].overlap_ns, 50);
+        assert!(s.events.iter().all(|e| e.detail != "on the CPU at the end"));
+        assert_eq!(s.tasks[0].comm, "cyclic");
     }
 
     #[test]

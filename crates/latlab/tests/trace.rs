@@ -1,0 +1,250 @@
+//! `latlab trace` run for real: bad input, missing privileges, a traced run's tables and JSON,
+//! Ctrl-C, and the system left as it was. Runs that need root say why they skip without it.
+#![allow(clippy::unwrap_used)]
+
+use latlab_model::StopReason;
+use latlab_model::trace::{Family, TRACE_SCHEMA, TraceRun};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn latlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_latlab"))
+}
+
+fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn root_or_skip() -> bool {
+    if !is_root() {
+        eprintln!("skipped: tracing needs root");
+    }
+    is_root()
+}
+
+fn tracefs_mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("tracefs"))
+        .map(String::from)
+        .collect()
+}
+
+fn stats_sysctl() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").unwrap_or_default()
+}
+
+/// Disk writes with fsync, loopback traffic and short sleeps, for about a second.
+fn provoke() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let mut f = std::fs::File::create(dir.path().join("io")).unwrap();
+    for _ in 0..4 {
+        f.write_all(&vec![7u8; 1 << 20]).unwrap();
+        f.sync_all().unwrap();
+    }
+    let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut buf = [0u8; 16];
+    for _ in 0..200 {
+        b.send_to(b"latlab", a.local_addr().unwrap()).unwrap();
+        a.recv_from(&mut buf).unwrap();
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line_before_anything_runs() {
+    let mounts = tracefs_mounts();
+    for (args, names) in [
+        (&["-D", "5x"][..], "--duration"),
+        (&["-D", "0"], "--duration"),
+        (&["--events", "softirq,irqs"], "irqs"),
+        (&["--cpus", "4096"], "--cpus"),
+        (&["--pid", "0"], "--pid"),
+        (&["--pid", "2147483646"], "no such process"),
+        (&["--rt-only", "--events", "softirq"], "wakeup"),
+        (&["--top", "0"], "--top"),
+        (&["--json", "/nonexistent-dir/t.json"], "--json"),
+        (&["--bogus"], "--bogus"),
+    ] {
+        let out = latlab().arg("trace").args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.starts_with("latlab: error:"), "{err}");
+        assert!(err.contains(names), "{args:?}: {err}");
+    }
+    assert_eq!(tracefs_mounts(), mounts);
+}
+
+/// Without root (as root: through setpriv as nobody with no capabilities), one line names
+/// what is missing.
+#[test]
+fn without_privileges_the_error_names_root_or_the_capabilities() {
+    let mut cmd = if is_root() {
+        if Command::new("setpriv").arg("--version").output().is_err() {
+            eprintln!("skipped: setpriv (util-linux) is not installed");
+            return;
+        }
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            env!("CARGO_BIN_EXE_latlab"),
+        ]);
+        c
+    } else {
+        latlab()
+    };
+    let out = cmd.args(["trace", "-D", "1s"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("root"), "{err}");
+    assert!(
+        err.contains("CAP_BPF") && err.contains("CAP_PERFMON"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_traced_run_prints_tables_and_writes_consistent_json() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("trace.json");
+    let mounts = tracefs_mounts();
+    let stats = stats_sysctl();
+    let child = latlab()
+        .args(["trace", "-D", "3s", "--top", "5", "--json"])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    provoke();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("latlab: tracing "), "{err}");
+    for title in [
+        "workqueue: queue -> execute",
+        "softirq: raise -> entry",
+        "wake-up -> run",
+        "hrtimer handler duration",
+        "hard IRQ handler duration",
+    ] {
+        assert!(text.contains(title), "{title}: {text}");
+    }
+    assert!(
+        text.contains("top ") && text.contains("by worst case"),
+        "{text}"
+    );
+    assert!(text.contains("\n  all "), "{text}");
+    assert!(text.contains("cost: "), "{text}");
+
+    let run: TraceRun = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(run.schema, TRACE_SCHEMA);
+    assert_eq!(run.stop, StopReason::Duration);
+    assert!(run.system.is_some());
+    let t = &run.trace;
+    assert!(t.elapsed_ns >= 2_900_000_000, "{}", t.elapsed_ns);
+    assert!(t.cost.available && !t.cost.programs.is_empty());
+    for f in &t.families {
+        let h = &f.histogram;
+        let per_cpu: u64 = f.per_cpu.iter().map(|c| c.histogram.count()).sum();
+        let keys: u64 = f.keys.iter().map(|k| k.histogram.count()).sum();
+        assert_eq!(
+            (h.count(), h.count()),
+            (per_cpu, keys),
+            "{}",
+            f.family.name()
+        );
+        if h.count() > 0 {
+            assert!(h.min() <= h.max(), "{}", f.family.name());
+        }
+    }
+    for fam in [
+        Family::SoftirqRuntime,
+        Family::Wakeup,
+        Family::Hrtimer,
+        Family::WorkqueueLatency,
+    ] {
+        assert!(
+            t.family(fam).is_some_and(|f| f.histogram.count() > 0),
+            "{} has samples",
+            fam.name()
+        );
+    }
+    assert_eq!(tracefs_mounts(), mounts, "tracefs mounts as before");
+    assert_eq!(stats_sysctl(), stats, "kernel.bpf_stats_enabled as before");
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_every_output_is_written() {
+    if !root_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("trace.json");
+    let mut child = latlab()
+        .args(["trace", "-e", "hrtimer,softirq", "-q", "--json"])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let start = std::time::Instant::now();
+    let out = loop {
+        if let Some(_status) = child.try_wait().unwrap() {
+            break child.wait_with_output().unwrap();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "stopped within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let run: TraceRun = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        run.stop,
+        StopReason::Signal {
+            signal: "SIGINT".into()
+        }
+    );
+    assert_eq!(run.trace.events, ["softirq", "hrtimer"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("hrtimer handler duration"));
+}
+
+#[test]
+fn json_can_go_to_stdout() {
+    if !root_or_skip() {
+        return;
+    }
+    let out = latlab()
+        .args(["trace", "-D", "500ms", "-e", "hrtimer", "--json", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run: TraceRun = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run.trace.families.len(), 1);
+    assert_eq!(run.trace.families[0].family, Family::Hrtimer);
+}
