@@ -47,7 +47,7 @@ impl Entry {
 }
 
 fn hhmm(s: u32) -> String {
-    if s % 60 == 0 {
+    if s.is_multiple_of(60) {
         format!("{:02}:{:02}", s / 3600, s / 60 % 60)
     } else {
         format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
@@ -144,9 +144,8 @@ impl Schedule {
             let of_cpu = self.entries.iter().filter(|e| e.cpu == cpu);
             let pick = of_cpu
                 .clone()
-                .filter(|e| e.at_s <= day_s)
-                .next_back()
-                .or_else(|| of_cpu.last());
+                .rfind(|e| e.at_s <= day_s)
+                .or_else(|| of_cpu.clone().next_back());
             if let Some(e) = pick {
                 out.insert(cpu, e);
             }

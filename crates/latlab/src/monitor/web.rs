@@ -242,15 +242,12 @@ struct RangeQ {
     limit: Option<u32>,
 }
 
-fn range(q: &RangeQ) -> Result<(u64, u64), Response> {
+fn range(q: &RangeQ) -> Result<(u64, u64), &'static str> {
     let to =
         q.to.map_or(metrics::END_OF_TIME, |t| (t.max(0.0) * 1e6) as u64);
     let from = q.from.map_or(0, |f| (f.max(0.0) * 1e6) as u64);
     if from >= to {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            "from must be before to (unix milliseconds)",
-        ));
+        return Err("from must be before to (unix milliseconds)");
     }
     Ok((from, to.min(metrics::END_OF_TIME)))
 }
@@ -258,7 +255,7 @@ fn range(q: &RangeQ) -> Result<(u64, u64), Response> {
 async fn timeline(State(state): State<Shared>, Query(q): Query<RangeQ>) -> Response {
     let (from, to) = match range(&q) {
         Ok(r) => r,
-        Err(e) => return e,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let points = q.points.unwrap_or(800);
     let id = SeriesId(q.series);
@@ -273,7 +270,7 @@ async fn timeline(State(state): State<Shared>, Query(q): Query<RangeQ>) -> Respo
 async fn worst(State(state): State<Shared>, Query(q): Query<RangeQ>) -> Response {
     let (from, to) = match range(&q) {
         Ok(r) => r,
-        Err(e) => return e,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let limit = q.limit.unwrap_or(20);
     let id = SeriesId(q.series);

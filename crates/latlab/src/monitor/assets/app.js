@@ -6,7 +6,8 @@ const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b'
   '#17becf', '#7f7f7f', '#bcbd22'];
 const STATE_COLORS = ['#c6dbef', '#9ecae1', '#6baed6', '#4292c6', '#2171b5', '#08519c',
   '#08306b', '#3f007d'];
-const W = 1000;
+// Charts are drawn at the width they are shown at, so text keeps its size on a phone.
+function widthOf(c) { return Math.max(320, Math.round(c.clientWidth || 1000)); }
 const PAD = { l: 56, r: 10, t: 8, b: 22 };
 
 const st = {
@@ -17,6 +18,7 @@ const st = {
   data: null,
   status: null,
   timer: null,
+  range: null,
 };
 
 function $(id) { return document.getElementById(id); }
@@ -85,11 +87,12 @@ function cpuColor(i) { return COLORS[i % COLORS.length]; }
 
 // ---- charts ----
 
-function timeTicks(from, to) {
+function timeTicks(from, to, width) {
   const span = to - from;
+  const most = Math.max(3, Math.min(8, Math.floor(width / 110)));
   const steps = [1e3, 5e3, 15e3, 6e4, 3e5, 9e5, 36e5, 108e5, 216e5, 864e5, 6048e5];
   let step = steps[steps.length - 1];
-  for (const s of steps) { if (span / s <= 8) { step = s; break; } }
+  for (const s of steps) { if (span / s <= most) { step = s; break; } }
   const tz = new Date(from).getTimezoneOffset() * 60000;
   const first = Math.ceil((from - tz) / step) * step + tz;
   const out = [];
@@ -107,6 +110,7 @@ function niceMax(v) {
 // A time chart: lines (with gaps), optional log y, annotations, click handler.
 function timeChart(container, opt) {
   container.textContent = '';
+  const W = widthOf(container);
   const H = opt.height || 220;
   const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': opt.label || 'chart' });
   const x0 = PAD.l, x1 = W - PAD.r, y0 = PAD.t, y1 = H - PAD.b;
@@ -135,7 +139,7 @@ function timeChart(container, opt) {
     const label = v >= 1000 ? (v / 1000) + 'k' : (Math.round(v * 100) / 100);
     svg.appendChild(svgEl('text', { x: x0 - 4, y: y + 4, 'text-anchor': 'end' }, label));
   }
-  const tt = timeTicks(from, to);
+  const tt = timeTicks(from, to, W);
   for (const t of tt.ticks) {
     const x = xs(t);
     svg.appendChild(svgEl('line', { class: 'grid', x1: x, x2: x, y1: y0, y2: y1 }));
@@ -195,7 +199,7 @@ function legend(container, items) {
     const span = el('span', { class: 'legend-item' });
     if (it.cpu !== undefined) span.setAttribute('data-cpu', it.cpu);
     const sw = svgEl('svg', { viewBox: '0 0 18 10' });
-    if (it.fill) sw.appendChild(svgEl('rect', { x: 0, y: 0, width: 18, height: 10, fill: it.fill }));
+    if (it.fill) sw.appendChild(svgEl('rect', { x: 0.5, y: 0.5, width: 17, height: 9, fill: it.fill, stroke: '#bbbbbb' }));
     else sw.appendChild(svgEl('line', { x1: 0, x2: 18, y1: 5, y2: 5, stroke: it.color, 'stroke-width': 2, 'stroke-dasharray': it.dashed ? '4 3' : '' }));
     span.appendChild(sw);
     span.appendChild(document.createTextNode(it.label));
@@ -249,6 +253,7 @@ function drawLatency(data, from, to) {
 function drawCstates(data, from, to) {
   const c = $('chart-cstates');
   c.textContent = '';
+  const W = widthOf(c);
   const names = {};
   for (const s of data.idle_states || []) names[s.cpu] = s.states;
   const maxStates = Math.max(0, ...Object.values(names).map((n) => n.length));
@@ -284,7 +289,7 @@ function drawCstates(data, from, to) {
     g.appendChild(svgEl('text', { class: 'cpu-label', x: x0 - 6, y: top + rowH / 2 + 4, 'text-anchor': 'end' }, 'cpu' + cpu));
     svg.appendChild(g);
   });
-  const tt = timeTicks(from, to);
+  const tt = timeTicks(from, to, W);
   const yb = H - 6;
   for (const t of tt.ticks) svg.appendChild(svgEl('text', { x: xs(t), y: yb, 'text-anchor': 'middle' }, tt.seconds ? fmtFull(t).slice(11) : fmtTime(t, tt.withDate)));
   drawAnnotations(svg, data.annotations, xs, PAD.t, H - PAD.b, from, to);
@@ -357,6 +362,7 @@ function drawWorst(rows) {
 
 function histChart(container, buckets) {
   container.textContent = '';
+  const W = widthOf(container);
   const H = 200;
   const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'histogram' });
   if (!buckets.length) {
@@ -397,7 +403,7 @@ function histChart(container, buckets) {
   container.appendChild(svg);
 }
 
-async function showWindow(start, cpu) {
+async function showWindow(start, cpu, noScroll) {
   const w = await getJSON('api/window?series=' + st.series + '&start=' + encodeURIComponent(start) + '&cpu=' + cpu);
   const p = $('panel-window');
   p.hidden = false;
@@ -417,7 +423,8 @@ async function showWindow(start, cpu) {
   const spikes = w.spikes.slice(0, 500);
   $('spike-note').textContent = w.spikes.length ? (w.spikes.length > 500 ? 'first 500 of ' + w.spikes.length : w.spikes.length + ' above the threshold') : 'none kept (set --spike to keep them)';
   table($('spikes'), ['time', 'latency µs'], spikes.map((x) => ({ cells: [fmtFull(x.t) + '.' + String(Math.floor(x.t % 1000)).padStart(3, '0'), us(x.value)] })));
-  p.scrollIntoView({ behavior: 'smooth', block: 'nearest' });
+  p.dataset.start = String(start);
+  if (!noScroll) p.scrollIntoView({ behavior: 'smooth', block: 'nearest' });
 }
 
 function drawExperiments(x) {
@@ -459,11 +466,11 @@ function rangeNow() {
   const now = Date.now();
   const end = series && series.last_ms ? Math.min(now, Math.max(series.last_ms, now - 60000)) : now;
   const anchor = series && series.last_ms && series.last_ms < now - 600000 ? series.last_ms : end;
-  if (st.span === 'all') {
-    const first = series && series.first_ms ? series.first_ms : anchor - 21600000;
-    return [first, Math.max(anchor, first + 1000)];
-  }
-  return [anchor - st.span, anchor];
+  const first = series && series.first_ms ? series.first_ms : anchor - 21600000;
+  if (st.span === 'all') return [first, Math.max(anchor, first + 1000)];
+  // A range reaching back before the series began starts where it began.
+  const from = Math.max(anchor - st.span, first - Math.min(60000, (anchor - first) * 0.02));
+  return [from, Math.max(anchor, from + 1000)];
 }
 
 async function load() {
@@ -477,17 +484,30 @@ async function load() {
     getJSON('api/worst?' + q + '&limit=20'),
   ]);
   st.data = data;
-  drawLatency(data, from, to);
-  drawCstates(data, from, to);
-  drawFreq(data, from, to);
-  drawPower(data, from, to);
-  drawAnnotationList(data);
+  st.range = [from, to];
+  render();
   drawWorst(worst);
   drawStatus();
   document.body.dataset.ready = '1';
   document.body.dataset.cpus = data.cpus.join(',');
   document.body.dataset.rows = String(data.rows.length);
 }
+
+function render() {
+  if (!st.data) return;
+  const [from, to] = st.range;
+  drawLatency(st.data, from, to);
+  drawCstates(st.data, from, to);
+  drawFreq(st.data, from, to);
+  drawPower(st.data, from, to);
+  drawAnnotationList(st.data);
+}
+
+let resizeTimer = null;
+window.addEventListener('resize', () => {
+  clearTimeout(resizeTimer);
+  resizeTimer = setTimeout(render, 200);
+});
 
 function markRange() {
   for (const b of document.querySelectorAll('#ranges button')) {
@@ -530,7 +550,11 @@ async function init() {
   markRange();
   drawStatus();
   await load();
-  getJSON('api/experiments').then(drawExperiments).catch((e) => recordError(String(e)));
+  // A link to one window: #window=<start ns>:<cpu>
+  const m = /^#window=(\d+):(\d+)$/.exec(location.hash);
+  if (m) await showWindow(m[1], Number(m[2]), true);
+  try { drawExperiments(await getJSON('api/experiments')); } catch (e) { recordError(String(e)); }
+  document.body.dataset.done = '1';
   if (st.status.live) {
     st.timer = setInterval(() => {
       if (st.custom || document.hidden) return;
@@ -539,4 +563,4 @@ async function init() {
   }
 }
 
-init().catch((e) => { recordError(String(e)); document.body.dataset.ready = '1'; });
+init().catch((e) => { recordError(String(e)); document.body.dataset.ready = '1'; document.body.dataset.done = '1'; });

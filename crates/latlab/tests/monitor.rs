@@ -1,0 +1,1186 @@
+//! `latlab monitor` and `latlab serve` run for real: windows stored, SIGKILL and restart, the
+//! retention merge, `/metrics` scraped by a real Prometheus and read back through its query
+//! API, the dashboard rendered in headless Chromium, the governor schedule on a fixture tree,
+//! `--check-config`, bad input and bad stores, and the web server's limits.
+//!
+//! As root the daemon measures with SCHED_FIFO; otherwise with SCHED_OTHER (and says so).
+//! Tests that need Prometheus or Chromium skip with the reason when they are missing.
+#![allow(clippy::unwrap_used)]
+
+use latlab_hist::Histogram;
+use latlab_store::{MonitorWindow, SeriesId, SeriesSpec, Store, WindowSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SEC: u64 = 1_000_000_000;
+const END: u64 = i64::MAX as u64;
+
+fn latlab() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_latlab"))
+}
+
+fn is_root() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+fn policy_args() -> Vec<&'static str> {
+    if is_root() {
+        vec!["--policy", "fifo", "-p", "80"]
+    } else {
+        eprintln!("not root: monitoring with --policy other instead of fifo");
+        vec!["--policy", "other", "--no-mlock"]
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A process this test started; killed (by its pid) if the test ends early.
+struct Proc {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn start(mut cmd: Command, log: PathBuf) -> Proc {
+        let f = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f)
+            .spawn()
+            .unwrap();
+        Proc { child, log }
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+    fn signal(&mut self, sig: libc::c_int) {
+        // SAFETY: a pid of a child this test started and has not reaped.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+    /// SIGINT and wait; the exit must be clean.
+    fn stop(mut self) -> String {
+        self.signal(libc::SIGINT);
+        let status = wait_exit(&mut self.child, Duration::from_secs(20));
+        let log = self.log();
+        assert!(status.success(), "exit {status:?}: {log}");
+        log
+    }
+    fn kill9(mut self) -> String {
+        self.signal(libc::SIGKILL);
+        let _ = wait_exit(&mut self.child, Duration::from_secs(10));
+        self.log()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if t.elapsed() > timeout {
+            let _ = child.kill();
+            panic!("process did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn monitor(db: &Path, extra: &[&str]) -> Command {
+    let mut c = latlab();
+    c.args(["monitor", "--window", "1s", "--interval", "1ms", "--db"])
+        .arg(db)
+        .args(policy_args())
+        .args(extra);
+    c
+}
+
+fn series(store: &Store, name: &str) -> SeriesId {
+    store
+        .list_series()
+        .unwrap()
+        .into_iter()
+        .find(|(_, n, _)| n == name)
+        .map(|(id, _, _)| id)
+        .unwrap_or_else(|| panic!("no series {name}"))
+}
+
+fn set_count(db: &Path, name: &str) -> usize {
+    let Ok(store) = Store::open_existing(db) else {
+        return 0;
+    };
+    let Some((id, _, _)) = store
+        .list_series()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|(_, n, _)| n == name)
+    else {
+        return 0;
+    };
+    store.monitor_sets(id, 0, END).map(|s| s.len()).unwrap_or(0)
+}
+
+/// A tiny HTTP/1.1 client: (status, headers, body).
+fn http(addr: SocketAddr, request: &str) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
+    http(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+fn get_json(addr: SocketAddr, path: &str) -> serde_json::Value {
+    let (status, _, body) = get(addr, path);
+    assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
+/// Percent-encode a query value.
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let d = Proc::start(
+        monitor(&db, &["--name", "t", "--listen", "off"]),
+        dir.path().join("1.log"),
+    );
+    wait_for("3 stored windows", Duration::from_secs(30), || {
+        set_count(&db, "t") >= 3
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    let killed_at = unix_now();
+    let log1 = d.kill9();
+
+    let store = Store::open_existing(&db).unwrap();
+    let id = series(&store, "t");
+    let sets = store.monitor_sets(id, 0, END).unwrap();
+    let first = sets[0].start_unix_ns;
+    let ended = ((killed_at - first) / SEC) as usize;
+    assert!(
+        sets.len() + 1 >= ended && sets.len() <= ended,
+        "{} windows had ended at the SIGKILL, {} stored (at most one may be lost): {log1}",
+        ended,
+        sets.len()
+    );
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    for (i, s) in sets.iter().enumerate() {
+        assert_eq!(s.window_index, i as u64, "indexes from 0 without gaps");
+        assert_eq!(s.end_unix_ns - s.start_unix_ns, SEC, "whole windows");
+        assert!(
+            s.cost_cpu_time_ns.is_some(),
+            "latlab's own CPU time per window"
+        );
+        let ws: Vec<_> = store
+            .monitor_windows(id, s.start_unix_ns, s.end_unix_ns, None)
+            .unwrap()
+            .into_iter()
+            .filter(|w| w.start_unix_ns == s.start_unix_ns)
+            .collect();
+        assert_eq!(ws.len(), cpus, "one window per measured CPU");
+        for w in &ws {
+            assert_eq!(
+                w.count + w.missed,
+                1000,
+                "count + missed = window / interval (cpu{} window {i})",
+                w.cpu
+            );
+            assert!(w.min_ns <= w.p99_ns && w.p99_ns <= w.p99_9_ns && w.p99_9_ns <= w.max_ns);
+            assert!(w.cpu_summary.is_some(), "sampler summary per window");
+        }
+    }
+    let ann = store.annotations(id, 0, END).unwrap();
+    assert_eq!(ann.iter().filter(|a| a.kind == "start").count(), 1);
+    assert_eq!(ann.iter().filter(|a| a.kind == "stop").count(), 0, "killed");
+    drop(store);
+
+    // Restarted with the same name: the series continues.
+    let d = Proc::start(
+        monitor(&db, &["--name", "t", "--listen", "off"]),
+        dir.path().join("2.log"),
+    );
+    let before = sets.len();
+    wait_for("2 more windows", Duration::from_secs(30), || {
+        set_count(&db, "t") >= before + 2
+    });
+    let log2 = d.stop();
+    assert!(log2.contains("continuing series t"), "{log2}");
+    let store = Store::open_existing(&db).unwrap();
+    let all = store.monitor_sets(id, 0, END).unwrap();
+    let new: Vec<_> = all.iter().skip(before).collect();
+    assert!(
+        new.len() >= 3,
+        "two whole windows and the open one stored at SIGINT"
+    );
+    assert_eq!(new[0].window_index, sets.last().unwrap().window_index + 1);
+    for pair in all.windows(2) {
+        assert!(pair[0].end_unix_ns <= pair[1].start_unix_ns, "no overlap");
+        assert_eq!(pair[0].window_index + 1, pair[1].window_index);
+    }
+    let last = new.last().unwrap();
+    assert!(
+        last.end_unix_ns - last.start_unix_ns <= SEC,
+        "the open window is stored up to the stop"
+    );
+    let ann = store.annotations(id, 0, END).unwrap();
+    let starts: Vec<_> = ann.iter().filter(|a| a.kind == "start").collect();
+    assert_eq!(starts.len(), 2);
+    assert!(
+        starts[1].text.contains("continues the series"),
+        "{:?}",
+        starts[1]
+    );
+    let stop = ann.iter().find(|a| a.kind == "stop").unwrap();
+    assert!(stop.text.contains("SIGINT"), "{stop:?}");
+}
+
+/// A histogram with a known shape for window `k`.
+fn hist(k: u64) -> Histogram {
+    let mut h = Histogram::new();
+    h.record_n(20_000 + k * 100, 900);
+    h.record_n(60_000, 90 + k);
+    h.record(1_000_000 + k * 7_919);
+    h
+}
+
+#[test]
+fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let hour = 3_600 * SEC;
+    let h0 = (unix_now() - 3 * hour) / hour * hour;
+    {
+        // Twelve five-minute windows of an hour three hours ago, as an earlier daemon left them.
+        let mut store = Store::open(&db).unwrap();
+        let st = store
+            .open_series(&SeriesSpec {
+                name: "r".into(),
+                window_ns: 300 * SEC,
+                config: serde_json::json!({}),
+                system: None,
+                idle_states: vec![],
+            })
+            .unwrap();
+        for k in 0..12u64 {
+            store
+                .insert_window_set(
+                    st.id,
+                    &WindowSet {
+                        index: k,
+                        start_unix_ns: h0 + k * 300 * SEC,
+                        end_unix_ns: h0 + (k + 1) * 300 * SEC,
+                        cpus: (0..2)
+                            .map(|cpu| MonitorWindow {
+                                cpu,
+                                histogram: hist(k + u64::from(cpu)),
+                                missed: k,
+                                cpu_summary: None,
+                                spikes: vec![latlab_store::MonitorSpike {
+                                    at_unix_ns: h0 + k * 300 * SEC + 5,
+                                    value_ns: 1_000_000 + k,
+                                }],
+                            })
+                            .collect(),
+                        power: None,
+                        thermal: None,
+                        cost_cpu_time_ns: Some(1000),
+                    },
+                )
+                .unwrap();
+        }
+    }
+    let d = Proc::start(
+        monitor(
+            &db,
+            &[
+                "--name",
+                "r",
+                "--listen",
+                "off",
+                "--retention",
+                "1h",
+                "--cpus",
+                "0",
+            ],
+        ),
+        dir.path().join("d.log"),
+    );
+    // The twelve old windows become one row, then the daemon's own follow.
+    wait_for(
+        "the merge and a new window",
+        Duration::from_secs(30),
+        || set_count(&db, "r") == 2,
+    );
+    let log = d.stop();
+    assert!(
+        log.contains("merged 12 windows into 1 hourly rows"),
+        "{log}"
+    );
+
+    let store = Store::open_existing(&db).unwrap();
+    let id = series(&store, "r");
+    let old = store.monitor_sets(id, h0, h0 + hour).unwrap();
+    assert_eq!(old.len(), 1, "one hourly row");
+    assert_eq!(
+        (
+            old[0].windows,
+            old[0].window_index,
+            old[0].last_window_index
+        ),
+        (12, 0, 11)
+    );
+    assert_eq!(old[0].covered_ns, hour);
+    assert_eq!(old[0].cost_cpu_time_ns, Some(12_000));
+    for cpu in 0..2u32 {
+        let mut merged = Histogram::new();
+        for k in 0..12u64 {
+            merged.merge(&hist(k + u64::from(cpu)));
+        }
+        let rows = store.monitor_windows(id, h0, h0 + hour, Some(cpu)).unwrap();
+        assert_eq!(rows.len(), 1);
+        let r = &rows[0];
+        assert_eq!(r.count, merged.count(), "counts kept");
+        assert_eq!(r.max_ns, merged.max(), "maximum kept");
+        assert_eq!(r.min_ns, merged.min());
+        assert_eq!(r.p99_9_ns, merged.percentile(99.9));
+        assert_eq!(r.missed, (0..12).sum::<u64>());
+        let (h, spikes) = store.monitor_window_detail(id, h0, cpu).unwrap().unwrap();
+        assert_eq!(h, merged, "the histograms merged exactly");
+        assert_eq!(spikes.len(), 12, "spikes kept");
+    }
+    // The daemon's own windows are recent and stay as measured.
+    let recent = store.monitor_sets(id, h0 + hour, END).unwrap();
+    assert!(!recent.is_empty() && recent.iter().all(|s| s.windows == 1));
+    assert_eq!(
+        recent[0].window_index, 12,
+        "the series continued after the old windows"
+    );
+}
+
+/// Prometheus' instant query: (labels, value) per series, and the sample time.
+fn prom_query(prom: SocketAddr, q: &str, time: Option<f64>) -> Vec<(serde_json::Value, f64, f64)> {
+    let mut path = format!("/api/v1/query?query={}", enc(q));
+    if let Some(t) = time {
+        path.push_str(&format!("&time={t:.3}"));
+    }
+    let v = get_json(prom, &path);
+    assert_eq!(v["status"], "success", "{q}: {v}");
+    v["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let ts = r["value"][0].as_f64().unwrap();
+            let val: f64 = r["value"][1].as_str().unwrap().parse().unwrap();
+            (r["metric"].clone(), ts, val)
+        })
+        .collect()
+}
+
+fn by_cpu(rows: &[(serde_json::Value, f64, f64)]) -> std::collections::BTreeMap<u32, f64> {
+    rows.iter()
+        .map(|(m, _, v)| (m["cpu"].as_str().unwrap().parse().unwrap(), *v))
+        .collect()
+}
+
+#[test]
+fn metrics_scraped_by_prometheus_match_the_store() {
+    if !have("prometheus") {
+        eprintln!("skipped: prometheus is not installed (Debian package prometheus)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let d = Proc::start(
+        monitor(&db, &["--name", "p", "--listen", &addr.to_string()]),
+        dir.path().join("d.log"),
+    );
+    let pport = free_port();
+    let prom_addr: SocketAddr = format!("127.0.0.1:{pport}").parse().unwrap();
+    let cfg = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: latlab\n    static_configs:\n      - targets: ['{addr}']\n"
+        ),
+    )
+    .unwrap();
+    let mut pcmd = Command::new("prometheus");
+    pcmd.arg(format!("--config.file={}", cfg.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address={prom_addr}"))
+        .arg("--log.level=warn");
+    let prom = Proc::start(pcmd, dir.path().join("prom.log"));
+    wait_for("prometheus ready", Duration::from_secs(60), || {
+        TcpStream::connect(prom_addr).is_ok() && get(prom_addr, "/-/ready").0 == 200
+    });
+    wait_for("a scrape with 3 windows", Duration::from_secs(60), || {
+        prom_query(prom_addr, "latlab_monitor_last_window_index", None)
+            .first()
+            .is_some_and(|(_, _, v)| *v >= 2.0)
+    });
+    let up = prom_query(prom_addr, "up{job=\"latlab\"}", None);
+    assert_eq!(
+        up.first().map(|r| r.2),
+        Some(1.0),
+        "target up: {}",
+        prom.log()
+    );
+    let (_, ts, idx) = prom_query(prom_addr, "latlab_monitor_last_window_index", None)[0].clone();
+    let idx = idx as u64;
+    let at = Some(ts);
+    let count = by_cpu(&prom_query(
+        prom_addr,
+        "latlab_wakeup_latency_seconds_count",
+        at,
+    ));
+    let le100 = by_cpu(&prom_query(
+        prom_addr,
+        "latlab_wakeup_latency_seconds_bucket{le=\"0.0001\"}",
+        at,
+    ));
+    let inf = by_cpu(&prom_query(
+        prom_addr,
+        "latlab_wakeup_latency_seconds_bucket{le=\"+Inf\"}",
+        at,
+    ));
+    let sum = by_cpu(&prom_query(
+        prom_addr,
+        "latlab_wakeup_latency_seconds_sum",
+        at,
+    ));
+    let wmax = by_cpu(&prom_query(
+        prom_addr,
+        "latlab_wakeup_latency_window_max_seconds",
+        at,
+    ));
+    let missed = by_cpu(&prom_query(prom_addr, "latlab_missed_periods_total", at));
+    let q50 = prom_query(
+        prom_addr,
+        "histogram_quantile(0.5, latlab_wakeup_latency_seconds_bucket)",
+        at,
+    );
+    let info = prom_query(prom_addr, "latlab_system_info", at);
+    let build = prom_query(prom_addr, "latlab_build_info", at);
+    let cpuidle = prom_query(prom_addr, "latlab_cpuidle_state_time_seconds_total", at);
+    let log = d.stop();
+    drop(prom);
+
+    let store = Store::open_existing(&db).unwrap();
+    let id = series(&store, "p");
+    let sets: Vec<_> = store
+        .monitor_sets(id, 0, END)
+        .unwrap()
+        .into_iter()
+        .filter(|s| s.window_index <= idx)
+        .collect();
+    assert_eq!(sets.len() as u64, idx + 1, "{log}");
+    let mut want: std::collections::BTreeMap<u32, (u64, u64, u128, u64, u64)> = Default::default();
+    let last_start = sets.last().unwrap().start_unix_ns;
+    let mut last_max = std::collections::BTreeMap::new();
+    for s in &sets {
+        for w in store
+            .monitor_windows(id, s.start_unix_ns, s.end_unix_ns, None)
+            .unwrap()
+            .into_iter()
+            .filter(|w| w.start_unix_ns == s.start_unix_ns)
+        {
+            let (h, _) = store
+                .monitor_window_detail(id, w.start_unix_ns, w.cpu)
+                .unwrap()
+                .unwrap();
+            let e = want.entry(w.cpu).or_default();
+            e.0 += h.count();
+            e.1 += h.count_at_or_below(100_000);
+            e.2 += u128::from(h.sum());
+            e.3 += w.missed;
+            if s.start_unix_ns == last_start {
+                last_max.insert(w.cpu, w.max_ns);
+            }
+        }
+    }
+    assert!(!want.is_empty());
+    for (cpu, (n, below, sum_ns, miss, _)) in &want {
+        assert_eq!(count[cpu], *n as f64, "cpu{cpu} _count");
+        assert_eq!(inf[cpu], *n as f64, "cpu{cpu} le=+Inf");
+        assert_eq!(le100[cpu], *below as f64, "cpu{cpu} le=100us");
+        assert!(
+            (sum[cpu] - *sum_ns as f64 / 1e9).abs() < 1e-9,
+            "cpu{cpu} _sum"
+        );
+        assert_eq!(missed[cpu], *miss as f64, "cpu{cpu} missed");
+        assert!(
+            (wmax[cpu] - last_max[cpu] as f64 / 1e9).abs() < 1e-12,
+            "cpu{cpu} window max {} vs {}",
+            wmax[cpu],
+            last_max[cpu]
+        );
+    }
+    assert_eq!(q50.len(), want.len());
+    assert!(q50.iter().all(|(_, _, v)| v.is_finite() && *v > 0.0));
+    assert_eq!(info[0].0["series"], "p");
+    assert!(info[0].0["kernel"].as_str().is_some_and(|k| !k.is_empty()));
+    assert!(info[0].0.get("preempt_model").is_some());
+    assert_eq!(build[0].0["version"], env!("CARGO_PKG_VERSION"));
+    let idle_cpus = Path::new("/sys/devices/system/cpu/cpu0/cpuidle/state0").exists();
+    if idle_cpus {
+        assert!(!cpuidle.is_empty(), "cpuidle counters where cpuidle exists");
+    }
+}
+
+fn chromium(args: &[String]) -> (String, String) {
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=15000",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{log}");
+    (String::from_utf8_lossy(&out.stdout).to_string(), log)
+}
+
+fn console_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+        .collect()
+}
+
+#[test]
+fn the_dashboard_renders_in_headless_chromium() {
+    if !have("chromium") {
+        eprintln!("skipped: chromium is not installed (Debian package chromium)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let d = Proc::start(
+        monitor(
+            &db,
+            &[
+                "--name",
+                "c",
+                "--listen",
+                &addr.to_string(),
+                "--spike",
+                "1us",
+            ],
+        ),
+        dir.path().join("d.log"),
+    );
+    wait_for("3 stored windows", Duration::from_secs(30), || {
+        set_count(&db, "c") >= 3
+    });
+    let store = Store::open_existing(&db).unwrap();
+    let id = series(&store, "c");
+    let worst = store.worst_windows(id, 0, END, 1).unwrap();
+    let (start, cpu) = (worst[0].start_unix_ns, worst[0].cpu);
+    let cpus: Vec<u32> = store
+        .monitor_windows(id, 0, END, None)
+        .unwrap()
+        .iter()
+        .map(|w| w.cpu)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let url = format!("http://{addr}/#window={start}:{cpu}");
+    let profile = |n: &str| format!("--user-data-dir={}", dir.path().join(n).display());
+    let (dom, log) = chromium(&[profile("p1"), "--dump-dom".into(), url.clone()]);
+    let shot = dir.path().join("dashboard.png");
+    let (_, log2) = chromium(&[
+        profile("p2"),
+        "--window-size=1200,2400".into(),
+        format!("--screenshot={}", shot.display()),
+        url,
+    ]);
+    let phone = dir.path().join("dashboard-phone.png");
+    let (_, log3) = chromium(&[
+        profile("p3"),
+        "--window-size=390,2400".into(),
+        format!("--screenshot={}", phone.display()),
+        format!("http://{addr}/"),
+    ]);
+    d.stop();
+
+    for l in [&log, &log2, &log3] {
+        let c = console_lines(l);
+        assert!(c.is_empty(), "console messages: {c:?}");
+    }
+    assert!(
+        dom.contains("data-ready=\"1\"") && dom.contains("data-done=\"1\""),
+        "{dom}"
+    );
+    assert!(!dom.contains("data-errors"), "{dom}");
+    for panel in [
+        "panel-latency",
+        "panel-cstates",
+        "panel-freq",
+        "panel-power",
+        "panel-annotations",
+        "panel-worst",
+        "panel-experiments",
+    ] {
+        assert!(dom.contains(&format!("id=\"{panel}\"")), "{panel}");
+    }
+    for c in &cpus {
+        for kind in ["max", "p999"] {
+            assert!(
+                dom.contains(&format!("data-cpu=\"{c}\" data-kind=\"{kind}\"")),
+                "cpu{c} {kind} line missing"
+            );
+        }
+        assert!(
+            dom.contains(&format!("class=\"cpu-row\" data-cpu=\"{c}\"")),
+            "cpu{c} idle row"
+        );
+    }
+    assert!(dom.contains("class=\"clickable\""), "worst-window rows");
+    assert!(
+        dom.contains("class=\"kind\">start<"),
+        "start annotation listed"
+    );
+    // The window opened by the link: its histogram and spikes.
+    let detail = dom.split("id=\"panel-window\"").nth(1).unwrap();
+    assert!(!detail.starts_with(" hidden"), "detail panel shown");
+    assert!(detail.contains(&format!("data-start=\"{start}\"")));
+    assert!(detail.contains("class=\"bar\""), "histogram bars");
+    assert!(
+        detail.contains("above the threshold") || detail.contains("first 500 of"),
+        "spikes listed"
+    );
+
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for p in [&shot, &phone] {
+        assert!(
+            std::fs::metadata(p).unwrap().len() > 20_000,
+            "a rendered page"
+        );
+        let _ = std::fs::copy(
+            p,
+            target.join(format!(
+                "monitor-{}",
+                p.file_name().unwrap().to_string_lossy()
+            )),
+        );
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+fn laptop_tree(dir: &Path) -> PathBuf {
+    let root = dir.join("root");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../latlab-sys/tests/fixtures/laptop-intel"),
+        &root,
+    );
+    root
+}
+
+fn governor(root: &Path) -> String {
+    std::fs::read_to_string(root.join("sys/devices/system/cpu/cpufreq/policy2/scaling_governor"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// UTC time of day at least `s` seconds from now, as HH:MM:SS; None near midnight.
+fn at_in(s: u64) -> Option<String> {
+    let now = unix_now().div_ceil(SEC);
+    let day = now % 86_400;
+    if day + s + 30 >= 86_400 {
+        return None;
+    }
+    let t = day + s;
+    Some(format!("{:02}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60))
+}
+
+#[test]
+fn the_schedule_switches_a_fixture_governor_and_a_restart_restores_a_killed_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = laptop_tree(dir.path());
+    let db = dir.path().join("m.db");
+    assert_eq!(governor(&root), "powersave");
+    let (Some(t1), Some(t2)) = (at_in(2), at_in(4)) else {
+        eprintln!("skipped: too close to midnight UTC for a schedule within the day");
+        return;
+    };
+    let schedule = format!("{t1} cpu2:performance; {t2} cpu2:restore");
+    let run = |schedule: &str, log: &str| {
+        let mut c = latlab();
+        c.env("TZ", "UTC")
+            .arg("--sysroot")
+            .arg(&root)
+            .args([
+                "monitor",
+                "--cpus",
+                "0",
+                "--window",
+                "1s",
+                "--interval",
+                "1ms",
+            ])
+            .args(["--listen", "off", "--name", "s", "--db"])
+            .arg(&db)
+            .args(policy_args())
+            .args(["--schedule", schedule]);
+        Proc::start(c, dir.path().join(log))
+    };
+    // Phase 1: switched at t1, put back at t2.
+    let d = run(&schedule, "1.log");
+    let started = Instant::now();
+    wait_for("performance", Duration::from_secs(15), || {
+        governor(&root) == "performance"
+    });
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "not before t1"
+    );
+    wait_for("powersave again", Duration::from_secs(15), || {
+        governor(&root) == "powersave"
+    });
+    let log = d.stop();
+    let store = Store::open_existing(&db).unwrap();
+    let id = series(&store, "s");
+    let sched: Vec<_> = store
+        .annotations(id, 0, END)
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.kind == "schedule")
+        .collect();
+    assert_eq!(sched.len(), 2, "{sched:?} {log}");
+    assert_eq!(sched[0].cpu, Some(2));
+    assert!(
+        sched[0].text.contains(&format!("{t1} cpu2:performance"))
+            && sched[0].text.contains("powersave -> performance"),
+        "{:?}",
+        sched[0]
+    );
+    assert!(
+        sched[1].text.contains("performance -> powersave"),
+        "{:?}",
+        sched[1]
+    );
+    drop(store);
+
+    // Phase 2: killed while the switch is in force; the next start puts it back.
+    let (Some(t3), Some(t4)) = (at_in(1), at_in(3)) else {
+        return;
+    };
+    let schedule = format!("{t3} cpu2:performance; {t4} cpu2:restore");
+    let d = run(&schedule, "2.log");
+    wait_for("performance", Duration::from_secs(15), || {
+        governor(&root) == "performance"
+    });
+    d.kill9();
+    assert_eq!(governor(&root), "performance", "a SIGKILL restores nothing");
+    std::thread::sleep(Duration::from_millis(3500));
+    let d = run(&schedule, "3.log");
+    wait_for(
+        "restored after the restart",
+        Duration::from_secs(15),
+        || governor(&root) == "powersave",
+    );
+    let log = d.stop();
+    assert!(
+        log.contains("restored 1 value(s) a previous run left"),
+        "{log}"
+    );
+}
+
+#[test]
+fn check_config_touches_nothing_and_bad_input_is_one_line_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = laptop_tree(dir.path());
+    let db = dir.path().join("new.db");
+    let out = latlab()
+        .arg("--sysroot")
+        .arg(&root)
+        .args(["monitor", "--check-config", "--profile", "lowlatency"])
+        .args([
+            "--schedule",
+            "05:05 cpu2:performance; 17:05 cpu2:restore",
+            "--db",
+        ])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "clock-nanosleep every 200us on CPUs 0-3, fifo 95",
+        "5m per window",
+        "profile     lowlatency",
+        "05:05 cpu2 governor powersave -> performance",
+        "http://127.0.0.1:9464/metrics",
+        "nothing was touched",
+    ] {
+        assert!(text.contains(want), "{want:?} in {text}");
+    }
+    assert!(!db.exists(), "no store created");
+    assert_eq!(governor(&root), "powersave");
+    assert!(!root.join("var/lib/latlab").exists(), "no journal written");
+
+    for args in [
+        &["--interval", "0"][..],
+        &["--window", "abc"],
+        &["--schedule", "25:00 cpu2:performance"],
+        &["--schedule", "05:05 cpu2:turbo"],
+        &["--listen", "everywhere"],
+        &["--cpus", "0-99"],
+        &["--profile", "nonexistent"],
+    ] {
+        let out = latlab()
+            .arg("--sysroot")
+            .arg(&root)
+            .arg("monitor")
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let lines: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("latlab: error:"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {err}");
+        assert!(!db.exists());
+    }
+}
+
+#[test]
+fn a_foreign_or_newer_store_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("foreign.db");
+    std::fs::write(&foreign, vec![7u8; 4096]).unwrap();
+    let newer = dir.path().join("newer.db");
+    drop(Store::open(&newer).unwrap());
+    let mut bytes = std::fs::read(&newer).unwrap();
+    bytes[60..64].copy_from_slice(&999u32.to_be_bytes());
+    std::fs::write(&newer, &bytes).unwrap();
+    for (db, why) in [
+        (&foreign, "not a latlab store"),
+        (&newer, "newer than this latlab"),
+    ] {
+        let before = std::fs::read(db).unwrap();
+        let out = latlab()
+            .args(["serve", "--listen", "127.0.0.1:0", "--db"])
+            .arg(db)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains(why), "{err}");
+        let out = latlab()
+            .args(["monitor", "--listen", "off", "--db"])
+            .arg(db)
+            .output()
+            .unwrap();
+        let err2 = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err2}");
+        assert!(err2.contains(why), "{err2}");
+        assert_eq!(std::fs::read(db).unwrap(), before, "left untouched");
+    }
+    let out = latlab()
+        .args(["serve", "--db"])
+        .arg(dir.path().join("absent.db"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!dir.path().join("absent.db").exists());
+}
+
+/// A store with two CPUs' windows, written through the store's API.
+fn small_store(db: &Path) -> (u64, u64) {
+    let mut store = Store::open(db).unwrap();
+    let st = store
+        .open_series(&SeriesSpec {
+            name: "w".into(),
+            window_ns: 60 * SEC,
+            config: serde_json::json!({"kernel": "test", "preempt": "full", "profile": "none"}),
+            system: None,
+            idle_states: vec![],
+        })
+        .unwrap();
+    let t0 = (unix_now() - 3_600 * SEC) / SEC * SEC;
+    for k in 0..30u64 {
+        store
+            .insert_window_set(
+                st.id,
+                &WindowSet {
+                    index: k,
+                    start_unix_ns: t0 + k * 60 * SEC,
+                    end_unix_ns: t0 + (k + 1) * 60 * SEC,
+                    cpus: (0..2)
+                        .map(|cpu| MonitorWindow {
+                            cpu,
+                            histogram: hist(k + u64::from(cpu)),
+                            missed: 0,
+                            cpu_summary: None,
+                            spikes: vec![],
+                        })
+                        .collect(),
+                    power: None,
+                    thermal: None,
+                    cost_cpu_time_ns: Some(5_000_000),
+                },
+            )
+            .unwrap();
+    }
+    (t0, t0 + 30 * 60 * SEC)
+}
+
+#[test]
+fn serve_answers_read_only_within_limits_and_under_many_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("w.db");
+    let (t0, t1) = small_store(&db);
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut c = latlab();
+    c.args(["serve", "--listen", &addr.to_string(), "--db"])
+        .arg(&db);
+    let s = Proc::start(c, dir.path().join("s.log"));
+    wait_for("listening", Duration::from_secs(20), || {
+        TcpStream::connect(addr).is_ok()
+    });
+
+    let (status, head, body) = get(addr, "/");
+    assert_eq!(status, 200);
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/html")
+    );
+    assert!(body.contains("latlab monitor") && body.contains("app.js"));
+    assert_eq!(get(addr, "/app.js").0, 200);
+    assert_eq!(get(addr, "/style.css").0, 200);
+    let (status, head, metrics) = get(addr, "/metrics");
+    assert_eq!(status, 200);
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    let n: u64 = (1..=30).map(|k| hist(k).count()).sum();
+    assert!(
+        metrics.contains(&format!(
+            "latlab_wakeup_latency_seconds_count{{series=\"w\",cpu=\"1\"}} {n}"
+        )),
+        "{metrics}"
+    );
+
+    let list = get_json(addr, "/api/series");
+    assert_eq!(list[0]["name"], "w");
+    assert_eq!(list[0]["windows"], 30);
+    let (from, to) = (t0 / 1_000_000, t1 / 1_000_000);
+    let tl = get_json(
+        addr,
+        &format!("/api/timeline?series=1&from={from}&to={to}&points=10"),
+    );
+    assert_eq!(
+        tl["rows"].as_array().unwrap().len(),
+        10,
+        "grouped to the points asked"
+    );
+    assert_eq!(tl["grouped"], 3);
+    let worst_cpu1 = tl["rows"][9]["cpu"]["1"]["max"].as_u64().unwrap();
+    assert_eq!(
+        worst_cpu1,
+        hist(30).max(),
+        "group maximum is the worst window's"
+    );
+    let worst = get_json(
+        addr,
+        &format!("/api/worst?series=1&from={from}&to={to}&limit=3"),
+    );
+    assert_eq!(worst.as_array().unwrap().len(), 3);
+    let start = worst[0]["start"].as_str().unwrap();
+    let w = get_json(addr, &format!("/api/window?series=1&start={start}&cpu=1"));
+    let total: u64 = w["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b[2].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        total,
+        w["count"].as_u64().unwrap(),
+        "histogram buckets hold every sample"
+    );
+    assert_eq!(w["max"], worst[0]["max"]);
+    assert_eq!(
+        get_json(addr, "/api/experiments")["experiments"],
+        serde_json::json!([])
+    );
+    assert_eq!(get_json(addr, "/api/status")["mode"], "serve");
+
+    assert_eq!(get(addr, "/api/window?series=1&start=abc&cpu=0").0, 400);
+    assert_eq!(get(addr, "/api/window?series=1&start=5&cpu=0").0, 404);
+    assert_eq!(get(addr, "/api/timeline?series=1&from=10&to=5").0, 400);
+    assert_eq!(get(addr, "/nothing-here").0, 404);
+    let (status, head, _) = http(
+        addr,
+        &format!(
+            "POST /metrics HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        ),
+    );
+    assert_eq!(status, 405);
+    assert!(head.contains("GET, HEAD"));
+    assert_eq!(
+        http(
+            addr,
+            &format!("DELETE /api/series HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+        )
+        .0,
+        405
+    );
+    let (status, _, _) = http(
+        addr,
+        &format!(
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello"
+        ),
+    );
+    assert_eq!(status, 413, "no request bodies");
+    let huge = "x".repeat(64 * 1024);
+    let (status, _, _) = http(
+        addr,
+        &format!("GET / HTTP/1.1\r\nHost: {addr}\r\nX-Big: {huge}\r\nConnection: close\r\n\r\n"),
+    );
+    assert!(
+        status == 431 || status == 0 || status == 400,
+        "oversized headers refused: {status}"
+    );
+
+    // Many clients at once: every answer complete and identical.
+    let reference = get(addr, "/metrics").2;
+    let handles: Vec<_> = (0..40)
+        .map(|i| {
+            let path = if i % 2 == 0 {
+                "/metrics".to_string()
+            } else {
+                format!("/api/timeline?series=1&from={from}&to={to}")
+            };
+            std::thread::spawn(move || {
+                (0..10)
+                    .map(|_| {
+                        let (st, _, body) = get(addr, &path);
+                        (st, path.clone(), body)
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for h in handles {
+        for (st, path, body) in h.join().unwrap() {
+            assert_eq!(st, 200, "{path}");
+            if path == "/metrics" {
+                assert_eq!(body, reference);
+            } else {
+                assert!(body.starts_with('{') && body.ends_with('}'));
+            }
+        }
+    }
+    s.stop();
+    // Read-only: the store is as it was (same windows, no new rows).
+    let store = Store::open_existing(&db).unwrap();
+    let id = series(&store, "w");
+    assert_eq!(store.monitor_sets(id, 0, END).unwrap().len(), 30);
+    assert!(store.annotations(id, 0, END).unwrap().is_empty());
+}
