@@ -43,7 +43,11 @@ fn store() -> &'static Path {
             .args(["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         (dir, db)
     });
     db
@@ -160,10 +164,20 @@ fn text_and_markdown_and_compare() {
     let db = store().to_str().unwrap();
     let text = run_ok(&["report", "--db", db, "e1", "--format", "text"]).stdout;
     let text = String::from_utf8_lossy(&text);
-    assert!(text.contains("interval=1ms") && text.contains("interval=250us"), "{text}");
+    assert!(
+        text.contains("interval=1ms") && text.contains("interval=250us"),
+        "{text}"
+    );
     let md = run_ok(&["report", "--db", db, "--format", "md"]).stdout;
     assert!(String::from_utf8_lossy(&md).contains("| "));
-    let cmp = run_ok(&["compare", "--db", db, "e1/interval=1ms", "e1/interval=250us"]).stdout;
+    let cmp = run_ok(&[
+        "compare",
+        "--db",
+        db,
+        "e1/interval=1ms",
+        "e1/interval=250us",
+    ])
+    .stdout;
     let cmp = String::from_utf8_lossy(&cmp);
     assert!(cmp.contains("p99") && cmp.contains("Mann-Whitney"), "{cmp}");
     let out = latlab()
@@ -201,13 +215,29 @@ fn export_and_import_round_trip_through_cyclictest_json() {
     let csv = run_ok(&["export", "1", "--db", db, "--format", "csv"]).stdout;
     assert!(String::from_utf8_lossy(&csv).lines().count() >= 2);
     let db2 = dir.path().join("imported.db");
-    let out = run_ok(&["import", ct.to_str().unwrap(), "--db", db2.to_str().unwrap()]);
+    let out = run_ok(&[
+        "import",
+        ct.to_str().unwrap(),
+        "--db",
+        db2.to_str().unwrap(),
+    ]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("saved as run 1"));
     // Importing the same file again is noticed.
-    let again = run_ok(&["import", ct.to_str().unwrap(), "--db", db2.to_str().unwrap()]);
+    let again = run_ok(&[
+        "import",
+        ct.to_str().unwrap(),
+        "--db",
+        db2.to_str().unwrap(),
+    ]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("already in"));
-    let original = Store::open_existing(store()).unwrap().load_run(latlab_store::RunId(1)).unwrap();
-    let imported = Store::open_existing(&db2).unwrap().load_run(latlab_store::RunId(1)).unwrap();
+    let original = Store::open_existing(store())
+        .unwrap()
+        .load_run(latlab_store::RunId(1))
+        .unwrap();
+    let imported = Store::open_existing(&db2)
+        .unwrap()
+        .load_run(latlab_store::RunId(1))
+        .unwrap();
     assert_eq!(imported.overall.stats.count, original.overall.stats.count);
     // Whole microseconds, recorded at the middle: within a microsecond of the original maximum.
     let (a, b) = (original.overall.stats.max, imported.overall.stats.max);
