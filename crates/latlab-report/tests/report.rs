@@ -18,7 +18,7 @@ use latlab_model::system::{
     CpuFreq, CpuIdle, CpuIdleCpu, Field, IdleState, KernelConfig, Virtualization,
 };
 use latlab_model::trace::{
-    CpuHistogram, Family, FamilyResult, KeyResult, SkippedEvent, TraceCost, TraceResult,
+    CpuCount, CpuHistogram, Family, FamilyResult, KeyResult, SkippedEvent, TraceCost, TraceResult,
 };
 use latlab_model::{
     Clock, MeasureConfig, Method, Overall, Policy, RunEnvironment, RunResult, SCHEMA,
@@ -359,9 +359,11 @@ fn trace(p: &Profile, rng: &mut Rng) -> TraceResult {
                 per_cpu: kcpu
                     .into_iter()
                     .enumerate()
-                    .map(|(c, h)| CpuHistogram {
+                    .filter(|(_, h)| h.count() > 0)
+                    .map(|(c, h)| CpuCount {
                         cpu: c as u32,
-                        histogram: h,
+                        count: h.count(),
+                        max_ns: h.max(),
                     })
                     .collect(),
             });
