@@ -212,14 +212,38 @@ static __always_inline void ring_push(__u32 kind, __u64 ts, __u64 dur, __u32 id,
 	}
 }
 
+/*
+ * Start timestamps are written in place when the key already has an element and consumed by
+ * writing 0: an LRU update or delete takes the map's lock, a lookup does not. Keys that never
+ * come back (cancelled work, exited tasks) are evicted by the LRU.
+ */
+static __always_inline void set_start(void *map, const void *key, __u64 ts)
+{
+	__u64 *v = bpf_map_lookup_elem(map, key);
+	if (v)
+		*v = ts;
+	else
+		bpf_map_update_elem(map, key, &ts, BPF_ANY);
+}
+
+/* The start time of key (0: none), consumed. */
+static __always_inline __u64 take_start(void *map, const void *key)
+{
+	__u64 *v = bpf_map_lookup_elem(map, key);
+	if (!v)
+		return 0;
+	__u64 ts = *v;
+	*v = 0;
+	return ts;
+}
+
 /* ---- workqueue ---- */
 
 SEC("tp/workqueue/workqueue_queue_work")
 int wq_queue(struct trace_event_raw_workqueue_queue_work *ctx)
 {
 	__u64 work = (__u64)ctx->work;
-	__u64 now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&queued, &work, &now, BPF_ANY);
+	set_start(&queued, &work, bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -229,16 +253,18 @@ int wq_start(struct trace_event_raw_workqueue_execute_start *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 work = (__u64)ctx->work;
 	__u64 function = (__u64)ctx->function;
-	__u64 *q = bpf_map_lookup_elem(&queued, &work);
-	if (q) {
-		__u64 queued_at = *q;
-		bpf_map_delete_elem(&queued, &work);
-		if (now > queued_at)
-			record(F_WQ_LATENCY, function, now - queued_at);
-	}
+	__u64 queued_at = take_start(&queued, &work);
+	if (queued_at && now > queued_at)
+		record(F_WQ_LATENCY, function, now - queued_at);
 	__u64 tid = (__u32)bpf_get_current_pid_tgid();
-	struct start_val v = {.ts = now, .function = function};
-	bpf_map_update_elem(&running, &tid, &v, BPF_ANY);
+	struct start_val *r = bpf_map_lookup_elem(&running, &tid);
+	if (r) {
+		r->ts = now;
+		r->function = function;
+	} else {
+		struct start_val v = {.ts = now, .function = function};
+		bpf_map_update_elem(&running, &tid, &v, BPF_ANY);
+	}
 	return 0;
 }
 
@@ -248,10 +274,10 @@ int wq_end(struct trace_event_raw_workqueue_execute_end *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 tid = (__u32)bpf_get_current_pid_tgid();
 	struct start_val *v = bpf_map_lookup_elem(&running, &tid);
-	if (!v)
+	if (!v || !v->ts)
 		return 0;
 	__u64 start = v->ts, function = v->function;
-	bpf_map_delete_elem(&running, &tid);
+	v->ts = 0;
 	if (now < start)
 		return 0;
 	record(F_WQ_EXECUTION, function, now - start);
@@ -267,8 +293,7 @@ SEC("tp/sched/sched_kthread_work_queue_work")
 int kt_queue(struct trace_event_raw_sched_kthread_work_queue_work *ctx)
 {
 	__u64 work = (__u64)ctx->work;
-	__u64 now = bpf_ktime_get_ns();
-	bpf_map_update_elem(&queued, &work, &now, BPF_ANY);
+	set_start(&queued, &work, bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -278,16 +303,18 @@ int kt_start(struct trace_event_raw_sched_kthread_work_execute_start *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 work = (__u64)ctx->work;
 	__u64 function = (__u64)ctx->function;
-	__u64 *q = bpf_map_lookup_elem(&queued, &work);
-	if (q) {
-		__u64 queued_at = *q;
-		bpf_map_delete_elem(&queued, &work);
-		if (now > queued_at)
-			record(F_KTHREAD_LATENCY, function, now - queued_at);
-	}
+	__u64 queued_at = take_start(&queued, &work);
+	if (queued_at && now > queued_at)
+		record(F_KTHREAD_LATENCY, function, now - queued_at);
 	__u64 tid = (__u32)bpf_get_current_pid_tgid() | KTHREAD_TAG;
-	struct start_val v = {.ts = now, .function = function};
-	bpf_map_update_elem(&running, &tid, &v, BPF_ANY);
+	struct start_val *r = bpf_map_lookup_elem(&running, &tid);
+	if (r) {
+		r->ts = now;
+		r->function = function;
+	} else {
+		struct start_val v = {.ts = now, .function = function};
+		bpf_map_update_elem(&running, &tid, &v, BPF_ANY);
+	}
 	return 0;
 }
 
@@ -297,10 +324,10 @@ int kt_end(struct trace_event_raw_sched_kthread_work_execute_end *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 tid = (__u32)bpf_get_current_pid_tgid() | KTHREAD_TAG;
 	struct start_val *v = bpf_map_lookup_elem(&running, &tid);
-	if (!v)
+	if (!v || !v->ts)
 		return 0;
 	__u64 start = v->ts, function = v->function;
-	bpf_map_delete_elem(&running, &tid);
+	v->ts = 0;
 	if (now < start)
 		return 0;
 	record(F_KTHREAD_EXECUTION, function, now - start);
@@ -509,8 +536,15 @@ static __always_inline void on_wake(struct task_struct *p)
 	__u32 pid = p->pid;
 	if (wake_pid && p->tgid != wake_pid && (__s32)pid != wake_pid)
 		return;
-	struct wake_val v = {.ts = bpf_ktime_get_ns(), .class = task_class(prio)};
-	bpf_map_update_elem(&waking, &pid, &v, BPF_ANY);
+	__u64 now = bpf_ktime_get_ns();
+	struct wake_val *w = bpf_map_lookup_elem(&waking, &pid);
+	if (w) {
+		w->ts = now;
+		w->class = task_class(prio);
+	} else {
+		struct wake_val v = {.ts = now, .class = task_class(prio)};
+		bpf_map_update_elem(&waking, &pid, &v, BPF_ANY);
+	}
 }
 
 SEC("tp_btf/sched_waking")
@@ -566,15 +600,18 @@ int sched_switch(__u64 *ctx)
 		return 0;
 	/* A task leaving the CPU still runnable will run again without a new wake-up: any
 	 * wake-up it had pending is over. */
-	if (prev_pid && (preempt || prev_state == 0))
-		bpf_map_delete_elem(&waking, &prev_pid);
+	if (prev_pid && (preempt || prev_state == 0)) {
+		struct wake_val *p = bpf_map_lookup_elem(&waking, &prev_pid);
+		if (p)
+			p->ts = 0;
+	}
 	if (!next_pid)
 		return 0;
 	struct wake_val *w = bpf_map_lookup_elem(&waking, &next_pid);
-	if (!w)
+	if (!w || !w->ts)
 		return 0;
 	__u64 woken = w->ts, class = w->class;
-	bpf_map_delete_elem(&waking, &next_pid);
+	w->ts = 0;
 	if (now > woken)
 		record(F_WAKEUP, class, now - woken);
 	return 0;

@@ -340,11 +340,19 @@ impl Tracer {
         }
         let ring_only = config.ring && !attached.is_empty();
         if active.is_empty() && !ring_only {
-            let reasons: Vec<String> = skipped
-                .iter()
-                .map(|s| format!("{} ({})", s.event, s.reason))
+            // One clause per reason: "tracepoint not in this kernel: a, b; tracefs: …: c".
+            let mut by_reason: Vec<(String, Vec<String>)> = Vec::new();
+            for s in &skipped {
+                match by_reason.iter_mut().find(|(r, _)| *r == s.reason) {
+                    Some((_, events)) => events.push(s.event.clone()),
+                    None => by_reason.push((s.reason.clone(), vec![s.event.clone()])),
+                }
+            }
+            let text: Vec<String> = by_reason
+                .into_iter()
+                .map(|(r, e)| format!("{r}: {}", e.join(", ")))
                 .collect();
-            return Err(TraceError::NothingTraced(reasons.join("; ")));
+            return Err(TraceError::NothingTraced(text.join("; ")));
         }
 
         let names = Arc::new(Names::load());
