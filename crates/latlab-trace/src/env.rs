@@ -241,6 +241,10 @@ impl BpfStats {
         match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
             Ok(fd) => BpfStats::Fd(fd),
             Err(e) => {
+                let e = match std::error::Error::source(&e) {
+                    Some(cause) => format!("{e}: {cause}"),
+                    None => e.to_string(),
+                };
                 let original = match std::fs::read_to_string(BPF_STATS_SYSCTL) {
                     Ok(v) => v.trim().to_string(),
                     Err(e2) => {

@@ -45,7 +45,7 @@ impl Default for TraceConfig {
             cpus: None,
             wakeup: WakeupFilter::default(),
             ring: false,
-            hist_entries: 32768,
+            hist_entries: 65536,
             pretend_missing: Vec::new(),
         }
     }
@@ -293,9 +293,6 @@ impl Tracer {
 
         // Statistics on before the first program runs, so every run is counted.
         let stats = BpfStats::enable();
-        if !stats.available() {
-            warnings.push(format!("BPF run-time statistics: {}", stats.describe()));
-        }
 
         let mut attached: Vec<&'static Program> = Vec::new();
         let mut failed_groups: BTreeSet<EventGroup> = BTreeSet::new();

@@ -7,8 +7,8 @@ use clap::Args;
 use latlab_hist::Histogram;
 use latlab_model::StopReason;
 use latlab_model::trace::{
-    Family, FamilyResult, KeyResult, TRACE_SCHEMA, TRACE_SCHEMA_VERSION, TraceResult, TraceRun,
-    WakeupFilter,
+    Family, FamilyResult, KeyResult, SkippedEvent, TRACE_SCHEMA, TRACE_SCHEMA_VERSION, TraceResult,
+    TraceRun, WakeupFilter,
 };
 use latlab_model::units::{CpuList, format_duration, parse_duration};
 use latlab_sys::Sys;
@@ -195,8 +195,8 @@ pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
         TraceError::Config(m) => CliError::Usage(m),
         e => CliError::Failed(anyhow::anyhow!(e)),
     })?;
-    for s in tracer.skipped() {
-        eprintln!("latlab: skipped {} ({}): {}", s.event, s.group, s.reason);
+    for line in skipped_lines(tracer.skipped()) {
+        eprintln!("latlab: skipped {line}");
     }
     if !json_to_stdout {
         let groups: Vec<&str> = tracer.active_groups().iter().map(|g| g.name()).collect();
@@ -246,6 +246,24 @@ pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
         print!("{}", render(&result, plan.top, !args.quiet));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Skipped events, one line per group and reason: `group: reason (event, event)`.
+fn skipped_lines(skipped: &[SkippedEvent]) -> Vec<String> {
+    let mut lines: Vec<(String, String, Vec<String>)> = Vec::new();
+    for s in skipped {
+        match lines
+            .iter_mut()
+            .find(|(g, r, _)| *g == s.group && *r == s.reason)
+        {
+            Some((_, _, events)) => events.push(s.event.clone()),
+            None => lines.push((s.group.clone(), s.reason.clone(), vec![s.event.clone()])),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(g, r, e)| format!("{g}: {r} ({})", e.join(", ")))
+        .collect()
 }
 
 fn us(ns: u64) -> String {
@@ -305,8 +323,8 @@ pub fn render(r: &TraceResult, top: usize, per_cpu: bool) -> String {
     if r.families.is_empty() {
         out.push_str("no event family was traced\n");
     }
-    for s in &r.skipped {
-        let _ = writeln!(out, "skipped: {} ({}): {}", s.event, s.group, s.reason);
+    for line in skipped_lines(&r.skipped) {
+        let _ = writeln!(out, "skipped {line}");
     }
     let c = &r.cost;
     if c.available {
@@ -547,7 +565,8 @@ mod tests {
         );
         assert!(text.contains("900.00"), "{text}");
         assert!(
-            text.contains("skipped: irq:tasklet_entry (tasklet): tracepoint not in this kernel")
+            text.contains("skipped tasklet: tracepoint not in this kernel (irq:tasklet_entry)"),
+            "{text}"
         );
         assert!(text.contains("cost: 0 BPF programs ran 10 times"), "{text}");
         let quiet = render(&r, 1, false);

@@ -113,6 +113,54 @@ fn without_privileges_the_error_names_root_or_the_capabilities() {
     );
 }
 
+/// With CAP_BPF and CAP_PERFMON but not root, the BTF tracepoints run; the events that need
+/// tracefs run only if it is mounted, and are otherwise reported as skipped with the reason.
+#[test]
+fn capabilities_without_root_give_a_partial_run_that_says_what_was_skipped() {
+    if !root_or_skip() {
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return;
+    }
+    let mounts = tracefs_mounts();
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all,+bpf,+perfmon",
+            "--ambient-caps=+bpf,+perfmon",
+            env!("CARGO_BIN_EXE_latlab"),
+            "trace",
+            "-D",
+            "1s",
+            "-e",
+            "workqueue,hrtimer",
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let run: TraceRun = serde_json::from_slice(&out.stdout).unwrap();
+    let t = &run.trace;
+    assert!(t.family(Family::Hrtimer).is_some(), "{err}");
+    if t.family(Family::WorkqueueLatency).is_none() {
+        assert!(
+            t.skipped
+                .iter()
+                .any(|s| s.group == "workqueue" && s.reason.contains("tracefs")),
+            "{:?}",
+            t.skipped
+        );
+        assert!(err.contains("latlab: skipped workqueue: tracefs"), "{err}");
+    }
+    assert_eq!(tracefs_mounts(), mounts, "tracefs mounts as before");
+}
+
 #[test]
 fn a_traced_run_prints_tables_and_writes_consistent_json() {
     if !root_or_skip() {
