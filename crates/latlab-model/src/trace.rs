@@ -342,3 +342,125 @@ pub struct SpikeStory {
     /// Tasks that held the CPU inside the interval, longest first.
     pub tasks: Vec<StoryTask>,
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn hist(values: &[u64]) -> Histogram {
+        let mut h = Histogram::new();
+        for &v in values {
+            h.record(v);
+        }
+        h
+    }
+
+    fn sample() -> TraceResult {
+        TraceResult {
+            events: vec!["workqueue".into(), "tasklet".into()],
+            cpus: vec![0, 1],
+            wakeup_filter: WakeupFilter {
+                rt_only: true,
+                pid: Some(42),
+            },
+            start_monotonic_ns: 10,
+            end_monotonic_ns: 1_000_000_010,
+            elapsed_ns: 1_000_000_000,
+            families: vec![FamilyResult {
+                family: Family::WorkqueueLatency,
+                histogram: hist(&[1500, 2500, 1_000_000]),
+                per_cpu: vec![CpuHistogram {
+                    cpu: 1,
+                    histogram: hist(&[1500, 2500, 1_000_000]),
+                }],
+                keys: vec![KeyResult {
+                    key: 0xffff_ffff_8100_1000,
+                    name: "vmstat_update".into(),
+                    histogram: hist(&[1500, 2500, 1_000_000]),
+                    per_cpu: vec![CpuCount {
+                        cpu: 1,
+                        count: 3,
+                        max_ns: 1_000_000,
+                    }],
+                }],
+                dropped: 0,
+            }],
+            skipped: vec![SkippedEvent {
+                group: "tasklet".into(),
+                event: "irq:tasklet_entry".into(),
+                reason: "tracepoint not in this kernel".into(),
+            }],
+            cost: TraceCost {
+                source: "BPF_ENABLE_STATS".into(),
+                available: true,
+                programs: vec![ProgramCost {
+                    program: "wq_start".into(),
+                    event: "workqueue:workqueue_execute_start".into(),
+                    run_count: 3,
+                    run_time_ns: 900,
+                    recursion_misses: Some(0),
+                }],
+                run_count: 3,
+                run_time_ns: 900,
+                cpu_fraction: 4.5e-7,
+            },
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn a_trace_result_round_trips_through_json() {
+        let r = sample();
+        let text = serde_json::to_string_pretty(&r).unwrap();
+        assert!(text.contains("\"family\": \"workqueue-latency\""), "{text}");
+        let back: TraceResult = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.family(Family::WorkqueueLatency).unwrap().keys.len(), 1);
+        assert!(back.family(Family::Hardirq).is_none());
+    }
+
+    #[test]
+    fn a_run_result_carries_its_trace_and_older_files_read_without_one() {
+        let mut run = crate::tests::sample_result();
+        let text = run.to_json_pretty();
+        assert!(!text.contains("\"trace\""), "absent when not traced");
+        assert_eq!(crate::RunResult::from_json(&text).unwrap().trace, None);
+        run.trace = Some(sample());
+        let back = crate::RunResult::from_json(&run.to_json_pretty()).unwrap();
+        assert_eq!(back.trace, Some(sample()));
+    }
+
+    #[test]
+    fn family_names_are_their_json_names() {
+        for f in Family::ALL {
+            let json = serde_json::to_string(&f).unwrap();
+            assert_eq!(json, format!("\"{}\"", f.name()));
+            assert!(!f.describe().is_empty() && !f.key_kind().is_empty());
+        }
+        let story = SpikeStory {
+            cpu: 1,
+            from_ns: 5,
+            to_ns: 9,
+            complete: true,
+            events: vec![StoryEvent {
+                kind: StoryKind::Task,
+                start_ns: 4,
+                duration_ns: 5,
+                overlap_ns: 4,
+                name: "hog[7]".into(),
+                pid: Some(7),
+                detail: "preempted by cyclic[8]".into(),
+            }],
+            totals: StoryTotals::default(),
+            tasks: vec![StoryTask {
+                pid: 7,
+                comm: "hog".into(),
+                ran_ns: 4,
+            }],
+        };
+        let back: SpikeStory =
+            serde_json::from_str(&serde_json::to_string(&story).unwrap()).unwrap();
+        assert_eq!(back, story);
+    }
+}
