@@ -62,7 +62,9 @@ pub struct Keeper {
     next_merge: Instant,
 }
 
-/// CPU time of the whole process (every thread latlab runs), ns.
+/// CPU time of the monitoring itself, ns: every thread of the process (measuring threads, their
+/// coordinator, samplers, this thread) except the web server's, whose work depends on how many
+/// clients ask.
 pub fn process_cpu_time_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -70,7 +72,8 @@ pub fn process_cpu_time_ns() -> u64 {
     };
     // SAFETY: clock_gettime writes into the timespec we pass.
     unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+        .saturating_sub(super::web::web_cpu_time_ns())
 }
 
 impl Keeper {

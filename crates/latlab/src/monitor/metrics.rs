@@ -389,7 +389,7 @@ impl Metrics {
             &mut o,
             "latlab_monitor_cpu_seconds_total",
             "counter",
-            "CPU time latlab itself used while monitoring (its cost).",
+            "CPU time latlab's monitoring used (measuring threads, samplers, store; not the web server).",
             &|s| Some(secs(u128::from(s.cost_ns))),
         );
         o

@@ -47,6 +47,8 @@ pub struct LiveStatus {
     pub last_window_end_ms: Option<f64>,
     pub last_error: Option<String>,
     pub retention: String,
+    /// CPU time the web server has used (not part of the monitoring cost), seconds.
+    pub web_cpu_s: f64,
 }
 
 /// Read connections to the store.
@@ -143,6 +145,55 @@ impl AppState {
 
 type Shared = Arc<AppState>;
 
+/// CPU time of web threads that have ended, ns.
+static WEB_ENDED_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Thread ids of the web threads running.
+static WEB_TIDS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+fn web_thread_started() {
+    if let Ok(mut t) = WEB_TIDS.lock() {
+        t.push(gettid());
+    }
+}
+
+fn web_thread_stopped() {
+    let tid = gettid();
+    if let Ok(mut t) = WEB_TIDS.lock() {
+        t.retain(|x| *x != tid);
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    WEB_ENDED_NS.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// CPU time every web thread has used so far (answering HTTP is not part of the monitor's
+/// measuring cost), ns: ended threads, plus running ones from `/proc/self/task/*/schedstat`.
+pub fn web_cpu_time_ns() -> u64 {
+    let tids = WEB_TIDS.lock().map(|t| t.clone()).unwrap_or_default();
+    let running: u64 = tids
+        .iter()
+        .filter_map(|tid| {
+            std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+                .ok()?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    WEB_ENDED_NS.load(std::sync::atomic::Ordering::Relaxed) + running
+}
+
 fn json_response(v: serde_json::Value) -> Response {
     (
         [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
@@ -204,10 +255,13 @@ async fn metrics_handler(State(state): State<Shared>) -> Response {
 }
 
 async fn status(State(state): State<Shared>) -> Response {
-    let live = state
-        .live
-        .as_ref()
-        .and_then(|l| l.lock().ok().map(|l| l.clone()));
+    let live = state.live.as_ref().and_then(|l| {
+        l.lock().ok().map(|l| {
+            let mut l = l.clone();
+            l.web_cpu_s = web_cpu_time_ns() as f64 / 1e9;
+            l
+        })
+    });
     let r = query(&state, move |s| {
         let spans = s.spans();
         Ok(serde_json::json!({
@@ -401,7 +455,9 @@ impl Server {
                 if !cpus2.is_empty() {
                     super::set_affinity(&cpus2);
                 }
+                web_thread_started();
             })
+            .on_thread_stop(web_thread_stopped)
             .enable_io()
             .enable_time()
             .build()?;
@@ -413,12 +469,15 @@ impl Server {
                 if !cpus.is_empty() {
                     super::set_affinity(&cpus);
                 }
+                web_thread_started();
                 rt.block_on(async move {
                     match tokio::net::TcpListener::from_std(std_listener) {
                         Ok(l) => accept_loop(l, app, rx).await,
                         Err(e) => eprintln!("latlab: web server: {e}"),
                     }
                 });
+                drop(rt);
+                web_thread_stopped();
             })?;
         Ok(Server {
             addr,
