@@ -27,7 +27,10 @@
 //! context switches with the task switched out, how long it ran and the task switched in).
 //! [`RingReader::story`] turns the ring of one CPU and an interval (`CLOCK_MONOTONIC` ns, see
 //! [`monotonic_ns`]) into a [`SpikeStory`](latlab_model::trace::SpikeStory): what ran, for how
-//! long, and which task held the CPU; [`story::summary`] tells it in one line.
+//! long, and which task held the CPU; [`story::summary`] tells it in one line. The ring holds a
+//! few hundred milliseconds to a few seconds of a CPU's history, so stories must be read soon
+//! after the spike: measuring threads hand requests to a [`StoryCollector`] through a
+//! non-blocking, allocation-free [`StorySender`], and its thread reads the ring at once.
 //!
 //! Needs root (or CAP_BPF with CAP_PERFMON), kernel BTF (`/sys/kernel/btf/vmlinux`), and for
 //! the workqueue, kthread and tasklet events tracefs — mounted for the run in a private mount
@@ -35,6 +38,7 @@
 //! statistics are on only while tracing, and report latlab's own cost per program.
 
 pub mod buckets;
+pub mod collector;
 pub mod env;
 pub mod events;
 pub mod layout;
@@ -42,6 +46,7 @@ pub mod names;
 pub mod story;
 mod tracer;
 
+pub use collector::{Collected, StoryCollector, StorySender, TaggedStory};
 pub use events::EventGroup;
 pub use tracer::{RingReader, TraceConfig, Tracer, monotonic_ns};
 
