@@ -98,6 +98,14 @@ impl Proc {
         assert!(status.success(), "exit {status:?}: {log}");
         log
     }
+    /// SIGTERM (what systemd sends) and wait; the exit must be clean.
+    fn term(mut self) -> String {
+        self.signal(libc::SIGTERM);
+        let status = wait_exit(&mut self.child, Duration::from_secs(20));
+        let log = self.log();
+        assert!(status.success(), "exit {status:?}: {log}");
+        log
+    }
     fn kill9(mut self) -> String {
         self.signal(libc::SIGKILL);
         let _ = wait_exit(&mut self.child, Duration::from_secs(10));
@@ -924,6 +932,96 @@ fn the_schedule_switches_a_fixture_governor_and_a_restart_restores_a_killed_swit
         log.contains("restored 1 value(s) a previous run left"),
         "{log}"
     );
+}
+
+/// Every file of a tree (but latlab's own state), for byte-identical comparisons.
+fn snapshot(root: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(dir: &Path, out: &mut std::collections::BTreeMap<PathBuf, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            if p.ends_with("var/lib/latlab") {
+                continue;
+            }
+            if e.file_type().unwrap().is_dir() {
+                walk(&p, out);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = Default::default();
+    walk(root, &mut out);
+    out
+}
+
+#[test]
+fn a_profile_is_held_while_monitoring_and_restored_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = laptop_tree(dir.path());
+    let db = dir.path().join("m.db");
+    let before = snapshot(&root);
+    let mut c = latlab();
+    c.arg("--sysroot")
+        .arg(&root)
+        .args([
+            "monitor",
+            "--cpus",
+            "0",
+            "--window",
+            "1s",
+            "--interval",
+            "1ms",
+        ])
+        .args([
+            "--listen",
+            "off",
+            "--name",
+            "prof",
+            "--profile",
+            "lowlatency",
+            "--db",
+        ])
+        .arg(&db)
+        .args(policy_args());
+    let d = Proc::start(c, dir.path().join("d.log"));
+    wait_for(
+        "the profile applied and a window",
+        Duration::from_secs(30),
+        || governor(&root) == "performance" && set_count(&db, "prof") >= 1,
+    );
+    let log = d.term();
+    assert_eq!(governor(&root), "powersave");
+    let after = snapshot(&root);
+    for (path, bytes) in &before {
+        assert_eq!(
+            after.get(path),
+            Some(bytes),
+            "{} not restored: {log}",
+            path.display()
+        );
+    }
+    let store = Store::open_existing(&db).unwrap();
+    let id = series(&store, "prof");
+    let ann = store.annotations(id, 0, END).unwrap();
+    let prof: Vec<&str> = ann
+        .iter()
+        .filter(|a| a.kind == "profile")
+        .map(|a| a.text.as_str())
+        .collect();
+    assert_eq!(prof.len(), 2, "{prof:?}");
+    assert!(
+        prof[0].starts_with("profile lowlatency applied"),
+        "{prof:?}"
+    );
+    assert!(
+        prof[1].starts_with("profile lowlatency restored"),
+        "{prof:?}"
+    );
+    let stop = ann.iter().find(|a| a.kind == "stop").unwrap();
+    assert_eq!(stop.text, "stopped by SIGTERM");
+    let (config, _) = store.series_meta(id).unwrap();
+    assert_eq!(config["profile"], "lowlatency");
 }
 
 #[test]

@@ -406,14 +406,16 @@ fn ingest(acc: &mut SeriesAcc, store: &Store, id: SeriesId) -> Result<bool, Stor
     if sets.is_empty() {
         return Ok(false);
     }
-    let windows: Vec<_> = store
-        .monitor_windows(id, from, END_OF_TIME, None)?
-        .into_iter()
-        .filter(|w| acc.cursor.is_none_or(|c| w.start_unix_ns > c))
-        .collect();
     let covered: BTreeMap<u64, u64> = sets
         .iter()
         .map(|s| (s.start_unix_ns, s.covered_ns))
+        .collect();
+    // Only the windows of the sets read (a set stored between the two reads waits for the next
+    // refresh, so nothing is counted twice).
+    let windows: Vec<_> = store
+        .monitor_windows(id, from, END_OF_TIME, None)?
+        .into_iter()
+        .filter(|w| covered.contains_key(&w.start_unix_ns))
         .collect();
     let last_start = sets.iter().map(|s| s.start_unix_ns).max().unwrap_or(0);
     for w in &windows {

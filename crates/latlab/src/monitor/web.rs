@@ -24,7 +24,7 @@ pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 /// Read connections kept open for queries.
-const POOL: usize = 3;
+const POOL: usize = 8;
 /// `/metrics` reads the store at most this often; scrapes in between get the same text.
 const METRICS_REFRESH: Duration = Duration::from_millis(250);
 
