@@ -147,7 +147,7 @@ pub struct FamilyResult {
     pub family: Family,
     /// Every key and CPU together.
     pub histogram: Histogram,
-    /// Every key together, per CPU (the CPU the event ended on).
+    /// Every key together, per CPU (the CPU the event ended on; CPUs with samples only).
     pub per_cpu: Vec<CpuHistogram>,
     /// Per key, most samples first.
     pub keys: Vec<KeyResult>,

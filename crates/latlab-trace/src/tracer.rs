@@ -10,7 +10,6 @@ use crate::story;
 use aya::maps::{MapData, PerCpuArray, PerCpuHashMap};
 use aya::programs::{BtfTracePoint, ProgramError, TracePoint};
 use aya::{Btf, Ebpf, EbpfLoader};
-use latlab_hist::Histogram;
 use latlab_model::trace::{
     CpuCount, CpuHistogram, Family, FamilyResult, KeyResult, ProgramCost, SkippedEvent, SpikeStory,
     TraceCost, TraceResult, WakeupFilter,
@@ -515,11 +514,9 @@ impl Tracer {
                     .then(a.key.cmp(&b.key))
             });
             let mut per_cpu = Vec::new();
-            for &cpu in &self.cpus {
-                let h = match cpu_buckets.get(&cpu) {
-                    Some(b) => to_histogram(b, cpu_stats.get(&cpu).copied().unwrap_or_default()),
-                    None => Histogram::new(),
-                };
+            // CPUs with samples only: a histogram is a quarter of a megabyte.
+            for (&cpu, b) in &cpu_buckets {
+                let h = to_histogram(b, cpu_stats.get(&cpu).copied().unwrap_or_default());
                 per_cpu.push(CpuHistogram { cpu, histogram: h });
             }
             families.push(FamilyResult {
