@@ -138,15 +138,25 @@ def windows(db: Path, t0: float, t1: float) -> dict:
 def cyclictest_cost(seconds: float, interval_us: int, cpus: str) -> float | None:
     if not shutil.which("cyclictest"):
         return None
-    p = subprocess.Popen(["cyclictest", "-q", "-m", "-p", "95", "-i", str(interval_us), "-a", cpus,
-                          "-t", str(len(cpus.split(","))), "-D", f"{int(seconds) + 1}"],
+    # Same operating point as the daemon: one thread per CPU at the same interval (-d0: without
+    # it cyclictest lengthens each further thread's interval by 500 us), FIFO 95, mlockall, and
+    # PM QoS left alone (latlab monitor does not hold /dev/cpu_dma_latency).
+    p = subprocess.Popen(["cyclictest", "-q", "-m", "-p", "95", "-i", str(interval_us), "-d", "0",
+                          "-a", cpus, "-t", str(len(cpus.split(","))), "--default-system",
+                          "-D", f"{int(seconds) + 1}"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(seconds)
-    stat = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(stat[11]) + int(stat[12])  # utime + stime of all threads so far
+    # CPU time of every thread from schedstat (exact ns; /proc/<pid>/stat's ticks under-count
+    # timer-synchronised work). latlab's per-window cost is exact too (CLOCK_PROCESS_CPUTIME_ID).
+    ns = 0
+    for task in Path(f"/proc/{p.pid}/task").iterdir():
+        try:
+            ns += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
     p.send_signal(signal.SIGINT)
     p.wait(timeout=30)
-    return round(ticks / os.sysconf("SC_CLK_TCK") / seconds, 5)
+    return round(ns / 1e9 / seconds, 5)
 
 
 def main() -> int:

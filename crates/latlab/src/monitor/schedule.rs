@@ -422,7 +422,12 @@ pub fn check_governor(sys: &Sys, cpu: u32, governor: &str) -> Result<String, Str
     let (dir, shared) = cpufreq_policy(sys, cpu);
     let offered = sys
         .read_trim(&format!("{dir}/scaling_available_governors"))
-        .map_err(|e| format!("cpu{cpu} has no cpufreq governors ({e})"))?;
+        .map_err(|e| {
+            format!(
+                "cpu{cpu} has no cpufreq governors to switch ({e}) (accepted: CPUs with a \
+                 cpufreq driver)"
+            )
+        })?;
     if !offered.split_whitespace().any(|g| g == governor) {
         return Err(format!(
             "cpu{cpu} does not offer the {governor} governor (offered: {offered})"
