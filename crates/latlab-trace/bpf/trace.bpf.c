@@ -86,41 +86,6 @@ struct {
 	__type(value, struct ring);
 } rings SEC(".maps");
 
-/* The histogram bucket of a value (see trace.h). */
-static __always_inline __u32 hist_index(__u64 v)
-{
-	if (v > HIGHEST_NS)
-		v = HIGHEST_NS;
-	__u64 x = v | SUB_MASK;
-	__u32 msb = 0;
-	if (x >> 32) {
-		x >>= 32;
-		msb += 32;
-	}
-	if (x >> 16) {
-		x >>= 16;
-		msb += 16;
-	}
-	if (x >> 8) {
-		x >>= 8;
-		msb += 8;
-	}
-	if (x >> 4) {
-		x >>= 4;
-		msb += 4;
-	}
-	if (x >> 2) {
-		x >>= 2;
-		msb += 2;
-	}
-	if (x >> 1)
-		msb += 1;
-	/* msb >= 10 because x >= SUB_MASK */
-	__u32 bucket = msb - SUB_HALF_MAG;
-	__u32 sub = (__u32)(v >> bucket);
-	return ((bucket + 1) << SUB_HALF_MAG) + sub - SUB_HALF;
-}
-
 static __always_inline int cpu_wanted(__u32 cpu)
 {
 	if (!filter_cpus)

@@ -35,6 +35,42 @@ enum family {
 #define SUB_MASK ((2ULL << SUB_HALF_MAG) - 1)
 #define HIGHEST_NS 3600000000000ULL
 
+/* The bucket index of a value. Also compiled on the host by the tests, which check it against
+ * the loader's and the shared histogram's. */
+static __always_inline __u32 hist_index(__u64 v)
+{
+	if (v > HIGHEST_NS)
+		v = HIGHEST_NS;
+	__u64 x = v | SUB_MASK;
+	__u32 msb = 0;
+	if (x >> 32) {
+		x >>= 32;
+		msb += 32;
+	}
+	if (x >> 16) {
+		x >>= 16;
+		msb += 16;
+	}
+	if (x >> 8) {
+		x >>= 8;
+		msb += 8;
+	}
+	if (x >> 4) {
+		x >>= 4;
+		msb += 4;
+	}
+	if (x >> 2) {
+		x >>= 2;
+		msb += 2;
+	}
+	if (x >> 1)
+		msb += 1;
+	/* msb >= 10 because x >= SUB_MASK */
+	__u32 bucket = msb - SUB_HALF_MAG;
+	__u32 sub = (__u32)(v >> bucket);
+	return ((bucket + 1) << SUB_HALF_MAG) + sub - SUB_HALF;
+}
+
 struct hist_key {
 	__u32 family;
 	__u32 index;

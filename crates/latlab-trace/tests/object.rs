@@ -113,3 +113,89 @@ fn rebuilding_the_object_from_source_gives_the_same_bytes() {
         _ => panic!("the committed BPF object does not match its sources:\n{text}"),
     }
 }
+
+/// The bucket index the BPF programs compute (`hist_index` in `bpf/trace.h`), compiled for the
+/// host with the system's C compiler, equals [`latlab_trace::buckets::bucket_index`] — which the
+/// unit tests check against the shared histogram — for values of every magnitude.
+#[test]
+fn the_c_bucket_index_is_the_loaders() {
+    let Some(cc) = ["cc", "gcc", "clang"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok())
+    else {
+        eprintln!("skipped: no C compiler (cc, gcc or clang) to build the C bucket index");
+        return;
+    };
+    let bpf_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("bpf");
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("hist-index-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("index.c");
+    std::fs::write(
+        &src,
+        "#include \"trace.h\"\n#include <stdio.h>\n\
+         int main(void) { unsigned long long v; \
+         while (scanf(\"%llu\", &v) == 1) printf(\"%u\\n\", hist_index(v)); return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.join("index");
+    let out = Command::new(cc)
+        .args(["-O2", "-w", "-I"])
+        .arg(&bpf_dir)
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut values: Vec<u64> = Vec::new();
+    for shift in 0..64 {
+        let p = 1u64 << shift;
+        values.extend([
+            p - 1,
+            p,
+            p + 1,
+            p | (p >> 1),
+            p | (p >> 11),
+            p.saturating_mul(3) / 2,
+        ]);
+    }
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        values.push(x >> (x % 64));
+    }
+    values.extend([
+        0,
+        2047,
+        2048,
+        3_599_999_999_999,
+        3_600_000_000_000,
+        u64::MAX,
+    ]);
+    let input: String = values.iter().map(|v| format!("{v}\n")).collect();
+    let values_file = dir.join("values");
+    std::fs::write(&values_file, input).unwrap();
+    let out = Command::new(&exe)
+        .stdin(std::fs::File::open(&values_file).unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let got: Vec<u32> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(got.len(), values.len());
+    for (v, c) in values.iter().zip(&got) {
+        assert_eq!(*c, latlab_trace::buckets::bucket_index(*v), "bucket of {v}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
