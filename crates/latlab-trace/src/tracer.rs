@@ -711,3 +711,27 @@ impl RingReader {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send<T: Send>() {}
+    fn sync<T: Sync>() {}
+
+    #[test]
+    fn handles_can_move_to_other_threads() {
+        send::<Tracer>();
+        send::<RingReader>();
+        sync::<RingReader>();
+        send::<crate::StorySender>();
+        send::<crate::StoryCollector>();
+    }
+
+    #[test]
+    fn default_configuration_traces_every_group_without_the_ring() {
+        let c = TraceConfig::default();
+        assert_eq!(c.groups, EventGroup::ALL.to_vec());
+        assert!(!c.ring && c.cpus.is_none() && c.pretend_missing.is_empty());
+    }
+}
