@@ -15,6 +15,9 @@ command -v stress-ng >/dev/null 2>&1 || need+=(stress-ng)
 command -v jitterdebugger >/dev/null 2>&1 || need+=(jitterdebugger)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+# clang and llvm-strip rebuild the committed BPF object to check it matches its C source.
+command -v clang >/dev/null 2>&1 || need+=(clang)
+command -v llvm-strip >/dev/null 2>&1 || need+=(llvm)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq
@@ -28,6 +31,12 @@ fi
 if command -v rustup >/dev/null 2>&1; then
   rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
   rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+fi
+
+# cargo-deb builds the .deb whose contents the packaging test checks.
+if ! command -v cargo-deb >/dev/null 2>&1; then
+  cargo install cargo-deb --version 3.8.0 --locked --quiet \
+    || echo "note: cargo-deb could not be installed; the packaging test will skip"
 fi
 
 echo "== cargo fmt --check"
