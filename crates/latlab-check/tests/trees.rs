@@ -316,13 +316,7 @@ fn json_carries_every_id_and_fix() {
 
 fn copy_tree(name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", tree(name).display()))
-        .arg(dir.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    latlab_sys::fixture::copy_tree(&tree(name), dir.path()).unwrap();
     dir
 }
 

@@ -9,6 +9,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod fixture;
 mod inventory;
 pub mod sample;
 pub use inventory::{

@@ -7,23 +7,10 @@ use latlab_sys::sample::{
     Sampler, SamplerThread, counter_delta, cpuinfo_mhz, parse_per_cpu_table, parse_perf_event,
     parse_stat,
 };
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const SEC: u64 = 1_000_000_000;
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 /// A writable copy of a fixture tree.
 fn tree(name: &str) -> (tempfile::TempDir, Sys) {
@@ -31,7 +18,7 @@ fn tree(name: &str) -> (tempfile::TempDir, Sys) {
         .join("tests/fixtures")
         .join(name);
     let dir = tempfile::tempdir().unwrap();
-    copy_tree(&src, dir.path());
+    latlab_sys::fixture::copy_tree(&src, dir.path()).unwrap();
     let sys = Sys::new(dir.path());
     (dir, sys)
 }

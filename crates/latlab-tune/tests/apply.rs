@@ -5,6 +5,7 @@
 
 use latlab_model::units::CpuList;
 use latlab_sys::Sys;
+use latlab_sys::fixture::{self, Entry};
 use latlab_tune::boot;
 use latlab_tune::{
     ApplyOptions, ItemState, Outcome, Plan, Profiles, TemporaryTuning, TestHooks, TuneError,
@@ -21,16 +22,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
+    latlab_sys::fixture::copy_tree(from, to).unwrap();
 }
 
 /// A copy of a fixture tree, and a separate state directory.
@@ -63,32 +55,14 @@ impl Tree {
     }
 }
 
-/// Every file under `root` with its bytes, and every directory.
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Option<Vec<u8>>>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let e = e.unwrap();
-            let rel = e.path().strip_prefix(root).unwrap().to_path_buf();
-            if e.file_type().unwrap().is_dir() {
-                out.insert(rel, None);
-                walk(root, &e.path(), out);
-            } else {
-                out.insert(rel, Some(std::fs::read(e.path()).unwrap()));
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, &mut out);
-    out
+/// Every path under `root` with its kind, mode and bytes.
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, Entry> {
+    fixture::snapshot(root).unwrap()
 }
 
-fn assert_same(before: &BTreeMap<PathBuf, Option<Vec<u8>>>, root: &Path, what: &str) {
+fn assert_same(before: &BTreeMap<PathBuf, Entry>, root: &Path, what: &str) {
     let after = snapshot(root);
-    let differ: Vec<&PathBuf> = before
-        .keys()
-        .chain(after.keys())
-        .filter(|k| before.get(*k) != after.get(*k))
-        .collect();
+    let differ = fixture::differences(before, &after);
     assert!(differ.is_empty(), "{what}: differs in {differ:?}");
 }
 

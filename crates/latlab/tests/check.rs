@@ -231,47 +231,13 @@ fn limits_of_the_sudo_caller() {
 
 fn copy_tree(name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(format!("{}/.", tree(name).display()))
-        .arg(dir.path())
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok);
+    latlab_sys::fixture::copy_tree(&tree(name), dir.path()).unwrap();
     dir
 }
 
-#[derive(Debug, PartialEq)]
-enum Entry {
-    Dir(u32),
-    File(u32, Vec<u8>),
-    Link(PathBuf),
-}
-
 /// Every path under `root` with its kind, mode and content (symlinks by their target).
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Entry> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(root).unwrap().to_path_buf();
-            let md = std::fs::symlink_metadata(&p).unwrap();
-            let mode = md.permissions().mode();
-            let entry = if md.file_type().is_symlink() {
-                Entry::Link(std::fs::read_link(&p).unwrap())
-            } else if md.is_dir() {
-                stack.push(p.clone());
-                Entry::Dir(mode)
-            } else {
-                Entry::File(mode, std::fs::read(&p).unwrap())
-            };
-            out.insert(rel, entry);
-        }
-    }
-    out
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
+    latlab_sys::fixture::snapshot(root).unwrap()
 }
 
 fn restore(root: &Path, state: &Path) -> Output {

@@ -802,16 +802,7 @@ fn the_dashboard_renders_in_headless_chromium() {
 }
 
 fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
+    latlab_sys::fixture::copy_tree(from, to).unwrap();
 }
 
 fn laptop_tree(dir: &Path) -> PathBuf {
@@ -935,23 +926,10 @@ fn the_schedule_switches_a_fixture_governor_and_a_restart_restores_a_killed_swit
 }
 
 /// Every file of a tree (but latlab's own state), for byte-identical comparisons.
-fn snapshot(root: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(dir: &Path, out: &mut std::collections::BTreeMap<PathBuf, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            if p.ends_with("var/lib/latlab") {
-                continue;
-            }
-            if e.file_type().unwrap().is_dir() {
-                walk(&p, out);
-            } else {
-                out.insert(p.clone(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let mut out = Default::default();
-    walk(root, &mut out);
+/// Everything under `root` but latlab's state directory.
+fn snapshot(root: &Path) -> std::collections::BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
+    let mut out = latlab_sys::fixture::snapshot(root).unwrap();
+    out.retain(|p, _| !p.starts_with("var/lib/latlab"));
     out
 }
 

@@ -28,33 +28,11 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
+    latlab_sys::fixture::copy_tree(from, to).unwrap();
 }
 
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_dir() {
-                walk(root, &e.path(), out);
-            } else {
-                let rel = e.path().strip_prefix(root).unwrap().to_path_buf();
-                out.insert(rel, std::fs::read(e.path()).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, &mut out);
-    out
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
+    latlab_sys::fixture::snapshot(root).unwrap()
 }
 
 /// A fixture copy and a state directory, with latlab pointed at both.

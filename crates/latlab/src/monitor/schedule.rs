@@ -601,16 +601,7 @@ mod tests {
     }
 
     fn copy_dir(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            let dest = to.join(e.file_name());
-            if e.file_type().unwrap().is_dir() {
-                copy_dir(&e.path(), &dest);
-            } else {
-                std::fs::copy(e.path(), dest).unwrap();
-            }
-        }
+        latlab_sys::fixture::copy_tree(from, to).unwrap();
     }
 
     fn laptop() -> Tree {

@@ -1,0 +1,72 @@
+//! Fixture trees for tests: a writable copy of a tree, and a snapshot of everything under a root
+//! to show that a change was undone byte for byte.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Copy the tree `from` into `to` (created), keeping symlinks as symlinks and file modes.
+pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let dest = to.join(e.file_name());
+        let kind = e.file_type()?;
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(e.path())?, &dest)?;
+        } else if kind.is_dir() {
+            copy_tree(&e.path(), &dest)?;
+        } else {
+            std::fs::copy(e.path(), &dest)?;
+        }
+    }
+    Ok(())
+}
+
+/// One path of a [`snapshot`]: its kind, mode and content (a symlink by its target).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    Dir(u32),
+    File(u32, Vec<u8>),
+    Link(PathBuf),
+}
+
+/// Every path under `root`, relative to it, with its [`Entry`].
+pub fn snapshot(root: &Path) -> io::Result<BTreeMap<PathBuf, Entry>> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir)? {
+            let p = e?.path();
+            let rel = p.strip_prefix(root).unwrap_or(&p).to_path_buf();
+            let md = std::fs::symlink_metadata(&p)?;
+            let mode = md.permissions().mode();
+            let entry = if md.file_type().is_symlink() {
+                Entry::Link(std::fs::read_link(&p)?)
+            } else if md.is_dir() {
+                stack.push(p.clone());
+                Entry::Dir(mode)
+            } else {
+                Entry::File(mode, std::fs::read(&p)?)
+            };
+            out.insert(rel, entry);
+        }
+    }
+    Ok(out)
+}
+
+/// The paths whose entries differ between two snapshots (present in one only, or changed).
+pub fn differences<'a>(
+    a: &'a BTreeMap<PathBuf, Entry>,
+    b: &'a BTreeMap<PathBuf, Entry>,
+) -> Vec<&'a Path> {
+    let mut out: Vec<&Path> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(PathBuf::as_path)
+        .collect();
+    out.dedup();
+    out
+}
