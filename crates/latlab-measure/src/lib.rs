@@ -26,6 +26,14 @@ use window::{POOL, WindowBuf, WindowSink};
 
 pub use os::explain_policy_error;
 
+/// Told of each spike by the measuring thread that saw it, in its slow path: an implementation
+/// must not block or allocate (hand the request on, e.g. to a bounded queue).
+pub trait SpikeHook: Send + Sync {
+    /// `at_ns` is the spike's [`Spike::at_ns`]; `from` (the deadline, or the waker's wake call)
+    /// and `to` (when the thread ran) are absolute times on the run's clock.
+    fn spike(&self, thread: u32, at_ns: u64, from: u64, to: u64);
+}
+
 /// Stack size of measuring and waker threads: small, so locked memory stays small.
 const THREAD_STACK: usize = 256 * 1024;
 
@@ -402,6 +410,7 @@ impl Collector {
                     cpu: self.plans_cpu[buf.thread as usize],
                     at_ns: s.at,
                     value_ns: s.value,
+                    story: None,
                 });
             } else {
                 self.spikes_not_kept += 1;
@@ -459,7 +468,19 @@ pub fn run_with_windows(
     sys: &Sys,
     stop: Arc<StopSignal>,
     observer: &mut dyn FnMut(&Live),
+    windows: Option<&mut dyn FnMut(Vec<ClosedWindow>)>,
+) -> Result<RunResult, MeasureError> {
+    run_hooked(cfg, sys, stop, observer, windows, None)
+}
+
+/// [`run_with_windows`], also telling `hook` of every spike as it happens.
+pub fn run_hooked(
+    cfg: &MeasureConfig,
+    sys: &Sys,
+    stop: Arc<StopSignal>,
+    observer: &mut dyn FnMut(&Live),
     mut windows: Option<&mut dyn FnMut(Vec<ClosedWindow>)>,
+    hook: Option<Arc<dyn SpikeHook>>,
 ) -> Result<RunResult, MeasureError> {
     let online = sys
         .online_cpus()
@@ -539,6 +560,7 @@ pub fn run_with_windows(
             stop: stop.clone(),
             trace_marker: trace_marker.clone(),
             label: plan.label.clone(),
+            hook: hook.clone(),
         };
         let spawn_err =
             |e: std::io::Error| MeasureError::Setup(format!("cannot start a thread: {e}"));

@@ -276,3 +276,45 @@ fn closed_windows_carry_histograms_that_add_up_to_the_totals() {
         );
     }
 }
+
+/// Records what the hook is told.
+struct Recorder {
+    calls: Mutex<Vec<(u32, u64, u64, u64)>>,
+}
+
+impl SpikeHook for Recorder {
+    fn spike(&self, thread: u32, at_ns: u64, from: u64, to: u64) {
+        self.calls.lock().unwrap().push((thread, at_ns, from, to));
+    }
+}
+
+#[test]
+fn the_spike_hook_hears_every_kept_spike_with_its_interval() {
+    for method in [Method::ClockNanosleep, Method::Futex] {
+        let mut c = cfg(method);
+        c.spike_threshold_ns = Some(1);
+        c.spike_limit = 100_000;
+        let rec = Arc::new(Recorder {
+            calls: Mutex::new(Vec::new()),
+        });
+        let before = os::now(os::clock_id(c.clock));
+        let r = run_hooked(
+            &c,
+            &Sys::default(),
+            StopSignal::new(),
+            &mut |_| {},
+            None,
+            Some(rec.clone()),
+        )
+        .unwrap();
+        let after = os::now(os::clock_id(c.clock));
+        let calls = rec.calls.lock().unwrap();
+        assert!(!r.spikes.kept.is_empty(), "{method:?}: no spikes");
+        assert_eq!(calls.len(), r.spikes.kept.len(), "{method:?}");
+        for (s, &(thread, at, from, to)) in r.spikes.kept.iter().zip(calls.iter()) {
+            assert_eq!((s.thread, s.at_ns), (thread, at), "{method:?}");
+            assert_eq!(to - from, s.value_ns, "{method:?}");
+            assert!(before <= from && to <= after, "{method:?}: {from}..{to}");
+        }
+    }
+}

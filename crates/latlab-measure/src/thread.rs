@@ -30,6 +30,8 @@ pub struct Ctx {
     pub stop: Arc<StopSignal>,
     pub trace_marker: Option<std::path::PathBuf>,
     pub label: String,
+    /// Told of every spike kept (`--trace`: to read the kernel's story while it is fresh).
+    pub hook: Option<Arc<dyn crate::SpikeHook>>,
 }
 
 impl Ctx {
@@ -37,8 +39,9 @@ impl Ctx {
     /// Returns how many periods the sample covered beyond its own.
     #[cold]
     #[inline(never)]
-    /// `max_skip` bounds the periods a late sample may cover (0 where lateness skips nothing).
-    fn slow_path(&self, sink: &mut WindowSink, lat: u64, at: u64, max_skip: u64) -> u64 {
+    /// `max_skip` bounds the periods a late sample may cover (0 where lateness skips nothing);
+    /// `now` is when the thread ran, on the run's clock.
+    fn slow_path(&self, sink: &mut WindowSink, lat: u64, at: u64, now: u64, max_skip: u64) -> u64 {
         let mut skipped = 0;
         if lat > self.interval && self.interval > 0 && max_skip > 0 {
             skipped = ((lat - 1) / self.interval).min(max_skip);
@@ -52,8 +55,11 @@ impl Ctx {
         if lat >= buf.hist.max() {
             buf.max_at = at;
         }
-        if lat > self.spike {
-            buf.add_spike(at, lat);
+        if lat > self.spike
+            && buf.add_spike(at, lat)
+            && let Some(hook) = &self.hook
+        {
+            hook.spike(self.index, at, now.saturating_sub(lat), now);
         }
         if lat > self.brk {
             self.stop.request(StopReason::Break {
@@ -290,7 +296,7 @@ pub fn timer_loop<W: Waiter>(w: &mut W, ctx: &Ctx, sink: &mut WindowSink) -> io:
         sink.cur.hist.record(lat);
         let mut skipped = 0;
         if lat > slow {
-            skipped = ctx.slow_path(sink, lat, next - ctx.start, ctx.last_period - period);
+            skipped = ctx.slow_path(sink, lat, next - ctx.start, now, ctx.last_period - period);
             slow = ctx.threshold(sink.cur.hist.max());
         }
         period += 1 + skipped;
@@ -324,7 +330,7 @@ pub fn busy_loop(ctx: &Ctx, sink: &mut WindowSink) -> io::Result<()> {
         prev = now;
         sink.cur.hist.record(gap);
         if gap > slow {
-            ctx.slow_path(sink, gap, now.saturating_sub(start), 0);
+            ctx.slow_path(sink, gap, now.saturating_sub(start), now, 0);
             slow = ctx.threshold(sink.cur.hist.max());
         }
         if now >= check_at {
@@ -528,7 +534,7 @@ pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowS
             sink.cur.hist.record(lat);
             let coalesced = u64::from(samples - 1);
             if lat > slow || coalesced > 0 {
-                ctx.slow_path(sink, lat, at + ctx.phase, 0);
+                ctx.slow_path(sink, lat, at + ctx.phase, now, 0);
                 if coalesced > 0 {
                     // Wakes that arrived while this thread was not running: their samples
                     // would have been lat + k * interval.

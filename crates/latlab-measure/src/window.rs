@@ -89,12 +89,15 @@ impl WindowBuf {
         }
     }
 
+    /// Keep a spike; false when the window's room for spikes is full (it is only counted).
     #[inline]
-    pub fn add_spike(&mut self, at: u64, value: u64) {
+    pub fn add_spike(&mut self, at: u64, value: u64) -> bool {
         if self.spikes.len() < SPIKES_PER_WINDOW {
             self.spikes.push(SpikeRec { at, value });
+            true
         } else {
             self.spikes_dropped += 1;
+            false
         }
     }
 }

@@ -320,6 +320,10 @@ pub struct Spike {
     /// When the period started (its deadline), nanoseconds after the run's start.
     pub at_ns: u64,
     pub value_ns: u64,
+    /// What the kernel did on the CPU between the deadline and the thread running (runs with
+    /// `--trace`; absent when the story could not be read in time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub story: Option<trace::SpikeStory>,
 }
 
 /// Spikes kept over the run, and how many more were seen but not kept.

@@ -343,6 +343,79 @@ pub struct SpikeStory {
     pub tasks: Vec<StoryTask>,
 }
 
+impl SpikeStory {
+    /// One line telling the story: the interval; when the first interrupt arrived (a late
+    /// timer interrupt on an idle CPU is a delay outside the kernel's view: idle-state exit,
+    /// hardware or hypervisor); then what took the time, largest first (tasks, the idle task,
+    /// interrupt-side work summed by name), at most [`SUMMARY_PARTS`] of them.
+    pub fn summary(&self) -> String {
+        let us = |ns: u64| format!("{:.1}us", ns as f64 / 1000.0);
+        let mut parts: Vec<(u64, String)> = Vec::new();
+        for t in &self.tasks {
+            parts.push((
+                t.ran_ns,
+                format!("task {}[{}] {}", t.comm, t.pid, us(t.ran_ns)),
+            ));
+        }
+        let idle: u64 = self
+            .events
+            .iter()
+            .filter(|e| e.kind == StoryKind::Task && e.pid == Some(0))
+            .map(|e| e.overlap_ns)
+            .sum();
+        if idle > 0 {
+            parts.push((idle, format!("idle {}", us(idle))));
+        }
+        let mut by_name: std::collections::BTreeMap<(&'static str, &str), u64> = Default::default();
+        for e in &self.events {
+            if e.kind != StoryKind::Task {
+                *by_name.entry((e.kind.name(), e.name.as_str())).or_default() += e.overlap_ns;
+            }
+        }
+        for ((kind, name), ns) in by_name {
+            parts.push((ns, format!("{kind} {name} {}", us(ns))));
+        }
+        parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut line = format!(
+            "cpu{} {}:",
+            self.cpu,
+            us(self.to_ns.saturating_sub(self.from_ns))
+        );
+        let first_irq = self
+            .events
+            .iter()
+            .filter(|e| matches!(e.kind, StoryKind::Hardirq | StoryKind::LocalTimer))
+            .filter(|e| e.start_ns + e.duration_ns >= self.from_ns && e.start_ns <= self.to_ns)
+            .map(|e| e.start_ns.max(self.from_ns))
+            .min();
+        if let Some(t) = first_irq {
+            line.push_str(&format!(" first interrupt at +{};", us(t - self.from_ns)));
+        }
+        if parts.is_empty() {
+            line.push_str(" nothing recorded");
+        }
+        for (i, (_, p)) in parts.iter().take(SUMMARY_PARTS).enumerate() {
+            line.push_str(if i == 0 { " " } else { ", " });
+            line.push_str(p);
+        }
+        if parts.len() > SUMMARY_PARTS {
+            let rest: u64 = parts[SUMMARY_PARTS..].iter().map(|p| p.0).sum();
+            line.push_str(&format!(
+                ", {} more {}",
+                parts.len() - SUMMARY_PARTS,
+                us(rest)
+            ));
+        }
+        if !self.complete {
+            line.push_str(" (incomplete: older events were overwritten)");
+        }
+        line
+    }
+}
+
+/// Most parts [`SpikeStory::summary`] names; the rest are counted.
+pub const SUMMARY_PARTS: usize = 8;
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -462,5 +535,68 @@ mod tests {
         let back: SpikeStory =
             serde_json::from_str(&serde_json::to_string(&story).unwrap()).unwrap();
         assert_eq!(back, story);
+    }
+
+    fn story_event(kind: StoryKind, start: u64, dur: u64, overlap: u64, name: &str) -> StoryEvent {
+        StoryEvent {
+            kind,
+            start_ns: start,
+            duration_ns: dur,
+            overlap_ns: overlap,
+            name: name.into(),
+            pid: (kind == StoryKind::Task).then_some(if name == "idle" { 0 } else { 9 }),
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_summary_names_the_late_interrupt_the_idle_time_and_the_largest_parts() {
+        let mut s = SpikeStory {
+            cpu: 1,
+            from_ns: 1_000_000,
+            to_ns: 1_300_000,
+            complete: true,
+            events: vec![
+                story_event(StoryKind::Task, 0, 1_290_000, 290_000, "idle"),
+                story_event(
+                    StoryKind::LocalTimer,
+                    1_256_000,
+                    28_000,
+                    28_000,
+                    "local timer",
+                ),
+                story_event(
+                    StoryKind::Hrtimer,
+                    1_258_000,
+                    7_000,
+                    7_000,
+                    "hrtimer_wakeup",
+                ),
+            ],
+            totals: StoryTotals::default(),
+            tasks: vec![],
+        };
+        assert_eq!(
+            s.summary(),
+            "cpu1 300.0us: first interrupt at +256.0us; idle 290.0us, local-timer local timer \
+             28.0us, hrtimer hrtimer_wakeup 7.0us"
+        );
+        // Many parts: the largest are named, the rest counted.
+        s.tasks = (0..12)
+            .map(|i| StoryTask {
+                pid: 100 + i,
+                comm: "sh".into(),
+                ran_ns: 1000 * u64::from(i + 1),
+            })
+            .collect();
+        let line = s.summary();
+        assert!(line.contains(", 7 more "), "{line}");
+        assert!(line.contains("task sh[111] 12.0us"), "{line}");
+        assert!(!line.contains("sh[100]"), "{line}");
+        s.complete = false;
+        assert!(
+            s.summary()
+                .ends_with("(incomplete: older events were overwritten)")
+        );
     }
 }

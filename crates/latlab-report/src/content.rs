@@ -973,16 +973,23 @@ fn per_cpu(b: &mut Vec<Block>, a: &Analysis) {
 
 fn spikes(b: &mut Vec<Block>, a: &Analysis) {
     h2(b, "Spikes", "spikes");
-    let mut t = Table::new(
-        "spikes",
-        &[
-            ("cell", false),
-            ("repeat", true),
-            ("CPU", false),
-            ("at (s)", true),
-            ("latency (µs)", true),
-        ],
-    );
+    // Traced runs (`--trace`) tell what the kernel did during each spike.
+    let stories = a
+        .cells
+        .iter()
+        .flat_map(|c| &c.runs)
+        .any(|r| r.run.spikes.kept.iter().any(|s| s.story.is_some()));
+    let mut columns = vec![
+        ("cell", false),
+        ("repeat", true),
+        ("CPU", false),
+        ("at (s)", true),
+        ("latency (µs)", true),
+    ];
+    if stories {
+        columns.push(("what the kernel did", false));
+    }
+    let mut t = Table::new("spikes", &columns);
     let mut notes = Vec::new();
     let mut any_threshold = false;
     for c in &a.cells {
@@ -1004,13 +1011,22 @@ fn spikes(b: &mut Vec<Block>, a: &Analysis) {
                     },
                     |c| format!("cpu{c}"),
                 );
-                t.row(vec![
+                let mut row = vec![
                     c.cell.name.as_str().into(),
                     r.repeat.to_string().into(),
                     cpu.into(),
                     format!("{:.3}", k.at_ns as f64 / 1e9).into(),
                     TCell::new(numfmt::us(k.value_ns)).attr("data-ns", k.value_ns.to_string()),
-                ]);
+                ];
+                if stories {
+                    row.push(
+                        k.story
+                            .as_ref()
+                            .map_or_else(String::new, |st| st.summary())
+                            .into(),
+                    );
+                }
+                t.row(row);
             }
             let thr = s
                 .threshold_ns

@@ -304,9 +304,10 @@ pub fn windows_csv(run: &RunResult) -> String {
     out
 }
 
-/// Every kept spike: `thread, cpu, at_ns, value_ns`.
+/// Every kept spike: `thread, cpu, at_ns, value_ns, story` (the one-line story of a traced
+/// run's spike, empty without one).
 pub fn spikes_csv(run: &RunResult) -> String {
-    let mut out = String::from("thread,cpu,at_ns,value_ns\n");
+    let mut out = String::from("thread,cpu,at_ns,value_ns,story\n");
     for s in &run.spikes.kept {
         let label = run
             .threads
@@ -319,6 +320,7 @@ pub fn spikes_csv(run: &RunResult) -> String {
                 s.cpu.map_or_else(String::new, |c| c.to_string()),
                 s.at_ns.to_string(),
                 s.value_ns.to_string(),
+                s.story.as_ref().map_or_else(String::new, |st| st.summary()),
             ],
         );
     }

@@ -237,6 +237,7 @@ fn run(p: &Profile, seed: u64, with_samples: bool) -> RunResult {
                         cpu: Some(cpu),
                         at_ns: at,
                         value_ns: v,
+                        story: None,
                     });
                 }
             }
@@ -1391,6 +1392,15 @@ fn run_exports() {
     let s = read_csv(&spikes_csv(&r));
     assert_eq!(s.len(), 1 + r.spikes.kept.len());
     assert!(r.spikes.kept.len() > 10);
+    assert_eq!(s[0], ["thread", "cpu", "at_ns", "value_ns", "story"]);
+    assert!(s[1..].iter().all(|row| row.len() == 5 && row[4].is_empty()));
+    // A traced spike's story is one quoted field, commas and all.
+    let mut traced = r.clone();
+    let story = story();
+    traced.spikes.kept[2].story = Some(story.clone());
+    let s = read_csv(&spikes_csv(&traced));
+    assert_eq!(s[3][4], story.summary());
+    assert!(s[3][4].contains("task hog[7] 80.0us, task sh[8] 5.0us"));
 }
 
 #[test]
@@ -1524,4 +1534,49 @@ fn traced_latencies_equal_their_histograms() {
         v["cells"][2]["repeats"][0]["trace"],
         serde_json::Value::Null
     );
+}
+
+/// A spike story: a task held the CPU, a shell ran after it.
+fn story() -> latlab_model::trace::SpikeStory {
+    use latlab_model::trace::{SpikeStory, StoryTask};
+    SpikeStory {
+        cpu: 0,
+        from_ns: 0,
+        to_ns: 90_000,
+        complete: true,
+        events: vec![],
+        totals: Default::default(),
+        tasks: vec![
+            StoryTask {
+                pid: 7,
+                comm: "hog".into(),
+                ran_ns: 80_000,
+            },
+            StoryTask {
+                pid: 8,
+                comm: "sh".into(),
+                ran_ns: 5_000,
+            },
+        ],
+    }
+}
+
+#[test]
+fn traced_spikes_tell_their_story_in_the_report() {
+    let plain = run(&performance(), 7, true);
+    let text = report_text(&ReportInput::from_runs("plain", vec![plain.clone()]));
+    assert!(!text.contains("what the kernel did"), "{text}");
+
+    let mut traced = plain;
+    let largest = (0..traced.spikes.kept.len())
+        .max_by_key(|&i| (traced.spikes.kept[i].value_ns, std::cmp::Reverse(i)))
+        .unwrap();
+    traced.spikes.kept[largest].story = Some(story());
+    let input = ReportInput::from_runs("traced", vec![traced]);
+    let text = report_text(&input);
+    assert!(text.contains("what the kernel did"), "{text}");
+    assert!(text.contains(&story().summary()), "{text}");
+    let html = html_report(&input);
+    parse(&html);
+    assert!(html.contains("task hog[7] 80.0us"));
 }

@@ -3,9 +3,13 @@
 use crate::experiments::{CellRef, cell_upsert_done};
 use crate::{Result, Store, StoreError, decode_hist, from_json, i, oi, ou, system_id, to_json, u};
 use latlab_model::load::{LoadPhase, LoadReport, Loads, Throughput};
+use latlab_model::trace::{Family, FamilyResult, TraceResult};
 use latlab_model::units::CpuList;
 use latlab_model::{Overall, RunResult, Spike, Spikes, Stats, StopReason, ThreadResult, Window};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
+
+/// Name of the `trace_results` row holding a trace without its families.
+const TRACE_HEAD: &str = "run";
 
 /// The store's number for a run (shown by `latlab db list`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -201,8 +205,8 @@ impl Store {
                 }
             }
             let mut spike_stmt = tx.prepare(
-                "INSERT INTO spikes (run_id, seq, thread_idx, cpu, at_ns, value_ns)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "INSERT INTO spikes (run_id, seq, thread_idx, cpu, at_ns, value_ns, story)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )?;
             for (seq, s) in result.spikes.kept.iter().enumerate() {
                 spike_stmt.execute(params![
@@ -211,7 +215,8 @@ impl Store {
                     s.thread,
                     s.cpu,
                     i(s.at_ns),
-                    i(s.value_ns)
+                    i(s.value_ns),
+                    s.story.as_ref().map(to_json)
                 ])?;
             }
             let mut report_stmt = tx.prepare(
@@ -266,6 +271,25 @@ impl Store {
                     "INSERT INTO samples (run_id, period_ns, periods, data) VALUES (?1, ?2, ?3, ?4)",
                     params![run, i(s.period_ns), s.series.len() as i64, to_json(s)],
                 )?;
+            }
+            if let Some(t) = &result.trace {
+                let mut stmt = tx.prepare(
+                    "INSERT INTO trace_results (run_id, name, data, histogram)
+                     VALUES (?1, ?2, ?3, ?4)",
+                )?;
+                let head = TraceResult {
+                    families: Vec::new(),
+                    ..t.clone()
+                };
+                stmt.execute(params![run, TRACE_HEAD, to_json(&head), None::<Vec<u8>>])?;
+                for f in &t.families {
+                    stmt.execute(params![
+                        run,
+                        f.family.name(),
+                        to_json(f),
+                        f.histogram.encode()
+                    ])?;
+                }
             }
         }
         tx.commit()?;
@@ -457,18 +481,33 @@ impl Store {
 
         let kept = {
             let mut stmt = self.conn.prepare(
-                "SELECT thread_idx, cpu, at_ns, value_ns FROM spikes WHERE run_id = ?1 ORDER BY seq",
+                "SELECT thread_idx, cpu, at_ns, value_ns, story FROM spikes WHERE run_id = ?1
+                 ORDER BY seq",
             )?;
-            stmt.query_map([run], |r| {
-                Ok(Spike {
-                    thread: r.get(0)?,
-                    cpu: r.get(1)?,
-                    at_ns: u(r.get(2)?),
-                    value_ns: u(r.get(3)?),
+            let rows = stmt
+                .query_map([run], |r| {
+                    Ok((
+                        Spike {
+                            thread: r.get(0)?,
+                            cpu: r.get(1)?,
+                            at_ns: u(r.get(2)?),
+                            value_ns: u(r.get(3)?),
+                            story: None,
+                        },
+                        r.get::<_, Option<String>>(4)?,
+                    ))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            rows.into_iter()
+                .map(|(mut s, story)| {
+                    s.story = story
+                        .map(|j| from_json(&j, &what("spike story")))
+                        .transpose()?;
+                    Ok(s)
                 })
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?
+                .collect::<Result<Vec<_>>>()?
         };
+        let trace = self.load_trace(run, &what)?;
 
         let mut reports: Vec<LoadReport> = {
             let mut stmt = self.conn.prepare(
@@ -585,8 +624,34 @@ impl Store {
                 .map(|s| from_json(&s, &what("samples")))
                 .transpose()?,
             loads: Loads { reports, phases },
-            trace: None,
+            trace,
         })
+    }
+
+    /// The trace of a run, from its `run` row and one row per family (in [`Family::ALL`] order).
+    fn load_trace(&self, run: i64, what: &dyn Fn(&str) -> String) -> Result<Option<TraceResult>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name, data FROM trace_results WHERE run_id = ?1")?;
+        let rows = stmt
+            .query_map([run], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let Some((_, head)) = rows.iter().find(|(n, _)| n == TRACE_HEAD) else {
+            return Ok(None);
+        };
+        let mut trace: TraceResult = from_json(head, &what("trace"))?;
+        for (name, data) in &rows {
+            if name != TRACE_HEAD {
+                let f: FamilyResult = from_json(data, &what(&format!("trace {name}")))?;
+                trace.families.push(f);
+            }
+        }
+        trace
+            .families
+            .sort_by_key(|f| Family::ALL.iter().position(|a| *a == f.family));
+        Ok(Some(trace))
     }
 
     /// Runs matching `filter`, oldest first.

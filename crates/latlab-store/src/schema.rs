@@ -21,6 +21,10 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "monitoring series, windows and annotations",
         sql: MIGRATION_2,
     },
+    Migration {
+        name: "spike stories",
+        sql: MIGRATION_3,
+    },
 ];
 
 /// The schema version this build writes: the number of [`MIGRATIONS`].
@@ -208,8 +212,9 @@ CREATE TABLE load_phases (
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
 
--- Reserved for `latlab trace` results (deferred-work latencies of a run). The trace model does
--- not exist yet and nothing writes here; the table holds one JSON document per traced kind.
+-- Kernel latencies traced beside a run (`latlab measure --trace`): one row per traced family
+-- (name = family name, data = its FamilyResult) and one row named `run` holding the rest of the
+-- TraceResult (events, CPUs, skipped events, cost, warnings) with no families.
 CREATE TABLE trace_results (
     run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     name       TEXT NOT NULL,
@@ -293,4 +298,10 @@ CREATE TABLE monitor_annotations (
     text        TEXT NOT NULL
 );
 CREATE INDEX monitor_annotations_time ON monitor_annotations(series_id, at_unix_ns);
+"#;
+
+const MIGRATION_3: &str = r#"
+-- What the kernel did on the CPU during a spike (`latlab measure --trace --spike`): SpikeStory
+-- JSON, NULL when the run was not traced or the story could not be read.
+ALTER TABLE spikes ADD COLUMN story TEXT;
 "#;

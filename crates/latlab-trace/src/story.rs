@@ -171,42 +171,10 @@ pub fn decompose(
     }
 }
 
-fn us(ns: u64) -> String {
-    format!("{:.1}us", ns as f64 / 1000.0)
-}
-
-/// One line telling a story: the interval, then what took the time, largest first.
+/// One line telling a story: the interval, then what took the time, largest first (see
+/// [`SpikeStory::summary`]).
 pub fn summary(s: &SpikeStory) -> String {
-    let mut parts: Vec<(u64, String)> = Vec::new();
-    for t in &s.tasks {
-        parts.push((
-            t.ran_ns,
-            format!("task {}[{}] {}", t.comm, t.pid, us(t.ran_ns)),
-        ));
-    }
-    // Interrupt-side events by name.
-    let mut by_name: HashMap<(StoryKind, String), u64> = HashMap::new();
-    for e in &s.events {
-        if e.kind != StoryKind::Task {
-            *by_name.entry((e.kind, e.name.clone())).or_default() += e.overlap_ns;
-        }
-    }
-    for ((kind, name), ns) in by_name {
-        parts.push((ns, format!("{} {name} {}", kind.name(), us(ns))));
-    }
-    parts.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    let mut line = format!("cpu{} {}:", s.cpu, us(s.to_ns.saturating_sub(s.from_ns)));
-    if parts.is_empty() {
-        line.push_str(" nothing recorded");
-    }
-    for (i, (_, p)) in parts.iter().enumerate() {
-        line.push_str(if i == 0 { " " } else { ", " });
-        line.push_str(p);
-    }
-    if !s.complete {
-        line.push_str(" (incomplete: older events were overwritten)");
-    }
-    line
+    s.summary()
 }
 
 #[cfg(test)]
@@ -311,7 +279,10 @@ mod tests {
         assert!(s.events.iter().any(|e| e.name == "hrtimer_wakeup"));
         assert!(s.events.windows(2).all(|w| w[0].start_ns <= w[1].start_ns));
         let line = summary(&s);
-        assert!(line.starts_with("cpu1 0.1us: task hog[77] "), "{line}");
+        assert!(
+            line.starts_with("cpu1 0.1us: first interrupt at +0.0us; task hog[77] "),
+            "{line}"
+        );
         assert!(
             line.contains("softirq NET_RX") && line.contains("hardirq 11: virtio0"),
             "{line}"

@@ -164,6 +164,12 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
     db: Option<PathBuf>,
 
+    /// Trace kernel events with eBPF beside the measurement (event groups as in `latlab trace
+    /// --events`; default all). With --spike, each spike gets the kernel's story: what ran on
+    /// its CPU between the deadline and the thread running.
+    #[arg(long, value_name = "EVENTS", num_args = 0..=1, default_missing_value = "all")]
+    trace: Option<String>,
+
     /// Write cyclictest's -h histogram text to FILE (mklatencyplot reads it unchanged).
     #[arg(long, value_name = "FILE")]
     histfile: Option<PathBuf>,
@@ -337,6 +343,7 @@ pub struct Prepared {
     schedule: Option<latlab_load::Schedule>,
     load_options: latlab_load::LoadOptions,
     profile: Option<(latlab_tune::Profile, PathBuf)>,
+    trace: Option<latlab_trace::TraceConfig>,
 }
 
 fn load_error(e: latlab_load::LoadError) -> CliError {
@@ -454,7 +461,29 @@ impl MeasureArgs {
                 Some((profile, state_dir))
             }
         };
+        let trace = match &self.trace {
+            None => None,
+            Some(events) => {
+                let groups =
+                    latlab_trace::EventGroup::parse_list(events).map_err(usage("--trace"))?;
+                let caps = latlab_trace::env::cap_eff();
+                if !latlab_trace::env::may_trace(caps) {
+                    return Err(CliError::Failed(anyhow::anyhow!(
+                        "--trace: {}",
+                        latlab_trace::TraceError::NoPrivilege {
+                            have: latlab_trace::env::describe_caps(caps)
+                        }
+                    )));
+                }
+                Some(latlab_trace::TraceConfig {
+                    groups,
+                    cpus: cfg.cpus.clone(),
+                    ..Default::default()
+                })
+            }
+        };
         Ok(Prepared {
+            trace,
             cfg,
             online,
             sample_period_ns: (!self.no_samplers).then_some(sample_period),
@@ -475,6 +504,33 @@ pub fn execute(
     observer: &mut dyn FnMut(&latlab_measure::Live),
 ) -> CliResult<RunResult> {
     let cfg = &p.cfg;
+    let housekeeping: Vec<usize> = match &cfg.cpus {
+        Some(measured) => p
+            .online
+            .cpus()
+            .iter()
+            .filter(|c| !measured.contains(c))
+            .map(|&c| c as usize)
+            .collect(),
+        None => Vec::new(),
+    };
+    // The tracer starts before anything is changed: when it cannot, nothing was touched.
+    let trace = match &p.trace {
+        None => None,
+        Some(tc) => {
+            let t = crate::spike_trace::MeasureTrace::start(
+                tc,
+                cfg.clock,
+                cfg.spike_threshold_ns.map(|_| cfg.spike_limit),
+                housekeeping.clone(),
+            )
+            .map_err(|e| CliError::Failed(anyhow::anyhow!("--trace: {e}")))?;
+            for line in crate::trace::skipped_lines(t.skipped()) {
+                eprintln!("latlab: trace: skipped {line}");
+            }
+            Some(t)
+        }
+    };
     // The profile goes first and is restored last (also on errors and panics: the guard).
     let tuning = match &p.profile {
         Some((profile, state_dir)) => Some(
@@ -501,16 +557,6 @@ pub fn execute(
     let sampler = match p.sample_period_ns {
         None => None,
         Some(period) => {
-            let housekeeping: Vec<usize> = match &cfg.cpus {
-                Some(measured) => p
-                    .online
-                    .cpus()
-                    .iter()
-                    .filter(|c| !measured.contains(c))
-                    .map(|&c| c as usize)
-                    .collect(),
-                None => Vec::new(),
-            };
             let origin = (std::time::Instant::now(), unix_now_ns());
             let thread = latlab_sys::sample::SamplerThread::spawn(
                 sys,
@@ -522,10 +568,13 @@ pub fn execute(
             Some((thread, origin.1))
         }
     };
-    let result = latlab_measure::run(cfg, sys, stop, observer).map_err(|e| match e {
-        MeasureError::Invalid(m) => CliError::Usage(m),
-        MeasureError::Setup(m) => CliError::Failed(anyhow::anyhow!(m)),
-    });
+    let hook = trace.as_ref().and_then(|t| t.hook());
+    let mut result =
+        latlab_measure::run_hooked(cfg, sys, stop, observer, None, hook).map_err(|e| match e {
+            MeasureError::Invalid(m) => CliError::Usage(m),
+            MeasureError::Setup(m) => CliError::Failed(anyhow::anyhow!(m)),
+        });
+    let traced = trace.map(|t| t.finish(result.as_mut().ok()));
     let samples = sampler.map(|(thread, origin_unix_ns)| (thread.stop(), origin_unix_ns));
     let loads = loads.stop();
     let tuning = tuning.map(|guard| {
@@ -546,6 +595,14 @@ pub fn execute(
     });
     let mut result = result?;
     result.loads = loads;
+    match traced {
+        Some(Ok(t)) => result.trace = Some(t),
+        Some(Err(e)) => result
+            .environment
+            .warnings
+            .push(format!("reading the trace failed: {e}")),
+        None => {}
+    }
     if let Some((name, lines, restored)) = tuning {
         result.environment.profile = Some(name);
         result.environment.tuning = lines;
@@ -610,6 +667,10 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
     if !json_to_stdout {
         print!("{}", latlab_report::summary_table(&result));
+        if let Some(t) = &result.trace {
+            print!("\n{}", crate::trace::render_brief(t));
+            print!("{}", story_lines(&result, STORIES_SHOWN));
+        }
     }
     if let StopReason::Break { thread, value_ns } = &result.stop {
         eprintln!(
@@ -619,6 +680,44 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Stories printed after a traced run (the largest spikes); all are in the JSON and the store.
+const STORIES_SHOWN: usize = 10;
+
+/// The stories of the `n` largest spikes, one line each.
+fn story_lines(result: &RunResult, n: usize) -> String {
+    let mut told: Vec<&latlab_model::Spike> = result
+        .spikes
+        .kept
+        .iter()
+        .filter(|s| s.story.is_some())
+        .collect();
+    if told.is_empty() {
+        return String::new();
+    }
+    told.sort_by(|a, b| b.value_ns.cmp(&a.value_ns).then(a.at_ns.cmp(&b.at_ns)));
+    let mut out = format!(
+        "\nspike stories ({} of {} told{}):\n",
+        told.len(),
+        result.spikes.kept.len(),
+        if told.len() > n {
+            format!(", {n} largest shown")
+        } else {
+            String::new()
+        }
+    );
+    for s in told.into_iter().take(n) {
+        if let Some(story) = &s.story {
+            out.push_str(&format!(
+                "  +{:.3}s {:.1}us  {}\n",
+                s.at_ns as f64 / 1e9,
+                s.value_ns as f64 / 1000.0,
+                story.summary()
+            ));
+        }
+    }
+    out
 }
 
 fn write_outputs(

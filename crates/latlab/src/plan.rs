@@ -108,13 +108,31 @@ pub struct Cell {
     pub args: Vec<String>,
 }
 
-/// Long option names of `latlab measure` and whether each takes a value.
-fn measure_options() -> BTreeMap<String, bool> {
+/// How a `latlab measure` option is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arity {
+    /// A switch: `key = true` or `false`.
+    Switch,
+    /// Takes a value.
+    Value,
+    /// Takes an optional value (`--trace` or `--trace LIST`): `true`, `false` or a value.
+    OptionalValue,
+}
+
+/// Long option names of `latlab measure` and how each is written.
+fn measure_options() -> BTreeMap<String, Arity> {
     let cmd = crate::measure::MeasureArgs::augment_args(Command::new("measure"));
     cmd.get_arguments()
         .filter_map(|a| {
             let long = a.get_long()?.to_string();
-            Some((long, a.get_action().takes_values()))
+            let arity = if !a.get_action().takes_values() {
+                Arity::Switch
+            } else if a.get_num_args().is_some_and(|n| n.min_values() == 0) {
+                Arity::OptionalValue
+            } else {
+                Arity::Value
+            };
+            Some((long, arity))
         })
         .collect()
 }
@@ -178,7 +196,7 @@ impl Plan {
             }
         };
         let options = measure_options();
-        let check_key = |key: &Spanned<String>| -> Result<bool, PlanError> {
+        let check_key = |key: &Spanned<String>| -> Result<Arity, PlanError> {
             let k = key.get_ref();
             if RUNNER_OWNED.contains(&k.as_str()) {
                 return Err(err(
@@ -198,8 +216,8 @@ impl Plan {
         };
         let mut settings = Vec::new();
         for (key, value) in &raw.settings {
-            let takes_value = check_key(key)?;
-            let args = value_args(key.get_ref(), takes_value, value.get_ref())
+            let arity = check_key(key)?;
+            let args = value_args(key.get_ref(), arity, value.get_ref())
                 .map_err(|m| err(value.span().start, m))?;
             settings.extend(args);
         }
@@ -216,7 +234,7 @@ impl Plan {
         }
         let mut axes = Vec::new();
         for (key, value) in &raw.axes {
-            let takes_value = check_key(key)?;
+            let arity = check_key(key)?;
             let toml::Value::Array(items) = value.get_ref() else {
                 return Err(err(
                     value.span().start,
@@ -234,7 +252,7 @@ impl Plan {
             }
             let mut values = Vec::new();
             for item in items {
-                let args = value_args(key.get_ref(), takes_value, item)
+                let args = value_args(key.get_ref(), arity, item)
                     .map_err(|m| err(value.span().start, m))?;
                 values.push(AxisValue {
                     label: label(item),
@@ -358,16 +376,20 @@ fn label(v: &toml::Value) -> String {
 }
 
 /// The measure arguments one setting value stands for.
-fn value_args(key: &str, takes_value: bool, v: &toml::Value) -> Result<Vec<String>, String> {
+fn value_args(key: &str, arity: Arity, v: &toml::Value) -> Result<Vec<String>, String> {
     let flag = format!("--{key}");
-    if !takes_value {
-        return match v {
-            toml::Value::Boolean(true) => Ok(vec![flag]),
-            toml::Value::Boolean(false) => Ok(vec![]),
-            _ => Err(format!("{key} is a switch (accepted: true or false)")),
-        };
+    match (arity, v) {
+        (Arity::Switch | Arity::OptionalValue, toml::Value::Boolean(true)) => {
+            return Ok(vec![flag]);
+        }
+        (Arity::Switch | Arity::OptionalValue, toml::Value::Boolean(false)) => return Ok(vec![]),
+        (Arity::Switch, _) => {
+            return Err(format!("{key} is a switch (accepted: true or false)"));
+        }
+        _ => {}
     }
     match v {
+        toml::Value::String(s) if key == "trace" && s == "none" => Ok(vec![]),
         toml::Value::String(s) if key == "load" && (s == "none" || s == "idle") => Ok(vec![]),
         toml::Value::String(s) if key == "profile" && s == "none" => Ok(vec![]),
         toml::Value::String(s) => Ok(vec![flag, s.clone()]),
@@ -519,6 +541,35 @@ load = ["none", "matrix", ["memory", "io:bs=4k"]]
             ["--duration", "1s", "--load", "memory", "--load", "io:bs=4k"]
         );
         assert_eq!(cells[2].key, "load=memory+io:bs=4k");
+    }
+
+    #[test]
+    fn trace_is_a_switch_or_a_list_of_events() {
+        let text = r#"
+name = "t"
+[settings]
+duration = "1s"
+spike = "50us"
+[axes]
+trace = [false, true, "wakeup,softirq", "none"]
+"#;
+        let p = Plan::parse(text, "p.toml").unwrap();
+        let cells = p.cells();
+        let base = ["--duration", "1s", "--spike", "50us"];
+        assert_eq!(cells[0].args, base);
+        assert_eq!(cells[1].args, [&base[..], &["--trace"]].concat());
+        assert_eq!(
+            cells[2].args,
+            [&base[..], &["--trace", "wakeup,softirq"]].concat()
+        );
+        assert_eq!(cells[3].args, base);
+        // The arguments are what `latlab measure` accepts.
+        let m = crate::measure::MeasureArgs::augment_args(Command::new("measure"));
+        for c in &cells {
+            let mut argv = vec!["measure".to_string()];
+            argv.extend(c.args.iter().cloned());
+            assert!(m.clone().try_get_matches_from(argv).is_ok(), "{:?}", c.args);
+        }
     }
 
     #[test]

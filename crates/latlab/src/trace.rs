@@ -249,7 +249,7 @@ pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
 }
 
 /// Skipped events, one line per group and reason: `group: reason (event, event)`.
-fn skipped_lines(skipped: &[SkippedEvent]) -> Vec<String> {
+pub fn skipped_lines(skipped: &[SkippedEvent]) -> Vec<String> {
     let mut lines: Vec<(String, String, Vec<String>)> = Vec::new();
     for s in skipped {
         match lines
@@ -343,6 +343,41 @@ pub fn render(r: &TraceResult, top: usize, per_cpu: bool) -> String {
     }
     for w in &r.warnings {
         let _ = writeln!(out, "warning: {w}");
+    }
+    out
+}
+
+/// The brief report beside a measurement: one row per family with samples, then skipped
+/// events and the tracer's cost.
+pub fn render_brief(r: &TraceResult) -> String {
+    let width = 20;
+    let mut out = format!(
+        "trace ({} s)\n",
+        format_args!("{:.1}", r.elapsed_ns as f64 / 1e9)
+    );
+    out.push_str(&header("family", width));
+    for f in r.families.iter().filter(|f| !f.histogram.is_empty()) {
+        out.push_str(&stats_row(f.family.name(), &f.histogram, width));
+    }
+    let idle: Vec<&str> = r
+        .families
+        .iter()
+        .filter(|f| f.histogram.is_empty())
+        .map(|f| f.family.name())
+        .collect();
+    if !idle.is_empty() {
+        let _ = writeln!(out, "no samples: {}", idle.join(", "));
+    }
+    let tail = render(
+        &TraceResult {
+            families: Vec::new(),
+            ..r.clone()
+        },
+        0,
+        false,
+    );
+    for line in tail.lines().filter(|l| *l != "no event family was traced") {
+        let _ = writeln!(out, "{line}");
     }
     out
 }

@@ -68,6 +68,7 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
                 cpu: Some(t * 2),
                 at_ns: 1_000_000 * (k * 37 + u64::from(t)),
                 value_ns: 150_000 + k * 1_111 + u64::from(t),
+                story: None,
             });
         }
         overall_h.merge(&h);
