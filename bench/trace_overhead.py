@@ -5,7 +5,9 @@ For each load (messaging, matrix) it runs `latlab load` for --duration seconds a
 `latlab trace` of every event group, in alternating pairs (A B, B A, ...), and reports the
 throughput loss per pair, its median and mean (target: under 3 %), and the BPF run time the
 tracer reported for itself. Then it runs `latlab measure` alone and beside `latlab trace`, in
-the same alternation, and reports the shift of the wake-up latency's p50 and p99.
+the same alternation, and reports the shift of the wake-up latency's p50 and p99; and the same
+for `latlab measure --trace --spike 100us` (tracer, ring and spike stories in-process) against
+a plain `latlab measure`.
 
 Standard library only (Python 3.11). Needs root and a built latlab (`cargo build --release`).
 Run it on an otherwise idle machine, never next to a build or another benchmark.
@@ -80,12 +82,43 @@ def throughput(latlab: str, load: str, duration: int) -> float:
     return float(out["reports"][0]["throughput"][0]["rate"])
 
 
-def wakeup(latlab: str, duration: int) -> dict:
+def wakeup(latlab: str, duration: int, extra: tuple[str, ...] = ()) -> dict:
     policy = ["--policy", "fifo", "-p", "90"]
     out = run_json([latlab, "measure", "-D", f"{duration}s", "-q", "--no-samplers", *policy,
-                    "--json", "-"])
+                    *extra, "--json", "-"])
     s = out["overall"]["stats"]
-    return {"p50_ns": s["p50"], "p99_ns": s["p99"], "max_ns": s["max"], "count": s["count"]}
+    w = {"p50_ns": s["p50"], "p99_ns": s["p99"], "max_ns": s["max"], "count": s["count"]}
+    if out.get("trace"):
+        c = out["trace"]["cost"]
+        w["cost"] = {"run_time_ns": c["run_time_ns"], "run_count": c["run_count"],
+                     "cpu_fraction": c["cpu_fraction"]}
+        kept = out["spikes"]["kept"]
+        w["spikes"] = len(kept)
+        w["stories"] = sum(1 for k in kept if k.get("story"))
+    return w
+
+
+def wakeup_pairs(a, label: str, traced_run) -> dict:
+    """Pairs of a plain `latlab measure` and a traced one (`traced_run()` gives its result)."""
+    runs = []
+    for i, order in pairs(a.pairs):
+        pair = {}
+        for traced in order:
+            w = traced_run() if traced else wakeup(a.latlab, a.duration)
+            pair["traced" if traced else "plain"] = w
+            time.sleep(1)
+        pair["p50_shift_ns"] = pair["traced"]["p50_ns"] - pair["plain"]["p50_ns"]
+        pair["p99_shift_ns"] = pair["traced"]["p99_ns"] - pair["plain"]["p99_ns"]
+        runs.append(pair)
+        print(f"{label} pair {i + 1}: p50 {pair['plain']['p50_ns'] / 1e3:.1f} -> "
+              f"{pair['traced']['p50_ns'] / 1e3:.1f} us, p99 "
+              f"{pair['plain']['p99_ns'] / 1e3:.1f} -> "
+              f"{pair['traced']['p99_ns'] / 1e3:.1f} us", flush=True)
+    return {
+        "runs": runs,
+        "p50_shift_ns_median": statistics.median(r["p50_shift_ns"] for r in runs),
+        "p99_shift_ns_median": statistics.median(r["p99_shift_ns"] for r in runs),
+    }
 
 
 def pairs(n: int):
@@ -146,28 +179,22 @@ def main() -> None:
                 "target_met": statistics.median(losses) < 3.0,
             }
         if not a.no_measure:
-            runs = []
-            for i, order in pairs(a.pairs):
-                pair = {}
-                for traced in order:
-                    n += 1
-                    tr = Tracing(a.latlab, tmp, n) if traced else None
-                    w = wakeup(a.latlab, a.duration)
-                    w["cost"] = tr.stop() if tr else None
-                    pair["traced" if traced else "plain"] = w
-                    time.sleep(1)
-                pair["p50_shift_ns"] = pair["traced"]["p50_ns"] - pair["plain"]["p50_ns"]
-                pair["p99_shift_ns"] = pair["traced"]["p99_ns"] - pair["plain"]["p99_ns"]
-                runs.append(pair)
-                print(f"measure pair {i + 1}: p50 {pair['plain']['p50_ns'] / 1e3:.1f} -> "
-                      f"{pair['traced']['p50_ns'] / 1e3:.1f} us, p99 "
-                      f"{pair['plain']['p99_ns'] / 1e3:.1f} -> "
-                      f"{pair['traced']['p99_ns'] / 1e3:.1f} us", flush=True)
-            result["wakeup"] = {
-                "runs": runs,
-                "p50_shift_ns_median": statistics.median(r["p50_shift_ns"] for r in runs),
-                "p99_shift_ns_median": statistics.median(r["p99_shift_ns"] for r in runs),
-            }
+            counter = [n]
+
+            def beside() -> dict:
+                counter[0] += 1
+                tr = Tracing(a.latlab, tmp, counter[0])
+                w = wakeup(a.latlab, a.duration)
+                w["cost"] = tr.stop()
+                return w
+
+            # `latlab trace` of every event as a separate process beside the measurement.
+            result["wakeup"] = wakeup_pairs(a, "measure beside trace", beside)
+            # `latlab measure --trace --spike 100us`: the tracer, its ring of recent events and
+            # the story collector in the measuring process.
+            result["wakeup_in_process"] = wakeup_pairs(
+                a, "measure --trace", lambda: wakeup(a.latlab, a.duration,
+                                                     ("--trace", "--spike", "100us")))
 
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(result, indent=2) + "\n")
@@ -176,10 +203,12 @@ def main() -> None:
         print(f"{load:<10} throughput loss with tracing: median {r['loss_pct_median']:+.2f} %, "
               f"mean {r['loss_pct_mean']:+.2f} % (target < 3 %: "
               f"{'met' if r['target_met'] else 'NOT met'})")
-    if result["wakeup"]:
-        w = result["wakeup"]
-        print(f"wake-up latency shift with tracing: p50 {w['p50_shift_ns_median'] / 1e3:+.1f} us, "
-              f"p99 {w['p99_shift_ns_median'] / 1e3:+.1f} us (medians over pairs)")
+    for key, what in (("wakeup", "beside latlab trace"),
+                      ("wakeup_in_process", "with measure --trace --spike")):
+        w = result.get(key)
+        if w:
+            print(f"wake-up latency shift {what}: p50 {w['p50_shift_ns_median'] / 1e3:+.1f} us, "
+                  f"p99 {w['p99_shift_ns_median'] / 1e3:+.1f} us (medians over pairs)")
     print(f"written: {out_path}")
 
 

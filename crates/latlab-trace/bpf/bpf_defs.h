@@ -24,10 +24,13 @@ typedef long long __s64;
 #define BPF_MAP_TYPE_PERCPU_HASH 5
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_MAP_TYPE_LRU_HASH 9
+#define BPF_MAP_TYPE_TASK_STORAGE 29
 
 /* map update flags */
 #define BPF_ANY 0
 #define BPF_NOEXIST 1
+#define BPF_F_NO_PREALLOC 1
+#define BPF_LOCAL_STORAGE_GET_F_CREATE 1
 
 /* Helpers, by their number in enum bpf_func_id. */
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
@@ -38,6 +41,7 @@ static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 static __u32 (*bpf_get_smp_processor_id)(void) = (void *)8;
 static __u64 (*bpf_get_current_pid_tgid)(void) = (void *)14;
 static long (*bpf_probe_read_kernel)(void *dst, __u32 size, const void *unsafe_ptr) = (void *)113;
+static void *(*bpf_task_storage_get)(void *map, void *task, void *value, __u64 flags) = (void *)156;
 
 /* CO-RE: does the kernel's type have this field (relocated at load time)? */
 #define BPF_FIELD_EXISTS 2

@@ -7,8 +7,9 @@
  *
  * Every histogram sample is one `record(family, key, value)`: a per-CPU hash of HdrHistogram
  * bucket counts keyed by (family, bucket index, key) and a per-CPU hash of exact count, sum,
- * min and max keyed by (family, key). Start timestamps of work that may never finish (cancelled
- * work, tasks woken but never run) live in LRU hashes, so they cannot fill up; events that
+ * min and max keyed by (family, key) — for wake-ups, the most frequent events, a per-CPU array
+ * by class. Start timestamps of work that may never finish (cancelled work) live in LRU hashes,
+ * so they cannot fill up; wake-up times live in task storage, freed with the task; events that
  * cannot nest on one CPU keep theirs in the per-CPU state.
  */
 #include "bpf_defs.h"
@@ -70,13 +71,24 @@ struct {
 	__type(value, struct start_val);
 } running SEC(".maps");
 
-/* thread id -> time of its last sched_waking and its class */
+/* Per task: the time of its last sched_waking and its class. Task storage lives with the task
+ * (freed when it exits) and is found without hashing: wake-ups and context switches are the
+ * most frequent events traced. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct wake_val);
 } waking SEC(".maps");
+
+/* Exact statistics of wake-ups by class (0 other, 1 rt, 2 deadline): an array, not the stats
+ * hash, for the same reason. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 3);
+	__type(key, __u32);
+	__type(value, struct stat_val);
+} wake_stats SEC(".maps");
 
 /* Indexed by CPU; max_entries is set to the number of possible CPUs by the loader. */
 struct {
@@ -114,9 +126,18 @@ static __always_inline void record(__u32 family, __u64 key, __u64 value)
 		return;
 	if (!cpu_wanted(bpf_get_smp_processor_id()))
 		return;
-	struct stat_key sk = {.family = family, .pad = 0, .key = key};
-	struct stat_val *s = bpf_map_lookup_elem(&stats, &sk);
+	struct stat_val *s;
+	if (family == F_WAKEUP) {
+		__u32 class = (__u32)key;
+		s = bpf_map_lookup_elem(&wake_stats, &class);
+		if (!s)
+			return;
+	} else {
+		struct stat_key sk = {.family = family, .pad = 0, .key = key};
+		s = bpf_map_lookup_elem(&stats, &sk);
+	}
 	if (!s) {
+		struct stat_key sk = {.family = family, .pad = 0, .key = key};
 		struct stat_val zero = {};
 		bpf_map_update_elem(&stats, &sk, &zero, BPF_NOEXIST);
 		s = bpf_map_lookup_elem(&stats, &sk);
@@ -498,18 +519,13 @@ static __always_inline void on_wake(struct task_struct *p)
 	int prio = p->prio;
 	if (wake_rt_only && prio >= 100)
 		return;
-	__u32 pid = p->pid;
-	if (wake_pid && p->tgid != wake_pid && (__s32)pid != wake_pid)
+	if (wake_pid && p->tgid != wake_pid && p->pid != wake_pid)
 		return;
-	__u64 now = bpf_ktime_get_ns();
-	struct wake_val *w = bpf_map_lookup_elem(&waking, &pid);
-	if (w) {
-		w->ts = now;
-		w->class = task_class(prio);
-	} else {
-		struct wake_val v = {.ts = now, .class = task_class(prio)};
-		bpf_map_update_elem(&waking, &pid, &v, BPF_ANY);
-	}
+	struct wake_val *w = bpf_task_storage_get(&waking, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!w)
+		return;
+	w->ts = bpf_ktime_get_ns();
+	w->class = task_class(prio);
 }
 
 SEC("tp_btf/sched_waking")
@@ -566,13 +582,13 @@ int sched_switch(__u64 *ctx)
 	/* A task leaving the CPU still runnable will run again without a new wake-up: any
 	 * wake-up it had pending is over. */
 	if (prev_pid && (preempt || prev_state == 0)) {
-		struct wake_val *p = bpf_map_lookup_elem(&waking, &prev_pid);
+		struct wake_val *p = bpf_task_storage_get(&waking, prev, 0, 0);
 		if (p)
 			p->ts = 0;
 	}
 	if (!next_pid)
 		return 0;
-	struct wake_val *w = bpf_map_lookup_elem(&waking, &next_pid);
+	struct wake_val *w = bpf_task_storage_get(&waking, next, 0, 0);
 	if (!w || !w->ts)
 		return 0;
 	__u64 woken = w->ts, class = w->class;

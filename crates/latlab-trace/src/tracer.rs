@@ -271,6 +271,9 @@ impl Tracer {
         let mut loader = EbpfLoader::new();
         loader
             .btf(Some(&btf))
+            // Task storage (wake-up times) has no user-space wrapper in aya; only the BPF
+            // programs use it.
+            .allow_unsupported_maps()
             .override_global("hist_mask", &hist_mask, true)
             .override_global("ring_enabled", &ring_enabled, true)
             .override_global("wake_rt_only", &wake_rt_only, true)
@@ -417,6 +420,8 @@ impl Tracer {
             PerCpuHashMap::try_from(map("stats")?).map_err(read_err("stats"))?;
         let drops: PerCpuArray<&MapData, u64> =
             PerCpuArray::try_from(map("drops")?).map_err(read_err("drops"))?;
+        let wake_stats: PerCpuArray<&MapData, StatVal> =
+            PerCpuArray::try_from(map("wake_stats")?).map_err(read_err("wake_stats"))?;
 
         // (family, key) -> cpu -> buckets / statistics
         type PerCpu<T> = BTreeMap<u32, T>;
@@ -442,6 +447,19 @@ impl Tracer {
                 if v.count > 0 {
                     exact
                         .entry((k.family, k.key))
+                        .or_default()
+                        .insert(cpu as u32, *v);
+                }
+            }
+        }
+        // Wake-up statistics live in an array indexed by class.
+        let wakeup = layout::family_id(Family::Wakeup);
+        for class in 0..3u32 {
+            let values = wake_stats.get(&class, 0).map_err(read_err("wake_stats"))?;
+            for (cpu, v) in values.iter().enumerate() {
+                if v.count > 0 {
+                    exact
+                        .entry((wakeup, u64::from(class)))
                         .or_default()
                         .insert(cpu as u32, *v);
                 }

@@ -51,13 +51,15 @@ fn maps_and_globals_have_the_layout_the_loader_assumes() {
     const PERCPU_ARRAY: u32 = 6;
     const ARRAY: u32 = 2;
     const LRU_HASH: u32 = 9;
+    const TASK_STORAGE: u32 = 29;
     for (name, ty, key, value) in [
         ("hist", PERCPU_HASH, 16, 8),
         ("stats", PERCPU_HASH, 16, 32),
         ("drops", PERCPU_ARRAY, 4, 8),
         ("queued", LRU_HASH, 8, 8),
         ("running", LRU_HASH, 8, 16),
-        ("waking", LRU_HASH, 4, 16),
+        ("waking", TASK_STORAGE, 4, 16),
+        ("wake_stats", PERCPU_ARRAY, 4, 32),
         ("rings", ARRAY, 4, RING_BYTES as u32),
     ] {
         let m = map(name);
@@ -68,6 +70,8 @@ fn maps_and_globals_have_the_layout_the_loader_assumes() {
         );
     }
     assert_eq!(map("drops").max_entries(), layout::NR_FAMILIES);
+    // One entry per wake-up class: other, rt, deadline.
+    assert_eq!(map("wake_stats").max_entries(), 3);
     assert!(map("state").value_size() > 0);
     // The read-only globals the loader sets before loading.
     let btf = obj.btf.as_ref().unwrap();
