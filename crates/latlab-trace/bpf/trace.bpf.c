@@ -81,6 +81,14 @@ struct {
 	__type(value, struct wake_val);
 } waking SEC(".maps");
 
+/* Wake-up bucket counts below WAKE_DENSE, by class (see trace.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 3);
+	__type(key, __u32);
+	__type(value, struct wake_dense);
+} wake_hist SEC(".maps");
+
 /* Exact statistics of wake-ups by class (0 other, 1 rt, 2 deadline): an array, not the stats
  * hash, for the same reason. */
 struct {
@@ -146,7 +154,16 @@ static __always_inline void record(__u32 family, __u64 key, __u64 value)
 			return;
 		}
 	}
-	struct hist_key hk = {.family = family, .index = hist_index(value), .key = key};
+	__u32 index = hist_index(value);
+	if (family == F_WAKEUP && index < WAKE_DENSE) {
+		__u32 class = (__u32)key;
+		struct wake_dense *d = bpf_map_lookup_elem(&wake_hist, &class);
+		if (d && d->count[index] != 0xffffffff) {
+			d->count[index] += 1;
+			goto counted;
+		}
+	}
+	struct hist_key hk = {.family = family, .index = index, .key = key};
 	__u64 *c = bpf_map_lookup_elem(&hist, &hk);
 	if (!c) {
 		__u64 zero = 0;
@@ -158,6 +175,7 @@ static __always_inline void record(__u32 family, __u64 key, __u64 value)
 		}
 	}
 	*c += 1;
+counted:
 	/* An element created on another CPU reads as zero here: count 0 means "no min yet". */
 	if (s->count == 0 || value < s->min)
 		s->min = value;

@@ -120,6 +120,18 @@ struct start_val {
 	__u64 function;
 };
 
+/*
+ * Wake-up buckets below WAKE_DENSE (values below 131072 ns) are counted in a per-CPU array per
+ * class instead of the hist hash: an index, not a hash lookup, on the most frequent event. 32-bit
+ * counters fit the array in the per-CPU unit limit (32 KiB); a counter about to wrap sends further
+ * samples of its bucket to the hash, so nothing is lost.
+ */
+#define WAKE_DENSE 8192
+
+struct wake_dense {
+	__u32 count[WAKE_DENSE];
+};
+
 struct wake_val {
 	__u64 ts;
 	__u64 class;

@@ -63,7 +63,19 @@ pub struct StatVal {
     pub max: u64,
 }
 
+/// `WAKE_DENSE`: wake-up buckets below this index are counted in `wake_hist`.
+pub const WAKE_DENSE: usize = 8192;
+
+/// `struct wake_dense`: one class's wake-up bucket counts on one CPU, by bucket index.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct WakeDense {
+    pub count: [u32; WAKE_DENSE],
+}
+
 // SAFETY: plain #[repr(C)] integers without padding, valid for every bit pattern.
+unsafe impl aya::Pod for WakeDense {}
+// SAFETY: as above.
 unsafe impl aya::Pod for HistKey {}
 // SAFETY: as above.
 unsafe impl aya::Pod for StatKey {}
@@ -173,8 +185,18 @@ mod tests {
         assert_eq!(std::mem::size_of::<HistKey>(), 16);
         assert_eq!(std::mem::size_of::<StatKey>(), 16);
         assert_eq!(std::mem::size_of::<StatVal>(), 32);
+        // The per-CPU unit limit of an array element.
+        assert_eq!(std::mem::size_of::<WakeDense>(), 32 * 1024);
         assert_eq!(std::mem::size_of::<RingEv>(), RING_EV_SIZE);
         assert!(RING_SIZE.is_power_of_two());
+    }
+
+    #[test]
+    fn the_dense_wakeup_array_covers_values_below_131_us() {
+        use crate::buckets::bucket_index;
+        assert_eq!(bucket_index(131_071), WAKE_DENSE as u32 - 1);
+        assert_eq!(bucket_index(131_072), WAKE_DENSE as u32);
+        assert_eq!(bucket_index(1), 1);
     }
 
     #[test]

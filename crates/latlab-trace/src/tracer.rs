@@ -422,6 +422,8 @@ impl Tracer {
             PerCpuArray::try_from(map("drops")?).map_err(read_err("drops"))?;
         let wake_stats: PerCpuArray<&MapData, StatVal> =
             PerCpuArray::try_from(map("wake_stats")?).map_err(read_err("wake_stats"))?;
+        let wake_hist: PerCpuArray<&MapData, layout::WakeDense> =
+            PerCpuArray::try_from(map("wake_hist")?).map_err(read_err("wake_hist"))?;
 
         // (family, key) -> cpu -> buckets / statistics
         type PerCpu<T> = BTreeMap<u32, T>;
@@ -440,6 +442,23 @@ impl Tracer {
                 }
             }
         }
+        // Wake-up buckets below WAKE_DENSE are counted in an array per class.
+        let wakeup = layout::family_id(Family::Wakeup);
+        for class in 0..3u32 {
+            let values = wake_hist.get(&class, 0).map_err(read_err("wake_hist"))?;
+            for (cpu, dense) in values.iter().enumerate() {
+                for (index, &n) in dense.count.iter().enumerate() {
+                    if n > 0 {
+                        buckets
+                            .entry((wakeup, u64::from(class)))
+                            .or_default()
+                            .entry(cpu as u32)
+                            .or_default()
+                            .push((index as u32, u64::from(n)));
+                    }
+                }
+            }
+        }
         let mut exact: HashMap<(u32, u64), PerCpu<StatVal>> = HashMap::new();
         for item in stats.iter() {
             let (k, values) = item.map_err(read_err("stats"))?;
@@ -453,7 +472,6 @@ impl Tracer {
             }
         }
         // Wake-up statistics live in an array indexed by class.
-        let wakeup = layout::family_id(Family::Wakeup);
         for class in 0..3u32 {
             let values = wake_stats.get(&class, 0).map_err(read_err("wake_stats"))?;
             for (cpu, v) in values.iter().enumerate() {

@@ -60,6 +60,7 @@ fn maps_and_globals_have_the_layout_the_loader_assumes() {
         ("running", LRU_HASH, 8, 16),
         ("waking", TASK_STORAGE, 4, 16),
         ("wake_stats", PERCPU_ARRAY, 4, 32),
+        ("wake_hist", PERCPU_ARRAY, 4, 32 * 1024),
         ("rings", ARRAY, 4, RING_BYTES as u32),
     ] {
         let m = map(name);
@@ -72,6 +73,7 @@ fn maps_and_globals_have_the_layout_the_loader_assumes() {
     assert_eq!(map("drops").max_entries(), layout::NR_FAMILIES);
     // One entry per wake-up class: other, rt, deadline.
     assert_eq!(map("wake_stats").max_entries(), 3);
+    assert_eq!(map("wake_hist").max_entries(), 3);
     assert!(map("state").value_size() > 0);
     // The read-only globals the loader sets before loading.
     let btf = obj.btf.as_ref().unwrap();
