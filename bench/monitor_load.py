@@ -209,8 +209,11 @@ def main() -> int:
     result["cyclictest_cpu_per_s"] = cyclictest_cost(min(a.phase, 60.0), int(a.interval.rstrip("us")), cpus)
     text = json.dumps(result, indent=2)
     print(text)
-    if a.out:
-        Path(a.out).write_text(text + "\n")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = Path(a.out) if a.out else REPO / "bench/results" / f"monitor_load-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text + "\n")
+    print(f"written: {out}")
     shutil.rmtree(tmp, ignore_errors=True)
     bad = result["http"]["errors"] or any(
         result[n][k]["windows"] < result["expected_windows_per_phase"]
