@@ -128,51 +128,48 @@ static __always_inline void drop(__u32 family)
 		*d += 1;
 }
 
+/* The element of key in a hash map, created as zero when missing (NULL: the map is full). */
+static __always_inline void *lookup_or_init(void *map, const void *key, const void *zero)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+	if (v)
+		return v;
+	bpf_map_update_elem(map, key, zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(map, key);
+}
+
 static __always_inline void record(__u32 family, __u64 key, __u64 value)
 {
 	if (!((hist_mask >> family) & 1))
 		return;
 	if (!cpu_wanted(bpf_get_smp_processor_id()))
 		return;
+	__u32 index = hist_index(value);
 	struct stat_val *s;
+	__u64 *c = 0;
 	if (family == F_WAKEUP) {
+		/* Wake-ups: arrays by class, the hash only for buckets beyond the dense range (or a
+		 * dense counter about to wrap). */
 		__u32 class = (__u32)key;
 		s = bpf_map_lookup_elem(&wake_stats, &class);
-		if (!s)
-			return;
-	} else {
-		struct stat_key sk = {.family = family, .pad = 0, .key = key};
-		s = bpf_map_lookup_elem(&stats, &sk);
-	}
-	if (!s) {
-		struct stat_key sk = {.family = family, .pad = 0, .key = key};
-		struct stat_val zero = {};
-		bpf_map_update_elem(&stats, &sk, &zero, BPF_NOEXIST);
-		s = bpf_map_lookup_elem(&stats, &sk);
-		if (!s) {
-			drop(family);
-			return;
-		}
-	}
-	__u32 index = hist_index(value);
-	if (family == F_WAKEUP && index < WAKE_DENSE) {
-		__u32 class = (__u32)key;
 		struct wake_dense *d = bpf_map_lookup_elem(&wake_hist, &class);
-		if (d && d->count[index] != 0xffffffff) {
+		if (s && d && index < WAKE_DENSE && d->count[index] != 0xffffffff) {
 			d->count[index] += 1;
 			goto counted;
 		}
+	} else {
+		struct stat_key sk = {.family = family, .pad = 0, .key = key};
+		struct stat_val zero = {};
+		s = lookup_or_init(&stats, &sk, &zero);
 	}
-	struct hist_key hk = {.family = family, .index = index, .key = key};
-	__u64 *c = bpf_map_lookup_elem(&hist, &hk);
-	if (!c) {
+	if (s) {
+		struct hist_key hk = {.family = family, .index = index, .key = key};
 		__u64 zero = 0;
-		bpf_map_update_elem(&hist, &hk, &zero, BPF_NOEXIST);
-		c = bpf_map_lookup_elem(&hist, &hk);
-		if (!c) {
-			drop(family);
-			return;
-		}
+		c = lookup_or_init(&hist, &hk, &zero);
+	}
+	if (!s || !c) {
+		drop(family);
+		return;
 	}
 	*c += 1;
 counted:
@@ -241,6 +238,47 @@ static __always_inline __u64 take_start(void *map, const void *key)
 	return ts;
 }
 
+/*
+ * Workqueue items and kthread work share one shape: queued (work pointer -> time), execution
+ * start (latency from queueing; the executing thread's start and function), execution end
+ * (execution time). Kthread work keys its running entry with KTHREAD_TAG so a thread running
+ * both kinds cannot mix them up.
+ */
+#define KTHREAD_TAG (1ULL << 32)
+
+static __always_inline void work_start(__u64 work, __u64 function, __u32 latency_family,
+				       __u64 tag)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 queued_at = take_start(&queued, &work);
+	if (queued_at && now > queued_at)
+		record(latency_family, function, now - queued_at);
+	__u64 tid = (__u32)bpf_get_current_pid_tgid() | tag;
+	struct start_val *r = bpf_map_lookup_elem(&running, &tid);
+	if (r) {
+		r->ts = now;
+		r->function = function;
+	} else {
+		struct start_val v = {.ts = now, .function = function};
+		bpf_map_update_elem(&running, &tid, &v, BPF_ANY);
+	}
+}
+
+static __always_inline void work_end(__u32 execution_family, __u32 ring_kind, __u64 tag)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 tid = (__u32)bpf_get_current_pid_tgid() | tag;
+	struct start_val *v = bpf_map_lookup_elem(&running, &tid);
+	if (!v || !v->ts)
+		return;
+	__u64 start = v->ts, function = v->function;
+	v->ts = 0;
+	if (now < start)
+		return;
+	record(execution_family, function, now - start);
+	ring_push(ring_kind, start, now - start, (__u32)tid, function);
+}
+
 /* ---- workqueue ---- */
 
 SEC("tp/workqueue/workqueue_queue_work")
@@ -254,44 +292,18 @@ int wq_queue(struct trace_event_raw_workqueue_queue_work *ctx)
 SEC("tp/workqueue/workqueue_execute_start")
 int wq_start(struct trace_event_raw_workqueue_execute_start *ctx)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u64 work = (__u64)ctx->work;
-	__u64 function = (__u64)ctx->function;
-	__u64 queued_at = take_start(&queued, &work);
-	if (queued_at && now > queued_at)
-		record(F_WQ_LATENCY, function, now - queued_at);
-	__u64 tid = (__u32)bpf_get_current_pid_tgid();
-	struct start_val *r = bpf_map_lookup_elem(&running, &tid);
-	if (r) {
-		r->ts = now;
-		r->function = function;
-	} else {
-		struct start_val v = {.ts = now, .function = function};
-		bpf_map_update_elem(&running, &tid, &v, BPF_ANY);
-	}
+	work_start((__u64)ctx->work, (__u64)ctx->function, F_WQ_LATENCY, 0);
 	return 0;
 }
 
 SEC("tp/workqueue/workqueue_execute_end")
 int wq_end(struct trace_event_raw_workqueue_execute_end *ctx)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u64 tid = (__u32)bpf_get_current_pid_tgid();
-	struct start_val *v = bpf_map_lookup_elem(&running, &tid);
-	if (!v || !v->ts)
-		return 0;
-	__u64 start = v->ts, function = v->function;
-	v->ts = 0;
-	if (now < start)
-		return 0;
-	record(F_WQ_EXECUTION, function, now - start);
-	ring_push(R_WORK, start, now - start, (__u32)tid, function);
+	work_end(F_WQ_EXECUTION, R_WORK, 0);
 	return 0;
 }
 
 /* ---- kthread work ---- */
-
-#define KTHREAD_TAG (1ULL << 32)
 
 SEC("tp/sched/sched_kthread_work_queue_work")
 int kt_queue(struct trace_event_raw_sched_kthread_work_queue_work *ctx)
@@ -304,38 +316,14 @@ int kt_queue(struct trace_event_raw_sched_kthread_work_queue_work *ctx)
 SEC("tp/sched/sched_kthread_work_execute_start")
 int kt_start(struct trace_event_raw_sched_kthread_work_execute_start *ctx)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u64 work = (__u64)ctx->work;
-	__u64 function = (__u64)ctx->function;
-	__u64 queued_at = take_start(&queued, &work);
-	if (queued_at && now > queued_at)
-		record(F_KTHREAD_LATENCY, function, now - queued_at);
-	__u64 tid = (__u32)bpf_get_current_pid_tgid() | KTHREAD_TAG;
-	struct start_val *r = bpf_map_lookup_elem(&running, &tid);
-	if (r) {
-		r->ts = now;
-		r->function = function;
-	} else {
-		struct start_val v = {.ts = now, .function = function};
-		bpf_map_update_elem(&running, &tid, &v, BPF_ANY);
-	}
+	work_start((__u64)ctx->work, (__u64)ctx->function, F_KTHREAD_LATENCY, KTHREAD_TAG);
 	return 0;
 }
 
 SEC("tp/sched/sched_kthread_work_execute_end")
 int kt_end(struct trace_event_raw_sched_kthread_work_execute_end *ctx)
 {
-	__u64 now = bpf_ktime_get_ns();
-	__u64 tid = (__u32)bpf_get_current_pid_tgid() | KTHREAD_TAG;
-	struct start_val *v = bpf_map_lookup_elem(&running, &tid);
-	if (!v || !v->ts)
-		return 0;
-	__u64 start = v->ts, function = v->function;
-	v->ts = 0;
-	if (now < start)
-		return 0;
-	record(F_KTHREAD_EXECUTION, function, now - start);
-	ring_push(R_KTHREAD_WORK, start, now - start, (__u32)tid, function);
+	work_end(F_KTHREAD_EXECUTION, R_KTHREAD_WORK, KTHREAD_TAG);
 	return 0;
 }
 

@@ -27,8 +27,8 @@
 //! context switches with the task switched out, how long it ran and the task switched in).
 //! [`RingReader::story`] turns the ring of one CPU and an interval (`CLOCK_MONOTONIC` ns, see
 //! [`monotonic_ns`]) into a [`SpikeStory`](latlab_model::trace::SpikeStory): what ran, for how
-//! long, and which task held the CPU; [`story::summary`] tells it in one line. The ring holds a
-//! few hundred milliseconds to a few seconds of a CPU's history, so stories must be read soon
+//! long, and which task held the CPU; its `summary` tells it in one line. The ring holds a few
+//! hundred milliseconds to a few seconds of a CPU's history, so stories must be read soon
 //! after the spike: measuring threads hand requests to a [`StoryCollector`] through a
 //! non-blocking, allocation-free [`StorySender`], and its thread reads the ring at once.
 //!

@@ -171,12 +171,6 @@ pub fn decompose(
     }
 }
 
-/// One line telling a story: the interval, then what took the time, largest first (see
-/// [`SpikeStory::summary`]).
-pub fn summary(s: &SpikeStory) -> String {
-    s.summary()
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -278,7 +272,7 @@ mod tests {
         assert!(s.events.iter().any(|e| e.name == "NET_RX"));
         assert!(s.events.iter().any(|e| e.name == "hrtimer_wakeup"));
         assert!(s.events.windows(2).all(|w| w[0].start_ns <= w[1].start_ns));
-        let line = summary(&s);
+        let line = s.summary();
         assert!(
             line.starts_with("cpu1 0.1us: first interrupt at +0.0us; task hog[77] "),
             "{line}"
@@ -332,7 +326,10 @@ mod tests {
         // More events were written than the ring holds, and the oldest held ends after `from`.
         let s = decompose(&evs[2..], RING_SIZE as u64 + 10, 1, 1000, 1150, &names());
         assert!(!s.complete);
-        assert!(summary(&s).ends_with("(incomplete: older events were overwritten)"));
+        assert!(
+            s.summary()
+                .ends_with("(incomplete: older events were overwritten)")
+        );
         let s = decompose(&evs, RING_SIZE as u64 + 10, 1, 1020, 1150, &names());
         assert!(
             s.complete,
@@ -344,6 +341,6 @@ mod tests {
     fn an_empty_ring_tells_nothing() {
         let s = decompose(&[], 0, 0, 10, 20, &names());
         assert!(s.complete && s.events.is_empty() && s.tasks.is_empty());
-        assert_eq!(summary(&s), "cpu0 0.0us: nothing recorded");
+        assert_eq!(s.summary(), "cpu0 0.0us: nothing recorded");
     }
 }

@@ -429,58 +429,47 @@ impl Tracer {
         type PerCpu<T> = BTreeMap<u32, T>;
         type Buckets = Vec<(u32, u64)>;
         let mut buckets: HashMap<(u32, u64), PerCpu<Buckets>> = HashMap::new();
+        let mut exact: HashMap<(u32, u64), PerCpu<StatVal>> = HashMap::new();
+        let mut add_bucket = |fk: (u32, u64), cpu: usize, index: u32, n: u64| {
+            if n > 0 {
+                let b = buckets
+                    .entry(fk)
+                    .or_default()
+                    .entry(cpu as u32)
+                    .or_default();
+                b.push((index, n));
+            }
+        };
+        let mut add_exact = |fk: (u32, u64), cpu: usize, v: &StatVal| {
+            if v.count > 0 {
+                exact.entry(fk).or_default().insert(cpu as u32, *v);
+            }
+        };
         for item in hist.iter() {
             let (k, values) = item.map_err(read_err("hist"))?;
             for (cpu, &n) in values.iter().enumerate() {
-                if n > 0 {
-                    buckets
-                        .entry((k.family, k.key))
-                        .or_default()
-                        .entry(cpu as u32)
-                        .or_default()
-                        .push((k.index, n));
-                }
+                add_bucket((k.family, k.key), cpu, k.index, n);
             }
         }
-        // Wake-up buckets below WAKE_DENSE are counted in an array per class.
-        let wakeup = layout::family_id(Family::Wakeup);
-        for class in 0..3u32 {
-            let values = wake_hist.get(&class, 0).map_err(read_err("wake_hist"))?;
-            for (cpu, dense) in values.iter().enumerate() {
-                for (index, &n) in dense.count.iter().enumerate() {
-                    if n > 0 {
-                        buckets
-                            .entry((wakeup, u64::from(class)))
-                            .or_default()
-                            .entry(cpu as u32)
-                            .or_default()
-                            .push((index as u32, u64::from(n)));
-                    }
-                }
-            }
-        }
-        let mut exact: HashMap<(u32, u64), PerCpu<StatVal>> = HashMap::new();
         for item in stats.iter() {
             let (k, values) = item.map_err(read_err("stats"))?;
             for (cpu, v) in values.iter().enumerate() {
-                if v.count > 0 {
-                    exact
-                        .entry((k.family, k.key))
-                        .or_default()
-                        .insert(cpu as u32, *v);
-                }
+                add_exact((k.family, k.key), cpu, v);
             }
         }
-        // Wake-up statistics live in an array indexed by class.
+        // Wake-ups keep their statistics, and buckets below WAKE_DENSE, in arrays by class.
+        let wakeup = layout::family_id(Family::Wakeup);
         for class in 0..3u32 {
-            let values = wake_stats.get(&class, 0).map_err(read_err("wake_stats"))?;
-            for (cpu, v) in values.iter().enumerate() {
-                if v.count > 0 {
-                    exact
-                        .entry((wakeup, u64::from(class)))
-                        .or_default()
-                        .insert(cpu as u32, *v);
+            let fk = (wakeup, u64::from(class));
+            let dense = wake_hist.get(&class, 0).map_err(read_err("wake_hist"))?;
+            for (cpu, d) in dense.iter().enumerate() {
+                for (index, &n) in d.count.iter().enumerate() {
+                    add_bucket(fk, cpu, index as u32, u64::from(n));
                 }
+            }
+            let st = wake_stats.get(&class, 0).map_err(read_err("wake_stats"))?;
+            for (cpu, v) in st.iter().enumerate() {
+                add_exact(fk, cpu, v);
             }
         }
 

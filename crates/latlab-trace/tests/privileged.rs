@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used)]
 
 use latlab_model::trace::{Family, FamilyResult, StoryKind, TraceResult, WakeupFilter};
-use latlab_trace::{EventGroup, StoryCollector, TraceConfig, Tracer, env, monotonic_ns, story};
+use latlab_trace::{EventGroup, StoryCollector, TraceConfig, Tracer, env, monotonic_ns};
 use std::io::{Read, Write};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -436,7 +436,7 @@ fn provoke_spike(cpu: usize, on_wake: impl FnOnce(u64, u64) + Send + 'static) ->
 
 /// The story of a provoked spike names the hog that held the CPU, and ends with the woken thread.
 fn check_hog_story(s: &latlab_model::trace::SpikeStory) {
-    let line = story::summary(s);
+    let line = s.summary();
     eprintln!("{line}");
     for e in &s.events {
         eprintln!("  {:?} {} {}ns {}", e.kind, e.name, e.overlap_ns, e.detail);

@@ -48,16 +48,6 @@ impl SpikeHook for StoryHook {
     }
 }
 
-fn clock_now(clock: libc::clockid_t) -> i128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to write to.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
-}
-
 /// The tracer of one measurement.
 pub struct MeasureTrace {
     tracer: Tracer,
@@ -90,7 +80,10 @@ impl MeasureTrace {
                 let offset = match clock {
                     Clock::Monotonic => 0,
                     Clock::Realtime => {
-                        clock_now(libc::CLOCK_MONOTONIC) - clock_now(libc::CLOCK_REALTIME)
+                        let realtime = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_nanos() as i128);
+                        i128::from(latlab_trace::monotonic_ns()) - realtime
                     }
                 };
                 let hook = Arc::new(StoryHook {
