@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """`latlab monitor`'s own CPU time against cyclictest's at the same operating point.
 
-Alternating pairs (A B, B A, ...): the daemon (`latlab monitor`, every sampler, the store and
-the web server included) and `cyclictest`, each with one SCHED_FIFO 95 thread per CPU at the same
-interval, memory locked, PM QoS left alone. Each process's CPU time is the sum of its threads'
-`/proc/<pid>/task/*/schedstat` run time (exact ns) between two reads DURATION seconds apart,
-taken after a warm-up so start-up work (loading, the first store write) is not counted.
+Rounds of three programs in rotating order: the daemon (`latlab monitor`, every sampler, the store
+and the web server included), `cyclictest`, and `bench/ref/wakeloop.c` (the floor: the same
+wake-ups with nothing else), each with one SCHED_FIFO 95 thread per CPU at the same interval,
+memory locked, PM QoS left alone. Two costs per run, both between two reads DURATION seconds apart
+after a warm-up (so start-up work is not counted):
+- process: the sum of the program's threads' `/proc/<pid>/task/*/schedstat` run time (exact ns);
+- machine: the measured CPUs' time not idle (`/proc/stat`; with NO_HZ idle time is clocked at
+  idle entry and exit), which also counts interrupts and whatever else the program makes the
+  kernel do. An idle machine's share is measured too, so it can be subtracted.
 
 Standard library only (Python 3.11). Run as root on an idle machine, never next to a build:
     cargo build --release
     sudo apt-get install -y rt-tests
-    sudo python3 bench/monitor_cost.py --quick        # 1 pair of 10 s: checks the script
-    sudo python3 bench/monitor_cost.py                # 5 pairs of 60 s at 200 us
+    sudo python3 bench/monitor_cost.py --quick        # 1 round of 10 s: checks the script
+    sudo python3 bench/monitor_cost.py                # 6 rounds of 60 s at 200 us
 """
 
 from __future__ import annotations
@@ -49,38 +53,54 @@ def cpu_ns(pid: int) -> int:
     return ns
 
 
+def busy_s(cpus: list[str]) -> float:
+    """Seconds the listed CPUs have spent not idle (idle + iowait subtracted from wall time)."""
+    idle = 0.0
+    for line in Path("/proc/stat").read_text().splitlines():
+        f = line.split()
+        if f[0][3:] in cpus and f[0].startswith("cpu") and f[0] != "cpu":
+            idle += (int(f[4]) + int(f[5])) / os.sysconf("SC_CLK_TCK")
+    return -idle
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def measure(cmd: list[str], duration: float) -> float:
-    """CPU seconds per second of `cmd` over `duration` after the warm-up."""
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def measure(cmd: list[str] | None, duration: float, cpus: list[str]) -> dict:
+    """CPU seconds per second of `cmd` (process) and of the CPUs (machine) over `duration`;
+    `cmd` None measures the idle machine."""
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if cmd else None
     try:
         time.sleep(WARMUP_S)
-        if p.poll() is not None:
+        if p and p.poll() is not None:
             die(f"{cmd[0]} exited early (exit {p.returncode}): {' '.join(cmd)}", 1)
-        a, t0 = cpu_ns(p.pid), time.monotonic()
+        a, m0, t0 = cpu_ns(p.pid) if p else 0, busy_s(cpus), time.monotonic()
         time.sleep(duration)
-        b, t1 = cpu_ns(p.pid), time.monotonic()
+        b, m1, t1 = cpu_ns(p.pid) if p else 0, busy_s(cpus), time.monotonic()
     finally:
-        p.send_signal(signal.SIGINT)
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-    return (b - a) / 1e9 / (t1 - t0)
+        if p:
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    wall = t1 - t0
+    return {"process": (b - a) / 1e9 / wall, "machine": (len(cpus) * wall + m1 - m0) / wall}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--latlab", default=str(REPO / "target/release/latlab"))
-    ap.add_argument("--pairs", type=int, default=5)
+    ap.add_argument("--rounds", "--pairs", dest="pairs", type=int, default=6)
     ap.add_argument("--duration", type=float, default=60.0, help="seconds measured per run")
     ap.add_argument("--interval-us", type=int, default=200)
     ap.add_argument("--cpus", default=None, help="default: every online CPU")
+    ap.add_argument("--waker-us", type=int, default=0,
+                    help="control: a SCHED_OTHER thread per CPU waking at this period beside every "
+                         "program (cyclictest's main thread wakes every 10000 us)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
@@ -97,45 +117,72 @@ def main() -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_path = a.out or REPO / "bench/results" / f"monitor_cost-{stamp}.json"
 
+    cpu_list = cpus.split(",")
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        def latlab() -> float:
-            return measure([a.latlab, "monitor", "--db", f"{tmp}/m.db", "--name", "cost",
-                            "--cpus", cpus, "-i", f"{a.interval_us}us", "-p", "95",
-                            "--listen", f"127.0.0.1:{free_port()}"], a.duration)
-
-        def cyclictest() -> float:
+        floor_bin = f"{tmp}/wakeloop"
+        cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+        if not cc:
+            die("no C compiler for bench/ref/wakeloop.c (apt-get install gcc)")
+        subprocess.run([cc, "-O2", "-pthread", "-o", floor_bin, str(REPO / "bench/ref/wakeloop.c")],
+                       check=True)
+        programs = {
+            "latlab": lambda: [a.latlab, "monitor", "--db", f"{tmp}/m.db", "--name", "cost",
+                               "--cpus", cpus, "-i", f"{a.interval_us}us", "-p", "95",
+                               "--listen", f"127.0.0.1:{free_port()}"],
             # -d0: one interval for every thread (without it each further thread's interval is
             # 500 us longer); --default-system: leave PM QoS alone, as the daemon does.
-            return measure(["cyclictest", "-q", "-m", "-p", "95", "-i", str(a.interval_us),
-                            "-d", "0", "-a", cpus, "-t", str(n), "--default-system",
-                            "-D", str(int(a.duration + WARMUP_S + 30))], a.duration)
+            "cyclictest": lambda: ["cyclictest", "-q", "-m", "-p", "95", "-i", str(a.interval_us),
+                                   "-d", "0", "-a", cpus, "-t", str(n), "--default-system",
+                                   "-D", str(int(a.duration + WARMUP_S + 30))],
+            "floor": lambda: [floor_bin, str(a.interval_us), "95", *cpu_list],
+            "idle": lambda: None,
+        }
+        names = list(programs)
+        waker = None
+        if a.waker_us:
+            waker = subprocess.Popen([floor_bin, str(a.waker_us), "0", *cpu_list])
+        try:
+            for i in range(a.pairs):
+                order = names[i % len(names):] + names[:i % len(names)]
+                rnd = {}
+                for name in order:
+                    rnd[name] = measure(programs[name](), a.duration, cpu_list)
+                    time.sleep(1)
+                for cost in ("process", "machine"):
+                    rnd[f"ratio_{cost}"] = rnd["latlab"][cost] / rnd["cyclictest"][cost]
+                runs.append(rnd)
+                print(f"round {i + 1}: " + ", ".join(
+                    f"{k} {rnd[k]['process']:.4f}/{rnd[k]['machine']:.4f}" for k in names)
+                    + f" CPU (process/machine); latlab/cyclictest {rnd['ratio_process']:.3f}"
+                    f"/{rnd['ratio_machine']:.3f}", flush=True)
+        finally:
+            if waker:
+                waker.kill()
+                waker.wait()
 
-        for i in range(a.pairs):
-            order = (latlab, cyclictest) if i % 2 == 0 else (cyclictest, latlab)
-            pair = {}
-            for f in order:
-                pair[f.__name__] = f()
-                time.sleep(1)
-            pair["ratio"] = pair["latlab"] / pair["cyclictest"]
-            runs.append(pair)
-            print(f"pair {i + 1}: latlab monitor {pair['latlab']:.4f} CPU, cyclictest "
-                  f"{pair['cyclictest']:.4f} CPU, ratio {pair['ratio']:.3f}", flush=True)
+    def med(key: str, cost: str) -> float:
+        return statistics.median(r[key][cost] for r in runs)
 
-    ratios = [r["ratio"] for r in runs]
     result = {
-        "schema": "latlab.bench.monitor_cost", "started_at": stamp, "cpus": cpus,
-        "interval_us": a.interval_us, "duration_s": a.duration, "runs": runs,
-        "ratio_median": statistics.median(ratios), "ratio_min": min(ratios),
-        "ratio_max": max(ratios),
-        "latlab_median": statistics.median(r["latlab"] for r in runs),
-        "cyclictest_median": statistics.median(r["cyclictest"] for r in runs),
+        "schema": "latlab.bench.monitor_cost", "version": 2, "started_at": stamp, "cpus": cpus,
+        "interval_us": a.interval_us, "duration_s": a.duration, "waker_us": a.waker_us,
+        "runs": runs,
+        "median": {k: {c: med(k, c) for c in ("process", "machine")} for k in names},
     }
+    for cost in ("process", "machine"):
+        ratios = [r[f"ratio_{cost}"] for r in runs]
+        result[f"ratio_{cost}"] = {"median": statistics.median(ratios), "min": min(ratios),
+                                   "max": max(ratios)}
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"\nCPU per second (median): latlab monitor {result['latlab_median']:.4f}, cyclictest "
-          f"{result['cyclictest_median']:.4f}; ratio median {result['ratio_median']:.3f} "
-          f"({result['ratio_min']:.3f}-{result['ratio_max']:.3f})")
+    print("\nmedians, CPU per second (process / machine): " + ", ".join(
+        f"{k} {result['median'][k]['process']:.4f} / {result['median'][k]['machine']:.4f}"
+        for k in names))
+    for cost in ("process", "machine"):
+        r = result[f"ratio_{cost}"]
+        print(f"latlab/cyclictest ({cost}): median {r['median']:.3f} "
+              f"({r['min']:.3f}-{r['max']:.3f})")
     print(f"written: {out_path}")
 
 
