@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from benchlib import free_port, process_cpu_ns
 
 REPO = Path(__file__).resolve().parent.parent
 WARMUP_S = 3.0
@@ -43,30 +44,15 @@ def die(msg: str, code: int = 2) -> None:
     sys.exit(code)
 
 
-def cpu_ns(pid: int) -> int:
-    ns = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            ns += int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return ns
-
-
-def busy_s(cpus: list[str]) -> float:
-    """Seconds the listed CPUs have spent not idle (idle + iowait subtracted from wall time)."""
-    idle = 0.0
+def idle_s(cpus: list[str]) -> float:
+    """Seconds the listed CPUs have spent idle or in iowait since boot (`/proc/stat`)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = 0
     for line in Path("/proc/stat").read_text().splitlines():
         f = line.split()
-        if f[0][3:] in cpus and f[0].startswith("cpu") and f[0] != "cpu":
-            idle += (int(f[4]) + int(f[5])) / os.sysconf("SC_CLK_TCK")
-    return -idle
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        if f[0].startswith("cpu") and f[0][3:] in cpus:
+            idle += int(f[4]) + int(f[5])
+    return idle / tick
 
 
 def measure(cmd: list[str] | None, duration: float, cpus: list[str]) -> dict:
@@ -77,9 +63,9 @@ def measure(cmd: list[str] | None, duration: float, cpus: list[str]) -> dict:
         time.sleep(WARMUP_S)
         if p and p.poll() is not None:
             die(f"{cmd[0]} exited early (exit {p.returncode}): {' '.join(cmd)}", 1)
-        a, m0, t0 = cpu_ns(p.pid) if p else 0, busy_s(cpus), time.monotonic()
+        a, i0, t0 = process_cpu_ns(p.pid) if p else 0, idle_s(cpus), time.monotonic()
         time.sleep(duration)
-        b, m1, t1 = cpu_ns(p.pid) if p else 0, busy_s(cpus), time.monotonic()
+        b, i1, t1 = process_cpu_ns(p.pid) if p else 0, idle_s(cpus), time.monotonic()
     finally:
         if p:
             p.send_signal(signal.SIGINT)
@@ -88,7 +74,7 @@ def measure(cmd: list[str] | None, duration: float, cpus: list[str]) -> dict:
             except subprocess.TimeoutExpired:
                 p.kill()
     wall = t1 - t0
-    return {"process": (b - a) / 1e9 / wall, "machine": (len(cpus) * wall + m1 - m0) / wall}
+    return {"process": (b - a) / 1e9 / wall, "machine": (len(cpus) * wall - (i1 - i0)) / wall}
 
 
 def main() -> None:

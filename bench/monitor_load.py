@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -33,13 +32,9 @@ import threading
 import time
 from pathlib import Path
 
+from benchlib import free_port, process_cpu_ns
+
 REPO = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_http(port: int, timeout: float = 20.0) -> None:
@@ -146,14 +141,8 @@ def cyclictest_cost(seconds: float, interval_us: int, cpus: str) -> float | None
                           "-D", f"{int(seconds) + 1}"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(seconds)
-    # CPU time of every thread from schedstat (exact ns; /proc/<pid>/stat's ticks under-count
-    # timer-synchronised work). latlab's per-window cost is exact too (CLOCK_PROCESS_CPUTIME_ID).
-    ns = 0
-    for task in Path(f"/proc/{p.pid}/task").iterdir():
-        try:
-            ns += int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
+    # latlab's per-window cost is exact too (CLOCK_PROCESS_CPUTIME_ID).
+    ns = process_cpu_ns(p.pid)
     p.send_signal(signal.SIGINT)
     p.wait(timeout=30)
     return round(ns / 1e9 / seconds, 5)
