@@ -87,6 +87,9 @@ def main() -> None:
     ap.add_argument("--waker-us", type=int, default=0,
                     help="control: a SCHED_OTHER thread per CPU waking at this period beside every "
                          "program (cyclictest's main thread wakes every 10000 us)")
+    ap.add_argument("--stagger", action="store_true",
+                    help="also run the daemon with --stagger (CPUs' timers half a period apart "
+                         "on 2 CPUs instead of one phase)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
@@ -112,10 +115,13 @@ def main() -> None:
             die("no C compiler for bench/ref/wakeloop.c (apt-get install gcc)")
         subprocess.run([cc, "-O2", "-pthread", "-o", floor_bin, str(REPO / "bench/ref/wakeloop.c")],
                        check=True)
+        def latlab(*extra: str) -> list[str]:
+            return [a.latlab, "monitor", "--db", f"{tmp}/m.db", "--name", "cost", "--cpus", cpus,
+                    "-i", f"{a.interval_us}us", "-p", "95", "--listen",
+                    f"127.0.0.1:{free_port()}", *extra]
+
         programs = {
-            "latlab": lambda: [a.latlab, "monitor", "--db", f"{tmp}/m.db", "--name", "cost",
-                               "--cpus", cpus, "-i", f"{a.interval_us}us", "-p", "95",
-                               "--listen", f"127.0.0.1:{free_port()}"],
+            "latlab": latlab,
             # -d0: one interval for every thread (without it each further thread's interval is
             # 500 us longer); --default-system: leave PM QoS alone, as the daemon does.
             "cyclictest": lambda: ["cyclictest", "-q", "-m", "-p", "95", "-i", str(a.interval_us),
@@ -124,6 +130,8 @@ def main() -> None:
             "floor": lambda: [floor_bin, str(a.interval_us), "95", *cpu_list],
             "idle": lambda: None,
         }
+        if a.stagger:
+            programs["latlab-stagger"] = lambda: latlab("--stagger")
         names = list(programs)
         waker = None
         if a.waker_us:

@@ -79,7 +79,7 @@ pub struct MeasureArgs {
     waker_cpu: Option<u32>,
 
     /// Offset thread i of n by i/n of the interval, so CPUs do not all take their timers at the
-    /// same instant (default: one phase for every thread, as cyclictest).
+    /// same instant (default: one phase for every thread).
     #[arg(long)]
     stagger: bool,
 

@@ -109,6 +109,11 @@ pub struct MonitorArgs {
     #[arg(long)]
     no_mlock: bool,
 
+    /// Offset thread i of n by i/n of the interval, so CPUs do not all take their timers at the
+    /// same instant (default: one phase for every thread).
+    #[arg(long)]
+    stagger: bool,
+
     /// Check every option, print what would be done, and exit without touching anything.
     #[arg(long)]
     check_config: bool,
@@ -368,7 +373,7 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<Plan> {
         spike_limit: SPIKE_LIMIT,
         break_threshold_ns: None,
         waker_cpu: None,
-        stagger: false,
+        stagger: args.stagger,
     };
     latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
     let listen = parse_listen(&args.listen)?;
@@ -456,13 +461,18 @@ fn check_config_text(p: &Plan) -> String {
     line(
         "measure",
         format!(
-            "{} every {} on CPUs {}, {} {}, memory {}",
+            "{} every {} on CPUs {}, {} {}, memory {}, {}",
             c.method.name(),
             format_duration(c.interval_ns),
             CpuList::from_cpus(c.cpus.clone().unwrap_or_default()),
             c.policy.name(),
             c.priority,
-            if c.mlock { "locked" } else { "not locked" }
+            if c.mlock { "locked" } else { "not locked" },
+            if c.stagger {
+                "phases staggered"
+            } else {
+                "one phase"
+            }
         ),
     );
     line(
@@ -909,8 +919,18 @@ mod tests {
         assert_eq!(p.retention_ns, 90 * 86_400_000_000_000);
         assert_eq!(p.listen, Some("127.0.0.1:9464".parse().unwrap()));
         assert_eq!(p.sample_period_ns, 1_000_000_000);
+        assert!(!p.cfg.stagger);
         let text = check_config_text(&p);
         assert!(text.contains("nothing was touched"), "{text}");
+        assert!(text.contains("one phase"), "{text}");
+    }
+
+    #[test]
+    fn stagger_reaches_the_measurement_and_the_config_check() {
+        let p = plan(&["--stagger"]).unwrap();
+        assert!(p.cfg.stagger);
+        let text = check_config_text(&p);
+        assert!(text.contains("phases staggered"), "{text}");
     }
 
     #[test]
