@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """`latlab monitor`'s own CPU time against cyclictest's at the same operating point.
 
-Rounds of three programs in rotating order: the daemon (`latlab monitor`, every sampler, the store
-and the web server included), `cyclictest`, and `bench/ref/wakeloop.c` (the floor: the same
-wake-ups with nothing else), each with one SCHED_FIFO 95 thread per CPU at the same interval,
-memory locked, PM QoS left alone. Two costs per run, both between two reads DURATION seconds apart
+Rounds in rotating order: the daemon (`latlab monitor`, every sampler, the store and the web
+server included), `cyclictest`, `bench/ref/wakeloop.c` (the floor: the same wake-ups with nothing
+else), the idle machine and, with --stagger, the daemon with staggered phases. Each program has
+one SCHED_FIFO 95 thread per CPU at the same interval, memory locked, PM QoS left alone. Two costs per run, both between two reads DURATION seconds apart
 after a warm-up (so start-up work is not counted):
 - process: the sum of the program's threads' `/proc/<pid>/task/*/schedstat` run time (exact ns);
 - machine: the measured CPUs' time not idle (`/proc/stat`; with NO_HZ idle time is clocked at
@@ -80,7 +80,7 @@ def measure(cmd: list[str] | None, duration: float, cpus: list[str]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--latlab", default=str(REPO / "target/release/latlab"))
-    ap.add_argument("--rounds", "--pairs", dest="pairs", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--duration", type=float, default=60.0, help="seconds measured per run")
     ap.add_argument("--interval-us", type=int, default=200)
     ap.add_argument("--cpus", default=None, help="default: every online CPU")
@@ -100,7 +100,7 @@ def main() -> None:
     if not shutil.which("cyclictest"):
         die("cyclictest not found (apt-get install rt-tests)")
     if a.quick:
-        a.pairs, a.duration = 1, 10.0
+        a.rounds, a.duration = 1, 10.0
     cpus = a.cpus or ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
     n = len(cpus.split(","))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -115,6 +115,7 @@ def main() -> None:
             die("no C compiler for bench/ref/wakeloop.c (apt-get install gcc)")
         subprocess.run([cc, "-O2", "-pthread", "-o", floor_bin, str(REPO / "bench/ref/wakeloop.c")],
                        check=True)
+
         def latlab(*extra: str) -> list[str]:
             return [a.latlab, "monitor", "--db", f"{tmp}/m.db", "--name", "cost", "--cpus", cpus,
                     "-i", f"{a.interval_us}us", "-p", "95", "--listen",
@@ -137,7 +138,7 @@ def main() -> None:
         if a.waker_us:
             waker = subprocess.Popen([floor_bin, str(a.waker_us), "0", *cpu_list])
         try:
-            for i in range(a.pairs):
+            for i in range(a.rounds):
                 order = names[i % len(names):] + names[:i % len(names)]
                 rnd = {}
                 for name in order:

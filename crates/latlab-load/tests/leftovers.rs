@@ -3,6 +3,8 @@
 //! while it counts.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use latlab_load::{LoadOptions, LoadSet, LoadSpec, ScheduleRunner, parse_schedule};
 use std::time::{Duration, Instant};
 
@@ -10,18 +12,9 @@ fn tasks() -> usize {
     std::fs::read_dir("/proc/self/task").unwrap().count()
 }
 
-/// The task count once it has come back to `want`, or what it still is after two seconds.
-/// A joined thread can stay listed for a moment: the kernel wakes the joiner (clearing the
-/// thread id) before it removes the exiting task from /proc. A leaked thread stays for good.
+/// The task count once it has come back to `want` (or still is after two seconds).
 fn tasks_settled(want: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let n = tasks();
-        if n == want || Instant::now() >= deadline {
-            return n;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::after_threads_settle(tasks, |&n| n == want)
 }
 
 fn is_root() -> bool {

@@ -3,6 +3,8 @@
 //! time (a lock) so the thread checks see only their own load's threads, all named `ll-*`.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use latlab_load::{LoadError, LoadOptions, LoadSet, LoadSpec, ScheduleRunner, parse_schedule};
 use latlab_model::load::LoadReport;
 use latlab_model::units::CpuList;
@@ -33,18 +35,9 @@ fn load_threads() -> Vec<String> {
         .collect()
 }
 
-/// Load threads still listed once the set has stopped, after up to two seconds for joined
-/// ones to go: the kernel wakes a joiner before it removes the exiting thread from /proc, so a
-/// joined thread can stay listed for a moment. A leaked thread stays for good.
+/// Load threads still listed once the set has stopped (after up to two seconds).
 fn leftover_load_threads() -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let left = load_threads();
-        if left.is_empty() || Instant::now() >= deadline {
-            return left;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    common::after_threads_settle(load_threads, Vec::is_empty)
 }
 
 fn opts(cpus: Option<&str>) -> LoadOptions {
