@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def process_cpu_ns(pid: int) -> int:
@@ -23,3 +27,38 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def build_floor(tmp: str) -> str:
+    """Compile `bench/ref/wakeloop.c` (the bare wake-up loop) into `tmp`; its path."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        raise FileNotFoundError("no C compiler for bench/ref/wakeloop.c (apt-get install gcc)")
+    out = f"{tmp}/wakeloop"
+    subprocess.run([cc, "-O2", "-pthread", "-o", out, str(REPO / "bench/ref/wakeloop.c")],
+                   check=True)
+    return out
+
+
+def wake_programs(latlab: str, tmp: str, cpus: str, interval_us: int, seconds: int,
+                  floor_bin: str) -> dict:
+    """The programs the monitor benchmarks compare, as functions returning a fresh command line
+    (each call of the daemon's gets a new free port): one SCHED_FIFO 95 thread per listed CPU
+    at `interval_us`, memory locked, PM QoS left alone. `seconds` bounds cyclictest's run."""
+    n = len(cpus.split(","))
+
+    def daemon(*extra: str) -> list[str]:
+        return [latlab, "monitor", "--db", f"{tmp}/m.db", "--name", "cost", "--cpus", cpus,
+                "-i", f"{interval_us}us", "-p", "95", "--listen", f"127.0.0.1:{free_port()}",
+                *extra]
+
+    return {
+        "latlab": daemon,
+        "latlab-stagger": lambda: daemon("--stagger"),
+        # -d0: one interval for every thread (without it each further thread's interval is
+        # 500 us longer); --default-system: leave PM QoS alone, as the daemon does.
+        "cyclictest": lambda: ["cyclictest", "-q", "-m", "-p", "95", "-i", str(interval_us),
+                               "-d", "0", "-a", cpus, "-t", str(n), "--default-system",
+                               "-D", str(seconds)],
+        "floor": lambda: [floor_bin, str(interval_us), "95", *cpus.split(",")],
+    }

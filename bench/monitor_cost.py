@@ -33,9 +33,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import free_port, process_cpu_ns
+from benchlib import REPO, build_floor, process_cpu_ns, wake_programs
 
-REPO = Path(__file__).resolve().parent.parent
 WARMUP_S = 3.0
 
 
@@ -102,37 +101,22 @@ def main() -> None:
     if a.quick:
         a.rounds, a.duration = 1, 10.0
     cpus = a.cpus or ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
-    n = len(cpus.split(","))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out_path = a.out or REPO / "bench/results" / f"monitor_cost-{stamp}.json"
 
     cpu_list = cpus.split(",")
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        floor_bin = f"{tmp}/wakeloop"
-        cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-        if not cc:
-            die("no C compiler for bench/ref/wakeloop.c (apt-get install gcc)")
-        subprocess.run([cc, "-O2", "-pthread", "-o", floor_bin, str(REPO / "bench/ref/wakeloop.c")],
-                       check=True)
-
-        def latlab(*extra: str) -> list[str]:
-            return [a.latlab, "monitor", "--db", f"{tmp}/m.db", "--name", "cost", "--cpus", cpus,
-                    "-i", f"{a.interval_us}us", "-p", "95", "--listen",
-                    f"127.0.0.1:{free_port()}", *extra]
-
-        programs = {
-            "latlab": latlab,
-            # -d0: one interval for every thread (without it each further thread's interval is
-            # 500 us longer); --default-system: leave PM QoS alone, as the daemon does.
-            "cyclictest": lambda: ["cyclictest", "-q", "-m", "-p", "95", "-i", str(a.interval_us),
-                                   "-d", "0", "-a", cpus, "-t", str(n), "--default-system",
-                                   "-D", str(int(a.duration + WARMUP_S + 30))],
-            "floor": lambda: [floor_bin, str(a.interval_us), "95", *cpu_list],
-            "idle": lambda: None,
-        }
+        try:
+            floor_bin = build_floor(tmp)
+        except FileNotFoundError as e:
+            die(str(e))
+        every = wake_programs(a.latlab, tmp, cpus, a.interval_us,
+                              int(a.duration + WARMUP_S + 30), floor_bin)
+        programs = {k: every[k] for k in ("latlab", "cyclictest", "floor")}
+        programs["idle"] = lambda: None
         if a.stagger:
-            programs["latlab-stagger"] = lambda: latlab("--stagger")
+            programs["latlab-stagger"] = every["latlab-stagger"]
         names = list(programs)
         waker = None
         if a.waker_us:
