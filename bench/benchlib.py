@@ -10,16 +10,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def process_cpu_ns(pid: int) -> int:
-    """CPU time of every thread of `pid` from schedstat (exact ns; /proc/<pid>/stat's ticks
-    under-count timer-synchronised work). Threads that exit while being read are skipped."""
-    ns = 0
+def thread_stats(pid: int) -> dict[str, tuple[int, int]]:
+    """Per thread of `pid`: (CPU time in ns, times switched in) from schedstat (exact ns;
+    /proc/<pid>/stat's ticks under-count timer-synchronised work). Threads that exit while being
+    read are skipped."""
+    out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            ns += int((task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
+            run, _, slices = (int(x) for x in (task / "schedstat").read_text().split())
+            out[task.name] = (run, slices)
+        except (OSError, ValueError):
             pass
-    return ns
+    return out
+
+
+def process_cpu_ns(pid: int) -> int:
+    """CPU time of every thread of `pid` in ns (see `thread_stats`)."""
+    return sum(run for run, _ in thread_stats(pid).values())
 
 
 def free_port() -> int:

@@ -38,7 +38,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import REPO, build_floor, wake_programs
+from benchlib import REPO, build_floor, thread_stats, wake_programs
 
 WARMUP_S = 3.0
 TSC_DEADLINE = "0x6e0"
@@ -50,27 +50,15 @@ def die(msg: str, code: int = 2) -> None:
     sys.exit(code)
 
 
-def threads(pid: int) -> dict[str, tuple[str, int, int]]:
-    """tid -> (comm, run ns, timeslices) from schedstat."""
-    out = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            run, _, slices = (int(x) for x in (task / "schedstat").read_text().split())
-            out[task.name] = ((task / "comm").read_text().strip(), run, slices)
-        except (OSError, ValueError):
-            pass
-    return out
-
-
 def counted(pid: int, seconds: float) -> dict:
     """Per-CPU event rates over `seconds` and the program's CPU time per wake-up."""
-    a, t0 = threads(pid), time.monotonic()
+    a, t0 = thread_stats(pid), time.monotonic()
     cmd = ["perf", "stat", "-a", "-A", "-x,"]
     for ev in COUNTED:
         cmd += ["-e", ev] + (["--filter", f"msr == {TSC_DEADLINE}"] if ev == "msr:write_msr" else [])
     cmd += ["--", "sleep", str(seconds)]
     p = subprocess.run(cmd, capture_output=True, text=True)
-    b, wall = threads(pid), time.monotonic() - t0
+    b, wall = thread_stats(pid), time.monotonic() - t0
     if p.returncode != 0:
         die(f"perf stat failed: {p.stderr.strip().splitlines()[-1:]}", 1)
     per_cpu: dict[str, dict[str, float]] = {}
@@ -78,9 +66,9 @@ def counted(pid: int, seconds: float) -> dict:
         f = line.split(",")
         if len(f) > 3 and f[0].startswith("CPU") and f[1].isdigit():
             per_cpu.setdefault(f[0][3:], {})[f[3].split(":")[1]] = int(f[1]) / wall
-    run = sum(b[t][1] - a[t][1] for t in b if t in a)
+    run = sum(b[t][0] - a[t][0] for t in b if t in a)
     # The measuring threads are the ones switched in at every period (thousands per second).
-    wakes = sum(b[t][2] - a[t][2] for t in b if t in a and (b[t][2] - a[t][2]) / wall > 100)
+    wakes = sum(b[t][1] - a[t][1] for t in b if t in a and (b[t][1] - a[t][1]) / wall > 100)
     for c in per_cpu.values():
         c["deadline_writes_per_expiry"] = c["write_msr"] / max(c["hrtimer_expire_entry"], 1)
     return {"cpu_per_s": run / 1e9 / wall, "us_per_wake": run / 1e3 / max(wakes, 1),
