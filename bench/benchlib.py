@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -34,6 +37,27 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def warmed_up(cmd: list[str] | None, warmup_s: float):
+    """Run `cmd` (output discarded) and yield its Popen after `warmup_s` seconds, so start-up
+    work is not measured; stop it with SIGINT (SIGKILL after 30 s) on leaving. `cmd` None waits
+    and yields None (the idle machine). Raises RuntimeError if the program exits during the
+    warm-up."""
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if cmd else None
+    try:
+        time.sleep(warmup_s)
+        if p and p.poll() is not None:
+            raise RuntimeError(f"{cmd[0]} exited early (exit {p.returncode}): {' '.join(cmd)}")
+        yield p
+    finally:
+        if p:
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def build_floor(tmp: str) -> str:

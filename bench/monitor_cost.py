@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import REPO, build_floor, process_cpu_ns, wake_programs
+from benchlib import REPO, build_floor, process_cpu_ns, wake_programs, warmed_up
 
 WARMUP_S = 3.0
 
@@ -57,21 +56,13 @@ def idle_s(cpus: list[str]) -> float:
 def measure(cmd: list[str] | None, duration: float, cpus: list[str]) -> dict:
     """CPU seconds per second of `cmd` (process) and of the CPUs (machine) over `duration`;
     `cmd` None measures the idle machine."""
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if cmd else None
     try:
-        time.sleep(WARMUP_S)
-        if p and p.poll() is not None:
-            die(f"{cmd[0]} exited early (exit {p.returncode}): {' '.join(cmd)}", 1)
-        a, i0, t0 = process_cpu_ns(p.pid) if p else 0, idle_s(cpus), time.monotonic()
-        time.sleep(duration)
-        b, i1, t1 = process_cpu_ns(p.pid) if p else 0, idle_s(cpus), time.monotonic()
-    finally:
-        if p:
-            p.send_signal(signal.SIGINT)
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        with warmed_up(cmd, WARMUP_S) as p:
+            a, i0, t0 = process_cpu_ns(p.pid) if p else 0, idle_s(cpus), time.monotonic()
+            time.sleep(duration)
+            b, i1, t1 = process_cpu_ns(p.pid) if p else 0, idle_s(cpus), time.monotonic()
+    except RuntimeError as e:
+        die(str(e), 1)
     wall = t1 - t0
     return {"process": (b - a) / 1e9 / wall, "machine": (len(cpus) * wall - (i1 - i0)) / wall}
 

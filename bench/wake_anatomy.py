@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -38,7 +37,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import REPO, build_floor, thread_stats, wake_programs
+from benchlib import REPO, build_floor, thread_stats, wake_programs, warmed_up
 
 WARMUP_S = 3.0
 TSC_DEADLINE = "0x6e0"
@@ -172,20 +171,13 @@ def main() -> None:
         for i in range(a.rounds):
             for name in names[i % 3:] + names[:i % 3]:
                 cmd = every[name]()
-                p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 try:
-                    time.sleep(WARMUP_S)
-                    if p.poll() is not None:
-                        die(f"{cmd[0]} exited early (exit {p.returncode}): {' '.join(cmd)}", 1)
-                    run = {"round": i + 1, "program": name, **counted(p.pid, a.seconds),
-                           "traced": traced(cpus.split(",")[0], cpus.split(",")[-1],
-                                             a.trace_seconds, tmp)}
-                finally:
-                    p.send_signal(signal.SIGINT)
-                    try:
-                        p.wait(timeout=30)
-                    except subprocess.TimeoutExpired:
-                        p.kill()
+                    with warmed_up(cmd, WARMUP_S) as p:
+                        run = {"round": i + 1, "program": name, **counted(p.pid, a.seconds),
+                               "traced": traced(cpus.split(",")[0], cpus.split(",")[-1],
+                                                 a.trace_seconds, tmp)}
+                except RuntimeError as e:
+                    die(str(e), 1)
                 runs.append(run)
                 cpu_txt = "; ".join(
                     f"cpu{c}: {v['tick_stop']:.0f} tick stops/s, "
