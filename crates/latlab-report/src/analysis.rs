@@ -27,8 +27,10 @@ use crate::numfmt;
 
 /// Significance level of the verdicts.
 pub(crate) const ALPHA: f64 = 0.05;
-/// Repeats each cell needs before a comparison gets a verdict.
-pub(crate) const MIN_REPEATS: usize = 3;
+/// Repeats each cell needs before a comparison can get a verdict: with n repeats a side, the
+/// smallest two-sided exact Mann-Whitney p-value is 2 / C(2n, n) (0.333 at 2, 0.1 at 3, 0.029 at
+/// 4), so fewer than 4 can never go below [`ALPHA`].
+pub const MIN_REPEATS: usize = 4;
 
 /// A kind of work a load counted, in one unit.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -60,6 +62,9 @@ pub(crate) struct RunFigures<'a> {
     pub missed: u64,
     pub power: Result<Power, String>,
     pub freq_mhz: Result<f64, String>,
+    /// Time stolen by the hypervisor during the run, percent, mean over the CPUs (a
+    /// measurement, not a setting: it is not part of the configuration diff).
+    pub steal_pct: Result<f64, String>,
     /// Mean share of the run in each idle state over the CPUs, percent.
     pub idle: Result<Vec<(String, f64)>, String>,
     /// Per throughput key (index into [`Analysis::keys`]): the run's rate.
@@ -472,11 +477,15 @@ pub(crate) struct Analysis<'a> {
     pub keys: Vec<ThroughputKey>,
     pub diff: Vec<DiffRow>,
     pub systems: Vec<SystemGroup<'a>>,
+    /// Cells that did not run: `(name, reason)`.
+    pub skipped: Vec<(String, String)>,
 }
 
 impl<'a> Analysis<'a> {
     pub fn new(input: &'a ReportInput) -> Analysis<'a> {
-        Analysis::of_cells(&input.title, input.cells.iter().collect())
+        let mut a = Analysis::of_cells(&input.title, input.cells.iter().collect());
+        a.skipped = input.skipped.clone();
+        a
     }
 
     pub fn of_cells(title: &str, cells: Vec<&'a CellInput>) -> Analysis<'a> {
@@ -532,6 +541,7 @@ impl<'a> Analysis<'a> {
             keys,
             diff,
             systems,
+            skipped: Vec::new(),
         }
     }
 
@@ -624,6 +634,7 @@ fn run_figures<'a>(
         missed: run.overall.missed,
         power: samples.map_or_else(|| Err(no_samples()), power),
         freq_mhz: samples.map_or_else(|| Err(no_samples()), frequency),
+        steal_pct: samples.map_or_else(|| Err(no_samples()), steal),
         idle: samples.map_or_else(|| Err(no_samples()), |s| idle(s, &run.system)),
         throughput: throughput(run, keys),
         config: flatten_run(params, run),
@@ -677,6 +688,15 @@ pub(crate) fn frequency(s: &Samples) -> Result<f64, String> {
         return Err("no frequency readings".into());
     }
     Ok(khz.iter().sum::<u64>() as f64 / khz.len() as f64 / 1000.0)
+}
+
+/// Steal time during the run, mean over the CPUs that counted it.
+pub(crate) fn steal(s: &Samples) -> Result<f64, String> {
+    let pct: Vec<f64> = s.cpus.iter().filter_map(|c| c.steal_pct).collect();
+    if pct.is_empty() {
+        return Err("no steal time readings".into());
+    }
+    Ok(pct.iter().sum::<f64>() / pct.len() as f64)
 }
 
 /// Idle-state names in first-seen order over the CPUs.
@@ -809,19 +829,25 @@ mod tests {
             "{}",
             s.text("B")
         );
+        // Three repeats a side can never reach p < 0.05 (the smallest exact p is 0.1).
         let s = Support::of(&a[..3], &b[..3]);
-        assert_eq!(s.verdict_key(), "lower-every-repeat-not-significant");
-        assert!(s.text("B").contains("p = 0.100"), "{}", s.text("B"));
-        let s = Support::of(&b[..3], &a[..3]);
-        assert_eq!(s.verdict_key(), "higher-every-repeat-not-significant");
+        assert_eq!(s.verdict_key(), "not-enough-repeats");
+        assert_eq!(
+            s.text("B"),
+            "not enough repeats to decide (3 and 3; 4 each needed)"
+        );
+        let s = Support::of(&b, &a);
+        assert_eq!(s.verdict_key(), "higher", "{}", s.text("B"));
+        let overlap_a = [10.0, 20.0, 30.0, 40.0];
+        let overlap_b = [5.0, 15.0, 25.0, 35.0];
+        let s = Support::of(&overlap_a, &overlap_b);
+        assert_eq!(s.verdict_key(), "no-difference-shown");
         let s = Support::of(&a[..2], &b);
         assert_eq!(s.verdict_key(), "not-enough-repeats");
         assert_eq!(
             s.text("B"),
-            "not enough repeats to decide (2 and 4; 3 each needed)"
+            "not enough repeats to decide (2 and 4; 4 each needed)"
         );
-        let s = Support::of(&[1.0, 3.0, 5.0], &[2.0, 4.0, 6.0]);
-        assert_eq!(s.verdict_key(), "no-difference-shown");
         assert_eq!(Support::of(&[], &b).verdict_key(), "no-data");
     }
 }

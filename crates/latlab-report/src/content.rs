@@ -34,6 +34,7 @@ pub(crate) fn build(a: &Analysis, plots: bool) -> Vec<Block> {
     if a.cells.is_empty() || a.run_count() == 0 {
         return b;
     }
+    findings(&mut b, a);
     systems(&mut b, a);
     configuration(&mut b, a);
     differences(&mut b, a);
@@ -92,6 +93,32 @@ fn overview(b: &mut Vec<Block>, a: &Analysis) {
         ));
     }
     b.push(Block::Para(text));
+}
+
+fn findings(b: &mut Vec<Block>, a: &Analysis) {
+    use crate::findings::{Kind, findings};
+    h2(b, "Findings", "findings");
+    let all = findings(a);
+    if all.is_empty() {
+        b.push(Block::Note(
+            "nothing to report beyond the tables below: one cell, no warnings".into(),
+        ));
+        return;
+    }
+    for kind in Kind::ALL {
+        let mut of_kind = all.iter().filter(|f| f.kind == kind).peekable();
+        if of_kind.peek().is_none() {
+            continue;
+        }
+        h3(
+            b,
+            kind.title().into(),
+            Some(format!("findings-{}", kind.key())),
+        );
+        for f in of_kind {
+            b.push(Block::Note(f.text.clone()));
+        }
+    }
 }
 
 fn systems(b: &mut Vec<Block>, a: &Analysis) {
@@ -560,6 +587,7 @@ fn cost(b: &mut Vec<Block>, a: &Analysis) {
         ("energy (J)", true),
         ("power source", false),
         ("frequency (MHz)", true),
+        ("steal (%)", true),
         ("idle residency", false),
     ]
     .iter()
@@ -608,6 +636,16 @@ fn cost(b: &mut Vec<Block>, a: &Analysis) {
                 }
                 Err(e) => {
                     note("frequency", e, who.clone());
+                    row.push("-".into());
+                }
+            }
+            match &r.steal_pct {
+                Ok(p) => {
+                    any = true;
+                    row.push(format!("{p:.1}").into());
+                }
+                Err(e) => {
+                    note("steal", e, who.clone());
                     row.push("-".into());
                 }
             }
@@ -664,7 +702,7 @@ fn cost(b: &mut Vec<Block>, a: &Analysis) {
     }
     if any {
         b.push(Block::Para(
-            "power: the package sources summed (or the first source with a reading), mean over the run; frequency: mean over the CPUs; idle residency: share of the run in each idle state, mean over the CPUs.".into(),
+            "power: the package sources summed (or the first source with a reading), mean over the run; frequency: mean over the CPUs; steal: time the hypervisor gave to others, mean over the CPUs; idle residency: share of the run in each idle state, mean over the CPUs.".into(),
         ));
     }
 

@@ -29,7 +29,14 @@ pub(crate) fn flatten_run(
         }
     };
     add("config", serde_json::to_value(&run.config));
-    add("system", serde_json::to_value(&run.system));
+    let mut system = serde_json::to_value(&run.system);
+    // Steal time is a measurement, not a setting: the cost table shows it, rounded.
+    if let Ok(Value::Object(m)) = &mut system
+        && let Some(Value::Object(v)) = m.get_mut("virtualization")
+    {
+        v.remove("steal_percent");
+    }
+    add("system", system);
     let mut env = serde_json::to_value(&run.environment);
     // Who ran latlab and where its own thread went say nothing about the system measured.
     if let Ok(Value::Object(m)) = &mut env {

@@ -10,6 +10,9 @@ use latlab_model::RunResult;
 pub struct ReportInput {
     pub title: String,
     pub cells: Vec<CellInput>,
+    /// Cells of the experiment that did not run here, with the reason (a profile that could
+    /// not be applied, a feature this machine lacks): `(cell name, reason)`.
+    pub skipped: Vec<(String, String)>,
 }
 
 /// One configuration (a cell of an experiment, or a single run) and its repeats.
@@ -40,6 +43,7 @@ impl ReportInput {
         ReportInput {
             title: title.into(),
             cells: runs.into_iter().map(CellInput::single).collect(),
+            skipped: Vec::new(),
         }
     }
 }

@@ -16,6 +16,8 @@
 //!   spread across repeats, comparisons with their support (Mann-Whitney U on the repeats), cost
 //!   and load throughput, and inline SVG plots (histograms, percentile spectra, latency, idle
 //!   residency, frequency and power over time, trade-offs).
+//!   The report opens with its findings: supported differences, the largest open ones, the
+//!   warnings a reader must know and the known signatures the numbers fit.
 //! - [`report_text`] / [`report_markdown`] / [`report_json`] / [`report_csv`]: the same content
 //!   without plots ([`ReportFormat`] picks one by name); [`compare_text`]: two cells side by side.
 //! - [`run_csv`] / [`histogram_csv`] / [`windows_csv`] / [`spikes_csv`]: one run as CSV.
@@ -42,6 +44,7 @@ mod compare;
 mod content;
 mod csv;
 mod doc;
+mod findings;
 mod flatten;
 mod html;
 mod input;
@@ -49,6 +52,7 @@ mod mann_whitney;
 mod numfmt;
 mod table_formats;
 
+pub use analysis::MIN_REPEATS;
 pub use compare::compare_text;
 pub use csv::{histogram_csv, report_csv, run_csv, spikes_csv, windows_csv};
 pub use html::html_report;

@@ -110,6 +110,10 @@ pub fn report_json(input: &ReportInput) -> Value {
             "values": d.per_cell,
         })).collect::<Vec<_>>(),
         "comparisons": comparisons_json(&a),
+        "findings": crate::findings::findings(&a).iter().map(|f| json!({
+            "kind": f.kind.key(),
+            "text": f.text,
+        })).collect::<Vec<_>>(),
     })
 }
 

@@ -126,7 +126,7 @@ fn schedutil() -> Profile {
     }
 }
 
-fn system(p: &Profile, steal: f64) -> SystemInfo {
+fn system(p: &Profile, steal: f64, clocksource: &str) -> SystemInfo {
     let freq = |cpu| CpuFreq {
         cpu,
         driver: "intel_pstate".into(),
@@ -162,7 +162,7 @@ fn system(p: &Profile, steal: f64) -> SystemInfo {
         cpus_possible: 2,
         preempt: "rt (kernel version)".into(),
         cmdline: "quiet isolcpus=1".into(),
-        clocksource: "tsc".into(),
+        clocksource: clocksource.into(),
         kernel_config: Field::Value(KernelConfig {
             source: "/proc/config.gz".into(),
             hz: Some(1000),
@@ -309,7 +309,8 @@ fn run(p: &Profile, seed: u64, with_samples: bool) -> RunResult {
             waker_cpu: None,
             stagger: false,
         },
-        system: system(p, steal),
+        // One repeat in three finds the TSC unstable: a setting that varies between repeats.
+        system: system(p, steal, if seed % 3 == 2 { "hpet" } else { "tsc" }),
         environment: RunEnvironment {
             memory_locked: true,
             coordinator_cpus: vec![0],
@@ -581,6 +582,7 @@ fn experiment() -> ReportInput {
             cell("powersave", &powersave(), &[11, 12, 13, 14]),
             cell("schedutil", &schedutil(), &[21, 22]),
         ],
+        skipped: Vec::new(),
     }
 }
 
@@ -596,6 +598,7 @@ fn bare() -> ReportInput {
     ReportInput {
         title: String::new(),
         cells: vec![CellInput::single(r)],
+        skipped: Vec::new(),
     }
 }
 
@@ -653,8 +656,9 @@ fn text_of(n: roxmltree::Node) -> String {
         .collect()
 }
 
-const SECTIONS: [&str; 14] = [
+const SECTIONS: [&str; 15] = [
     "overview",
+    "findings",
     "systems",
     "configuration",
     "differences",
@@ -894,7 +898,7 @@ fn html_shows_spread_verdicts_cost_and_differences() {
     // schedutil has two repeats: no verdict.
     assert_eq!(verdict("comparison-2", "p99"), "not-enough-repeats");
     assert!(html.contains("Verdict on p99: powersave higher than performance (U = 0, p = 0.029)."));
-    assert!(html.contains("not enough repeats to decide (4 and 2; 3 each needed)"));
+    assert!(html.contains("not enough repeats to decide (4 and 2; 4 each needed)"));
 
     // Cost: power, energy, frequency, idle residency and throughput per run; the missing power
     // of schedutil said in one line.
@@ -908,17 +912,19 @@ fn html_shows_spread_verdicts_cost_and_differences() {
     assert_eq!(first[2], format!("{:.2}", src[0].avg_w.unwrap()));
     assert_eq!(first[3], format!("{:.1}", src[0].energy_j.unwrap()));
     assert_eq!(first[4], "rapl:package-0");
+    assert_eq!(first[6], "0.0", "steal");
     assert!(
-        first[6].starts_with("POLL ") && first[6].contains("C6 "),
+        first[7].starts_with("POLL ") && first[7].contains("C6 "),
         "{}",
-        first[6]
+        first[7]
     );
     assert!(html.contains(
         "power: unavailable: no RAPL zones: /sys/class/powercap is absent (schedutil repeat 1, schedutil repeat 2)"
     ));
     assert!(html.contains("trade-off against power: left out for lack of readings: schedutil"));
 
-    // Configuration differences: the governor between cells, steal time within them.
+    // Configuration differences: the governor between cells, the clocksource within them; steal
+    // time is a measurement (shown in the cost table), not a setting.
     let between: Vec<String> = rows(&doc, "diff-between")
         .iter()
         .map(|r| r.attribute("data-key").unwrap().to_string())
@@ -936,7 +942,17 @@ fn html_shows_spread_verdicts_cost_and_differences() {
         .iter()
         .map(|r| r.attribute("data-key").unwrap().to_string())
         .collect();
-    assert_eq!(within, ["system.virtualization.steal_percent"]);
+    assert_eq!(within, ["system.clocksource"]);
+    assert!(!html.contains("steal_percent"));
+    let steal_col = by_id(&doc, "table-cost")
+        .descendants()
+        .filter(|n| n.has_tag_name("th"))
+        .position(|n| text_of(n) == "steal (%)")
+        .expect("a steal column in the cost table");
+    for r in rows(&doc, "cost") {
+        let tds: Vec<_> = r.children().filter(|n| n.has_tag_name("td")).collect();
+        assert_eq!(text_of(tds[steal_col]), "0.0", "steal rounded to 0.1 %");
+    }
 }
 
 #[test]
@@ -1211,21 +1227,21 @@ fn compare_says_what_supports_a_difference() {
     let input = experiment();
     let text = compare_text(&input.cells[0], &input.cells[1]);
     assert!(text.contains("verdict on p99: powersave higher than performance (U = 0, p = 0.029)"));
-    // Three repeats each: separated, but p = 0.1.
+    // Three repeats each: separated, but the exact test cannot go below p = 0.1.
     let mut a = input.cells[0].clone();
     let mut b = input.cells[1].clone();
     a.runs.truncate(3);
     b.runs.truncate(3);
     let text = compare_text(&a, &b);
     assert!(
-        text.contains("powersave higher than performance in every repeat, but U = 0, p = 0.100 is not below 0.05: more repeats needed"),
+        text.contains("not enough repeats to decide (3 and 3; 4 each needed)"),
         "{text}"
     );
     // Single runs: no verdict.
     let one = CellInput::single(input.cells[0].runs[0].clone());
     let other = CellInput::single(input.cells[1].runs[0].clone());
     let text = compare_text(&one, &other);
-    assert!(text.contains("not enough repeats to decide (1 and 1; 3 each needed)"));
+    assert!(text.contains("not enough repeats to decide (1 and 1; 4 each needed)"));
     // Same names are told apart as A and B.
     let text = compare_text(&input.cells[0], &input.cells[0]);
     assert!(text.contains("B − A"));
@@ -1441,6 +1457,7 @@ fn odd_inputs_do_not_break_the_report() {
             },
             CellInput::single(other),
         ],
+        skipped: Vec::new(),
     };
     let html = html_report(&input);
     let doc = parse(&html);
@@ -1579,4 +1596,180 @@ fn traced_spikes_tell_their_story_in_the_report() {
     let html = html_report(&input);
     parse(&html);
     assert!(html.contains("task hog[7] 80.0us"));
+}
+
+/// The findings of the report's first section, as the JSON report lists them.
+fn findings(input: &ReportInput) -> Vec<(String, String)> {
+    report_json(input)["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["kind"].as_str().unwrap().to_string(),
+                f["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn has(found: &[(String, String)], kind: &str, parts: &[&str]) -> bool {
+    found
+        .iter()
+        .any(|(k, t)| k == kind && parts.iter().all(|p| t.contains(p)))
+}
+
+/// Add one sample of `ns` to a run's CPU `thread` (its thread and overall histograms).
+fn spike(r: &mut RunResult, thread: usize, ns: u64, at_ns: u64) {
+    r.threads[thread].histogram.record(ns);
+    r.threads[thread].max_at_ns = at_ns;
+    r.overall.histogram.record(ns);
+}
+
+#[test]
+fn findings_open_the_report_with_verdicts_and_warnings() {
+    let mut input = experiment();
+    input
+        .skipped
+        .push(("profile=rt".into(), "profile rt: no cpufreq here".into()));
+    for r in &mut input.cells[1].runs {
+        r.system.virtualization.hypervisor = Some("KVM".into());
+        r.environment
+            .warnings
+            .push("memory could not be locked".into());
+    }
+    let f = findings(&input);
+    assert!(
+        has(
+            &f,
+            "verdict",
+            &["p99: powersave higher than performance (U = 0, p = 0.029)"]
+        ),
+        "{f:#?}"
+    );
+    assert!(has(&f, "open", &["schedutil", "4 each needed"]), "{f:#?}");
+    assert!(
+        has(&f, "warning", &["virtual machine (KVM)", "4 of 10 runs"]),
+        "{f:#?}"
+    );
+    assert!(has(
+        &f,
+        "warning",
+        &["not run: profile=rt: profile rt: no cpufreq here"]
+    ));
+    assert!(has(
+        &f,
+        "warning",
+        &["a run warned: memory could not be locked"]
+    ));
+    assert!(has(&f, "warning", &["too few repeats", "schedutil (2)"]));
+    // The section comes first, in every format.
+    let text = report_text(&input);
+    let at = |h: &str| text.find(h).unwrap_or_else(|| panic!("{h}"));
+    assert!(at("Findings\n") < at("Systems\n"));
+    assert!(at("Supported differences") < at("Before trusting the numbers"));
+}
+
+#[test]
+fn findings_name_a_signature_only_where_the_numbers_fit() {
+    // Ten SCHED_RR hogs: every repeat's maximum near 50 ms, the kernel's reservation for
+    // normal tasks (950 ms of RT runtime per 1 s period).
+    let mut input = experiment();
+    for (i, r) in input.cells[1].runs.iter_mut().enumerate() {
+        r.system.kernel_release = "6.18.44".into();
+        r.system.rt_throttling.runtime_us = Field::Value(950_000);
+        r.system.rt_throttling.period_us = Field::Value(1_000_000);
+        spike(r, 0, 47_000_000 + i as u64 * 1_500_000, 10_000_000_000);
+    }
+    let f = findings(&input);
+    assert!(
+        has(
+            &f,
+            "signature",
+            &[
+                "powersave: the maxima of all 4 repeats, 47.0–51.5 ms, lie within 10 % of 50.0 ms",
+                "consistent with real-time threads that lose the CPU",
+                "fair server",
+                "sched_rt_runtime_us = 950000 of sched_rt_period_us = 1000000",
+            ]
+        ),
+        "{f:#?}"
+    );
+    // On an older kernel the same numbers are RT throttling's.
+    for r in &mut input.cells[1].runs {
+        r.system.kernel_release = "6.6.30-rt".into();
+    }
+    assert!(has(
+        &findings(&input),
+        "signature",
+        &["RT throttling: sched_rt_runtime_us"]
+    ));
+    // A maximum far from 50 ms names no cause.
+    for r in &mut input.cells[1].runs {
+        spike(r, 0, 80_000_000, 10_000_000_000);
+    }
+    let f = findings(&input);
+    assert!(
+        !f.iter().any(|(_, t)| t.contains("real-time threads")),
+        "{f:#?}"
+    );
+    // ... but it comes from one CPU only.
+    assert!(
+        has(
+            &f,
+            "signature",
+            &["powersave: the maximum comes from cpu0 only"]
+        ),
+        "{f:#?}"
+    );
+
+    // Maxima at multiples of a 4 ms tick (HZ = 250), on both CPUs.
+    let mut input = experiment();
+    for (i, r) in input.cells[2].runs.iter_mut().enumerate() {
+        r.system.kernel_config = Field::Value(KernelConfig {
+            hz: Some(250),
+            ..Default::default()
+        });
+        spike(r, 0, 4_010_000 + i as u64 * 4_000_000, 1);
+        spike(r, 1, 3_990_000, 1);
+    }
+    let f = findings(&input);
+    assert!(
+        has(
+            &f,
+            "signature",
+            &[
+                "schedutil: the maxima of all 2 repeats, 4.0–8.0 ms,",
+                "4.0 ms tick (HZ = 250)"
+            ]
+        ),
+        "{f:#?}"
+    );
+    assert!(!has(&f, "signature", &["performance:", "tick"]), "{f:#?}");
+
+    // Every CPU's maximum inside the matrix phase of the load schedule, in every repeat.
+    let mut input = experiment();
+    for r in &mut input.cells[0].runs {
+        let mid = (r.loads.phases[1].start_ns + r.loads.phases[1].end_ns) / 2;
+        spike(r, 0, 900_000, mid);
+        spike(r, 1, 800_000, mid + 1);
+    }
+    let f = findings(&input);
+    assert!(
+        has(
+            &f,
+            "signature",
+            &[
+                "performance: in all 4 repeats every CPU's maximum fell in the load phase matrix:size=128 (3.0–7.0 s)"
+            ]
+        ),
+        "{f:#?}"
+    );
+    // One repeat whose maximum is elsewhere: no signature.
+    input.cells[0].runs[3].threads[0].max_at_ns = 0;
+    assert!(!has(
+        &findings(&input),
+        "signature",
+        &["performance: in all"]
+    ));
 }

@@ -100,16 +100,31 @@ fn open_stores(dbs: &[PathBuf]) -> CliResult<Vec<(String, Store)>> {
         .collect()
 }
 
-/// An experiment's cells with their runs, in the order first run.
+/// Cells of an experiment that did not run, `(cell, reason)`, once per cell.
+type Skipped = Vec<(String, String)>;
+
+/// An experiment's cells with their runs, in the order first run; the cells that were skipped
+/// (with their reason) go to `skipped`.
 fn experiment_cells(
     store: &Store,
     id: ExperimentId,
     only: Option<&str>,
+    skipped: &mut Skipped,
 ) -> CliResult<Vec<CellInput>> {
     let mut cells: Vec<CellInput> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     for c in store.cells(id)? {
-        if c.status != CellStatus::Done || only.is_some_and(|k| k != c.key) {
+        if only.is_some_and(|k| k != c.key) {
+            continue;
+        }
+        if c.status == CellStatus::Skipped && !skipped.iter().any(|(k, _)| *k == c.key) {
+            let reason = c
+                .reason
+                .clone()
+                .unwrap_or_else(|| "no reason recorded".into());
+            skipped.push((c.key.clone(), reason));
+        }
+        if c.status != CellStatus::Done {
             continue;
         }
         let at = *index.entry(c.key.clone()).or_insert_with(|| {
@@ -137,7 +152,11 @@ fn experiment_cells(
 }
 
 /// Resolve one item in the stores: the cells it stands for.
-fn resolve(stores: &[(String, Store)], item: &str) -> CliResult<Vec<CellInput>> {
+fn resolve(
+    stores: &[(String, Store)],
+    item: &str,
+    skipped: &mut Skipped,
+) -> CliResult<Vec<CellInput>> {
     let several = stores.len() > 1;
     let tag = |name: &str, mut cells: Vec<CellInput>| {
         if several {
@@ -152,7 +171,7 @@ fn resolve(stores: &[(String, Store)], item: &str) -> CliResult<Vec<CellInput>> 
         let mut out = Vec::new();
         for (name, s) in stores {
             if let Some(e) = s.list_experiments()?.pop() {
-                out.extend(tag(name, experiment_cells(s, e.id, None)?));
+                out.extend(tag(name, experiment_cells(s, e.id, None, skipped)?));
             }
         }
         return Ok(out);
@@ -166,7 +185,10 @@ fn resolve(stores: &[(String, Store)], item: &str) -> CliResult<Vec<CellInput>> 
             let mut out = Vec::new();
             for (name, s) in stores {
                 if s.experiment(ExperimentId(n)).is_ok() {
-                    out.extend(tag(name, experiment_cells(s, ExperimentId(n), key)?));
+                    out.extend(tag(
+                        name,
+                        experiment_cells(s, ExperimentId(n), key, skipped)?,
+                    ));
                 }
             }
             if out.is_empty() {
@@ -201,8 +223,9 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
         args.items.clone()
     };
     let mut cells = Vec::new();
+    let mut skipped = Skipped::new();
     for item in &items {
-        cells.extend(resolve(&stores, item)?);
+        cells.extend(resolve(&stores, item, &mut skipped)?);
     }
     if cells.is_empty() {
         return Err(CliError::Usage(
@@ -214,7 +237,11 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
         .title
         .clone()
         .unwrap_or_else(|| format!("latlab report: {}", items.join(", ")));
-    let text = format.render(&ReportInput { title, cells });
+    let text = format.render(&ReportInput {
+        title,
+        cells,
+        skipped,
+    });
     let output = args
         .output
         .clone()
@@ -245,7 +272,7 @@ fn write_out(path: Option<&Path>, text: &str) -> CliResult<()> {
 pub fn compare(args: CompareArgs) -> CliResult<ExitCode> {
     let stores = open_stores(&args.db)?;
     let one = |item: &str| -> CliResult<CellInput> {
-        let mut cells = resolve(&stores, item)?;
+        let mut cells = resolve(&stores, item, &mut Skipped::new())?;
         if cells.len() != 1 {
             return Err(CliError::Usage(format!(
                 "{item}: names {} cells; compare takes one each (accepted: a run number or eN/KEY)",
