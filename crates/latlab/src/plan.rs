@@ -101,11 +101,41 @@ pub struct Plan {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cell {
     pub index: usize,
-    /// Stable identity across runs of the same plan: `axis=value` pairs joined with `,`.
+    /// Stable identity across runs of the same plan: `axis=value` pairs joined with
+    /// [`AXIS_SEPARATOR`], so a value's own commas (a load's options) stay apart from the axes:
+    /// `load=rt-hog:threads=10,priority=1; method=futex; priority=2`.
     pub key: String,
     pub params: BTreeMap<String, String>,
     /// The full `latlab measure` argument list of the cell.
     pub args: Vec<String>,
+}
+
+/// What separates the axes in a cell's key.
+pub const AXIS_SEPARATOR: &str = "; ";
+
+impl Cell {
+    /// The key earlier versions wrote (axes joined with `,`), to resume their experiments.
+    pub fn legacy_key(&self) -> String {
+        join_params(&self.params, ",")
+    }
+}
+
+/// Whether `asked` names the cell key `key`: the same axes and values, whatever the spaces
+/// around the separators.
+pub fn same_key(asked: &str, key: &str) -> bool {
+    let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    squeeze(asked) == squeeze(key)
+}
+
+fn join_params(params: &BTreeMap<String, String>, sep: &str) -> String {
+    if params.is_empty() {
+        return "-".into();
+    }
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(sep)
 }
 
 /// How a `latlab measure` option is written.
@@ -305,15 +335,7 @@ impl Plan {
             .enumerate()
             .map(|(index, (params, args))| Cell {
                 index,
-                key: if params.is_empty() {
-                    "-".into()
-                } else {
-                    params
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                },
+                key: join_params(&params, AXIS_SEPARATOR),
                 params,
                 args,
             })
@@ -451,7 +473,10 @@ priority = [80, 95]
         let p = Plan::parse(text, "p.toml").unwrap();
         let cells = p.cells();
         assert_eq!(cells.len(), 4);
-        assert_eq!(cells[1].key, "interval=1ms,priority=95");
+        assert_eq!(cells[1].key, "interval=1ms; priority=95");
+        assert_eq!(cells[1].legacy_key(), "interval=1ms,priority=95");
+        assert!(same_key("interval=1ms;priority=95", &cells[1].key));
+        assert!(!same_key("interval=1ms,priority=95", &cells[1].key));
         assert_eq!(
             cells[1].args,
             [
@@ -477,6 +502,56 @@ priority = [80, 95]
                 (0, 1)
             ]
         );
+    }
+
+    #[test]
+    fn axes_stay_apart_from_a_loads_own_commas() {
+        let text = r#"
+name = "t"
+[settings]
+duration = "1s"
+[axes]
+priority = [2]
+load = ["rt-hog:threads=10,policy=rr,priority=1"]
+"#;
+        let cells = Plan::parse(text, "p.toml").unwrap().cells();
+        assert_eq!(
+            cells[0].key,
+            "load=rt-hog:threads=10,policy=rr,priority=1; priority=2"
+        );
+        // Machine-readable: split on the separator, then at the first `=`.
+        let back: BTreeMap<&str, &str> = cells[0]
+            .key
+            .split(AXIS_SEPARATOR)
+            .filter_map(|p| p.split_once('='))
+            .collect();
+        assert_eq!(back["priority"], "2");
+        assert_eq!(back["load"], "rt-hog:threads=10,policy=rr,priority=1");
+    }
+
+    /// Every example plan with more than one cell repeats its cells often enough for the
+    /// report to reach a verdict.
+    #[test]
+    fn example_plans_can_reach_a_verdict() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/plans");
+        let mut seen = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_none_or(|x| x != "toml") {
+                continue;
+            }
+            let plan = Plan::load(&path).unwrap();
+            seen += 1;
+            if plan.cells().len() > 1 {
+                assert!(
+                    plan.repeat as usize >= latlab_report::MIN_REPEATS,
+                    "{}: repeat = {}",
+                    path.display(),
+                    plan.repeat
+                );
+            }
+        }
+        assert!(seen >= 5, "{seen} plans in {}", dir.display());
     }
 
     #[test]

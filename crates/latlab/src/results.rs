@@ -114,7 +114,7 @@ fn experiment_cells(
     let mut cells: Vec<CellInput> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     for c in store.cells(id)? {
-        if only.is_some_and(|k| k != c.key) {
+        if only.is_some_and(|k| !crate::plan::same_key(k, &c.key)) {
             continue;
         }
         if c.status == CellStatus::Skipped && !skipped.iter().any(|(k, _)| *k == c.key) {

@@ -70,6 +70,51 @@ fn run_length(p: &Prepared) -> Duration {
     Duration::from_nanos(ns) + Duration::from_millis(250)
 }
 
+/// `plan "x": 2 cells × 4 repeats = 8 runs, about 2m (interleaved order), 1 cell skipped`:
+/// the cells that will run, and the skipped ones apart.
+fn plan_line(plan: &Plan, cells: usize, runnable: usize, total: Duration) -> String {
+    let skipped = cells - runnable;
+    format!(
+        "plan {:?}: {runnable} {} × {} {} = {} runs, about {} ({} order){}{}",
+        plan.name,
+        if runnable == 1 { "cell" } else { "cells" },
+        plan.repeat,
+        if plan.repeat == 1 {
+            "repeat"
+        } else {
+            "repeats"
+        },
+        runnable * plan.repeat as usize,
+        human(total),
+        match plan.order {
+            crate::plan::Order::Interleaved => "interleaved",
+            crate::plan::Order::Sequential => "sequential",
+        },
+        match skipped {
+            0 => String::new(),
+            1 => ", 1 cell skipped (below, with its reason)".into(),
+            n => format!(", {n} cells skipped (below, with their reasons)"),
+        },
+        if plan.description.is_empty() {
+            String::new()
+        } else {
+            format!("\n  {}", plan.description)
+        }
+    )
+}
+
+/// What a plan's repeats allow its comparisons to say, where that is less than a verdict.
+fn verdict_note(repeat: u32, runnable: usize) -> Option<String> {
+    let need = latlab_report::MIN_REPEATS;
+    (runnable > 1 && (repeat as usize) < need).then(|| {
+        format!(
+            "note: a comparison needs {need} repeats per cell for a verdict (the exact two-sided \
+             Mann-Whitney test cannot reach p < 0.05 with fewer); with repeat = {repeat} the \
+             report shows differences without one"
+        )
+    })
+}
+
 pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     let plan = Plan::load(&args.plan).map_err(|e| CliError::Usage(e.to_string()))?;
     let cells = plan.cells();
@@ -92,23 +137,10 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         .iter()
         .filter_map(|&(c, _)| checked[c].prepared.as_ref().ok().map(run_length))
         .sum();
-    println!(
-        "plan {:?}: {} cells × {} repeats = {} runs, about {} ({} order){}",
-        plan.name,
-        checked.len(),
-        plan.repeat,
-        runnable.len() * plan.repeat as usize,
-        human(total),
-        match plan.order {
-            crate::plan::Order::Interleaved => "interleaved",
-            crate::plan::Order::Sequential => "sequential",
-        },
-        if plan.description.is_empty() {
-            String::new()
-        } else {
-            format!("\n  {}", plan.description)
-        }
-    );
+    println!("{}", plan_line(&plan, checked.len(), runnable.len(), total));
+    if let Some(note) = verdict_note(plan.repeat, runnable.len()) {
+        println!("{note}");
+    }
     for c in &checked {
         match &c.prepared {
             Ok(p) => println!(
@@ -195,7 +227,11 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     let todo: Vec<(usize, u32)> = schedule
         .into_iter()
         .filter(|&(c, r)| {
-            checked[c].prepared.is_ok() && !done.contains(&(checked[c].cell.key.clone(), r))
+            let cell = &checked[c].cell;
+            // Experiments started by earlier versions saved their cells under the legacy key.
+            let saved =
+                done.contains(&(cell.key.clone(), r)) || done.contains(&(cell.legacy_key(), r));
+            checked[c].prepared.is_ok() && !saved
         })
         .collect();
     let mut progress = Progress::new(todo.len(), &todo, &checked);
