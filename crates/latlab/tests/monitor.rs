@@ -680,6 +680,25 @@ fn console_lines(log: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The y-axis tick labels of one chart in a dumped DOM.
+fn y_ticks(dom: &str, chart: &str) -> Vec<f64> {
+    let part = dom
+        .split(&format!("id=\"{chart}\""))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {chart}"));
+    let part = part.split("</svg>").next().unwrap_or_default();
+    part.split("class=\"ytick\"")
+        .skip(1)
+        .map(|t| {
+            let label = t.split('>').nth(1).unwrap_or_default();
+            let label = label.split('<').next().unwrap_or_default();
+            label
+                .parse()
+                .unwrap_or_else(|e| panic!("{chart}: tick {label:?}: {e}"))
+        })
+        .collect()
+}
+
 #[test]
 fn the_dashboard_renders_in_headless_chromium() {
     if !have("chromium") {
@@ -771,6 +790,20 @@ fn the_dashboard_renders_in_headless_chromium() {
         );
     }
     assert!(dom.contains("class=\"clickable\""), "worst-window rows");
+    // Linear axes tick at round values (0, 500, 1000 …), never at quarters of the top value.
+    for chart in ["chart-freq", "chart-power", "chart-cost"] {
+        let ticks = y_ticks(&dom, chart);
+        assert!(ticks.len() >= 2, "{chart}: {ticks:?}");
+        let step = ticks[1] - ticks[0];
+        let mantissa = step / 10f64.powf(step.log10().floor());
+        assert!(
+            [1.0, 2.0, 5.0].iter().any(|m| (mantissa - m).abs() < 1e-6),
+            "{chart}: step {step} in {ticks:?}"
+        );
+        for (i, t) in ticks.iter().enumerate() {
+            assert!((t - step * i as f64).abs() < 1e-6, "{chart}: {ticks:?}");
+        }
+    }
     assert!(
         dom.contains("class=\"kind\">start<"),
         "start annotation listed"
@@ -1234,6 +1267,32 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
     assert_eq!(get(addr, "/api/window?series=1&start=5&cpu=0").0, 404);
     assert_eq!(get(addr, "/api/timeline?series=1&from=10&to=5").0, 400);
     assert_eq!(get(addr, "/nothing-here").0, 404);
+    // Every API error is a 4xx with one line naming the problem (a 5xx only for the server's
+    // own faults): a series that does not exist, a malformed query.
+    for (path, status, says) in [
+        ("/api/timeline?series=999", 404, "no monitor series 999"),
+        ("/api/worst?series=999", 404, "no monitor series 999"),
+        (
+            "/api/window?series=999&start=5&cpu=0",
+            404,
+            "no monitor series 999",
+        ),
+        ("/api/timeline?series=abc", 400, "accepted: series=ID"),
+        ("/api/timeline", 400, "missing field `series`"),
+        ("/api/worst?series=1&limit=-1", 400, "accepted: series=ID"),
+        (
+            "/api/window?series=1&start=5",
+            400,
+            "accepted: series=ID, start=NS",
+        ),
+    ] {
+        let (got, _, body) = get(addr, path);
+        assert_eq!(got, status, "{path}: {body}");
+        let v: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"));
+        let msg = v["error"].as_str().unwrap_or_default();
+        assert!(msg.contains(says) && !msg.contains('\n'), "{path}: {msg}");
+    }
     let (status, head, _) = http(
         addr,
         &format!(

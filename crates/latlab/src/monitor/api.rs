@@ -232,6 +232,8 @@ pub fn worst(
     to: u64,
     limit: u32,
 ) -> Result<Value, StoreError> {
+    // A series that does not exist is an error, not an empty list.
+    store.series_meta(series)?;
     let rows = store.worst_windows(series, from, to, limit.clamp(1, 500))?;
     Ok(Value::Array(rows.iter().map(row_json).collect()))
 }
@@ -243,6 +245,7 @@ pub fn window(
     start: u64,
     cpu: u32,
 ) -> Result<Option<Value>, StoreError> {
+    store.series_meta(series)?;
     let Some((h, spikes)) = store.monitor_window_detail(series, start, cpu)? else {
         return Ok(None);
     };

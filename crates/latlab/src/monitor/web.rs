@@ -58,11 +58,11 @@ struct Pool {
 }
 
 impl Pool {
-    fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T, String>) -> Result<T, String> {
+    fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T, Fail>) -> Result<T, Fail> {
         let taken = self.free.lock().ok().and_then(|mut v| v.pop());
         let store = match taken {
             Some(s) => s,
-            None => Store::open_existing(&self.path).map_err(|e| e.to_string())?,
+            None => Store::open_existing(&self.path)?,
         };
         let out = f(&store);
         if let Ok(mut v) = self.free.lock()
@@ -103,8 +103,11 @@ impl AppState {
     }
 
     /// Bring the metrics up to date (at most every [`METRICS_REFRESH`]) and return the text.
-    fn metrics_text(&self) -> Result<Arc<String>, String> {
-        let mut cache = self.cache.lock().map_err(|_| "metrics lock poisoned")?;
+    fn metrics_text(&self) -> Result<Arc<String>, Fail> {
+        let mut cache = self
+            .cache
+            .lock()
+            .map_err(|_| Fail::Server("metrics lock poisoned".into()))?;
         let fresh = cache
             .refreshed
             .is_some_and(|t| t.elapsed() < METRICS_REFRESH);
@@ -114,9 +117,7 @@ impl AppState {
                 .as_ref()
                 .and_then(|l| l.lock().ok().map(|l| l.clone()));
             let c = &mut *cache;
-            let changed = self
-                .pool
-                .with(|s| c.metrics.refresh(s).map_err(|e| e.to_string()))?;
+            let changed = self.pool.with(|s| Ok(c.metrics.refresh(s)?))?;
             if changed || c.refreshed.is_none() || live.is_some() {
                 let live_profile = live.as_ref().map(|l| {
                     (
@@ -194,6 +195,40 @@ pub fn web_cpu_time_ns() -> u64 {
     WEB_ENDED_NS.load(std::sync::atomic::Ordering::Relaxed) + running
 }
 
+/// Why a query gave no answer: what the client named does not exist (404), or the server
+/// failed (500).
+enum Fail {
+    NotFound(String),
+    Server(String),
+}
+
+impl From<latlab_store::StoreError> for Fail {
+    fn from(e: latlab_store::StoreError) -> Fail {
+        match e {
+            latlab_store::StoreError::UnknownSeries(s) => Fail::NotFound(format!(
+                "no monitor series {s} in this store (the series are listed at /api/series)"
+            )),
+            e => Fail::Server(e.to_string()),
+        }
+    }
+}
+
+/// A query string that does not parse: 400 with one line naming the accepted form.
+fn bad_query(e: &axum::extract::rejection::QueryRejection, accepted: &str) -> Response {
+    let why = e.body_text();
+    let why = why
+        .strip_prefix("Failed to deserialize query string: ")
+        .unwrap_or(&why);
+    error(
+        StatusCode::BAD_REQUEST,
+        format!("bad query: {why} (accepted: {accepted})"),
+    )
+}
+
+const RANGE_FORM: &str =
+    "series=ID with optional from=MS, to=MS (unix milliseconds), points=N, limit=N";
+const WINDOW_FORM: &str = "series=ID, start=NS (the window's start in unix nanoseconds), cpu=N";
+
 fn json_response(v: serde_json::Value) -> Response {
     (
         [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
@@ -209,12 +244,13 @@ fn error(status: StatusCode, msg: impl Into<String>) -> Response {
 /// Run a store query on a blocking thread.
 async fn query<T: Send + 'static>(
     state: &Shared,
-    f: impl FnOnce(&AppState) -> Result<T, String> + Send + 'static,
+    f: impl FnOnce(&AppState) -> Result<T, Fail> + Send + 'static,
 ) -> Result<T, Response> {
     let s = state.clone();
     match tokio::task::spawn_blocking(move || f(&s)).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
+        Ok(Err(Fail::NotFound(e))) => Err(error(StatusCode::NOT_FOUND, e)),
+        Ok(Err(Fail::Server(e))) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
         Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
     }
 }
@@ -280,7 +316,7 @@ async fn series(State(state): State<Shared>) -> Response {
     query(&state, |s| {
         let spans = s.spans();
         s.pool
-            .with(|st| api::series(st, &spans).map_err(|e| e.to_string()))
+            .with(|st| api::series(st, &spans).map_err(Fail::from))
     })
     .await
     .map_or_else(|e| e, json_response)
@@ -306,7 +342,14 @@ fn range(q: &RangeQ) -> Result<(u64, u64), &'static str> {
     Ok((from, to.min(metrics::END_OF_TIME)))
 }
 
-async fn timeline(State(state): State<Shared>, Query(q): Query<RangeQ>) -> Response {
+async fn timeline(
+    State(state): State<Shared>,
+    q: Result<Query<RangeQ>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(&e, RANGE_FORM),
+    };
     let (from, to) = match range(&q) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
@@ -315,13 +358,20 @@ async fn timeline(State(state): State<Shared>, Query(q): Query<RangeQ>) -> Respo
     let id = SeriesId(q.series);
     query(&state, move |s| {
         s.pool
-            .with(|st| api::timeline(st, id, from, to, points).map_err(|e| e.to_string()))
+            .with(|st| api::timeline(st, id, from, to, points).map_err(Fail::from))
     })
     .await
     .map_or_else(|e| e, json_response)
 }
 
-async fn worst(State(state): State<Shared>, Query(q): Query<RangeQ>) -> Response {
+async fn worst(
+    State(state): State<Shared>,
+    q: Result<Query<RangeQ>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(&e, RANGE_FORM),
+    };
     let (from, to) = match range(&q) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
@@ -330,7 +380,7 @@ async fn worst(State(state): State<Shared>, Query(q): Query<RangeQ>) -> Response
     let id = SeriesId(q.series);
     query(&state, move |s| {
         s.pool
-            .with(|st| api::worst(st, id, from, to, limit).map_err(|e| e.to_string()))
+            .with(|st| api::worst(st, id, from, to, limit).map_err(Fail::from))
     })
     .await
     .map_or_else(|e| e, json_response)
@@ -343,7 +393,14 @@ struct WindowQ {
     cpu: u32,
 }
 
-async fn window(State(state): State<Shared>, Query(q): Query<WindowQ>) -> Response {
+async fn window(
+    State(state): State<Shared>,
+    q: Result<Query<WindowQ>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return bad_query(&e, WINDOW_FORM),
+    };
     let Ok(start) = q.start.parse::<u64>() else {
         return error(
             StatusCode::BAD_REQUEST,
@@ -354,7 +411,7 @@ async fn window(State(state): State<Shared>, Query(q): Query<WindowQ>) -> Respon
     let cpu = q.cpu;
     match query(&state, move |s| {
         s.pool
-            .with(|st| api::window(st, id, start, cpu).map_err(|e| e.to_string()))
+            .with(|st| api::window(st, id, start, cpu).map_err(Fail::from))
     })
     .await
     {
@@ -366,8 +423,7 @@ async fn window(State(state): State<Shared>, Query(q): Query<WindowQ>) -> Respon
 
 async fn experiments(State(state): State<Shared>) -> Response {
     query(&state, |s| {
-        s.pool
-            .with(|st| api::experiments(st).map_err(|e| e.to_string()))
+        s.pool.with(|st| api::experiments(st).map_err(Fail::from))
     })
     .await
     .map_or_else(|e| e, json_response)

@@ -100,11 +100,18 @@ function timeTicks(from, to, width) {
   return { ticks: out, withDate: span > 864e5 * 1.5, seconds: step < 6e4 };
 }
 
-function niceMax(v) {
-  if (!(v > 0)) return 1;
-  const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 2.5, 5, 10]) { if (m * p >= v) return m * p; }
+// A round step (1, 2 or 5 × 10^k) that cuts 0..max into at most n intervals.
+function niceStep(max, n) {
+  const raw = (max > 0 ? max : 1) / n;
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
+  for (const m of [1, 2, 5]) { if (m * p >= raw * 0.9999) return m * p; }
   return 10 * p;
+}
+
+// A tick's label: as many decimals as its step has, never more.
+function tickLabel(v, step) {
+  const digits = step >= 1 ? 0 : Math.min(6, Math.ceil(-Math.log10(step) - 1e-9));
+  return v.toFixed(digits);
 }
 
 // A time chart: lines (with gaps), optional log y, annotations, click handler.
@@ -119,6 +126,7 @@ function timeChart(container, opt) {
   let vals = [];
   for (const s of opt.lines) for (const p of s.points) if (p && p[1] !== null && isFinite(p[1])) vals.push(p[1]);
   let lo, hi, ys;
+  let step = 0;
   if (opt.log) {
     const pos = vals.filter((v) => v > 0);
     lo = pos.length ? Math.pow(10, Math.floor(Math.log10(Math.min(...pos)))) : 1;
@@ -126,18 +134,21 @@ function timeChart(container, opt) {
     if (hi <= lo) hi = lo * 10;
     ys = (v) => y1 - (Math.log10(Math.max(v, lo)) - Math.log10(lo)) / (Math.log10(hi) - Math.log10(lo)) * (y1 - y0);
   } else {
+    // Round ticks: 0, 500, 1000 … rather than quarters of the largest value.
+    const top = opt.yMax || (vals.length ? Math.max(...vals) : 1);
     lo = 0;
-    hi = opt.yMax || niceMax(vals.length ? Math.max(...vals) : 1);
+    step = niceStep(top, 5);
+    hi = opt.yMax || step * Math.max(1, Math.ceil(top / step - 1e-9));
     ys = (v) => y1 - (v - lo) / (hi - lo) * (y1 - y0);
   }
   // grid and y labels
   const yt = [];
-  if (opt.log) { for (let v = lo; v <= hi * 1.0001; v *= 10) yt.push(v); } else { for (let i = 0; i <= 4; i++) yt.push(lo + (hi - lo) * i / 4); }
+  if (opt.log) { for (let v = lo; v <= hi * 1.0001; v *= 10) yt.push(v); } else { for (let i = 0; lo + step * i <= hi * 1.0001; i++) yt.push(lo + step * i); }
   for (const v of yt) {
     const y = ys(v);
     svg.appendChild(svgEl('line', { class: 'grid', x1: x0, x2: x1, y1: y, y2: y }));
-    const label = v >= 1000 ? (v / 1000) + 'k' : (Math.round(v * 100) / 100);
-    svg.appendChild(svgEl('text', { x: x0 - 4, y: y + 4, 'text-anchor': 'end' }, label));
+    const label = opt.log ? (v >= 1000 ? (v / 1000) + 'k' : String(v)) : tickLabel(v, step);
+    svg.appendChild(svgEl('text', { class: 'ytick', x: x0 - 4, y: y + 4, 'text-anchor': 'end' }, label));
   }
   const tt = timeTicks(from, to, W);
   for (const t of tt.ticks) {
