@@ -1,0 +1,56 @@
+//! The README's two commands are what a new user types first: they must work as root on a
+//! machine without sudo, and the test command must be exactly what CI runs.
+
+use std::path::PathBuf;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The commands of the README's "Two commands" block, without comments.
+fn two_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = readme
+        .split("## Two commands")
+        .nth(1)
+        .expect("a Two commands section");
+    let block = section
+        .split("```sh")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a sh block");
+    block
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_two_commands_need_no_sudo_and_the_second_is_ci() {
+    let cmds = two_commands();
+    assert_eq!(cmds.len(), 2, "{cmds:?}");
+    for c in &cmds {
+        assert!(
+            !c.starts_with("sudo"),
+            "{c}: fails where sudo is not installed"
+        );
+    }
+    assert!(
+        cmds[0].starts_with("cargo run --release -- measure"),
+        "{}",
+        cmds[0]
+    );
+    let ci = std::fs::read_to_string(repo().join(".ci/run")).unwrap();
+    assert!(
+        ci.lines().any(|l| l.trim() == format!("exec {}", cmds[1])),
+        ".ci/run does not run {:?}",
+        cmds[1]
+    );
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    assert!(
+        readme.contains("as root (or\nwith sudo"),
+        "the README says how to run as root"
+    );
+}
