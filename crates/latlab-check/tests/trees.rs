@@ -380,6 +380,36 @@ fn a_pm_qos_request_holds_deep_states_off() {
 }
 
 #[test]
+fn an_unreadable_pm_qos_request_is_not_applicable_not_a_pass() {
+    let t = copy_tree("laptop-intel");
+    std::fs::remove_file(t.path().join("dev/cpu_dma_latency")).unwrap();
+    for target in Target::ALL {
+        let (v, ev) = verdict_at(t.path(), target, "cpu.pm-qos");
+        assert_eq!(v, Verdict::NotApplicable, "{}: {ev}", target.name());
+        assert!(
+            ev.starts_with(
+                "unavailable: /dev/cpu_dma_latency: No such file or directory (os error 2)"
+            ),
+            "{ev}"
+        );
+    }
+    // Empty (a read that ends early) is unreadable as well.
+    write(t.path(), "dev/cpu_dma_latency", b"");
+    let (v, ev) = verdict_at(t.path(), Target::Audio, "cpu.pm-qos");
+    assert_eq!(v, Verdict::NotApplicable, "{ev}");
+    assert!(ev.contains("unavailable: /dev/cpu_dma_latency: "), "{ev}");
+    // A tight per-CPU limit still costs throughput, whatever the global request.
+    write(
+        t.path(),
+        "sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us",
+        b"n/a\n",
+    );
+    let (v, ev) = verdict_at(t.path(), Target::Throughput, "cpu.pm-qos");
+    assert_eq!(v, Verdict::Warn, "{ev}");
+    assert!(ev.contains("cpu1 0 µs (polling only)"), "{ev}");
+}
+
+#[test]
 fn low_resolution_timers() {
     let t = copy_tree("laptop-intel");
     let text = std::fs::read_to_string(t.path().join("proc/timer_list")).unwrap();

@@ -228,6 +228,14 @@ pub struct SystemInfo {
     pub transparent_hugepage: system::Field<String>,
     pub swappiness: system::Field<u32>,
     pub vulnerabilities: Vec<(String, String)>,
+    /// The power meters the samplers can read, or what was looked at when there are none;
+    /// `None` in records from before latlab listed them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power_meters: Option<system::Field<Vec<system::PowerMeter>>>,
+    /// System Management Interrupts per CPU since boot (MSR_SMI_COUNT), or why they cannot be
+    /// read; `None` in records from before latlab read them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub smi_count: Option<system::Field<Vec<(u32, u64)>>>,
 }
 
 /// How the run went: what latlab could set up, and what it could not.

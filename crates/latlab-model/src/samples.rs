@@ -25,6 +25,10 @@ pub struct CpuSample {
     /// Softirqs run in the period (sum over vectors).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub softirqs: Option<u64>,
+    /// System Management Interrupts in the period (the increase of MSR_SMI_COUNT), where
+    /// `/dev/cpu/N/msr` is readable; see [`Samples::smi`] for why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smis: Option<u64>,
     /// Per idle state (same order as [`Samples::idle_states`] for this CPU): time in µs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub idle_time_us: Vec<u64>,
@@ -87,6 +91,9 @@ pub struct CpuSummary {
     pub irqs_per_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub softirqs_per_s: Option<f64>,
+    /// System Management Interrupts counted over the stretch (not a rate: they are rare).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smis: Option<u64>,
     /// Share of the run in each idle state, percent (order of [`Samples::idle_states`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub idle_residency_pct: Vec<f64>,
@@ -119,6 +126,10 @@ pub struct Samples {
     pub thermal_zones: Vec<String>,
     /// Frequency source, or why there is none.
     pub frequency: Field<String>,
+    /// Where the SMI counts come from (MSR_SMI_COUNT through `/dev/cpu/N/msr`), or why there
+    /// are none; `None` in results from before latlab counted SMIs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub smi: Option<Field<String>>,
     pub cpus: Vec<CpuSummary>,
     pub thermal: Vec<ThermalSummary>,
     pub series: Vec<Sample>,

@@ -192,3 +192,15 @@ pub struct Virtualization {
     /// Steal time since boot, percent of all CPU time.
     pub steal_percent: Option<f64>,
 }
+
+/// A power meter the machine has, as the samplers find it (RAPL zone, perf power event, hwmon
+/// power sensor, battery).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PowerMeter {
+    /// The name the samplers give its series, e.g. `rapl:package-0(intel-rapl:0)`,
+    /// `hwmon:ina219/power1`, `battery:BAT0`.
+    pub name: String,
+    /// What is read: a file such as `/sys/class/powercap/intel-rapl:0/energy_uj`, or a perf event.
+    pub source: String,
+}

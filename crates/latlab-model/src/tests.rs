@@ -136,3 +136,39 @@ fn unavailable_fields_round_trip_as_such() {
     let v: Field<KernelConfig> = serde_json::from_str(r#"{"source":"x","hz":250}"#).unwrap();
     assert_eq!(v.value().unwrap().hz, Some(250));
 }
+
+#[test]
+fn power_meters_and_smis_are_optional_and_round_trip() {
+    use crate::samples::{CpuSample, CpuSummary};
+    use crate::system::{Field, PowerMeter};
+    // Records from before these fields read as `None` and write back without them.
+    let old = r#"{"hostname":"h","vulnerabilities":[]}"#;
+    let s: SystemInfo = serde_json::from_str(old).unwrap();
+    assert_eq!(s.power_meters, None);
+    assert_eq!(s.smi_count, None);
+    let text = serde_json::to_string(&SystemInfo::default()).unwrap();
+    assert!(
+        !text.contains("power_meters") && !text.contains("smi_count"),
+        "{text}"
+    );
+    let c: CpuSample = serde_json::from_str(r#"{"cpu":0,"online":true,"irqs":5}"#).unwrap();
+    assert_eq!(c.smis, None);
+    assert!(!serde_json::to_string(&c).unwrap().contains("smis"));
+    // New records keep both, also when unavailable.
+    let s = SystemInfo {
+        power_meters: Some(Field::Value(vec![PowerMeter {
+            name: "battery:BAT0".into(),
+            source: "/sys/class/power_supply/BAT0/power_now".into(),
+        }])),
+        smi_count: Some(Field::unavailable("/dev/cpu/0/msr absent")),
+        ..SystemInfo::default()
+    };
+    let back: SystemInfo = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    assert_eq!(back, s);
+    let c = CpuSummary {
+        smis: Some(3),
+        ..CpuSummary::default()
+    };
+    let back: CpuSummary = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+    assert_eq!(back.smis, Some(3));
+}

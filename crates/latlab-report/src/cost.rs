@@ -1,5 +1,5 @@
 //! What a run cost and what ran beside it: the samplers' summary (power, frequency, idle
-//! residency, interrupts, utilisation, temperatures) and the loads' throughput, as text.
+//! residency, interrupts and SMIs, utilisation, temperatures) and the loads' throughput, as text.
 
 use std::fmt::Write;
 
@@ -49,9 +49,26 @@ pub fn samples_text(s: &Samples) -> String {
             let _ = writeln!(out, "frequency: {source}");
         }
     }
+    // SMIs: a column beside the interrupts where they were counted, else why not (results from
+    // before latlab counted them say nothing).
+    match &s.smi {
+        Some(Field::Unavailable { unavailable }) => {
+            let _ = writeln!(out, "smi:      unavailable: {unavailable}");
+        }
+        Some(Field::Value(source)) => {
+            let _ = writeln!(out, "smi:      {source}, counted over the run");
+        }
+        None => {}
+    }
+    let smi_column = s.cpus.iter().any(|c| c.smis.is_some());
+    let smi_head = if smi_column {
+        format!("{:>6}", "SMIs")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "{:<6}{:>10}{:>8}{:>8}{:>10}{:>10}  idle residency",
+        "{:<6}{:>10}{:>8}{:>8}{:>10}{smi_head}{:>10}  idle residency",
         "cpu", "MHz", "util%", "steal%", "irq/s", "softirq/s"
     );
     for c in &s.cpus {
@@ -68,9 +85,14 @@ pub fn samples_text(s: &Samples) -> String {
             .zip(&c.idle_residency_pct)
             .map(|(n, pct)| format!("{n} {pct:.1}%"))
             .collect();
+        let smis = if smi_column {
+            format!("{:>6}", c.smis.map_or("-".into(), |n| n.to_string()))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "{:<6}{:>10}{:>8}{:>8}{:>10}{:>10}  {}",
+            "{:<6}{:>10}{:>8}{:>8}{:>10}{smis}{:>10}  {}",
             format!("cpu{}", c.cpu),
             opt(mhz, 0),
             opt(c.util_pct, 1),
@@ -173,6 +195,7 @@ mod tests {
             }]),
             thermal_zones: vec![],
             frequency: Field::unavailable("no cpufreq"),
+            smi: None,
             cpus: vec![CpuSummary {
                 cpu: 1,
                 avg_freq_khz: Some(2_400_000),
@@ -180,6 +203,7 @@ mod tests {
                 steal_pct: Some(0.0),
                 irqs_per_s: Some(250.0),
                 softirqs_per_s: None,
+                smis: None,
                 idle_residency_pct: vec![0.5, 80.25],
                 idle_entries_per_s: vec![1.0, 2.0],
             }],
@@ -194,6 +218,40 @@ mod tests {
             t.contains("cpu1") && t.contains("2400") && t.contains("C6 80.2%"),
             "{t}"
         );
+        // A result from before SMIs were counted: no SMI line, no column.
+        assert!(!t.contains("smi") && !t.contains("SMIs"), "{t}");
+        let header = "cpu          MHz   util%  steal%     irq/s softirq/s  idle residency";
+        assert!(t.contains(header), "{t}");
+        // Counted: a column beside the interrupts.
+        let mut counted = s.clone();
+        counted.smi = Some(Field::Value("MSR_SMI_COUNT (0x34)".into()));
+        counted.cpus[0].smis = Some(3);
+        let t = samples_text(&counted);
+        assert!(
+            t.contains("smi:      MSR_SMI_COUNT (0x34), counted over the run"),
+            "{t}"
+        );
+        assert!(
+            t.contains(
+                "cpu          MHz   util%  steal%     irq/s  SMIs softirq/s  idle residency"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("cpu1        2400    12.5     0.0       250     3         -  POLL 0.5%"),
+            "{t}"
+        );
+        // Not countable: why, and no column of zeros.
+        let mut missing = s.clone();
+        missing.smi = Some(Field::unavailable(
+            "/dev/cpu/0/msr absent (msr module not loaded)",
+        ));
+        let t = samples_text(&missing);
+        assert!(
+            t.contains("smi:      unavailable: /dev/cpu/0/msr absent (msr module not loaded)"),
+            "{t}"
+        );
+        assert!(t.contains(header) && !t.contains("SMIs"), "{t}");
         let loads = Loads {
             reports: vec![LoadReport {
                 spec: "matrix".into(),

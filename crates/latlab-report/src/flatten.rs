@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use latlab_model::RunResult;
+use latlab_model::{RunResult, SystemInfo};
 use serde_json::Value;
 
 /// Flatten one run (with its cell's parameters) to key paths.
@@ -29,14 +29,7 @@ pub(crate) fn flatten_run(
         }
     };
     add("config", serde_json::to_value(&run.config));
-    let mut system = serde_json::to_value(&run.system);
-    // Steal time is a measurement, not a setting: the cost table shows it, rounded.
-    if let Ok(Value::Object(m)) = &mut system
-        && let Some(Value::Object(v)) = m.get_mut("virtualization")
-    {
-        v.remove("steal_percent");
-    }
-    add("system", system);
+    add("system", system_settings(&run.system));
     let mut env = serde_json::to_value(&run.environment);
     // Who ran latlab and where its own thread went say nothing about the system measured.
     if let Ok(Value::Object(m)) = &mut env {
@@ -75,6 +68,19 @@ pub(crate) fn flatten_run(
         out.insert("loads.schedule".into(), phases.join("; "));
     }
     out
+}
+
+/// The system record without its measurements: steal time (the cost table shows it, rounded)
+/// and SMIs since boot (the system record shows them) are not settings.
+fn system_settings(system: &SystemInfo) -> Result<Value, serde_json::Error> {
+    let mut v = serde_json::to_value(system)?;
+    if let Value::Object(m) = &mut v {
+        if let Some(Value::Object(virt)) = m.get_mut("virtualization") {
+            virt.remove("steal_percent");
+        }
+        m.remove("smi_count");
+    }
+    Ok(v)
 }
 
 fn scalar(v: &Value) -> Option<String> {
@@ -260,6 +266,35 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         assert_eq!(m, expect);
+    }
+
+    #[test]
+    fn measurements_are_left_out_of_the_system_settings() {
+        use latlab_model::system::{Field, PowerMeter, Virtualization};
+        let system = SystemInfo {
+            virtualization: Virtualization {
+                hypervisor: Some("KVM".into()),
+                steal_percent: Some(0.5),
+            },
+            smi_count: Some(Field::Value(vec![(0, 12)])),
+            power_meters: Some(Field::Value(vec![PowerMeter {
+                name: "battery:BAT0".into(),
+                source: "/sys/class/power_supply/BAT0/power_now".into(),
+            }])),
+            ..SystemInfo::default()
+        };
+        let mut m = BTreeMap::new();
+        flatten(
+            &system_settings(&system).expect("serializes"),
+            "system",
+            &mut m,
+        );
+        assert!(
+            !m.keys().any(|k| k.contains("smi") || k.contains("steal")),
+            "{m:?}"
+        );
+        assert_eq!(m["system.virtualization.hypervisor"], "KVM");
+        assert_eq!(m["system.power_meters[0].name"], "battery:BAT0");
     }
 
     #[test]

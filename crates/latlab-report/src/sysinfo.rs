@@ -31,50 +31,49 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
         }
         out.push('\n');
     };
-    section(
-        "kernel",
-        vec![
-            ("release", s.kernel_release.clone()),
-            ("version", s.kernel_version.clone()),
-            ("machine", s.machine.clone()),
-            ("preempt model", s.preempt.clone()),
-            ("clocksource", s.clocksource.clone()),
-            (
-                "config",
-                field(&s.kernel_config, |c| {
-                    format!(
-                        "{}: HZ {}, {}, {}, RCU_NOCB_CPU {}, RCU_LAZY {}, HIGH_RES_TIMERS {}",
-                        c.source,
-                        c.hz.map(|h| h.to_string()).unwrap_or_else(|| "?".into()),
-                        if c.preempt.is_empty() {
-                            "no CONFIG_PREEMPT*".into()
-                        } else {
-                            c.preempt.join(" ")
-                        },
-                        if c.no_hz.is_empty() {
-                            "no CONFIG_NO_HZ*".into()
-                        } else {
-                            c.no_hz.join(" ")
-                        },
-                        yn(c.rcu_nocb_cpu),
-                        yn(c.rcu_lazy),
-                        yn(c.high_res_timers)
-                    )
-                }),
-            ),
-            (
-                "config not set",
-                field(&s.kernel_config, |c| {
-                    if c.missing.is_empty() {
-                        "-".into()
+    let mut kernel_rows = vec![
+        ("release", s.kernel_release.clone()),
+        ("version", s.kernel_version.clone()),
+        ("machine", s.machine.clone()),
+        ("preempt model", s.preempt.clone()),
+        ("clocksource", s.clocksource.clone()),
+        (
+            "config",
+            field(&s.kernel_config, |c| {
+                format!(
+                    "{}: HZ {}, {}, {}, RCU_NOCB_CPU {}, RCU_LAZY {}, HIGH_RES_TIMERS {}",
+                    c.source,
+                    c.hz.map(|h| h.to_string()).unwrap_or_else(|| "?".into()),
+                    if c.preempt.is_empty() {
+                        "no CONFIG_PREEMPT*".into()
                     } else {
-                        c.missing.join(" ")
-                    }
-                }),
-            ),
-            ("command line", s.cmdline.clone()),
-        ],
-    );
+                        c.preempt.join(" ")
+                    },
+                    if c.no_hz.is_empty() {
+                        "no CONFIG_NO_HZ*".into()
+                    } else {
+                        c.no_hz.join(" ")
+                    },
+                    yn(c.rcu_nocb_cpu),
+                    yn(c.rcu_lazy),
+                    yn(c.high_res_timers)
+                )
+            }),
+        ),
+    ];
+    // An unreadable configuration is said once, on the config line.
+    if let Some(c) = s.kernel_config.value() {
+        kernel_rows.push((
+            "config not set",
+            if c.missing.is_empty() {
+                "-".into()
+            } else {
+                c.missing.join(" ")
+            },
+        ));
+    }
+    kernel_rows.push(("command line", s.cmdline.clone()));
+    section("kernel", kernel_rows);
     let b = &s.boot;
     section(
         "boot options",
@@ -215,6 +214,21 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
             ),
         ],
     );
+    // Records from before latlab listed power meters have none to show.
+    match &s.power_meters {
+        Some(Field::Value(meters)) => {
+            let rows = meters
+                .iter()
+                .map(|m| ("", format!("{:<30} {}", m.name, m.source)))
+                .collect();
+            section("power meters", rows);
+        }
+        // The reason says "none found: " and what was looked at.
+        Some(Field::Unavailable { unavailable }) => {
+            section("power meters", vec![("", unavailable.clone())]);
+        }
+        None => {}
+    }
     let rt = &s.rt_throttling;
     section(
         "real time",
@@ -243,32 +257,42 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
             ("memlock limit", field(&s.memlock_limit, |v| v.clone())),
         ],
     );
-    section(
-        "interrupts and services",
-        vec![
-            (
-                "irq affinity",
-                field(&s.irq_affinity, |a| {
-                    format!(
-                        "{} IRQs, default mask {}; per CPU: {}",
-                        a.irqs,
-                        a.default_smp_affinity,
-                        a.per_cpu
-                            .iter()
-                            .map(|(c, n)| format!("cpu{c}={n}"))
-                            .collect::<Vec<_>>()
-                            .join(" ")
-                    )
-                }),
-            ),
-            ("irqbalance running", yn(s.services.irqbalance).into()),
-            ("tuned running", yn(s.services.tuned).into()),
-            (
-                "power-profiles-daemon",
-                yn(s.services.power_profiles_daemon).into(),
-            ),
-        ],
-    );
+    let mut irq_rows = vec![(
+        "irq affinity",
+        field(&s.irq_affinity, |a| {
+            format!(
+                "{} IRQs, default mask {}; per CPU: {}",
+                a.irqs,
+                a.default_smp_affinity,
+                a.per_cpu
+                    .iter()
+                    .map(|(c, n)| format!("cpu{c}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        }),
+    )];
+    // Records from before latlab read MSR_SMI_COUNT have no row.
+    if let Some(smi) = &s.smi_count {
+        irq_rows.push((
+            "SMIs since boot",
+            field(smi, |v| {
+                v.iter()
+                    .map(|(c, n)| format!("cpu{c}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            }),
+        ));
+    }
+    irq_rows.extend([
+        ("irqbalance running", yn(s.services.irqbalance).into()),
+        ("tuned running", yn(s.services.tuned).into()),
+        (
+            "power-profiles-daemon",
+            yn(s.services.power_profiles_daemon).into(),
+        ),
+    ]);
+    section("interrupts and services", irq_rows);
     section(
         "memory and virtualization",
         vec![
@@ -306,4 +330,58 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
 
 fn yn(b: bool) -> &'static str {
     if b { "yes" } else { "no" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latlab_model::system::PowerMeter;
+
+    #[test]
+    fn power_meters_smis_and_an_unreadable_config_said_once() {
+        let old = sysinfo_text(&SystemInfo::default());
+        assert!(
+            !old.contains("power meters") && !old.contains("SMIs"),
+            "{old}"
+        );
+        let s = SystemInfo {
+            kernel_config: Field::unavailable(
+                "neither /proc/config.gz nor /boot/config-<release> is readable",
+            ),
+            power_meters: Some(Field::Value(vec![PowerMeter {
+                name: "hwmon:ina219/power1".into(),
+                source: "/sys/class/hwmon/hwmon0/power1_input".into(),
+            }])),
+            smi_count: Some(Field::Value(vec![(0, 4), (1, 5)])),
+            ..SystemInfo::default()
+        };
+        let t = sysinfo_text(&s);
+        assert_eq!(t.matches("/boot/config-<release>").count(), 1, "{t}");
+        assert!(!t.contains("config not set"), "{t}");
+        assert!(
+            t.contains(
+                "power meters\n                         hwmon:ina219/power1            \
+                 /sys/class/hwmon/hwmon0/power1_input\n"
+            ),
+            "{t}"
+        );
+        assert!(
+            t.contains("  SMIs since boot        cpu0=4 cpu1=5\n"),
+            "{t}"
+        );
+        let none = SystemInfo {
+            power_meters: Some(Field::unavailable("none found: no battery")),
+            smi_count: Some(Field::unavailable("/dev/cpu/0/msr absent")),
+            ..SystemInfo::default()
+        };
+        let t = sysinfo_text(&none);
+        assert!(
+            t.contains("power meters\n                         none found: no battery\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  SMIs since boot        unavailable: /dev/cpu/0/msr absent\n"),
+            "{t}"
+        );
+    }
 }

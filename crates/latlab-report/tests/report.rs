@@ -448,6 +448,7 @@ fn samples(p: &Profile, rng: &mut Rng) -> Samples {
                 steal_pct: Some(0.0),
                 irqs: Some(1000 + rng.below(50)),
                 softirqs: Some(300),
+                smis: None,
                 idle_time_us: times,
                 idle_usage: vec![10, 500, 40],
             });
@@ -497,6 +498,7 @@ fn samples(p: &Profile, rng: &mut Rng) -> Samples {
         power_sources,
         thermal_zones: vec!["x86_pkg_temp".into()],
         frequency: Field::Value("scaling_cur_freq".into()),
+        smi: None,
         cpus: (0..2)
             .map(|cpu| CpuSummary {
                 cpu,
@@ -505,6 +507,7 @@ fn samples(p: &Profile, rng: &mut Rng) -> Samples {
                 steal_pct: Some(0.0),
                 irqs_per_s: Some(1020.0),
                 softirqs_per_s: Some(300.0),
+                smis: None,
                 idle_residency_pct: idle_sum[cpu]
                     .iter()
                     .map(|t| *t as f64 / (SECONDS as f64 * 1e6) * 100.0)

@@ -728,6 +728,8 @@ pub(crate) fn merge_cpu_summaries(cpu: u32, items: &[(f64, CpuSummary)]) -> Opti
         steal_pct: wmean(it().map(|(w, s)| (*w, s.steal_pct))),
         irqs_per_s: wmean(it().map(|(w, s)| (*w, s.irqs_per_s))),
         softirqs_per_s: wmean(it().map(|(w, s)| (*w, s.softirqs_per_s))),
+        // SMIs are counts: the merged stretch has them all.
+        smis: it().filter_map(|(_, s)| s.smis).reduce(|a, b| a + b),
         idle_residency_pct: wmean_vec(it().map(|(w, s)| (*w, &s.idle_residency_pct))),
         idle_entries_per_s: wmean_vec(it().map(|(w, s)| (*w, &s.idle_entries_per_s))),
     })

@@ -26,6 +26,7 @@ fn sampler_summaries_merge_weighted_by_time() {
         steal_pct: None,
         irqs_per_s: Some(100.0),
         softirqs_per_s: None,
+        smis: Some(2),
         idle_residency_pct: vec![50.0, 40.0],
         idle_entries_per_s: vec![1.0],
     };
@@ -36,6 +37,7 @@ fn sampler_summaries_merge_weighted_by_time() {
         steal_pct: Some(1.0),
         irqs_per_s: Some(400.0),
         softirqs_per_s: None,
+        smis: Some(1),
         idle_residency_pct: vec![20.0, 70.0, 5.0],
         idle_entries_per_s: vec![4.0],
     };
@@ -47,6 +49,7 @@ fn sampler_summaries_merge_weighted_by_time() {
     assert_eq!(m.steal_pct, Some(1.0));
     assert_eq!(m.irqs_per_s, Some(325.0));
     assert_eq!(m.softirqs_per_s, None);
+    assert_eq!(m.smis, Some(3), "SMI counts add up");
     assert_eq!(m.idle_residency_pct, vec![27.5, 62.5, 5.0]);
     assert_eq!(m.idle_entries_per_s, vec![3.25]);
     assert_eq!(monitor::merge_cpu_summaries(0, &[]), None);

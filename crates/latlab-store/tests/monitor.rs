@@ -50,6 +50,7 @@ fn window_set(k: u64, rng: &mut common::Rng) -> WindowSet {
                     steal_pct: None,
                     irqs_per_s: Some(100.0 * k as f64),
                     softirqs_per_s: None,
+                    smis: None,
                     idle_residency_pct: vec![1.0, 90.0 - k as f64],
                     idle_entries_per_s: vec![10.0, 20.0],
                 }),

@@ -1,5 +1,5 @@
-//! Fixture trees for tests: a writable copy of a tree, and a snapshot of everything under a root
-//! to show that a change was undone byte for byte.
+//! Fixture trees for tests: a writable copy of a tree, a fake MSR device file, and a snapshot of
+//! everything under a root to show that a change was undone byte for byte.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -21,6 +21,21 @@ pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Write a fake `/dev/cpu/<cpu>/msr` under `root`: a regular file of zeros, long enough for the
+/// register (`msr + 8` bytes, at least 0x40), holding `value` at offset `msr`, little endian as
+/// the msr device returns it. Rewriting it changes only that register.
+pub fn write_msr(root: &Path, cpu: u32, msr: u64, value: u64) -> io::Result<()> {
+    let path = root.join(format!("dev/cpu/{cpu}/msr"));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let at = usize::try_from(msr).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut bytes = std::fs::read(&path).unwrap_or_default();
+    bytes.resize(bytes.len().max(at + 8).max(0x40), 0);
+    bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+    std::fs::write(&path, bytes)
 }
 
 /// One path of a [`snapshot`]: its kind, mode and content (a symlink by its target).

@@ -11,6 +11,7 @@ use latlab_model::units::CpuList;
 use std::io::Read;
 
 const CPU: &str = "/sys/devices/system/cpu";
+const OSRELEASE: &str = "/proc/sys/kernel/osrelease";
 
 /// Options of interest in a kernel configuration.
 const CONFIG_OF_INTEREST: &[&str] = &[
@@ -194,8 +195,9 @@ impl Sys {
         self.read_trim(rel).ok()?.parse().ok()
     }
 
-    /// The kernel configuration from `/proc/config.gz` or `/boot/config-<release>`.
-    pub fn kernel_config(&self, release: &str) -> Field<KernelConfig> {
+    /// The kernel configuration from `/proc/config.gz` or `/boot/config-<release>` (the release
+    /// from `/proc/sys/kernel/osrelease`).
+    pub fn kernel_config(&self) -> Field<KernelConfig> {
         let gz = self.path("/proc/config.gz");
         if let Ok(f) = std::fs::File::open(&gz) {
             let mut text = String::new();
@@ -206,6 +208,21 @@ impl Sys {
                 return Field::Value(parse_kernel_config(&text, "/proc/config.gz"));
             }
         }
+        let release = match self.read_trim(OSRELEASE) {
+            Ok(r) if !r.is_empty() => r,
+            // Without the release there is no /boot file name to try: say so once, in one line.
+            failed => {
+                let why = match failed {
+                    Err(SysError::Io { source, .. }) => format!("{OSRELEASE}: {source}"),
+                    Err(SysError::Parse { source, .. }) => format!("{OSRELEASE}: {source}"),
+                    Ok(_) => format!("{OSRELEASE} is empty"),
+                };
+                return Field::unavailable(format!(
+                    "neither /proc/config.gz nor /boot/config-<release> is readable (kernel \
+                     release unknown: {why})"
+                ));
+            }
+        };
         let boot = format!("/boot/config-{release}");
         match self.read(&boot) {
             Ok(text) => Field::Value(parse_kernel_config(&text, &boot)),
@@ -359,12 +376,12 @@ impl Sys {
     }
 
     /// The current aggregate PM QoS CPU latency request, in µs.
+    /// The reason names the system path, not the root of a fixture tree.
     pub fn cpu_dma_latency(&self) -> Result<i64, String> {
-        let path = self.path("/dev/cpu_dma_latency");
-        let mut f = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        const DEV: &str = "/dev/cpu_dma_latency";
+        let mut f = std::fs::File::open(self.path(DEV)).map_err(|e| format!("{DEV}: {e}"))?;
         let mut b = [0u8; 4];
-        f.read_exact(&mut b)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        f.read_exact(&mut b).map_err(|e| format!("{DEV}: {e}"))?;
         Ok(i64::from(i32::from_ne_bytes(b)))
     }
 
@@ -502,7 +519,7 @@ impl Sys {
             Err(e) => format!("unavailable: {e}"),
         };
         let version = or_reason(self.read_trim("/proc/sys/kernel/version"));
-        let release = or_reason(self.read_trim("/proc/sys/kernel/osrelease"));
+        let release = or_reason(self.read_trim(OSRELEASE));
         let cmdline = or_reason(self.read_trim("/proc/cmdline"));
         let cpuinfo = self.read("/proc/cpuinfo").unwrap_or_default();
         let online: Vec<u32> = self
@@ -527,7 +544,7 @@ impl Sys {
             clocksource: or_reason(
                 self.read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
             ),
-            kernel_config: self.kernel_config(&release),
+            kernel_config: self.kernel_config(),
             boot: parse_boot_options(&cmdline),
             cpu: self.topology(&cpuinfo),
             cpufreq: self.cpufreq(&online),
@@ -558,6 +575,8 @@ impl Sys {
                     Some((name, v))
                 })
                 .collect(),
+            power_meters: Some(crate::sample::power_meters(self)),
+            smi_count: Some(self.smi_counts(&online).into()),
             cpus_online: online,
             kernel_release: release,
             kernel_version: version,

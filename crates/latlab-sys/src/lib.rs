@@ -11,10 +11,12 @@ use std::path::{Path, PathBuf};
 
 pub mod fixture;
 mod inventory;
+mod msr;
 pub mod sample;
 pub use inventory::{
     dynamic_preempt_from_log, parse_boot_options, parse_kernel_config, selected, steal_percent,
 };
+pub use msr::{MSR_SMI_COUNT, SMI_SOURCE};
 
 /// Errors of system access, each naming the path and the cause.
 #[derive(Debug, thiserror::Error)]

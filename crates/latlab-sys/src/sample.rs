@@ -4,15 +4,17 @@
 //! then each call to [`Sampler::sample`] reads a snapshot and records the difference to the
 //! previous one: idle residency and entries, mean frequency, energy (RAPL counters with
 //! wrap-around, perf power events) or power (hwmon, battery), interrupts, softirqs, utilisation,
-//! steal and temperatures. [`SamplerThread`] runs a sampler on its own thread at normal priority.
+//! steal, System Management Interrupts (MSR_SMI_COUNT) and temperatures. [`SamplerThread`] runs
+//! a sampler on its own thread at normal priority. [`power_meters`] lists the power sources the
+//! samplers would read, for the system record.
 //!
 //! Missing sources are named with the reason ("unavailable: …"); nothing is invented.
 
-use crate::Sys;
+use crate::{SMI_SOURCE, Sys};
 use latlab_model::samples::{
     CpuIdleStates, CpuSample, CpuSummary, PowerSource, Sample, Samples, ThermalSummary,
 };
-use latlab_model::system::Field;
+use latlab_model::system::{Field, PowerMeter};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
@@ -27,6 +29,8 @@ struct CpuSnap {
     stat: Option<[u64; 8]>,
     irqs: Option<u64>,
     softirqs: Option<u64>,
+    /// MSR_SMI_COUNT (32 bits).
+    smi: Option<u64>,
     idle_time: Vec<u64>,
     idle_usage: Vec<u64>,
     freq_khz: Option<u64>,
@@ -60,6 +64,8 @@ enum PowerProbe {
 
 struct PowerState {
     name: String,
+    /// What is read, as a system path or perf event (for the system record).
+    source: String,
     probe: PowerProbe,
     wraps: u64,
 }
@@ -78,6 +84,8 @@ pub struct Sampler {
     idle: BTreeMap<usize, Vec<(u32, String)>>,
     freq: Result<FreqSource, String>,
     power: Result<Vec<PowerState>, String>,
+    /// Whether MSR_SMI_COUNT can be read, or why not.
+    smi: Result<(), String>,
     thermal: Vec<(String, String)>,
     prev: Option<Snapshot>,
     series: Vec<Sample>,
@@ -135,10 +143,15 @@ impl Sampler {
                 Some((kind, temp))
             })
             .collect();
+        let online: Vec<u32> = sys
+            .online_cpus()
+            .map(|l| l.cpus().to_vec())
+            .unwrap_or_default();
         Sampler {
             sys: sys.clone(),
             period_ns,
             power: find_power(sys, &cpus),
+            smi: sys.smi_counts(&online).map(|_| ()),
             cpus,
             idle,
             freq,
@@ -173,6 +186,10 @@ impl Sampler {
                 stat: stat.as_ref().and_then(|s| s.get(&cpu).copied()),
                 irqs: irqs.as_ref().and_then(|s| s.get(&cpu).copied()),
                 softirqs: softirqs.as_ref().and_then(|s| s.get(&cpu).copied()),
+                smi: match (&self.smi, u32::try_from(cpu)) {
+                    (Ok(()), Ok(c)) => sys.smi_count(c).ok(),
+                    _ => None,
+                },
                 ..CpuSnap::default()
             };
             if let Some(states) = self.idle.get(&cpu) {
@@ -295,6 +312,10 @@ impl Sampler {
             if let (Some(x), Some(y)) = (a.softirqs, b.softirqs) {
                 s.softirqs = Some(y.saturating_sub(x));
             }
+            if let (Some(x), Some(y)) = (a.smi, b.smi) {
+                // MSR_SMI_COUNT is 32 bits wide and wraps.
+                s.smis = Some(counter_delta(x, y, u64::from(u32::MAX)).0);
+            }
             if a.idle_time.len() == b.idle_time.len() && !b.idle_time.is_empty() {
                 s.idle_time_us = zip_sub(&a.idle_time, &b.idle_time);
                 s.idle_usage = zip_sub(&a.idle_usage, &b.idle_usage);
@@ -387,6 +408,10 @@ impl Sampler {
                 ),
                 Err(why) => Field::unavailable(why),
             },
+            smi: Some(match self.smi {
+                Ok(()) => Field::Value(SMI_SOURCE.into()),
+                Err(why) => Field::unavailable(why),
+            }),
             cpus,
             thermal,
             series: self.series,
@@ -414,6 +439,7 @@ pub fn summarize(series: &[Sample]) -> SeriesSummary {
         steal: (f64, u64),
         irqs: (u64, u64),
         softirqs: (u64, u64),
+        smis: Option<u64>,
         idle_us: Vec<u64>,
         idle_n: Vec<u64>,
     }
@@ -447,6 +473,9 @@ pub fn summarize(series: &[Sample]) -> SeriesSummary {
                 a.softirqs.0 += n;
                 a.softirqs.1 += dt;
             }
+            if let Some(n) = c.smis {
+                *a.smis.get_or_insert(0) += n;
+            }
             add_into(&mut a.idle_us, &c.idle_time_us);
             add_into(&mut a.idle_n, &c.idle_usage);
         }
@@ -477,6 +506,7 @@ pub fn summarize(series: &[Sample]) -> SeriesSummary {
                 steal_pct: avg(a.steal),
                 irqs_per_s: rate(a.irqs),
                 softirqs_per_s: rate(a.softirqs),
+                smis: a.smis,
                 idle_residency_pct: a
                     .idle_us
                     .iter()
@@ -624,6 +654,31 @@ pub fn parse_perf_event(text: &str) -> Option<u64> {
     })
 }
 
+/// The power meters of the system, as the samplers find them: RAPL zones (powercap
+/// `intel-rapl:*`/`amd-rapl:*`, by their `name`), perf `power` events where powercap is absent,
+/// hwmon power sensors (`power*_input`/`power*_average`, by the chip's `name`) and batteries that
+/// report `power_now` or `current_now` and `voltage_now`. With none, the reason lists what was
+/// looked at, prefixed with `none found: `.
+pub fn power_meters(sys: &Sys) -> Field<Vec<PowerMeter>> {
+    let cpus: Vec<usize> = sys
+        .online_cpus()
+        .map(|l| l.cpus().iter().map(|&c| c as usize).collect())
+        .unwrap_or_default();
+    match find_power(sys, &cpus) {
+        Ok(found) => Field::Value(
+            found
+                .into_iter()
+                .map(|s| PowerMeter {
+                    name: s.name,
+                    source: s.source,
+                })
+                .collect(),
+        ),
+        Err(why) => Field::unavailable(format!("none found: {why}")),
+    }
+}
+
+/// Find the power sources (the one discovery behind the samplers and [`power_meters`]).
 fn find_power(sys: &Sys, cpus: &[usize]) -> Result<Vec<PowerState>, String> {
     let mut found = Vec::new();
     let mut why = Vec::new();
@@ -648,6 +703,7 @@ fn find_power(sys: &Sys, cpus: &[usize]) -> Result<Vec<PowerState>, String> {
             .unwrap_or(u64::MAX);
         found.push(PowerState {
             name: format!("rapl:{name}({zone})"),
+            source: energy.clone(),
             probe: PowerProbe::Rapl {
                 energy,
                 max_range_uj,
@@ -679,6 +735,7 @@ fn find_power(sys: &Sys, cpus: &[usize]) -> Result<Vec<PowerState>, String> {
                 let label = file.trim_end_matches("_input").trim_end_matches("_average");
                 found.push(PowerState {
                     name: format!("hwmon:{chip}/{label}"),
+                    source: rel.clone(),
                     probe: PowerProbe::Hwmon { file: rel },
                     wraps: 0,
                 });
@@ -698,8 +755,20 @@ fn find_power(sys: &Sys, cpus: &[usize]) -> Result<Vec<PowerState>, String> {
             continue;
         }
         battery = true;
+        let readable = |f: &str| sys.read_u64(&format!("{dir}/{f}")).is_some();
+        let source = if readable("power_now") {
+            format!("{dir}/power_now")
+        } else if readable("current_now") && readable("voltage_now") {
+            format!("{dir}/current_now × voltage_now")
+        } else {
+            why.push(format!(
+                "battery {supply} reports neither power_now nor current_now and voltage_now"
+            ));
+            continue;
+        };
         found.push(PowerState {
             name: format!("battery:{supply}"),
+            source,
             probe: PowerProbe::Battery { dir },
             wraps: 0,
         });
@@ -775,6 +844,7 @@ fn perf_power(sys: &Sys, cpus: &[usize]) -> Result<Vec<PowerState>, String> {
         match open_perf_counter(pmu_type as u32, config, cpu) {
             Ok(fd) => out.push(PowerState {
                 name: format!("perf:{event}"),
+                source: format!("perf event power/{event}/ ({base}/events/{event})"),
                 probe: PowerProbe::Perf { fd, scale },
                 wraps: 0,
             }),

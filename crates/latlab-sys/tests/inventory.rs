@@ -153,3 +153,124 @@ fn live_system_is_complete() {
         assert!(json.get(key).is_some(), "{key} present");
     }
 }
+
+/// A writable copy of a fixture tree.
+fn copy(name: &str) -> (tempfile::TempDir, Sys) {
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let dir = tempfile::tempdir().unwrap();
+    latlab_sys::fixture::copy_tree(&src, dir.path()).unwrap();
+    let sys = Sys::new(dir.path());
+    (dir, sys)
+}
+
+#[test]
+fn kernel_config_without_a_release_names_both_files_once() {
+    let (dir, sys) = copy("laptop-intel");
+    std::fs::remove_file(sys.path("/proc/sys/kernel/osrelease")).unwrap();
+    let s = sys.system_info();
+    let why = s.kernel_config.reason().unwrap();
+    assert_eq!(
+        why,
+        "neither /proc/config.gz nor /boot/config-<release> is readable (kernel release \
+         unknown: /proc/sys/kernel/osrelease: No such file or directory (os error 2))"
+    );
+    assert_eq!(why.matches("/boot/config-").count(), 1, "{why}");
+    assert!(
+        !why.contains("unavailable"),
+        "no reason nested in a path: {why}"
+    );
+    assert!(!why.contains(&*dir.path().to_string_lossy()), "{why}");
+    // With the release, the /boot file is found as before.
+    assert!(copy("laptop-intel").1.kernel_config().value().is_some());
+}
+
+#[test]
+fn power_meters_of_each_tree() {
+    let meters = |tree: &str| fixture(tree).system_info().power_meters.unwrap();
+    let laptop = meters("laptop-intel");
+    let laptop = laptop.value().unwrap();
+    let names: Vec<&str> = laptop.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "rapl:package-0(intel-rapl:0)",
+            "rapl:core(intel-rapl:0:0)",
+            "rapl:uncore(intel-rapl:0:1)",
+            "rapl:dram(intel-rapl:0:2)",
+            "battery:BAT0"
+        ]
+    );
+    assert_eq!(
+        laptop[0].source,
+        "/sys/class/powercap/intel-rapl:0/energy_uj"
+    );
+    assert_eq!(laptop[4].source, "/sys/class/power_supply/BAT0/power_now");
+    let arm = meters("arm-board");
+    let arm = arm.value().unwrap();
+    assert_eq!(arm.len(), 1, "{arm:?}");
+    assert_eq!(arm[0].name, "hwmon:ina219/power1");
+    assert_eq!(arm[0].source, "/sys/class/hwmon/hwmon0/power1_input");
+    let amd = meters("amd-desktop");
+    assert_eq!(
+        amd.value().unwrap().len(),
+        1,
+        "RAPL package-0 only; k10temp has no power"
+    );
+    let vm = meters("vm");
+    let why = vm.reason().unwrap();
+    assert_eq!(
+        why,
+        "none found: no RAPL zones in /sys/class/powercap; no perf power PMU; no hwmon power \
+         sensors; no battery"
+    );
+}
+
+#[test]
+fn a_battery_without_power_readings_is_no_meter() {
+    let (_dir, sys) = copy("laptop-intel");
+    std::fs::remove_file(sys.path("/sys/class/power_supply/BAT0/power_now")).unwrap();
+    let m = sys.system_info().power_meters.unwrap();
+    assert!(!m.value().unwrap().iter().any(|m| m.name == "battery:BAT0"));
+    // current_now × voltage_now stands in for power_now.
+    std::fs::write(
+        sys.path("/sys/class/power_supply/BAT0/current_now"),
+        "621000\n",
+    )
+    .unwrap();
+    let m = sys.system_info().power_meters.unwrap();
+    let bat = m
+        .value()
+        .unwrap()
+        .iter()
+        .find(|m| m.name == "battery:BAT0")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        bat.source,
+        "/sys/class/power_supply/BAT0/current_now × voltage_now"
+    );
+}
+
+#[test]
+fn smis_since_boot_where_msr_is_readable_and_why_not_elsewhere() {
+    for tree in ["laptop-intel", "arm-board", "amd-desktop", "vm"] {
+        let s = fixture(tree).system_info();
+        assert_eq!(
+            s.smi_count.unwrap().reason(),
+            Some("/dev/cpu/0/msr absent (msr module not loaded, or not an x86 CPU)"),
+            "{tree}"
+        );
+    }
+    let (dir, sys) = copy("laptop-intel");
+    for cpu in 0..4 {
+        let count = 10 + u64::from(cpu);
+        latlab_sys::fixture::write_msr(dir.path(), cpu, latlab_sys::MSR_SMI_COUNT, count).unwrap();
+    }
+    let s = sys.system_info();
+    assert_eq!(
+        s.smi_count.unwrap(),
+        Field::Value(vec![(0, 10), (1, 11), (2, 12), (3, 13)])
+    );
+}

@@ -253,6 +253,59 @@ fn vm_has_no_power_source_and_says_why() {
 }
 
 #[test]
+fn smis_per_interval_from_fake_msr_files() {
+    let (dir, sys) = tree("laptop-intel");
+    let smi = |cpu: u32, count: u64| {
+        latlab_sys::fixture::write_msr(dir.path(), cpu, latlab_sys::MSR_SMI_COUNT, count).unwrap();
+    };
+    for cpu in 0..4 {
+        smi(cpu, 100);
+    }
+    // CPU 3's 32-bit counter is about to wrap.
+    smi(3, u64::from(u32::MAX) - 1);
+    let mut s = Sampler::new(&sys, SEC);
+    s.start(0);
+    smi(0, 103);
+    smi(1, 101);
+    smi(3, 2); // 2 to wrap to 0, then 2 more
+    let first = s.sample(SEC).unwrap().clone();
+    let smis: Vec<Option<u64>> = first.cpus.iter().map(|c| c.smis).collect();
+    assert_eq!(smis, [Some(3), Some(1), Some(0), Some(4)]);
+    assert_eq!(first.cpus[0].irqs, Some(0), "beside the interrupts");
+    smi(0, 104);
+    let second = s.sample(2 * SEC).unwrap().clone();
+    assert_eq!(second.cpus[0].smis, Some(1));
+    assert_eq!(second.cpus[1].smis, Some(0));
+    let out = s.finish();
+    assert_eq!(
+        out.smi.as_ref().unwrap().value().map(String::as_str),
+        Some(latlab_sys::SMI_SOURCE)
+    );
+    let totals: Vec<Option<u64>> = out.cpus.iter().map(|c| c.smis).collect();
+    assert_eq!(totals, [Some(4), Some(1), Some(0), Some(4)]);
+    let json = serde_json::to_value(&out).unwrap();
+    assert_eq!(json["series"][0]["cpus"][0]["smis"], 3);
+}
+
+#[test]
+fn without_msr_files_smis_are_unavailable_not_zero() {
+    for name in ["vm", "arm-board"] {
+        let (_dir, sys) = tree(name);
+        let mut s = Sampler::new(&sys, SEC);
+        s.start(0);
+        let sample = s.sample(SEC).unwrap().clone();
+        assert!(sample.cpus.iter().all(|c| c.smis.is_none()), "{name}");
+        let out = s.finish();
+        assert_eq!(
+            out.smi.unwrap().reason(),
+            Some("/dev/cpu/0/msr absent (msr module not loaded, or not an x86 CPU)"),
+            "{name}"
+        );
+        assert!(out.cpus.iter().all(|c| c.smis.is_none()), "{name}");
+    }
+}
+
+#[test]
 fn parsers() {
     assert_eq!(counter_delta(10, 25, 100), (15, false));
     assert_eq!(counter_delta(95, 4, 100), (10, true));

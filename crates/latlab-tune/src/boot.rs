@@ -144,13 +144,10 @@ pub fn advise(
     let plan = Plan::build(sys, profile, cpus)?;
     let online = sys.online_cpus()?;
     let current = sys.read_trim("/proc/cmdline").unwrap_or_default();
-    let release = sys
-        .read_trim("/proc/sys/kernel/osrelease")
-        .unwrap_or_default();
     let version = sys
         .read_trim("/proc/sys/kernel/version")
         .unwrap_or_default();
-    let config = sys.kernel_config(&release);
+    let config = sys.kernel_config();
     let config: Option<&KernelConfig> = config.value();
     let rt = version.contains("PREEMPT_RT")
         || config.is_some_and(|c| c.preempt.iter().any(|p| p == "CONFIG_PREEMPT_RT"));

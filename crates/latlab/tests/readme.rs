@@ -1,5 +1,6 @@
 //! The README's two commands are what a new user types first: they must work as root on a
 //! machine without sudo, and the test command must be exactly what CI runs.
+#![allow(clippy::unwrap_used)]
 
 use std::path::PathBuf;
 

@@ -276,20 +276,17 @@ pub fn pm_qos(f: &Facts, ctx: &Ctx) -> Outcome {
         .filter(|(_, v)| v != "0")
         .cloned()
         .collect();
-    if global.is_none() && q.resume_latency_us.is_empty() {
-        return Outcome::na(format!(
-            "unavailable: {}",
-            q.cpu_dma_latency_us.reason().unwrap_or_default()
-        ));
-    }
     let g = match global {
         Some(v) if v >= 2_000_000_000 => "cpu_dma_latency: no request".to_string(),
         Some(v) => format!("cpu_dma_latency: {v} µs requested"),
         None => format!(
-            "cpu_dma_latency unreadable ({})",
+            "unavailable: {}",
             q.cpu_dma_latency_us.reason().unwrap_or_default()
         ),
     };
+    if global.is_none() && q.resume_latency_us.is_empty() {
+        return Outcome::na(g);
+    }
     let r = if per_cpu.is_empty() {
         "no per-CPU resume latency limit".to_string()
     } else {
@@ -318,6 +315,10 @@ pub fn pm_qos(f: &Facts, ctx: &Ctx) -> Outcome {
         .fix(Fix::manual(
             "find the PM QoS holder: fuser -v /dev/cpu_dma_latency",
         ));
+    }
+    // Without the global request nothing says the CPUs may sleep as deep as they like.
+    if global.is_none() {
+        return Outcome::na(evidence);
     }
     Outcome::pass(evidence)
 }

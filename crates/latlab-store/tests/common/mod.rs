@@ -120,6 +120,7 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
         }]),
         thermal_zones: vec!["x86_pkg_temp".into()],
         frequency: Field::Value("scaling_cur_freq".into()),
+        smi: None,
         cpus: vec![CpuSummary {
             cpu: 0,
             avg_freq_khz: Some(2_345_678),
@@ -127,6 +128,7 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
             steal_pct: None,
             irqs_per_s: Some(1_001.000_000_000_1),
             softirqs_per_s: Some(0.1 + 0.2),
+            smis: None,
             idle_residency_pct: vec![0.5, 10.25, 89.0 / 3.0],
             idle_entries_per_s: vec![1.0 / 7.0, 250.0, 12.5],
         }],
@@ -147,6 +149,7 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
                     steal_pct: Some(0.0),
                     irqs: Some(100 + k),
                     softirqs: None,
+                    smis: None,
                     idle_time_us: vec![1, 2, 3 + k],
                     idle_usage: vec![4, 5, 6],
                 }],

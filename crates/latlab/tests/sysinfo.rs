@@ -1,0 +1,141 @@
+//! `latlab sysinfo` run as a program against the system fixture trees (`--sysroot`): the power
+//! meters each machine has, its SMI counts or why there are none, and a kernel configuration that
+//! cannot be found said once.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../latlab-sys/tests/fixtures")
+        .join(name)
+}
+
+/// A writable copy of a fixture tree.
+fn copy(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    latlab_sys::fixture::copy_tree(&fixture(name), dir.path()).unwrap();
+    dir
+}
+
+fn sysinfo(root: &Path, json: bool) -> String {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_latlab"));
+    c.env_remove("LATLAB_SYSROOT")
+        .arg("--sysroot")
+        .arg(root)
+        .arg("sysinfo");
+    if json {
+        c.arg("--json");
+    }
+    let out = c.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The rows of one section of the text (title line to blank line).
+fn section<'a>(text: &'a str, title: &str) -> Vec<&'a str> {
+    text.lines()
+        .skip_while(|l| *l != title)
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(str::trim)
+        .collect()
+}
+
+#[test]
+fn power_meters_of_the_laptop_the_arm_board_and_the_vm() {
+    let laptop = sysinfo(&fixture("laptop-intel"), false);
+    let meters = section(&laptop, "power meters");
+    assert_eq!(meters.len(), 5, "{laptop}");
+    for zone in ["package-0", "core", "uncore", "dram"] {
+        assert!(
+            meters
+                .iter()
+                .any(|m| m.starts_with(&format!("rapl:{zone}(")) && m.ends_with("/energy_uj")),
+            "{zone}: {meters:?}"
+        );
+    }
+    assert!(
+        meters
+            .iter()
+            .any(|m| m.starts_with("battery:BAT0") && m.ends_with("BAT0/power_now")),
+        "{meters:?}"
+    );
+    let arm = sysinfo(&fixture("arm-board"), false);
+    let meters = section(&arm, "power meters");
+    assert_eq!(meters.len(), 1, "{arm}");
+    assert!(
+        meters[0].starts_with("hwmon:ina219/power1")
+            && meters[0].ends_with("/sys/class/hwmon/hwmon0/power1_input"),
+        "{meters:?}"
+    );
+    let vm = sysinfo(&fixture("vm"), false);
+    assert_eq!(
+        section(&vm, "power meters"),
+        [
+            "none found: no RAPL zones in /sys/class/powercap; no perf power PMU; no hwmon power \
+          sensors; no battery"
+        ]
+    );
+    // The record of `--json` (the one embedded in every result) lists them too.
+    let json: serde_json::Value =
+        serde_json::from_str(&sysinfo(&fixture("arm-board"), true)).unwrap();
+    assert_eq!(json["power_meters"][0]["name"], "hwmon:ina219/power1");
+    let json: serde_json::Value = serde_json::from_str(&sysinfo(&fixture("vm"), true)).unwrap();
+    assert!(
+        json["power_meters"]["unavailable"]
+            .as_str()
+            .unwrap()
+            .starts_with("none found: ")
+    );
+}
+
+#[test]
+fn smis_beside_the_interrupts_or_why_not() {
+    let vm = sysinfo(&fixture("vm"), false);
+    let rows = section(&vm, "interrupts and services");
+    assert!(
+        rows.contains(
+            &"SMIs since boot        unavailable: /dev/cpu/0/msr absent (msr module not loaded, \
+              or not an x86 CPU)"
+        ),
+        "{rows:?}"
+    );
+    let t = copy("laptop-intel");
+    for cpu in 0..4u32 {
+        let count = 20 + u64::from(cpu);
+        latlab_sys::fixture::write_msr(t.path(), cpu, latlab_sys::MSR_SMI_COUNT, count).unwrap();
+    }
+    let laptop = sysinfo(t.path(), false);
+    let rows = section(&laptop, "interrupts and services");
+    assert_eq!(rows[0].split_whitespace().next(), Some("irq"), "{rows:?}");
+    assert_eq!(
+        rows[1], "SMIs since boot        cpu0=20 cpu1=21 cpu2=22 cpu3=23",
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn without_a_kernel_release_the_config_files_are_named_once() {
+    let t = copy("laptop-intel");
+    std::fs::remove_file(t.path().join("proc/sys/kernel/osrelease")).unwrap();
+    let out = sysinfo(t.path(), false);
+    let kernel = section(&out, "kernel");
+    let config: Vec<&&str> = kernel.iter().filter(|l| l.starts_with("config")).collect();
+    assert_eq!(
+        config,
+        [
+            &"config                 unavailable: neither /proc/config.gz nor \
+           /boot/config-<release> is readable (kernel release unknown: \
+           /proc/sys/kernel/osrelease: No such file or directory (os error 2))"
+        ],
+        "{out}"
+    );
+    assert_eq!(out.matches("/boot/config-").count(), 1, "{out}");
+}
