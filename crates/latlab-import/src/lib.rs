@@ -8,12 +8,17 @@
 //!
 //! What a format does not carry is said in the result's `environment.warnings`, never invented:
 //! no windows, spikes or samplers; microsecond or bucket resolution; samples beyond a histogram's
-//! range (recorded at the range's end, with only the maximum exact). Parsing is pure.
+//! range (recorded at the range's end, with only the maximum exact, and percentiles among them
+//! lower bounds unless the tool printed them: stress-ng's are kept exact in
+//! `Stats::exact_percentiles`); an unknown start time or length (recorded as 0, with empty
+//! `started_at` and `ended_at`). Lines a capture holds besides the format (cyclictest's `WARN:`
+//! on stderr, with `2>&1`) are skipped with a warning; a file cut short is refused with the line
+//! where it ends and what was expected there. Lines may end in LF or CRLF. Parsing is pure.
 
 use latlab_hist::Histogram;
 use latlab_model::{
-    Clock, MeasureConfig, Method, Overall, Policy, RunEnvironment, RunResult, SCHEMA,
-    SCHEMA_VERSION, Spikes, Stats, StopReason, SystemInfo, ThreadResult,
+    Clock, ExactPercentile, MeasureConfig, Method, Overall, Policy, RunEnvironment, RunResult,
+    SCHEMA, SCHEMA_VERSION, Spikes, Stats, StopReason, SystemInfo, ThreadResult,
 };
 use serde_json::Value;
 
@@ -80,7 +85,11 @@ pub fn detect(text: &str) -> Option<Format> {
     {
         return Some(Format::StressNgCyclic);
     }
-    if text.lines().any(|l| l.starts_with("# Max Latencies:")) {
+    // The footer, or (in a capture cut short before it) the histogram's first line.
+    if text
+        .lines()
+        .any(|l| l.starts_with("# Max Latencies:") || l.trim_end() == "# Histogram")
+    {
         return Some(Format::CyclictestHist);
     }
     None
@@ -124,43 +133,103 @@ fn fnv64(text: &str) -> u64 {
 }
 
 /// One thread's samples as read: histogram rows in µs, overflow beyond the range.
+#[derive(Default)]
 struct Thread {
     cpu: Option<u32>,
     /// (value in ns, count)
     rows: Vec<(u64, u64)>,
     total: u64,
     max_ns: Option<u64>,
+    /// The exact minimum, recorded as it is when no row can hold it (it lies beyond the range).
+    min_ns: Option<u64>,
     /// Where values above the histogram's range are recorded (the range's end).
     range_end_ns: u64,
+    /// Percentiles the tool printed, computed from all its samples.
+    printed: Vec<ExactPercentile>,
+}
+
+/// A thread's histogram, the printed percentiles it cannot give (they lie among the samples
+/// beyond its range), and a warning when values were placed at a bound.
+struct Built {
+    histogram: Histogram,
+    exact: Vec<ExactPercentile>,
+    warning: Option<String>,
 }
 
 /// Build a thread's histogram: rows as read, samples the rows lack recorded at the range's end
-/// with the maximum exact; the minimum exact where known. Returns a warning when values were
-/// placed at a bound.
-fn thread_histogram(t: &Thread, label: &str) -> (Histogram, Option<String>) {
+/// with the maximum exact (and the minimum, when it lies there too); printed percentiles whose
+/// rank falls among those samples are kept exact, the histogram's being only lower bounds.
+fn thread_histogram(t: &Thread, label: &str) -> Built {
     let mut h = Histogram::new();
     let in_rows: u64 = t.rows.iter().map(|r| r.1).sum();
     for &(v, n) in &t.rows {
         h.record_n(v, n);
     }
-    let mut warning = None;
     let over = t.total.saturating_sub(in_rows);
-    if over > 0 {
-        let max = t.max_ns.unwrap_or(t.range_end_ns).max(t.range_end_ns);
-        // Just past the range's end (its first unit's middle), so no reader puts them inside it.
-        h.record_n(t.range_end_ns + 500, over - 1);
-        h.record(max);
-        warning = Some(format!(
-            "{label}: {over} of {} samples lie beyond the histogram range ({} us) and are \
-             recorded there (only their maximum, {:.1} us, is exact); percentiles above p{:.3} \
-             are lower bounds",
-            t.total,
-            t.range_end_ns / 1000,
-            max as f64 / 1000.0,
-            100.0 * (1.0 - over as f64 / t.total as f64)
+    if over == 0 {
+        return Built {
+            histogram: h,
+            exact: Vec::new(),
+            warning: None,
+        };
+    }
+    let max = t.max_ns.unwrap_or(t.range_end_ns).max(t.range_end_ns);
+    let min = t
+        .min_ns
+        .filter(|&m| over >= 2 && m >= t.range_end_ns && m <= max);
+    // Just past the range's end (its first unit's middle), so no reader puts them inside it; never
+    // below an exact minimum.
+    let at = (t.range_end_ns + 500).max(min.unwrap_or(0));
+    if let Some(m) = min {
+        h.record(m);
+    }
+    h.record_n(at, over - 1 - u64::from(min.is_some()));
+    h.record(max);
+    let exact: Vec<ExactPercentile> = t
+        .printed
+        .iter()
+        .filter(|p| {
+            let rank = ((p.percentile / 100.0) * t.total as f64).ceil().max(1.0) as u64;
+            rank > in_rows
+        })
+        .copied()
+        .collect();
+    let exact_part = match min {
+        Some(m) => format!(
+            "only their minimum, {:.1} us, and maximum, {:.1} us, are exact",
+            m as f64 / 1000.0,
+            max as f64 / 1000.0
+        ),
+        None => format!(
+            "only their maximum, {:.1} us, is exact",
+            max as f64 / 1000.0
+        ),
+    };
+    let mut warning = format!(
+        "{label}: {over} of {} samples lie beyond the histogram range ({} us) and are recorded \
+         there ({exact_part}); percentiles above p{:.3} are lower bounds",
+        t.total,
+        // Whole µs as before; a range of ns buckets (stress-ng --cyclic-dist 1) in decimals.
+        if t.range_end_ns.is_multiple_of(1000) {
+            (t.range_end_ns / 1000).to_string()
+        } else {
+            format!("{:.3}", t.range_end_ns as f64 / 1000.0)
+        },
+        100.0 * (1.0 - over as f64 / t.total as f64)
+    );
+    if !exact.is_empty() {
+        let names: Vec<String> = exact.iter().map(|p| format!("p{}", p.percentile)).collect();
+        warning.push_str(&format!(
+            ", except {} as the tool printed them (computed from all its samples), which are \
+             exact",
+            names.join(", ")
         ));
     }
-    (h, warning)
+    Built {
+        histogram: h,
+        exact,
+        warning: Some(warning),
+    }
 }
 
 /// Turn threads into a result with the given configuration and system.
@@ -182,9 +251,15 @@ fn assemble(
             Some(c) => format!("cpu{c}"),
             None => format!("thread{i}"),
         };
-        let (h, warning) = thread_histogram(t, &label);
+        let Built {
+            histogram: h,
+            exact,
+            warning,
+        } = thread_histogram(t, &label);
         env.warnings.extend(warning);
         overall.merge(&h);
+        // No missed periods are known: the corrected statistics are the raw ones.
+        let stats = Stats::of(&h).with_exact(&exact);
         results.push(ThreadResult {
             label,
             cpu: t.cpu,
@@ -192,27 +267,35 @@ fn assemble(
             missed: 0,
             expected_periods: None,
             max_at_ns: 0,
-            stats: Stats::of(&h),
-            corrected: Stats::of(&h),
+            corrected: stats.clone(),
+            stats,
             cpu_time_ns: None,
             corrected_histogram: h.clone(),
             histogram: h,
             windows: Vec::new(),
         });
     }
+    // One thread's exact percentiles are also those of all threads; several threads' are not.
+    let overall_stats = match results.as_slice() {
+        [only] => only.stats.clone(),
+        _ => Stats::of(&overall),
+    };
     let max_thread = results
         .iter()
         .enumerate()
         .max_by_key(|(_, t)| t.stats.max)
         .map_or(0, |(i, _)| i as u32);
+    // 0 when the format does not say (latlab_model::known_time); no time is invented for it.
     let elapsed_ns = config.duration_ns.unwrap_or(0);
+    let start = latlab_model::known_time(started_unix_ns);
+    let end = start.zip(latlab_model::known_time(elapsed_ns));
     RunResult {
         schema: SCHEMA.into(),
         schema_version: SCHEMA_VERSION,
         latlab_version: env!("CARGO_PKG_VERSION").into(),
         id: String::new(),
-        started_at: latlab_model::rfc3339_utc(started_unix_ns),
-        ended_at: latlab_model::rfc3339_utc(started_unix_ns + elapsed_ns),
+        started_at: start.map_or_else(String::new, latlab_model::rfc3339_utc),
+        ended_at: end.map_or_else(String::new, |(s, e)| latlab_model::rfc3339_utc(s + e)),
         start_unix_ns: started_unix_ns,
         elapsed_ns,
         config,
@@ -223,8 +306,8 @@ fn assemble(
             missed: 0,
             max_at_ns: 0,
             max_thread,
-            stats: Stats::of(&overall),
-            corrected: Stats::of(&overall),
+            corrected: overall_stats.clone(),
+            stats: overall_stats,
             histogram: overall,
         },
         threads: results,
@@ -456,6 +539,7 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
             total,
             max_ns: max,
             range_end_ns,
+            ..Thread::default()
         });
     }
     let mut cfg = config(1_000_000, list.len(), None);
@@ -485,35 +569,70 @@ fn mid_us(us: u64) -> u64 {
     us * 1000 + 500
 }
 
+/// What a cyclictest histogram row is, for messages.
+const HIST_ROW: &str = "a histogram row: the latency in µs, then one count per thread";
+
 fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
     let mut rows: Vec<Vec<(u64, u64)>> = Vec::new();
-    let mut maxes: Vec<u64> = Vec::new();
-    let mut overflows: Vec<u64> = Vec::new();
+    // (line number, values)
+    let mut maxes: Option<(usize, Vec<u64>)> = None;
+    let mut overflows: Option<(usize, Vec<u64>)> = None;
     let mut last_row = 0u64;
+    let mut last_line = 0;
+    let mut header_line = None;
+    // Lines before the histogram that are not cyclictest's (its stderr, captured with 2>&1).
+    let mut skipped = 0usize;
+    let mut first_skipped: Option<(usize, &str)> = None;
     for (n, line) in text.lines().enumerate() {
         let line_no = n + 1;
+        let line = line.trim_end();
+        last_line = line_no;
         if let Some(rest) = line.strip_prefix("# Max Latencies:") {
-            maxes = numbers(rest, line_no)?;
+            let values = numbers(
+                rest,
+                line_no,
+                "\"# Max Latencies:\" then one µs value per thread",
+            )?;
+            maxes = Some((line_no, values));
             continue;
         }
         if let Some(rest) = line.strip_prefix("# Histogram Overflows:") {
-            overflows = numbers(rest, line_no)?;
+            let values = numbers(
+                rest,
+                line_no,
+                "\"# Histogram Overflows:\" then one count per thread",
+            )?;
+            overflows = Some((line_no, values));
             continue;
+        }
+        if line == "# Histogram" {
+            header_line.get_or_insert(line_no);
         }
         if line.starts_with('#') || line.trim().is_empty() {
             continue;
         }
-        let fields = numbers(line, line_no)?;
+        if rows.is_empty() && !line.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
+            skipped += 1;
+            first_skipped.get_or_insert((line_no, line));
+            continue;
+        }
+        let fields = numbers(line, line_no, HIST_ROW)?;
         let Some((&us, counts)) = fields.split_first() else {
             continue;
         };
+        if counts.is_empty() {
+            return err(
+                line_no,
+                format!("a row without counts (expected {HIST_ROW})"),
+            );
+        }
         if rows.is_empty() {
             rows = vec![Vec::new(); counts.len()];
         } else if counts.len() != rows.len() {
             return err(
                 line_no,
                 format!(
-                    "{} counts where earlier rows had {}",
+                    "{} counts where earlier rows had {} (expected {HIST_ROW}; a row cut short?)",
                     counts.len(),
                     rows.len()
                 ),
@@ -527,28 +646,85 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
         last_row = us;
     }
     if rows.is_empty() {
-        return err(0, "no histogram rows (accepted: cyclictest -h N output)");
+        return match header_line {
+            Some(_) => err(
+                last_line,
+                format!(
+                    "the file ends before the first histogram row (expected {HIST_ROW}; is it cut short?)"
+                ),
+            ),
+            None => err(0, "no histogram rows (accepted: cyclictest -h N output)"),
+        };
     }
+    let threads_n = rows.len();
+    let Some((max_line, maxes)) = maxes else {
+        return err(
+            last_line,
+            "the file ends before the \"# Max Latencies:\" line (expected more histogram rows \
+             or cyclictest's footer after them; is it cut short?)",
+        );
+    };
+    let per_thread = |line: usize, what: &str, values: &[u64]| {
+        if values.len() == threads_n {
+            Ok(())
+        } else {
+            err(
+                line,
+                format!(
+                    "{} {what} values where the histogram has {threads_n} threads (expected one \
+                     per thread; is the line cut short?)",
+                    values.len()
+                ),
+            )
+        }
+    };
+    per_thread(max_line, "\"# Max Latencies:\"", &maxes)?;
+    let overflows = match overflows {
+        Some((line, values)) => {
+            per_thread(line, "\"# Histogram Overflows:\"", &values)?;
+            values
+        }
+        // Older cyclictest versions may not write the line; it is only needed when samples lie
+        // beyond the rows.
+        None if maxes.iter().all(|&m| m <= last_row) => vec![0; threads_n],
+        None => {
+            return err(
+                last_line,
+                format!(
+                    "the file ends before the \"# Histogram Overflows:\" line, which a maximum \
+                     beyond the last row ({last_row} us) calls for (is it cut short?)"
+                ),
+            );
+        }
+    };
     let threads: Vec<Thread> = rows
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
             let in_rows: u64 = r.iter().map(|x| x.1).sum();
             Thread {
-                cpu: None,
-                total: in_rows + overflows.get(i).copied().unwrap_or(0),
-                max_ns: maxes.get(i).map(|&m| mid_us(m)),
+                total: in_rows + overflows[i],
+                max_ns: Some(mid_us(maxes[i])),
                 range_end_ns: (last_row + 1) * 1000,
                 rows: r,
+                ..Thread::default()
             }
         })
         .collect();
     let n = threads.len();
-    let warnings = vec![
+    let mut warnings = vec![
         "values are whole microseconds, truncated, recorded at the middle of their microsecond; \
          the text carries no command line, CPUs, interval or system"
-            .into(),
+            .to_string(),
     ];
+    if let Some((line, first)) = first_skipped {
+        warnings.push(format!(
+            "skipped {skipped} line{} before the histogram that {} not cyclictest -h output; \
+             the first, line {line}: {first:?}",
+            if skipped == 1 { "" } else { "s" },
+            if skipped == 1 { "is" } else { "are" },
+        ));
+    }
     Ok(assemble(
         threads,
         config(0, n, None),
@@ -558,16 +734,30 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
     ))
 }
 
-fn numbers(text: &str, line: usize) -> Result<Vec<u64>, ImportError> {
+/// The whitespace-separated numbers of `text` (up to a `#`); `expected` says what the line holds.
+fn numbers(text: &str, line: usize, expected: &str) -> Result<Vec<u64>, ImportError> {
     text.split_whitespace()
         .take_while(|w| *w != "#")
         .map(|w| {
             w.parse::<u64>().map_err(|_| ImportError {
                 line,
-                message: format!("{w:?} is not a number"),
+                message: format!("{w:?} is not a number (expected {expected})"),
             })
         })
         .collect()
+}
+
+/// `25.00%:      21252 ns` (stress-ng's `latency percentiles:` lines) as an exact percentile.
+fn printed_percentile(rest: &str) -> Option<ExactPercentile> {
+    let (p, v) = rest.split_once("%:")?;
+    let percentile: f64 = p.trim().parse().ok()?;
+    let value_ns: u64 = v.trim().strip_suffix("ns")?.trim().parse().ok()?;
+    (0.0..=100.0)
+        .contains(&percentile)
+        .then_some(ExactPercentile {
+            percentile,
+            value_ns,
+        })
 }
 
 fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
@@ -577,8 +767,10 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
     let (mut min, mut max) = (None, None);
     let mut width = None;
     let mut rows = Vec::new();
+    let mut printed = Vec::new();
     let mut in_dist = false;
-    let mut truncated = false;
+    // Buckets printed (or said to be zero), when fewer than there are.
+    let mut truncated_at = None;
     for (n, line) in text.lines().enumerate() {
         let Some((_, rest)) = line.split_once("cyclic:") else {
             continue;
@@ -608,6 +800,8 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
                 .collect();
             min = nums.first().copied();
             max = nums.get(1).copied();
+        } else if let Some(p) = printed_percentile(rest) {
+            printed.push(p);
         } else if let Some(s) = rest.strip_prefix("latency distribution (") {
             width = s
                 .split_whitespace()
@@ -622,7 +816,10 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
                         a.parse::<u64>().unwrap_or(0),
                         b.parse::<u64>().map_err(|_| ImportError {
                             line: line_no,
-                            message: format!("{b:?} is not a count"),
+                            message: format!(
+                                "{b:?} is not a count (expected a distribution row: the \
+                                 bucket's lowest ns, then its count)"
+                            ),
                         })?,
                     );
                     if c > 0 {
@@ -635,7 +832,10 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
                         .split(|c: char| !c.is_ascii_digit())
                         .filter_map(|x| x.parse().ok())
                         .collect();
-                    truncated = n.len() == 2 && n[0] < n[1];
+                    truncated_at = match n.as_slice() {
+                        [first, of] if first < of => Some(*first),
+                        _ => None,
+                    };
                 }
                 _ if rest.starts_with("latency (ns)") => {}
                 _ => in_dist = false,
@@ -648,7 +848,10 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
             "no \"cyclic: sched ...: N ns delay, M samples\" line (run stress-ng with -v or --log-file)",
         );
     };
-    if rows.is_empty() {
+    let truncated = truncated_at.is_some();
+    // Every printed bucket may be empty when the first ones lie below every sample
+    // (`--cyclic-dist 1`): then every sample lies beyond them.
+    if width.is_none() || (rows.is_empty() && !truncated) {
         return err(
             0,
             "no latency distribution (run stress-ng --cyclic with --cyclic-dist N)",
@@ -673,19 +876,25 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
             buckets.push((exact, 1));
         }
     }
-    let printed: u64 = rows.iter().map(|r| r.1).sum();
+    let printed_count: u64 = rows.iter().map(|r| r.1).sum();
     // Samples beyond the printed buckets count at the end of the range (max exact).
     let total = if truncated {
-        printed.max(samples)
+        printed_count.max(samples)
     } else {
-        printed
+        printed_count
+    };
+    let range_end_ns = match truncated_at {
+        Some(n) => n * width,
+        None => rows.last().map_or(0, |r| r.0 + width),
     };
     let thread = Thread {
-        cpu: None,
         rows: buckets,
         total,
         max_ns: max,
-        range_end_ns: rows.last().map_or(0, |r| r.0 + width),
+        min_ns: min,
+        range_end_ns,
+        printed,
+        ..Thread::default()
     };
     let mut cfg = config(delay_ns.unwrap_or(0), 1, None);
     cfg.policy = policy;
@@ -740,6 +949,7 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
             max_ns: scale("max"),
             range_end_ns,
             rows,
+            ..Thread::default()
         });
     }
     let cpus_list: Vec<u32> = threads.iter().filter_map(|t| t.cpu).collect();

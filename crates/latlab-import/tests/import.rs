@@ -25,6 +25,13 @@ fn have(tool: &str) -> bool {
     found
 }
 
+/// stress-ng's cyclic stressors run one at a time: two SCHED_DEADLINE ones at once exceed the
+/// kernel's admission limit, and the second fails (with exit code 0 and no results).
+fn stress_ng_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn is_root() -> bool {
     // SAFETY: no preconditions.
     unsafe { libc::geteuid() == 0 }
@@ -190,6 +197,7 @@ fn live_stress_ng_output() {
     if !have("stress-ng") {
         return;
     }
+    let _one_at_a_time = stress_ng_lock();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("sng.log");
     let out = Command::new("stress-ng")
@@ -260,4 +268,324 @@ fn live_jitterdebugger_output() {
         assert_eq!(t.stats.count, src["count"].as_u64().unwrap());
         assert_eq!(t.stats.max, src["max"].as_u64().unwrap() * 1000 + 500);
     }
+}
+
+/// The footer values of a cyclictest histogram text: `label` then one number per thread.
+fn footer(text: &str, label: &str) -> Vec<u64> {
+    let line = text.lines().find(|l| l.starts_with(label)).unwrap();
+    line[label.len()..]
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect()
+}
+
+/// Counts and maxima of an imported histogram text are those of its footer.
+fn check_against_footer(text: &str, r: &latlab_model::RunResult) {
+    let (total, over) = (
+        footer(text, "# Total:"),
+        footer(text, "# Histogram Overflows:"),
+    );
+    let max = footer(text, "# Max Latencies:");
+    assert_eq!(r.threads.len(), total.len());
+    for (i, t) in r.threads.iter().enumerate() {
+        assert_eq!(t.stats.count, total[i] + over[i], "thread {i}");
+        assert_eq!(t.stats.max, max[i] * 1000 + 500, "thread {i}");
+    }
+}
+
+#[test]
+fn cyclictest_histogram_captured_with_stderr_skips_its_warning() {
+    // `cyclictest -l 200 -i 500 -d 100 -q -h 20 -t 2 -a 0 -m -p 80 > file 2>&1`: -d with -h
+    // makes cyclictest print a WARN: line to stderr before the histogram.
+    let text = data("cyclictest-h20-stderr.txt");
+    assert!(text.starts_with("WARN: distance is ignored"), "{text}");
+    assert_eq!(detect(&text), Some(Format::CyclictestHist));
+    let r = import(&text, None, "ct.txt").unwrap();
+    check_against_footer(&text, &r);
+    let w = r.environment.warnings.join("\n");
+    assert!(
+        w.contains(
+            "skipped 1 line before the histogram that is not cyclictest -h output; the first, \
+             line 1: \"WARN: distance is ignored and set to 0, if histogram enabled\""
+        ),
+        "{w}"
+    );
+    // A line starting with a number is a row, however broken: still refused with its line.
+    let broken = text.replacen("# Histogram\n", "# Histogram\n12x 1 2\n", 1);
+    let e = import(&broken, None, "x").unwrap_err();
+    assert_eq!(e.line, 4, "{e}");
+    assert!(e.to_string().contains("expected a histogram row"), "{e}");
+}
+
+#[test]
+fn crlf_line_endings_read_as_lf_in_every_format() {
+    for (name, format) in [
+        ("cyclictest.json", Format::CyclictestJson),
+        ("cyclictest-h50.txt", Format::CyclictestHist),
+        ("cyclictest-h20-stderr.txt", Format::CyclictestHist),
+        ("stress-ng-cyclic.log", Format::StressNgCyclic),
+        ("stress-ng-cyclic-beyond-range.log", Format::StressNgCyclic),
+        ("jitterdebugger-results.json", Format::Jitterdebugger),
+    ] {
+        let lf = data(name);
+        let crlf = lf.replace('\n', "\r\n");
+        assert_eq!(detect(&crlf), Some(format), "{name}");
+        let a = import(&lf, None, name).unwrap();
+        let b = import(&crlf, None, name)
+            .unwrap_or_else(|e| panic!("{name} with CRLF line endings: {e}"));
+        assert_eq!(a.threads, b.threads, "{name}");
+        assert_eq!(a.overall, b.overall, "{name}");
+        assert_eq!(a.config, b.config, "{name}");
+        assert_eq!(a.environment, b.environment, "{name}");
+        assert_eq!(a.started_at, b.started_at, "{name}");
+    }
+}
+
+#[test]
+fn truncated_cyclictest_histogram_names_the_line_and_what_was_expected() {
+    let text = data("cyclictest-h50.txt");
+    let lines: Vec<&str> = text.lines().collect();
+    let first = |n: usize| lines[..n].join("\n") + "\n";
+    let line_of = |prefix: &str| lines.iter().position(|l| l.starts_with(prefix)).unwrap() + 1;
+    let refused = |cut: &str, line: usize, needle: &str| {
+        for format in [None, Some(Format::CyclictestHist)] {
+            let e = import(cut, format, "x").unwrap_err();
+            let msg = e.to_string();
+            assert_eq!(e.line, line, "{msg}");
+            assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
+            assert_eq!(msg.lines().count(), 1, "{msg}");
+        }
+    };
+    // Cut in the middle of the rows (at a row's end), and right after the last row.
+    refused(&first(30), 30, "ends before the \"# Max Latencies:\" line");
+    let total = line_of("# Total:");
+    refused(
+        &first(total - 1),
+        total - 1,
+        "ends before the \"# Max Latencies:\"",
+    );
+    // Cut before the footer's maxima.
+    let max = line_of("# Max Latencies:");
+    refused(
+        &first(max - 1),
+        max - 1,
+        "ends before the \"# Max Latencies:\"",
+    );
+    // Cut inside a row: fewer counts than threads, or a count cut short on the last line.
+    let half = format!("{}000049 000011\n", first(total - 2));
+    refused(&half, total - 1, "1 counts where earlier rows had 2");
+    let digits = format!("{}000049 000011\t0000", first(total - 2));
+    refused(&digits, total - 1, "ends before the \"# Max Latencies:\"");
+    // Cut inside the maxima, and before the overflows that a maximum beyond the rows calls for.
+    let maxima = format!("{}# Max Latencies: 00263", first(max - 1));
+    refused(
+        &maxima,
+        max,
+        "1 \"# Max Latencies:\" values where the histogram has 2 threads",
+    );
+    refused(
+        &first(max),
+        max,
+        "ends before the \"# Histogram Overflows:\" line",
+    );
+    // Only the histogram's head: nothing to read.
+    refused(
+        "WARN: x\n# Histogram\n",
+        2,
+        "ends before the first histogram row",
+    );
+    // The whole file still reads.
+    assert!(import(&text, None, "x").is_ok());
+}
+
+#[test]
+fn stress_ng_percentiles_beyond_its_histogram_are_kept_exact() {
+    // `stress-ng --cyclic 1 --cyclic-ops 1000 -v --cyclic-dist 1000 --cyclic-samples 500
+    // --cyclic-policy rr -t 5`: 1 µs buckets, only the first 250 printed; 72 of 500 samples lie
+    // beyond them, p90 and above among them.
+    let text = data("stress-ng-cyclic-beyond-range.log");
+    let r = import(&text, None, "sng.log").unwrap();
+    let t = &r.threads[0];
+    assert_eq!(
+        (t.stats.count, t.stats.min, t.stats.max),
+        (500, 7712, 842_617)
+    );
+    // stress-ng's own values, not the range's end (250 µs) the histogram would give.
+    assert_eq!(t.stats.p90, 754_914);
+    assert_eq!(t.stats.p99, 820_666);
+    assert_eq!(t.stats.p99_9, 842_617);
+    assert_eq!(t.stats.p99_99, 842_617);
+    // Inside the range the histogram knows it to its 1 µs bucket (stress-ng: 16187 ns).
+    assert!((16_000..17_000).contains(&t.stats.p50), "{}", t.stats.p50);
+    let exact: Vec<(f64, u64)> = t
+        .stats
+        .exact_percentiles
+        .iter()
+        .map(|p| (p.percentile, p.value_ns))
+        .collect();
+    assert_eq!(
+        exact,
+        [
+            (90.0, 754_914),
+            (95.4, 787_625),
+            (99.0, 820_666),
+            (99.5, 838_249),
+            (99.9, 842_617),
+            (99.99, 842_617)
+        ]
+    );
+    assert_eq!(r.overall.stats, t.stats);
+    assert_eq!(t.corrected, t.stats);
+    let w = r.environment.warnings.join("\n");
+    assert!(
+        w.contains("72 of 500 samples lie beyond the histogram range (250 us)")
+            && w.contains("except p90, p95.4, p99, p99.5, p99.9, p99.99 as the tool printed them"),
+        "{w}"
+    );
+    // JSON keeps them, and reads back whole.
+    let json = r.to_json_pretty();
+    assert!(json.contains("\"exact_percentiles\""), "{json}");
+    assert_eq!(latlab_model::RunResult::from_json(&json).unwrap(), r);
+    // The summary and a report of the run show the exact values (µs).
+    let summary = latlab_report::summary_table(&r);
+    let all = summary.lines().find(|l| l.starts_with("all")).unwrap();
+    assert!(all.contains("754.9") && all.contains("820.7"), "{all}");
+    let report = latlab_report::ReportFormat::Json
+        .render(&latlab_report::ReportInput::from_runs("t", vec![r.clone()]));
+    let v: Value = serde_json::from_str(&report).unwrap();
+    let stats = &v["cells"][0]["stats"];
+    assert_eq!(stats["p99"], 820_666, "{stats}");
+    assert_eq!(stats["p90"], 754_914, "{stats}");
+    // A report's CSV, too.
+    let csv = latlab_report::run_csv(&r);
+    assert!(csv.contains("820666"), "{csv}");
+}
+
+#[test]
+fn stress_ng_with_every_printed_bucket_empty_keeps_its_percentiles() {
+    // `--cyclic-dist 1`: 1 ns buckets, the first 250 printed, all empty; every sample beyond.
+    let text = data("stress-ng-cyclic-dist1.log");
+    let r = import(&text, None, "sng.log").unwrap();
+    let s = &r.threads[0].stats;
+    assert_eq!((s.count, s.min, s.max), (1000, 6729, 760_313));
+    assert_eq!(
+        (s.p50, s.p90, s.p99, s.p99_9, s.p99_99),
+        (9535, 14_946, 52_486, 760_313, 760_313)
+    );
+    assert_eq!(s.exact_percentiles.len(), 9);
+    let w = r.environment.warnings.join("\n");
+    assert!(
+        w.contains("range (0.250 us)") && w.contains("only their minimum"),
+        "{w}"
+    );
+}
+
+#[test]
+fn formats_without_a_start_time_or_length_leave_them_unknown() {
+    for name in [
+        "cyclictest-h50.txt",
+        "stress-ng-cyclic.log",
+        "jitterdebugger-results.json",
+    ] {
+        let r = import(&data(name), None, name).unwrap();
+        assert_eq!((r.start_unix_ns, r.elapsed_ns), (0, 0), "{name}");
+        assert_eq!(latlab_model::known_time(r.start_unix_ns), None, "{name}");
+        assert_eq!(
+            (r.started_at.as_str(), r.ended_at.as_str()),
+            ("", ""),
+            "{name}"
+        );
+        // A report's table of runs shows "-" for both, not the epoch and 0 s.
+        let report = latlab_report::ReportFormat::Text
+            .render(&latlab_report::ReportInput::from_runs("t", vec![r.clone()]));
+        let table = report.split("Every run").nth(1).unwrap();
+        let row = table.lines().find(|l| l.starts_with(&r.id)).unwrap();
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[3..5], ["-", "-"], "{name}: {row}");
+    }
+    // cyclictest's JSON has a start time, but (run by loops) no length.
+    let r = import(&data("cyclictest.json"), None, "ct.json").unwrap();
+    assert_eq!(r.started_at, "2026-11-22T17:49:19.000000Z");
+    assert_eq!(r.ended_at, "");
+}
+
+#[test]
+fn live_cyclictest_histogram_captured_with_stderr() {
+    if !have("cyclictest") {
+        return;
+    }
+    // -d with -h: cyclictest warns on stderr, which 2>&1 puts before the histogram.
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            "cyclictest -l 200 -i 500 -d 100 -q -h 30 -t 2 -a 0 2>&1",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let r = import(&text, None, "stdout").unwrap();
+    check_against_footer(&text, &r);
+    for t in &r.threads {
+        assert_eq!(t.stats.count, 200);
+    }
+    if text.starts_with("WARN:") {
+        let w = r.environment.warnings.join("\n");
+        assert!(w.contains("skipped 1 line") && w.contains("WARN:"), "{w}");
+    }
+}
+
+#[test]
+fn live_stress_ng_printed_percentiles_are_exact() {
+    if !have("stress-ng") {
+        return;
+    }
+    let _one_at_a_time = stress_ng_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("sng.log");
+    // 1 ns buckets, the first 250 printed: every sample lies beyond them.
+    let out = Command::new("stress-ng")
+        .args([
+            "--cyclic",
+            "1",
+            "--cyclic-dist",
+            "1",
+            "--cyclic-sleep",
+            "200000",
+        ])
+        .args(["--cyclic-method", "clock_ns", "--cyclic-samples", "2000"])
+        .args(["-t", "1", "-v", "--log-file"])
+        .arg(&log)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let r = import(&text, None, "sng.log").unwrap();
+    let s = &r.threads[0].stats;
+    let printed = |p: &str| -> u64 {
+        let line = text
+            .lines()
+            .find(|l| l.contains(&format!("cyclic:   {p}%:")))
+            .unwrap();
+        line.split_whitespace()
+            .rev()
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(s.p50, printed("50.00"));
+    assert_eq!(s.p90, printed("90.00"));
+    assert_eq!(s.p99, printed("99.00"));
+    assert_eq!(s.p99_9, printed("99.90"));
+    assert_eq!(s.p99_99, printed("99.99"));
 }

@@ -286,6 +286,19 @@ pub struct Stats {
     pub p99_9: u64,
     pub p99_99: u64,
     pub max: u64,
+    /// Percentiles the source of an imported result computed from all its samples, where the
+    /// histogram gives only a lower bound (their samples lie beyond its range). Exact: the
+    /// fields above hold these values ([`Stats::with_exact`]). Empty for latlab's own runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exact_percentiles: Vec<ExactPercentile>,
+}
+
+/// One percentile known exactly, e.g. one stress-ng printed (`99.00%: 820666 ns`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ExactPercentile {
+    /// The percentile, 0–100 (`99.9` for p99.9).
+    pub percentile: f64,
+    pub value_ns: u64,
 }
 
 impl Stats {
@@ -301,7 +314,27 @@ impl Stats {
             p99_9: h.percentile(99.9),
             p99_99: h.percentile(99.99),
             max: h.max(),
+            exact_percentiles: Vec::new(),
         }
+    }
+
+    /// These statistics with `exact` kept: each percentile field `exact` names takes its value.
+    /// Statistics of the histogram a result's own `exact_percentiles` belong to (a run's, a
+    /// thread's) are made whole with them; statistics of merged histograms are not.
+    pub fn with_exact(mut self, exact: &[ExactPercentile]) -> Stats {
+        for e in exact {
+            let field = match e.percentile {
+                50.0 => &mut self.p50,
+                90.0 => &mut self.p90,
+                99.0 => &mut self.p99,
+                99.9 => &mut self.p99_9,
+                99.99 => &mut self.p99_99,
+                _ => continue,
+            };
+            *field = e.value_ns;
+        }
+        self.exact_percentiles = exact.to_vec();
+        self
     }
 }
 
@@ -392,9 +425,11 @@ pub struct RunResult {
     /// RFC 3339 UTC.
     pub started_at: String,
     pub ended_at: String,
-    /// Wall-clock start, nanoseconds since the Unix epoch (to turn `*_ns` offsets into times).
+    /// Wall-clock start, nanoseconds since the Unix epoch (to turn `*_ns` offsets into times);
+    /// 0 when unknown (a result imported from a format without a start time, whose `started_at`
+    /// and `ended_at` are then empty): see [`known_time`].
     pub start_unix_ns: u64,
-    /// Measured length of the run.
+    /// Measured length of the run; 0 when unknown (an import from a format without one).
     pub elapsed_ns: u64,
     pub config: MeasureConfig,
     pub system: SystemInfo,
@@ -425,6 +460,12 @@ pub enum ModelError {
     TooNew { found: u32, supported: u32 },
     #[error("invalid result JSON: {0}")]
     Json(#[from] serde_json::Error),
+}
+
+/// `start_unix_ns` or `elapsed_ns` (of a result, or of a stored run's summary) as known: `None`
+/// for 0, which stands for "the source did not say" (no run starts at the epoch or lasts 0 ns).
+pub fn known_time(ns: u64) -> Option<u64> {
+    (ns != 0).then_some(ns)
 }
 
 impl RunResult {

@@ -172,3 +172,44 @@ fn power_meters_and_smis_are_optional_and_round_trip() {
     let back: CpuSummary = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
     assert_eq!(back.smis, Some(3));
 }
+
+#[test]
+fn exact_percentiles_replace_lower_bounds_and_are_optional() {
+    let mut h = Histogram::new();
+    h.record_n(10_000, 9);
+    h.record(500_000);
+    let plain = Stats::of(&h);
+    // Older records (and latlab's own runs) have none, and write none.
+    let text = serde_json::to_string(&plain).unwrap();
+    assert!(!text.contains("exact_percentiles"), "{text}");
+    let back: Stats = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, plain);
+    let exact = [
+        ExactPercentile {
+            percentile: 99.0,
+            value_ns: 420_000,
+        },
+        ExactPercentile {
+            percentile: 99.5,
+            value_ns: 480_000,
+        },
+    ];
+    let s = Stats::of(&h).with_exact(&exact);
+    assert_eq!(s.p99, 420_000, "the exact value, not the histogram's");
+    assert_eq!((s.p50, s.p90, s.max), (plain.p50, plain.p90, plain.max));
+    assert_eq!(
+        s.exact_percentiles, exact,
+        "p99.5 is kept though no field shows it"
+    );
+    let back: Stats = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+    assert_eq!(back, s);
+}
+
+#[test]
+fn zero_start_and_length_are_unknown() {
+    assert_eq!(known_time(0), None);
+    assert_eq!(
+        known_time(1_795_362_304_000_000_000),
+        Some(1_795_362_304_000_000_000)
+    );
+}

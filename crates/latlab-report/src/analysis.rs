@@ -6,7 +6,9 @@
 //! - a cell's latency statistics are those of the merged histogram of all its repeats
 //!   ([`Stats::of`]); a run's are those of its overall histogram; a CPU's, of its thread histograms
 //!   merged over the repeats. The statistics stored in the result are not used, so every number is
-//!   the one its histogram gives.
+//!   the one its histogram gives, with one exception: percentiles an imported run's tool computed
+//!   exactly where its histogram gives only a lower bound (`Stats::exact_percentiles`) replace the
+//!   histogram's for that run, and for its cell and CPUs when the cell has that one run.
 //! - power, energy, frequency, idle residency and throughput of a cell are the median over its
 //!   repeats; a run without the data says why, never a number.
 //! - comparisons are against the first cell (the baseline); a verdict needs at least
@@ -605,13 +607,22 @@ fn cell_figures<'a>(index: usize, cell: &'a CellInput, keys: &[ThroughputKey]) -
         }
         runs.push(run_figures(i + 1, &cell.params, run, keys));
     }
+    // A cell of one run is that run: its exact percentiles hold for the cell and its CPUs.
+    let only = match cell.runs.as_slice() {
+        [run] => Some(run),
+        _ => None,
+    };
     for c in &mut cpus {
-        c.stats = Stats::of(&c.hist);
+        let exact = only
+            .and_then(|r| r.threads.iter().find(|t| t.label == c.label))
+            .map_or(&[][..], |t| &t.stats.exact_percentiles);
+        c.stats = Stats::of(&c.hist).with_exact(exact);
     }
+    let exact = only.map_or(&[][..], |r| &r.overall.stats.exact_percentiles);
     CellFigures {
         cell,
         index,
-        stats: Stats::of(&pooled),
+        stats: Stats::of(&pooled).with_exact(exact),
         pooled,
         missed,
         cpus,
@@ -630,7 +641,7 @@ fn run_figures<'a>(
     RunFigures {
         run,
         repeat,
-        stats: Stats::of(&run.overall.histogram),
+        stats: Stats::of(&run.overall.histogram).with_exact(&run.overall.stats.exact_percentiles),
         missed: run.overall.missed,
         power: samples.map_or_else(|| Err(no_samples()), power),
         freq_mhz: samples.map_or_else(|| Err(no_samples()), frequency),

@@ -959,8 +959,13 @@ fn runs(b: &mut Vec<Block>, a: &Analysis) {
                 c.cell.name.as_str().into(),
                 r.repeat.to_string().into(),
                 r.run.id.as_str().into(),
-                r.run.started_at.as_str().into(),
-                format!("{:.3}", r.run.elapsed_ns as f64 / 1e9).into(),
+                // "-" where an imported run's format gave no start time or length.
+                latlab_model::known_time(r.run.start_unix_ns)
+                    .map_or("-", |_| r.run.started_at.as_str())
+                    .into(),
+                latlab_model::known_time(r.run.elapsed_ns)
+                    .map_or_else(|| "-".to_string(), |ns| format!("{:.3}", ns as f64 / 1e9))
+                    .into(),
                 TCell::new(r.stats.count.to_string()).attr("data-stat", "samples"),
                 TCell::new(r.missed.to_string()).attr("data-stat", "missed"),
             ];

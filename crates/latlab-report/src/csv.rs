@@ -3,7 +3,8 @@
 //!
 //! RFC 4180: comma-separated, a header row, fields quoted when they hold a comma, a quote or a line
 //! break, lines ending in `\n`. Latencies are integer nanoseconds (means and standard deviations
-//! are decimals); every statistic is computed from the histograms.
+//! are decimals); every statistic is computed from the histograms, except percentiles an imported
+//! run's tool computed exactly where its histogram gives only a lower bound.
 
 use latlab_model::{RunResult, Stats};
 
@@ -196,7 +197,7 @@ pub fn run_csv(run: &RunResult) -> String {
     line(&mut out, &header);
     let mut expected_all: Option<u64> = Some(0);
     for t in &run.threads {
-        let s = Stats::of(&t.histogram);
+        let s = Stats::of(&t.histogram).with_exact(&t.stats.exact_percentiles);
         let corrected = Stats::of(&t.corrected_histogram);
         expected_all = match (expected_all, t.expected_periods) {
             (Some(a), Some(b)) => Some(a + b),
@@ -219,7 +220,7 @@ pub fn run_csv(run: &RunResult) -> String {
         ]);
         line(&mut out, &row);
     }
-    let s = Stats::of(&run.overall.histogram);
+    let s = Stats::of(&run.overall.histogram).with_exact(&run.overall.stats.exact_percentiles);
     // The overall result keeps no corrected histogram: merge the threads' ones.
     let mut corrected_all = latlab_hist::Histogram::new();
     for t in &run.threads {

@@ -49,10 +49,12 @@ fn header(out: &mut String, r: &RunResult) {
         let _ = writeln!(out, "{:<10}{value}", format!("{key}:"));
     };
 
-    let mut run = format!(
-        "{}, latlab {}, started {}",
-        r.id, r.latlab_version, r.started_at
-    );
+    // An import from a format without a start time or length knows neither (recorded as 0).
+    let started = match latlab_model::known_time(r.start_unix_ns) {
+        Some(_) => format!("started {}", r.started_at),
+        None => "start time unknown".to_string(),
+    };
+    let mut run = format!("{}, latlab {}, {started}", r.id, r.latlab_version);
     if !sys.hostname.is_empty() {
         let _ = write!(run, " on {}", sys.hostname);
     }
@@ -119,7 +121,10 @@ fn header(out: &mut String, r: &RunResult) {
     }
     line(out, "policy", &policy);
 
-    let mut duration = format!("{} measured", seconds(r.elapsed_ns));
+    let mut duration = match latlab_model::known_time(r.elapsed_ns) {
+        Some(ns) => format!("{} measured", seconds(ns)),
+        None => "unknown".to_string(),
+    };
     match (c.duration_ns, c.loops) {
         (Some(d), Some(l)) => {
             let _ = write!(duration, " (asked: {}, {l} loops)", format_duration(d));

@@ -141,7 +141,7 @@ fn list_table(runs: &[RunSummary]) -> String {
         .map(|r| {
             [
                 r.id.to_string(),
-                started(&r.started_at),
+                started(r.start_unix_ns, &r.started_at),
                 elapsed(r.elapsed_ns),
                 format!(
                     "{}/{}",
@@ -206,8 +206,12 @@ fn list_table(runs: &[RunSummary]) -> String {
     out
 }
 
-/// `2026-11-22T15:59:32.661619Z` → `2026-11-22 15:59:32`.
-fn started(rfc3339: &str) -> String {
+/// `2026-11-22T15:59:32.661619Z` → `2026-11-22 15:59:32`; `-` when the start is unknown (an
+/// import from a format without one).
+fn started(start_unix_ns: u64, rfc3339: &str) -> String {
+    if latlab_model::known_time(start_unix_ns).is_none() {
+        return "-".into();
+    }
     let s = rfc3339.replacen('T', " ", 1);
     s.split('.')
         .next()
@@ -216,8 +220,11 @@ fn started(rfc3339: &str) -> String {
         .to_string()
 }
 
-/// A run's length, short: `0.3s`, `10.0s`, `5m 03s`, `2h 05m`.
+/// A run's length, short: `0.3s`, `10.0s`, `5m 03s`, `2h 05m`; `-` when unknown.
 fn elapsed(ns: u64) -> String {
+    if latlab_model::known_time(ns).is_none() {
+        return "-".into();
+    }
     let s = ns / 1_000_000_000;
     if s < 60 {
         format!("{:.1}s", ns as f64 / 1e9)

@@ -73,6 +73,10 @@ pub struct ImportArgs {
     /// cyclictest-json, cyclictest-hist, stress-ng or jitterdebugger (default: recognised).
     #[arg(long, value_name = "FORMAT")]
     format: Option<String>,
+    /// Import the files that read even when others do not: one line per refused file, then exit
+    /// code 2 (without it, one refused file stops the import and nothing is saved).
+    #[arg(long)]
+    keep_going: bool,
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
 }
@@ -336,17 +340,47 @@ pub fn import(args: ImportArgs) -> CliResult<ExitCode> {
             ))
         })?),
     };
-    // Every file is read and checked before anything is saved.
+    // Every file is read and checked before anything is saved; a refused file stops the import,
+    // or with --keep-going is reported (one line) and left out.
     let mut results = Vec::new();
+    let mut refused = 0;
     for f in &args.files {
-        let text = std::fs::read_to_string(f).map_err(|e| {
-            CliError::Usage(format!("{}: {e} (accepted: a readable file)", f.display()))
-        })?;
-        let r = latlab_import::import(&text, format, &f.display().to_string())
-            .map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))?;
-        results.push((f, r));
+        match import_file(f, format) {
+            Ok(r) => results.push((f, r)),
+            Err(reason) if args.keep_going => {
+                eprintln!("latlab: error: {}: {reason}", f.display());
+                refused += 1;
+            }
+            Err(reason) => {
+                let others = if args.files.len() > 1 {
+                    "; nothing imported (--keep-going imports the files that read)"
+                } else {
+                    ""
+                };
+                return Err(CliError::Usage(format!(
+                    "{}: {reason}{others}",
+                    f.display()
+                )));
+            }
+        }
     }
-    let path = latlab_store::resolve_path(args.db.as_deref());
+    if !results.is_empty() {
+        save_imported(args.db.as_deref(), results)?;
+    }
+    if refused > 0 {
+        eprintln!(
+            "latlab: {refused} of {} files refused (above), {} imported",
+            args.files.len(),
+            args.files.len() - refused
+        );
+        return Ok(ExitCode::from(2));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Save imported results (a file already in the store is said and skipped), with their notes.
+fn save_imported(db: Option<&Path>, results: Vec<(&PathBuf, RunResult)>) -> CliResult<()> {
+    let path = latlab_store::resolve_path(db);
     let mut store =
         Store::open(&path).map_err(|e| CliError::Usage(format!("--db {}: {e}", path.display())))?;
     for (f, r) in results {
@@ -359,7 +393,9 @@ pub fn import(args: ImportArgs) -> CliResult<ExitCode> {
             );
             continue;
         }
-        let id = store.save_run(&r, None)?;
+        let id = store
+            .save_run(&r, None)
+            .with_context(|| format!("{}: saving to {}", f.display(), path.display()))?;
         println!(
             "{}: saved as run {} ({} threads, {} samples, max {:.1} us)",
             f.display(),
@@ -372,5 +408,12 @@ pub fn import(args: ImportArgs) -> CliResult<ExitCode> {
             println!("  note: {w}");
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// One file read and imported, or why not (one line, with the accepted form).
+fn import_file(f: &Path, format: Option<latlab_import::Format>) -> Result<RunResult, String> {
+    let text =
+        std::fs::read_to_string(f).map_err(|e| format!("{e} (accepted: a readable file)"))?;
+    latlab_import::import(&text, format, &f.display().to_string()).map_err(|e| e.to_string())
 }

@@ -305,7 +305,9 @@ pub fn experiments(store: &Store) -> Result<Value, StoreError> {
         "runs": runs.iter().rev().map(|r| json!({
             "id": r.id.0,
             "uid": r.uid,
-            "started_at": r.started_at,
+            // Empty when unknown (an import from a format without a start time), as in a result.
+            "started_at": latlab_model::known_time(r.start_unix_ns)
+                .map_or("", |_| r.started_at.as_str()),
             "method": r.method,
             "interval_ns": r.interval_ns,
             "cpus": r.cpus,
@@ -318,4 +320,24 @@ pub fn experiments(store: &Store) -> Result<Value, StoreError> {
             "experiment": r.experiment,
         })).collect::<Vec<_>>(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn an_unknown_start_is_listed_empty_not_as_the_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("s.db")).unwrap();
+        let data = concat!(env!("CARGO_MANIFEST_DIR"), "/../latlab-import/tests/data/");
+        let text = std::fs::read_to_string(format!("{data}stress-ng-cyclic.log")).unwrap();
+        let mut r = latlab_import::import(&text, None, "sng.log").unwrap();
+        // As imports before the start was left empty recorded it.
+        r.started_at = latlab_model::rfc3339_utc(0);
+        store.save_run(&r, None).unwrap();
+        let v = experiments(&store).unwrap();
+        assert_eq!(v["runs"][0]["started_at"], "", "{v}");
+    }
 }

@@ -450,7 +450,7 @@ function drawExperiments(x) {
   if (x.runs.length) {
     const t = el('table', { id: 'run-table' });
     table(t, ['run', 'started', 'host', 'method', 'samples', 'missed', 'p99.9 µs', 'max µs', 'experiment'],
-      x.runs.map((r) => ({ cells: [r.id, r.started_at, r.hostname, r.method + ' ' + us(r.interval_ns) + ' µs', r.count, r.missed, us(r.p99_9_ns), us(r.max_ns), r.experiment || '–'] })));
+      x.runs.map((r) => ({ cells: [r.id, r.started_at || '–', r.hostname, r.method + ' ' + us(r.interval_ns) + ' µs', r.count, r.missed, us(r.p99_9_ns), us(r.max_ns), r.experiment || '–'] })));
     c.appendChild(el('h3', null, 'Latest runs'));
     c.appendChild(el('div', { class: 'table-wrap' })).appendChild(t);
   }

@@ -1,0 +1,170 @@
+//! `latlab import` of several files, good and bad, and `latlab db list` of what it saved, run for
+//! real on the recorded captures of `crates/latlab-import/tests/data`.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn latlab() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_latlab"));
+    c.env_remove("LATLAB_DB");
+    c
+}
+
+/// A recorded capture of another tool (shared with latlab-import's tests).
+fn capture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../latlab-import/tests/data")
+        .join(name)
+}
+
+fn import(store: &Path, args: &[&Path], keep_going: bool) -> Output {
+    let mut c = latlab();
+    c.arg("import").args(args).arg("--db").arg(store);
+    if keep_going {
+        c.arg("--keep-going");
+    }
+    c.output().unwrap()
+}
+
+fn list(store: &Path) -> String {
+    let o = latlab()
+        .args(["db", "list", "--db"])
+        .arg(store)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A directory with a file latlab does not read and a histogram cut in the middle of its rows.
+fn bad_files() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let not_a_format = dir.path().join("notes.txt");
+    std::fs::write(&not_a_format, "hello\n").unwrap();
+    let cut = dir.path().join("cut.hist");
+    let text = std::fs::read_to_string(capture("cyclictest-h50.txt")).unwrap();
+    let head: Vec<&str> = text.lines().take(30).collect();
+    std::fs::write(&cut, head.join("\n") + "\n").unwrap();
+    (dir, not_a_format, cut)
+}
+
+#[test]
+fn without_keep_going_one_refused_file_saves_nothing_and_is_named() {
+    let (dir, not_a_format, cut) = bad_files();
+    let store = dir.path().join("s.db");
+    let good = capture("stress-ng-cyclic.log");
+    for bad in [&not_a_format, &cut] {
+        let o = import(&store, &[&good, bad], false);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!("latlab: error: {}: ", bad.display())),
+            "{err}"
+        );
+        assert!(err.contains("--keep-going"), "{err}");
+        assert!(!store.exists(), "nothing saved, no store created");
+    }
+    let o = import(&store, &[&cut], false);
+    let err = stderr(&o);
+    assert!(
+        err.contains("line 30: the file ends before the \"# Max Latencies:\" line"),
+        "{err}"
+    );
+}
+
+#[test]
+fn keep_going_imports_the_files_that_read_and_names_each_refused_one() {
+    let (dir, not_a_format, cut) = bad_files();
+    let store = dir.path().join("s.db");
+    let missing = dir.path().join("missing.json");
+    let (good1, good2) = (
+        capture("stress-ng-cyclic.log"),
+        capture("cyclictest-h20-stderr.txt"),
+    );
+    let o = import(
+        &store,
+        &[&good1, &not_a_format, &good2, &cut, &missing],
+        true,
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    for (line, (file, reason)) in lines.iter().zip([
+        (&not_a_format, "not a format latlab reads (accepted: "),
+        (&cut, "line 30: the file ends before"),
+        (&missing, "(accepted: a readable file)"),
+    ]) {
+        assert!(
+            line.starts_with(&format!("latlab: error: {}: ", file.display())),
+            "{line}"
+        );
+        assert!(line.contains(reason), "{reason:?} not in {line}");
+    }
+    assert_eq!(lines[3], "latlab: 3 of 5 files refused (above), 2 imported");
+    let out = stdout(&o);
+    assert!(
+        out.contains("saved as run 1") && out.contains("saved as run 2"),
+        "{out}"
+    );
+    assert_eq!(list(&store).lines().count(), 3, "a header and two runs");
+    // Everything good: exit code 0, with or without the option.
+    let o = import(&store, &[&capture("cyclictest.json")], true);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Nothing good: nothing saved, no store created.
+    let other = dir.path().join("other.db");
+    let o = import(&other, &[&not_a_format], true);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!other.exists());
+}
+
+#[test]
+fn db_list_shows_a_dash_for_an_unknown_start_and_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    // stress-ng's log has neither a start time nor a length; cyclictest's JSON has a start time
+    // but, run by loops, no length.
+    let o = import(
+        &store,
+        &[
+            &capture("stress-ng-cyclic.log"),
+            &capture("cyclictest.json"),
+        ],
+        false,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = list(&store);
+    assert!(!text.contains("1970"), "{text}");
+    let header = text.lines().next().unwrap();
+    let started = header.find("started (UTC)").unwrap();
+    let duration_end = header.find("duration").unwrap() + "duration".len();
+    let rows: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    let cell = |row: &str, from: usize, to: usize| row[from..to].trim().to_string();
+    // Run 1: both unknown.
+    assert_eq!(cell(rows[0], started, started + 13), "-", "{text}");
+    assert_eq!(cell(rows[0], duration_end - 8, duration_end), "-", "{text}");
+    // Run 2: the start is known, the length is not.
+    assert!(rows[1].contains("2026-11-22 17:49:19"), "{text}");
+    assert_eq!(cell(rows[1], duration_end - 8, duration_end), "-", "{text}");
+    // The run's summary says so too.
+    let o = latlab()
+        .args(["db", "show", "1", "--db"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let show = stdout(&o);
+    assert!(
+        show.contains("start time unknown") && show.contains("duration: unknown"),
+        "{show}"
+    );
+}
