@@ -8,6 +8,7 @@
 
 use super::{api, metrics};
 use axum::Router;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -214,7 +215,7 @@ impl From<latlab_store::StoreError> for Fail {
 }
 
 /// A query string that does not parse: 400 with one line naming the accepted form.
-fn bad_query(e: &axum::extract::rejection::QueryRejection, accepted: &str) -> Response {
+fn bad_query(e: &QueryRejection, accepted: &str) -> Response {
     let why = e.body_text();
     let why = why
         .strip_prefix("Failed to deserialize query string: ")
@@ -332,27 +333,33 @@ struct RangeQ {
     limit: Option<u32>,
 }
 
-fn range(q: &RangeQ) -> Result<(u64, u64), &'static str> {
+/// The query a handler takes, or a 400 with one line naming the accepted form.
+fn parsed<T>(q: Result<Query<T>, QueryRejection>, accepted: &str) -> Result<T, Response> {
+    q.map(|Query(q)| q).map_err(|e| bad_query(&e, accepted))
+}
+
+/// A range query with its bounds in unix nanoseconds, or a 400 naming the problem.
+fn range(q: Result<Query<RangeQ>, QueryRejection>) -> Result<(RangeQ, u64, u64), Response> {
+    let q = parsed(q, RANGE_FORM)?;
     let to =
         q.to.map_or(metrics::END_OF_TIME, |t| (t.max(0.0) * 1e6) as u64);
     let from = q.from.map_or(0, |f| (f.max(0.0) * 1e6) as u64);
     if from >= to {
-        return Err("from must be before to (unix milliseconds)");
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "from must be before to (unix milliseconds)",
+        ));
     }
-    Ok((from, to.min(metrics::END_OF_TIME)))
+    Ok((q, from, to.min(metrics::END_OF_TIME)))
 }
 
 async fn timeline(
     State(state): State<Shared>,
-    q: Result<Query<RangeQ>, axum::extract::rejection::QueryRejection>,
+    q: Result<Query<RangeQ>, QueryRejection>,
 ) -> Response {
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(e) => return bad_query(&e, RANGE_FORM),
-    };
-    let (from, to) = match range(&q) {
+    let (q, from, to) = match range(q) {
         Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+        Err(r) => return r,
     };
     let points = q.points.unwrap_or(800);
     let id = SeriesId(q.series);
@@ -364,17 +371,10 @@ async fn timeline(
     .map_or_else(|e| e, json_response)
 }
 
-async fn worst(
-    State(state): State<Shared>,
-    q: Result<Query<RangeQ>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(e) => return bad_query(&e, RANGE_FORM),
-    };
-    let (from, to) = match range(&q) {
+async fn worst(State(state): State<Shared>, q: Result<Query<RangeQ>, QueryRejection>) -> Response {
+    let (q, from, to) = match range(q) {
         Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+        Err(r) => return r,
     };
     let limit = q.limit.unwrap_or(20);
     let id = SeriesId(q.series);
@@ -395,11 +395,11 @@ struct WindowQ {
 
 async fn window(
     State(state): State<Shared>,
-    q: Result<Query<WindowQ>, axum::extract::rejection::QueryRejection>,
+    q: Result<Query<WindowQ>, QueryRejection>,
 ) -> Response {
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(e) => return bad_query(&e, WINDOW_FORM),
+    let q = match parsed(q, WINDOW_FORM) {
+        Ok(q) => q,
+        Err(r) => return r,
     };
     let Ok(start) = q.start.parse::<u64>() else {
         return error(
