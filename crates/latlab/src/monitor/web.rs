@@ -215,15 +215,12 @@ impl From<latlab_store::StoreError> for Fail {
 }
 
 /// A query string that does not parse: 400 with one line naming the accepted form.
-fn bad_query(e: &QueryRejection, accepted: &str) -> Response {
+fn bad_query(e: &QueryRejection, accepted: &str) -> String {
     let why = e.body_text();
     let why = why
         .strip_prefix("Failed to deserialize query string: ")
         .unwrap_or(&why);
-    error(
-        StatusCode::BAD_REQUEST,
-        format!("bad query: {why} (accepted: {accepted})"),
-    )
+    format!("bad query: {why} (accepted: {accepted})")
 }
 
 const RANGE_FORM: &str =
@@ -333,22 +330,20 @@ struct RangeQ {
     limit: Option<u32>,
 }
 
-/// The query a handler takes, or a 400 with one line naming the accepted form.
-fn parsed<T>(q: Result<Query<T>, QueryRejection>, accepted: &str) -> Result<T, Response> {
+/// The query a handler takes, or the one line (for a 400) naming the accepted form.
+fn parsed<T>(q: Result<Query<T>, QueryRejection>, accepted: &str) -> Result<T, String> {
     q.map(|Query(q)| q).map_err(|e| bad_query(&e, accepted))
 }
 
-/// A range query with its bounds in unix nanoseconds, or a 400 naming the problem.
-fn range(q: Result<Query<RangeQ>, QueryRejection>) -> Result<(RangeQ, u64, u64), Response> {
+/// A range query with its bounds in unix nanoseconds, or the one line (for a 400) naming the
+/// problem.
+fn range(q: Result<Query<RangeQ>, QueryRejection>) -> Result<(RangeQ, u64, u64), String> {
     let q = parsed(q, RANGE_FORM)?;
     let to =
         q.to.map_or(metrics::END_OF_TIME, |t| (t.max(0.0) * 1e6) as u64);
     let from = q.from.map_or(0, |f| (f.max(0.0) * 1e6) as u64);
     if from >= to {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            "from must be before to (unix milliseconds)",
-        ));
+        return Err("from must be before to (unix milliseconds)".into());
     }
     Ok((q, from, to.min(metrics::END_OF_TIME)))
 }
@@ -359,7 +354,7 @@ async fn timeline(
 ) -> Response {
     let (q, from, to) = match range(q) {
         Ok(r) => r,
-        Err(r) => return r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let points = q.points.unwrap_or(800);
     let id = SeriesId(q.series);
@@ -374,7 +369,7 @@ async fn timeline(
 async fn worst(State(state): State<Shared>, q: Result<Query<RangeQ>, QueryRejection>) -> Response {
     let (q, from, to) = match range(q) {
         Ok(r) => r,
-        Err(r) => return r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let limit = q.limit.unwrap_or(20);
     let id = SeriesId(q.series);
@@ -399,7 +394,7 @@ async fn window(
 ) -> Response {
     let q = match parsed(q, WINDOW_FORM) {
         Ok(q) => q,
-        Err(r) => return r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let Ok(start) = q.start.parse::<u64>() else {
         return error(
