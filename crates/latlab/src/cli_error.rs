@@ -40,3 +40,12 @@ pub fn clap_exit(e: clap::Error) -> ExitCode {
         }
     }
 }
+
+impl From<latlab_monitor::Error> for CliError {
+    fn from(e: latlab_monitor::Error) -> Self {
+        match e {
+            latlab_monitor::Error::Usage(m) => CliError::Usage(m),
+            latlab_monitor::Error::Failed(e) => CliError::Failed(e),
+        }
+    }
+}

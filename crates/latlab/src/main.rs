@@ -1,9 +1,11 @@
-//! latlab — the Linux latency lab. One binary, one module per subcommand; raw arguments become
-//! validated values here, at the edge, before anything on the system is touched.
+//! latlab — the Linux latency lab. The binary is the command line only: each module turns one
+//! subcommand's raw arguments into validated values, at the edge, before anything on the system
+//! is touched, and hands them to the library crates.
 
 mod check;
 mod cli_error;
 mod db;
+mod gendocs;
 mod live;
 mod load;
 mod measure;
@@ -73,7 +75,7 @@ enum Command {
     Serve(monitor::ServeArgs),
     /// Write man pages and shell completions (for packaging).
     #[command(hide = true)]
-    GenDocs(monitor::GenDocsArgs),
+    GenDocs(gendocs::GenDocsArgs),
 }
 
 fn main() -> ExitCode {
@@ -103,7 +105,7 @@ fn main() -> ExitCode {
         Command::Import(args) => results::import(args),
         Command::Monitor(args) => monitor::run(*args, &sys),
         Command::Serve(args) => monitor::serve(args),
-        Command::GenDocs(args) => monitor::gen_docs(args),
+        Command::GenDocs(args) => gendocs::gen_docs(args),
     };
     match result {
         Ok(code) => code,

@@ -184,7 +184,7 @@ fn parse_time(t: &str) -> Option<u32> {
 }
 
 /// Wall-clock time, injectable for tests.
-pub trait Clock: Send {
+pub trait WallClock: Send {
     fn now_unix_ns(&self) -> u64;
     /// Seconds to add to UTC to get local time at `unix_s`.
     fn utc_offset_s(&self, unix_s: i64) -> i64;
@@ -199,7 +199,7 @@ pub trait Clock: Send {
 /// The system clock and the local time zone (`TZ`, `/etc/localtime`).
 pub struct SystemClock;
 
-impl Clock for SystemClock {
+impl WallClock for SystemClock {
     fn now_unix_ns(&self) -> u64 {
         super::unix_now_ns()
     }
@@ -270,7 +270,7 @@ impl<T: Tuner> Switcher<T> {
     }
 
     /// Bring every scheduled CPU to the setting in force now; returns the switches made.
-    pub fn tick(&mut self, clock: &dyn Clock) -> Vec<Switch> {
+    pub fn tick(&mut self, clock: &dyn WallClock) -> Vec<Switch> {
         let day_s = clock.day_seconds();
         let at_unix_ns = clock.now_unix_ns();
         let want: Vec<(u32, Entry)> = self
@@ -317,7 +317,7 @@ impl<T: Tuner> Switcher<T> {
     }
 
     /// Put every CPU back (at exit).
-    pub fn restore_all(&mut self, clock: &dyn Clock) -> Vec<Switch> {
+    pub fn restore_all(&mut self, clock: &dyn WallClock) -> Vec<Switch> {
         let cpus: Vec<u32> = self.current.keys().copied().collect();
         cpus.into_iter()
             .map(|cpu| {
@@ -585,7 +585,7 @@ mod tests {
             self.0.store(utc * 1_000_000_000, Ordering::Relaxed);
         }
     }
-    impl Clock for FakeClock {
+    impl WallClock for FakeClock {
         fn now_unix_ns(&self) -> u64 {
             self.0.load(Ordering::Relaxed)
         }

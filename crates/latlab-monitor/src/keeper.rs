@@ -8,7 +8,7 @@
 //! the schedule's switches and, once an hour, the retention merge. All store writes happen
 //! here, on one connection.
 
-use super::schedule::{Clock, GovernorTuner, Switch, Switcher};
+use super::schedule::{GovernorTuner, Switch, Switcher, WallClock};
 use super::web::LiveStatus;
 use latlab_measure::ClosedWindow;
 use latlab_model::samples::{PowerSource, Sample, ThermalSummary};
@@ -58,7 +58,7 @@ pub struct Keeper {
     cpu_time_mark: u64,
     pub live: Arc<Mutex<LiveStatus>>,
     switcher: Option<Switcher<GovernorTuner>>,
-    clock: Box<dyn Clock>,
+    clock: Box<dyn WallClock>,
     next_merge: Instant,
 }
 
@@ -82,7 +82,7 @@ impl Keeper {
         setup: KeeperSetup,
         live: Arc<Mutex<LiveStatus>>,
         switcher: Option<Switcher<GovernorTuner>>,
-        clock: Box<dyn Clock>,
+        clock: Box<dyn WallClock>,
     ) -> Keeper {
         let threads = setup.threads;
         Keeper {

@@ -1,0 +1,311 @@
+//! The daemon's life: samplers, series, web server, tuning and schedule set up around one
+//! endless measurement, and everything put back when it stops.
+
+use crate::keeper::{Keeper, KeeperSetup, Msg};
+use crate::{Error, MonitorPlan, schedule, series_config, set_affinity, unix_now_ns, web};
+use anyhow::Context;
+use latlab_measure::{MeasureError, StopSignal};
+use latlab_model::StopReason;
+use latlab_model::units::format_duration;
+use latlab_store::{Annotation, SeriesSpec, Store};
+use latlab_sys::Sys;
+use schedule::SystemClock;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
+
+/// Run the monitor of `plan` until `stop` is requested (install the signal handling first:
+/// every thread started here inherits the blocked mask).
+pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result<(), Error> {
+    let describe = plan.describe();
+    eprintln!("latlab: {describe}");
+    let mut store = Store::open(&plan.db)
+        .with_context(|| format!("opening the store {}", plan.db.display()))?;
+    let system = sys.system_info();
+    let housekeeping = plan.housekeeping();
+
+    // Samplers (their idle-state names are the columns of every window's residency).
+    let probe = latlab_sys::sample::Sampler::new(sys, plan.sample_period_ns);
+    let thermal_names = probe.thermal_names();
+    drop(probe);
+    let (sample_tx, sample_rx) = mpsc::channel();
+    let origin = (std::time::Instant::now(), unix_now_ns());
+    let sampler = latlab_sys::sample::SamplerThread::spawn_streaming(
+        sys,
+        Duration::from_nanos(plan.sample_period_ns),
+        &housekeeping,
+        origin.0,
+        Some(sample_tx),
+    )
+    .context("starting the samplers")?;
+
+    let spec = SeriesSpec {
+        name: plan.name.clone(),
+        window_ns: plan.cfg.window_ns,
+        config: series_config(&plan, &system),
+        system: Some(system),
+        idle_states: sampler.idle_states().to_vec(),
+    };
+    let series = match store.open_series(&spec) {
+        Ok(s) => s,
+        Err(e) => {
+            sampler.stop();
+            return Err(Error::Failed(anyhow::anyhow!(
+                "opening the series {} in {}: {e}",
+                plan.name,
+                plan.db.display()
+            )));
+        }
+    };
+    if series.resumed {
+        eprintln!(
+            "latlab: continuing series {} at window {}",
+            series.name, series.next_window_index
+        );
+    }
+
+    let live = Arc::new(Mutex::new(web::LiveStatus {
+        series: series.name.clone(),
+        series_id: series.id.0,
+        pid: std::process::id(),
+        started_ms: unix_now_ns() as f64 / 1e6,
+        describe: describe.clone(),
+        profile: plan.profile.as_ref().map(|(p, _)| p.name.clone()),
+        schedule: plan.schedule.as_ref().map(|s| s.describe()),
+        retention: format_duration(plan.retention_ns),
+        ..Default::default()
+    }));
+
+    let server = match plan.listen {
+        None => None,
+        Some(addr) => {
+            let started = Store::open_existing(&plan.db)
+                .map_err(anyhow::Error::from)
+                .and_then(|reader| {
+                    web::Server::start(
+                        addr,
+                        web::AppState::new(plan.db.clone(), reader, Some(live.clone())),
+                        housekeeping.clone(),
+                    )
+                });
+            match started {
+                Ok(s) => {
+                    eprintln!(
+                        "latlab: serving http://{}/ (dashboard) and http://{}/metrics",
+                        s.addr, s.addr
+                    );
+                    Some(s)
+                }
+                Err(e) => {
+                    sampler.stop();
+                    return Err(Error::Failed(e));
+                }
+            }
+        }
+    };
+    let stop_all = |server: Option<web::Server>, sampler: latlab_sys::sample::SamplerThread| {
+        sampler.stop();
+        if let Some(s) = server {
+            s.stop();
+        }
+    };
+
+    // Tuning: first what a killed daemon left behind, then the profile.
+    let annotate = |store: &mut Store, cpu: Option<u32>, kind: &str, text: &str| {
+        let a = Annotation {
+            at_unix_ns: unix_now_ns(),
+            cpu,
+            kind: kind.into(),
+            text: text.into(),
+        };
+        if let Err(e) = store.add_annotation(series.id, &a) {
+            eprintln!("latlab: monitor: storing the annotation {text:?}: {e}");
+        }
+    };
+    if plan.schedule.is_some() {
+        for line in schedule::restore_stale(sys, &plan.state_dir) {
+            eprintln!("latlab: schedule: {line}");
+            annotate(&mut store, None, "schedule", &format!("schedule: {line}"));
+        }
+    }
+    let mut guard = None;
+    if let Some((profile, _)) = &plan.profile {
+        if let Ok(st) = latlab_tune::status(sys, &plan.state_dir)
+            && st.stale
+        {
+            match latlab_tune::restore(sys, &plan.state_dir) {
+                Ok(r) => {
+                    let text = format!(
+                        "restored profile {} left by a process that ended without restoring it ({} values)",
+                        r.profile.unwrap_or_default(),
+                        r.lines.len()
+                    );
+                    eprintln!("latlab: {text}");
+                    annotate(&mut store, None, "profile", &text);
+                }
+                Err(e) => {
+                    stop_all(server, sampler);
+                    return Err(Error::Failed(anyhow::anyhow!(
+                        "a stale tuning is in place and could not be restored: {e}"
+                    )));
+                }
+            }
+        }
+        match latlab_tune::TemporaryTuning::apply(sys, profile, None, &plan.state_dir) {
+            Ok(g) => {
+                let text = format!(
+                    "profile {} applied ({} value(s) written{})",
+                    profile.name,
+                    g.applied().written.len(),
+                    g.pm_qos_us()
+                        .map(|us| format!(", cpu_dma_latency held at {us} us"))
+                        .unwrap_or_default()
+                );
+                eprintln!("latlab: {text}");
+                annotate(&mut store, None, "profile", &text);
+                guard = Some(g);
+            }
+            Err(e) => {
+                stop_all(server, sampler);
+                return Err(if e.is_usage() {
+                    Error::Usage(format!("--profile {}: {e}", profile.name))
+                } else {
+                    Error::Failed(anyhow::anyhow!("--profile {}: {e}", profile.name))
+                });
+            }
+        }
+    }
+
+    let switcher = plan
+        .schedule
+        .clone()
+        .map(|s| schedule::Switcher::new(s, schedule::GovernorTuner::new(sys, &plan.state_dir)));
+    let (tx, rx) = mpsc::channel::<Msg>();
+    let keeper = Keeper::new(
+        store,
+        KeeperSetup {
+            series: series.clone(),
+            threads: plan.cfg.threads as usize,
+            window_ns: plan.cfg.window_ns,
+            retention_ns: plan.retention_ns,
+            sample_period_ns: plan.sample_period_ns,
+            power_names: sampler.power_names().to_vec(),
+            thermal_names,
+            sample_origin_unix_ns: origin.1,
+            describe: describe.clone(),
+            merge_every: Duration::from_secs(3600),
+        },
+        live.clone(),
+        switcher,
+        Box::new(SystemClock),
+    );
+    let hk = housekeeping.clone();
+    let keeper_thread = std::thread::Builder::new()
+        .name("latlab-keeper".into())
+        .spawn(move || {
+            if !hk.is_empty() {
+                set_affinity(&hk);
+            }
+            keeper.run(rx, sample_rx)
+        })
+        .context("starting the monitor's store thread")?;
+
+    // Measure until a signal (or a failure).
+    let tx_obs = tx.clone();
+    let mut started = false;
+    let mut observer = move |l: &latlab_measure::Live| {
+        if !started {
+            started = true;
+            let _ = tx_obs.send(Msg::Start {
+                start_unix_ns: unix_now_ns().saturating_sub(l.elapsed_ns),
+            });
+        }
+    };
+    let tx_win = tx.clone();
+    let mut sink = move |w: Vec<latlab_measure::ClosedWindow>| {
+        let _ = tx_win.send(Msg::Windows(w));
+    };
+    let result = latlab_measure::run_with_windows(
+        &plan.cfg,
+        sys,
+        stop.clone(),
+        &mut observer,
+        Some(&mut sink),
+    );
+    let end_unix_ns = match &result {
+        Ok(r) => r.start_unix_ns + r.elapsed_ns,
+        Err(_) => unix_now_ns(),
+    };
+    let _ = tx.send(Msg::Finish { end_unix_ns });
+    drop(tx);
+    let _ = sampler.stop();
+    let store = keeper_thread.join();
+
+    let stop_text = match (&result, stop.reason()) {
+        (Err(e), _) => format!("stopped: {e}"),
+        (Ok(_), Some(StopReason::Signal { signal })) => format!("stopped by {signal}"),
+        (Ok(_), _) => "stopped".to_string(),
+    };
+    match store {
+        Ok(mut store) => {
+            if let Some(g) = guard.take() {
+                let name = g.profile().to_string();
+                let text = match g.restore() {
+                    Ok(r) => format!("profile {name} restored ({} value(s))", r.lines.len()),
+                    Err(e) => format!("profile {name}: restore failed: {e}"),
+                };
+                eprintln!("latlab: {text}");
+                annotate(&mut store, None, "profile", &text);
+            }
+            annotate(&mut store, None, "stop", &stop_text);
+        }
+        Err(_) => eprintln!("latlab: monitor: the store thread panicked"),
+    }
+    drop(guard);
+    if let Some(s) = server {
+        s.stop();
+    }
+    if let Ok(l) = live.lock() {
+        eprintln!(
+            "latlab: {stop_text}; {} window(s) stored{}",
+            l.windows_written,
+            if l.windows_lost > 0 {
+                format!(", {} not stored", l.windows_lost)
+            } else {
+                String::new()
+            }
+        );
+    }
+    match result {
+        Ok(_) => Ok(()),
+        Err(MeasureError::Invalid(m)) => Err(Error::Usage(m)),
+        Err(MeasureError::Setup(m)) => Err(Error::Failed(anyhow::anyhow!(m))),
+    }
+}
+
+/// `latlab serve --db PATH`: the dashboard and /metrics of the store at `db`, without measuring,
+/// until a stop signal's name arrives on `stop`.
+pub fn serve_store(
+    db: &Path,
+    listen: SocketAddr,
+    stop: mpsc::Receiver<String>,
+) -> Result<(), Error> {
+    let store =
+        Store::open_existing(db).with_context(|| format!("opening the store {}", db.display()))?;
+    let server = web::Server::start(
+        listen,
+        web::AppState::new(db.to_path_buf(), store, None),
+        Vec::new(),
+    )?;
+    eprintln!(
+        "latlab: serving {} at http://{}/ (dashboard) and http://{}/metrics",
+        db.display(),
+        server.addr,
+        server.addr
+    );
+    let signal = stop.recv().unwrap_or_default();
+    eprintln!("latlab: {signal}: stopping");
+    server.stop();
+    Ok(())
+}

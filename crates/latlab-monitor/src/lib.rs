@@ -1,0 +1,292 @@
+//! The long-term latency watch behind `latlab monitor` and `latlab serve`: the daemon that
+//! measures continuously and stores one window per CPU (`daemon`), the keeper thread that writes
+//! window sets and runs retention and the schedule (`keeper`, `schedule`), and the web server
+//! with its dashboard, JSON API and Prometheus `/metrics` (`web`, `api`, `metrics`, `assets/`).
+//!
+//! The CLI turns its options into a checked [`MonitorPlan`]; everything from there on is here.
+//! This is the one crate of latlab with an async runtime (the web server's).
+
+mod api;
+mod daemon;
+mod keeper;
+mod metrics;
+pub mod schedule;
+mod web;
+
+pub use daemon::{run_daemon, serve_store};
+
+use latlab_model::MeasureConfig;
+use latlab_model::units::{CpuList, format_duration};
+use schedule::Schedule;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// How the daemon or the server ended badly: `Usage` is bad input found late (exit code 2 in
+/// the CLI), `Failed` anything else.
+#[derive(Debug)]
+pub enum Error {
+    Usage(String),
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Error {
+    fn from(e: anyhow::Error) -> Self {
+        Error::Failed(e)
+    }
+}
+
+/// Unix time now, ns (0 before 1970).
+pub fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Confine the calling thread to `cpus`.
+pub(crate) fn set_affinity(cpus: &[usize]) {
+    // SAFETY: a zeroed cpu_set_t filled with CPU_SET and applied to the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            if c < libc::CPU_SETSIZE as usize {
+                libc::CPU_SET(c, &mut set);
+            }
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// What a store file is, read from its header only (nothing opened for writing).
+pub fn store_state(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let meta = std::fs::metadata(dir)
+                .map_err(|e| format!("{}: directory {}: {e}", path.display(), dir.display()))?;
+            if !meta.is_dir() {
+                return Err(format!(
+                    "{}: {} is not a directory",
+                    path.display(),
+                    dir.display()
+                ));
+            }
+            // SAFETY: access() with a NUL-terminated path.
+            let writable = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+                .map(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+                .unwrap_or(false);
+            if !writable {
+                return Err(format!(
+                    "{}: directory {} is not writable",
+                    path.display(),
+                    dir.display()
+                ));
+            }
+            return Ok("absent; it will be created".into());
+        }
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let mut head = [0u8; 100];
+    let n = f
+        .read(&mut head)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if n == 0 {
+        return Ok("empty file; it will be set up as a store".into());
+    }
+    if n < 100 || &head[..16] != b"SQLite format 3\0" {
+        return Err(format!(
+            "{} is not a latlab store (not an SQLite database); it would be left untouched",
+            path.display()
+        ));
+    }
+    let be = |o: usize| u32::from_be_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+    let (version, app) = (be(60), be(68) as i32);
+    if app != latlab_store::APPLICATION_ID && app != 0 {
+        return Err(format!(
+            "{} is an SQLite database of another application (id {app:#x}); it would be left untouched",
+            path.display()
+        ));
+    }
+    if version > latlab_store::SCHEMA_VERSION {
+        return Err(format!(
+            "{} has schema version {version}, newer than this latlab supports ({}); upgrade latlab",
+            path.display(),
+            latlab_store::SCHEMA_VERSION
+        ));
+    }
+    Ok(format!("a latlab store, schema version {version}"))
+}
+
+/// Everything `latlab monitor` will do, checked (built from the command line by the CLI).
+pub struct MonitorPlan {
+    pub cfg: MeasureConfig,
+    pub db: PathBuf,
+    pub name: String,
+    pub retention_ns: u64,
+    pub listen: Option<SocketAddr>,
+    pub profile: Option<(latlab_tune::Profile, latlab_tune::Plan)>,
+    pub schedule: Option<Schedule>,
+    pub schedule_checks: Vec<String>,
+    pub sample_period_ns: u64,
+    pub online: CpuList,
+    pub state_dir: PathBuf,
+    pub store_state: String,
+}
+
+impl MonitorPlan {
+    /// The online CPUs not measured (where latlab's own threads run).
+    pub fn housekeeping(&self) -> Vec<usize> {
+        let measured = self.cfg.cpus.clone().unwrap_or_default();
+        self.online
+            .cpus()
+            .iter()
+            .filter(|c| !measured.contains(c))
+            .map(|&c| c as usize)
+            .collect()
+    }
+
+    /// The one line that starts the daemon's log and its first annotation.
+    pub fn describe(&self) -> String {
+        let c = &self.cfg;
+        format!(
+            "latlab monitor {} (pid {}): {} every {} on CPUs {}, {} {}, windows of {}, retention {}{}{}",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id(),
+            c.method.name(),
+            format_duration(c.interval_ns),
+            CpuList::from_cpus(c.cpus.clone().unwrap_or_default()),
+            c.policy.name(),
+            c.priority,
+            format_duration(c.window_ns),
+            format_duration(self.retention_ns),
+            self.profile
+                .as_ref()
+                .map(|(p, _)| format!(", profile {}", p.name))
+                .unwrap_or_default(),
+            self.schedule
+                .as_ref()
+                .map(|s| format!(", schedule \"{}\"", s.describe()))
+                .unwrap_or_default(),
+        )
+    }
+}
+
+/// What `--check-config` prints: every setting, checked, and that nothing was touched.
+pub fn check_config_text(p: &MonitorPlan) -> String {
+    let c = &p.cfg;
+    let mut o = String::new();
+    let mut line = |k: &str, v: String| o.push_str(&format!("{k:<12}{v}\n"));
+    line(
+        "measure",
+        format!(
+            "{} every {} on CPUs {}, {} {}, memory {}, {}",
+            c.method.name(),
+            format_duration(c.interval_ns),
+            CpuList::from_cpus(c.cpus.clone().unwrap_or_default()),
+            c.policy.name(),
+            c.priority,
+            if c.mlock { "locked" } else { "not locked" },
+            if c.stagger {
+                "phases staggered"
+            } else {
+                "one phase"
+            }
+        ),
+    );
+    line(
+        "window",
+        format!(
+            "{} per window and CPU, samplers every {}",
+            format_duration(c.window_ns),
+            format_duration(p.sample_period_ns)
+        ),
+    );
+    line(
+        "spikes",
+        match c.spike_threshold_ns {
+            Some(s) => format!("kept above {}", format_duration(s)),
+            None => "not kept (no --spike)".into(),
+        },
+    );
+    line("store", format!("{} ({})", p.db.display(), p.store_state));
+    line("series", format!("{} (continued if it exists)", p.name));
+    line(
+        "retention",
+        format!(
+            "windows older than {} merged into hourly rows",
+            format_duration(p.retention_ns)
+        ),
+    );
+    line(
+        "listen",
+        match p.listen {
+            Some(a) => format!(
+                "http://{a}/ (dashboard), http://{a}/metrics{}",
+                if a.ip().is_loopback() {
+                    ""
+                } else {
+                    " — not loopback: reachable from the network"
+                }
+            ),
+            None => "off".into(),
+        },
+    );
+    match &p.profile {
+        None => line("profile", "none".into()),
+        Some((prof, plan)) => {
+            let (changes, set, unsupported) = plan.counts();
+            line(
+                "profile",
+                format!(
+                    "{} ({}): {changes} change(s), {set} already set, {unsupported} unsupported here; \
+                 restored on exit",
+                    prof.name, prof.source
+                ),
+            );
+            for ch in plan.changes() {
+                o.push_str(&format!(
+                    "{:<12}  {}: {} -> {}\n",
+                    "",
+                    ch.knob,
+                    ch.old_value(),
+                    ch.new_value()
+                ));
+            }
+        }
+    }
+    match &p.schedule {
+        None => o.push_str(&format!("{:<12}none\n", "schedule")),
+        Some(s) => {
+            o.push_str(&format!(
+                "{:<12}{} (local time)\n",
+                "schedule",
+                s.describe()
+            ));
+            for l in &p.schedule_checks {
+                o.push_str(&format!("{:<12}  {l}\n", ""));
+            }
+        }
+    }
+    o.push_str(&format!("{:<12}{}\n", "tuning dir", p.state_dir.display()));
+    o.push_str("nothing was touched (--check-config)\n");
+    o
+}
+
+/// The series' configuration as stored (what /metrics' latlab_system_info shows).
+fn series_config(p: &MonitorPlan, system: &latlab_model::SystemInfo) -> serde_json::Value {
+    serde_json::json!({
+        "latlab_version": env!("CARGO_PKG_VERSION"),
+        "hostname": system.hostname,
+        "kernel": system.kernel_release,
+        "preempt": system.preempt,
+        "profile": p.profile.as_ref().map_or("none".to_string(), |(pr, _)| pr.name.clone()),
+        "schedule": p.schedule.as_ref().map(|s| s.describe()),
+        "retention_ns": p.retention_ns,
+        "sample_period_ns": p.sample_period_ns,
+        "measure": p.cfg,
+    })
+}

@@ -1,0 +1,454 @@
+//! `latlab monitor`: a long-term latency watch. Measures continuously on chosen CPUs with the
+//! samplers running, stores one window per CPU every `--window` (histogram, count, min, max,
+//! p99, p99.9, missed, idle residency, frequency, interrupts, power, latlab's own CPU time) in
+//! one transaction each, keeps old windows as exact hourly merges, optionally holds a tuning
+//! profile and follows a governor schedule, and serves a dashboard and `/metrics`.
+//!
+//! `latlab serve --db` serves the same pages and metrics for a store alone.
+
+use crate::cli_error::{CliError, CliResult};
+use clap::Args;
+use latlab_measure::StopSignal;
+use latlab_model::units::{CpuList, parse_duration};
+use latlab_model::{Clock as MeasureClock, MeasureConfig, Method, Policy};
+use latlab_monitor::schedule::{self, Schedule};
+use latlab_monitor::{MonitorPlan, check_config_text, store_state};
+use latlab_sys::Sys;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::mpsc;
+
+/// Spikes kept over a daemon's life (each costs 32 bytes); beyond it they are only counted.
+const SPIKE_LIMIT: u32 = 1_000_000;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Durations take a unit: ns, us, ms, s, m, h, d (e.g. 200us, 5m, 90d). A bare \
+number is microseconds for --interval and --spike.\n\n\
+The store keeps one series per --name: a daemon restarted with the same name continues it. \
+SIGTERM or Ctrl-C stores the open window, puts back --profile and --schedule settings and exits."
+)]
+pub struct MonitorArgs {
+    /// One pinned measuring thread per listed CPU (default: every online CPU).
+    #[arg(short = 'a', long, value_name = "LIST")]
+    cpus: Option<String>,
+
+    /// Period of each measuring thread (minimum 1us).
+    #[arg(short = 'i', long, default_value = "200us", value_name = "DUR")]
+    interval: String,
+
+    /// Real-time priority for fifo and rr (1..99).
+    #[arg(short = 'p', long, default_value_t = 95, value_name = "1..99")]
+    priority: u32,
+
+    /// Scheduling policy of the measuring threads: fifo, rr, other, batch or idle.
+    #[arg(long, default_value = "fifo", value_name = "POLICY")]
+    policy: String,
+
+    /// Wait method: clock-nanosleep, nanosleep, timerfd, posix-timer, poll, select; thread
+    /// wake-ups: futex, eventfd, pipe, signal.
+    #[arg(
+        short = 'm',
+        long,
+        default_value = "clock-nanosleep",
+        value_name = "METHOD"
+    )]
+    method: String,
+
+    /// Length of each stored window (OSADL's 5-minute worst case by default).
+    #[arg(long, default_value = "5m", value_name = "DUR")]
+    window: String,
+
+    /// Keep time and value of every sample above DUR with its window.
+    #[arg(long, value_name = "DUR")]
+    spike: Option<String>,
+
+    /// The results store (default: $LATLAB_DB, else ./latlab.db).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+
+    /// Name of the series (default: the host name); a restart with the same name continues it.
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+
+    /// Windows older than this are merged into hourly rows (histograms merge exactly).
+    #[arg(long, default_value = "90d", value_name = "DUR")]
+    retention: String,
+
+    /// Apply this tuning profile while monitoring and restore it on exit.
+    #[arg(long, value_name = "PROFILE")]
+    profile: Option<String>,
+
+    /// Switch cpufreq governors at local times of day, e.g.
+    /// "05:05 cpu2:performance; 17:05 cpu2:restore"; each switch is an annotation.
+    #[arg(long, value_name = "SCHEDULE")]
+    schedule: Option<String>,
+
+    /// Address of the dashboard and /metrics ("off": no web server).
+    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
+    listen: String,
+
+    /// Period of the samplers (idle states, frequency, power, interrupts); at most a fifth of
+    /// the window is used.
+    #[arg(long, default_value = "1s", value_name = "DUR")]
+    sample_period: String,
+
+    /// Do not lock memory.
+    #[arg(long)]
+    no_mlock: bool,
+
+    /// Offset thread i of n by i/n of the interval, so CPUs do not all take their timers at the
+    /// same instant (default: one phase for every thread).
+    #[arg(long)]
+    stagger: bool,
+
+    /// Check every option, print what would be done, and exit without touching anything.
+    #[arg(long)]
+    check_config: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The results store to serve (default: $LATLAB_DB, else ./latlab.db).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+
+    /// Address of the dashboard and /metrics.
+    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
+    listen: String,
+}
+
+fn usage<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CliError + '_ {
+    move |e| CliError::Usage(format!("{what}: {e}"))
+}
+
+fn parse_listen(text: &str) -> CliResult<Option<SocketAddr>> {
+    if text == "off" || text == "none" {
+        return Ok(None);
+    }
+    text.parse::<SocketAddr>().map(Some).map_err(|_| {
+        CliError::Usage(format!(
+            "--listen {text:?} is not an address (accepted: IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464, or off)"
+        ))
+    })
+}
+
+fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
+    let online = sys
+        .online_cpus()
+        .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
+    let interval_ns = parse_duration(&args.interval, Some("us")).map_err(usage("--interval"))?;
+    let window_ns = parse_duration(&args.window, None).map_err(usage("--window"))?;
+    if window_ns < 1_000_000_000 {
+        return Err(CliError::Usage(format!(
+            "--window {}: too short (accepted: 1s or more, e.g. 5m)",
+            args.window
+        )));
+    }
+    let retention_ns = parse_duration(&args.retention, Some("d")).map_err(usage("--retention"))?;
+    if retention_ns < 3_600_000_000_000 {
+        return Err(CliError::Usage(format!(
+            "--retention {}: too short (accepted: 1h or more, e.g. 90d)",
+            args.retention
+        )));
+    }
+    let method = Method::from_name(&args.method).ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown method {:?} (accepted: {})",
+            args.method,
+            Method::ALL.map(|m| m.name()).join(", ")
+        ))
+    })?;
+    if method == Method::Busy {
+        return Err(CliError::Usage(
+            "--method busy spins without end and is not for monitoring (accepted: a waiting \
+             method, e.g. clock-nanosleep)"
+                .into(),
+        ));
+    }
+    let policy = Policy::from_name(&args.policy).ok_or_else(|| {
+        CliError::Usage(format!(
+            "unknown policy {:?} (accepted: fifo, rr, other, batch, idle)",
+            args.policy
+        ))
+    })?;
+    if policy == Policy::Deadline {
+        return Err(CliError::Usage(
+            "--policy deadline is not supported by monitor (accepted: fifo, rr, other, batch, idle)"
+                .into(),
+        ));
+    }
+    let cpus = match args.cpus.as_deref() {
+        None | Some("all") => online.cpus().to_vec(),
+        Some(list) => CpuList::parse(list)
+            .map_err(usage("--cpus"))?
+            .cpus()
+            .to_vec(),
+    };
+    let spike = args
+        .spike
+        .as_deref()
+        .map(|s| parse_duration(s, Some("us")))
+        .transpose()
+        .map_err(usage("--spike"))?;
+    let sample_period =
+        parse_duration(&args.sample_period, Some("s")).map_err(usage("--sample-period"))?;
+    if sample_period < 10_000_000 {
+        return Err(CliError::Usage(format!(
+            "--sample-period {}: too short (accepted: 10ms or more)",
+            args.sample_period
+        )));
+    }
+    // Built exactly like `latlab measure`'s, with no end.
+    let cfg = MeasureConfig {
+        interval_ns,
+        duration_ns: None,
+        loops: None,
+        threads: cpus.len() as u32,
+        cpus: Some(cpus),
+        policy,
+        priority: if policy.is_realtime() {
+            args.priority
+        } else {
+            0
+        },
+        deadline: None,
+        method,
+        relative: method.always_relative(),
+        clock: MeasureClock::Monotonic,
+        timer_slack_ns: 0,
+        pm_qos_us: None,
+        mlock: !args.no_mlock,
+        window_ns,
+        spike_threshold_ns: spike,
+        spike_limit: SPIKE_LIMIT,
+        break_threshold_ns: None,
+        waker_cpu: None,
+        stagger: args.stagger,
+    };
+    latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
+    let listen = parse_listen(&args.listen)?;
+    let name = match &args.name {
+        Some(n) if n.trim().is_empty() || n.len() > 200 => {
+            return Err(CliError::Usage(
+                "--name: empty or longer than 200 characters (accepted: a short name)".into(),
+            ));
+        }
+        Some(n) => n.clone(),
+        None => sys
+            .read_trim("/proc/sys/kernel/hostname")
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "monitor".into()),
+    };
+    let db = latlab_store::resolve_path(args.db.as_deref());
+    let store_state = store_state(&db).map_err(|e| CliError::Usage(format!("--db {e}")))?;
+    let state_dir = latlab_tune::default_state_dir(sys);
+    let profile = match &args.profile {
+        None => None,
+        Some(name) => {
+            let profiles = latlab_tune::Profiles::load(&latlab_tune::Profiles::default_dirs(sys))
+                .map_err(|e| CliError::Usage(format!("--profile: {e}")))?;
+            let p = profiles
+                .resolve(name)
+                .map_err(|e| CliError::Usage(format!("--profile: {e}")))?;
+            let plan = latlab_tune::Plan::build(sys, &p, None).map_err(|e| {
+                if e.is_usage() {
+                    CliError::Usage(format!("--profile {name}: {e}"))
+                } else {
+                    CliError::Failed(anyhow::anyhow!("--profile {name}: {e}"))
+                }
+            })?;
+            Some((p, plan))
+        }
+    };
+    let mut schedule_checks = Vec::new();
+    let schedule = match &args.schedule {
+        None => None,
+        Some(text) => {
+            let s = Schedule::parse(text).map_err(CliError::Usage)?;
+            for e in &s.entries {
+                if !online.contains(e.cpu) {
+                    return Err(CliError::Usage(format!(
+                        "--schedule: CPU {} is absent or offline (accepted: online CPUs {online})",
+                        e.cpu
+                    )));
+                }
+                if let schedule::Action::Governor(g) = &e.action {
+                    let line = schedule::check_governor(sys, e.cpu, g)
+                        .map_err(|m| CliError::Usage(format!("--schedule: {m}")))?;
+                    schedule_checks.push(format!("{} {line}", e.time_text()));
+                } else {
+                    schedule_checks.push(format!(
+                        "{} cpu{}: put back what the schedule changed",
+                        e.time_text(),
+                        e.cpu
+                    ));
+                }
+            }
+            Some(s)
+        }
+    };
+    Ok(MonitorPlan {
+        sample_period_ns: sample_period.min(window_ns / 5),
+        cfg,
+        db,
+        name,
+        retention_ns,
+        listen,
+        profile,
+        schedule,
+        schedule_checks,
+        online,
+        state_dir,
+        store_state,
+    })
+}
+
+pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {
+    let plan = prepare(&args, sys)?;
+    if args.check_config {
+        print!("{}", check_config_text(&plan));
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Signals first: every thread started later inherits the blocked mask.
+    let stop = StopSignal::new();
+    crate::signals::install(stop.clone());
+    latlab_monitor::run_daemon(plan, sys, stop)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `latlab serve --db PATH`: the dashboard and /metrics of a store, without measuring.
+pub fn serve(args: ServeArgs) -> CliResult<ExitCode> {
+    let db = latlab_store::resolve_path(args.db.as_deref());
+    let listen = parse_listen(&args.listen)?.ok_or_else(|| {
+        CliError::Usage("--listen off: serve needs an address (accepted: IP:PORT)".into())
+    })?;
+    if !db.exists() {
+        return Err(CliError::Usage(format!(
+            "--db {}: no store there (accepted: a store written by latlab)",
+            db.display()
+        )));
+    }
+    let (tx, rx) = mpsc::channel::<String>();
+    crate::signals::install_with(move |name| {
+        let _ = tx.send(name.to_string());
+    });
+    latlab_monitor::serve_store(&db, listen, rx)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        m: MonitorArgs,
+    }
+
+    fn plan(args: &[&str]) -> CliResult<MonitorPlan> {
+        let mut v = vec!["t"];
+        v.extend_from_slice(args);
+        let sys = Sys::new(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../latlab-sys/tests/fixtures/laptop-intel"),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("m.db");
+        v.extend_from_slice(&["--db", db.to_str().unwrap()]);
+        prepare(&T::try_parse_from(v).unwrap().m, &sys)
+    }
+
+    #[test]
+    fn defaults_are_osadl_like() {
+        let p = plan(&[]).unwrap();
+        assert_eq!(p.cfg.interval_ns, 200_000);
+        assert_eq!(p.cfg.window_ns, 300_000_000_000);
+        assert_eq!(p.cfg.cpus, Some(vec![0, 1, 2, 3]));
+        assert_eq!((p.cfg.policy, p.cfg.priority), (Policy::Fifo, 95));
+        assert_eq!(p.cfg.duration_ns, None);
+        assert_eq!(p.retention_ns, 90 * 86_400_000_000_000);
+        assert_eq!(p.listen, Some("127.0.0.1:9464".parse().unwrap()));
+        assert_eq!(p.sample_period_ns, 1_000_000_000);
+        assert!(!p.cfg.stagger);
+        let text = check_config_text(&p);
+        assert!(text.contains("nothing was touched"), "{text}");
+        assert!(text.contains("one phase"), "{text}");
+    }
+
+    #[test]
+    fn stagger_reaches_the_measurement_and_the_config_check() {
+        let p = plan(&["--stagger"]).unwrap();
+        assert!(p.cfg.stagger);
+        let text = check_config_text(&p);
+        assert!(text.contains("phases staggered"), "{text}");
+    }
+
+    #[test]
+    fn bad_values_are_usage_errors_naming_the_accepted_form() {
+        for args in [
+            &["--interval", "abc"][..],
+            &["--window", "10ms"],
+            &["--retention", "5m"],
+            &["--method", "busy"],
+            &["--method", "sleepy"],
+            &["--policy", "deadline"],
+            &["--cpus", "7"],
+            &["--listen", "localhost"],
+            &["--schedule", "05:05 cpu2:ondemand"],
+            &["--schedule", "05:05 cpu9:performance"],
+            &["--schedule", "5 o'clock"],
+            &["--profile", "no-such-profile"],
+            &["--priority", "0"],
+        ] {
+            match plan(args) {
+                Err(CliError::Usage(m)) => assert!(
+                    m.contains("accepted") || m.contains("known") || m.contains("offered"),
+                    "{args:?}: {m}"
+                ),
+                Err(CliError::Failed(e)) => panic!("{args:?}: failed, not usage: {e}"),
+                Ok(_) => panic!("{args:?} accepted"),
+            }
+        }
+    }
+
+    #[test]
+    fn check_config_shows_profile_and_schedule() {
+        let p = plan(&[
+            "--profile",
+            "lowlatency",
+            "--schedule",
+            "05:05 cpu2:performance; 17:05 cpu2:restore",
+            "--listen",
+            "0.0.0.0:9464",
+        ])
+        .unwrap();
+        let text = check_config_text(&p);
+        assert!(text.contains("profile     lowlatency"), "{text}");
+        assert!(
+            text.contains("05:05 cpu2 governor powersave -> performance"),
+            "{text}"
+        );
+        assert!(text.contains("not loopback"), "{text}");
+    }
+
+    #[test]
+    fn a_foreign_file_is_refused_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.db");
+        std::fs::write(&f, b"hello, not a database at all").unwrap();
+        let e = store_state(&f).unwrap_err();
+        assert!(e.contains("not a latlab store"), "{e}");
+        assert_eq!(std::fs::read(&f).unwrap(), b"hello, not a database at all");
+        assert!(
+            store_state(&dir.path().join("new.db"))
+                .unwrap()
+                .contains("created")
+        );
+    }
+}
