@@ -149,6 +149,50 @@ pub enum Clock {
     Realtime,
 }
 
+impl Clock {
+    pub const ALL: [Clock; 2] = [Clock::Monotonic, Clock::Realtime];
+    pub fn name(self) -> &'static str {
+        match self {
+            Clock::Monotonic => "monotonic",
+            Clock::Realtime => "realtime",
+        }
+    }
+}
+
+/// The one-line refusal of an unknown name, with the accepted ones.
+fn unknown(what: &str, text: &str, accepted: impl Iterator<Item = &'static str>) -> String {
+    format!(
+        "unknown {what} {text:?} (accepted: {})",
+        accepted.collect::<Vec<_>>().join(", ")
+    )
+}
+
+impl std::str::FromStr for Method {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Method, String> {
+        Method::from_name(s)
+            .ok_or_else(|| unknown("method", s, Method::ALL.map(Method::name).into_iter()))
+    }
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Policy, String> {
+        Policy::from_name(s)
+            .ok_or_else(|| unknown("policy", s, Policy::ALL.map(Policy::name).into_iter()))
+    }
+}
+
+impl std::str::FromStr for Clock {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Clock, String> {
+        Clock::ALL
+            .into_iter()
+            .find(|c| c.name() == s)
+            .ok_or_else(|| unknown("clock", s, Clock::ALL.map(Clock::name).into_iter()))
+    }
+}
+
 /// SCHED_DEADLINE parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadlineParams {

@@ -102,6 +102,13 @@ pub fn format_duration(ns: u64) -> String {
     format!("{ns}ns")
 }
 
+impl std::str::FromStr for CpuList {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<CpuList, ParseError> {
+        CpuList::parse(s)
+    }
+}
+
 /// A sorted set of CPU numbers, parsed from the kernel's list format (`0-3,6`, `0-7:2`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CpuList(Vec<u32>);

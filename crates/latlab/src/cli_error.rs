@@ -16,6 +16,15 @@ impl From<anyhow::Error> for CliError {
     }
 }
 
+impl From<latlab_measure::MeasureError> for CliError {
+    fn from(e: latlab_measure::MeasureError) -> Self {
+        match e {
+            latlab_measure::MeasureError::Invalid(m) => CliError::Usage(m),
+            latlab_measure::MeasureError::Setup(m) => CliError::Failed(anyhow::anyhow!(m)),
+        }
+    }
+}
+
 pub type CliResult<T> = Result<T, CliError>;
 
 /// Turn a clap parse error into latlab's one-line form (help and version print as usual).
@@ -29,13 +38,12 @@ pub fn clap_exit(e: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            let text = e.to_string();
-            let first = text
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid arguments")
-                .trim_start_matches("error: ");
-            eprintln!("latlab: error: {first} (see --help)");
+            let hint = if e.kind() == ErrorKind::ValueValidation {
+                ""
+            } else {
+                " (see --help)"
+            };
+            eprintln!("latlab: error: {}{hint}", clap_line(&e));
             ExitCode::from(2)
         }
     }
@@ -48,4 +56,24 @@ impl From<latlab_monitor::Error> for CliError {
             latlab_monitor::Error::Failed(e) => CliError::Failed(e),
         }
     }
+}
+
+/// A refused command line in one line. A value its type refused reads like every other bad
+/// input, `--option: problem (accepted: …)`.
+pub fn clap_line(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() == ErrorKind::ValueValidation
+        && let (Some(ContextValue::String(arg)), Some(source)) =
+            (e.get(ContextKind::InvalidArg), std::error::Error::source(e))
+    {
+        let flag = arg.split_whitespace().next().unwrap_or(arg);
+        return format!("{flag}: {source}");
+    }
+    let text = e.to_string();
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ");
+    first.to_string()
 }

@@ -2,6 +2,7 @@
 //! subcommand's raw arguments into validated values, at the edge, before anything on the system
 //! is touched, and hands them to the library crates.
 
+mod args;
 mod check;
 mod cli_error;
 mod db;

@@ -1,13 +1,14 @@
 //! `latlab measure`: option names a cyclictest user recognises, validated into a
 //! [`MeasureConfig`] before anything runs; outputs written even when the run is interrupted.
 
+use crate::args::{self, MeasureOpts, Ns, usage};
 use crate::cli_error::{CliError, CliResult};
 use crate::live::LiveView;
 use anyhow::Context;
 use clap::Args;
-use latlab_measure::{MeasureError, StopSignal};
-use latlab_model::units::{CpuList, parse_duration};
-use latlab_model::{Clock, DeadlineParams, MeasureConfig, Method, Policy, RunResult, StopReason};
+use latlab_measure::StopSignal;
+use latlab_model::units::CpuList;
+use latlab_model::{Clock, DeadlineParams, MeasureConfig, Policy, RunResult, StopReason};
 use latlab_sys::Sys;
 use std::fs::File;
 use std::io::{IsTerminal, Write};
@@ -20,55 +21,36 @@ use std::process::ExitCode;
 A bare number is microseconds for --interval and --break, seconds for --duration."
 )]
 pub struct MeasureArgs {
+    #[command(flatten)]
+    pub opts: MeasureOpts,
+
     /// Period of each measuring thread (minimum 1us).
-    #[arg(short = 'i', long, default_value = "1ms", value_name = "DUR")]
-    interval: String,
+    #[arg(short = 'i', long, default_value = "1ms", value_name = "DUR", value_parser = args::us)]
+    interval: Ns,
 
     /// Length of the run (default: until Ctrl-C).
-    #[arg(short = 'D', long, value_name = "DUR")]
-    duration: Option<String>,
+    #[arg(short = 'D', long, value_name = "DUR", value_parser = args::secs)]
+    duration: Option<Ns>,
 
     /// Periods per thread, then stop.
     #[arg(short = 'l', long, value_name = "N")]
     loops: Option<u64>,
 
-    /// One pinned measuring thread per listed CPU (default: every online CPU).
-    #[arg(short = 'a', long = "cpus", value_name = "LIST")]
-    cpus: Option<String>,
-
     /// N unpinned measuring threads instead of pinned ones.
     #[arg(short = 't', long, value_name = "N", conflicts_with = "cpus")]
     threads: Option<u32>,
 
-    /// Real-time priority for fifo and rr (1..99).
-    #[arg(short = 'p', long, default_value_t = 95, value_name = "1..99")]
-    priority: u32,
-
-    /// Scheduling policy: fifo, rr, other, batch, idle or deadline.
-    #[arg(long, default_value = "fifo", value_name = "POLICY")]
-    policy: String,
-
     /// SCHED_DEADLINE runtime per period.
-    #[arg(long, value_name = "DUR")]
-    dl_runtime: Option<String>,
+    #[arg(long, value_name = "DUR", value_parser = args::us)]
+    dl_runtime: Option<Ns>,
 
     /// SCHED_DEADLINE period (default: the interval).
-    #[arg(long, value_name = "DUR")]
-    dl_period: Option<String>,
+    #[arg(long, value_name = "DUR", value_parser = args::us)]
+    dl_period: Option<Ns>,
 
     /// SCHED_DEADLINE relative deadline (default: the period).
-    #[arg(long, value_name = "DUR")]
-    dl_deadline: Option<String>,
-
-    /// clock-nanosleep (absolute), nanosleep, timerfd, posix-timer, poll, select, busy;
-    /// thread wake-ups: futex, eventfd, pipe, signal.
-    #[arg(
-        short = 'm',
-        long,
-        default_value = "clock-nanosleep",
-        value_name = "METHOD"
-    )]
-    method: String,
+    #[arg(long, value_name = "DUR", value_parser = args::us)]
+    dl_deadline: Option<Ns>,
 
     /// Sleep relative to the last clock read instead of to an absolute deadline.
     #[arg(long)]
@@ -78,42 +60,29 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "CPU")]
     waker_cpu: Option<u32>,
 
-    /// Offset thread i of n by i/n of the interval, so CPUs do not all take their timers at the
-    /// same instant (default: one phase for every thread).
-    #[arg(long)]
-    stagger: bool,
-
     /// Clock of deadlines and timestamps: monotonic or realtime.
     #[arg(long, default_value = "monotonic", value_name = "CLOCK")]
-    clock: String,
+    clock: Clock,
 
     /// Timer slack of every measuring thread (bare number: ns).
-    #[arg(long, default_value = "0", value_name = "DUR")]
-    timer_slack: String,
+    #[arg(long, default_value = "0", value_name = "DUR", value_parser = args::nanos)]
+    timer_slack: Ns,
 
     /// Hold /dev/cpu_dma_latency at US microseconds for the run (default: leave PM QoS alone).
     #[arg(long, value_name = "US")]
     pm_qos: Option<u32>,
 
-    /// Do not lock memory.
-    #[arg(long)]
-    no_mlock: bool,
-
     /// Length of each window of the time series.
-    #[arg(long, default_value = "1s", value_name = "DUR")]
-    window: String,
-
-    /// Keep time, CPU and value of every sample above DUR.
-    #[arg(long, value_name = "DUR")]
-    spike: Option<String>,
+    #[arg(long, default_value = "1s", value_name = "DUR", value_parser = args::with_unit)]
+    window: Ns,
 
     /// Most spikes kept; further ones are counted.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     spike_limit: u32,
 
     /// Stop when a sample exceeds DUR, and write a trace marker if tracefs is mounted.
-    #[arg(short = 'b', long = "break", value_name = "DUR")]
-    brk: Option<String>,
+    #[arg(short = 'b', long = "break", value_name = "DUR", value_parser = args::us)]
+    brk: Option<Ns>,
 
     /// Print only the summary table at the end.
     #[arg(short = 'q', long)]
@@ -130,7 +99,7 @@ pub struct MeasureArgs {
 
     /// CPUs the loads run on (default: every online CPU).
     #[arg(long, value_name = "LIST")]
-    load_cpus: Option<String>,
+    load_cpus: Option<CpuList>,
 
     /// Phases of load over the run, e.g. "idle 30s, memory 30s, io 30s, procfs 30s".
     #[arg(long, value_name = "PHASES", conflicts_with = "loads")]
@@ -151,10 +120,6 @@ pub struct MeasureArgs {
     /// Where the tuning journal lives (default /var/lib/latlab, or LATLAB_STATE_DIR).
     #[arg(long, value_name = "DIR", hide = true)]
     state_dir: Option<PathBuf>,
-
-    /// Period of the samplers (idle states, frequency, power, interrupts, utilisation).
-    #[arg(long, default_value = "1s", value_name = "DUR")]
-    sample_period: String,
 
     /// Do not run the samplers.
     #[arg(long)]
@@ -183,57 +148,18 @@ pub struct MeasureArgs {
     cyclictest_json: Option<PathBuf>,
 }
 
-fn usage<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CliError + '_ {
-    move |e| CliError::Usage(format!("{what}: {e}"))
-}
-
 impl MeasureArgs {
-    /// Turn the raw arguments into a configuration, checking every value.
+    /// Turn the arguments into a configuration, checking what spans several options.
     pub fn to_config(&self, online: &CpuList) -> CliResult<MeasureConfig> {
-        let interval_ns =
-            parse_duration(&self.interval, Some("us")).map_err(usage("--interval"))?;
-        let duration_ns = self
-            .duration
-            .as_deref()
-            .map(|d| parse_duration(d, Some("s")))
-            .transpose()
-            .map_err(usage("--duration"))?;
-        let method = Method::from_name(&self.method).ok_or_else(|| {
-            CliError::Usage(format!(
-                "unknown method {:?} (accepted: {})",
-                self.method,
-                Method::ALL.map(|m| m.name()).join(", ")
-            ))
-        })?;
-        let policy = Policy::from_name(&self.policy).ok_or_else(|| {
-            CliError::Usage(format!(
-                "unknown policy {:?} (accepted: {})",
-                self.policy,
-                Policy::ALL.map(|p| p.name()).join(", ")
-            ))
-        })?;
-        let clock = match self.clock.as_str() {
-            "monotonic" => Clock::Monotonic,
-            "realtime" => Clock::Realtime,
-            other => {
-                return Err(CliError::Usage(format!(
-                    "unknown clock {other:?} (accepted: monotonic, realtime)"
-                )));
-            }
-        };
-        let dur = |name: &str, v: &Option<String>, unit| -> CliResult<Option<u64>> {
-            v.as_deref()
-                .map(|s| parse_duration(s, Some(unit)))
-                .transpose()
-                .map_err(|e| CliError::Usage(format!("{name}: {e}")))
-        };
-        let deadline = match dur("--dl-runtime", &self.dl_runtime, "us")? {
-            Some(runtime_ns) => {
-                let period_ns = dur("--dl-period", &self.dl_period, "us")?.unwrap_or(interval_ns);
-                let deadline_ns =
-                    dur("--dl-deadline", &self.dl_deadline, "us")?.unwrap_or(period_ns);
+        let o = &self.opts;
+        let mut cfg = o.config(online, self.interval, self.window);
+        let interval_ns = self.interval.0;
+        let deadline = match self.dl_runtime {
+            Some(runtime) => {
+                let period_ns = self.dl_period.map_or(interval_ns, |p| p.0);
+                let deadline_ns = self.dl_deadline.map_or(period_ns, |d| d.0);
                 Some(DeadlineParams {
-                    runtime_ns,
+                    runtime_ns: runtime.0,
                     deadline_ns,
                     period_ns,
                 })
@@ -248,44 +174,29 @@ impl MeasureArgs {
             None => None,
         };
         // Deadline threads cannot be pinned: default to one unpinned thread per online CPU.
-        let (cpus, threads) = match (&self.cpus, self.threads) {
-            (Some(list), _) if list == "all" => (Some(online.cpus().to_vec()), online.len()),
-            (Some(list), _) => {
-                let l = CpuList::parse(list).map_err(usage("--cpus"))?;
-                let n = l.len();
-                (Some(l.cpus().to_vec()), n)
+        let (cpus, threads) = match (&o.cpus, self.threads) {
+            (Some(c), _) => {
+                let list = c.resolve(online);
+                let n = list.len();
+                (Some(list), n)
             }
             (None, Some(n)) => (None, n as usize),
-            (None, None) if policy == Policy::Deadline => (None, online.len()),
+            (None, None) if o.policy == Policy::Deadline => (None, online.len()),
             (None, None) => (Some(online.cpus().to_vec()), online.len()),
         };
-        Ok(MeasureConfig {
-            interval_ns,
-            duration_ns,
-            loops: self.loops,
-            cpus,
-            threads: threads as u32,
-            policy,
-            priority: if policy.is_realtime() {
-                self.priority
-            } else {
-                0
-            },
-            deadline,
-            method,
-            relative: self.relative || method.always_relative(),
-            clock,
-            timer_slack_ns: parse_duration(&self.timer_slack, Some("ns"))
-                .map_err(usage("--timer-slack"))?,
-            pm_qos_us: self.pm_qos,
-            mlock: !self.no_mlock,
-            window_ns: parse_duration(&self.window, None).map_err(usage("--window"))?,
-            spike_threshold_ns: dur("--spike", &self.spike, "us")?,
-            spike_limit: self.spike_limit,
-            break_threshold_ns: dur("--break", &self.brk, "us")?,
-            waker_cpu: self.waker_cpu,
-            stagger: self.stagger,
-        })
+        cfg.cpus = cpus;
+        cfg.threads = threads as u32;
+        cfg.duration_ns = self.duration.map(|d| d.0);
+        cfg.loops = self.loops;
+        cfg.deadline = deadline;
+        cfg.relative |= self.relative;
+        cfg.clock = self.clock;
+        cfg.timer_slack_ns = self.timer_slack.0;
+        cfg.pm_qos_us = self.pm_qos;
+        cfg.spike_limit = self.spike_limit;
+        cfg.break_threshold_ns = self.brk.map(|b| b.0);
+        cfg.waker_cpu = self.waker_cpu;
+        Ok(cfg)
     }
 }
 
@@ -387,14 +298,7 @@ impl MeasureArgs {
                 "--histfile-range 0 (accepted: 1 or more rows of 1 us)".into(),
             ));
         }
-        let sample_period =
-            parse_duration(&self.sample_period, Some("s")).map_err(usage("--sample-period"))?;
-        if sample_period < 10_000_000 {
-            return Err(CliError::Usage(format!(
-                "--sample-period {}: too short (accepted: 10ms or more)",
-                self.sample_period
-            )));
-        }
+        let sample_period = self.opts.sample_period_ns()?;
         let loads = self
             .loads
             .iter()
@@ -408,12 +312,7 @@ impl MeasureArgs {
             .transpose()
             .map_err(load_error)?;
         let load_options = latlab_load::LoadOptions {
-            cpus: self
-                .load_cpus
-                .as_deref()
-                .map(CpuList::parse)
-                .transpose()
-                .map_err(usage("--load-cpus"))?,
+            cpus: self.load_cpus.clone(),
             force: self.force,
             sys: sys.clone(),
         };
@@ -570,10 +469,7 @@ pub fn execute(
     };
     let hook = trace.as_ref().and_then(|t| t.hook());
     let mut result =
-        latlab_measure::run_hooked(cfg, sys, stop, observer, None, hook).map_err(|e| match e {
-            MeasureError::Invalid(m) => CliError::Usage(m),
-            MeasureError::Setup(m) => CliError::Failed(anyhow::anyhow!(m)),
-        });
+        latlab_measure::run_hooked(cfg, sys, stop, observer, None, hook).map_err(CliError::from);
     let traced = trace.map(|t| t.finish(result.as_mut().ok()));
     let samples = sampler.map(|(thread, origin_unix_ns)| (thread.stop(), origin_unix_ns));
     let loads = loads.stop();
@@ -636,12 +532,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     // A store that cannot be opened fails now, not after the measurement.
     if let Some(db) = &args.db {
         let path = latlab_store::resolve_path((!db.as_os_str().is_empty()).then_some(db.as_path()));
-        latlab_store::Store::open(&path).map_err(|e| {
-            CliError::Usage(format!(
-                "--db {}: {e} (accepted: a latlab store or a new file)",
-                path.display()
-            ))
-        })?;
+        crate::args::open_store(&path)?;
     }
 
     let stop = StopSignal::new();
@@ -775,6 +666,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use clap::Parser;
+    use latlab_model::Method;
 
     #[derive(Parser)]
     struct T {
@@ -785,10 +677,10 @@ mod tests {
     fn cfg(args: &[&str]) -> CliResult<MeasureConfig> {
         let mut v = vec!["t"];
         v.extend_from_slice(args);
-        T::try_parse_from(v)
-            .unwrap()
-            .m
-            .to_config(&CpuList::parse("0-3").unwrap())
+        // A value its type refuses stops at the command line, as it does in `main`.
+        let t =
+            T::try_parse_from(v).map_err(|e| CliError::Usage(crate::cli_error::clap_line(&e)))?;
+        t.m.to_config(&CpuList::parse("0-3").unwrap())
     }
 
     #[test]

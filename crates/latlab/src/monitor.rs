@@ -6,15 +6,15 @@
 //!
 //! `latlab serve --db` serves the same pages and metrics for a store alone.
 
+use crate::args::{self, Listen, MeasureOpts, Ns};
 use crate::cli_error::{CliError, CliResult};
 use clap::Args;
 use latlab_measure::StopSignal;
-use latlab_model::units::{CpuList, parse_duration};
-use latlab_model::{Clock as MeasureClock, MeasureConfig, Method, Policy};
+use latlab_model::units::format_duration;
+use latlab_model::{Method, Policy};
 use latlab_monitor::schedule::{self, Schedule};
 use latlab_monitor::{MonitorPlan, check_config_text, store_state};
 use latlab_sys::Sys;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc;
@@ -30,39 +30,16 @@ The store keeps one series per --name: a daemon restarted with the same name con
 SIGTERM or Ctrl-C stores the open window, puts back --profile and --schedule settings and exits."
 )]
 pub struct MonitorArgs {
-    /// One pinned measuring thread per listed CPU (default: every online CPU).
-    #[arg(short = 'a', long, value_name = "LIST")]
-    cpus: Option<String>,
+    #[command(flatten)]
+    opts: MeasureOpts,
 
     /// Period of each measuring thread (minimum 1us).
-    #[arg(short = 'i', long, default_value = "200us", value_name = "DUR")]
-    interval: String,
-
-    /// Real-time priority for fifo and rr (1..99).
-    #[arg(short = 'p', long, default_value_t = 95, value_name = "1..99")]
-    priority: u32,
-
-    /// Scheduling policy of the measuring threads: fifo, rr, other, batch or idle.
-    #[arg(long, default_value = "fifo", value_name = "POLICY")]
-    policy: String,
-
-    /// Wait method: clock-nanosleep, nanosleep, timerfd, posix-timer, poll, select; thread
-    /// wake-ups: futex, eventfd, pipe, signal.
-    #[arg(
-        short = 'm',
-        long,
-        default_value = "clock-nanosleep",
-        value_name = "METHOD"
-    )]
-    method: String,
+    #[arg(short = 'i', long, default_value = "200us", value_name = "DUR", value_parser = args::us)]
+    interval: Ns,
 
     /// Length of each stored window (OSADL's 5-minute worst case by default).
-    #[arg(long, default_value = "5m", value_name = "DUR")]
-    window: String,
-
-    /// Keep time and value of every sample above DUR with its window.
-    #[arg(long, value_name = "DUR")]
-    spike: Option<String>,
+    #[arg(long, default_value = "5m", value_name = "DUR", value_parser = args::with_unit)]
+    window: Ns,
 
     /// The results store (default: $LATLAB_DB, else ./latlab.db).
     #[arg(long, value_name = "PATH")]
@@ -73,8 +50,8 @@ pub struct MonitorArgs {
     name: Option<String>,
 
     /// Windows older than this are merged into hourly rows (histograms merge exactly).
-    #[arg(long, default_value = "90d", value_name = "DUR")]
-    retention: String,
+    #[arg(long, default_value = "90d", value_name = "DUR", value_parser = args::days)]
+    retention: Ns,
 
     /// Apply this tuning profile while monitoring and restore it on exit.
     #[arg(long, value_name = "PROFILE")]
@@ -87,21 +64,7 @@ pub struct MonitorArgs {
 
     /// Address of the dashboard and /metrics ("off": no web server).
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
-    listen: String,
-
-    /// Period of the samplers (idle states, frequency, power, interrupts); at most a fifth of
-    /// the window is used.
-    #[arg(long, default_value = "1s", value_name = "DUR")]
-    sample_period: String,
-
-    /// Do not lock memory.
-    #[arg(long)]
-    no_mlock: bool,
-
-    /// Offset thread i of n by i/n of the interval, so CPUs do not all take their timers at the
-    /// same instant (default: one phase for every thread).
-    #[arg(long)]
-    stagger: bool,
+    listen: Listen,
 
     /// Check every option, print what would be done, and exit without touching anything.
     #[arg(long)]
@@ -116,119 +79,45 @@ pub struct ServeArgs {
 
     /// Address of the dashboard and /metrics.
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
-    listen: String,
-}
-
-fn usage<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CliError + '_ {
-    move |e| CliError::Usage(format!("{what}: {e}"))
-}
-
-fn parse_listen(text: &str) -> CliResult<Option<SocketAddr>> {
-    if text == "off" || text == "none" {
-        return Ok(None);
-    }
-    text.parse::<SocketAddr>().map(Some).map_err(|_| {
-        CliError::Usage(format!(
-            "--listen {text:?} is not an address (accepted: IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464, or off)"
-        ))
-    })
+    listen: Listen,
 }
 
 fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
     let online = sys
         .online_cpus()
         .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
-    let interval_ns = parse_duration(&args.interval, Some("us")).map_err(usage("--interval"))?;
-    let window_ns = parse_duration(&args.window, None).map_err(usage("--window"))?;
+    let (window_ns, retention_ns) = (args.window.0, args.retention.0);
     if window_ns < 1_000_000_000 {
         return Err(CliError::Usage(format!(
             "--window {}: too short (accepted: 1s or more, e.g. 5m)",
-            args.window
+            format_duration(window_ns)
         )));
     }
-    let retention_ns = parse_duration(&args.retention, Some("d")).map_err(usage("--retention"))?;
     if retention_ns < 3_600_000_000_000 {
         return Err(CliError::Usage(format!(
             "--retention {}: too short (accepted: 1h or more, e.g. 90d)",
-            args.retention
+            format_duration(retention_ns)
         )));
     }
-    let method = Method::from_name(&args.method).ok_or_else(|| {
-        CliError::Usage(format!(
-            "unknown method {:?} (accepted: {})",
-            args.method,
-            Method::ALL.map(|m| m.name()).join(", ")
-        ))
-    })?;
-    if method == Method::Busy {
+    if args.opts.method == Method::Busy {
         return Err(CliError::Usage(
             "--method busy spins without end and is not for monitoring (accepted: a waiting \
              method, e.g. clock-nanosleep)"
                 .into(),
         ));
     }
-    let policy = Policy::from_name(&args.policy).ok_or_else(|| {
-        CliError::Usage(format!(
-            "unknown policy {:?} (accepted: fifo, rr, other, batch, idle)",
-            args.policy
-        ))
-    })?;
-    if policy == Policy::Deadline {
+    if args.opts.policy == Policy::Deadline {
         return Err(CliError::Usage(
             "--policy deadline is not supported by monitor (accepted: fifo, rr, other, batch, idle)"
                 .into(),
         ));
     }
-    let cpus = match args.cpus.as_deref() {
-        None | Some("all") => online.cpus().to_vec(),
-        Some(list) => CpuList::parse(list)
-            .map_err(usage("--cpus"))?
-            .cpus()
-            .to_vec(),
-    };
-    let spike = args
-        .spike
-        .as_deref()
-        .map(|s| parse_duration(s, Some("us")))
-        .transpose()
-        .map_err(usage("--spike"))?;
-    let sample_period =
-        parse_duration(&args.sample_period, Some("s")).map_err(usage("--sample-period"))?;
-    if sample_period < 10_000_000 {
-        return Err(CliError::Usage(format!(
-            "--sample-period {}: too short (accepted: 10ms or more)",
-            args.sample_period
-        )));
-    }
-    // Built exactly like `latlab measure`'s, with no end.
-    let cfg = MeasureConfig {
-        interval_ns,
-        duration_ns: None,
-        loops: None,
-        threads: cpus.len() as u32,
-        cpus: Some(cpus),
-        policy,
-        priority: if policy.is_realtime() {
-            args.priority
-        } else {
-            0
-        },
-        deadline: None,
-        method,
-        relative: method.always_relative(),
-        clock: MeasureClock::Monotonic,
-        timer_slack_ns: 0,
-        pm_qos_us: None,
-        mlock: !args.no_mlock,
-        window_ns,
-        spike_threshold_ns: spike,
-        spike_limit: SPIKE_LIMIT,
-        break_threshold_ns: None,
-        waker_cpu: None,
-        stagger: args.stagger,
-    };
+    let sample_period = args.opts.sample_period_ns()?;
+    // Built like `latlab measure`'s, with no end and room for a daemon's life of spikes.
+    let mut cfg = args.opts.config(&online, args.interval, args.window);
+    cfg.spike_limit = SPIKE_LIMIT;
     latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
-    let listen = parse_listen(&args.listen)?;
+    let listen = args.listen.0;
     let name = match &args.name {
         Some(n) if n.trim().is_empty() || n.len() > 200 => {
             return Err(CliError::Usage(
@@ -322,7 +211,7 @@ pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {
 /// `latlab serve --db PATH`: the dashboard and /metrics of a store, without measuring.
 pub fn serve(args: ServeArgs) -> CliResult<ExitCode> {
     let db = latlab_store::resolve_path(args.db.as_deref());
-    let listen = parse_listen(&args.listen)?.ok_or_else(|| {
+    let listen = args.listen.0.ok_or_else(|| {
         CliError::Usage("--listen off: serve needs an address (accepted: IP:PORT)".into())
     })?;
     if !db.exists() {
@@ -361,7 +250,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("m.db");
         v.extend_from_slice(&["--db", db.to_str().unwrap()]);
-        prepare(&T::try_parse_from(v).unwrap().m, &sys)
+        // A value its type refuses stops at the command line, as it does in `main`.
+        let t =
+            T::try_parse_from(v).map_err(|e| CliError::Usage(crate::cli_error::clap_line(&e)))?;
+        prepare(&t.m, &sys)
     }
 
     #[test]

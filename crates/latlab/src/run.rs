@@ -46,16 +46,8 @@ fn measure_args(cell: &Cell) -> Result<MeasureArgs, String> {
     let cmd = MeasureArgs::augment_args(Command::new("measure").no_binary_name(true));
     let matches = cmd
         .try_get_matches_from(&cell.args)
-        .map_err(|e| first_line(&e.to_string()))?;
-    MeasureArgs::from_arg_matches(&matches).map_err(|e| first_line(&e.to_string()))
-}
-
-fn first_line(text: &str) -> String {
-    text.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("invalid arguments")
-        .trim_start_matches("error: ")
-        .to_string()
+        .map_err(|e| crate::cli_error::clap_line(&e))?;
+    MeasureArgs::from_arg_matches(&matches).map_err(|e| crate::cli_error::clap_line(&e))
 }
 
 /// Expected length of one run of a cell.

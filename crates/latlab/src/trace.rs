@@ -1,6 +1,7 @@
 //! `latlab trace`: kernel deferred-work, interrupt, timer and wake-up latencies traced with eBPF,
 //! printed per family (per CPU and overall; top work functions) and written as JSON.
 
+use crate::args::usage;
 use crate::cli_error::{CliError, CliResult};
 use anyhow::Context;
 use clap::Args;
@@ -65,10 +66,6 @@ pub struct TracePlan {
     pub config: TraceConfig,
     pub duration_ns: Option<u64>,
     pub top: usize,
-}
-
-fn usage<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CliError + '_ {
-    move |e| CliError::Usage(format!("{what}: {e}"))
 }
 
 impl TraceArgs {

@@ -186,7 +186,7 @@ fn malformed_plans_name_file_line_and_reason() {
         ),
         (
             "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\nmethod = [\"sleepy\"]\n",
-            "no cell of this plan can run here",
+            "cell method=sleepy: --method: unknown method \"sleepy\" (accepted: clock-nanosleep,",
         ),
         (
             "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\ninterval = [\"1ms\"]\nload = [\"bogus\"]\n",
