@@ -7,6 +7,7 @@ use crate::cli_error::{CliError, CliResult};
 use clap::Args;
 use latlab_model::units::{CpuList, ParseError, parse_duration};
 use latlab_model::{Clock, MeasureConfig, Method, Policy};
+use latlab_store::{Store, StoreError};
 use std::path::Path;
 
 /// A duration from the command line, in nanoseconds.
@@ -186,13 +187,33 @@ pub fn usage<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CliError + '
     move |e| CliError::Usage(format!("{what}: {e}"))
 }
 
-/// Open (or create) the store at `path` for writing; a store that cannot be opened is bad input
-/// for `--db`, said before anything is measured.
-pub fn open_store(path: &Path) -> CliResult<latlab_store::Store> {
-    latlab_store::Store::open(path).map_err(|e| {
-        CliError::Usage(format!(
+/// Open (or create) the store at `path` for writing. A file that is not a store, or one too new,
+/// is bad input for `--db`; the commands that measure call this before measuring.
+pub fn open_store(path: &Path) -> CliResult<Store> {
+    Store::open(path).map_err(|e| match e {
+        StoreError::Migration { .. } => CliError::Failed(anyhow::Error::new(e)),
+        e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {
+            CliError::Usage(format!("--db: {e}"))
+        }
+        e => CliError::Usage(format!(
             "--db {}: {e} (accepted: a latlab store or a new file)",
             path.display()
-        ))
+        )),
+    })
+}
+
+/// Open the existing store at `path` to read. A missing one, a foreign file or a newer schema is
+/// bad input (a wrong `--db`); anything else is a failure.
+pub fn open_existing(path: &Path) -> CliResult<Store> {
+    Store::open_existing(path).map_err(|e| match e {
+        StoreError::Missing(_) => CliError::Usage(format!(
+            "no store at {} (accepted: a store written by `latlab measure --db` or `latlab run`; \
+             --db PATH or LATLAB_DB name another)",
+            path.display()
+        )),
+        e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {
+            CliError::Usage(format!("--db: {e}"))
+        }
+        e => CliError::Failed(anyhow::Error::new(e)),
     })
 }

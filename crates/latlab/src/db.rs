@@ -60,10 +60,9 @@ enum DbCommand {
 
 /// Save `result` as a new run in the store at `db` (default: `$LATLAB_DB`, else `./latlab.db`),
 /// creating the store if needed. Returns a line saying where it went.
-pub fn save_result(db: Option<&Path>, result: &RunResult) -> anyhow::Result<String> {
+pub fn save_result(db: Option<&Path>, result: &RunResult) -> CliResult<String> {
     let path = latlab_store::resolve_path(db);
-    let mut store =
-        Store::open(&path).with_context(|| format!("saving the run to {}", path.display()))?;
+    let mut store = crate::args::open_store(&path)?;
     let id = store
         .save_run(result, None)
         .with_context(|| format!("saving the run to {}", path.display()))?;
@@ -80,18 +79,6 @@ pub fn run(args: DbArgs) -> CliResult<ExitCode> {
         DbCommand::Check => check(&path),
         DbCommand::ImportJson { files } => import_json(args.db.as_deref(), &files),
     }
-}
-
-/// Open an existing store: a missing one is bad input (a wrong --db), any other failure is not.
-fn open(path: &Path) -> CliResult<Store> {
-    Store::open_existing(path).map_err(|e| match e {
-        StoreError::Missing(_) => CliError::Usage(format!(
-            "no store at {} (accepted: a store written by `latlab measure --db` or `latlab run`; \
-             --db PATH or LATLAB_DB name another)",
-            path.display()
-        )),
-        e => CliError::Failed(anyhow::Error::new(e)),
-    })
 }
 
 fn failed(e: StoreError) -> CliError {
@@ -118,7 +105,7 @@ fn list(path: &Path, experiment: Option<i64>, limit: Option<u32>) -> CliResult<E
         println!("no runs: no store at {}", path.display());
         return Ok(ExitCode::SUCCESS);
     }
-    let store = open(path)?;
+    let store = crate::args::open_existing(path)?;
     let runs = store
         .list_runs(&RunFilter {
             experiment: experiment.map(ExperimentId),
@@ -242,7 +229,7 @@ fn tenths_us(ns: u64) -> String {
 }
 
 fn show(path: &Path, id: &str, json: bool) -> CliResult<ExitCode> {
-    let store = open(path)?;
+    let store = crate::args::open_existing(path)?;
     let id = resolve(&store, id)?;
     let result = store.load_run(id).map_err(failed)?;
     if json {
@@ -273,7 +260,7 @@ fn show(path: &Path, id: &str, json: bool) -> CliResult<ExitCode> {
 }
 
 fn rm(path: &Path, ids: &[String]) -> CliResult<ExitCode> {
-    let mut store = open(path)?;
+    let mut store = crate::args::open_existing(path)?;
     // Every id is checked before anything is removed.
     let mut runs = Vec::new();
     for text in ids {
@@ -318,7 +305,7 @@ fn size_text(bytes: u64) -> String {
 }
 
 fn vacuum(path: &Path) -> CliResult<ExitCode> {
-    let mut store = open(path)?;
+    let mut store = crate::args::open_existing(path)?;
     let before = store_size(path);
     store
         .vacuum()
@@ -335,7 +322,7 @@ fn vacuum(path: &Path) -> CliResult<ExitCode> {
 }
 
 fn check(path: &Path) -> CliResult<ExitCode> {
-    let store = open(path)?;
+    let store = crate::args::open_existing(path)?;
     let report = store.check().map_err(failed)?;
     for p in &report.problems {
         println!("problem: {p}");
@@ -369,7 +356,10 @@ fn import_json(db: Option<&Path>, files: &[PathBuf]) -> CliResult<ExitCode> {
         results.push(r);
     }
     for (f, r) in files.iter().zip(&results) {
-        let line = save_result(db, r).with_context(|| f.display().to_string())?;
+        let line = save_result(db, r).map_err(|e| match e {
+            CliError::Failed(e) => CliError::Failed(e.context(f.display().to_string())),
+            usage => usage,
+        })?;
         println!("{}: {line}", f.display());
     }
     Ok(ExitCode::SUCCESS)

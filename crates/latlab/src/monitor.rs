@@ -214,12 +214,8 @@ pub fn serve(args: ServeArgs) -> CliResult<ExitCode> {
     let listen = args.listen.0.ok_or_else(|| {
         CliError::Usage("--listen off: serve needs an address (accepted: IP:PORT)".into())
     })?;
-    if !db.exists() {
-        return Err(CliError::Usage(format!(
-            "--db {}: no store there (accepted: a store written by latlab)",
-            db.display()
-        )));
-    }
+    // A --db that is not a store is refused before the signal thread starts.
+    drop(crate::args::open_existing(&db)?);
     let (tx, rx) = mpsc::channel::<String>();
     crate::signals::install_with(move |name| {
         let _ = tx.send(name.to_string());

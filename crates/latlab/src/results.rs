@@ -90,12 +90,7 @@ fn open_stores(dbs: &[PathBuf]) -> CliResult<Vec<(String, Store)>> {
     paths
         .iter()
         .map(|p| {
-            let store = Store::open_existing(p).map_err(|e| {
-                CliError::Usage(format!(
-                    "--db {}: {e} (accepted: a latlab store)",
-                    p.display()
-                ))
-            })?;
+            let store = crate::args::open_existing(p)?;
             let name = p
                 .file_stem()
                 .map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into());
@@ -381,8 +376,7 @@ pub fn import(args: ImportArgs) -> CliResult<ExitCode> {
 /// Save imported results (a file already in the store is said and skipped), with their notes.
 fn save_imported(db: Option<&Path>, results: Vec<(&PathBuf, RunResult)>) -> CliResult<()> {
     let path = latlab_store::resolve_path(db);
-    let mut store =
-        Store::open(&path).map_err(|e| CliError::Usage(format!("--db {}: {e}", path.display())))?;
+    let mut store = crate::args::open_store(&path)?;
     for (f, r) in results {
         if store.find_run(&r.id)?.is_some() {
             println!(

@@ -7,7 +7,7 @@ use crate::plan::{Cell, Plan};
 use anyhow::Context;
 use clap::{Args, Command, FromArgMatches};
 use latlab_measure::StopSignal;
-use latlab_store::{CellRef, CellStatus, ExperimentStatus, Store};
+use latlab_store::{CellRef, CellStatus, ExperimentStatus};
 use latlab_sys::Sys;
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
@@ -155,8 +155,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
 
     let db_path = latlab_store::resolve_path(args.db.as_deref());
-    let mut store = Store::open(&db_path)
-        .with_context(|| format!("opening the store {}", db_path.display()))?;
+    let mut store = crate::args::open_store(&db_path)?;
     let (experiment, done) = if args.resume {
         let found = store
             .resumable_experiment(&plan.text)

@@ -274,7 +274,7 @@ fn a_store_from_a_newer_latlab_is_refused_untouched() {
 
     for args in [&["list"][..], &["check"], &["show", "1"]] {
         let o = db(&store, args);
-        assert_one_line_error(&o, 1, "schema version 99, newer than this latlab supports");
+        assert_one_line_error(&o, 2, "schema version 99, newer than this latlab supports");
     }
     assert_eq!(std::fs::read(&store).unwrap(), bytes);
 }
@@ -284,7 +284,7 @@ fn a_file_that_is_not_a_store_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("notes.db");
     std::fs::write(&file, "x".repeat(4096)).unwrap();
-    assert_one_line_error(&db(&file, &["check"]), 1, "is not a latlab store");
+    assert_one_line_error(&db(&file, &["check"]), 2, "is not a latlab store");
     assert_eq!(std::fs::read(&file).unwrap(), "x".repeat(4096).as_bytes());
 }
 

@@ -1122,7 +1122,7 @@ fn a_foreign_or_newer_store_is_refused_untouched() {
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(why), "{err}");
         let out = latlab()
             .args(["monitor", "--listen", "off", "--db"])
