@@ -4,7 +4,7 @@
 use crate::keeper::{Keeper, KeeperSetup, Msg};
 use crate::{Error, MonitorPlan, schedule, series_config, set_affinity, unix_now_ns, web};
 use anyhow::Context;
-use latlab_measure::{MeasureError, StopSignal};
+use latlab_measure::StopSignal;
 use latlab_model::StopReason;
 use latlab_model::units::format_duration;
 use latlab_store::{Annotation, SeriesSpec, Store};
@@ -279,8 +279,7 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
     }
     match result {
         Ok(_) => Ok(()),
-        Err(MeasureError::Invalid(m)) => Err(Error::Usage(m)),
-        Err(MeasureError::Setup(m)) => Err(Error::Failed(anyhow::anyhow!(m))),
+        Err(e) => Err(e.into()),
     }
 }
 

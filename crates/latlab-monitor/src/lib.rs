@@ -21,26 +21,10 @@ use schedule::Schedule;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-/// How the daemon or the server ended badly: `Usage` is bad input found late (exit code 2 in
-/// the CLI), `Failed` anything else.
-#[derive(Debug)]
-pub enum Error {
-    Usage(String),
-    Failed(anyhow::Error),
-}
+/// How the daemon or the server ended badly (a measurement's error: usage or failure).
+pub use latlab_session::Error;
 
-impl From<anyhow::Error> for Error {
-    fn from(e: anyhow::Error) -> Self {
-        Error::Failed(e)
-    }
-}
-
-/// Unix time now, ns (0 before 1970).
-pub fn unix_now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
+pub use latlab_sys::unix_now_ns;
 
 /// Confine the calling thread to `cpus`.
 pub(crate) fn set_affinity(cpus: &[usize]) {
@@ -140,13 +124,7 @@ pub struct MonitorPlan {
 impl MonitorPlan {
     /// The online CPUs not measured (where latlab's own threads run).
     pub fn housekeeping(&self) -> Vec<usize> {
-        let measured = self.cfg.cpus.clone().unwrap_or_default();
-        self.online
-            .cpus()
-            .iter()
-            .filter(|c| !measured.contains(c))
-            .map(|&c| c as usize)
-            .collect()
+        latlab_session::housekeeping(&self.online, self.cfg.cpus.as_deref().unwrap_or_default())
     }
 
     /// The one line that starts the daemon's log and its first annotation.

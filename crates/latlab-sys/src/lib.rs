@@ -185,6 +185,13 @@ pub struct PmQosHold {
 }
 
 /// The CPU model from `/proc/cpuinfo` (x86 `model name`, or ARM `Hardware` / `CPU part`).
+/// The wall clock now, ns since 1970 (0 for a clock set before it).
+pub fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 pub fn cpu_model(cpuinfo: &str) -> String {
     let field = |name: &str| {
         cpuinfo.lines().find_map(|l| {

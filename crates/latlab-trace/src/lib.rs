@@ -73,3 +73,21 @@ pub enum TraceError {
     #[error("reading the BPF maps failed: {0}")]
     Read(String),
 }
+
+/// Skipped events, one line per group and reason: `group: reason (event, event)`.
+pub fn skipped_lines(skipped: &[latlab_model::trace::SkippedEvent]) -> Vec<String> {
+    let mut lines: Vec<(String, String, Vec<String>)> = Vec::new();
+    for s in skipped {
+        match lines
+            .iter_mut()
+            .find(|(g, r, _)| *g == s.group && *r == s.reason)
+        {
+            Some((_, _, events)) => events.push(s.event.clone()),
+            None => lines.push((s.group.clone(), s.reason.clone(), vec![s.event.clone()])),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(g, r, e)| format!("{g}: {r} ({})", e.join(", ")))
+        .collect()
+}

@@ -149,13 +149,6 @@ impl RestoreReport {
     }
 }
 
-fn now_unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
 pub(crate) fn since(h: &Header) -> String {
     latlab_model::rfc3339_utc(h.started_unix_ns)
 }
@@ -320,7 +313,7 @@ fn apply_inner(
         profile: profile.name.clone(),
         source: profile.source.to_string(),
         cpus: plan.cpus.to_string(),
-        started_unix_ns: now_unix_ns(),
+        started_unix_ns: latlab_sys::unix_now_ns(),
         boot_id: boot_id(sys),
         pid: std::process::id(),
         temporary: opts.temporary,

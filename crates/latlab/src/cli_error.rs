@@ -16,11 +16,11 @@ impl From<anyhow::Error> for CliError {
     }
 }
 
-impl From<latlab_measure::MeasureError> for CliError {
-    fn from(e: latlab_measure::MeasureError) -> Self {
+impl From<latlab_session::Error> for CliError {
+    fn from(e: latlab_session::Error) -> Self {
         match e {
-            latlab_measure::MeasureError::Invalid(m) => CliError::Usage(m),
-            latlab_measure::MeasureError::Setup(m) => CliError::Failed(anyhow::anyhow!(m)),
+            latlab_session::Error::Usage(m) => CliError::Usage(m),
+            latlab_session::Error::Failed(e) => CliError::Failed(e),
         }
     }
 }
@@ -45,15 +45,6 @@ pub fn clap_exit(e: clap::Error) -> ExitCode {
             };
             eprintln!("latlab: error: {}{hint}", clap_line(&e));
             ExitCode::from(2)
-        }
-    }
-}
-
-impl From<latlab_monitor::Error> for CliError {
-    fn from(e: latlab_monitor::Error) -> Self {
-        match e {
-            latlab_monitor::Error::Usage(m) => CliError::Usage(m),
-            latlab_monitor::Error::Failed(e) => CliError::Failed(e),
         }
     }
 }

@@ -15,7 +15,6 @@ mod plan;
 mod results;
 mod run;
 mod signals;
-mod spike_trace;
 mod sysinfo;
 mod trace;
 mod tune;

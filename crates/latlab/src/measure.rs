@@ -9,6 +9,7 @@ use clap::Args;
 use latlab_measure::StopSignal;
 use latlab_model::units::CpuList;
 use latlab_model::{Clock, DeadlineParams, MeasureConfig, Policy, RunResult, StopReason};
+use latlab_session::{Measurement, load_error};
 use latlab_sys::Sys;
 use std::fs::File;
 use std::io::{IsTerminal, Write};
@@ -245,49 +246,9 @@ impl Output {
     }
 }
 
-/// A measurement checked and ready to run: what `latlab measure` and `latlab run` share.
-pub struct Prepared {
-    pub cfg: MeasureConfig,
-    online: CpuList,
-    sample_period_ns: Option<u64>,
-    loads: Vec<latlab_load::LoadSpec>,
-    schedule: Option<latlab_load::Schedule>,
-    load_options: latlab_load::LoadOptions,
-    profile: Option<(latlab_tune::Profile, PathBuf)>,
-    trace: Option<latlab_trace::TraceConfig>,
-}
-
-fn load_error(e: latlab_load::LoadError) -> CliError {
-    if e.is_usage() {
-        CliError::Usage(e.to_string())
-    } else {
-        CliError::Failed(anyhow::anyhow!("{e}"))
-    }
-}
-
-/// Loads under way: a set started before measuring, or a schedule of phases.
-enum RunningLoads {
-    None,
-    Set(latlab_load::LoadSet),
-    Schedule(latlab_load::ScheduleRunner),
-}
-
-impl RunningLoads {
-    fn stop(self) -> latlab_model::load::Loads {
-        match self {
-            RunningLoads::None => Default::default(),
-            RunningLoads::Set(set) => latlab_model::load::Loads {
-                reports: set.stop(),
-                phases: Vec::new(),
-            },
-            RunningLoads::Schedule(runner) => runner.stop(),
-        }
-    }
-}
-
 impl MeasureArgs {
     /// Check everything (configuration, samplers, loads, profile) before anything is touched.
-    pub fn prepare(&self, sys: &Sys) -> CliResult<Prepared> {
+    pub fn prepare(&self, sys: &Sys) -> CliResult<Measurement> {
         let online = sys
             .online_cpus()
             .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
@@ -381,7 +342,7 @@ impl MeasureArgs {
                 })
             }
         };
-        Ok(Prepared {
+        Ok(Measurement {
             trace,
             cfg,
             online,
@@ -392,135 +353,6 @@ impl MeasureArgs {
             load_options,
         })
     }
-}
-
-/// Run a prepared measurement with its samplers (and loads and profile), always stopping
-/// what it started.
-pub fn execute(
-    p: &Prepared,
-    sys: &Sys,
-    stop: std::sync::Arc<StopSignal>,
-    observer: &mut dyn FnMut(&latlab_measure::Live),
-) -> CliResult<RunResult> {
-    let cfg = &p.cfg;
-    let housekeeping: Vec<usize> = match &cfg.cpus {
-        Some(measured) => p
-            .online
-            .cpus()
-            .iter()
-            .filter(|c| !measured.contains(c))
-            .map(|&c| c as usize)
-            .collect(),
-        None => Vec::new(),
-    };
-    // The tracer starts before anything is changed: when it cannot, nothing was touched.
-    let trace = match &p.trace {
-        None => None,
-        Some(tc) => {
-            let t = crate::spike_trace::MeasureTrace::start(
-                tc,
-                cfg.clock,
-                cfg.spike_threshold_ns.map(|_| cfg.spike_limit),
-                housekeeping.clone(),
-            )
-            .map_err(|e| CliError::Failed(anyhow::anyhow!("--trace: {e}")))?;
-            for line in crate::trace::skipped_lines(t.skipped()) {
-                eprintln!("latlab: trace: skipped {line}");
-            }
-            Some(t)
-        }
-    };
-    // The profile goes first and is restored last (also on errors and panics: the guard).
-    let tuning = match &p.profile {
-        Some((profile, state_dir)) => Some(
-            latlab_tune::TemporaryTuning::apply(sys, profile, None, state_dir)
-                .map_err(|e| CliError::Failed(anyhow::anyhow!("applying the profile: {e}")))?,
-        ),
-        None => None,
-    };
-    // Loads start first so the measurement sees them from its first period.
-    let loads = match &p.schedule {
-        Some(schedule) => RunningLoads::Schedule(
-            latlab_load::ScheduleRunner::start(
-                schedule,
-                &p.load_options,
-                std::time::Instant::now(),
-            )
-            .map_err(load_error)?,
-        ),
-        None if !p.loads.is_empty() => RunningLoads::Set(
-            latlab_load::LoadSet::start(&p.loads, &p.load_options).map_err(load_error)?,
-        ),
-        None => RunningLoads::None,
-    };
-    let sampler = match p.sample_period_ns {
-        None => None,
-        Some(period) => {
-            let origin = (std::time::Instant::now(), unix_now_ns());
-            let thread = latlab_sys::sample::SamplerThread::spawn(
-                sys,
-                std::time::Duration::from_nanos(period),
-                &housekeeping,
-                origin.0,
-            )
-            .context("starting the samplers")?;
-            Some((thread, origin.1))
-        }
-    };
-    let hook = trace.as_ref().and_then(|t| t.hook());
-    let mut result =
-        latlab_measure::run_hooked(cfg, sys, stop, observer, None, hook).map_err(CliError::from);
-    let traced = trace.map(|t| t.finish(result.as_mut().ok()));
-    let samples = sampler.map(|(thread, origin_unix_ns)| (thread.stop(), origin_unix_ns));
-    let loads = loads.stop();
-    let tuning = tuning.map(|guard| {
-        let name = guard.profile().to_string();
-        let mut lines: Vec<String> = guard
-            .applied()
-            .written
-            .iter()
-            .map(|c| format!("{}: {} -> {}", c.knob, c.old_value(), c.new_value()))
-            .collect();
-        for item in &guard.applied().plan.items {
-            if let latlab_tune::ItemState::Unsupported { why } = &item.state {
-                lines.push(format!("{}: unsupported here: {why}", item.knob));
-            }
-        }
-        let restored = guard.restore();
-        (name, lines, restored)
-    });
-    let mut result = result?;
-    result.loads = loads;
-    match traced {
-        Some(Ok(t)) => result.trace = Some(t),
-        Some(Err(e)) => result
-            .environment
-            .warnings
-            .push(format!("reading the trace failed: {e}")),
-        None => {}
-    }
-    if let Some((name, lines, restored)) = tuning {
-        result.environment.profile = Some(name);
-        result.environment.tuning = lines;
-        match restored {
-            Ok(report) if report.failures().is_empty() => {}
-            Ok(report) => result.environment.warnings.push(format!(
-                "restoring the profile left {} value(s) changed; run `latlab tune restore`",
-                report.failures().len()
-            )),
-            Err(e) => result.environment.warnings.push(format!(
-                "restoring the profile failed ({e}); run `latlab tune restore`"
-            )),
-        }
-    }
-    if let Some((mut samples, origin_unix_ns)) = samples {
-        // Sample times count from the start of measuring, like windows and spikes.
-        for s in &mut samples.series {
-            s.at_ns = (s.at_ns + origin_unix_ns).saturating_sub(result.start_unix_ns);
-        }
-        result.samples = Some(samples);
-    }
-    Ok(result)
 }
 
 pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
@@ -542,7 +374,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         eprintln!("{}", describe(&prepared.cfg));
     }
     let mut view = LiveView::new();
-    let result = execute(&prepared, sys, stop, &mut |live| {
+    let result = prepared.run(sys, stop, &mut |live| {
         if live_allowed {
             view.draw(live);
         }
@@ -633,12 +465,6 @@ fn write_outputs(
         ))?;
     }
     Ok(())
-}
-
-fn unix_now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn describe(cfg: &MeasureConfig) -> String {

@@ -2,11 +2,12 @@
 //! repeated, in an interleaved order, every run saved to the store as it finishes, resumable.
 
 use crate::cli_error::{CliError, CliResult};
-use crate::measure::{MeasureArgs, Prepared};
+use crate::measure::MeasureArgs;
 use crate::plan::{Cell, Plan};
 use anyhow::Context;
 use clap::{Args, Command, FromArgMatches};
 use latlab_measure::StopSignal;
+use latlab_session::Measurement;
 use latlab_store::{CellRef, CellStatus, ExperimentStatus};
 use latlab_sys::Sys;
 use std::collections::BTreeSet;
@@ -38,7 +39,7 @@ pub struct RunArgs {
 /// A cell checked against this machine.
 struct Checked {
     cell: Cell,
-    prepared: Result<Prepared, String>,
+    prepared: Result<Measurement, String>,
 }
 
 /// The `latlab measure` arguments of a cell, parsed as the command line would be.
@@ -51,7 +52,7 @@ fn measure_args(cell: &Cell) -> Result<MeasureArgs, String> {
 }
 
 /// Expected length of one run of a cell.
-fn run_length(p: &Prepared) -> Duration {
+fn run_length(p: &Measurement) -> Duration {
     let c = &p.cfg;
     let ns = match (c.duration_ns, c.loops) {
         (Some(d), _) => d,
@@ -240,7 +241,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         if let Ok(mut slot) = current.lock() {
             *slot = Some(stop.clone());
         }
-        let result = crate::measure::execute(prepared, sys, stop, &mut |_| {});
+        let result = prepared.run(sys, stop, &mut |_| {});
         if let Ok(mut slot) = current.lock() {
             *slot = None;
         }
@@ -259,8 +260,8 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             Err(e) => {
                 failures += 1;
                 let why = match e {
-                    CliError::Usage(m) => m,
-                    CliError::Failed(e) => format!("{e:#}"),
+                    latlab_session::Error::Usage(m) => m,
+                    latlab_session::Error::Failed(e) => format!("{e:#}"),
                 };
                 progress.note(&format!("cell {} repeat {r} failed: {why}", cell.cell.key));
                 store.record_cell(

@@ -8,8 +8,8 @@ use clap::Args;
 use latlab_hist::Histogram;
 use latlab_model::StopReason;
 use latlab_model::trace::{
-    Family, FamilyResult, KeyResult, SkippedEvent, TRACE_SCHEMA, TRACE_SCHEMA_VERSION, TraceResult,
-    TraceRun, WakeupFilter,
+    Family, FamilyResult, KeyResult, TRACE_SCHEMA, TRACE_SCHEMA_VERSION, TraceResult, TraceRun,
+    WakeupFilter,
 };
 use latlab_model::units::{CpuList, format_duration, parse_duration};
 use latlab_sys::Sys;
@@ -168,12 +168,6 @@ impl JsonOut {
     }
 }
 
-fn unix_now_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
     let online = sys
         .online_cpus()
@@ -187,12 +181,12 @@ pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
         let _ = tx.send(name.to_string());
     });
 
-    let start_unix_ns = unix_now_ns();
+    let start_unix_ns = latlab_sys::unix_now_ns();
     let tracer = Tracer::start(&plan.config).map_err(|e| match e {
         TraceError::Config(m) => CliError::Usage(m),
         e => CliError::Failed(anyhow::anyhow!(e)),
     })?;
-    for line in skipped_lines(tracer.skipped()) {
+    for line in latlab_trace::skipped_lines(tracer.skipped()) {
         eprintln!("latlab: skipped {line}");
     }
     if !json_to_stdout {
@@ -243,24 +237,6 @@ pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
         print!("{}", render(&result, plan.top, !args.quiet));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Skipped events, one line per group and reason: `group: reason (event, event)`.
-pub fn skipped_lines(skipped: &[SkippedEvent]) -> Vec<String> {
-    let mut lines: Vec<(String, String, Vec<String>)> = Vec::new();
-    for s in skipped {
-        match lines
-            .iter_mut()
-            .find(|(g, r, _)| *g == s.group && *r == s.reason)
-        {
-            Some((_, _, events)) => events.push(s.event.clone()),
-            None => lines.push((s.group.clone(), s.reason.clone(), vec![s.event.clone()])),
-        }
-    }
-    lines
-        .into_iter()
-        .map(|(g, r, e)| format!("{g}: {r} ({})", e.join(", ")))
-        .collect()
 }
 
 fn us(ns: u64) -> String {
@@ -320,7 +296,7 @@ pub fn render(r: &TraceResult, top: usize, per_cpu: bool) -> String {
     if r.families.is_empty() {
         out.push_str("no event family was traced\n");
     }
-    for line in skipped_lines(&r.skipped) {
+    for line in latlab_trace::skipped_lines(&r.skipped) {
         let _ = writeln!(out, "skipped {line}");
     }
     let c = &r.cost;

@@ -80,9 +80,7 @@ impl MeasureTrace {
                 let offset = match clock {
                     Clock::Monotonic => 0,
                     Clock::Realtime => {
-                        let realtime = std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map_or(0, |d| d.as_nanos() as i128);
+                        let realtime = i128::from(latlab_sys::unix_now_ns());
                         i128::from(latlab_trace::monotonic_ns()) - realtime
                     }
                 };

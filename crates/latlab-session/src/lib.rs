@@ -1,0 +1,234 @@
+//! One measurement from set-up to a complete result: the engine (`latlab-measure`) with what
+//! runs beside it — samplers, loads or a load schedule, a tuning profile held for the run, the
+//! kernel tracer and its spike stories — started in order, always stopped, and put together into
+//! one [`RunResult`]. `latlab measure`, each cell of `latlab run` and the monitor share it.
+
+mod trace;
+
+use anyhow::Context;
+use latlab_measure::{MeasureError, StopSignal};
+use latlab_model::units::CpuList;
+use latlab_model::{MeasureConfig, RunResult};
+use latlab_sys::Sys;
+use latlab_sys::unix_now_ns;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How a measurement ended badly: `Usage` is bad input found only when it ran (exit code 2 in
+/// the CLI), `Failed` anything else.
+#[derive(Debug)]
+pub enum Error {
+    Usage(String),
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Error {
+    fn from(e: anyhow::Error) -> Self {
+        Error::Failed(e)
+    }
+}
+
+impl From<MeasureError> for Error {
+    fn from(e: MeasureError) -> Self {
+        match e {
+            MeasureError::Invalid(m) => Error::Usage(m),
+            MeasureError::Setup(m) => Error::Failed(anyhow::anyhow!(m)),
+        }
+    }
+}
+
+/// A measurement checked and ready to run: the engine's configuration and everything that runs
+/// beside it. `latlab measure` and every cell of `latlab run` build one and call [`Measurement::run`].
+pub struct Measurement {
+    pub cfg: MeasureConfig,
+    /// The online CPUs when it was checked.
+    pub online: CpuList,
+    /// The samplers' period; `None`: no samplers.
+    pub sample_period_ns: Option<u64>,
+    /// Loads started before measuring and stopped after it (without a schedule).
+    pub loads: Vec<latlab_load::LoadSpec>,
+    pub schedule: Option<latlab_load::Schedule>,
+    pub load_options: latlab_load::LoadOptions,
+    /// A profile held for the run, with the directory of its journal.
+    pub profile: Option<(latlab_tune::Profile, PathBuf)>,
+    pub trace: Option<latlab_trace::TraceConfig>,
+}
+
+/// A load refused as bad input, or failing.
+pub fn load_error(e: latlab_load::LoadError) -> Error {
+    if e.is_usage() {
+        Error::Usage(e.to_string())
+    } else {
+        Error::Failed(anyhow::anyhow!("{e}"))
+    }
+}
+
+/// Loads under way: a set started before measuring, or a schedule of phases.
+enum RunningLoads {
+    None,
+    Set(latlab_load::LoadSet),
+    Schedule(latlab_load::ScheduleRunner),
+}
+
+impl RunningLoads {
+    fn stop(self) -> latlab_model::load::Loads {
+        match self {
+            RunningLoads::None => Default::default(),
+            RunningLoads::Set(set) => latlab_model::load::Loads {
+                reports: set.stop(),
+                phases: Vec::new(),
+            },
+            RunningLoads::Schedule(runner) => runner.stop(),
+        }
+    }
+}
+
+impl Measurement {
+    /// The online CPUs not measured, where latlab's own threads go (none when threads are
+    /// unpinned).
+    pub fn housekeeping(&self) -> Vec<usize> {
+        match &self.cfg.cpus {
+            Some(measured) => housekeeping(&self.online, measured),
+            None => Vec::new(),
+        }
+    }
+
+    /// Run it with its samplers (and loads, profile and tracer), always stopping what it
+    /// started: the one place a complete [`RunResult`] is made.
+    pub fn run(
+        &self,
+        sys: &Sys,
+        stop: Arc<StopSignal>,
+        observer: &mut dyn FnMut(&latlab_measure::Live),
+    ) -> Result<RunResult, Error> {
+        run(self, sys, stop, observer)
+    }
+}
+
+/// The online CPUs outside `measured`.
+pub fn housekeeping(online: &CpuList, measured: &[u32]) -> Vec<usize> {
+    online
+        .cpus()
+        .iter()
+        .filter(|c| !measured.contains(c))
+        .map(|&c| c as usize)
+        .collect()
+}
+
+fn run(
+    p: &Measurement,
+    sys: &Sys,
+    stop: Arc<StopSignal>,
+    observer: &mut dyn FnMut(&latlab_measure::Live),
+) -> Result<RunResult, Error> {
+    let cfg = &p.cfg;
+    let housekeeping = p.housekeeping();
+    // The tracer starts before anything is changed: when it cannot, nothing was touched.
+    let trace = match &p.trace {
+        None => None,
+        Some(tc) => {
+            let t = trace::MeasureTrace::start(
+                tc,
+                cfg.clock,
+                cfg.spike_threshold_ns.map(|_| cfg.spike_limit),
+                housekeeping.clone(),
+            )
+            .map_err(|e| Error::Failed(anyhow::anyhow!("--trace: {e}")))?;
+            for line in latlab_trace::skipped_lines(t.skipped()) {
+                eprintln!("latlab: trace: skipped {line}");
+            }
+            Some(t)
+        }
+    };
+    // The profile goes first and is restored last (also on errors and panics: the guard).
+    let tuning = match &p.profile {
+        Some((profile, state_dir)) => Some(
+            latlab_tune::TemporaryTuning::apply(sys, profile, None, state_dir)
+                .map_err(|e| Error::Failed(anyhow::anyhow!("applying the profile: {e}")))?,
+        ),
+        None => None,
+    };
+    // Loads start first so the measurement sees them from its first period.
+    let loads = match &p.schedule {
+        Some(schedule) => RunningLoads::Schedule(
+            latlab_load::ScheduleRunner::start(
+                schedule,
+                &p.load_options,
+                std::time::Instant::now(),
+            )
+            .map_err(load_error)?,
+        ),
+        None if !p.loads.is_empty() => RunningLoads::Set(
+            latlab_load::LoadSet::start(&p.loads, &p.load_options).map_err(load_error)?,
+        ),
+        None => RunningLoads::None,
+    };
+    let sampler = match p.sample_period_ns {
+        None => None,
+        Some(period) => {
+            let origin = (std::time::Instant::now(), unix_now_ns());
+            let thread = latlab_sys::sample::SamplerThread::spawn(
+                sys,
+                std::time::Duration::from_nanos(period),
+                &housekeeping,
+                origin.0,
+            )
+            .context("starting the samplers")?;
+            Some((thread, origin.1))
+        }
+    };
+    let hook = trace.as_ref().and_then(|t| t.hook());
+    let mut result =
+        latlab_measure::run_hooked(cfg, sys, stop, observer, None, hook).map_err(Error::from);
+    let traced = trace.map(|t| t.finish(result.as_mut().ok()));
+    let samples = sampler.map(|(thread, origin_unix_ns)| (thread.stop(), origin_unix_ns));
+    let loads = loads.stop();
+    let tuning = tuning.map(|guard| {
+        let name = guard.profile().to_string();
+        let mut lines: Vec<String> = guard
+            .applied()
+            .written
+            .iter()
+            .map(|c| format!("{}: {} -> {}", c.knob, c.old_value(), c.new_value()))
+            .collect();
+        for item in &guard.applied().plan.items {
+            if let latlab_tune::ItemState::Unsupported { why } = &item.state {
+                lines.push(format!("{}: unsupported here: {why}", item.knob));
+            }
+        }
+        let restored = guard.restore();
+        (name, lines, restored)
+    });
+    let mut result = result?;
+    result.loads = loads;
+    match traced {
+        Some(Ok(t)) => result.trace = Some(t),
+        Some(Err(e)) => result
+            .environment
+            .warnings
+            .push(format!("reading the trace failed: {e}")),
+        None => {}
+    }
+    if let Some((name, lines, restored)) = tuning {
+        result.environment.profile = Some(name);
+        result.environment.tuning = lines;
+        match restored {
+            Ok(report) if report.failures().is_empty() => {}
+            Ok(report) => result.environment.warnings.push(format!(
+                "restoring the profile left {} value(s) changed; run `latlab tune restore`",
+                report.failures().len()
+            )),
+            Err(e) => result.environment.warnings.push(format!(
+                "restoring the profile failed ({e}); run `latlab tune restore`"
+            )),
+        }
+    }
+    if let Some((mut samples, origin_unix_ns)) = samples {
+        // Sample times count from the start of measuring, like windows and spikes.
+        for s in &mut samples.series {
+            s.at_ns = (s.at_ns + origin_unix_ns).saturating_sub(result.start_unix_ns);
+        }
+        result.samples = Some(samples);
+    }
+    Ok(result)
+}
