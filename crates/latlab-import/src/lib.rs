@@ -17,8 +17,8 @@
 
 use latlab_hist::Histogram;
 use latlab_model::{
-    Clock, ExactPercentile, MeasureConfig, Method, Overall, Policy, RunEnvironment, RunResult,
-    SCHEMA, SCHEMA_VERSION, Spikes, Stats, StopReason, SystemInfo, ThreadResult,
+    Clock, ExactPercentile, MeasureConfig, Method, Policy, RunEnvironment, RunHead, RunResult,
+    Spikes, Stats, StopReason, SystemInfo, ThreadResult,
 };
 use serde_json::Value;
 
@@ -245,7 +245,6 @@ fn assemble(
         ..RunEnvironment::default()
     };
     let mut results = Vec::new();
-    let mut overall = Histogram::new();
     for (i, t) in threads.iter().enumerate() {
         let label = match t.cpu {
             Some(c) => format!("cpu{c}"),
@@ -257,7 +256,6 @@ fn assemble(
             warning,
         } = thread_histogram(t, &label);
         env.warnings.extend(warning);
-        overall.merge(&h);
         // No missed periods are known: the corrected statistics are the raw ones.
         let stats = Stats::of(&h).with_exact(&exact);
         results.push(ThreadResult {
@@ -275,47 +273,18 @@ fn assemble(
             windows: Vec::new(),
         });
     }
-    // One thread's exact percentiles are also those of all threads; several threads' are not.
-    let overall_stats = match results.as_slice() {
-        [only] => only.stats.clone(),
-        _ => Stats::of(&overall),
-    };
-    let max_thread = results
-        .iter()
-        .enumerate()
-        .max_by_key(|(_, t)| t.stats.max)
-        .map_or(0, |(i, _)| i as u32);
     // 0 when the format does not say (latlab_model::known_time); no time is invented for it.
-    let elapsed_ns = config.duration_ns.unwrap_or(0);
-    let start = latlab_model::known_time(started_unix_ns);
-    let end = start.zip(latlab_model::known_time(elapsed_ns));
-    RunResult {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        latlab_version: env!("CARGO_PKG_VERSION").into(),
+    let head = RunHead {
         id: String::new(),
-        started_at: start.map_or_else(String::new, latlab_model::rfc3339_utc),
-        ended_at: end.map_or_else(String::new, |(s, e)| latlab_model::rfc3339_utc(s + e)),
         start_unix_ns: started_unix_ns,
-        elapsed_ns,
+        elapsed_ns: config.duration_ns.unwrap_or(0),
         config,
         system,
         environment: env,
         stop: StopReason::Loops,
-        overall: Overall {
-            missed: 0,
-            max_at_ns: 0,
-            max_thread,
-            corrected: overall_stats.clone(),
-            stats: overall_stats,
-            histogram: overall,
-        },
-        threads: results,
         spikes: Spikes::default(),
-        samples: None,
-        loads: Default::default(),
-        trace: None,
-    }
+    };
+    RunResult::from_threads(head, results)
 }
 
 fn config(interval_ns: u64, threads: usize, cpus: Option<Vec<u32>>) -> MeasureConfig {

@@ -512,7 +512,72 @@ pub fn known_time(ns: u64) -> Option<u64> {
     (ns != 0).then_some(ns)
 }
 
+/// What a result says besides its threads (the overall figures are computed from them).
+#[derive(Debug, Clone)]
+pub struct RunHead {
+    pub id: String,
+    /// 0: unknown (the source did not say).
+    pub start_unix_ns: u64,
+    /// 0: unknown.
+    pub elapsed_ns: u64,
+    pub config: MeasureConfig,
+    pub system: SystemInfo,
+    pub environment: RunEnvironment,
+    pub stop: StopReason,
+    pub spikes: Spikes,
+}
+
 impl RunResult {
+    /// The one constructor of a result from its threads, for a measurement and an import alike:
+    /// the overall histograms are the threads' merged, missed periods their sum, the worst
+    /// thread the last with the greatest maximum. One thread's statistics are the overall ones
+    /// as they are (an import's exact percentiles stay exact; several threads' cannot).
+    pub fn from_threads(head: RunHead, threads: Vec<ThreadResult>) -> RunResult {
+        let mut histogram = Histogram::new();
+        let mut corrected = Histogram::new();
+        let (mut max, mut max_at_ns, mut max_thread) = (0, 0, 0u32);
+        for (i, t) in threads.iter().enumerate() {
+            histogram.merge(&t.histogram);
+            corrected.merge(&t.corrected_histogram);
+            if t.stats.max >= max {
+                (max, max_at_ns, max_thread) = (t.stats.max, t.max_at_ns, i as u32);
+            }
+        }
+        let (stats, corrected) = match threads.as_slice() {
+            [only] => (only.stats.clone(), only.corrected.clone()),
+            _ => (Stats::of(&histogram), Stats::of(&corrected)),
+        };
+        let start = known_time(head.start_unix_ns);
+        let end = start.zip(known_time(head.elapsed_ns));
+        RunResult {
+            schema: SCHEMA.into(),
+            schema_version: SCHEMA_VERSION,
+            latlab_version: env!("CARGO_PKG_VERSION").into(),
+            id: head.id,
+            started_at: start.map_or_else(String::new, rfc3339_utc),
+            ended_at: end.map_or_else(String::new, |(s, e)| rfc3339_utc(s + e)),
+            start_unix_ns: head.start_unix_ns,
+            elapsed_ns: head.elapsed_ns,
+            config: head.config,
+            system: head.system,
+            environment: head.environment,
+            stop: head.stop,
+            overall: Overall {
+                missed: threads.iter().map(|t| t.missed).sum(),
+                max_at_ns,
+                max_thread,
+                stats,
+                corrected,
+                histogram,
+            },
+            threads,
+            spikes: head.spikes,
+            samples: None,
+            loads: Default::default(),
+            trace: None,
+        }
+    }
+
     /// Parse a result, refusing other documents and newer schema versions with a clear message.
     pub fn from_json(text: &str) -> Result<RunResult, ModelError> {
         let value: serde_json::Value = serde_json::from_str(text)?;
