@@ -12,6 +12,7 @@ use latlab_hist::Histogram;
 use serde::{Deserialize, Serialize};
 
 pub mod load;
+pub mod monitor;
 pub mod samples;
 pub mod system;
 mod time;
@@ -510,6 +511,35 @@ pub enum ModelError {
 /// for 0, which stands for "the source did not say" (no run starts at the epoch or lasts 0 ns).
 pub fn known_time(ns: u64) -> Option<u64> {
     (ns != 0).then_some(ns)
+}
+
+impl Default for MeasureConfig {
+    /// `latlab measure`'s defaults: one thread every 1ms, fifo 95, clock-nanosleep, memory
+    /// locked, 1s windows, until interrupted.
+    fn default() -> MeasureConfig {
+        MeasureConfig {
+            interval_ns: 1_000_000,
+            duration_ns: None,
+            loops: None,
+            cpus: None,
+            threads: 1,
+            policy: Policy::Fifo,
+            priority: 95,
+            deadline: None,
+            method: Method::ClockNanosleep,
+            relative: false,
+            clock: Clock::Monotonic,
+            timer_slack_ns: 0,
+            pm_qos_us: None,
+            mlock: true,
+            window_ns: 1_000_000_000,
+            spike_threshold_ns: None,
+            spike_limit: 10_000,
+            break_threshold_ns: None,
+            waker_cpu: None,
+            stagger: false,
+        }
+    }
 }
 
 /// What a result says besides its threads (the overall figures are computed from them).

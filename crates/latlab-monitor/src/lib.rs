@@ -16,6 +16,7 @@ mod web;
 pub use daemon::{run_daemon, serve_store};
 
 use latlab_model::MeasureConfig;
+use latlab_model::monitor::SeriesConfig;
 use latlab_model::units::{CpuList, format_duration};
 use schedule::Schedule;
 use std::net::SocketAddr;
@@ -255,16 +256,15 @@ pub fn check_config_text(p: &MonitorPlan) -> String {
 }
 
 /// The series' configuration as stored (what /metrics' latlab_system_info shows).
-fn series_config(p: &MonitorPlan, system: &latlab_model::SystemInfo) -> serde_json::Value {
-    serde_json::json!({
-        "latlab_version": env!("CARGO_PKG_VERSION"),
-        "hostname": system.hostname,
-        "kernel": system.kernel_release,
-        "preempt": system.preempt,
-        "profile": p.profile.as_ref().map_or("none".to_string(), |(pr, _)| pr.name.clone()),
-        "schedule": p.schedule.as_ref().map(|s| s.describe()),
-        "retention_ns": p.retention_ns,
-        "sample_period_ns": p.sample_period_ns,
-        "measure": p.cfg,
-    })
+fn series_config(p: &MonitorPlan, system: &latlab_model::SystemInfo) -> SeriesConfig {
+    SeriesConfig {
+        profile: p
+            .profile
+            .as_ref()
+            .map_or("none".to_string(), |(pr, _)| pr.name.clone()),
+        schedule: p.schedule.as_ref().map(|s| s.describe()),
+        retention_ns: p.retention_ns,
+        sample_period_ns: p.sample_period_ns,
+        ..SeriesConfig::new(system, p.cfg.clone())
+    }
 }

@@ -518,8 +518,9 @@ pub fn esc(v: &str) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use latlab_model::MeasureConfig;
     use latlab_model::samples::{CpuIdleStates, CpuSummary, PowerSource};
-    use latlab_store::{MonitorWindow, SeriesSpec, WindowSet};
+    use latlab_store::{MonitorWindow, SeriesConfig, SeriesSpec, WindowSet};
 
     fn store_with_windows() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -528,8 +529,18 @@ mod tests {
             .open_series(&SeriesSpec {
                 name: "host \"a\"".into(),
                 window_ns: 1_000_000_000,
-                config: serde_json::json!({"kernel": "6.1", "preempt": "full", "profile": "lowlatency",
-                    "measure": {"method": "clock-nanosleep", "interval_ns": 200000}}),
+                config: SeriesConfig {
+                    kernel: "6.1".into(),
+                    preempt: "full".into(),
+                    profile: "lowlatency".into(),
+                    ..SeriesConfig::new(
+                        &Default::default(),
+                        MeasureConfig {
+                            interval_ns: 200_000,
+                            ..Default::default()
+                        },
+                    )
+                },
                 system: None,
                 idle_states: vec![CpuIdleStates {
                     cpu: 0,

@@ -28,8 +28,8 @@ pub use check::CheckReport;
 pub use experiments::{Cell, CellRef, CellStatus, Experiment, ExperimentId, ExperimentStatus};
 pub use latlab_model::RunResult;
 pub use monitor::{
-    Annotation, MergeSummary, MonitorSpike, MonitorWindow, MonitorWindowRow, SeriesId, SeriesSpec,
-    SeriesState, WindowSet, WindowSetRow,
+    Annotation, MergeSummary, MonitorSpike, MonitorWindow, MonitorWindowRow, SeriesConfig,
+    SeriesId, SeriesSpec, SeriesState, WindowSet, WindowSetRow,
 };
 pub use runs::{RunFilter, RunId, RunSummary};
 pub use schema::{APPLICATION_ID, MIGRATIONS, Migration, SCHEMA_VERSION};

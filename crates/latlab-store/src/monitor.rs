@@ -9,6 +9,7 @@ use crate::{
 };
 use latlab_hist::Histogram;
 use latlab_model::SystemInfo;
+pub use latlab_model::monitor::{MonitorSpike, MonitorWindow, SeriesConfig, WindowSet};
 use latlab_model::samples::{CpuIdleStates, CpuSummary, PowerSource, ThermalSummary};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use std::collections::BTreeMap;
@@ -26,8 +27,8 @@ pub struct SeriesSpec {
     /// The series' name; a daemon restarted with the same name continues the series.
     pub name: String,
     pub window_ns: u64,
-    /// The measuring configuration (interval, method, priority, CPUs, …) as JSON.
-    pub config: serde_json::Value,
+    /// The measuring configuration (interval, method, priority, CPUs, …), stored as JSON.
+    pub config: SeriesConfig,
     pub system: Option<SystemInfo>,
     /// Names of the idle states per CPU (the columns of [`CpuSummary`]'s residency vectors).
     pub idle_states: Vec<CpuIdleStates>,
@@ -46,39 +47,6 @@ pub struct SeriesState {
     /// End of the last stored window.
     pub last_end_unix_ns: Option<u64>,
     pub created_at: String,
-}
-
-/// A sample above the spike threshold within a monitoring window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MonitorSpike {
-    pub at_unix_ns: u64,
-    pub value_ns: u64,
-}
-
-/// One CPU's closed window. Count, min, max and percentiles are derived from the histogram.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MonitorWindow {
-    pub cpu: u32,
-    pub histogram: Histogram,
-    pub missed: u64,
-    /// What the samplers saw on this CPU over the window.
-    pub cpu_summary: Option<CpuSummary>,
-    pub spikes: Vec<MonitorSpike>,
-}
-
-/// One closed window over every measured CPU: written in one transaction.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WindowSet {
-    /// The window's number in its series (from [`SeriesState::next_window_index`]).
-    pub index: u64,
-    pub start_unix_ns: u64,
-    pub end_unix_ns: u64,
-    pub cpus: Vec<MonitorWindow>,
-    /// Power per source over the window.
-    pub power: Option<Vec<PowerSource>>,
-    pub thermal: Option<Vec<ThermalSummary>>,
-    /// CPU time latlab itself used over the window.
-    pub cost_cpu_time_ns: Option<u64>,
 }
 
 /// A stored window set (without its per-CPU rows).
@@ -195,7 +163,7 @@ impl Store {
                     params![
                         id,
                         i(spec.window_ns),
-                        to_json(&spec.config),
+                        to_json(&spec.config.to_value()),
                         to_json(&spec.idle_states),
                         system,
                         now
@@ -211,7 +179,7 @@ impl Store {
                         spec.name,
                         system,
                         i(spec.window_ns),
-                        to_json(&spec.config),
+                        to_json(&spec.config.to_value()),
                         to_json(&spec.idle_states),
                         now
                     ],

@@ -4,6 +4,7 @@
 mod common;
 
 use latlab_hist::Histogram;
+use latlab_model::MeasureConfig;
 use latlab_model::samples::{CpuIdleStates, CpuSummary, PowerSource, ThermalSummary};
 use latlab_store::*;
 use rusqlite::Connection;
@@ -17,7 +18,14 @@ fn spec(name: &str) -> SeriesSpec {
     SeriesSpec {
         name: name.into(),
         window_ns: MIN5,
-        config: serde_json::json!({"interval_ns": 200_000, "cpus": [0, 1]}),
+        config: SeriesConfig::new(
+            &Default::default(),
+            MeasureConfig {
+                interval_ns: 200_000,
+                cpus: Some(vec![0, 1]),
+                ..Default::default()
+            },
+        ),
         system: Some(common::result("s", 1).system),
         idle_states: vec![CpuIdleStates {
             cpu: 0,

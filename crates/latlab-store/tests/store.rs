@@ -500,7 +500,7 @@ fn an_older_store_is_migrated_and_keeps_its_data() {
         .open_series(&SeriesSpec {
             name: "m".into(),
             window_ns: 1,
-            config: serde_json::json!({}),
+            config: SeriesConfig::new(&Default::default(), Default::default()),
             system: None,
             idle_states: vec![],
         })

@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used)]
 
 use latlab_hist::Histogram;
-use latlab_store::{MonitorWindow, SeriesId, SeriesSpec, Store, WindowSet};
+use latlab_store::{MonitorWindow, SeriesConfig, SeriesId, SeriesSpec, Store, WindowSet};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -335,7 +335,7 @@ fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
             .open_series(&SeriesSpec {
                 name: "r".into(),
                 window_ns: 300 * SEC,
-                config: serde_json::json!({}),
+                config: SeriesConfig::new(&Default::default(), Default::default()),
                 system: None,
                 idle_states: vec![],
             })
@@ -1150,7 +1150,11 @@ fn small_store(db: &Path) -> (u64, u64) {
         .open_series(&SeriesSpec {
             name: "w".into(),
             window_ns: 60 * SEC,
-            config: serde_json::json!({"kernel": "test", "preempt": "full", "profile": "none"}),
+            config: SeriesConfig {
+                kernel: "test".into(),
+                preempt: "full".into(),
+                ..SeriesConfig::new(&Default::default(), Default::default())
+            },
             system: None,
             idle_states: vec![],
         })
