@@ -115,7 +115,7 @@ fn a_series_is_continued_by_name() {
     assert_ne!(other.id, first.id);
     assert_eq!(store.list_series().unwrap().len(), 2);
     let (config, idle) = store.series_meta(first.id).unwrap();
-    assert_eq!(config["interval_ns"], 200_000);
+    assert_eq!(config["measure"]["interval_ns"], 200_000);
     assert_eq!(idle[0].states, ["POLL", "C1"]);
 }
 
