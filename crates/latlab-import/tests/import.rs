@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use latlab_import::{Format, detect, import, parse_rfc2822};
+use latlab_testkit::is_root;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
@@ -30,11 +31,6 @@ fn have(tool: &str) -> bool {
 fn stress_ng_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// Every thread's histogram equals the file's rows (in µs), and counts and maxima agree.

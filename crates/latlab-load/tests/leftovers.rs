@@ -6,6 +6,7 @@
 mod common;
 
 use latlab_load::{LoadOptions, LoadSet, LoadSpec, ScheduleRunner, parse_schedule};
+use latlab_testkit::is_root;
 use std::time::{Duration, Instant};
 
 fn tasks() -> usize {
@@ -15,11 +16,6 @@ fn tasks() -> usize {
 /// The task count once it has come back to `want` (or still is after two seconds).
 fn tasks_settled(want: usize) -> usize {
     common::after_threads_settle(tasks, |&n| n == want)
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 #[test]

@@ -9,6 +9,7 @@ use latlab_load::{LoadError, LoadOptions, LoadSet, LoadSpec, ScheduleRunner, par
 use latlab_model::load::LoadReport;
 use latlab_model::units::CpuList;
 use latlab_sys::Sys;
+use latlab_testkit::is_root;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -17,11 +18,6 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// Threads of this process started by loads (all are named `ll-...`).

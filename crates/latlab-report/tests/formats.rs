@@ -5,14 +5,13 @@
 //! with `LATLAB_UPDATE_GOLDEN=1 cargo test -p latlab-report` and review the diff line by line.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
-
 use latlab_hist::Histogram;
 use latlab_model::{
     Clock, MeasureConfig, Method, Overall, Policy, RunEnvironment, RunResult, SCHEMA,
     SCHEMA_VERSION, Spikes, Stats, StopReason, SystemInfo, ThreadResult, rfc3339_utc,
 };
 use latlab_report::{cyclictest_json, cyclictest_json_with_range, histfile, summary_table};
+use latlab_testkit::golden;
 
 /// Thread 0 (CPU 0): values on and next to µs boundaries, and two samples beyond a 20 µs range.
 const THREAD0_NS: &[(u64, u64)] = &[
@@ -147,43 +146,14 @@ fn fixture() -> RunResult {
     }
 }
 
-fn golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("LATLAB_UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (set LATLAB_UPDATE_GOLDEN=1 to create)",
-            path.display()
-        )
-    });
-    if expected != actual {
-        let line = expected
-            .split_inclusive('\n')
-            .zip(actual.split_inclusive('\n'))
-            .position(|(e, a)| e != a)
-            .map_or(expected.lines().count().min(actual.lines().count()), |i| i);
-        panic!(
-            "{name} differs from the golden file at line {}:\n expected: {:?}\n   actual: {:?}",
-            line + 1,
-            expected.split_inclusive('\n').nth(line),
-            actual.split_inclusive('\n').nth(line)
-        );
-    }
-}
-
 #[test]
 fn golden_histfile() {
-    golden("histfile_h20.txt", &histfile(&fixture(), RANGE_US));
+    golden!("histfile_h20.txt", &histfile(&fixture(), RANGE_US));
 }
 
 #[test]
 fn golden_cyclictest_json() {
-    golden(
+    golden!(
         "cyclictest_h20.json",
         &cyclictest_json_with_range(&fixture(), RANGE_US),
     );
@@ -191,12 +161,12 @@ fn golden_cyclictest_json() {
 
 #[test]
 fn golden_cyclictest_json_full_range() {
-    golden("cyclictest.json", &cyclictest_json(&fixture()));
+    golden!("cyclictest.json", &cyclictest_json(&fixture()));
 }
 
 #[test]
 fn golden_summary_table() {
-    golden("summary.txt", &summary_table(&fixture()));
+    golden!("summary.txt", &summary_table(&fixture()));
 }
 
 fn footer<'a>(text: &'a str, label: &str) -> Vec<&'a str> {

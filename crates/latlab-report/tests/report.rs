@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use latlab_hist::Histogram;
 use latlab_model::load::{LoadPhase, LoadReport, Loads, Throughput};
@@ -29,6 +28,7 @@ use latlab_report::{
     CellInput, ReportFormat, ReportInput, compare_text, histogram_csv, html_report, report_csv,
     report_json, report_markdown, report_text, run_csv, spikes_csv, windows_csv,
 };
+use latlab_testkit::golden;
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
@@ -605,35 +605,6 @@ fn bare() -> ReportInput {
     }
 }
 
-fn golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("LATLAB_UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e} (set LATLAB_UPDATE_GOLDEN=1 to create)",
-            path.display()
-        )
-    });
-    if expected != actual {
-        let line = expected
-            .split_inclusive('\n')
-            .zip(actual.split_inclusive('\n'))
-            .position(|(e, a)| e != a)
-            .map_or(expected.lines().count().min(actual.lines().count()), |i| i);
-        panic!(
-            "{name} differs from the golden file at line {}:\n expected: {:?}\n   actual: {:?}",
-            line + 1,
-            expected.split_inclusive('\n').nth(line),
-            actual.split_inclusive('\n').nth(line)
-        );
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // HTML
 
@@ -978,23 +949,23 @@ fn html_escapes_names() {
 
 #[test]
 fn golden_text() {
-    golden("report.txt", &report_text(&experiment()));
+    golden!("report.txt", &report_text(&experiment()));
 }
 
 #[test]
 fn golden_markdown() {
-    golden("report.md", &report_markdown(&experiment()));
+    golden!("report.md", &report_markdown(&experiment()));
 }
 
 #[test]
 fn golden_csv() {
-    golden("report.csv", &report_csv(&experiment()));
+    golden!("report.csv", &report_csv(&experiment()));
 }
 
 #[test]
 fn golden_compare() {
     let input = experiment();
-    golden(
+    golden!(
         "compare.txt",
         &compare_text(&input.cells[0], &input.cells[1]),
     );
@@ -1002,7 +973,7 @@ fn golden_compare() {
 
 #[test]
 fn golden_missing_data() {
-    golden("report_bare.txt", &report_text(&bare()));
+    golden!("report_bare.txt", &report_text(&bare()));
 }
 
 #[test]

@@ -3,9 +3,11 @@
 //! --measure, and the real machine.
 #![allow(clippy::unwrap_used)]
 
+use latlab_testkit::json;
+use latlab_testkit::latlab;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 const TREES: [&str; 5] = [
     "laptop-intel",
@@ -21,17 +23,8 @@ fn tree(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn latlab() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_latlab"));
-    c.env_remove("LATLAB_SYSROOT")
-        .env_remove("LATLAB_STATE_DIR")
-        .env_remove("SUDO_USER")
-        .env_remove("NO_COLOR");
-    c
-}
-
 fn check(root: &Path, args: &[&str]) -> Output {
-    latlab()
+    latlab!()
         .arg("--sysroot")
         .arg(root)
         .arg("check")
@@ -40,18 +33,8 @@ fn check(root: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "not JSON ({e}): {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
 fn ids() -> Vec<String> {
-    let out = latlab().args(["check", "--list"]).output().unwrap();
+    let out = latlab!().args(["check", "--list"]).output().unwrap();
     assert!(out.status.success());
     String::from_utf8(out.stdout)
         .unwrap()
@@ -205,7 +188,7 @@ fn limits_of_the_sudo_caller() {
         "Name:\tlatlab\nUid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\n",
     )
     .unwrap();
-    let out = latlab()
+    let out = latlab!()
         .env("SUDO_USER", "carol")
         .arg("--sysroot")
         .arg(dir.path())
@@ -241,7 +224,7 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
 }
 
 fn restore(root: &Path, state: &Path) -> Output {
-    latlab()
+    latlab!()
         .arg("--sysroot")
         .arg(root)
         .args(["tune", "--state-dir"])
@@ -398,7 +381,7 @@ fn measure_before_and_after_the_fix() {
 fn the_real_machine_gives_a_complete_table() {
     let ids = ids();
     for target in ["audio", "control", "throughput"] {
-        let out = latlab()
+        let out = latlab!()
             .args(["check", "--json", "--target", target])
             .output()
             .unwrap();
@@ -416,7 +399,7 @@ fn the_real_machine_gives_a_complete_table() {
             let ev = f["evidence"].as_str().unwrap();
             assert!(!ev.contains("the check itself failed"), "{}: {ev}", f["id"]);
         }
-        let table = latlab()
+        let table = latlab!()
             .args(["check", "--target", target])
             .output()
             .unwrap();

@@ -2,17 +2,12 @@
 //! `latlab measure` (SCHED_OTHER, no privileges needed).
 #![allow(clippy::unwrap_used)]
 
+use latlab_testkit::{assert_ok, assert_one_line_error, latlab, stderr, stdout};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn latlab() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_latlab"));
-    c.env_remove("LATLAB_DB");
-    c
-}
+use std::process::Output;
 
 fn db(store: &Path, args: &[&str]) -> Output {
-    latlab()
+    latlab!()
         .arg("db")
         .args(args)
         .arg("--db")
@@ -21,36 +16,10 @@ fn db(store: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn assert_ok(o: &Output) {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        stdout(o),
-        stderr(o)
-    );
-}
-
-/// Exit code `code` with exactly one line on stderr containing `needle`.
-fn assert_one_line_error(o: &Output, code: i32, needle: &str) {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
-    assert_eq!(err.lines().count(), 1, "stderr: {err}");
-    assert!(err.starts_with("latlab: error: "), "stderr: {err}");
-    assert!(err.contains(needle), "{needle:?} not in: {err}");
-}
-
 /// A short real measurement written with `--json`.
 fn measured_json(dir: &Path, name: &str) -> PathBuf {
     let file = dir.join(name);
-    let o = latlab()
+    let o = latlab!()
         .args([
             "measure", "-D", "0.3s", "-a", "0", "-q", "--policy", "other",
         ])
@@ -63,7 +32,7 @@ fn measured_json(dir: &Path, name: &str) -> PathBuf {
 }
 
 fn import(store: &Path, files: &[&Path]) -> Output {
-    let mut c = latlab();
+    let mut c = latlab!();
     c.args(["db", "import-json"])
         .args(files)
         .arg("--db")
@@ -293,7 +262,7 @@ fn the_store_is_named_by_latlab_db_when_no_option_is_given() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("env.db");
     let json = measured_json(dir.path(), "r.json");
-    let o = latlab()
+    let o = latlab!()
         .args(["db", "import-json"])
         .arg(&json)
         .env("LATLAB_DB", &store)
@@ -303,7 +272,7 @@ fn the_store_is_named_by_latlab_db_when_no_option_is_given() {
     assert_ok(&o);
     assert!(store.exists());
     assert!(!dir.path().join("latlab.db").exists());
-    let o = latlab()
+    let o = latlab!()
         .args(["db", "list"])
         .env("LATLAB_DB", &store)
         .output()
@@ -311,7 +280,7 @@ fn the_store_is_named_by_latlab_db_when_no_option_is_given() {
     assert_ok(&o);
     assert_eq!(stdout(&o).lines().count(), 2);
     // Without either, ./latlab.db in the working directory.
-    let o = latlab()
+    let o = latlab!()
         .args(["db", "import-json"])
         .arg(&json)
         .current_dir(dir.path())

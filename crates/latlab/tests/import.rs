@@ -2,14 +2,9 @@
 //! real on the recorded captures of `crates/latlab-import/tests/data`.
 #![allow(clippy::unwrap_used)]
 
+use latlab_testkit::{latlab, stderr, stdout};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn latlab() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_latlab"));
-    c.env_remove("LATLAB_DB");
-    c
-}
+use std::process::Output;
 
 /// A recorded capture of another tool (shared with latlab-import's tests).
 fn capture(name: &str) -> PathBuf {
@@ -19,7 +14,7 @@ fn capture(name: &str) -> PathBuf {
 }
 
 fn import(store: &Path, args: &[&Path], keep_going: bool) -> Output {
-    let mut c = latlab();
+    let mut c = latlab!();
     c.arg("import").args(args).arg("--db").arg(store);
     if keep_going {
         c.arg("--keep-going");
@@ -28,20 +23,13 @@ fn import(store: &Path, args: &[&Path], keep_going: bool) -> Output {
 }
 
 fn list(store: &Path) -> String {
-    let o = latlab()
+    let o = latlab!()
         .args(["db", "list", "--db"])
         .arg(store)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// A directory with a file latlab does not read and a histogram cut in the middle of its rows.
@@ -157,7 +145,7 @@ fn db_list_shows_a_dash_for_an_unknown_start_and_length() {
     assert!(rows[1].contains("2026-11-22 17:49:19"), "{text}");
     assert_eq!(cell(rows[1], duration_end - 8, duration_end), "-", "{text}");
     // The run's summary says so too.
-    let o = latlab()
+    let o = latlab!()
         .args(["db", "show", "1", "--db"])
         .arg(&store)
         .output()

@@ -2,26 +2,13 @@
 //! and SIGTERM ending a run cleanly.
 #![allow(clippy::unwrap_used)]
 
-use std::process::{Command, Stdio};
+use latlab_testkit::{json, latlab};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn latlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_latlab"))
-}
-
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
 
 #[test]
 fn list_shows_every_load_with_options_and_units() {
-    let out = latlab().args(["load", "--list"]).output().unwrap();
+    let out = latlab!().args(["load", "--list"]).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     for kind in [
@@ -60,7 +47,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
     ];
     for args in cases {
         let t = Instant::now();
-        let out = latlab().args(args).output().unwrap();
+        let out = latlab!().args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
@@ -76,7 +63,7 @@ fn bad_input_is_one_line_and_exit_code_2() {
 
 #[test]
 fn a_load_that_cannot_run_here_fails_before_running() {
-    let out = latlab()
+    let out = latlab!()
         .args(["load", "cpu", "io:dir=/nonexistent-dir"])
         .output()
         .unwrap();
@@ -98,7 +85,7 @@ fn rt_hog_is_refused_when_rt_throttling_is_off() {
     let cpu = root.path().join("sys/devices/system/cpu");
     std::fs::create_dir_all(&cpu).unwrap();
     std::fs::write(cpu.join("online"), "0\n").unwrap();
-    let out = latlab()
+    let out = latlab!()
         .args(["--sysroot", root.path().to_str().unwrap(), "load", "rt-hog"])
         .output()
         .unwrap();
@@ -111,7 +98,7 @@ fn rt_hog_is_refused_when_rt_throttling_is_off() {
 #[test]
 fn a_short_cpu_run_reports_json() {
     let t = Instant::now();
-    let out = latlab()
+    let out = latlab!()
         .args([
             "load",
             "cpu:workers=1",
@@ -157,7 +144,7 @@ fn a_short_cpu_run_reports_json() {
 
 #[test]
 fn a_schedule_prints_its_phases() {
-    let out = latlab()
+    let out = latlab!()
         .args(["load", "--schedule", "idle 200ms, procfs:workers=1 300ms"])
         .output()
         .unwrap();
@@ -188,7 +175,7 @@ fn a_schedule_prints_its_phases() {
 fn sigterm_ends_a_run_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let io = format!("io:size=256k,workers=1,dir={}", dir.path().display());
-    let child = latlab()
+    let child = latlab!()
         .args(["load", "cpu:workers=1", &io, "--duration", "60s", "--json"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -2,53 +2,13 @@
 //! As root the runs use SCHED_FIFO; otherwise SCHED_OTHER (and say so).
 #![allow(clippy::unwrap_used)]
 
+use latlab_testkit::{is_root, latlab, policy_args};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
-fn latlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_latlab"))
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// FIFO as root, SCHED_OTHER otherwise.
-fn policy_args() -> Vec<&'static str> {
-    if is_root() {
-        vec!["--policy", "fifo", "-p", "80"]
-    } else {
-        eprintln!("not root: measuring with --policy other instead of fifo");
-        vec!["--policy", "other", "--no-mlock"]
-    }
-}
-
-/// latlab as an unprivileged user: as root, through setpriv with the given capabilities also
-/// removed from the bounding set; otherwise latlab as is. `None` when setpriv is missing.
-fn unprivileged(drop_caps: &str) -> Option<Command> {
-    if !is_root() {
-        return Some(latlab());
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
-        return None;
-    }
-    let mut c = Command::new("setpriv");
-    c.args([
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "--inh-caps=-all",
-        &format!("--bounding-set={drop_caps}"),
-        env!("CARGO_BIN_EXE_latlab"),
-    ]);
-    Some(c)
-}
-
 fn run_ok(args: &[&str]) -> Output {
-    let out = latlab().args(args).output().unwrap();
+    let out = latlab!().args(args).output().unwrap();
     assert!(
         out.status.success(),
         "latlab {args:?} failed: {}",
@@ -197,7 +157,7 @@ fn sigterm_ends_the_run_cleanly_and_writes_every_output() {
     args.push(json.to_str().unwrap());
     args.extend(["--histfile", hist.to_str().unwrap()]);
     args.extend(policy_args());
-    let child = latlab()
+    let child = latlab!()
         .args(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -267,7 +227,7 @@ fn bad_input_exits_2_with_one_line_before_anything_runs() {
         (&["--bogus"], "unexpected argument"),
     ];
     for (args, want) in cases {
-        let out = latlab()
+        let out = latlab!()
             .arg("measure")
             .args(*args)
             .args(["-D", "1s", "--json", j])
@@ -283,7 +243,7 @@ fn bad_input_exits_2_with_one_line_before_anything_runs() {
         );
         assert!(!json.exists(), "{args:?}: nothing written");
     }
-    let out = latlab()
+    let out = latlab!()
         .args(["measure", "-D", "1s", "--json", "/nonexistent-dir/x.json"])
         .output()
         .unwrap();
@@ -295,7 +255,8 @@ fn bad_input_exits_2_with_one_line_before_anything_runs() {
 /// `--policy other`. As root this drops privileges with setpriv; otherwise it runs as is.
 #[test]
 fn realtime_policy_without_rights_names_the_capability() {
-    let Some(mut cmd) = unprivileged("-sys_nice") else {
+    let Some(mut cmd) = latlab_testkit::unprivileged(env!("CARGO_BIN_EXE_latlab"), "-sys_nice")
+    else {
         return;
     };
     let out = cmd
@@ -324,7 +285,9 @@ fn failed_memory_lock_is_recorded_not_fatal() {
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
-    let Some(mut cmd) = unprivileged("-ipc_lock,-sys_nice") else {
+    let Some(mut cmd) =
+        latlab_testkit::unprivileged(env!("CARGO_BIN_EXE_latlab"), "-ipc_lock,-sys_nice")
+    else {
         return;
     };
     let out = cmd
@@ -523,14 +486,14 @@ fn a_load_schedule_records_its_phases() {
 
 #[test]
 fn a_bad_or_impossible_load_fails_before_measuring() {
-    let out = latlab()
+    let out = latlab!()
         .args(["measure", "-D", "1s", "--load", "matrix:size=0"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    let out = latlab()
+    let out = latlab!()
         .args(["measure", "-D", "1s", "--load", "bogus"])
         .output()
         .unwrap();
@@ -595,7 +558,7 @@ fn a_profile_is_applied_for_the_run_and_restored() {
     assert!(!tuning.is_empty());
     assert!(r["environment"]["warnings"].as_array().unwrap().is_empty());
 
-    let out = latlab()
+    let out = latlab!()
         .args(["measure", "-D", "1s", "--profile", "no-such-profile"])
         .output()
         .unwrap();
@@ -625,7 +588,7 @@ fn db_saves_the_run_and_a_bad_store_fails_before_measuring() {
     let not_a_store = dir.path().join("text.db");
     std::fs::write(&not_a_store, "hello, this is not SQLite at all, really").unwrap();
     let started = std::time::Instant::now();
-    let out = latlab()
+    let out = latlab!()
         .args(["measure", "-D", "5s", "--db", not_a_store.to_str().unwrap()])
         .output()
         .unwrap();

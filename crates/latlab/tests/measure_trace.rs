@@ -5,19 +5,11 @@
 
 use latlab_model::RunResult;
 use latlab_model::trace::Family;
+use latlab_testkit::{is_root, latlab};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-fn latlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_latlab"))
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 fn last_online_cpu() -> usize {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
@@ -67,7 +59,7 @@ fn a_provoked_spike_gets_a_story_that_names_the_provoking_task() {
     let cpu = last_online_cpu();
     let stop = Arc::new(AtomicBool::new(false));
     let hog = provoker(cpu, stop.clone());
-    let out = latlab()
+    let out = latlab!()
         .args(["measure", "-a", &cpu.to_string(), "-p", "50", "-D", "3s"])
         .args(["--trace", "--spike", "500us", "--no-samplers", "-q"])
         .arg("--json")
@@ -133,7 +125,7 @@ fn a_provoked_spike_gets_a_story_that_names_the_provoking_task() {
     assert!(text.contains("trace ("), "{text}");
 
     // The store keeps trace and stories: `latlab export` gives back the same JSON.
-    let exported = latlab()
+    let exported = latlab!()
         .args(["export", "1", "--format", "json", "--db"])
         .arg(&db)
         .output()
@@ -146,7 +138,7 @@ fn a_provoked_spike_gets_a_story_that_names_the_provoking_task() {
 
 #[test]
 fn bad_trace_events_exit_2_with_one_line() {
-    let out = latlab()
+    let out = latlab!()
         .args(["measure", "-D", "1s", "--trace", "wakeup,irqs"])
         .output()
         .unwrap();
@@ -177,7 +169,7 @@ fn without_privileges_nothing_is_touched() {
         ]);
         c
     } else {
-        latlab()
+        latlab!()
     };
     std::fs::set_permissions(
         state.path(),

@@ -9,6 +9,7 @@
 
 use latlab_hist::Histogram;
 use latlab_store::{MonitorWindow, SeriesConfig, SeriesId, SeriesSpec, Store, WindowSet};
+use latlab_testkit::{have, latlab, policy_args};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -18,36 +19,11 @@ use std::time::{Duration, Instant};
 const SEC: u64 = 1_000_000_000;
 const END: u64 = i64::MAX as u64;
 
-fn latlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_latlab"))
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn policy_args() -> Vec<&'static str> {
-    if is_root() {
-        vec!["--policy", "fifo", "-p", "80"]
-    } else {
-        eprintln!("not root: monitoring with --policy other instead of fifo");
-        vec!["--policy", "other", "--no-mlock"]
-    }
-}
-
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64
-}
-
-fn have(cmd: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {cmd}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
 }
 
 fn free_port() -> u16 {
@@ -137,7 +113,7 @@ fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
 }
 
 fn monitor(db: &Path, extra: &[&str]) -> Command {
-    let mut c = latlab();
+    let mut c = latlab!();
     c.args(["monitor", "--window", "1s", "--interval", "1ms", "--db"])
         .arg(db)
         .args(policy_args())
@@ -877,7 +853,7 @@ fn the_schedule_switches_a_fixture_governor_and_a_restart_restores_a_killed_swit
     };
     let schedule = format!("{t1} cpu2:performance; {t2} cpu2:restore");
     let run = |schedule: &str, log: &str| {
-        let mut c = latlab();
+        let mut c = latlab!();
         c.env("TZ", "UTC")
             .arg("--sysroot")
             .arg(&root)
@@ -972,7 +948,7 @@ fn a_profile_is_held_while_monitoring_and_restored_on_sigterm() {
     let root = laptop_tree(dir.path());
     let db = dir.path().join("m.db");
     let before = snapshot(&root);
-    let mut c = latlab();
+    let mut c = latlab!();
     c.arg("--sysroot")
         .arg(&root)
         .args([
@@ -1040,7 +1016,7 @@ fn check_config_touches_nothing_and_bad_input_is_one_line_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let root = laptop_tree(dir.path());
     let db = dir.path().join("new.db");
-    let out = latlab()
+    let out = latlab!()
         .arg("--sysroot")
         .arg(&root)
         .args(["monitor", "--check-config", "--profile", "lowlatency"])
@@ -1081,7 +1057,7 @@ fn check_config_touches_nothing_and_bad_input_is_one_line_exit_2() {
         &["--cpus", "0-99"],
         &["--profile", "nonexistent"],
     ] {
-        let out = latlab()
+        let out = latlab!()
             .arg("--sysroot")
             .arg(&root)
             .arg("monitor")
@@ -1116,7 +1092,7 @@ fn a_foreign_or_newer_store_is_refused_untouched() {
         (&newer, "newer than this latlab"),
     ] {
         let before = std::fs::read(db).unwrap();
-        let out = latlab()
+        let out = latlab!()
             .args(["serve", "--listen", "127.0.0.1:0", "--db"])
             .arg(db)
             .output()
@@ -1124,7 +1100,7 @@ fn a_foreign_or_newer_store_is_refused_untouched() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains(why), "{err}");
-        let out = latlab()
+        let out = latlab!()
             .args(["monitor", "--listen", "off", "--db"])
             .arg(db)
             .output()
@@ -1134,7 +1110,7 @@ fn a_foreign_or_newer_store_is_refused_untouched() {
         assert!(err2.contains(why), "{err2}");
         assert_eq!(std::fs::read(db).unwrap(), before, "left untouched");
     }
-    let out = latlab()
+    let out = latlab!()
         .args(["serve", "--db"])
         .arg(dir.path().join("absent.db"))
         .output()
@@ -1194,7 +1170,7 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
     let (t0, t1) = small_store(&db);
     let port = free_port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let mut c = latlab();
+    let mut c = latlab!();
     c.args(["serve", "--listen", &addr.to_string(), "--db"])
         .arg(&db);
     let s = Proc::start(c, dir.path().join("s.log"));

@@ -5,18 +5,10 @@
 
 use latlab_hist::Histogram;
 use latlab_store::Store;
+use latlab_testkit::{is_root, latlab};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-
-fn latlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_latlab"))
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// One store with a two-cell experiment of three repeats each, shared by the tests.
 fn store() -> &'static Path {
@@ -39,7 +31,7 @@ fn store() -> &'static Path {
         )
         .unwrap();
         let db = dir.path().join("r.db");
-        let out = latlab()
+        let out = latlab!()
             .args(["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()])
             .output()
             .unwrap();
@@ -54,7 +46,7 @@ fn store() -> &'static Path {
 }
 
 fn run_ok(args: &[&str]) -> std::process::Output {
-    let out = latlab().args(args).output().unwrap();
+    let out = latlab!().args(args).output().unwrap();
     assert!(
         out.status.success(),
         "latlab {args:?}: {}",
@@ -180,17 +172,17 @@ fn text_and_markdown_and_compare() {
     .stdout;
     let cmp = String::from_utf8_lossy(&cmp);
     assert!(cmp.contains("p99") && cmp.contains("Mann-Whitney"), "{cmp}");
-    let out = latlab()
+    let out = latlab!()
         .args(["compare", "--db", db, "e1", "1"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "an experiment is not one cell");
-    let out = latlab()
+    let out = latlab!()
         .args(["report", "--db", db, "e99"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = latlab()
+    let out = latlab!()
         .args(["report", "--db", db, "--format", "pdf"])
         .output()
         .unwrap();
@@ -242,7 +234,7 @@ fn export_and_import_round_trip_through_cyclictest_json() {
     // Whole microseconds, recorded at the middle: within a microsecond of the original maximum.
     let (a, b) = (original.overall.stats.max, imported.overall.stats.max);
     assert!(a.abs_diff(b) <= 1000, "{a} vs {b}");
-    let out = latlab()
+    let out = latlab!()
         .args(["import", "/etc/hostname", "--db", db2.to_str().unwrap()])
         .output()
         .unwrap();

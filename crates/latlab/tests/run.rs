@@ -2,28 +2,10 @@
 #![allow(clippy::unwrap_used)]
 
 use latlab_store::{CellStatus, Store};
+use latlab_testkit::{latlab, policy_toml};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn latlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_latlab"))
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// SCHED_FIFO as root, SCHED_OTHER without privileges.
-fn policy_lines() -> &'static str {
-    if is_root() {
-        "policy = \"fifo\"\npriority = 80\n"
-    } else {
-        eprintln!("not root: the plan measures with policy other");
-        "policy = \"other\"\nno-mlock = true\n"
-    }
-}
 
 fn write_plan(dir: &Path, body: &str) -> std::path::PathBuf {
     let path = dir.join("plan.toml");
@@ -40,12 +22,12 @@ fn a_two_axis_plan_with_repeats_runs_into_the_store() {
             "name = \"two-axes\"\nrepeat = 2\n[settings]\nduration = \"0.4s\"\n\
              sample-period = \"100ms\"\n{}[axes]\ninterval = [\"1ms\", \"250us\"]\n\
              load = [\"none\", \"cpu:workers=1\"]\ncpus = [\"0\", \"63\"]\n",
-            policy_lines()
+            policy_toml()
         ),
     );
     let db = dir.path().join("t.db");
     let started = Instant::now();
-    let out = latlab()
+    let out = latlab!()
         .args(["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()])
         .output()
         .unwrap();
@@ -120,12 +102,12 @@ fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
         &format!(
             "name = \"resume\"\n[settings]\nduration = \"1s\"\nno-samplers = true\n{}\
              [axes]\ninterval = [\"1ms\", \"500us\", \"250us\"]\n",
-            policy_lines()
+            policy_toml()
         ),
     );
     let db = dir.path().join("r.db");
     let args = ["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()];
-    let mut child = latlab()
+    let mut child = latlab!()
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -150,7 +132,7 @@ fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    let out = latlab().args(args).arg("--resume").output().unwrap();
+    let out = latlab!().args(args).arg("--resume").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -168,7 +150,7 @@ fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
         assert_eq!(c.runs.len(), 1, "{}: each cell once", c.key);
     }
     // Nothing left to resume.
-    let again = latlab().args(args).arg("--resume").output().unwrap();
+    let again = latlab!().args(args).arg("--resume").output().unwrap();
     assert_eq!(again.status.code(), Some(2));
 }
 
@@ -194,7 +176,7 @@ fn malformed_plans_name_file_line_and_reason() {
         ),
     ] {
         let plan = write_plan(dir.path(), body);
-        let out = latlab()
+        let out = latlab!()
             .args(["run", plan.to_str().unwrap(), "--dry-run"])
             .output()
             .unwrap();
@@ -203,7 +185,7 @@ fn malformed_plans_name_file_line_and_reason() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(err.contains(want), "{body}: {err}");
     }
-    let out = latlab()
+    let out = latlab!()
         .args(["run", "/nonexistent/plan.toml"])
         .output()
         .unwrap();

@@ -4,25 +4,10 @@
 
 use latlab_model::StopReason;
 use latlab_model::trace::{Family, TRACE_SCHEMA, TraceRun};
+use latlab_testkit::{is_root, latlab, root_or_skip};
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn latlab() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_latlab"))
-}
-
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn root_or_skip() -> bool {
-    if !is_root() {
-        eprintln!("skipped: tracing needs root");
-    }
-    is_root()
-}
 
 fn tracefs_mounts() -> Vec<String> {
     std::fs::read_to_string("/proc/self/mounts")
@@ -70,7 +55,7 @@ fn bad_input_exits_2_with_one_line_before_anything_runs() {
         (&["--json", "/nonexistent-dir/t.json"], "--json"),
         (&["--bogus"], "--bogus"),
     ] {
-        let out = latlab().arg("trace").args(args).output().unwrap();
+        let out = latlab!().arg("trace").args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
@@ -100,7 +85,7 @@ fn without_privileges_the_error_names_root_or_the_capabilities() {
         ]);
         c
     } else {
-        latlab()
+        latlab!()
     };
     let out = cmd.args(["trace", "-D", "1s"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -117,7 +102,7 @@ fn without_privileges_the_error_names_root_or_the_capabilities() {
 /// tracefs run only if it is mounted, and are otherwise reported as skipped with the reason.
 #[test]
 fn capabilities_without_root_give_a_partial_run_that_says_what_was_skipped() {
-    if !root_or_skip() {
+    if !root_or_skip("tracing") {
         return;
     }
     if Command::new("setpriv").arg("--version").output().is_err() {
@@ -163,14 +148,14 @@ fn capabilities_without_root_give_a_partial_run_that_says_what_was_skipped() {
 
 #[test]
 fn a_traced_run_prints_tables_and_writes_consistent_json() {
-    if !root_or_skip() {
+    if !root_or_skip("tracing") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
     let mounts = tracefs_mounts();
     let stats = stats_sysctl();
-    let child = latlab()
+    let child = latlab!()
         .args(["trace", "-D", "3s", "--top", "5", "--json"])
         .arg(&json)
         .stdout(Stdio::piped())
@@ -239,12 +224,12 @@ fn a_traced_run_prints_tables_and_writes_consistent_json() {
 
 #[test]
 fn ctrl_c_stops_the_run_and_every_output_is_written() {
-    if !root_or_skip() {
+    if !root_or_skip("tracing") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
-    let mut child = latlab()
+    let mut child = latlab!()
         .args(["trace", "-e", "hrtimer,softirq", "-q", "--json"])
         .arg(&json)
         .stdout(Stdio::piped())
@@ -280,10 +265,10 @@ fn ctrl_c_stops_the_run_and_every_output_is_written() {
 
 #[test]
 fn json_can_go_to_stdout() {
-    if !root_or_skip() {
+    if !root_or_skip("tracing") {
         return;
     }
-    let out = latlab()
+    let out = latlab!()
         .args(["trace", "-D", "500ms", "-e", "hrtimer", "--json", "-"])
         .output()
         .unwrap();

@@ -2,19 +2,11 @@
 //! process killed with SIGKILL in the middle of an apply, and once on the real machine as root.
 #![allow(clippy::unwrap_used)]
 
+use latlab_testkit::latlab;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn latlab() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_latlab"));
-    c.env_remove("LATLAB_SYSROOT")
-        .env_remove("LATLAB_STATE_DIR")
-        .env_remove("LATLAB_TUNE_FAIL_AT_WRITE")
-        .env_remove("LATLAB_TUNE_PAUSE_AFTER_WRITES");
-    c
-}
 
 fn is_root() -> bool {
     // SAFETY: no preconditions.
@@ -51,7 +43,7 @@ impl Tree {
         Tree { dir, root, state }
     }
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = latlab();
+        let mut c = latlab!();
         c.arg("--sysroot").arg(&self.root).args(args);
         c.env("LATLAB_STATE_DIR", &self.state);
         c
@@ -376,7 +368,7 @@ struct RestoreOnDrop(PathBuf);
 
 impl Drop for RestoreOnDrop {
     fn drop(&mut self) {
-        let out = latlab()
+        let out = latlab!()
             .args(["tune", "restore", "--state-dir"])
             .arg(&self.0)
             .output();
@@ -437,7 +429,7 @@ fn lowlatency_on_the_real_machine_changes_idle_states_and_restore_puts_them_back
     }
     let state = tempfile::tempdir().unwrap();
     let guard = RestoreOnDrop(state.path().to_path_buf());
-    let out = latlab()
+    let out = latlab!()
         .args(["tune", "apply", "lowlatency", "--state-dir"])
         .arg(state.path())
         .output()
@@ -446,13 +438,13 @@ fn lowlatency_on_the_real_machine_changes_idle_states_and_restore_puts_them_back
     let during = idle_disable_files();
     let changed = targets.iter().filter(|f| during[*f].trim() == "1").count();
     assert!(changed > 0, "no disable file changed: {during:?}");
-    let out = latlab()
+    let out = latlab!()
         .args(["tune", "verify", "--state-dir"])
         .arg(state.path())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stdout));
-    let out = latlab()
+    let out = latlab!()
         .args(["tune", "restore", "--state-dir"])
         .arg(state.path())
         .output()

@@ -342,11 +342,6 @@ mod tests {
     /// other's threads.
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-    fn is_root() -> bool {
-        // SAFETY: no preconditions.
-        unsafe { libc::geteuid() == 0 }
-    }
-
     /// One CPU for the hogs: the last online one.
     fn one_cpu() -> Vec<u32> {
         let online = latlab_sys::Sys::default().online_cpus().unwrap();
@@ -355,7 +350,7 @@ mod tests {
 
     /// As root the hogs run SCHED_RR priority 1 (on one CPU, briefly); otherwise SCHED_OTHER.
     fn config(bound: Duration, pause: bool) -> HogConfig {
-        let (policy, policy_name, priority) = if is_root() {
+        let (policy, policy_name, priority) = if latlab_testkit::is_root() {
             (libc::SCHED_RR, "SCHED_RR", 1)
         } else {
             eprintln!("not root: hogs at SCHED_OTHER, the watchdog logic is the same");

@@ -1,0 +1,232 @@
+//! latlab's test kit, a dev-dependency of every crate whose tests run latlab or compare its
+//! output: the `latlab` command with every `LATLAB_*` variable cleared (so a developer's own
+//! settings never redirect a test), root checks that skip cleanly and say why, the assertions
+//! on a command's exit and output, and the golden-file comparison.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Every variable latlab reads, cleared from each command a test runs (a test sets what it
+/// needs after). `SUDO_USER` and `NO_COLOR` change what `check` prints.
+pub const LATLAB_ENV: [&str; 7] = [
+    "LATLAB_SYSROOT",
+    "LATLAB_STATE_DIR",
+    "LATLAB_DB",
+    "LATLAB_TUNE_FAIL_AT_WRITE",
+    "LATLAB_TUNE_PAUSE_AFTER_WRITES",
+    "SUDO_USER",
+    "NO_COLOR",
+];
+
+/// The `latlab` binary of the calling crate's tests, with a clean environment.
+#[macro_export]
+macro_rules! latlab {
+    () => {
+        $crate::command(env!("CARGO_BIN_EXE_latlab"))
+    };
+}
+
+/// `program` with every variable of [`LATLAB_ENV`] removed.
+pub fn command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(program);
+    for v in LATLAB_ENV {
+        c.env_remove(v);
+    }
+    c
+}
+
+/// Whether the tests run as root.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `true` as root; otherwise says the test is skipped and why.
+pub fn root_or_skip(why: &str) -> bool {
+    if !is_root() {
+        eprintln!("skipped: {why} needs root");
+    }
+    is_root()
+}
+
+/// Measuring options a test can use as anyone: fifo 80 as root, otherwise `other` without
+/// locked memory (said on stderr).
+pub fn policy_args() -> Vec<&'static str> {
+    if is_root() {
+        vec!["--policy", "fifo", "-p", "80"]
+    } else {
+        eprintln!("not root: measuring with --policy other instead of fifo");
+        vec!["--policy", "other", "--no-mlock"]
+    }
+}
+
+/// [`policy_args`] as lines of a plan's `[settings]`.
+pub fn policy_toml() -> &'static str {
+    if is_root() {
+        "policy = \"fifo\"\npriority = 80\n"
+    } else {
+        eprintln!("not root: the plan measures with policy other");
+        "policy = \"other\"\nno-mlock = true\n"
+    }
+}
+
+/// `program` as an unprivileged user (nobody, no inheritable capabilities, `drop_caps` also
+/// removed from the bounding set) through setpriv when root; as is otherwise. `None` (said)
+/// when setpriv is missing.
+pub fn unprivileged(program: &str, drop_caps: &str) -> Option<Command> {
+    if !is_root() {
+        return Some(command(program));
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return None;
+    }
+    let mut c = command("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        &format!("--bounding-set={drop_caps}"),
+        program,
+    ]);
+    Some(c)
+}
+
+/// Whether a command of that name is on the PATH.
+pub fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The command ended with exit code 0 (else both outputs are shown).
+pub fn assert_ok(o: &Output) {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    );
+}
+
+/// Run `cmd`, which must succeed; its output.
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let o = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert_ok(&o);
+    o
+}
+
+/// Exit code `code` with exactly one line on stderr, latlab's error line, containing `needle`.
+pub fn assert_one_line_error(o: &Output, code: i32, needle: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "stderr: {err}");
+    assert!(err.starts_with("latlab: error: "), "stderr: {err}");
+    assert!(err.contains(needle), "{needle:?} not in: {err}");
+}
+
+/// stdout parsed as JSON.
+pub fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(o)))
+}
+
+/// A file parsed as JSON.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+/// Compare `actual` with the golden file `tests/golden/NAME` of the calling crate;
+/// `LATLAB_UPDATE_GOLDEN=1` writes it instead.
+#[macro_export]
+macro_rules! golden {
+    ($name:expr, $actual:expr $(,)?) => {
+        $crate::golden_at(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden"),
+            $name,
+            $actual,
+        )
+    };
+}
+
+/// [`golden!`] with the directory named.
+pub fn golden_at(dir: &Path, name: &str, actual: &str) {
+    let path = dir.join(name);
+    if std::env::var_os("LATLAB_UPDATE_GOLDEN").is_some() {
+        if let Err(e) = std::fs::write(&path, actual) {
+            panic!("writing {}: {e}", path.display());
+        }
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (set LATLAB_UPDATE_GOLDEN=1 to create)",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let line = expected
+            .split_inclusive('\n')
+            .zip(actual.split_inclusive('\n'))
+            .position(|(e, a)| e != a)
+            .map_or(expected.lines().count().min(actual.lines().count()), |i| i);
+        panic!(
+            "{name} differs from the golden file at line {}:\n expected: {:?}\n   actual: {:?}",
+            line + 1,
+            expected.split_inclusive('\n').nth(line),
+            actual.split_inclusive('\n').nth(line)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_clears_every_latlab_variable() {
+        let c = command("true");
+        let removed: Vec<_> = c
+            .get_envs()
+            .filter(|(_, v)| v.is_none())
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        for v in LATLAB_ENV {
+            assert!(removed.iter().any(|r| r == v), "{v} not cleared");
+        }
+    }
+
+    #[test]
+    fn a_golden_mismatch_names_the_line() {
+        if std::env::var_os("LATLAB_UPDATE_GOLDEN").is_some() {
+            eprintln!("skipped: LATLAB_UPDATE_GOLDEN is set (golden files are being written)");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("latlab-testkit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok();
+        std::fs::write(dir.join("g.txt"), "a\nb\nc\n").ok();
+        golden_at(&dir, "g.txt", "a\nb\nc\n");
+        let e = std::panic::catch_unwind(|| golden_at(&dir, "g.txt", "a\nX\nc\n"));
+        std::fs::remove_dir_all(&dir).ok();
+        let msg = e
+            .err()
+            .and_then(|p| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        assert!(msg.contains("at line 2"), "{msg}");
+    }
+}
