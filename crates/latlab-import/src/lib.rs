@@ -290,25 +290,13 @@ fn assemble(
 fn config(interval_ns: u64, threads: usize, cpus: Option<Vec<u32>>) -> MeasureConfig {
     MeasureConfig {
         interval_ns,
-        duration_ns: None,
-        loops: None,
         cpus,
         threads: threads as u32,
-        policy: Policy::Fifo,
         priority: 0,
-        deadline: None,
-        method: Method::ClockNanosleep,
-        relative: false,
-        clock: Clock::Monotonic,
-        timer_slack_ns: 0,
-        pm_qos_us: None,
         mlock: false,
         window_ns: 0,
-        spike_threshold_ns: None,
         spike_limit: 0,
-        break_threshold_ns: None,
-        waker_cpu: None,
-        stagger: false,
+        ..Default::default()
     }
 }
 

@@ -1,29 +1,18 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
-use latlab_model::{Clock, DeadlineParams};
+use latlab_model::DeadlineParams;
 
 fn cfg(method: Method) -> MeasureConfig {
     MeasureConfig {
-        interval_ns: 1_000_000,
         duration_ns: Some(300_000_000),
-        loops: None,
         cpus: Some(vec![0]),
-        threads: 1,
         policy: Policy::Other,
         priority: 0,
-        deadline: None,
         method,
-        relative: false,
-        clock: Clock::Monotonic,
-        timer_slack_ns: 0,
-        pm_qos_us: None,
         mlock: false,
         window_ns: 100_000_000,
-        spike_threshold_ns: None,
         spike_limit: 100,
-        break_threshold_ns: None,
-        waker_cpu: None,
-        stagger: false,
+        ..Default::default()
     }
 }
 

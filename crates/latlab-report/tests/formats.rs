@@ -7,8 +7,8 @@
 
 use latlab_hist::Histogram;
 use latlab_model::{
-    Clock, MeasureConfig, Method, Overall, Policy, RunEnvironment, RunResult, SCHEMA,
-    SCHEMA_VERSION, Spikes, Stats, StopReason, SystemInfo, ThreadResult, rfc3339_utc,
+    MeasureConfig, Overall, RunEnvironment, RunResult, SCHEMA, SCHEMA_VERSION, Spikes, Stats,
+    StopReason, SystemInfo, ThreadResult, rfc3339_utc,
 };
 use latlab_report::{cyclictest_json, cyclictest_json_with_range, histfile, summary_table};
 use latlab_testkit::golden;
@@ -81,26 +81,12 @@ fn fixture() -> RunResult {
         start_unix_ns: start,
         elapsed_ns: elapsed,
         config: MeasureConfig {
-            interval_ns: 1_000_000,
             duration_ns: Some(10_000_000_000),
-            loops: None,
             cpus: Some(vec![0, 1]),
             threads: 2,
-            policy: Policy::Fifo,
             priority: 90,
-            deadline: None,
-            method: Method::ClockNanosleep,
-            relative: false,
-            clock: Clock::Monotonic,
-            timer_slack_ns: 0,
             pm_qos_us: Some(0),
-            mlock: true,
-            window_ns: 1_000_000_000,
-            spike_threshold_ns: None,
-            spike_limit: 10_000,
-            break_threshold_ns: None,
-            waker_cpu: None,
-            stagger: false,
+            ..Default::default()
         },
         system: SystemInfo {
             hostname: "rtbox".into(),

@@ -20,9 +20,8 @@ use latlab_model::trace::{
     CpuCount, CpuHistogram, Family, FamilyResult, KeyResult, SkippedEvent, TraceCost, TraceResult,
 };
 use latlab_model::{
-    Clock, MeasureConfig, Method, Overall, Policy, RunEnvironment, RunResult, SCHEMA,
-    SCHEMA_VERSION, Spike, Spikes, Stats, StopReason, SystemInfo, ThreadResult, Window,
-    rfc3339_utc,
+    MeasureConfig, Overall, RunEnvironment, RunResult, SCHEMA, SCHEMA_VERSION, Spike, Spikes,
+    Stats, StopReason, SystemInfo, ThreadResult, Window, rfc3339_utc,
 };
 use latlab_report::{
     CellInput, ReportFormat, ReportInput, compare_text, histogram_csv, html_report, report_csv,
@@ -290,24 +289,11 @@ fn run(p: &Profile, seed: u64, with_samples: bool) -> RunResult {
         config: MeasureConfig {
             interval_ns: INTERVAL_NS,
             duration_ns: Some(SECONDS * 1_000_000_000),
-            loops: None,
             cpus: Some(vec![0, 1]),
             threads: 2,
-            policy: Policy::Fifo,
-            priority: 95,
-            deadline: None,
-            method: Method::ClockNanosleep,
-            relative: false,
-            clock: Clock::Monotonic,
-            timer_slack_ns: 0,
-            pm_qos_us: None,
-            mlock: true,
             window_ns: WINDOW_NS,
             spike_threshold_ns: Some(SPIKE_NS),
-            spike_limit: 10_000,
-            break_threshold_ns: None,
-            waker_cpu: None,
-            stagger: false,
+            ..Default::default()
         },
         // One repeat in three finds the TSC unstable: a setting that varies between repeats.
         system: system(p, steal, if seed % 3 == 2 { "hpet" } else { "tsc" }),

@@ -6,7 +6,7 @@
 use crate::cli_error::{CliError, CliResult};
 use clap::Args;
 use latlab_model::units::{CpuList, ParseError, parse_duration};
-use latlab_model::{Clock, MeasureConfig, Method, Policy};
+use latlab_model::{MeasureConfig, Method, Policy};
 use latlab_store::{Store, StoreError};
 use std::path::Path;
 
@@ -85,9 +85,6 @@ impl std::str::FromStr for Listen {
     }
 }
 
-/// Spikes `latlab measure` keeps by default before it only counts them.
-pub const SPIKE_LIMIT: u32 = 10_000;
-
 /// The measuring options of every command that measures (`#[command(flatten)]`). The interval
 /// and the window are not here: their defaults differ by command (1ms and 1s for a run, 200us
 /// and 5m for the monitor).
@@ -144,8 +141,6 @@ impl MeasureOpts {
             .map_or_else(|| online.cpus().to_vec(), |c| c.resolve(online));
         MeasureConfig {
             interval_ns: interval.0,
-            duration_ns: None,
-            loops: None,
             threads: cpus.len() as u32,
             cpus: Some(cpus),
             policy: self.policy,
@@ -154,19 +149,13 @@ impl MeasureOpts {
             } else {
                 0
             },
-            deadline: None,
             method: self.method,
             relative: self.method.always_relative(),
-            clock: Clock::Monotonic,
-            timer_slack_ns: 0,
-            pm_qos_us: None,
             mlock: !self.no_mlock,
             window_ns: window.0,
             spike_threshold_ns: self.spike.map(|s| s.0),
-            spike_limit: SPIKE_LIMIT,
-            break_threshold_ns: None,
-            waker_cpu: None,
             stagger: self.stagger,
+            ..Default::default()
         }
     }
 
