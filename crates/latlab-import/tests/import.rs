@@ -172,15 +172,10 @@ fn live_cyclictest_output_round_trips() {
     if is_root() {
         args.extend(["-m", "-p", "80"]);
     }
-    let out = Command::new("cyclictest")
-        .args(&args)
-        .arg(format!("--json={}", json.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = latlab_testkit::run_ok(
+        Command::new("cyclictest")
+            .args(&args)
+            .arg(format!("--json={}", json.display())),
     );
     check_against_cyclictest_json(&std::fs::read_to_string(&json).unwrap());
     let hist = String::from_utf8_lossy(&out.stdout).to_string();
@@ -196,33 +191,28 @@ fn live_stress_ng_output() {
     let _one_at_a_time = stress_ng_lock();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("sng.log");
-    let out = Command::new("stress-ng")
-        .args([
-            "--cyclic",
-            "1",
-            "--cyclic-dist",
-            "1000",
-            "--cyclic-sleep",
-            "200000",
-        ])
-        .args([
-            "--cyclic-method",
-            "clock_ns",
-            "--cyclic-samples",
-            "2000",
-            "-t",
-            "1",
-            "-v",
-        ])
-        .arg("--log-file")
-        .arg(&log)
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    latlab_testkit::run_ok(
+        Command::new("stress-ng")
+            .args([
+                "--cyclic",
+                "1",
+                "--cyclic-dist",
+                "1000",
+                "--cyclic-sleep",
+                "200000",
+            ])
+            .args([
+                "--cyclic-method",
+                "clock_ns",
+                "--cyclic-samples",
+                "2000",
+                "-t",
+                "1",
+                "-v",
+            ])
+            .arg("--log-file")
+            .arg(&log)
+            .current_dir(dir.path()),
     );
     let text = std::fs::read_to_string(&log).unwrap();
     let r = import(&text, None, "sng.log").unwrap();
@@ -246,15 +236,10 @@ fn live_jitterdebugger_output() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("jd");
-    let out = Command::new("jitterdebugger")
-        .args(["-D", "1s", "-o"])
-        .arg(&out_dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    latlab_testkit::run_ok(
+        Command::new("jitterdebugger")
+            .args(["-D", "1s", "-o"])
+            .arg(&out_dir),
     );
     let text = std::fs::read_to_string(out_dir.join("results.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
@@ -544,25 +529,20 @@ fn live_stress_ng_printed_percentiles_are_exact() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("sng.log");
     // 1 ns buckets, the first 250 printed: every sample lies beyond them.
-    let out = Command::new("stress-ng")
-        .args([
-            "--cyclic",
-            "1",
-            "--cyclic-dist",
-            "1",
-            "--cyclic-sleep",
-            "200000",
-        ])
-        .args(["--cyclic-method", "clock_ns", "--cyclic-samples", "2000"])
-        .args(["-t", "1", "-v", "--log-file"])
-        .arg(&log)
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    latlab_testkit::run_ok(
+        Command::new("stress-ng")
+            .args([
+                "--cyclic",
+                "1",
+                "--cyclic-dist",
+                "1",
+                "--cyclic-sleep",
+                "200000",
+            ])
+            .args(["--cyclic-method", "clock_ns", "--cyclic-samples", "2000"])
+            .args(["-t", "1", "-v", "--log-file"])
+            .arg(&log)
+            .current_dir(dir.path()),
     );
     let text = std::fs::read_to_string(&log).unwrap();
     let r = import(&text, None, "sng.log").unwrap();

@@ -145,18 +145,13 @@ fn the_c_bucket_index_is_the_loaders() {
     )
     .unwrap();
     let exe = dir.join("index");
-    let out = Command::new(cc)
-        .args(["-O2", "-w", "-I"])
-        .arg(&bpf_dir)
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    latlab_testkit::run_ok(
+        Command::new(cc)
+            .args(["-O2", "-w", "-I"])
+            .arg(&bpf_dir)
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe),
     );
 
     let mut values: Vec<u64> = Vec::new();

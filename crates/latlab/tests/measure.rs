@@ -290,17 +290,11 @@ fn failed_memory_lock_is_recorded_not_fatal() {
     else {
         return;
     };
-    let out = cmd
-        .args([
+    latlab_testkit::run_ok(
+        cmd.args([
             "measure", "-D", "1s", "-a", "0", "--policy", "other", "-q", "--json",
         ])
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        .arg(&json),
     );
     let r = read_json(&json);
     if r["environment"]["memory_locked"] == true {

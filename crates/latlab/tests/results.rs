@@ -31,15 +31,12 @@ fn store() -> &'static Path {
         )
         .unwrap();
         let db = dir.path().join("r.db");
-        let out = latlab!()
-            .args(["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        latlab_testkit::run_ok(latlab!().args([
+            "run",
+            plan.to_str().unwrap(),
+            "--db",
+            db.to_str().unwrap(),
+        ]));
         (dir, db)
     });
     db

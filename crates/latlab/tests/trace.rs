@@ -268,14 +268,8 @@ fn json_can_go_to_stdout() {
     if !root_or_skip("tracing") {
         return;
     }
-    let out = latlab!()
-        .args(["trace", "-D", "500ms", "-e", "hrtimer", "--json", "-"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = latlab_testkit::run_ok(
+        latlab!().args(["trace", "-D", "500ms", "-e", "hrtimer", "--json", "-"]),
     );
     let run: TraceRun = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(run.trace.families.len(), 1);
