@@ -68,3 +68,14 @@ pub fn clap_line(e: &clap::Error) -> String {
         .trim_start_matches("error: ");
     first.to_string()
 }
+
+/// A subcommand's arguments parsed from `args` as `main` parses them (tests): a value its type
+/// refuses is the usage error `main` would print.
+#[cfg(test)]
+pub fn parse_args<A: clap::Args + clap::FromArgMatches>(args: &[&str]) -> CliResult<A> {
+    let cmd = A::augment_args(clap::Command::new("t"));
+    let matches = cmd
+        .try_get_matches_from(std::iter::once("t").chain(args.iter().copied()))
+        .map_err(|e| CliError::Usage(clap_line(&e)))?;
+    A::from_arg_matches(&matches).map_err(|e| CliError::Usage(clap_line(&e)))
+}

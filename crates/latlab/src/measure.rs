@@ -491,22 +491,11 @@ fn describe(cfg: &MeasureConfig) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use clap::Parser;
     use latlab_model::Method;
 
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        m: MeasureArgs,
-    }
-
     fn cfg(args: &[&str]) -> CliResult<MeasureConfig> {
-        let mut v = vec!["t"];
-        v.extend_from_slice(args);
-        // A value its type refuses stops at the command line, as it does in `main`.
-        let t =
-            T::try_parse_from(v).map_err(|e| CliError::Usage(crate::cli_error::clap_line(&e)))?;
-        t.m.to_config(&CpuList::parse("0-3").unwrap())
+        crate::cli_error::parse_args::<MeasureArgs>(args)?
+            .to_config(&CpuList::parse("0-3").unwrap())
     }
 
     #[test]

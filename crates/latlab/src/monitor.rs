@@ -228,17 +228,8 @@ pub fn serve(args: ServeArgs) -> CliResult<ExitCode> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        m: MonitorArgs,
-    }
-
     fn plan(args: &[&str]) -> CliResult<MonitorPlan> {
-        let mut v = vec!["t"];
-        v.extend_from_slice(args);
+        let mut v = args.to_vec();
         let sys = Sys::new(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../latlab-sys/tests/fixtures/laptop-intel"),
@@ -246,10 +237,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("m.db");
         v.extend_from_slice(&["--db", db.to_str().unwrap()]);
-        // A value its type refuses stops at the command line, as it does in `main`.
-        let t =
-            T::try_parse_from(v).map_err(|e| CliError::Usage(crate::cli_error::clap_line(&e)))?;
-        prepare(&t.m, &sys)
+        prepare(&crate::cli_error::parse_args::<MonitorArgs>(&v)?, &sys)
     }
 
     #[test]

@@ -418,21 +418,11 @@ fn render_family(out: &mut String, f: &FamilyResult, top: usize, per_cpu: bool) 
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use clap::Parser;
     use latlab_model::trace::{CpuCount, CpuHistogram, TraceCost};
 
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        t: TraceArgs,
-    }
-
     fn plan(args: &[&str]) -> CliResult<TracePlan> {
-        let mut v = vec!["t"];
-        v.extend_from_slice(args);
-        T::try_parse_from(v)
+        crate::cli_error::parse_args::<TraceArgs>(args)
             .unwrap()
-            .t
             .to_plan(&CpuList::parse("0-3").unwrap())
     }
 
