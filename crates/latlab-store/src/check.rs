@@ -1,6 +1,6 @@
 //! `latlab db check`: the store's consistency, down to every histogram.
 
-use crate::{Result, RunId, Store, u};
+use crate::{Result, RunId, Store, from_sql};
 use latlab_hist::Histogram;
 use std::collections::BTreeSet;
 
@@ -70,7 +70,8 @@ impl Store {
                 }
                 Ok(h) => match stored {
                     Some((count, min, max))
-                        if (h.count(), h.min(), h.max()) != (u(count), u(min), u(max)) =>
+                        if (h.count(), h.min(), h.max())
+                            != (from_sql(count), from_sql(min), from_sql(max)) =>
                     {
                         report.problems.push(format!(
                             "{what}: holds count {} min {} max {} but the row says count {} \
@@ -78,9 +79,9 @@ impl Store {
                             h.count(),
                             h.min(),
                             h.max(),
-                            u(count),
-                            u(min),
-                            u(max)
+                            from_sql(count),
+                            from_sql(min),
+                            from_sql(max)
                         ));
                         false
                     }
@@ -169,7 +170,7 @@ impl Store {
                     &mut report,
                     format!(
                         "monitor series {name} window at {} cpu{cpu} histogram",
-                        u(start)
+                        from_sql(start)
                     ),
                     &blob,
                     Some(stored),

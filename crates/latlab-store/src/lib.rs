@@ -270,18 +270,18 @@ fn read_identity(conn: &Connection) -> rusqlite::Result<(i32, u32, u32)> {
 // ---- helpers shared by the modules ----
 
 /// u64 stored bit for bit in SQLite's signed INTEGER (every real value is below 2^63).
-pub(crate) fn i(v: u64) -> i64 {
+pub(crate) fn to_sql(v: u64) -> i64 {
     v as i64
 }
-/// The inverse of [`i`].
-pub(crate) fn u(v: i64) -> u64 {
+/// The inverse of [`to_sql`].
+pub(crate) fn from_sql(v: i64) -> u64 {
     v as u64
 }
-pub(crate) fn oi(v: Option<u64>) -> Option<i64> {
-    v.map(i)
+pub(crate) fn opt_to_sql(v: Option<u64>) -> Option<i64> {
+    v.map(to_sql)
 }
-pub(crate) fn ou(v: Option<i64>) -> Option<u64> {
-    v.map(u)
+pub(crate) fn opt_from_sql(v: Option<i64>) -> Option<u64> {
+    v.map(from_sql)
 }
 
 /// Serialize model data (plain data: cannot fail).

@@ -4,8 +4,8 @@
 //! Times here are unix nanoseconds (wall clock), since a series outlives any one process.
 
 use crate::{
-    Result, Store, StoreError, decode_hist, from_json, i, now_rfc3339, oi, ou, system_id, to_json,
-    u,
+    Result, Store, StoreError, decode_hist, from_json, from_sql, now_rfc3339, opt_from_sql,
+    opt_to_sql, system_id, to_json, to_sql,
 };
 use latlab_hist::Histogram;
 use latlab_model::SystemInfo;
@@ -111,15 +111,15 @@ fn set_row(
 ) -> rusqlite::Result<(WindowSetRow, Option<String>, Option<String>)> {
     Ok((
         WindowSetRow {
-            start_unix_ns: u(r.get(0)?),
-            end_unix_ns: u(r.get(1)?),
-            window_index: u(r.get(2)?),
-            last_window_index: u(r.get(3)?),
-            windows: u(r.get(4)?),
-            covered_ns: u(r.get(5)?),
+            start_unix_ns: from_sql(r.get(0)?),
+            end_unix_ns: from_sql(r.get(1)?),
+            window_index: from_sql(r.get(2)?),
+            last_window_index: from_sql(r.get(3)?),
+            windows: from_sql(r.get(4)?),
+            covered_ns: from_sql(r.get(5)?),
             power: None,
             thermal: None,
-            cost_cpu_time_ns: ou(r.get(8)?),
+            cost_cpu_time_ns: opt_from_sql(r.get(8)?),
         },
         r.get(6)?,
         r.get(7)?,
@@ -162,7 +162,7 @@ impl Store {
                          system_id = coalesce(?5, system_id), updated_at = ?6 WHERE id = ?1",
                     params![
                         id,
-                        i(spec.window_ns),
+                        to_sql(spec.window_ns),
                         to_json(&spec.config.to_value()),
                         to_json(&spec.idle_states),
                         system,
@@ -178,7 +178,7 @@ impl Store {
                     params![
                         spec.name,
                         system,
-                        i(spec.window_ns),
+                        to_sql(spec.window_ns),
                         to_json(&spec.config.to_value()),
                         to_json(&spec.idle_states),
                         now
@@ -199,8 +199,8 @@ impl Store {
             name: spec.name.clone(),
             window_ns: spec.window_ns,
             resumed,
-            next_window_index: last_index.map_or(0, |l| u(l) + 1),
-            last_end_unix_ns: ou(last_end),
+            next_window_index: last_index.map_or(0, |l| from_sql(l) + 1),
+            last_end_unix_ns: opt_from_sql(last_end),
             created_at,
         })
     }
@@ -211,7 +211,9 @@ impl Store {
             .conn
             .prepare("SELECT id, name, window_ns FROM monitor_series ORDER BY id")?;
         Ok(stmt
-            .query_map([], |r| Ok((SeriesId(r.get(0)?), r.get(1)?, u(r.get(2)?))))?
+            .query_map([], |r| {
+                Ok((SeriesId(r.get(0)?), r.get(1)?, from_sql(r.get(2)?)))
+            })?
             .collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
@@ -263,7 +265,7 @@ impl Store {
             .query_row(
                 "SELECT start_unix_ns FROM monitor_sets WHERE series_id = ?1
                    AND start_unix_ns < ?3 AND end_unix_ns > ?2 LIMIT 1",
-                params![series.0, i(set.start_unix_ns), i(set.end_unix_ns)],
+                params![series.0, to_sql(set.start_unix_ns), to_sql(set.end_unix_ns)],
                 |r| r.get(0),
             )
             .optional()?;
@@ -271,7 +273,7 @@ impl Store {
             return Err(StoreError::Invalid(format!(
                 "window set {} overlaps the stored window starting at {}",
                 set.index,
-                u(other)
+                from_sql(other)
             )));
         }
         tx.execute(
@@ -280,13 +282,13 @@ impl Store {
              VALUES (?1, ?2, ?3, ?4, ?4, 1, ?5, ?6, ?7, ?8)",
             params![
                 series.0,
-                i(set.start_unix_ns),
-                i(set.end_unix_ns),
-                i(set.index),
-                i(set.end_unix_ns - set.start_unix_ns),
+                to_sql(set.start_unix_ns),
+                to_sql(set.end_unix_ns),
+                to_sql(set.index),
+                to_sql(set.end_unix_ns - set.start_unix_ns),
                 set.power.as_ref().map(to_json),
                 set.thermal.as_ref().map(to_json),
-                oi(set.cost_cpu_time_ns),
+                opt_to_sql(set.cost_cpu_time_ns),
             ],
         )?;
         {
@@ -308,10 +310,10 @@ impl Store {
                 for s in &w.spikes {
                     sstmt.execute(params![
                         series.0,
-                        i(set.start_unix_ns),
+                        to_sql(set.start_unix_ns),
                         w.cpu,
-                        i(s.at_unix_ns),
-                        i(s.value_ns)
+                        to_sql(s.at_unix_ns),
+                        to_sql(s.value_ns)
                     ])?;
                 }
             }
@@ -332,7 +334,7 @@ impl Store {
              ORDER BY start_unix_ns"
         ))?;
         let rows = stmt
-            .query_map(params![series.0, i(from), i(to)], set_row)?
+            .query_map(params![series.0, to_sql(from), to_sql(to)], set_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         rows.into_iter().map(finish_set).collect()
     }
@@ -382,19 +384,19 @@ impl Store {
                AND (?4 IS NULL OR w.cpu = ?4) {tail}"
         ))?;
         let rows = stmt
-            .query_map(params![series.0, i(from), i(to), cpu], |r| {
+            .query_map(params![series.0, to_sql(from), to_sql(to), cpu], |r| {
                 Ok((
                     MonitorWindowRow {
-                        start_unix_ns: u(r.get(0)?),
-                        end_unix_ns: u(r.get(1)?),
+                        start_unix_ns: from_sql(r.get(0)?),
+                        end_unix_ns: from_sql(r.get(1)?),
                         cpu: r.get(2)?,
-                        windows: u(r.get(3)?),
-                        count: u(r.get(4)?),
-                        min_ns: u(r.get(5)?),
-                        max_ns: u(r.get(6)?),
-                        p99_ns: u(r.get(7)?),
-                        p99_9_ns: u(r.get(8)?),
-                        missed: u(r.get(9)?),
+                        windows: from_sql(r.get(3)?),
+                        count: from_sql(r.get(4)?),
+                        min_ns: from_sql(r.get(5)?),
+                        max_ns: from_sql(r.get(6)?),
+                        p99_ns: from_sql(r.get(7)?),
+                        p99_9_ns: from_sql(r.get(8)?),
+                        missed: from_sql(r.get(9)?),
                         cpu_summary: None,
                     },
                     r.get::<_, Option<String>>(10)?,
@@ -428,7 +430,7 @@ impl Store {
             .query_row(
                 "SELECT histogram FROM monitor_windows
                  WHERE series_id = ?1 AND start_unix_ns = ?2 AND cpu = ?3",
-                params![series.0, i(start_unix_ns), cpu],
+                params![series.0, to_sql(start_unix_ns), cpu],
                 |r| r.get(0),
             )
             .optional()?;
@@ -442,10 +444,10 @@ impl Store {
              WHERE series_id = ?1 AND start_unix_ns = ?2 AND cpu = ?3 ORDER BY at_unix_ns, id",
         )?;
         let spikes = stmt
-            .query_map(params![series.0, i(start_unix_ns), cpu], |r| {
+            .query_map(params![series.0, to_sql(start_unix_ns), cpu], |r| {
                 Ok(MonitorSpike {
-                    at_unix_ns: u(r.get(0)?),
-                    value_ns: u(r.get(1)?),
+                    at_unix_ns: from_sql(r.get(0)?),
+                    value_ns: from_sql(r.get(1)?),
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -457,7 +459,7 @@ impl Store {
         self.conn.execute(
             "INSERT INTO monitor_annotations (series_id, at_unix_ns, cpu, kind, text)
              VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![series.0, i(a.at_unix_ns), a.cpu, a.kind, a.text],
+            params![series.0, to_sql(a.at_unix_ns), a.cpu, a.kind, a.text],
         )?;
         Ok(())
     }
@@ -470,9 +472,9 @@ impl Store {
              ORDER BY at_unix_ns, id",
         )?;
         Ok(stmt
-            .query_map(params![series.0, i(from), i(to)], |r| {
+            .query_map(params![series.0, to_sql(from), to_sql(to)], |r| {
                 Ok(Annotation {
-                    at_unix_ns: u(r.get(0)?),
+                    at_unix_ns: from_sql(r.get(0)?),
                     cpu: r.get(1)?,
                     kind: r.get(2)?,
                     text: r.get(3)?,
@@ -501,7 +503,7 @@ impl Store {
                  WHERE series_id = ?1 AND end_unix_ns <= ?2 ORDER BY start_unix_ns"
             ))?;
             let rows = stmt
-                .query_map(params![series.0, i(before_unix_ns)], set_row)?
+                .query_map(params![series.0, to_sql(before_unix_ns)], set_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             rows.into_iter()
                 .map(finish_set)
@@ -544,14 +546,14 @@ fn write_window(
 ) -> rusqlite::Result<()> {
     stmt.execute(params![
         series.0,
-        i(start),
+        to_sql(start),
         cpu,
-        i(h.count()),
-        i(h.min()),
-        i(h.max()),
-        i(h.percentile(99.0)),
-        i(h.percentile(99.9)),
-        i(missed),
+        to_sql(h.count()),
+        to_sql(h.min()),
+        to_sql(h.max()),
+        to_sql(h.percentile(99.0)),
+        to_sql(h.percentile(99.9)),
+        to_sql(missed),
         h.encode(),
         summary.map(to_json),
     ])?;
@@ -583,7 +585,7 @@ fn merge_group(
         )?;
         for s in group {
             let rows = stmt
-                .query_map(params![series.0, i(s.start_unix_ns)], |r| {
+                .query_map(params![series.0, to_sql(s.start_unix_ns)], |r| {
                     Ok((
                         r.get::<_, u32>(0)?,
                         r.get::<_, i64>(1)?,
@@ -601,7 +603,7 @@ fn merge_group(
                     summaries: Vec::new(),
                 });
                 acc.hist.merge(&h);
-                acc.missed += u(missed);
+                acc.missed += from_sql(missed);
                 if let Some(text) = summary {
                     let w = weight.get(&s.start_unix_ns).copied().unwrap_or(0) as f64;
                     acc.summaries.push((w, from_json(&text, &what)?));
@@ -627,11 +629,11 @@ fn merge_group(
     for s in &group[1..] {
         tx.execute(
             "UPDATE monitor_spikes SET start_unix_ns = ?3 WHERE series_id = ?1 AND start_unix_ns = ?2",
-            params![series.0, i(s.start_unix_ns), i(first)],
+            params![series.0, to_sql(s.start_unix_ns), to_sql(first)],
         )?;
         tx.execute(
             "DELETE FROM monitor_sets WHERE series_id = ?1 AND start_unix_ns = ?2",
-            params![series.0, i(s.start_unix_ns)],
+            params![series.0, to_sql(s.start_unix_ns)],
         )?;
     }
     let weights: Vec<f64> = group.iter().map(|s| s.covered_ns as f64).collect();
@@ -647,15 +649,15 @@ fn merge_group(
          WHERE series_id = ?1 AND start_unix_ns = ?2",
         params![
             series.0,
-            i(first),
-            i(group.iter().map(|s| s.end_unix_ns).max().unwrap_or(first)),
-            i(group.iter().map(|s| s.window_index).min().unwrap_or(0)),
-            i(group.iter().map(|s| s.last_window_index).max().unwrap_or(0)),
-            i(group.iter().map(|s| s.windows).sum()),
-            i(group.iter().map(|s| s.covered_ns).sum()),
+            to_sql(first),
+            to_sql(group.iter().map(|s| s.end_unix_ns).max().unwrap_or(first)),
+            to_sql(group.iter().map(|s| s.window_index).min().unwrap_or(0)),
+            to_sql(group.iter().map(|s| s.last_window_index).max().unwrap_or(0)),
+            to_sql(group.iter().map(|s| s.windows).sum()),
+            to_sql(group.iter().map(|s| s.covered_ns).sum()),
             power.as_ref().map(to_json),
             thermal.as_ref().map(to_json),
-            oi(cost),
+            opt_to_sql(cost),
         ],
     )?;
     Ok(())

@@ -1,7 +1,10 @@
 //! Saving, reading, listing and removing runs.
 
 use crate::experiments::{CellRef, cell_upsert_done};
-use crate::{Result, Store, StoreError, decode_hist, from_json, i, oi, ou, system_id, to_json, u};
+use crate::{
+    Result, Store, StoreError, decode_hist, from_json, from_sql, opt_from_sql, opt_to_sql,
+    system_id, to_json, to_sql,
+};
 use latlab_model::load::{LoadPhase, LoadReport, Loads, Throughput};
 use latlab_model::trace::{Family, FamilyResult, TraceResult};
 use latlab_model::units::CpuList;
@@ -126,32 +129,32 @@ impl Store {
                 result.latlab_version,
                 result.started_at,
                 result.ended_at,
-                i(result.start_unix_ns),
-                i(result.elapsed_ns),
+                to_sql(result.start_unix_ns),
+                to_sql(result.elapsed_ns),
                 cfg.method.name(),
-                i(cfg.interval_ns),
+                to_sql(cfg.interval_ns),
                 cfg.policy.name(),
                 cfg.priority,
                 cpus,
                 cfg.threads,
                 stop_name(&result.stop),
-                i(o.stats.count),
-                i(o.missed),
-                i(o.stats.min),
-                i(o.stats.p50),
-                i(o.stats.p99),
-                i(o.stats.p99_9),
-                i(o.stats.max),
+                to_sql(o.stats.count),
+                to_sql(o.missed),
+                to_sql(o.stats.min),
+                to_sql(o.stats.p50),
+                to_sql(o.stats.p99),
+                to_sql(o.stats.p99_9),
+                to_sql(o.stats.max),
                 to_json(&result.config),
                 to_json(&result.environment),
                 to_json(&result.stop),
-                i(o.max_at_ns),
+                to_sql(o.max_at_ns),
                 o.max_thread,
                 to_json(&o.stats),
                 to_json(&o.corrected),
                 o.histogram.encode(),
-                oi(result.spikes.threshold_ns),
-                i(result.spikes.not_kept),
+                opt_to_sql(result.spikes.threshold_ns),
+                to_sql(result.spikes.not_kept),
             ],
         )?;
         let run = tx.last_insert_rowid();
@@ -175,15 +178,15 @@ impl Store {
                     t.label,
                     t.cpu,
                     t.tid,
-                    i(t.missed),
-                    oi(t.expected_periods),
-                    i(t.max_at_ns),
-                    oi(t.cpu_time_ns),
-                    i(t.stats.count),
-                    i(t.stats.min),
-                    i(t.stats.p99),
-                    i(t.stats.p99_9),
-                    i(t.stats.max),
+                    to_sql(t.missed),
+                    opt_to_sql(t.expected_periods),
+                    to_sql(t.max_at_ns),
+                    opt_to_sql(t.cpu_time_ns),
+                    to_sql(t.stats.count),
+                    to_sql(t.stats.min),
+                    to_sql(t.stats.p99),
+                    to_sql(t.stats.p99_9),
+                    to_sql(t.stats.max),
                     to_json(&t.stats),
                     to_json(&t.corrected),
                     t.histogram.encode(),
@@ -194,13 +197,13 @@ impl Store {
                         run,
                         idx as i64,
                         seq as i64,
-                        i(w.index),
-                        i(w.start_ns),
-                        i(w.count),
-                        i(w.min),
-                        i(w.max),
-                        i(w.p99),
-                        i(w.missed),
+                        to_sql(w.index),
+                        to_sql(w.start_ns),
+                        to_sql(w.count),
+                        to_sql(w.min),
+                        to_sql(w.max),
+                        to_sql(w.p99),
+                        to_sql(w.missed),
                     ])?;
                 }
             }
@@ -214,8 +217,8 @@ impl Store {
                     seq as i64,
                     s.thread,
                     s.cpu,
-                    i(s.at_ns),
-                    i(s.value_ns),
+                    to_sql(s.at_ns),
+                    to_sql(s.value_ns),
                     s.story.as_ref().map(to_json)
                 ])?;
             }
@@ -236,8 +239,8 @@ impl Store {
                     l.kind,
                     l.cpus.as_ref().map(to_json),
                     l.workers as i64,
-                    i(l.started_ns),
-                    i(l.elapsed_ns),
+                    to_sql(l.started_ns),
+                    to_sql(l.elapsed_ns),
                     to_json(&l.warnings),
                 ])?;
                 for (tseq, t) in l.throughput.iter().enumerate() {
@@ -262,14 +265,14 @@ impl Store {
                     seq as i64,
                     p.index as i64,
                     p.spec,
-                    i(p.start_ns),
-                    i(p.end_ns)
+                    to_sql(p.start_ns),
+                    to_sql(p.end_ns)
                 ])?;
             }
             if let Some(s) = &result.samples {
                 tx.execute(
                     "INSERT INTO samples (run_id, period_ns, periods, data) VALUES (?1, ?2, ?3, ?4)",
-                    params![run, i(s.period_ns), s.series.len() as i64, to_json(s)],
+                    params![run, to_sql(s.period_ns), s.series.len() as i64, to_json(s)],
                 )?;
             }
             if let Some(t) = &result.trace {
@@ -392,13 +395,13 @@ impl Store {
                 Ok((
                     r.get::<_, i64>(0)?,
                     Window {
-                        index: u(r.get(1)?),
-                        start_ns: u(r.get(2)?),
-                        count: u(r.get(3)?),
-                        min: u(r.get(4)?),
-                        max: u(r.get(5)?),
-                        p99: u(r.get(6)?),
-                        missed: u(r.get(7)?),
+                        index: from_sql(r.get(1)?),
+                        start_ns: from_sql(r.get(2)?),
+                        count: from_sql(r.get(3)?),
+                        min: from_sql(r.get(4)?),
+                        max: from_sql(r.get(5)?),
+                        p99: from_sql(r.get(6)?),
+                        missed: from_sql(r.get(7)?),
                     },
                 ))
             })?;
@@ -463,12 +466,12 @@ impl Store {
                     label,
                     cpu,
                     tid,
-                    missed: u(missed),
-                    expected_periods: ou(expected),
-                    max_at_ns: u(max_at),
+                    missed: from_sql(missed),
+                    expected_periods: opt_from_sql(expected),
+                    max_at_ns: from_sql(max_at),
                     stats: from_json::<Stats>(&st, &tw("statistics"))?,
                     corrected: from_json::<Stats>(&cst, &tw("corrected statistics"))?,
-                    cpu_time_ns: ou(cpu_time),
+                    cpu_time_ns: opt_from_sql(cpu_time),
                     histogram: decode_hist(&h, &tw("histogram"))?,
                     corrected_histogram: decode_hist(&ch, &tw("corrected histogram"))?,
                     windows: windows
@@ -490,8 +493,8 @@ impl Store {
                         Spike {
                             thread: r.get(0)?,
                             cpu: r.get(1)?,
-                            at_ns: u(r.get(2)?),
-                            value_ns: u(r.get(3)?),
+                            at_ns: from_sql(r.get(2)?),
+                            value_ns: from_sql(r.get(3)?),
                             story: None,
                         },
                         r.get::<_, Option<String>>(4)?,
@@ -537,8 +540,8 @@ impl Store {
                     spec,
                     kind,
                     workers: workers as usize,
-                    started_ns: u(started),
-                    elapsed_ns: u(elapsed),
+                    started_ns: from_sql(started),
+                    elapsed_ns: from_sql(elapsed),
                     throughput: Vec::new(),
                 });
             }
@@ -580,8 +583,8 @@ impl Store {
                 Ok(LoadPhase {
                     index: r.get::<_, i64>(0)? as usize,
                     spec: r.get(1)?,
-                    start_ns: u(r.get(2)?),
-                    end_ns: u(r.get(3)?),
+                    start_ns: from_sql(r.get(2)?),
+                    end_ns: from_sql(r.get(3)?),
                 })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?
@@ -600,25 +603,25 @@ impl Store {
             id: head.uid,
             started_at: head.started_at,
             ended_at: head.ended_at,
-            start_unix_ns: u(head.start_unix_ns),
-            elapsed_ns: u(head.elapsed_ns),
+            start_unix_ns: from_sql(head.start_unix_ns),
+            elapsed_ns: from_sql(head.elapsed_ns),
             config: from_json(&head.config, &what("configuration"))?,
             system: from_json(&head.system, &what("system record"))?,
             environment: from_json(&head.environment, &what("environment"))?,
             stop: from_json(&head.stop, &what("stop reason"))?,
             threads,
             overall: Overall {
-                missed: u(head.missed),
-                max_at_ns: u(head.max_at_ns),
+                missed: from_sql(head.missed),
+                max_at_ns: from_sql(head.max_at_ns),
                 max_thread: head.max_thread,
                 stats: from_json(&head.stats, &what("statistics"))?,
                 corrected: from_json(&head.corrected, &what("corrected statistics"))?,
                 histogram: decode_hist(&head.histogram, &what("histogram"))?,
             },
             spikes: Spikes {
-                threshold_ns: ou(head.spike_threshold_ns),
+                threshold_ns: opt_from_sql(head.spike_threshold_ns),
                 kept,
-                not_kept: u(head.spikes_not_kept),
+                not_kept: from_sql(head.spikes_not_kept),
             },
             samples: samples
                 .map(|s| from_json(&s, &what("samples")))
@@ -679,7 +682,7 @@ impl Store {
                 params![
                     filter.experiment.map(|e| e.0),
                     filter.hostname,
-                    oi(filter.since_unix_ns)
+                    opt_to_sql(filter.since_unix_ns)
                 ],
                 |r| {
                     let key: Option<String> = r.get(23)?;
@@ -688,22 +691,22 @@ impl Store {
                         id: RunId(r.get(0)?),
                         uid: r.get(1)?,
                         started_at: r.get(2)?,
-                        start_unix_ns: u(r.get(3)?),
-                        elapsed_ns: u(r.get(4)?),
+                        start_unix_ns: from_sql(r.get(3)?),
+                        elapsed_ns: from_sql(r.get(4)?),
                         method: r.get(5)?,
-                        interval_ns: u(r.get(6)?),
+                        interval_ns: from_sql(r.get(6)?),
                         policy: r.get(7)?,
                         priority: r.get(8)?,
                         cpus: r.get(9)?,
                         threads: r.get(10)?,
                         stop_reason: r.get(11)?,
-                        count: u(r.get(12)?),
-                        missed: u(r.get(13)?),
-                        min_ns: u(r.get(14)?),
-                        p50_ns: u(r.get(15)?),
-                        p99_ns: u(r.get(16)?),
-                        p99_9_ns: u(r.get(17)?),
-                        max_ns: u(r.get(18)?),
+                        count: from_sql(r.get(12)?),
+                        missed: from_sql(r.get(13)?),
+                        min_ns: from_sql(r.get(14)?),
+                        p50_ns: from_sql(r.get(15)?),
+                        p99_ns: from_sql(r.get(16)?),
+                        p99_9_ns: from_sql(r.get(17)?),
+                        max_ns: from_sql(r.get(18)?),
                         hostname: r.get(19)?,
                         kernel_release: r.get(20)?,
                         experiment: r.get(21)?,
@@ -762,7 +765,7 @@ impl Store {
         Ok(self
             .conn
             .query_row("SELECT count(*) FROM runs", [], |r| r.get::<_, i64>(0))
-            .map(u)?)
+            .map(from_sql)?)
     }
 }
 

@@ -13,7 +13,7 @@ fn fnv64_matches_the_reference_values() {
 #[test]
 fn u64_values_survive_the_signed_column() {
     for v in [0, 1, i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX] {
-        assert_eq!(u(i(v)), v);
+        assert_eq!(from_sql(to_sql(v)), v);
     }
 }
 
