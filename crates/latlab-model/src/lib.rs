@@ -1,8 +1,9 @@
 //! latlab's versioned result schema.
 //!
 //! [`RunResult`] is the one model every part of latlab writes and reads: `latlab measure --json`
-//! is its serialization; stores, reports, exports and the monitoring daemon consume it. Types here
-//! are plain serde data with no behaviour that touches the system.
+//! is its serialization; stores, reports, exports and imports consume or make it. The monitor's
+//! windows, window sets and series configuration are its own types (`monitor`). Types here are
+//! plain serde data with no behaviour that touches the system.
 //!
 //! Compatibility rule: fields are only ever added (with `#[serde(default)]` so older files still
 //! read); a change in meaning raises [`SCHEMA_VERSION`]. Units: nanoseconds (`_ns`) as `u64`

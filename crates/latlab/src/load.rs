@@ -46,7 +46,7 @@ pub struct LoadArgs {
 }
 
 /// What the arguments ask for, checked.
-struct Plan {
+struct LoadPlan {
     specs: Vec<LoadSpec>,
     schedule: Option<latlab_load::Schedule>,
     opts: LoadOptions,
@@ -62,7 +62,7 @@ fn usage(e: LoadError) -> CliError {
 }
 
 impl LoadArgs {
-    fn plan(&self, sys: &Sys) -> CliResult<Plan> {
+    fn plan(&self, sys: &Sys) -> CliResult<LoadPlan> {
         if self.specs.is_empty() && self.schedule.is_none() {
             return Err(CliError::Usage(
                 "no load given (accepted: one or more SPECs such as cpu or io:bs=4k, or \
@@ -99,7 +99,7 @@ impl LoadArgs {
                 "--duration 0 (accepted: a duration above 0, e.g. 10s)".into(),
             ));
         }
-        Ok(Plan {
+        Ok(LoadPlan {
             specs,
             schedule,
             opts: LoadOptions {

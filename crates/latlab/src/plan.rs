@@ -85,7 +85,7 @@ pub struct Axis {
 
 /// A validated plan.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub struct ExperimentPlan {
     pub name: String,
     pub description: String,
     pub repeat: u32,
@@ -167,15 +167,15 @@ fn measure_options() -> BTreeMap<String, Arity> {
         .collect()
 }
 
-impl Plan {
-    pub fn load(path: &Path) -> Result<Plan, PlanError> {
+impl ExperimentPlan {
+    pub fn load(path: &Path) -> Result<ExperimentPlan, PlanError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| PlanError {
             file: file.clone(),
             line: 0,
             message: format!("cannot read the plan: {e}"),
         })?;
-        let mut plan = Plan::parse(&text, &file)?;
+        let mut plan = ExperimentPlan::parse(&text, &file)?;
         // Profile files and directories named in a plan are relative to the plan's directory.
         let base = path.parent().unwrap_or(Path::new("."));
         plan.settings = relative_to(base, &plan.settings);
@@ -187,7 +187,7 @@ impl Plan {
         Ok(plan)
     }
 
-    pub fn parse(text: &str, file: &str) -> Result<Plan, PlanError> {
+    pub fn parse(text: &str, file: &str) -> Result<ExperimentPlan, PlanError> {
         let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
         let err = |offset: usize, message: String| PlanError {
             file: file.to_string(),
@@ -303,7 +303,7 @@ impl Plan {
                 values,
             });
         }
-        Ok(Plan {
+        Ok(ExperimentPlan {
             name: raw.name.into_inner(),
             description: raw.description,
             repeat,
@@ -450,7 +450,7 @@ quiet-ignored = false
 
     #[test]
     fn unknown_settings_name_file_line_and_key() {
-        let e = Plan::parse(PLAN, "p.toml").unwrap_err();
+        let e = ExperimentPlan::parse(PLAN, "p.toml").unwrap_err();
         assert_eq!(e.line, 7, "{e}");
         assert!(
             e.to_string()
@@ -470,7 +470,7 @@ no-samplers = true
 interval = ["1ms", "100us"]
 priority = [80, 95]
 "#;
-        let p = Plan::parse(text, "p.toml").unwrap();
+        let p = ExperimentPlan::parse(text, "p.toml").unwrap();
         let cells = p.cells();
         assert_eq!(cells.len(), 4);
         assert_eq!(cells[1].key, "interval=1ms; priority=95");
@@ -514,7 +514,7 @@ duration = "1s"
 priority = [2]
 load = ["rt-hog:threads=10,policy=rr,priority=1"]
 "#;
-        let cells = Plan::parse(text, "p.toml").unwrap().cells();
+        let cells = ExperimentPlan::parse(text, "p.toml").unwrap().cells();
         assert_eq!(
             cells[0].key,
             "load=rt-hog:threads=10,policy=rr,priority=1; priority=2"
@@ -540,7 +540,7 @@ load = ["rt-hog:threads=10,policy=rr,priority=1"]
             if path.extension().is_none_or(|x| x != "toml") {
                 continue;
             }
-            let plan = Plan::load(&path).unwrap();
+            let plan = ExperimentPlan::load(&path).unwrap();
             seen += 1;
             if plan.cells().len() > 1 {
                 assert!(
@@ -590,7 +590,7 @@ load = ["rt-hog:threads=10,policy=rr,priority=1"]
                 "twice",
             ),
         ] {
-            let e = Plan::parse(text, "f.toml").unwrap_err();
+            let e = ExperimentPlan::parse(text, "f.toml").unwrap_err();
             assert!(e.to_string().contains(want), "{text}: {e}");
             if line > 0 {
                 assert_eq!(e.line, line, "{text}: {e}");
@@ -607,7 +607,7 @@ duration = "1s"
 [axes]
 load = ["none", "matrix", ["memory", "io:bs=4k"]]
 "#;
-        let p = Plan::parse(text, "p.toml").unwrap();
+        let p = ExperimentPlan::parse(text, "p.toml").unwrap();
         let cells = p.cells();
         assert_eq!(cells[0].args, ["--duration", "1s"]);
         assert_eq!(cells[1].args, ["--duration", "1s", "--load", "matrix"]);
@@ -628,7 +628,7 @@ spike = "50us"
 [axes]
 trace = [false, true, "wakeup,softirq", "none"]
 "#;
-        let p = Plan::parse(text, "p.toml").unwrap();
+        let p = ExperimentPlan::parse(text, "p.toml").unwrap();
         let cells = p.cells();
         let base = ["--duration", "1s", "--spike", "50us"];
         assert_eq!(cells[0].args, base);
@@ -657,7 +657,7 @@ trace = [false, true, "wakeup,softirq", "none"]
              [axes]\nprofile = [\"none\", \"lowlatency\", \"mine/x.toml\"]\n",
         )
         .unwrap();
-        let p = Plan::load(&path).unwrap();
+        let p = ExperimentPlan::load(&path).unwrap();
         let cells = p.cells();
         let pdir = dir.path().join("profiles").display().to_string();
         assert_eq!(
@@ -676,7 +676,7 @@ trace = [false, true, "wakeup,softirq", "none"]
         for e in std::fs::read_dir(&dir).unwrap() {
             let path = e.unwrap().path();
             if path.extension().is_some_and(|x| x == "toml") {
-                let p = Plan::load(&path).unwrap();
+                let p = ExperimentPlan::load(&path).unwrap();
                 assert!(!p.cells().is_empty(), "{}", path.display());
                 n += 1;
             }

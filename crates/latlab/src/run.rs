@@ -3,7 +3,7 @@
 
 use crate::cli_error::{CliError, CliResult};
 use crate::measure::MeasureArgs;
-use crate::plan::{Cell, Plan};
+use crate::plan::{Cell, ExperimentPlan};
 use anyhow::Context;
 use clap::{Args, Command, FromArgMatches};
 use latlab_measure::StopSignal;
@@ -65,7 +65,7 @@ fn run_length(p: &Measurement) -> Duration {
 
 /// `plan "x": 2 cells × 4 repeats = 8 runs, about 2m (interleaved order), 1 cell skipped`:
 /// the cells that will run, and the skipped ones apart.
-fn plan_line(plan: &Plan, cells: usize, runnable: usize, total: Duration) -> String {
+fn plan_line(plan: &ExperimentPlan, cells: usize, runnable: usize, total: Duration) -> String {
     let skipped = cells - runnable;
     format!(
         "plan {:?}: {runnable} {} × {} {} = {} runs, about {} ({} order){}{}",
@@ -109,7 +109,7 @@ fn verdict_note(repeat: u32, runnable: usize) -> Option<String> {
 }
 
 pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
-    let plan = Plan::load(&args.plan).map_err(|e| CliError::Usage(e.to_string()))?;
+    let plan = ExperimentPlan::load(&args.plan).map_err(|e| CliError::Usage(e.to_string()))?;
     let cells = plan.cells();
     let mut checked = Vec::with_capacity(cells.len());
     for cell in cells {
