@@ -7,7 +7,7 @@ use anyhow::Context;
 use latlab_measure::StopSignal;
 use latlab_model::StopReason;
 use latlab_model::units::format_duration;
-use latlab_store::{Annotation, SeriesSpec, Store};
+use latlab_store::{Annotation, SeriesId, SeriesSpec, Store};
 use latlab_sys::Sys;
 use schedule::SystemClock;
 use std::net::SocketAddr;
@@ -64,118 +64,24 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
             series.name, series.next_window_index
         );
     }
-
-    let live = Arc::new(Mutex::new(web::LiveStatus {
-        series: series.name.clone(),
-        series_id: series.id.0,
-        pid: std::process::id(),
-        started_ms: unix_now_ns() as f64 / 1e6,
-        describe: describe.clone(),
-        profile: plan.profile.as_ref().map(|(p, _)| p.name.clone()),
-        schedule: plan.schedule.as_ref().map(|s| s.describe()),
-        retention: format_duration(plan.retention_ns),
-        ..Default::default()
-    }));
-
-    let server = match plan.listen {
-        None => None,
-        Some(addr) => {
-            let started = Store::open_existing(&plan.db)
-                .map_err(anyhow::Error::from)
-                .and_then(|reader| {
-                    web::Server::start(
-                        addr,
-                        web::AppState::new(plan.db.clone(), reader, Some(live.clone())),
-                        housekeeping.clone(),
-                    )
-                });
-            match started {
-                Ok(s) => {
-                    eprintln!(
-                        "latlab: serving http://{}/ (dashboard) and http://{}/metrics",
-                        s.addr, s.addr
-                    );
-                    Some(s)
-                }
-                Err(e) => {
-                    sampler.stop();
-                    return Err(Error::Failed(e));
-                }
-            }
+    let live = live_status(&plan, &series, &describe);
+    let server = match start_server(&plan, &live, &housekeeping) {
+        Ok(s) => s,
+        Err(e) => {
+            sampler.stop();
+            return Err(Error::Failed(e));
         }
     };
-    let stop_all = |server: Option<web::Server>, sampler: latlab_sys::sample::SamplerThread| {
-        sampler.stop();
-        if let Some(s) = server {
-            s.stop();
+    let guard = match take_over_tuning(&plan, sys, &mut store, series.id) {
+        Ok(g) => g,
+        Err(e) => {
+            sampler.stop();
+            if let Some(s) = server {
+                s.stop();
+            }
+            return Err(e);
         }
     };
-
-    // Tuning: first what a killed daemon left behind, then the profile.
-    let annotate = |store: &mut Store, cpu: Option<u32>, kind: &str, text: &str| {
-        let a = Annotation {
-            at_unix_ns: unix_now_ns(),
-            cpu,
-            kind: kind.into(),
-            text: text.into(),
-        };
-        if let Err(e) = store.add_annotation(series.id, &a) {
-            eprintln!("latlab: monitor: storing the annotation {text:?}: {e}");
-        }
-    };
-    if plan.schedule.is_some() {
-        for line in schedule::restore_stale(sys, &plan.state_dir) {
-            eprintln!("latlab: schedule: {line}");
-            annotate(&mut store, None, "schedule", &format!("schedule: {line}"));
-        }
-    }
-    let mut guard = None;
-    if let Some((profile, _)) = &plan.profile {
-        if let Ok(st) = latlab_tune::status(sys, &plan.state_dir)
-            && st.stale
-        {
-            match latlab_tune::restore(sys, &plan.state_dir) {
-                Ok(r) => {
-                    let text = format!(
-                        "restored profile {} left by a process that ended without restoring it ({} values)",
-                        r.profile.unwrap_or_default(),
-                        r.lines.len()
-                    );
-                    eprintln!("latlab: {text}");
-                    annotate(&mut store, None, "profile", &text);
-                }
-                Err(e) => {
-                    stop_all(server, sampler);
-                    return Err(Error::Failed(anyhow::anyhow!(
-                        "a stale tuning is in place and could not be restored: {e}"
-                    )));
-                }
-            }
-        }
-        match latlab_tune::TemporaryTuning::apply(sys, profile, None, &plan.state_dir) {
-            Ok(g) => {
-                let text = format!(
-                    "profile {} applied ({} value(s) written{})",
-                    profile.name,
-                    g.applied().written.len(),
-                    g.pm_qos_us()
-                        .map(|us| format!(", cpu_dma_latency held at {us} us"))
-                        .unwrap_or_default()
-                );
-                eprintln!("latlab: {text}");
-                annotate(&mut store, None, "profile", &text);
-                guard = Some(g);
-            }
-            Err(e) => {
-                stop_all(server, sampler);
-                return Err(if e.is_usage() {
-                    Error::Usage(format!("--profile {}: {e}", profile.name))
-                } else {
-                    Error::Failed(anyhow::anyhow!("--profile {}: {e}", profile.name))
-                });
-            }
-        }
-    }
 
     let switcher = plan
         .schedule
@@ -211,7 +117,165 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
         })
         .context("starting the monitor's store thread")?;
 
-    // Measure until a signal (or a failure).
+    let result = measure(&plan, sys, &stop, tx);
+    let _ = sampler.stop();
+    let stop_text = match (&result, stop.reason()) {
+        (Err(e), _) => format!("stopped: {e}"),
+        (Ok(()), Some(StopReason::Signal { signal })) => format!("stopped by {signal}"),
+        (Ok(()), _) => "stopped".to_string(),
+    };
+    match keeper_thread.join() {
+        Ok(mut store) => {
+            if let Some(g) = guard {
+                let name = g.profile().to_string();
+                let text = match g.restore() {
+                    Ok(r) => format!("profile {name} restored ({} value(s))", r.lines.len()),
+                    Err(e) => format!("profile {name}: restore failed: {e}"),
+                };
+                eprintln!("latlab: {text}");
+                annotate(&mut store, series.id, "profile", &text);
+            }
+            annotate(&mut store, series.id, "stop", &stop_text);
+        }
+        Err(_) => {
+            eprintln!("latlab: monitor: the store thread panicked");
+            // Dropping the guard puts the profile back all the same.
+            drop(guard);
+        }
+    }
+    if let Some(s) = server {
+        s.stop();
+    }
+    if let Ok(l) = live.lock() {
+        eprintln!(
+            "latlab: {stop_text}; {} window(s) stored{}",
+            l.windows_written,
+            if l.windows_lost > 0 {
+                format!(", {} not stored", l.windows_lost)
+            } else {
+                String::new()
+            }
+        );
+    }
+    result.map_err(Error::from)
+}
+
+/// What the dashboard shows of the running daemon.
+fn live_status(
+    plan: &MonitorPlan,
+    series: &latlab_store::SeriesState,
+    describe: &str,
+) -> Arc<Mutex<web::LiveStatus>> {
+    Arc::new(Mutex::new(web::LiveStatus {
+        series: series.name.clone(),
+        series_id: series.id.0,
+        pid: std::process::id(),
+        started_ms: unix_now_ns() as f64 / 1e6,
+        describe: describe.to_string(),
+        profile: plan.profile.as_ref().map(|(p, _)| p.name.clone()),
+        schedule: plan.schedule.as_ref().map(|s| s.describe()),
+        retention: format_duration(plan.retention_ns),
+        ..Default::default()
+    }))
+}
+
+/// The web server on `--listen` (none with `off`), reading the store on its own connection.
+fn start_server(
+    plan: &MonitorPlan,
+    live: &Arc<Mutex<web::LiveStatus>>,
+    housekeeping: &[usize],
+) -> anyhow::Result<Option<web::Server>> {
+    let Some(addr) = plan.listen else {
+        return Ok(None);
+    };
+    let reader = Store::open_existing(&plan.db)?;
+    let s = web::Server::start(
+        addr,
+        web::AppState::new(plan.db.clone(), reader, Some(live.clone())),
+        housekeeping.to_vec(),
+    )?;
+    eprintln!(
+        "latlab: serving http://{}/ (dashboard) and http://{}/metrics",
+        s.addr, s.addr
+    );
+    Ok(Some(s))
+}
+
+/// Store an annotation on the series (a failure is said, not fatal).
+fn annotate(store: &mut Store, series: SeriesId, kind: &str, text: &str) {
+    let a = Annotation {
+        at_unix_ns: unix_now_ns(),
+        cpu: None,
+        kind: kind.into(),
+        text: text.into(),
+    };
+    if let Err(e) = store.add_annotation(series, &a) {
+        eprintln!("latlab: monitor: storing the annotation {text:?}: {e}");
+    }
+}
+
+/// Tuning: first put back what a killed daemon left behind (schedule and profile), then apply
+/// `--profile`; each step is said and annotated. The guard restores the profile when dropped.
+fn take_over_tuning(
+    plan: &MonitorPlan,
+    sys: &Sys,
+    store: &mut Store,
+    series: SeriesId,
+) -> Result<Option<latlab_tune::TuningGuard>, Error> {
+    if plan.schedule.is_some() {
+        for line in schedule::restore_stale(sys, &plan.state_dir) {
+            eprintln!("latlab: schedule: {line}");
+            annotate(store, series, "schedule", &format!("schedule: {line}"));
+        }
+    }
+    let Some((profile, _)) = &plan.profile else {
+        return Ok(None);
+    };
+    if let Ok(st) = latlab_tune::status(sys, &plan.state_dir)
+        && st.stale
+    {
+        let r = latlab_tune::restore(sys, &plan.state_dir).map_err(|e| {
+            Error::Failed(anyhow::anyhow!(
+                "a stale tuning is in place and could not be restored: {e}"
+            ))
+        })?;
+        let text = format!(
+            "restored profile {} left by a process that ended without restoring it ({} values)",
+            r.profile.unwrap_or_default(),
+            r.lines.len()
+        );
+        eprintln!("latlab: {text}");
+        annotate(store, series, "profile", &text);
+    }
+    let g =
+        latlab_tune::TemporaryTuning::apply(sys, profile, None, &plan.state_dir).map_err(|e| {
+            if e.is_usage() {
+                Error::Usage(format!("--profile {}: {e}", profile.name))
+            } else {
+                Error::Failed(anyhow::anyhow!("--profile {}: {e}", profile.name))
+            }
+        })?;
+    let text = format!(
+        "profile {} applied ({} value(s) written{})",
+        profile.name,
+        g.applied().written.len(),
+        g.pm_qos_us()
+            .map(|us| format!(", cpu_dma_latency held at {us} us"))
+            .unwrap_or_default()
+    );
+    eprintln!("latlab: {text}");
+    annotate(store, series, "profile", &text);
+    Ok(Some(g))
+}
+
+/// Measure until a signal (or a failure), handing the start and every closed window to the
+/// keeper and, at the end, when measuring ended.
+fn measure(
+    plan: &MonitorPlan,
+    sys: &Sys,
+    stop: &Arc<StopSignal>,
+    tx: mpsc::Sender<Msg>,
+) -> Result<(), latlab_measure::MeasureError> {
     let tx_obs = tx.clone();
     let mut started = false;
     let mut observer = move |l: &latlab_measure::Live| {
@@ -238,49 +302,7 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
         Err(_) => unix_now_ns(),
     };
     let _ = tx.send(Msg::Finish { end_unix_ns });
-    drop(tx);
-    let _ = sampler.stop();
-    let store = keeper_thread.join();
-
-    let stop_text = match (&result, stop.reason()) {
-        (Err(e), _) => format!("stopped: {e}"),
-        (Ok(_), Some(StopReason::Signal { signal })) => format!("stopped by {signal}"),
-        (Ok(_), _) => "stopped".to_string(),
-    };
-    match store {
-        Ok(mut store) => {
-            if let Some(g) = guard.take() {
-                let name = g.profile().to_string();
-                let text = match g.restore() {
-                    Ok(r) => format!("profile {name} restored ({} value(s))", r.lines.len()),
-                    Err(e) => format!("profile {name}: restore failed: {e}"),
-                };
-                eprintln!("latlab: {text}");
-                annotate(&mut store, None, "profile", &text);
-            }
-            annotate(&mut store, None, "stop", &stop_text);
-        }
-        Err(_) => eprintln!("latlab: monitor: the store thread panicked"),
-    }
-    drop(guard);
-    if let Some(s) = server {
-        s.stop();
-    }
-    if let Ok(l) = live.lock() {
-        eprintln!(
-            "latlab: {stop_text}; {} window(s) stored{}",
-            l.windows_written,
-            if l.windows_lost > 0 {
-                format!(", {} not stored", l.windows_lost)
-            } else {
-                String::new()
-            }
-        );
-    }
-    match result {
-        Ok(_) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    result.map(drop)
 }
 
 /// `latlab serve --db PATH`: the dashboard and /metrics of the store at `db`, without measuring,
