@@ -116,7 +116,7 @@ pub struct Samples {
     pub period_ns: u64,
     /// CPUs the sampler thread ran on.
     #[serde(default)]
-    pub sampler_cpus: Vec<usize>,
+    pub sampler_cpus: Vec<u32>,
     /// CPU time the sampler used, to show its cost.
     #[serde(default)]
     pub sampler_cpu_time_ns: u64,

@@ -2,7 +2,7 @@
 //! endless measurement, and everything put back when it stops.
 
 use crate::keeper::{Keeper, KeeperSetup, Msg};
-use crate::{Error, MonitorPlan, schedule, series_config, set_affinity, unix_now_ns, web};
+use crate::{Error, MonitorPlan, schedule, series_config, unix_now_ns, web};
 use anyhow::Context;
 use latlab_measure::StopSignal;
 use latlab_model::StopReason;
@@ -111,7 +111,8 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
         .name("latlab-keeper".into())
         .spawn(move || {
             if !hk.is_empty() {
-                set_affinity(&hk);
+                // Unpinned, the keeper still stores: a failure costs only its placement.
+                let _ = latlab_sys::thread::set_affinity(&hk);
             }
             keeper.run(rx, sample_rx)
         })
@@ -183,7 +184,7 @@ fn live_status(
 fn start_server(
     plan: &MonitorPlan,
     live: &Arc<Mutex<web::LiveStatus>>,
-    housekeeping: &[usize],
+    housekeeping: &[u32],
 ) -> anyhow::Result<Option<web::Server>> {
     let Some(addr) = plan.listen else {
         return Ok(None);

@@ -66,14 +66,7 @@ pub struct Keeper {
 /// coordinator, samplers, this thread) except the web server's, whose work depends on how many
 /// clients ask.
 pub fn process_cpu_time_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    (ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
-        .saturating_sub(super::web::web_cpu_time_ns())
+    latlab_sys::thread::process_cpu_time_ns().saturating_sub(super::web::web_cpu_time_ns())
 }
 
 impl Keeper {

@@ -27,20 +27,6 @@ pub use latlab_session::Error;
 
 pub use latlab_sys::unix_now_ns;
 
-/// Confine the calling thread to `cpus`.
-pub(crate) fn set_affinity(cpus: &[usize]) {
-    // SAFETY: a zeroed cpu_set_t filled with CPU_SET and applied to the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            if c < libc::CPU_SETSIZE as usize {
-                libc::CPU_SET(c, &mut set);
-            }
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 /// What a store file is, read from its header only (nothing opened for writing).
 pub fn store_state(path: &Path) -> Result<String, String> {
     use std::io::Read;
@@ -124,7 +110,7 @@ pub struct MonitorPlan {
 
 impl MonitorPlan {
     /// The online CPUs not measured (where latlab's own threads run).
-    pub fn housekeeping(&self) -> Vec<usize> {
+    pub fn housekeeping(&self) -> Vec<u32> {
         latlab_session::housekeeping(&self.online, self.cfg.cpus.as_deref().unwrap_or_default())
     }
 

@@ -152,29 +152,18 @@ static WEB_ENDED_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 /// Thread ids of the web threads running.
 static WEB_TIDS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
-fn gettid() -> i32 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
-}
-
 fn web_thread_started() {
     if let Ok(mut t) = WEB_TIDS.lock() {
-        t.push(gettid());
+        t.push(latlab_sys::thread::gettid());
     }
 }
 
 fn web_thread_stopped() {
-    let tid = gettid();
+    let tid = latlab_sys::thread::gettid();
     if let Ok(mut t) = WEB_TIDS.lock() {
         t.retain(|x| *x != tid);
     }
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    let ns = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    let ns = latlab_sys::thread::cpu_time_ns();
     WEB_ENDED_NS.fetch_add(ns, std::sync::atomic::Ordering::Relaxed);
 }
 
@@ -492,7 +481,7 @@ pub struct Server {
 impl Server {
     /// Bind `addr` (so a taken port fails here, before anything else starts) and serve on a
     /// runtime whose threads run on `cpus` (empty: anywhere).
-    pub fn start(addr: SocketAddr, state: AppState, cpus: Vec<usize>) -> anyhow::Result<Server> {
+    pub fn start(addr: SocketAddr, state: AppState, cpus: Vec<u32>) -> anyhow::Result<Server> {
         let std_listener = std::net::TcpListener::bind(addr)
             .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
         std_listener.set_nonblocking(true)?;
@@ -504,7 +493,7 @@ impl Server {
             .thread_name("latlab-web")
             .on_thread_start(move || {
                 if !cpus2.is_empty() {
-                    super::set_affinity(&cpus2);
+                    let _ = latlab_sys::thread::set_affinity(&cpus2);
                 }
                 web_thread_started();
             })
@@ -518,7 +507,7 @@ impl Server {
             .name("latlab-web".into())
             .spawn(move || {
                 if !cpus.is_empty() {
-                    super::set_affinity(&cpus);
+                    let _ = latlab_sys::thread::set_affinity(&cpus);
                 }
                 web_thread_started();
                 rt.block_on(async move {

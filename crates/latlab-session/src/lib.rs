@@ -86,7 +86,7 @@ impl RunningLoads {
 impl Measurement {
     /// The online CPUs not measured, where latlab's own threads go (none when threads are
     /// unpinned).
-    pub fn housekeeping(&self) -> Vec<usize> {
+    pub fn housekeeping(&self) -> Vec<u32> {
         match &self.cfg.cpus {
             Some(measured) => housekeeping(&self.online, measured),
             None => Vec::new(),
@@ -106,12 +106,12 @@ impl Measurement {
 }
 
 /// The online CPUs outside `measured`.
-pub fn housekeeping(online: &CpuList, measured: &[u32]) -> Vec<usize> {
+pub fn housekeeping(online: &CpuList, measured: &[u32]) -> Vec<u32> {
     online
         .cpus()
         .iter()
         .filter(|c| !measured.contains(c))
-        .map(|&c| c as usize)
+        .copied()
         .collect()
 }
 

@@ -61,7 +61,7 @@ impl MeasureTrace {
         config: &TraceConfig,
         clock: Clock,
         spike_limit: Option<u32>,
-        housekeeping: Vec<usize>,
+        housekeeping: Vec<u32>,
     ) -> Result<MeasureTrace, TraceError> {
         let config = TraceConfig {
             ring: spike_limit.is_some(),
@@ -74,7 +74,7 @@ impl MeasureTrace {
                 let (collector, sender) = StoryCollector::start(
                     tracer.ring_reader()?,
                     STORY_QUEUE,
-                    Some(housekeeping),
+                    Some(housekeeping.iter().map(|&c| c as usize).collect()),
                 )
                 .map_err(|e| TraceError::Load(format!("cannot start the story thread: {e}")))?;
                 let offset = match clock {

@@ -13,6 +13,7 @@ pub mod fixture;
 mod inventory;
 mod msr;
 pub mod sample;
+pub mod thread;
 pub use inventory::{
     dynamic_preempt_from_log, parse_boot_options, parse_kernel_config, selected, steal_percent,
 };

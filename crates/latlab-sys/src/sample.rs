@@ -903,7 +903,7 @@ impl SamplerThread {
     pub fn spawn(
         sys: &Sys,
         period: Duration,
-        cpus: &[usize],
+        cpus: &[u32],
         origin: Instant,
     ) -> std::io::Result<SamplerThread> {
         Self::spawn_streaming(sys, period, cpus, origin, None)
@@ -913,7 +913,7 @@ impl SamplerThread {
     pub fn spawn_streaming(
         sys: &Sys,
         period: Duration,
-        cpus: &[usize],
+        cpus: &[u32],
         origin: Instant,
         each: Option<mpsc::Sender<Sample>>,
     ) -> std::io::Result<SamplerThread> {
@@ -926,9 +926,10 @@ impl SamplerThread {
             .name("latlab-sampler".into())
             .spawn(move || {
                 if !cpus.is_empty() {
-                    set_affinity(&cpus);
+                    // Unpinned samplers still sample: a failure costs only their placement.
+                    let _ = crate::thread::set_affinity(&cpus);
                 }
-                let cpu0 = thread_cpu_time_ns();
+                let cpu0 = crate::thread::cpu_time_ns();
                 let since = |t: Instant| t.saturating_duration_since(origin).as_nanos() as u64;
                 sampler.start(since(Instant::now()));
                 let mut next = Instant::now() + period;
@@ -954,7 +955,7 @@ impl SamplerThread {
                 sampler.sample(since(Instant::now()));
                 let mut samples = sampler.finish();
                 samples.sampler_cpus = cpus;
-                samples.sampler_cpu_time_ns = thread_cpu_time_ns().saturating_sub(cpu0);
+                samples.sampler_cpu_time_ns = crate::thread::cpu_time_ns().saturating_sub(cpu0);
                 samples
             })?;
         Ok(SamplerThread {
@@ -983,25 +984,4 @@ impl SamplerThread {
             Err(p) => std::panic::resume_unwind(p),
         }
     }
-}
-
-fn set_affinity(cpus: &[usize]) {
-    // SAFETY: a zeroed cpu_set_t filled with CPU_SET and applied to the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
-fn thread_cpu_time_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

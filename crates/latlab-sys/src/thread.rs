@@ -1,0 +1,125 @@
+//! The calling thread as the kernel sees it: its id, the CPU time it (or the process) has used,
+//! and the CPUs it may run on. One implementation for every crate: CPU ids are `u32` as in
+//! `CpuList`, and a CPU beyond what `cpu_set_t` holds is an error, never a panic or a silent skip.
+//! These act on the live system only (no `Sys` root: a thread is not a file).
+
+use std::io;
+
+/// The calling thread's id (what `/proc/self/task/TID` and `sigev_notify_thread_id` name).
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CPU time the calling thread has used, ns.
+pub fn cpu_time_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time every thread of the process has used, ns.
+pub fn process_cpu_time_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// A `cpu_set_t` holding `cpus`; a CPU beyond `CPU_SETSIZE` is refused by number.
+pub fn cpu_set(cpus: &[u32]) -> io::Result<libc::cpu_set_t> {
+    // SAFETY: cpu_set_t is plain data; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        if c as usize >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "CPU {c} is beyond the {} a CPU set holds",
+                    libc::CPU_SETSIZE
+                ),
+            ));
+        }
+        // SAFETY: c is below CPU_SETSIZE, checked above.
+        unsafe { libc::CPU_SET(c as usize, &mut set) };
+    }
+    Ok(set)
+}
+
+/// Confine the calling thread to `cpus`.
+pub fn set_affinity(cpus: &[u32]) -> io::Result<()> {
+    set_task_affinity(0, cpus)
+}
+
+/// Confine the task `tid` (0: the calling thread) to `cpus`.
+pub fn set_task_affinity(tid: i32, cpus: &[u32]) -> io::Result<()> {
+    let set = cpu_set(cpus)?;
+    // SAFETY: a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The CPUs the calling thread may run on.
+pub fn affinity() -> io::Result<Vec<u32>> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills the one we pass.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: c is below CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .map(|c| c as u32)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn affinity_round_trips_and_a_cpu_beyond_the_set_is_refused() {
+        let before = affinity().unwrap();
+        assert!(!before.is_empty());
+        // In a thread of its own: the test harness's thread keeps its CPUs.
+        std::thread::spawn(move || {
+            set_affinity(&before[..1]).unwrap();
+            assert_eq!(affinity().unwrap(), before[..1]);
+            let e = set_affinity(&[5000]).unwrap_err();
+            assert!(e.to_string().contains("CPU 5000"), "{e}");
+            assert_eq!(
+                affinity().unwrap(),
+                before[..1],
+                "unchanged after a refusal"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn thread_time_grows_with_work_and_is_within_the_process_time() {
+        let t0 = cpu_time_ns();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let t1 = cpu_time_ns();
+        assert!(t1 > t0);
+        assert!(process_cpu_time_ns() >= t1);
+        assert!(gettid() > 0);
+    }
+}
