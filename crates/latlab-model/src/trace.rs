@@ -349,7 +349,7 @@ impl SpikeStory {
     /// hardware or hypervisor); then what took the time, largest first (tasks, the idle task,
     /// interrupt-side work summed by name), at most [`SUMMARY_PARTS`] of them.
     pub fn summary(&self) -> String {
-        let us = |ns: u64| format!("{:.1}us", ns as f64 / 1000.0);
+        let us = |ns: u64| format!("{}us", crate::units::format_us(ns, 1));
         let mut parts: Vec<(u64, String)> = Vec::new();
         for t in &self.tasks {
             parts.push((

@@ -102,6 +102,25 @@ pub fn format_duration(ns: u64) -> String {
     format!("{ns}ns")
 }
 
+/// Nanoseconds as microseconds with `decimals` (at most 3) decimals, rounded half up in integer
+/// arithmetic (no binary rounding of an f64): `format_us(31_250, 1)` is `31.3`. The one µs format
+/// of every table, report and line latlab prints.
+pub fn format_us(ns: u64, decimals: u32) -> String {
+    let decimals = decimals.min(3);
+    let unit = 10u64.pow(3 - decimals);
+    let scaled = ns / unit + u64::from(ns % unit >= unit.div_ceil(2) && unit > 1);
+    if decimals == 0 {
+        return scaled.to_string();
+    }
+    let frac = 10u64.pow(decimals);
+    format!(
+        "{}.{:0width$}",
+        scaled / frac,
+        scaled % frac,
+        width = decimals as usize
+    )
+}
+
 impl std::str::FromStr for CpuList {
     type Err = ParseError;
     fn from_str(s: &str) -> Result<CpuList, ParseError> {
@@ -228,6 +247,27 @@ pub fn fuzz_check(data: &[u8]) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn microseconds_round_half_up_in_integers() {
+        for (ns, d, want) in [
+            (0, 1, "0.0"),
+            (999, 1, "1.0"),
+            (12_345, 1, "12.3"),
+            (1_234_567, 1, "1234.6"),
+            (250, 1, "0.3"),
+            (31_250, 1, "31.3"),
+            (1_150, 1, "1.2"),
+            (125, 2, "0.13"),
+            (1_234_567, 2, "1234.57"),
+            (900_000, 2, "900.00"),
+            (1_499, 0, "1"),
+            (1_500, 0, "2"),
+            (12_345, 3, "12.345"),
+        ] {
+            assert_eq!(format_us(ns, d), want, "{ns} ns, {d} decimals");
+        }
+    }
 
     #[test]
     fn durations() {

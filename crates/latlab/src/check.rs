@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use latlab_check::{Finding, FixPlan, Report, Target, UserChoice, Verdict};
 use latlab_model::RunResult;
-use latlab_model::units::{format_duration, parse_duration};
+use latlab_model::units::{format_duration, format_us, parse_duration};
 use latlab_sys::Sys;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -447,7 +447,7 @@ fn fix_text(o: &FixOutcome) -> String {
 }
 
 fn us(ns: u64) -> String {
-    format!("{:.1} µs", ns as f64 / 1000.0)
+    format!("{} µs", format_us(ns, 1))
 }
 
 fn measure_table(m: &MeasureOutcome) -> String {

@@ -5,6 +5,7 @@ use crate::cli_error::{CliError, CliResult};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use latlab_model::RunResult;
+use latlab_model::units::format_us;
 use latlab_store::{ExperimentId, RunFilter, RunId, RunSummary, Store, StoreError};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -138,8 +139,8 @@ fn list_table(runs: &[RunSummary]) -> String {
                 r.cpus
                     .clone()
                     .unwrap_or_else(|| format!("{} unpinned", r.threads)),
-                tenths_us(r.p99_ns),
-                tenths_us(r.max_ns),
+                format_us(r.p99_ns, 1),
+                format_us(r.max_ns, 1),
                 match (&r.experiment, &r.cell) {
                     (Some(e), Some((key, repeat))) => format!("{e}: {key} #{repeat}"),
                     (Some(e), None) => e.clone(),
@@ -220,12 +221,6 @@ fn elapsed(ns: u64) -> String {
     } else {
         format!("{}h {:02}m", s / 3600, (s % 3600) / 60)
     }
-}
-
-/// Nanoseconds as µs with one decimal, rounded half up (as the summary table).
-fn tenths_us(ns: u64) -> String {
-    let tenths = ns / 100 + u64::from(ns % 100 >= 50);
-    format!("{}.{}", tenths / 10, tenths % 10)
 }
 
 fn show(path: &Path, id: &str, json: bool) -> CliResult<ExitCode> {

@@ -2,16 +2,13 @@
 //! second), only when stdout is a terminal.
 
 use latlab_measure::Live;
+use latlab_model::units::format_us;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 pub struct LiveView {
     lines_drawn: usize,
     last: Option<Instant>,
-}
-
-fn us(ns: u64) -> String {
-    format!("{:.1}", ns as f64 / 1000.0)
 }
 
 impl LiveView {
@@ -51,10 +48,10 @@ impl LiveView {
                 t.label,
                 t.count,
                 t.missed,
-                us(t.min),
+                format_us(t.min, 1),
                 t.mean / 1000.0,
-                us(t.max),
-                us(t.window_max)
+                format_us(t.max, 1),
+                format_us(t.window_max, 1)
             ));
         }
         for l in &lines {

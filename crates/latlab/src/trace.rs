@@ -11,7 +11,7 @@ use latlab_model::trace::{
     Family, FamilyResult, KeyResult, TRACE_SCHEMA, TRACE_SCHEMA_VERSION, TraceResult, TraceRun,
     WakeupFilter,
 };
-use latlab_model::units::{CpuList, format_duration, parse_duration};
+use latlab_model::units::{CpuList, format_duration, format_us, parse_duration};
 use latlab_sys::Sys;
 use latlab_trace::{EventGroup, TraceConfig, TraceError, Tracer};
 use std::fmt::Write as _;
@@ -240,7 +240,7 @@ pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
 }
 
 fn us(ns: u64) -> String {
-    format!("{:.2}", ns as f64 / 1000.0)
+    format_us(ns, 2)
 }
 
 fn stats_row(label: &str, h: &Histogram, width: usize) -> String {
