@@ -1,6 +1,8 @@
 #![allow(clippy::unwrap_used)]
 use super::*;
+use crate::engine::{last_period, plan_threads};
 use latlab_model::DeadlineParams;
+use std::time::Duration;
 
 fn cfg(method: Method) -> MeasureConfig {
     MeasureConfig {

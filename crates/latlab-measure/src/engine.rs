@@ -1,0 +1,875 @@
+//! The engine behind [`run_hooked`]: it plans who runs where, spawns the measuring threads (and
+//! their wakers) and holds them at a start barrier until every one has set itself up, coordinates
+//! the run from off the measured CPUs, draining one window buffer per thread and window, and
+//! assembles the [`RunResult`] once every thread has ended.
+//!
+//! It lives apart from the crate's public types so that each phase of a run (spawn, coordinate,
+//! assemble) is a function of its own, short enough to read whole; small structs carry the state
+//! from one phase to the next.
+
+use crate::thread::{
+    self, AbsSleep, Ctx, NanoSleep, Poll, PosixTimer, RelSleep, Select, TimerFd, WakeSlot,
+};
+use crate::window::{POOL, WindowBuf, WindowSink};
+use crate::{
+    ClosedWindow, Live, LiveThread, MeasureError, SpikeHook, StopSignal, explain_policy_error, os,
+    validate,
+};
+use latlab_hist::Histogram;
+use latlab_model::units::CpuList;
+use latlab_model::{
+    MeasureConfig, Method, Overall, RunEnvironment, RunResult, SCHEMA, SCHEMA_VERSION, Spike,
+    Spikes, Stats, StopReason, ThreadResult, Window, rfc3339_utc,
+};
+use latlab_sys::Sys;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, sync_channel};
+use std::sync::{Arc, Barrier};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Stack size of measuring and waker threads: small, so locked memory stays small.
+const THREAD_STACK: usize = 256 * 1024;
+
+/// The last period a thread measures, `u64::MAX` when unbounded.
+pub(crate) fn last_period(cfg: &MeasureConfig) -> u64 {
+    let by_time = cfg
+        .duration_ns
+        .map(|d| d / cfg.interval_ns.max(1))
+        .unwrap_or(u64::MAX);
+    by_time.min(cfg.loops.unwrap_or(u64::MAX))
+}
+
+/// Where one measuring thread and its waker run.
+pub(crate) struct Plan {
+    pub(crate) label: String,
+    pub(crate) cpu: Option<u32>,
+    pub(crate) affinity: Vec<u32>,
+    pub(crate) waker_affinity: Vec<u32>,
+}
+
+/// Who runs where: measuring threads, their wakers, and the coordinator's CPUs.
+pub(crate) fn plan_threads(cfg: &MeasureConfig, online: &CpuList) -> (Vec<Plan>, Vec<u32>) {
+    let all = online.cpus().to_vec();
+    let measured: Vec<u32> = cfg.cpus.clone().unwrap_or_default();
+    let free: Vec<u32> = all
+        .iter()
+        .copied()
+        .filter(|c| !measured.contains(c))
+        .collect();
+    let waker_for = |cpu: Option<u32>| -> Vec<u32> {
+        if let Some(w) = cfg.waker_cpu {
+            return vec![w];
+        }
+        match (free.first(), cpu) {
+            (Some(&f), _) => vec![f],
+            (None, Some(c)) => {
+                // Every CPU is measured: wake from the next CPU, so every wake crosses CPUs.
+                let i = all.iter().position(|&x| x == c).unwrap_or(0);
+                vec![all[(i + 1) % all.len()]]
+            }
+            (None, None) => all.clone(),
+        }
+    };
+    let plans = match &cfg.cpus {
+        Some(cpus) => cpus
+            .iter()
+            .map(|&c| Plan {
+                label: format!("cpu{c}"),
+                cpu: Some(c),
+                affinity: vec![c],
+                waker_affinity: waker_for(Some(c)),
+            })
+            .collect(),
+        None => (0..cfg.threads)
+            .map(|i| Plan {
+                label: format!("thread{i}"),
+                cpu: None,
+                affinity: all.clone(),
+                waker_affinity: waker_for(None),
+            })
+            .collect(),
+    };
+    (plans, free)
+}
+
+/// A timer method's loop, prepared in the measuring thread before the start barrier.
+type TimerRun = Box<dyn FnMut(&Ctx, &mut WindowSink) -> std::io::Result<()>>;
+
+/// Set up the calling thread: affinity, timer slack, policy.
+fn setup_thread(cfg: &MeasureConfig, affinity: &[u32]) -> Result<(), String> {
+    os::set_affinity(affinity).map_err(|e| format!("cannot pin to CPUs {affinity:?}: {e}"))?;
+    os::set_timer_slack(cfg.timer_slack_ns).map_err(|e| format!("cannot set timer slack: {e}"))?;
+    os::set_policy(cfg.policy, cfg.priority, cfg.deadline)
+        .map_err(|e| explain_policy_error(cfg.policy, cfg.priority, &e))
+}
+
+/// Prepare the wait of a timer method in the measuring thread (before the start barrier).
+fn timer_waiter(cfg: &MeasureConfig, clock: libc::clockid_t) -> Result<TimerRun, String> {
+    fn boxed<W: thread::Waiter + 'static>(mut w: W) -> TimerRun {
+        Box::new(move |ctx, sink| thread::timer_loop(&mut w, ctx, sink))
+    }
+    Ok(match cfg.method {
+        Method::ClockNanosleep if cfg.relative => boxed(RelSleep(clock)),
+        Method::ClockNanosleep => boxed(AbsSleep(clock)),
+        Method::Nanosleep => boxed(NanoSleep),
+        Method::Poll => boxed(Poll),
+        Method::Select => boxed(Select),
+        Method::Busy => Box::new(thread::busy_loop),
+        Method::Timerfd => boxed(TimerFd::new(clock).map_err(|e| format!("timerfd_create: {e}"))?),
+        Method::PosixTimer => {
+            boxed(PosixTimer::new(clock).map_err(|e| format!("timer_create: {e}"))?)
+        }
+        Method::Futex | Method::Eventfd | Method::Pipe | Method::Signal => {
+            return Err("internal: a wake-up method has no timer waiter".into());
+        }
+    })
+}
+
+struct ThreadEnd {
+    tid: i32,
+    cpu_time_ns: u64,
+    /// A failure after the start (a timer that could not be armed).
+    error: Option<String>,
+}
+
+/// Per-thread accumulation in the coordinator.
+struct Acc {
+    total: Histogram,
+    /// The samples missed periods would have produced; added to `total` once, at the end.
+    omitted: Histogram,
+    windows: Vec<Window>,
+    next_window: u64,
+    missed: u64,
+    /// When the maximum (`total.max()`) happened, ns after the run's start.
+    max_at: u64,
+    last_window_max: u64,
+}
+
+struct Collector {
+    /// Closed windows with histograms, handed out after each drain (only when asked for).
+    keep_windows: bool,
+    closed: Vec<ClosedWindow>,
+    interval: u64,
+    window: u64,
+    spike_limit: u64,
+    accs: Vec<Acc>,
+    plans_cpu: Vec<Option<u32>>,
+    spikes: Vec<Spike>,
+    spikes_not_kept: u64,
+}
+
+impl Collector {
+    /// Empty totals for every planned thread; `keep_windows` also keeps each closed window with
+    /// its histogram for the windows sink.
+    fn new(cfg: &MeasureConfig, plans: &[Plan], keep_windows: bool) -> Collector {
+        Collector {
+            keep_windows,
+            closed: Vec::new(),
+            interval: cfg.interval_ns,
+            window: cfg.window_ns,
+            spike_limit: u64::from(cfg.spike_limit),
+            accs: (0..plans.len())
+                .map(|_| Acc {
+                    total: Histogram::new(),
+                    omitted: Histogram::new(),
+                    windows: Vec::new(),
+                    next_window: 0,
+                    missed: 0,
+                    max_at: 0,
+                    last_window_max: 0,
+                })
+                .collect(),
+            plans_cpu: plans.iter().map(|p| p.cpu).collect(),
+            spikes: Vec::new(),
+            spikes_not_kept: 0,
+        }
+    }
+
+    /// Fold a closed window into its thread's totals; leaves the buffer's histogram empty.
+    fn take(&mut self, buf: &mut WindowBuf) {
+        let acc = &mut self.accs[buf.thread as usize];
+        for index in acc.next_window..buf.index {
+            // Windows in which no period ended (a stall covered them).
+            if self.keep_windows {
+                self.closed.push(ClosedWindow {
+                    thread: buf.thread,
+                    cpu: self.plans_cpu[buf.thread as usize],
+                    index,
+                    start_ns: index * self.window,
+                    histogram: Histogram::new(),
+                    missed: 0,
+                    spikes: Vec::new(),
+                });
+            }
+            acc.windows.push(Window {
+                index,
+                start_ns: index * self.window,
+                count: 0,
+                min: 0,
+                max: 0,
+                p99: 0,
+                missed: 0,
+            });
+        }
+        let h = &mut buf.hist;
+        let (count, min, max) = (h.count(), h.min(), h.max());
+        if buf.stalls_overflowed {
+            // Too many stalls to list: derive the missed samples from the buckets.
+            for b in h.buckets() {
+                if b.low > self.interval {
+                    let m = (b.low - 1) / self.interval;
+                    acc.omitted
+                        .record_series(b.low - self.interval, self.interval, m, b.count);
+                }
+            }
+        } else {
+            for s in &buf.stalls {
+                acc.omitted
+                    .record_series(s.latency - self.interval, self.interval, s.missed, 1);
+            }
+        }
+        if count > 0 && (acc.total.is_empty() || max > acc.total.max()) {
+            acc.max_at = buf.max_at;
+        }
+        let kept = self.keep_windows.then(|| h.clone());
+        // Merge into the total, take the window's p99, clear the buffer.
+        let p99 = h.drain_into(&mut acc.total, 99.0);
+        acc.windows.push(Window {
+            index: buf.index,
+            start_ns: buf.index * self.window,
+            count,
+            min,
+            max,
+            p99,
+            missed: buf.missed,
+        });
+        // A buffer that covered several windows stands for all of them.
+        acc.next_window = acc.next_window.max(buf.index + buf.span);
+        acc.missed += buf.missed;
+        acc.last_window_max = max;
+        let first_spike = self.spikes.len();
+        for s in &buf.spikes {
+            if (self.spikes.len() as u64) < self.spike_limit {
+                self.spikes.push(Spike {
+                    thread: buf.thread,
+                    cpu: self.plans_cpu[buf.thread as usize],
+                    at_ns: s.at,
+                    value_ns: s.value,
+                    story: None,
+                });
+            } else {
+                self.spikes_not_kept += 1;
+            }
+        }
+        self.spikes_not_kept += buf.spikes_dropped;
+        if let Some(histogram) = kept {
+            self.closed.push(ClosedWindow {
+                thread: buf.thread,
+                cpu: self.plans_cpu[buf.thread as usize],
+                index: buf.index,
+                start_ns: buf.index * self.window,
+                histogram,
+                missed: buf.missed,
+                spikes: self.spikes[first_spike..].to_vec(),
+            });
+        }
+    }
+
+    fn live(&self, labels: &[String], elapsed_ns: u64) -> Live {
+        Live {
+            elapsed_ns,
+            threads: self
+                .accs
+                .iter()
+                .zip(labels)
+                .map(|(a, l)| LiveThread {
+                    label: l.clone(),
+                    count: a.total.count(),
+                    missed: a.missed,
+                    min: a.total.min(),
+                    mean: a.total.mean(),
+                    max: a.total.max(),
+                    window_max: a.last_window_max,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The run as every phase sees it.
+struct Job<'a> {
+    cfg: &'a MeasureConfig,
+    clock: libc::clockid_t,
+    plans: Vec<Plan>,
+    /// The last period a thread measures ([`last_period`]).
+    last: u64,
+    stop: Arc<StopSignal>,
+}
+
+/// What every spawned thread gets a clone of: the start barrier, the start the coordinator fills
+/// in, the abort flag, the channel of set-up reports and (measuring threads) of full buffers.
+struct Shared {
+    barrier: Arc<Barrier>,
+    start_at: Arc<AtomicU64>,
+    abort: Arc<AtomicBool>,
+    ready_tx: Sender<Result<(), String>>,
+    full_tx: SyncSender<Box<WindowBuf>>,
+}
+
+/// Every thread started and set up, waiting at the start barrier.
+struct Spawned {
+    handles: Vec<JoinHandle<ThreadEnd>>,
+    waker_handles: Vec<JoinHandle<()>>,
+    barrier: Arc<Barrier>,
+    start_at: Arc<AtomicU64>,
+    /// Full window buffers from every measuring thread.
+    full_rx: Receiver<Box<WindowBuf>>,
+    /// Per measuring thread, the way its drained buffers go back.
+    empties: Vec<SyncSender<Box<WindowBuf>>>,
+}
+
+/// When measuring starts: on the run's clock, and as Unix time.
+struct Start {
+    mono: u64,
+    unix_ns: u64,
+}
+
+/// [`run_with_windows`](crate::run_with_windows), also telling `hook` of every spike as it happens.
+pub fn run_hooked(
+    cfg: &MeasureConfig,
+    sys: &Sys,
+    stop: Arc<StopSignal>,
+    observer: &mut dyn FnMut(&Live),
+    windows: Option<&mut dyn FnMut(Vec<ClosedWindow>)>,
+    hook: Option<Arc<dyn SpikeHook>>,
+) -> Result<RunResult, MeasureError> {
+    let online = sys
+        .online_cpus()
+        .map_err(|e| MeasureError::Setup(format!("cannot read the online CPUs: {e}")))?;
+    validate(cfg, &online)?;
+    let clock = os::clock_id(cfg.clock);
+    os::block_signals(&[os::timer_signal(), os::wake_signal()]);
+
+    let mut env = RunEnvironment {
+        euid: os::euid(),
+        ..Default::default()
+    };
+    let _pm_qos = match cfg.pm_qos_us {
+        Some(us) => {
+            let hold = sys.hold_pm_qos(us).map_err(|e| {
+                MeasureError::Setup(format!("cannot hold PM QoS {us} us: {e} (needs root)"))
+            })?;
+            env.pm_qos_held_us = Some(us);
+            Some(hold)
+        }
+        None => None,
+    };
+    let trace_marker = cfg.break_threshold_ns.and_then(|_| sys.trace_marker());
+    if cfg.break_threshold_ns.is_some() && trace_marker.is_none() {
+        env.warnings
+            .push("tracefs is not mounted: --break will not write a trace marker".into());
+    }
+
+    let (plans, free) = plan_threads(cfg, &online);
+    let job = Job {
+        cfg,
+        clock,
+        plans,
+        last: last_period(cfg),
+        stop,
+    };
+    let spawned = spawn(&job, trace_marker, hook)?;
+    place_coordinator(cfg, &free, &mut env);
+
+    let labels: Vec<String> = job.plans.iter().map(|p| p.label.clone()).collect();
+    let mut col = Collector::new(cfg, &job.plans, windows.is_some());
+    // Lock memory now that everything the measuring threads touch exists (stacks, buffers,
+    // totals). The hot path never allocates, so nothing later needs locking; MCL_FUTURE would
+    // only make the coordinator's later allocations fail under a small RLIMIT_MEMLOCK.
+    if cfg.mlock {
+        match os::lock_memory() {
+            Ok(()) => env.memory_locked = true,
+            Err(e) => {
+                let why = format!("mlockall: {e}");
+                env.warnings.push(format!(
+                    "memory is not locked ({why}); page faults may add latency"
+                ));
+                env.mlock_error = Some(why);
+            }
+        }
+    }
+
+    let start = release(&job, &spawned);
+    let ends = coordinate(
+        &job, spawned, &mut col, &labels, start.mono, observer, windows,
+    );
+    if let Some(e) = ends.iter().find_map(|e| e.error.clone()) {
+        return Err(MeasureError::Setup(e));
+    }
+    let end = os::now(clock);
+    let elapsed_ns = end.saturating_sub(start.mono);
+    Ok(assemble(
+        &job,
+        sys,
+        env,
+        col,
+        ends,
+        start.unix_ns,
+        elapsed_ns,
+    ))
+}
+
+/// Start every measuring thread and its waker, and wait for each to report its set-up. On a
+/// set-up error the threads are let through the barrier without measuring and joined, and the
+/// first error is returned.
+fn spawn(
+    job: &Job,
+    trace_marker: Option<PathBuf>,
+    hook: Option<Arc<dyn SpikeHook>>,
+) -> Result<Spawned, MeasureError> {
+    let (cfg, clock, stop, last) = (job.cfg, job.clock, &job.stop, job.last);
+    let n = job.plans.len();
+    let wakeup = cfg.method.is_wakeup();
+    let barrier = Arc::new(Barrier::new(n * (1 + usize::from(wakeup)) + 1));
+    let start_at = Arc::new(AtomicU64::new(0));
+    let abort = Arc::new(AtomicBool::new(false));
+    let (full_tx, full_rx): (SyncSender<Box<WindowBuf>>, Receiver<Box<WindowBuf>>) =
+        sync_channel(POOL * n + 1);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let mut empties = Vec::with_capacity(n);
+    let mut handles = Vec::new();
+    let mut waker_handles = Vec::new();
+
+    if let Ok(mut c) = stop.coordinator.lock() {
+        *c = Some(std::thread::current());
+    }
+
+    let shared = Shared {
+        barrier,
+        start_at,
+        abort,
+        ready_tx,
+        full_tx,
+    };
+    for (i, plan) in job.plans.iter().enumerate() {
+        let (empty_tx, empty_rx) = sync_channel::<Box<WindowBuf>>(POOL);
+        for _ in 1..POOL {
+            let _ = empty_tx.send(Box::new(WindowBuf::new(i as u32)));
+        }
+        empties.push(empty_tx);
+        let first = Box::new(WindowBuf::new(i as u32));
+        let slot = if wakeup {
+            Some(Arc::new(WakeSlot::new(cfg.method).map_err(|e| {
+                MeasureError::Setup(format!("cannot create the wake-up channel: {e}"))
+            })?))
+        } else {
+            None
+        };
+        // Each thread fills in `start` once the coordinator has chosen it.
+        let base = Ctx {
+            index: i as u32,
+            clock,
+            interval: cfg.interval_ns,
+            start: 0,
+            phase: if cfg.stagger && cfg.method != Method::Busy {
+                cfg.interval_ns * i as u64 / n as u64
+            } else {
+                0
+            },
+            last_period: last,
+            duration: cfg.duration_ns.unwrap_or(u64::MAX),
+            window: cfg.window_ns,
+            spike: cfg.spike_threshold_ns.unwrap_or(u64::MAX),
+            brk: cfg.break_threshold_ns.unwrap_or(u64::MAX),
+            stop: stop.clone(),
+            trace_marker: trace_marker.clone(),
+            label: plan.label.clone(),
+            hook: hook.clone(),
+        };
+
+        handles.push(spawn_measuring(
+            job, plan, &shared, &base, &slot, first, empty_rx,
+        )?);
+
+        // Its waker, for thread-to-thread methods.
+        if let Some(slot) = slot {
+            waker_handles.push(spawn_waker(job, plan, &shared, base, slot)?);
+        }
+    }
+    let Shared {
+        barrier,
+        start_at,
+        abort,
+        ready_tx,
+        full_tx,
+    } = shared;
+    drop(ready_tx);
+    drop(full_tx);
+
+    // Every thread reports its set-up before anything is measured.
+    let mut setup_error = None;
+    for r in ready_rx.iter() {
+        if let Err(e) = r {
+            setup_error.get_or_insert(e);
+        }
+    }
+    if let Some(e) = setup_error {
+        abort.store(true, Ordering::Relaxed);
+        barrier.wait();
+        for h in handles {
+            let _ = h.join();
+        }
+        for h in waker_handles {
+            let _ = h.join();
+        }
+        return Err(MeasureError::Setup(e));
+    }
+    Ok(Spawned {
+        handles,
+        waker_handles,
+        barrier,
+        start_at,
+        full_rx,
+        empties,
+    })
+}
+
+fn spawn_err(e: std::io::Error) -> MeasureError {
+    MeasureError::Setup(format!("cannot start a thread: {e}"))
+}
+
+/// Start one measuring thread: it sets itself up, reports, waits at the start barrier and runs
+/// its method's loop until the run ends.
+fn spawn_measuring(
+    job: &Job,
+    plan: &Plan,
+    shared: &Shared,
+    base: &Ctx,
+    slot: &Option<Arc<WakeSlot>>,
+    first: Box<WindowBuf>,
+    empty_rx: Receiver<Box<WindowBuf>>,
+) -> Result<JoinHandle<ThreadEnd>, MeasureError> {
+    let (cfg, clock, stop) = (job.cfg, job.clock, &job.stop);
+    let Shared {
+        barrier,
+        start_at,
+        abort,
+        ready_tx,
+        full_tx,
+    } = shared;
+    let cfg2 = cfg.clone();
+    let affinity = plan.affinity.clone();
+    let (barrier, start_at, abort, ready_tx) = (
+        barrier.clone(),
+        start_at.clone(),
+        abort.clone(),
+        ready_tx.clone(),
+    );
+    let full_tx = full_tx.clone();
+    let slot = slot.clone();
+    let stop2 = stop.clone();
+    let base = base.clone();
+    std::thread::Builder::new()
+        .name(format!("latlab-{}", plan.label))
+        .stack_size(THREAD_STACK)
+        .spawn(move || {
+            let tid = os::gettid();
+            let mut setup = setup_thread(&cfg2, &affinity);
+            if let Some(s) = &slot {
+                s.tid.store(tid as u32, Ordering::Relaxed);
+            }
+            let mut waiting = None;
+            if setup.is_ok() && slot.is_none() {
+                match timer_waiter(&cfg2, clock) {
+                    Ok(w) => waiting = Some(w),
+                    Err(e) => setup = Err(e),
+                }
+            }
+            let _ = ready_tx.send(setup);
+            drop(ready_tx);
+            barrier.wait();
+            if abort.load(Ordering::Relaxed) {
+                return ThreadEnd {
+                    tid,
+                    cpu_time_ns: 0,
+                    error: None,
+                };
+            }
+            let ctx = Ctx {
+                start: start_at.load(Ordering::Relaxed),
+                ..base
+            };
+            let mut sink = WindowSink::new(first, full_tx, empty_rx);
+            let mut error = None;
+            match (&slot, waiting) {
+                (Some(s), _) => thread::wakee_loop(&ctx, s, cfg2.method, &mut sink),
+                (None, Some(mut run)) => {
+                    if let Err(e) = run(&ctx, &mut sink) {
+                        error = Some(format!("{}: cannot arm the timer: {e}", ctx.label));
+                        // One thread without samples makes the run meaningless.
+                        stop2.request(StopReason::Duration);
+                    }
+                }
+                (None, None) => {}
+            }
+            let cpu_time_ns = os::thread_cpu_time_ns();
+            sink.finish();
+            stop2.wake_coordinator();
+            ThreadEnd {
+                tid,
+                cpu_time_ns,
+                error,
+            }
+        })
+        .map_err(spawn_err)
+}
+
+/// Start the waker of a thread-to-thread method's measuring thread: it sets itself up, reports,
+/// waits at the start barrier and wakes its thread once per period.
+fn spawn_waker(
+    job: &Job,
+    plan: &Plan,
+    shared: &Shared,
+    base: Ctx,
+    slot: Arc<WakeSlot>,
+) -> Result<JoinHandle<()>, MeasureError> {
+    let cfg = job.cfg;
+    let Shared {
+        barrier,
+        start_at,
+        abort,
+        ready_tx,
+        ..
+    } = shared;
+    let cfg2 = cfg.clone();
+    let affinity = plan.waker_affinity.clone();
+    let (barrier, start_at, abort, ready_tx) = (
+        barrier.clone(),
+        start_at.clone(),
+        abort.clone(),
+        ready_tx.clone(),
+    );
+    std::thread::Builder::new()
+        .name(format!("latlab-wake-{}", plan.label))
+        .stack_size(THREAD_STACK)
+        .spawn(move || {
+            let _ =
+                ready_tx.send(setup_thread(&cfg2, &affinity).map_err(|e| format!("waker: {e}")));
+            drop(ready_tx);
+            barrier.wait();
+            if abort.load(Ordering::Relaxed) {
+                slot.done.store(true, Ordering::Release);
+                return;
+            }
+            let ctx = Ctx {
+                start: start_at.load(Ordering::Relaxed),
+                ..base
+            };
+            thread::waker_loop(&ctx, &slot, cfg2.method);
+        })
+        .map_err(spawn_err)
+}
+
+/// The coordinator moves off the measured CPUs when any other CPU exists.
+fn place_coordinator(cfg: &MeasureConfig, free: &[u32], env: &mut RunEnvironment) {
+    if !free.is_empty() && cfg.cpus.is_some() {
+        if let Err(e) = os::set_affinity(free) {
+            env.warnings.push(format!(
+                "coordinator could not leave the measured CPUs: {e}"
+            ));
+        }
+    } else {
+        env.coordinator_shares_measured_cpus = true;
+    }
+    env.coordinator_cpus = os::get_affinity().unwrap_or_default();
+}
+
+/// Choose the start and let every thread through the start barrier.
+fn release(job: &Job, spawned: &Spawned) -> Start {
+    let (cfg, clock) = (job.cfg, job.clock);
+    // Start 2 ms from now, so every thread is past the barrier and asleep before the first
+    // deadline; take the wall clock at the same instant.
+    let mono_now = os::now(clock);
+    let unix_now = os::now(libc::CLOCK_REALTIME);
+    let start = mono_now + 2_000_000;
+    let start_unix_ns = if cfg.clock == latlab_model::Clock::Realtime {
+        start
+    } else {
+        unix_now + 2_000_000
+    };
+    spawned.start_at.store(start, Ordering::Relaxed);
+    spawned.barrier.wait();
+    Start {
+        mono: start,
+        unix_ns: start_unix_ns,
+    }
+}
+
+/// The coordinator's loop: once per window (or when a thread wakes it) drain the full buffers
+/// into `col`, send them back empty, show `observer` the live figures and hand the closed windows
+/// to `windows`, until every measuring thread has ended; then join every thread.
+fn coordinate(
+    job: &Job,
+    spawned: Spawned,
+    col: &mut Collector,
+    labels: &[String],
+    start: u64,
+    observer: &mut dyn FnMut(&Live),
+    mut windows: Option<&mut dyn FnMut(Vec<ClosedWindow>)>,
+) -> Vec<ThreadEnd> {
+    let (cfg, clock) = (job.cfg, job.clock);
+    let n = job.plans.len();
+    let Spawned {
+        handles,
+        waker_handles,
+        full_rx,
+        empties,
+        ..
+    } = spawned;
+    let grace = (cfg.window_ns / 20).min(20_000_000);
+    let mut finished = 0;
+    // Set when every thread has exited: one more drain, then stop even if a thread died
+    // (a panic) without sending its last buffer.
+    let mut last_round = false;
+    while finished < n {
+        if !last_round {
+            let t = os::now(clock);
+            let elapsed = t.saturating_sub(start);
+            let wake_at = start + (elapsed / cfg.window_ns + 1) * cfg.window_ns + grace;
+            std::thread::park_timeout(Duration::from_nanos(wake_at.saturating_sub(t)));
+        }
+        let mut got = false;
+        while let Ok(mut buf) = full_rx.try_recv() {
+            got = true;
+            col.take(&mut buf);
+            if buf.last {
+                finished += 1;
+            } else {
+                let thread = buf.thread as usize;
+                buf.reset();
+                let _ = empties[thread].try_send(buf);
+            }
+        }
+        if got {
+            observer(&col.live(labels, os::now(clock).saturating_sub(start)));
+            if let Some(sink) = windows.as_mut()
+                && !col.closed.is_empty()
+            {
+                sink(std::mem::take(&mut col.closed));
+            }
+        }
+        if last_round {
+            break;
+        }
+        last_round = handles.iter().all(|h| h.is_finished());
+    }
+    let ends: Vec<ThreadEnd> = handles
+        .into_iter()
+        .map(|h| {
+            h.join().unwrap_or(ThreadEnd {
+                tid: 0,
+                cpu_time_ns: 0,
+                error: Some("a measuring thread panicked".into()),
+            })
+        })
+        .collect();
+    for h in waker_handles {
+        let _ = h.join();
+    }
+    ends
+}
+
+/// Build the result from the collector's totals, the threads' ends and the plans.
+fn assemble(
+    job: &Job,
+    sys: &Sys,
+    env: RunEnvironment,
+    col: Collector,
+    ends: Vec<ThreadEnd>,
+    start_unix_ns: u64,
+    elapsed_ns: u64,
+) -> RunResult {
+    let (cfg, plans, stop, last) = (job.cfg, &job.plans, &job.stop, job.last);
+    let stop_reason = stop
+        .reason()
+        .unwrap_or(if cfg.loops.is_some_and(|l| l <= last) {
+            StopReason::Loops
+        } else {
+            StopReason::Duration
+        });
+    let bounded = matches!(stop_reason, StopReason::Duration | StopReason::Loops)
+        && cfg.method != Method::Busy
+        && last != u64::MAX;
+
+    let mut overall_hist = Histogram::new();
+    let mut overall_corr = Histogram::new();
+    let (mut max, mut max_at, mut max_thread) = (0, 0, 0u32);
+    let threads: Vec<ThreadResult> = col
+        .accs
+        .into_iter()
+        .zip(plans.iter())
+        .zip(ends)
+        .enumerate()
+        .map(|(i, ((acc, plan), end))| {
+            let mut corrected = acc.total.clone();
+            corrected.merge(&acc.omitted);
+            overall_hist.merge(&acc.total);
+            overall_corr.merge(&corrected);
+            if acc.total.max() >= max && !acc.total.is_empty() {
+                (max, max_at, max_thread) = (acc.total.max(), acc.max_at, i as u32);
+            }
+            ThreadResult {
+                label: plan.label.clone(),
+                cpu: plan.cpu,
+                tid: end.tid,
+                missed: acc.missed,
+                expected_periods: bounded.then_some(last),
+                max_at_ns: acc.max_at,
+                stats: Stats::of(&acc.total),
+                corrected: Stats::of(&corrected),
+                cpu_time_ns: Some(end.cpu_time_ns),
+                histogram: acc.total,
+                corrected_histogram: corrected,
+                windows: acc.windows,
+            }
+        })
+        .collect();
+    let missed = threads.iter().map(|t| t.missed).sum();
+    let pid = std::process::id();
+    RunResult {
+        schema: SCHEMA.into(),
+        schema_version: SCHEMA_VERSION,
+        latlab_version: env!("CARGO_PKG_VERSION").into(),
+        id: format!(
+            "{}-{pid}",
+            rfc3339_utc(start_unix_ns).replace([':', '-'], "")
+        ),
+        started_at: rfc3339_utc(start_unix_ns),
+        ended_at: rfc3339_utc(start_unix_ns + elapsed_ns),
+        start_unix_ns,
+        elapsed_ns,
+        config: cfg.clone(),
+        system: sys.system_info(),
+        environment: env,
+        stop: stop_reason,
+        overall: Overall {
+            missed,
+            max_at_ns: max_at,
+            max_thread,
+            stats: Stats::of(&overall_hist),
+            corrected: Stats::of(&overall_corr),
+            histogram: overall_hist,
+        },
+        threads,
+        spikes: Spikes {
+            threshold_ns: cfg.spike_threshold_ns,
+            kept: col.spikes,
+            not_kept: col.spikes_not_kept,
+        },
+        samples: None,
+        loads: Default::default(),
+        trace: None,
+    }
+}
