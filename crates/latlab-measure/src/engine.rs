@@ -18,8 +18,8 @@ use crate::{
 use latlab_hist::Histogram;
 use latlab_model::units::CpuList;
 use latlab_model::{
-    MeasureConfig, Method, Overall, RunEnvironment, RunResult, SCHEMA, SCHEMA_VERSION, Spike,
-    Spikes, Stats, StopReason, ThreadResult, Window, rfc3339_utc,
+    MeasureConfig, Method, RunEnvironment, RunHead, RunResult, Spike, Spikes, Stats, StopReason,
+    ThreadResult, Window, rfc3339_utc,
 };
 use latlab_sys::Sys;
 use std::path::PathBuf;
@@ -99,7 +99,8 @@ type TimerRun = Box<dyn FnMut(&Ctx, &mut WindowSink) -> std::io::Result<()>>;
 
 /// Set up the calling thread: affinity, timer slack, policy.
 fn setup_thread(cfg: &MeasureConfig, affinity: &[u32]) -> Result<(), String> {
-    os::set_affinity(affinity).map_err(|e| format!("cannot pin to CPUs {affinity:?}: {e}"))?;
+    latlab_sys::thread::set_affinity(affinity)
+        .map_err(|e| format!("cannot pin to CPUs {affinity:?}: {e}"))?;
     os::set_timer_slack(cfg.timer_slack_ns).map_err(|e| format!("cannot set timer slack: {e}"))?;
     os::set_policy(cfg.policy, cfg.priority, cfg.deadline)
         .map_err(|e| explain_policy_error(cfg.policy, cfg.priority, &e))
@@ -575,7 +576,7 @@ fn spawn_measuring(
         .name(format!("latlab-{}", plan.label))
         .stack_size(THREAD_STACK)
         .spawn(move || {
-            let tid = os::gettid();
+            let tid = latlab_sys::thread::gettid();
             let mut setup = setup_thread(&cfg2, &affinity);
             if let Some(s) = &slot {
                 s.tid.store(tid as u32, Ordering::Relaxed);
@@ -614,7 +615,7 @@ fn spawn_measuring(
                 }
                 (None, None) => {}
             }
-            let cpu_time_ns = os::thread_cpu_time_ns();
+            let cpu_time_ns = latlab_sys::thread::cpu_time_ns();
             sink.finish();
             stop2.wake_coordinator();
             ThreadEnd {
@@ -675,7 +676,7 @@ fn spawn_waker(
 /// The coordinator moves off the measured CPUs when any other CPU exists.
 fn place_coordinator(cfg: &MeasureConfig, free: &[u32], env: &mut RunEnvironment) {
     if !free.is_empty() && cfg.cpus.is_some() {
-        if let Err(e) = os::set_affinity(free) {
+        if let Err(e) = latlab_sys::thread::set_affinity(free) {
             env.warnings.push(format!(
                 "coordinator could not leave the measured CPUs: {e}"
             ));
@@ -683,7 +684,7 @@ fn place_coordinator(cfg: &MeasureConfig, free: &[u32], env: &mut RunEnvironment
     } else {
         env.coordinator_shares_measured_cpus = true;
     }
-    env.coordinator_cpus = os::get_affinity().unwrap_or_default();
+    env.coordinator_cpus = latlab_sys::thread::affinity().unwrap_or_default();
 }
 
 /// Choose the start and let every thread through the start barrier.
@@ -803,23 +804,14 @@ fn assemble(
         && cfg.method != Method::Busy
         && last != u64::MAX;
 
-    let mut overall_hist = Histogram::new();
-    let mut overall_corr = Histogram::new();
-    let (mut max, mut max_at, mut max_thread) = (0, 0, 0u32);
     let threads: Vec<ThreadResult> = col
         .accs
         .into_iter()
         .zip(plans.iter())
         .zip(ends)
-        .enumerate()
-        .map(|(i, ((acc, plan), end))| {
+        .map(|((acc, plan), end)| {
             let mut corrected = acc.total.clone();
             corrected.merge(&acc.omitted);
-            overall_hist.merge(&acc.total);
-            overall_corr.merge(&corrected);
-            if acc.total.max() >= max && !acc.total.is_empty() {
-                (max, max_at, max_thread) = (acc.total.max(), acc.max_at, i as u32);
-            }
             ThreadResult {
                 label: plan.label.clone(),
                 cpu: plan.cpu,
@@ -836,40 +828,23 @@ fn assemble(
             }
         })
         .collect();
-    let missed = threads.iter().map(|t| t.missed).sum();
-    let pid = std::process::id();
-    RunResult {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        latlab_version: env!("CARGO_PKG_VERSION").into(),
+    let head = RunHead {
         id: format!(
-            "{}-{pid}",
-            rfc3339_utc(start_unix_ns).replace([':', '-'], "")
+            "{}-{}",
+            rfc3339_utc(start_unix_ns).replace([':', '-'], ""),
+            std::process::id()
         ),
-        started_at: rfc3339_utc(start_unix_ns),
-        ended_at: rfc3339_utc(start_unix_ns + elapsed_ns),
         start_unix_ns,
         elapsed_ns,
         config: cfg.clone(),
         system: sys.system_info(),
         environment: env,
         stop: stop_reason,
-        overall: Overall {
-            missed,
-            max_at_ns: max_at,
-            max_thread,
-            stats: Stats::of(&overall_hist),
-            corrected: Stats::of(&overall_corr),
-            histogram: overall_hist,
-        },
-        threads,
         spikes: Spikes {
             threshold_ns: cfg.spike_threshold_ns,
             kept: col.spikes,
             not_kept: col.spikes_not_kept,
         },
-        samples: None,
-        loads: Default::default(),
-        trace: None,
-    }
+    };
+    RunResult::from_threads(head, threads)
 }

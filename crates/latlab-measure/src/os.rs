@@ -30,54 +30,11 @@ pub fn timespec(ns: u64) -> libc::timespec {
     }
 }
 
-/// CPU time of the calling thread.
-pub fn thread_cpu_time_ns() -> u64 {
-    now(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-pub fn gettid() -> i32 {
-    // SAFETY: no preconditions.
-    unsafe { libc::gettid() }
-}
-
 fn check(ret: libc::c_int) -> io::Result<()> {
     if ret == -1 {
         Err(io::Error::last_os_error())
     } else {
         Ok(())
-    }
-}
-
-/// Pin the calling thread to the given CPUs.
-pub fn set_affinity(cpus: &[u32]) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; CPU_SET bounds-checks against its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus {
-            libc::CPU_SET(c as usize, &mut set);
-        }
-        check(libc::sched_setaffinity(
-            0,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &set,
-        ))
-    }
-}
-
-/// The CPUs the calling thread may run on.
-pub fn get_affinity() -> io::Result<Vec<u32>> {
-    // SAFETY: as above.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        check(libc::sched_getaffinity(
-            0,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &mut set,
-        ))?;
-        Ok((0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .map(|c| c as u32)
-            .collect())
     }
 }
 

@@ -227,7 +227,7 @@ impl PosixTimer {
             let mut ev: libc::sigevent = std::mem::zeroed();
             ev.sigev_notify = libc::SIGEV_THREAD_ID;
             ev.sigev_signo = sig;
-            ev.sigev_notify_thread_id = os::gettid();
+            ev.sigev_notify_thread_id = latlab_sys::thread::gettid();
             let mut timer: libc::timer_t = std::mem::zeroed();
             if libc::timer_create(clock, &mut ev, &mut timer) < 0 {
                 return Err(io::Error::last_os_error());
