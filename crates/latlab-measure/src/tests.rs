@@ -309,3 +309,39 @@ fn the_spike_hook_hears_every_kept_spike_with_its_interval() {
         }
     }
 }
+
+/// `--stagger` offsets thread i of n by i/n of the interval: every deadline of thread i (a
+/// kept spike's `at_ns`, counted from the run's start) lies at i × interval / n past a period
+/// boundary; without it every thread shares one phase.
+#[test]
+fn stagger_offsets_each_threads_deadlines_by_its_share_of_the_interval() {
+    let sys = Sys::default();
+    for stagger in [false, true] {
+        let mut c = cfg(Method::ClockNanosleep);
+        c.interval_ns = 1_000_000;
+        c.duration_ns = None;
+        c.loops = Some(40);
+        c.cpus = None;
+        c.threads = 4;
+        c.spike_threshold_ns = Some(0);
+        c.spike_limit = 10_000;
+        c.stagger = stagger;
+        let r = run(&c, &sys, StopSignal::new(), &mut |_| {}).unwrap();
+        for t in 0..4u64 {
+            let phases: std::collections::BTreeSet<u64> = r
+                .spikes
+                .kept
+                .iter()
+                .filter(|s| u64::from(s.thread) == t)
+                .map(|s| s.at_ns % c.interval_ns)
+                .collect();
+            let want = if stagger { t * c.interval_ns / 4 } else { 0 };
+            assert!(!phases.is_empty(), "thread {t}: no deadlines kept");
+            assert_eq!(
+                phases.into_iter().collect::<Vec<_>>(),
+                [want],
+                "thread {t}, stagger {stagger}"
+            );
+        }
+    }
+}
