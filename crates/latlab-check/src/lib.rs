@@ -232,6 +232,13 @@ impl Outcome {
     pub fn na(evidence: impl Into<String>) -> Outcome {
         Outcome::new(Verdict::NotApplicable, evidence, "")
     }
+    /// Not applicable because `field` could not be read: `unavailable: <its reason>`.
+    pub(crate) fn unavailable<T>(field: &latlab_model::system::Field<T>) -> Outcome {
+        Outcome::na(format!(
+            "unavailable: {}",
+            field.reason().unwrap_or_default()
+        ))
+    }
     pub fn warn(evidence: impl Into<String>, advice: impl Into<String>) -> Outcome {
         Outcome::new(Verdict::Warn, evidence, advice)
     }

@@ -7,6 +7,18 @@ use latlab_load::{
 };
 use std::path::PathBuf;
 
+/// Every load kind, in the registry's order.
+const KINDS: [&str; 8] = [
+    "cpu",
+    "matrix",
+    "memory",
+    "io",
+    "procfs",
+    "rt-hog",
+    "messaging",
+    "cmd",
+];
+
 fn parse(s: &str) -> LoadSpec {
     LoadSpec::parse(s).unwrap_or_else(|e| panic!("{s:?}: {e}"))
 }
@@ -127,16 +139,7 @@ fn bad_specs_are_one_line_usage_errors_naming_the_problem() {
     }
     // The accepted kinds are listed.
     let e = LoadSpec::parse("gpu").unwrap_err().to_string();
-    for k in [
-        "cpu",
-        "matrix",
-        "memory",
-        "io",
-        "procfs",
-        "rt-hog",
-        "messaging",
-        "cmd",
-    ] {
+    for k in KINDS {
         assert!(e.contains(k), "{e}");
     }
     // The accepted options are listed.
@@ -180,19 +183,7 @@ fn sizes() {
 #[test]
 fn registry_describes_every_kind_and_defaults_parse() {
     let names: Vec<_> = registry().iter().map(|d| d.name).collect();
-    assert_eq!(
-        names,
-        [
-            "cpu",
-            "matrix",
-            "memory",
-            "io",
-            "procfs",
-            "rt-hog",
-            "messaging",
-            "cmd"
-        ]
-    );
+    assert_eq!(names, KINDS);
     let text = list_text();
     for d in registry() {
         assert!(!d.description.is_empty());

@@ -314,6 +314,25 @@ pub(crate) enum Verdict {
     NoDifference,
 }
 
+impl Verdict {
+    /// `lower` or `higher`, and whether only every repeat is (p not below [`ALPHA`]); `None`
+    /// for no difference.
+    fn direction(self) -> Option<(&'static str, bool)> {
+        match self {
+            Verdict::Lower => Some(("lower", false)),
+            Verdict::Higher => Some(("higher", false)),
+            Verdict::LowerEveryRepeat => Some(("lower", true)),
+            Verdict::HigherEveryRepeat => Some(("higher", true)),
+            Verdict::NoDifference => None,
+        }
+    }
+}
+
+/// The end of a sentence on a difference every repeat shows but the test `stat` does not.
+fn not_yet_shown(stat: &str) -> String {
+    format!("in every repeat, but {stat} is not below {ALPHA}: more repeats needed")
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Support {
     /// One of the cells has no value for the statistic.
@@ -393,16 +412,10 @@ impl Support {
     pub fn sentence(&self, b: &str, a: &str) -> String {
         let stat = self.statistic();
         match self {
-            Support::Tested { verdict, .. } => match verdict {
-                Verdict::Lower => format!("{b} lower than {a} ({stat})"),
-                Verdict::Higher => format!("{b} higher than {a} ({stat})"),
-                Verdict::LowerEveryRepeat => format!(
-                    "{b} lower than {a} in every repeat, but {stat} is not below {ALPHA}: more repeats needed"
-                ),
-                Verdict::HigherEveryRepeat => format!(
-                    "{b} higher than {a} in every repeat, but {stat} is not below {ALPHA}: more repeats needed"
-                ),
-                Verdict::NoDifference => format!("no difference shown ({stat})"),
+            Support::Tested { verdict, .. } => match verdict.direction() {
+                Some((dir, false)) => format!("{b} {dir} than {a} ({stat})"),
+                Some((dir, true)) => format!("{b} {dir} than {a} {}", not_yet_shown(&stat)),
+                None => format!("no difference shown ({stat})"),
             },
             other => other.text(b),
         }
@@ -417,16 +430,10 @@ impl Support {
             }
             Support::Tested { verdict, .. } => {
                 let stat = self.statistic();
-                match verdict {
-                    Verdict::Lower => format!("{b} lower: {stat}"),
-                    Verdict::Higher => format!("{b} higher: {stat}"),
-                    Verdict::LowerEveryRepeat => format!(
-                        "{b} lower in every repeat, but {stat} is not below {ALPHA}: more repeats needed"
-                    ),
-                    Verdict::HigherEveryRepeat => format!(
-                        "{b} higher in every repeat, but {stat} is not below {ALPHA}: more repeats needed"
-                    ),
-                    Verdict::NoDifference => format!("no difference shown: {stat}"),
+                match verdict.direction() {
+                    Some((dir, false)) => format!("{b} {dir}: {stat}"),
+                    Some((dir, true)) => format!("{b} {dir} {}", not_yet_shown(&stat)),
+                    None => format!("no difference shown: {stat}"),
                 }
             }
         }

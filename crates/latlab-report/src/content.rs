@@ -330,22 +330,21 @@ fn differences(b: &mut Vec<Block>, a: &Analysis) {
         t.row_with(vec![("data-key", row.key.clone())], cells);
     }
     h3(b, "Settings that differ between cells".into(), None);
-    if between.rows.is_empty() {
-        b.push(Block::Note("no setting differs between the cells".into()));
-    } else {
-        b.push(Block::Table(between));
-    }
+    table_or_note(b, between, "no setting differs between the cells");
     h3(
         b,
         "Settings that vary between repeats of a cell".into(),
         None,
     );
-    if within.rows.is_empty() {
-        b.push(Block::Note(
-            "no setting varies between the repeats of a cell".into(),
-        ));
+    table_or_note(b, within, "no setting varies between the repeats of a cell");
+}
+
+/// Table `t`, or the note `empty` when it has no rows.
+fn table_or_note(b: &mut Vec<Block>, t: Table, empty: &str) {
+    if t.rows.is_empty() {
+        b.push(Block::Note(empty.into()));
     } else {
-        b.push(Block::Table(within));
+        b.push(Block::Table(t));
     }
 }
 
@@ -378,6 +377,23 @@ fn stat_cells(s: &Stats) -> Vec<TCell> {
         .collect()
 }
 
+/// A row of a table with [`latency_headers`]: the `lead` cells, the samples and missed periods,
+/// then [`stat_cells`] of `stats`, with `attrs` on the row.
+fn latency_row(
+    t: &mut Table,
+    attrs: Vec<(&'static str, String)>,
+    mut lead: Vec<TCell>,
+    stats: &Stats,
+    missed: u64,
+) {
+    lead.extend([
+        TCell::new(stats.count.to_string()).attr("data-stat", "samples"),
+        TCell::new(missed.to_string()).attr("data-stat", "missed"),
+    ]);
+    lead.extend(stat_cells(stats));
+    t.row_with(attrs, lead);
+}
+
 pub(crate) fn int_stat(s: &Stats, m: Metric) -> u64 {
     match m {
         Metric::Min => s.min,
@@ -403,14 +419,13 @@ fn latency(b: &mut Vec<Block>, a: &Analysis) {
         ]),
     );
     for c in &a.cells {
-        let mut row: Vec<TCell> = vec![
-            c.cell.name.as_str().into(),
-            c.runs.len().to_string().into(),
-            TCell::new(c.stats.count.to_string()).attr("data-stat", "samples"),
-            TCell::new(c.missed.to_string()).attr("data-stat", "missed"),
-        ];
-        row.extend(stat_cells(&c.stats));
-        t.row_with(vec![("data-cell", c.index.to_string())], row);
+        latency_row(
+            &mut t,
+            vec![("data-cell", c.index.to_string())],
+            vec![c.cell.name.as_str().into(), c.runs.len().to_string().into()],
+            &c.stats,
+            c.missed,
+        );
     }
     b.push(Block::Table(t));
     b.push(Block::Para(
@@ -955,27 +970,26 @@ fn runs(b: &mut Vec<Block>, a: &Analysis) {
     );
     for c in &a.cells {
         for r in &c.runs {
-            let mut row: Vec<TCell> = vec![
-                c.cell.name.as_str().into(),
-                r.repeat.to_string().into(),
-                r.run.id.as_str().into(),
-                // "-" where an imported run's format gave no start time or length.
-                latlab_model::known_time(r.run.start_unix_ns)
-                    .map_or("-", |_| r.run.started_at.as_str())
-                    .into(),
-                latlab_model::known_time(r.run.elapsed_ns)
-                    .map_or_else(|| "-".to_string(), |ns| format!("{:.3}", ns as f64 / 1e9))
-                    .into(),
-                TCell::new(r.stats.count.to_string()).attr("data-stat", "samples"),
-                TCell::new(r.missed.to_string()).attr("data-stat", "missed"),
-            ];
-            row.extend(stat_cells(&r.stats));
-            t.row_with(
+            latency_row(
+                &mut t,
                 vec![
                     ("data-cell", c.index.to_string()),
                     ("data-repeat", r.repeat.to_string()),
                 ],
-                row,
+                vec![
+                    c.cell.name.as_str().into(),
+                    r.repeat.to_string().into(),
+                    r.run.id.as_str().into(),
+                    // "-" where an imported run's format gave no start time or length.
+                    latlab_model::known_time(r.run.start_unix_ns)
+                        .map_or("-", |_| r.run.started_at.as_str())
+                        .into(),
+                    latlab_model::known_time(r.run.elapsed_ns)
+                        .map_or_else(|| "-".to_string(), |ns| format!("{:.3}", ns as f64 / 1e9))
+                        .into(),
+                ],
+                &r.stats,
+                r.missed,
             );
         }
     }
@@ -995,19 +1009,15 @@ fn per_cpu(b: &mut Vec<Block>, a: &Analysis) {
     );
     for c in &a.cells {
         for cpu in &c.cpus {
-            let mut row: Vec<TCell> = vec![
-                c.cell.name.as_str().into(),
-                cpu.label.as_str().into(),
-                TCell::new(cpu.stats.count.to_string()).attr("data-stat", "samples"),
-                TCell::new(cpu.missed.to_string()).attr("data-stat", "missed"),
-            ];
-            row.extend(stat_cells(&cpu.stats));
-            t.row_with(
+            latency_row(
+                &mut t,
                 vec![
                     ("data-cell", c.index.to_string()),
                     ("data-cpu", cpu.label.clone()),
                 ],
-                row,
+                vec![c.cell.name.as_str().into(), cpu.label.as_str().into()],
+                &cpu.stats,
+                cpu.missed,
             );
         }
     }

@@ -8,6 +8,8 @@ use latlab_model::samples::Samples;
 use latlab_model::system::Field;
 use latlab_model::units::format_duration;
 
+use crate::numfmt::si_unsigned;
+
 /// The sampler summary: power sources, one row per CPU, thermal zones.
 pub fn samples_text(s: &Samples) -> String {
     let mut out = String::new();
@@ -119,7 +121,7 @@ pub fn loads_text(loads: &Loads) -> String {
         let rates: Vec<String> = l
             .throughput
             .iter()
-            .map(|t| format!("{} {}", si(t.rate), t.unit))
+            .map(|t| format!("{} {}", si_unsigned(t.rate), t.unit))
             .collect();
         let _ = writeln!(
             out,
@@ -148,27 +150,6 @@ pub fn loads_text(loads: &Loads) -> String {
         );
     }
     out
-}
-
-/// A rate with three significant digits and a k/M/G suffix.
-fn si(v: f64) -> String {
-    let (v, suffix) = if v >= 1e9 {
-        (v / 1e9, "G")
-    } else if v >= 1e6 {
-        (v / 1e6, "M")
-    } else if v >= 1e4 {
-        (v / 1e3, "k")
-    } else {
-        (v, "")
-    };
-    let prec = if v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{v:.prec$}{suffix}")
 }
 
 #[cfg(test)]
@@ -273,7 +254,7 @@ mod tests {
         let t = loads_text(&loads);
         assert!(t.contains("123k ops/s") && t.contains("2 worker(s)"), "{t}");
         assert!(t.contains("warning: stopped early"));
-        assert_eq!(si(1.5e6), "1.50M");
-        assert_eq!(si(999.0), "999");
+        assert_eq!(si_unsigned(1.5e6), "1.50M");
+        assert_eq!(si_unsigned(999.0), "999");
     }
 }

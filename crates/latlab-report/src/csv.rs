@@ -25,8 +25,14 @@ fn line(out: &mut String, fields: &[String]) {
     out.push('\n');
 }
 
-fn opt(v: Option<f64>) -> String {
+/// The value, or an empty field without one.
+fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(String::new, |v| v.to_string())
+}
+
+/// Header fields from their names.
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
 }
 
 /// The latency columns of [`Stats`]: `min_ns` … `max_ns`, `mean_ns`, `stdev_ns`.
@@ -80,18 +86,16 @@ pub fn report_csv(input: &ReportInput) -> String {
             }
         }
     }
-    let mut header: Vec<String> = ["row", "cell", "repeat", "run_id"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut header: Vec<String> = names(&["row", "cell", "repeat", "run_id"]);
     header.extend(params.iter().map(|p| format!("param:{p}")));
     header.extend(["samples".to_string(), "missed".to_string()]);
     header.extend(stat_headers());
-    header.extend(
-        ["power_w", "energy_j", "power_source", "frequency_mhz"]
-            .iter()
-            .map(|s| s.to_string()),
-    );
+    header.extend(names(&[
+        "power_w",
+        "energy_j",
+        "power_source",
+        "frequency_mhz",
+    ]));
     header.extend(states.iter().map(|s| format!("idle_pct:{s}")));
     header.extend((0..a.keys.len()).map(|k| Metric::Throughput(k).key(&a.keys)));
 
@@ -104,24 +108,17 @@ pub fn report_csv(input: &ReportInput) -> String {
             String::new(),
             String::new(),
         ];
-        row.extend(
-            params
-                .iter()
-                .map(|p| c.cell.params.get(*p).cloned().unwrap_or_default()),
-        );
-        row.extend([c.stats.count.to_string(), c.missed.to_string()]);
-        row.extend(stat_fields(&c.stats));
-        row.extend([
-            opt(c.value(Metric::PowerW)),
-            opt(c.value(Metric::EnergyJ)),
-            common_source(c),
-            opt(c.value(Metric::FreqMhz)),
-        ]);
-        row.extend(states.iter().map(|s| {
+        row.extend(latency_fields(&params, c, &c.stats, c.missed));
+        let idle = states.iter().map(|s| {
             let v: Vec<f64> = c.runs.iter().filter_map(|r| idle_of(r, s)).collect();
             opt(crate::analysis::spread(&v).map(|s| s.median))
-        }));
-        row.extend((0..a.keys.len()).map(|k| opt(c.value(Metric::Throughput(k)))));
+        });
+        row.extend(cost_fields(
+            |m| c.value(m),
+            common_source(c),
+            idle,
+            a.keys.len(),
+        ));
         line(&mut out, &row);
         for r in &c.runs {
             let mut row = vec![
@@ -130,27 +127,48 @@ pub fn report_csv(input: &ReportInput) -> String {
                 r.repeat.to_string(),
                 r.run.id.clone(),
             ];
-            row.extend(
-                params
-                    .iter()
-                    .map(|p| c.cell.params.get(*p).cloned().unwrap_or_default()),
-            );
-            row.extend([r.stats.count.to_string(), r.missed.to_string()]);
-            row.extend(stat_fields(&r.stats));
-            row.extend([
-                opt(r.value(Metric::PowerW)),
-                opt(r.value(Metric::EnergyJ)),
-                r.power
-                    .as_ref()
-                    .map_or_else(|_| String::new(), |p| p.source.clone()),
-                opt(r.value(Metric::FreqMhz)),
-            ]);
-            row.extend(states.iter().map(|s| opt(idle_of(r, s))));
-            row.extend((0..a.keys.len()).map(|k| opt(r.value(Metric::Throughput(k)))));
+            row.extend(latency_fields(&params, c, &r.stats, r.missed));
+            let source = r
+                .power
+                .as_ref()
+                .map_or_else(|_| String::new(), |p| p.source.clone());
+            let idle = states.iter().map(|s| opt(idle_of(r, s)));
+            row.extend(cost_fields(|m| r.value(m), source, idle, a.keys.len()));
             line(&mut out, &row);
         }
     }
     out
+}
+
+/// The fields of a `cell` or `run` row of cell `c` after its first four: the cell's parameters,
+/// then samples, missed and the latency statistics of `stats`.
+fn latency_fields(params: &[&String], c: &CellFigures, stats: &Stats, missed: u64) -> Vec<String> {
+    let mut row: Vec<String> = params
+        .iter()
+        .map(|p| c.cell.params.get(*p).cloned().unwrap_or_default())
+        .collect();
+    row.extend([stats.count.to_string(), missed.to_string()]);
+    row.extend(stat_fields(stats));
+    row
+}
+
+/// The last fields of a `cell` or `run` row: power, energy, `source`, frequency, the `idle`
+/// residencies and the throughput of each of the `keys` loads, the figures taken from `value`.
+fn cost_fields(
+    value: impl Fn(Metric) -> Option<f64>,
+    source: String,
+    idle: impl Iterator<Item = String>,
+    keys: usize,
+) -> Vec<String> {
+    let mut row = vec![
+        opt(value(Metric::PowerW)),
+        opt(value(Metric::EnergyJ)),
+        source,
+        opt(value(Metric::FreqMhz)),
+    ];
+    row.extend(idle);
+    row.extend((0..keys).map(|k| opt(value(Metric::Throughput(k)))));
+    row
 }
 
 fn idle_of(r: &RunFigures, state: &str) -> Option<f64> {
@@ -178,21 +196,15 @@ fn common_source(c: &CellFigures) -> String {
 /// missed, expected_periods, min_ns … stdev_ns, max_at_ns, corrected_p99_ns, corrected_max_ns,
 /// cpu_time_ns`.
 pub fn run_csv(run: &RunResult) -> String {
-    let mut header: Vec<String> = ["thread", "cpu", "samples", "missed", "expected_periods"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut header: Vec<String> =
+        names(&["thread", "cpu", "samples", "missed", "expected_periods"]);
     header.extend(stat_headers());
-    header.extend(
-        [
-            "max_at_ns",
-            "corrected_p99_ns",
-            "corrected_max_ns",
-            "cpu_time_ns",
-        ]
-        .iter()
-        .map(|s| s.to_string()),
-    );
+    header.extend(names(&[
+        "max_at_ns",
+        "corrected_p99_ns",
+        "corrected_max_ns",
+        "cpu_time_ns",
+    ]));
     let mut out = String::new();
     line(&mut out, &header);
     let mut expected_all: Option<u64> = Some(0);
@@ -205,18 +217,17 @@ pub fn run_csv(run: &RunResult) -> String {
         };
         let mut row = vec![
             t.label.clone(),
-            t.cpu.map_or_else(String::new, |c| c.to_string()),
+            opt(t.cpu),
             s.count.to_string(),
             t.missed.to_string(),
-            t.expected_periods
-                .map_or_else(String::new, |e| e.to_string()),
+            opt(t.expected_periods),
         ];
         row.extend(stat_fields(&s));
         row.extend([
             t.max_at_ns.to_string(),
             corrected.p99.to_string(),
             corrected.max.to_string(),
-            t.cpu_time_ns.map_or_else(String::new, |c| c.to_string()),
+            opt(t.cpu_time_ns),
         ]);
         line(&mut out, &row);
     }
@@ -235,7 +246,7 @@ pub fn run_csv(run: &RunResult) -> String {
         if run.threads.is_empty() {
             String::new()
         } else {
-            expected_all.map_or_else(String::new, |e| e.to_string())
+            opt(expected_all)
         },
     ];
     row.extend(stat_fields(&s));
@@ -265,7 +276,7 @@ pub fn histogram_csv(run: &RunResult) -> String {
                 &mut out,
                 &[
                     label.to_string(),
-                    cpu.map_or_else(String::new, |c| c.to_string()),
+                    opt(cpu),
                     b.low.to_string(),
                     b.high.to_string(),
                     b.count.to_string(),
@@ -290,7 +301,7 @@ pub fn windows_csv(run: &RunResult) -> String {
                 &mut out,
                 &[
                     t.label.clone(),
-                    t.cpu.map_or_else(String::new, |c| c.to_string()),
+                    opt(t.cpu),
                     w.index.to_string(),
                     w.start_ns.to_string(),
                     w.count.to_string(),
@@ -318,7 +329,7 @@ pub fn spikes_csv(run: &RunResult) -> String {
             &mut out,
             &[
                 label,
-                s.cpu.map_or_else(String::new, |c| c.to_string()),
+                opt(s.cpu),
                 s.at_ns.to_string(),
                 s.value_ns.to_string(),
                 s.story.as_ref().map_or_else(String::new, |st| st.summary()),

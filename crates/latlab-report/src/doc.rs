@@ -103,8 +103,9 @@ fn width(s: &str) -> usize {
     s.chars().count()
 }
 
-/// Plain text: underlined headings, space-aligned tables, figures left out.
-pub(crate) fn render_text(blocks: &[Block]) -> String {
+/// Every block but the figures written by `write`, a blank line between two blocks unless both
+/// are notes (a run of notes stays together): the flow of the text and Markdown renderings.
+fn render_flow(blocks: &[Block], mut write: impl FnMut(&mut String, &Block)) -> String {
     let mut out = String::new();
     let mut prev_note = false;
     for b in blocks {
@@ -116,33 +117,38 @@ pub(crate) fn render_text(blocks: &[Block]) -> String {
             out.push('\n');
         }
         prev_note = is_note;
-        match b {
-            Block::Heading { level, text, .. } => {
-                let rule = match level {
-                    1 => '=',
-                    2 => '-',
-                    _ => '.',
-                };
-                let _ = writeln!(out, "{text}");
-                let _ = writeln!(out, "{}", rule.to_string().repeat(width(text)));
-            }
-            Block::Para(t) | Block::Note(t) => {
-                let _ = writeln!(out, "{t}");
-            }
-            Block::Pre(t) => {
-                for line in t.lines().map(str::trim_end) {
-                    if line.is_empty() {
-                        out.push('\n');
-                    } else {
-                        let _ = writeln!(out, "  {line}");
-                    }
-                }
-            }
-            Block::Table(t) => text_table(&mut out, t),
-            Block::Figure { .. } => {}
-        }
+        write(&mut out, b);
     }
     out
+}
+
+/// Plain text: underlined headings, space-aligned tables, figures left out.
+pub(crate) fn render_text(blocks: &[Block]) -> String {
+    render_flow(blocks, |out, b| match b {
+        Block::Heading { level, text, .. } => {
+            let rule = match level {
+                1 => '=',
+                2 => '-',
+                _ => '.',
+            };
+            let _ = writeln!(out, "{text}");
+            let _ = writeln!(out, "{}", rule.to_string().repeat(width(text)));
+        }
+        Block::Para(t) | Block::Note(t) => {
+            let _ = writeln!(out, "{t}");
+        }
+        Block::Pre(t) => {
+            for line in t.lines().map(str::trim_end) {
+                if line.is_empty() {
+                    out.push('\n');
+                } else {
+                    let _ = writeln!(out, "  {line}");
+                }
+            }
+        }
+        Block::Table(t) => text_table(out, t),
+        Block::Figure { .. } => {}
+    })
 }
 
 fn text_table(out: &mut String, t: &Table) {
@@ -196,74 +202,61 @@ fn md_escape(s: &str) -> String {
 
 /// GitHub-flavoured Markdown: `#` headings, pipe tables, fenced system records.
 pub(crate) fn render_markdown(blocks: &[Block]) -> String {
-    let mut out = String::new();
-    let mut prev_note = false;
-    for b in blocks {
-        if matches!(b, Block::Figure { .. }) {
-            continue;
+    render_flow(blocks, |out, b| match b {
+        Block::Heading { level, text, .. } => {
+            let _ = writeln!(
+                out,
+                "{} {}",
+                "#".repeat(usize::from(*level).clamp(1, 6)),
+                md_escape(text)
+            );
         }
-        let is_note = matches!(b, Block::Note(_));
-        if !(out.is_empty() || is_note && prev_note) {
-            out.push('\n');
+        Block::Para(t) => {
+            let _ = writeln!(out, "{}", md_escape(t));
         }
-        prev_note = is_note;
-        match b {
-            Block::Heading { level, text, .. } => {
-                let _ = writeln!(
-                    out,
-                    "{} {}",
-                    "#".repeat(usize::from(*level).clamp(1, 6)),
-                    md_escape(text)
-                );
-            }
-            Block::Para(t) => {
-                let _ = writeln!(out, "{}", md_escape(t));
-            }
-            Block::Note(t) => {
-                let _ = writeln!(out, "- {}", md_escape(t));
-            }
-            Block::Pre(t) => {
-                let _ = writeln!(out, "```text");
-                for line in t.lines() {
-                    let _ = writeln!(out, "{}", line.trim_end());
-                }
-                let _ = writeln!(out, "```");
-            }
-            Block::Table(t) => {
-                let cols = t.headers.len();
-                let _ = writeln!(
-                    out,
-                    "| {} |",
-                    t.headers
-                        .iter()
-                        .map(|h| md_escape(h))
-                        .collect::<Vec<_>>()
-                        .join(" | ")
-                );
-                let _ = writeln!(
-                    out,
-                    "|{}|",
-                    t.numeric
-                        .iter()
-                        .map(|n| if *n { "---:" } else { "---" })
-                        .collect::<Vec<_>>()
-                        .join("|")
-                );
-                for r in &t.rows {
-                    let cells: Vec<String> = (0..cols)
-                        .map(|i| {
-                            r.cells
-                                .get(i)
-                                .map_or_else(String::new, |c| md_escape(&c.text))
-                        })
-                        .collect();
-                    let _ = writeln!(out, "| {} |", cells.join(" | "));
-                }
-            }
-            Block::Figure { .. } => {}
+        Block::Note(t) => {
+            let _ = writeln!(out, "- {}", md_escape(t));
         }
-    }
-    out
+        Block::Pre(t) => {
+            let _ = writeln!(out, "```text");
+            for line in t.lines() {
+                let _ = writeln!(out, "{}", line.trim_end());
+            }
+            let _ = writeln!(out, "```");
+        }
+        Block::Table(t) => {
+            let cols = t.headers.len();
+            let _ = writeln!(
+                out,
+                "| {} |",
+                t.headers
+                    .iter()
+                    .map(|h| md_escape(h))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            );
+            let _ = writeln!(
+                out,
+                "|{}|",
+                t.numeric
+                    .iter()
+                    .map(|n| if *n { "---:" } else { "---" })
+                    .collect::<Vec<_>>()
+                    .join("|")
+            );
+            for r in &t.rows {
+                let cells: Vec<String> = (0..cols)
+                    .map(|i| {
+                        r.cells
+                            .get(i)
+                            .map_or_else(String::new, |c| md_escape(&c.text))
+                    })
+                    .collect();
+                let _ = writeln!(out, "| {} |", cells.join(" | "));
+            }
+        }
+        Block::Figure { .. } => {}
+    })
 }
 
 #[cfg(test)]

@@ -56,24 +56,29 @@ pub(crate) fn si(v: f64) -> String {
         return "-".into();
     }
     let sign = if v < 0.0 { "-" } else { "" };
-    let a = v.abs();
-    let (a, suffix) = if a >= 1e9 {
-        (a / 1e9, "G")
-    } else if a >= 1e6 {
-        (a / 1e6, "M")
-    } else if a >= 1e4 {
-        (a / 1e3, "k")
+    format!("{sign}{}", si_unsigned(v.abs()))
+}
+
+/// [`si`] of a value meant to be finite and not negative (a rate), with no check: scaled to
+/// three significant digits with a k/M/G suffix from 10 000 up; anything else is printed as is.
+pub(crate) fn si_unsigned(v: f64) -> String {
+    let (v, suffix) = if v >= 1e9 {
+        (v / 1e9, "G")
+    } else if v >= 1e6 {
+        (v / 1e6, "M")
+    } else if v >= 1e4 {
+        (v / 1e3, "k")
     } else {
-        (a, "")
+        (v, "")
     };
-    let prec = if a >= 100.0 {
+    let prec = if v >= 100.0 {
         0
-    } else if a >= 10.0 {
+    } else if v >= 10.0 {
         1
     } else {
         2
     };
-    format!("{sign}{a:.prec$}{suffix}")
+    format!("{v:.prec$}{suffix}")
 }
 
 /// A p-value: three significant decimals, `< 0.001` below.

@@ -872,21 +872,23 @@ fn system(sys: &Sys, profile: &Profile, plan: &mut Plan) {
     let sysctl = |plan: &mut Plan, name: &str, path: &str, value: String| {
         file_knob(sys, plan, name.to_string(), path, &value, Phase::Sysctl);
     };
-    if let Some(v) = &s.timer_migration {
-        sysctl(
-            plan,
+    for (name, path, value) in [
+        (
             "kernel.timer_migration",
             "/proc/sys/kernel/timer_migration",
-            u8::from(v.value).to_string(),
-        );
-    }
-    if let Some(v) = &s.vmstat_interval_s {
-        sysctl(
-            plan,
+            s.timer_migration
+                .as_ref()
+                .map(|v| u8::from(v.value).to_string()),
+        ),
+        (
             "vm.stat_interval",
             "/proc/sys/vm/stat_interval",
-            v.value.to_string(),
-        );
+            s.vmstat_interval_s.as_ref().map(|v| v.value.to_string()),
+        ),
+    ] {
+        if let Some(value) = value {
+            sysctl(plan, name, path, value);
+        }
     }
     if let Some(v) = &s.sched_rt_runtime_us {
         sysctl(
@@ -916,6 +918,25 @@ fn system(sys: &Sys, profile: &Profile, plan: &mut Plan) {
              temporary tuning such as `measure --profile` holds it for its run)",
             d.value, profile.name
         ));
+    }
+}
+
+/// The CPU mask file `path` confined to the housekeeping CPUs `hk`: set already when `current`
+/// (what it holds, if it could be read) lies within them, else a knob writing their mask.
+fn housekeeping_mask(
+    sys: &Sys,
+    plan: &mut Plan,
+    knob: &str,
+    path: &str,
+    current: Option<String>,
+    hk: &CpuList,
+    phase: Phase,
+) {
+    match current {
+        Some(cur) if parse_mask(&cur).is_some_and(|l| subset(&l, hk)) => {
+            push(plan, knob.into(), ItemState::Set { value: cur });
+        }
+        _ => file_knob(sys, plan, knob.into(), path, &format_mask(hk), phase),
     }
 }
 
@@ -956,36 +977,27 @@ fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
             }
         }
         let path = "/proc/irq/default_smp_affinity";
-        match sys.read_trim(path) {
-            Ok(cur) if parse_mask(&cur).is_some_and(|l| subset(&l, hk)) => push(
-                plan,
-                "irq default affinity".into(),
-                ItemState::Set { value: cur },
-            ),
-            _ => file_knob(
-                sys,
-                plan,
-                "irq default affinity".into(),
-                path,
-                &format_mask(hk),
-                Phase::Irq,
-            ),
-        }
+        let current = sys.read_trim(path).ok();
+        housekeeping_mask(
+            sys,
+            plan,
+            "irq default affinity",
+            path,
+            current,
+            hk,
+            Phase::Irq,
+        );
     }
     if iso.workqueues.as_ref().is_some_and(|a| a.value) {
         let path = "/sys/devices/virtual/workqueue/cpumask";
         match sys.read_trim(path) {
-            Ok(cur) if parse_mask(&cur).is_some_and(|l| subset(&l, hk)) => push(
-                plan,
-                "workqueue cpumask".into(),
-                ItemState::Set { value: cur },
-            ),
-            Ok(_) => file_knob(
+            Ok(cur) => housekeeping_mask(
                 sys,
                 plan,
-                "workqueue cpumask".into(),
+                "workqueue cpumask",
                 path,
-                &format_mask(hk),
+                Some(cur),
+                hk,
                 Phase::Workqueue,
             ),
             Err(_) => unsupported(

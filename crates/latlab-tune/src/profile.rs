@@ -869,6 +869,19 @@ fn parse(name: &str, source: ProfileSource, text: &str) -> Result<Parsed, Profil
     })
 }
 
+/// A profile file's name (its file name without `.toml`) and text.
+fn read_profile_file(path: &Path) -> Result<(String, String), ProfileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ProfileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok((name, text))
+}
+
 /// Merge `top` over `base` (the including file over what it includes).
 fn merge(base: &mut Profile, top: Profile) {
     base.cpu.extend(top.cpu);
@@ -979,14 +992,7 @@ impl Profiles {
                 .collect();
             files.sort();
             for path in files {
-                let text = std::fs::read_to_string(&path).map_err(|source| ProfileError::Io {
-                    path: path.clone(),
-                    source,
-                })?;
-                let name = path
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default();
+                let (name, text) = read_profile_file(&path)?;
                 p.add(&name, ProfileSource::File(path), text);
             }
         }
@@ -1051,14 +1057,7 @@ impl Profiles {
                 Some(d) if Path::new(what).is_relative() => d.join(what),
                 _ => PathBuf::from(what),
             };
-            let text = std::fs::read_to_string(&path).map_err(|source| ProfileError::Io {
-                path: path.clone(),
-                source,
-            })?;
-            let name = path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let (name, text) = read_profile_file(&path)?;
             return Ok((
                 name,
                 usize::MAX,

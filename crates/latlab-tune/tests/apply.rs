@@ -8,7 +8,8 @@ use latlab_sys::Sys;
 use latlab_sys::fixture::{self, Entry};
 use latlab_tune::boot;
 use latlab_tune::{
-    ApplyOptions, ItemState, Outcome, Plan, Profiles, TemporaryTuning, TestHooks, TuneError,
+    Applied, ApplyOptions, ItemState, Outcome, Plan, Profile, Profiles, TemporaryTuning, TestHooks,
+    TuneError,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -50,6 +51,20 @@ impl Tree {
     fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.root.join(rel.trim_start_matches('/'))).unwrap()
     }
+    /// The `disable` files of the first `states` idle states of `cpu`, one after the other.
+    fn idle_disabled(&self, cpu: u32, states: u32) -> String {
+        (0..states)
+            .map(|s| {
+                self.read(&format!(
+                    "/sys/devices/system/cpu/cpu{cpu}/cpuidle/state{s}/disable"
+                ))
+            })
+            .collect()
+    }
+    /// Apply `p` with the default options.
+    fn apply(&self, p: &Profile) -> Applied {
+        latlab_tune::apply(&self.sys(), p, &self.state, &opts()).unwrap()
+    }
     fn write(&self, rel: &str, text: &str) {
         std::fs::write(self.root.join(rel.trim_start_matches('/')), text).unwrap();
     }
@@ -70,6 +85,11 @@ fn profile_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(format!("{name}.toml"));
     std::fs::write(&p, text).unwrap();
     p
+}
+
+/// A built-in profile by name, or a profile file by path.
+fn builtin(what: &str) -> Profile {
+    Profiles::builtin().resolve(what).unwrap()
 }
 
 fn opts() -> ApplyOptions {
@@ -106,8 +126,8 @@ fn every_builtin_applied_and_restored_leaves_every_tree_byte_identical() {
 #[test]
 fn lowlatency_on_the_laptop_sets_what_it_says() {
     let t = Tree::new("laptop-intel");
-    let p = Profiles::builtin().resolve("lowlatency").unwrap();
-    latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap();
+    let p = builtin("lowlatency");
+    t.apply(&p);
     let cpu = "/sys/devices/system/cpu";
     for c in 0..4 {
         assert_eq!(
@@ -149,7 +169,7 @@ fn lowlatency_on_the_laptop_sets_what_it_says() {
 #[test]
 fn unsupported_knobs_say_why() {
     let t = Tree::new("vm");
-    let p = Profiles::builtin().resolve("lowlatency").unwrap();
+    let p = builtin("lowlatency");
     let plan = Plan::build(&t.sys(), &p, None).unwrap();
     let why = plan
         .items
@@ -186,7 +206,7 @@ fn unsupported_knobs_say_why() {
 
 #[test]
 fn a_failure_at_the_nth_write_rolls_back_the_first_n_minus_one() {
-    let p = Profiles::builtin().resolve("lowlatency").unwrap();
+    let p = builtin("lowlatency");
     let total = {
         let t = Tree::new("laptop-intel");
         Plan::build(&t.sys(), &p, None).unwrap().changes().len()
@@ -260,7 +280,7 @@ fn per_cpu_overrides_as_in_seed_003() {
     let profiles = Profiles::load(&[]).unwrap();
     let p = profiles.resolve(path.to_str().unwrap()).unwrap();
     let before = snapshot(&t.root);
-    latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap();
+    t.apply(&p);
     let cpu = "/sys/devices/system/cpu";
     let dis = |c: u32, s: u32| t.read(&format!("{cpu}/cpu{c}/cpuidle/state{s}/disable"));
     for s in 0..5 {
@@ -285,7 +305,7 @@ fn per_cpu_overrides_as_in_seed_003() {
 
     // --cpus restricts per-CPU settings.
     let t = Tree::new("laptop-intel");
-    let low = Profiles::builtin().resolve("lowlatency").unwrap();
+    let low = builtin("lowlatency");
     let o = ApplyOptions {
         cpus: Some(CpuList::parse("1").unwrap()),
         ..ApplyOptions::default()
@@ -319,26 +339,13 @@ fn idle_states_are_chosen_per_cpu_by_latency_and_name_not_by_index() {
     drop_c1e_on_cpu1(&t);
     let dir = tempfile::tempdir().unwrap();
     let by_latency = profile_file(dir.path(), "lat", "[cpu.all]\nmax_idle_latency_us = 10\n");
-    let p = Profiles::builtin()
-        .resolve(by_latency.to_str().unwrap())
-        .unwrap();
+    let p = builtin(by_latency.to_str().unwrap());
     let before = snapshot(&t.root);
-    latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap();
-    let dis = |c: u32, s: u32| {
-        t.read(&format!(
-            "/sys/devices/system/cpu/cpu{c}/cpuidle/state{s}/disable"
-        ))
-    };
+    t.apply(&p);
     // cpu0: POLL C1 C1E stay (≤ 10 µs), C6 (state3) and C10 (state4) go.
-    assert_eq!(
-        (0..5).map(|s| dis(0, s)).collect::<String>(),
-        "0\n0\n0\n1\n1\n"
-    );
+    assert_eq!(t.idle_disabled(0, 5), "0\n0\n0\n1\n1\n");
     // cpu1: POLL C1 stay, C6 (now state2) and C10 (state3) go.
-    assert_eq!(
-        (0..4).map(|s| dis(1, s)).collect::<String>(),
-        "0\n0\n1\n1\n"
-    );
+    assert_eq!(t.idle_disabled(1, 4), "0\n0\n1\n1\n");
     latlab_tune::restore(&t.sys(), &t.state).unwrap();
     assert_same(&before, &t.root, "by latency");
 
@@ -348,9 +355,7 @@ fn idle_states_are_chosen_per_cpu_by_latency_and_name_not_by_index() {
         "name",
         "[cpu.all]\nmax_idle_state = \"C6\"\n[cpu.\"1-2\"]\nmax_idle_state = \"C1E\"\n",
     );
-    let p = Profiles::builtin()
-        .resolve(by_name.to_str().unwrap())
-        .unwrap();
+    let p = builtin(by_name.to_str().unwrap());
     let plan = Plan::build(&t.sys(), &p, None).unwrap();
     let cpu1 = plan
         .items
@@ -364,19 +369,10 @@ fn idle_states_are_chosen_per_cpu_by_latency_and_name_not_by_index() {
         }
         other => panic!("{other:?}"),
     }
-    latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap();
-    assert_eq!(
-        (0..5).map(|s| dis(0, s)).collect::<String>(),
-        "0\n0\n0\n0\n1\n"
-    );
-    assert_eq!(
-        (0..5).map(|s| dis(2, s)).collect::<String>(),
-        "0\n0\n0\n1\n1\n"
-    );
-    assert_eq!(
-        (0..4).map(|s| dis(1, s)).collect::<String>(),
-        "0\n0\n0\n0\n"
-    );
+    t.apply(&p);
+    assert_eq!(t.idle_disabled(0, 5), "0\n0\n0\n0\n1\n");
+    assert_eq!(t.idle_disabled(2, 5), "0\n0\n0\n1\n1\n");
+    assert_eq!(t.idle_disabled(1, 4), "0\n0\n0\n0\n");
     latlab_tune::restore(&t.sys(), &t.state).unwrap();
     assert_same(&before, &t.root, "by name");
 }
@@ -391,9 +387,7 @@ fn profiles_that_do_not_fit_the_machine_are_rejected_with_file_line_and_key() {
         "seven",
         "description = \"x\"\n\n[cpu.7]\ngovernor = \"performance\"\n",
     );
-    let p = Profiles::builtin()
-        .resolve(unknown.to_str().unwrap())
-        .unwrap();
+    let p = builtin(unknown.to_str().unwrap());
     let e = latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap_err();
     assert!(e.is_usage());
     let msg = e.to_string();
@@ -408,9 +402,7 @@ fn profiles_that_do_not_fit_the_machine_are_rejected_with_file_line_and_key() {
         "conflict",
         "[cpu.all]\ngovernor = \"ondemand\"\n[cpu.2]\ngovernor = \"performance\"\n",
     );
-    let p = Profiles::builtin()
-        .resolve(conflict.to_str().unwrap())
-        .unwrap();
+    let p = builtin(conflict.to_str().unwrap());
     let msg = latlab_tune::apply(&arm.sys(), &p, &arm.state, &opts())
         .unwrap_err()
         .to_string();
@@ -418,7 +410,7 @@ fn profiles_that_do_not_fit_the_machine_are_rejected_with_file_line_and_key() {
     assert!(msg.contains("share cpufreq policy0"), "{msg}");
     let cpus = latlab_tune::apply(
         &t.sys(),
-        &Profiles::builtin().resolve("lowlatency").unwrap(),
+        &builtin("lowlatency"),
         &t.state,
         &ApplyOptions {
             cpus: Some(CpuList::parse("2-5").unwrap()),
@@ -437,8 +429,8 @@ fn profiles_that_do_not_fit_the_machine_are_rejected_with_file_line_and_key() {
 #[test]
 fn restore_after_a_reboot_writes_nothing_and_says_what_the_reboot_reset() {
     let t = Tree::new("vm");
-    let p = Profiles::builtin().resolve("lowlatency").unwrap();
-    latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap();
+    let p = builtin("lowlatency");
+    t.apply(&p);
     // "Reboot": a new boot id, every value back to its default except one a boot script set.
     let after = snapshot(&t.root);
     let fresh = Tree::new("vm");
@@ -487,8 +479,8 @@ fn restore_after_a_reboot_writes_nothing_and_says_what_the_reboot_reset() {
 #[test]
 fn verify_names_expected_and_actual_and_restore_notices_the_change() {
     let t = Tree::new("vm");
-    let p = Profiles::builtin().resolve("lowlatency").unwrap();
-    latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap();
+    let p = builtin("lowlatency");
+    t.apply(&p);
     t.write("/proc/sys/kernel/timer_migration", "1\n");
     let v = latlab_tune::verify(&t.sys(), &t.state).unwrap();
     assert_eq!(v.drifted(), 1);
@@ -602,7 +594,7 @@ fn realtime_splits_cpus_and_moves_irqs_and_workqueues() {
     let t = Tree::new("laptop-intel");
     let before = snapshot(&t.root);
     let p = Profiles::builtin().resolve("realtime").unwrap();
-    let a = latlab_tune::apply(&t.sys(), &p, &t.state, &opts()).unwrap();
+    let a = t.apply(&p);
     let split = a.plan.split.clone().unwrap();
     assert_eq!(split.isolated.to_string(), "1,3");
     assert_eq!(split.housekeeping.to_string(), "0,2");

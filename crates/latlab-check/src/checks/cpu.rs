@@ -32,10 +32,7 @@ fn describe(groups: &[(String, Vec<u32>)]) -> String {
 }
 
 fn no_cpufreq(f: &Facts) -> Outcome {
-    Outcome::na(format!(
-        "unavailable: {}",
-        f.info.cpufreq.reason().unwrap_or_default()
-    ))
+    Outcome::unavailable(&f.info.cpufreq)
 }
 
 pub fn governor(f: &Facts, ctx: &Ctx) -> Outcome {
@@ -189,14 +186,8 @@ fn qos_limit(f: &Facts, cpu: u32) -> Option<i64> {
 }
 
 pub fn idle_depth(f: &Facts, ctx: &Ctx) -> Outcome {
-    let idle = match f.info.cpuidle.value() {
-        Some(i) => i,
-        None => {
-            return Outcome::na(format!(
-                "unavailable: {}",
-                f.info.cpuidle.reason().unwrap_or_default()
-            ));
-        }
+    let Some(idle) = f.info.cpuidle.value() else {
+        return Outcome::unavailable(&f.info.cpuidle);
     };
     if f.info.boot.idle.as_deref() == Some("poll") {
         return Outcome::pass("idle=poll: CPUs never enter an idle state");

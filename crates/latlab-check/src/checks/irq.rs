@@ -39,10 +39,7 @@ pub fn shared_audio(f: &Facts, ctx: &Ctx) -> Outcome {
 
 fn shared_audio_outcome(f: &Facts) -> Outcome {
     let Some(rows) = f.interrupts.value() else {
-        return Outcome::na(format!(
-            "unavailable: {}",
-            f.interrupts.reason().unwrap_or_default()
-        ));
+        return Outcome::unavailable(&f.interrupts);
     };
     let watched: Vec<&crate::facts::IrqLine> = rows
         .iter()

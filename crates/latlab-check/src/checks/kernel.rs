@@ -4,20 +4,23 @@
 use super::{cpus, housekeeping};
 use crate::{Ctx, Facts, Fix, Outcome, Target, Verdict};
 
+/// Whether the kernel is built with `option` (`PREEMPT_RT`, `PREEMPT_DYNAMIC`): named in its
+/// version string, or `CONFIG_<option>` among the preemption options of its configuration.
+fn built_with(f: &Facts, option: &str) -> bool {
+    f.info.kernel_version.contains(option)
+        || f.info.kernel_config.value().is_some_and(|c| {
+            c.preempt
+                .iter()
+                .any(|p| p.strip_prefix("CONFIG_") == Some(option))
+        })
+}
+
 fn is_rt_kernel(f: &Facts) -> bool {
-    f.info.kernel_version.contains("PREEMPT_RT")
-        || f.info
-            .kernel_config
-            .value()
-            .is_some_and(|c| c.preempt.iter().any(|p| p == "CONFIG_PREEMPT_RT"))
+    built_with(f, "PREEMPT_RT")
 }
 
 fn is_dynamic(f: &Facts) -> bool {
-    f.info.kernel_version.contains("PREEMPT_DYNAMIC")
-        || f.info
-            .kernel_config
-            .value()
-            .is_some_and(|c| c.preempt.iter().any(|p| p == "CONFIG_PREEMPT_DYNAMIC"))
+    built_with(f, "PREEMPT_DYNAMIC")
 }
 
 /// The model's first word: `full`, `rt`, `lazy`, `voluntary`, `none`, or `unknown`.
@@ -99,46 +102,40 @@ pub fn preempt(f: &Facts, ctx: &Ctx) -> Outcome {
 }
 
 pub fn hz(f: &Facts, ctx: &Ctx) -> Outcome {
-    let cfg = match f.info.kernel_config.value() {
-        Some(c) => c,
-        None => {
-            return Outcome::na(format!(
-                "unavailable: {}",
-                f.info.kernel_config.reason().unwrap_or_default()
-            ));
-        }
+    let Some(cfg) = f.info.kernel_config.value() else {
+        return Outcome::unavailable(&f.info.kernel_config);
     };
     let Some(hz) = cfg.hz else {
         return Outcome::na(format!("{} does not set CONFIG_HZ", cfg.source));
     };
     let evidence = format!("HZ {hz} ({})", cfg.source);
     let fix = Fix::manual("use a kernel built with CONFIG_HZ_1000");
-    match ctx.target {
-        Target::Throughput => Outcome::pass(evidence),
-        Target::Audio if hz >= 250 => Outcome::pass(evidence),
-        Target::Audio => Outcome::warn(
-            format!(
-                "{evidence}: scheduler decisions every {} ms",
-                1000 / hz.max(1)
-            ),
-            "a kernel with HZ 250 or 1000 (timer wake-ups use hrtimers either way)",
+    // A warning that `what` happens only once a tick, with the fix of a faster tick.
+    let slow = |what: &str, advice: &str| {
+        Outcome::warn(
+            format!("{evidence}: {what} every {} ms", 1000 / hz.max(1)),
+            advice,
         )
-        .fix(fix),
-        Target::Control if hz >= 1000 => Outcome::pass(evidence),
+        .fix(fix.clone())
+    };
+    match ctx.target {
+        Target::Throughput => Outcome::pass(evidence.as_str()),
+        Target::Audio if hz >= 250 => Outcome::pass(evidence.as_str()),
+        Target::Audio => slow(
+            "scheduler decisions",
+            "a kernel with HZ 250 or 1000 (timer wake-ups use hrtimers either way)",
+        ),
+        Target::Control if hz >= 1000 => Outcome::pass(evidence.as_str()),
         Target::Control if !f.isolated.is_empty() && f.info.boot.nohz_full.is_some() => {
             Outcome::pass(format!(
                 "{evidence}; the tick is stopped on the nohz_full CPUs {}",
                 f.isolated
             ))
         }
-        Target::Control => Outcome::warn(
-            format!(
-                "{evidence}: the tick interrupts the loop's CPU every {} ms",
-                1000 / hz.max(1)
-            ),
+        Target::Control => slow(
+            "the tick interrupts the loop's CPU",
             "a kernel with HZ 1000, or nohz_full on the loop's CPUs",
-        )
-        .fix(fix),
+        ),
     }
 }
 

@@ -12,6 +12,31 @@ fn source(u: &UserLimits) -> &'static str {
     }
 }
 
+/// The user's limits, or the outcome that ends the check there: they are unreadable, or the user
+/// is root holding `cap` (`exempt`), so that `rlimit` does not bind.
+fn limited_user<'a>(
+    f: &'a Facts,
+    exempt: impl Fn(&UserLimits) -> bool,
+    cap: &str,
+    rlimit: &str,
+) -> Result<&'a UserLimits, Outcome> {
+    let Some(u) = f.user.value() else {
+        return Err(Outcome::unavailable(&f.user));
+    };
+    if exempt(u) {
+        return Err(Outcome::pass(format!(
+            "{}: root with {cap}, {rlimit} does not bind",
+            u.user
+        )));
+    }
+    Ok(u)
+}
+
+/// `; <line>` naming the limits.d line that grants a limit, or nothing when none does.
+fn granted_by(line: Option<&str>) -> String {
+    line.map(|s| format!("; {s}")).unwrap_or_default()
+}
+
 /// The advice and the step: join a group limits.d already grants, or create a grant.
 fn grant_fix(u: &UserLimits, line: &str) -> (String, Fix) {
     let user = &u.user;
@@ -32,10 +57,7 @@ fn grant_fix(u: &UserLimits, line: &str) -> (String, Fix) {
 
 pub fn privileges(f: &Facts, ctx: &Ctx) -> Outcome {
     let Some(me) = f.identity.value() else {
-        return Outcome::na(format!(
-            "unavailable: {}",
-            f.identity.reason().unwrap_or_default()
-        ));
+        return Outcome::unavailable(&f.identity);
     };
     let nice = me.has_cap(Identity::CAP_SYS_NICE);
     if me.is_root() && nice {
@@ -83,26 +105,11 @@ pub fn rtprio(f: &Facts, ctx: &Ctx) -> Outcome {
     let Some(min) = ctx.bounds.rtprio_min else {
         return Outcome::na("real-time priority is not needed for throughput");
     };
-    let u = match f.user.value() {
-        Some(u) => u,
-        None => {
-            return Outcome::na(format!(
-                "unavailable: {}",
-                f.user.reason().unwrap_or_default()
-            ));
-        }
+    let u = match limited_user(f, |u| u.privileged, "CAP_SYS_NICE", "RLIMIT_RTPRIO") {
+        Ok(u) => u,
+        Err(o) => return o,
     };
-    if u.privileged {
-        return Outcome::pass(format!(
-            "{}: root with CAP_SYS_NICE, RLIMIT_RTPRIO does not bind",
-            u.user
-        ));
-    }
-    let from = u
-        .rtprio_from
-        .as_deref()
-        .map(|s| format!("; {s}"))
-        .unwrap_or_default();
+    let from = granted_by(u.rtprio_from.as_deref());
     let wanted = format!("@audio - rtprio {}", min.max(95));
     match u.rtprio {
         Limit::Value(0) => {
@@ -159,26 +166,11 @@ pub fn memlock(f: &Facts, ctx: &Ctx) -> Outcome {
     if ctx.target == Target::Throughput {
         return Outcome::na("locking memory is not needed for throughput");
     }
-    let u = match f.user.value() {
-        Some(u) => u,
-        None => {
-            return Outcome::na(format!(
-                "unavailable: {}",
-                f.user.reason().unwrap_or_default()
-            ));
-        }
+    let u = match limited_user(f, |u| u.ipc_lock, "CAP_IPC_LOCK", "RLIMIT_MEMLOCK") {
+        Ok(u) => u,
+        Err(o) => return o,
     };
-    if u.ipc_lock {
-        return Outcome::pass(format!(
-            "{}: root with CAP_IPC_LOCK, RLIMIT_MEMLOCK does not bind",
-            u.user
-        ));
-    }
-    let from = u
-        .memlock_from
-        .as_deref()
-        .map(|s| format!("; {s}"))
-        .unwrap_or_default();
+    let from = granted_by(u.memlock_from.as_deref());
     match u.memlock_bytes {
         Limit::Unlimited => Outcome::pass(format!(
             "{}: RLIMIT_MEMLOCK unlimited ({}{from})",

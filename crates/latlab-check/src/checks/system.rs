@@ -4,10 +4,7 @@ use crate::{Ctx, Facts, Fix, Outcome, Target, Verdict};
 
 pub fn swappiness(f: &Facts, ctx: &Ctx) -> Outcome {
     let Some(&s) = f.info.swappiness.value() else {
-        return Outcome::na(format!(
-            "unavailable: {}",
-            f.info.swappiness.reason().unwrap_or_default()
-        ));
+        return Outcome::unavailable(&f.info.swappiness);
     };
     match ctx.bounds.swappiness_max {
         Some(max) if s > max => Outcome::warn(
@@ -24,10 +21,7 @@ pub fn swappiness(f: &Facts, ctx: &Ctx) -> Outcome {
 
 pub fn thp(f: &Facts, ctx: &Ctx) -> Outcome {
     let Some(mode) = f.info.transparent_hugepage.value() else {
-        return Outcome::na(format!(
-            "unavailable: {}",
-            f.info.transparent_hugepage.reason().unwrap_or_default()
-        ));
+        return Outcome::unavailable(&f.info.transparent_hugepage);
     };
     let defrag = f
         .thp_defrag
@@ -65,10 +59,7 @@ const DISK_FS: &[&str] = &[
 
 pub fn noatime(f: &Facts, ctx: &Ctx) -> Outcome {
     let Some(mounts) = f.mounts.value() else {
-        return Outcome::na(format!(
-            "unavailable: {}",
-            f.mounts.reason().unwrap_or_default()
-        ));
+        return Outcome::unavailable(&f.mounts);
     };
     let disks: Vec<&crate::facts::Mount> = mounts
         .iter()
@@ -165,10 +156,7 @@ pub fn vm(f: &Facts, ctx: &Ctx) -> Outcome {
 
 pub fn rt_tasks(f: &Facts, ctx: &Ctx) -> Outcome {
     let Some(tasks) = f.rt_tasks.value() else {
-        return Outcome::na(format!(
-            "unavailable: {}",
-            f.rt_tasks.reason().unwrap_or_default()
-        ));
+        return Outcome::unavailable(&f.rt_tasks);
     };
     // Root's own tasks are the system's: for root every user-space RT task competes.
     let me = f
@@ -238,10 +226,7 @@ pub fn rt_tasks(f: &Facts, ctx: &Ctx) -> Outcome {
 
 pub fn daemons(f: &Facts, _ctx: &Ctx) -> Outcome {
     if f.rt_tasks.value().is_none() {
-        return Outcome::na(format!(
-            "unavailable: {}",
-            f.rt_tasks.reason().unwrap_or_default()
-        ));
+        return Outcome::unavailable(&f.rt_tasks);
     }
     let s = &f.info.services;
     let mut running = Vec::new();

@@ -1,7 +1,7 @@
 //! `cpu`: integer and floating-point spin loops, one pinned worker per CPU; counts loop
 //! iterations (bogo-ops).
 
-use super::{PoolLoad, always};
+use super::{PoolLoad, WORKERS, always};
 use crate::pool::{Pool, Worker};
 use crate::registry::LoadDescriptor;
 use crate::spec::{OptDefault, OptKind, OptionDesc};
@@ -15,12 +15,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     description: "integer and floating-point spin loops on every CPU of the set (keeps CPUs busy, \
                   out of idle states)",
     options: &[
-        OptionDesc {
-            name: "workers",
-            kind: OptKind::Count { min: 1, max: 1024 },
-            default: OptDefault::OnePerCpu,
-            help: "worker threads, pinned to the CPUs in turn",
-        },
+        WORKERS,
         OptionDesc {
             name: "kind",
             kind: OptKind::Choice(&["int", "float", "both"]),

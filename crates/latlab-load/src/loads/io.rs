@@ -2,7 +2,7 @@
 //! and again, optionally with an `fsync` after every block. Files live in a chosen directory (or
 //! a fresh temporary one) and are removed when the load stops.
 
-use super::PoolLoad;
+use super::{PoolLoad, region_size_option, workers_option};
 use crate::pool::{Pool, Worker};
 use crate::registry::LoadDescriptor;
 use crate::spec::{OptDefault, OptKind, OptionDesc, format_size};
@@ -18,12 +18,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     description: "write and rewrite files in blocks, with or without fsync (block-layer and \
                   file-system work, writeback)",
     options: &[
-        OptionDesc {
-            name: "workers",
-            kind: OptKind::Count { min: 1, max: 1024 },
-            default: OptDefault::OnePerCpu,
-            help: "worker threads (one file each), pinned to the CPUs in turn",
-        },
+        workers_option("worker threads (one file each), pinned to the CPUs in turn"),
         OptionDesc {
             name: "bs",
             kind: OptKind::Size {
@@ -33,15 +28,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
             default: OptDefault::Value("4k"),
             help: "block size of each write",
         },
-        OptionDesc {
-            name: "size",
-            kind: OptKind::Size {
-                min: 4096,
-                max: 1 << 40,
-            },
-            default: OptDefault::Value("64M"),
-            help: "file size per worker; writing wraps to the start there",
-        },
+        region_size_option("file size per worker; writing wraps to the start there"),
         OptionDesc {
             name: "fsync",
             kind: OptKind::Bool,

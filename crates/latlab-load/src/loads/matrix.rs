@@ -1,7 +1,7 @@
 //! `matrix`: multiply two N×N matrices of f64 over and over, one pinned worker per CPU; counts
 //! multiplies (row by row, so a stop in the middle of a large multiply still counts its part).
 
-use super::{PoolLoad, always};
+use super::{PoolLoad, WORKERS, always};
 use crate::pool::{Pool, Worker};
 use crate::registry::LoadDescriptor;
 use crate::spec::{OptDefault, OptKind, OptionDesc};
@@ -15,12 +15,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     description: "N×N f64 matrix multiplies on every CPU of the set (arithmetic and cache \
                   traffic; stress-ng's matrix bogo-ops)",
     options: &[
-        OptionDesc {
-            name: "workers",
-            kind: OptKind::Count { min: 1, max: 1024 },
-            default: OptDefault::OnePerCpu,
-            help: "worker threads, pinned to the CPUs in turn",
-        },
+        WORKERS,
         OptionDesc {
             name: "size",
             kind: OptKind::Count { min: 2, max: 4096 },

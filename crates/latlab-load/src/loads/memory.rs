@@ -2,10 +2,10 @@
 //! unmap it, and again. The page faults and, above all, the unmapping of memory that threads on
 //! other CPUs may have cached (TLB shootdown interrupts) are what disturbs latency.
 
-use super::PoolLoad;
+use super::{PoolLoad, WORKERS, region_size_option};
 use crate::pool::{Pool, Worker};
 use crate::registry::LoadDescriptor;
-use crate::spec::{OptDefault, OptKind, OptionDesc, format_size};
+use crate::spec::format_size;
 use crate::{Ctx, LoadOptions, LoadSpec, Running, os};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -15,23 +15,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     name: "memory",
     description: "map, touch, read, write and unmap a memory region over and over (page faults, \
                   munmap TLB shootdowns)",
-    options: &[
-        OptionDesc {
-            name: "workers",
-            kind: OptKind::Count { min: 1, max: 1024 },
-            default: OptDefault::OnePerCpu,
-            help: "worker threads, pinned to the CPUs in turn",
-        },
-        OptionDesc {
-            name: "size",
-            kind: OptKind::Size {
-                min: 4096,
-                max: 1 << 40,
-            },
-            default: OptDefault::Value("64M"),
-            help: "the region each worker maps",
-        },
-    ],
+    options: &[WORKERS, region_size_option("the region each worker maps")],
     throughput: &[
         ("bytes read and written", "MB/s"),
         ("map-touch-read-write-unmap cycles", "cycles/s"),

@@ -10,7 +10,34 @@ pub mod procfs;
 pub mod rt_hog;
 
 use crate::pool::PoolEnd;
+use crate::spec::{OptDefault, OptKind, OptionDesc};
 use crate::{Finished, LoadOptions, LoadSpec};
+
+/// The `workers` option: 1 to 1024 threads, one per CPU of the set by default, with `help`.
+pub(crate) const fn workers_option(help: &'static str) -> OptionDesc {
+    OptionDesc {
+        name: "workers",
+        kind: OptKind::Count { min: 1, max: 1024 },
+        default: OptDefault::OnePerCpu,
+        help,
+    }
+}
+
+/// The `workers` option of loads whose workers need no more words.
+pub(crate) const WORKERS: OptionDesc = workers_option("worker threads, pinned to the CPUs in turn");
+
+/// The `size` option of what each worker maps or writes: 4 KiB to 1 TiB, 64M by default.
+pub(crate) const fn region_size_option(help: &'static str) -> OptionDesc {
+    OptionDesc {
+        name: "size",
+        kind: OptKind::Size {
+            min: 4096,
+            max: 1 << 40,
+        },
+        default: OptDefault::Value("64M"),
+        help,
+    }
+}
 
 /// `supported` for loads that run anywhere.
 pub(crate) fn always(_: &LoadSpec, _: &LoadOptions) -> Result<(), String> {

@@ -2,10 +2,9 @@
 //! status, command line, memory maps and more — over and over. Reading /proc takes kernel locks
 //! (e.g. a process's mmap lock for its maps) that other work then waits on.
 
-use super::PoolLoad;
+use super::{PoolLoad, WORKERS};
 use crate::pool::{Pool, Worker};
 use crate::registry::LoadDescriptor;
-use crate::spec::{OptDefault, OptKind, OptionDesc};
 use crate::{Ctx, LoadOptions, LoadSpec, Running};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -16,12 +15,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     name: "procfs",
     description: "walk /proc and read system tables and every process's stat, status, cmdline, \
                   maps (kernel locks, seq_file work)",
-    options: &[OptionDesc {
-        name: "workers",
-        kind: OptKind::Count { min: 1, max: 1024 },
-        default: OptDefault::OnePerCpu,
-        help: "worker threads, pinned to the CPUs in turn",
-    }],
+    options: &[WORKERS],
     throughput: &[("files read", "files/s"), ("bytes read", "MB/s")],
     takes_command: false,
     validate: None,

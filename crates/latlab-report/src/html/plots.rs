@@ -131,14 +131,23 @@ pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], share: bool) -
             .map(|&c| Some(if c > 0.0 { c } else { floor }))
             .collect();
         chart.steps(&edges, &ys, color, dash, 1.4);
-        chart.legend(LegendItem {
-            color: color.into(),
-            dash,
-            mark: Mark::Line { width: 2.0 },
-            label: format!("{}, max {} µs", s.label, numfmt::us(s.hist.max())),
-        });
+        chart.legend(max_legend((color, dash), &s.label, s.hist));
     }
     Some(chart.finish())
+}
+
+/// The legend entry of a series drawn as a line in `(color, dash)`: its label and maximum.
+fn max_legend(
+    (color, dash): (&'static str, Option<&'static str>),
+    label: &str,
+    hist: &Histogram,
+) -> LegendItem {
+    LegendItem {
+        color: color.into(),
+        dash,
+        mark: Mark::Line { width: 2.0 },
+        label: format!("{label}, max {} µs", numfmt::us(hist.max())),
+    }
 }
 
 /// A bin width in ns as µs without trailing zeros.
@@ -214,12 +223,7 @@ pub(crate) fn spectrum_chart(title: &str, lines: &[SpectrumLine], note: &str) ->
             );
         }
         if l.legend {
-            chart.legend(LegendItem {
-                color: color.into(),
-                dash,
-                mark: Mark::Line { width: 2.0 },
-                label: format!("{}, max {} µs", l.label, numfmt::us(l.hist.max())),
-            });
+            chart.legend(max_legend((color, dash), &l.label, l.hist));
         }
     }
     Some(chart.finish())

@@ -118,20 +118,7 @@ impl Axis {
         let step = nice_step(hi - lo, 6.0);
         let lo = (lo / step).floor() * step;
         let hi = (hi / step).ceil() * step;
-        let mut ticks = Vec::new();
-        let mut k = 0.0;
-        while lo + k * step <= hi + step * 1e-9 {
-            let v = lo + k * step;
-            ticks.push((v, tick_label(v)));
-            k += 1.0;
-        }
-        Axis {
-            label: label.into(),
-            lo,
-            hi,
-            scale: Scale::Linear,
-            ticks,
-        }
+        Axis::linear_fixed(label, lo, hi, step)
     }
 
     /// A linear axis over exactly `lo..hi` with ticks every `step` (for percentages).
