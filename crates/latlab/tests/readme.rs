@@ -55,3 +55,22 @@ fn the_two_commands_need_no_sudo_and_the_second_is_ci() {
         "the README says how to run as root"
     );
 }
+
+/// The README's layout table names every crate of the workspace, and only those.
+#[test]
+fn the_layout_table_matches_the_crates() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let table: std::collections::BTreeSet<String> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `crates/"))
+        .filter_map(|l| l.split('`').next())
+        .map(String::from)
+        .collect();
+    let crates: std::collections::BTreeSet<String> = std::fs::read_dir(repo().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().join("Cargo.toml").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(table, crates, "README layout table vs crates/");
+}
