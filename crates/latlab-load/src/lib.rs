@@ -91,7 +91,7 @@ impl LoadOptions {
             None => {
                 let mut cpus = online.cpus().to_vec();
                 if self.sys.is_live()
-                    && let Ok(allowed) = os::allowed_cpus()
+                    && let Ok(allowed) = latlab_sys::thread::affinity()
                 {
                     let kept: Vec<u32> = cpus
                         .iter()

@@ -2,7 +2,6 @@
 //! (in turn), prepares itself, says it is ready, then works until a shared stop flag is set and
 //! returns its counts. Dropping a pool stops and joins every worker.
 
-use crate::os;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -72,11 +71,10 @@ impl Pool {
             let name: String = format!("ll-{tag}-{i}").chars().take(15).collect();
             let spawned = std::thread::Builder::new().name(name).spawn(move || {
                 // Loads run at normal priority whatever the starting thread's policy is.
-                let _ = os::set_scheduler(libc::SCHED_OTHER, 0);
+                let _ = latlab_sys::thread::set_scheduler(libc::SCHED_OTHER, 0);
                 let prepared = match cpu {
-                    Some(c) => {
-                        os::pin(&[c]).map_err(|e| format!("pinning a worker to CPU {c}: {e}"))
-                    }
+                    Some(c) => latlab_sys::thread::set_affinity(&[c])
+                        .map_err(|e| format!("pinning a worker to CPU {c}: {e}")),
                     None => Ok(()),
                 }
                 .and_then(|()| worker.setup());

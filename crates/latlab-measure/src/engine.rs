@@ -102,7 +102,7 @@ fn setup_thread(cfg: &MeasureConfig, affinity: &[u32]) -> Result<(), String> {
     latlab_sys::thread::set_affinity(affinity)
         .map_err(|e| format!("cannot pin to CPUs {affinity:?}: {e}"))?;
     os::set_timer_slack(cfg.timer_slack_ns).map_err(|e| format!("cannot set timer slack: {e}"))?;
-    os::set_policy(cfg.policy, cfg.priority, cfg.deadline)
+    latlab_sys::thread::set_policy(cfg.policy, cfg.priority, cfg.deadline)
         .map_err(|e| explain_policy_error(cfg.policy, cfg.priority, &e))
 }
 

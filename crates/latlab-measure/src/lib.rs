@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use engine::run_hooked;
-pub use os::explain_policy_error;
+pub use latlab_sys::thread::explain_policy_error;
 
 /// Told of each spike by the measuring thread that saw it, in its slow path: an implementation
 /// must not block or allocate (hand the request on, e.g. to a bounded queue).

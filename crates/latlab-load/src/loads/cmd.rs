@@ -9,7 +9,7 @@
 //! elapsed time and how it ended.
 
 use crate::registry::LoadDescriptor;
-use crate::{Ctx, Finished, LoadOptions, LoadSpec, Running, os};
+use crate::{Ctx, Finished, LoadOptions, LoadSpec, Running};
 use latlab_model::units::format_duration;
 use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -177,7 +177,8 @@ impl Drop for CmdLoad {
 
 fn start(spec: &LoadSpec, ctx: &Ctx<'_>) -> Result<Box<dyn Running>, String> {
     let line = spec.command().unwrap_or_default().to_string();
-    let set = os::cpu_set(ctx.cpus);
+    let set =
+        latlab_sys::thread::cpu_set(ctx.cpus).map_err(|e| format!("pinning the command: {e}"))?;
     let stderr = std::io::stderr()
         .as_fd()
         .try_clone_to_owned()

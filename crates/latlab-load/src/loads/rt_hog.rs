@@ -12,7 +12,7 @@
 use crate::pool::{Pool, Worker};
 use crate::registry::LoadDescriptor;
 use crate::spec::{OptDefault, OptKind, OptionDesc};
-use crate::{Ctx, Finished, LoadOptions, LoadSpec, Running, os};
+use crate::{Ctx, Finished, LoadOptions, LoadSpec, Running};
 use latlab_model::units::format_duration;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
@@ -110,7 +110,7 @@ fn supported(spec: &LoadSpec, opts: &LoadOptions) -> Result<(), String> {
     let priority = priority_of(spec);
     let probe = std::thread::Builder::new()
         .name("ll-rt-probe".into())
-        .spawn(move || os::set_scheduler(policy, priority))
+        .spawn(move || latlab_sys::thread::set_scheduler(policy, priority))
         .map_err(|e| format!("starting a probe thread: {e}"))?;
     match probe.join() {
         Ok(Ok(())) => Ok(()),
@@ -139,7 +139,7 @@ struct Hog {
 
 impl Worker for Hog {
     fn setup(&mut self) -> Result<(), String> {
-        os::set_scheduler(self.policy, self.priority)
+        latlab_sys::thread::set_scheduler(self.policy, self.priority)
             .map_err(|e| privilege_hint(self.policy_name, self.priority, &e))
     }
 
@@ -194,8 +194,8 @@ impl RtHog {
             let h = std::thread::Builder::new()
                 .name(format!("ll-rt-beat-{cpu}").chars().take(15).collect())
                 .spawn(move || {
-                    let _ = os::pin(&[cpu]);
-                    let _ = os::set_scheduler(libc::SCHED_OTHER, 0);
+                    let _ = latlab_sys::thread::set_affinity(&[cpu]);
+                    let _ = latlab_sys::thread::set_scheduler(libc::SCHED_OTHER, 0);
                     while !stop.load(Ordering::Relaxed) {
                         if !pause.load(Ordering::Relaxed) {
                             beats[i].store(since(), Ordering::Relaxed);
@@ -221,8 +221,8 @@ impl RtHog {
         let h = std::thread::Builder::new()
             .name("ll-rt-watchdog".into())
             .spawn(move || {
-                let _ = os::pin(&watched);
-                let rt = os::set_scheduler(libc::SCHED_FIFO, watchdog_priority);
+                let _ = latlab_sys::thread::set_affinity(&watched);
+                let rt = latlab_sys::thread::set_scheduler(libc::SCHED_FIFO, watchdog_priority);
                 let ready = match rt {
                     Err(e) if hogs_are_rt => Err(privilege_hint(
                         "the watchdog's SCHED_FIFO",
