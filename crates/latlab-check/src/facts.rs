@@ -12,7 +12,7 @@
 use latlab_model::SystemInfo;
 use latlab_model::system::Field;
 use latlab_model::units::CpuList;
-use latlab_sys::Sys;
+use latlab_sys::{Sys, procfs};
 use serde::Serialize;
 
 /// Everything the checks look at.
@@ -184,67 +184,34 @@ pub fn parse_timer_resolution(text: &str) -> Option<u64> {
 /// Numbered IRQ rows of `/proc/interrupts` with their handlers' names. The handler list is what
 /// follows the last run of two or more spaces (the kernel prints `  name, name` after the flow).
 pub fn parse_interrupts(text: &str) -> Vec<IrqLine> {
-    let mut lines = text.lines();
-    let ncpu = lines
-        .next()
-        .map(|h| {
-            h.split_whitespace()
-                .filter(|w| w.starts_with("CPU"))
-                .count()
-        })
-        .unwrap_or(0);
-    let mut out = Vec::new();
-    for line in lines {
-        let Some((label, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let Ok(irq) = label.trim().parse::<u32>() else {
-            continue;
-        };
-        // Skip the per-CPU counts, keeping the byte offset where the description starts.
-        let mut total = 0u64;
-        let mut pos = 0;
-        let bytes = rest.as_bytes();
-        for _ in 0..ncpu {
-            while pos < bytes.len() && bytes[pos] == b' ' {
-                pos += 1;
-            }
-            let start = pos;
-            while pos < bytes.len() && bytes[pos].is_ascii_digit() {
-                pos += 1;
-            }
-            if start == pos {
-                break;
-            }
-            total += rest[start..pos].parse::<u64>().unwrap_or(0);
-        }
-        let desc = rest[pos..].trim_end();
-        let trimmed = desc.trim_start();
-        let (chip, actions) = match trimmed.rfind("  ") {
-            Some(i) => {
-                let names = trimmed[i..].trim();
-                (
-                    trimmed[..i]
+    procfs::parse_interrupts(text)
+        .rows
+        .into_iter()
+        .filter_map(|row| {
+            let irq = row.irq()?;
+            let (chip, actions) = match row.desc.rfind("  ") {
+                Some(i) => (
+                    row.desc[..i]
                         .split_whitespace()
                         .collect::<Vec<_>>()
                         .join(" "),
-                    names
+                    row.desc[i..]
+                        .trim()
                         .split(", ")
                         .map(|s| s.trim().to_string())
                         .filter(|s| !s.is_empty())
                         .collect(),
-                )
-            }
-            None => (trimmed.to_string(), Vec::new()),
-        };
-        out.push(IrqLine {
-            irq,
-            total,
-            chip,
-            actions,
-        });
-    }
-    out
+                ),
+                None => (row.desc.clone(), Vec::new()),
+            };
+            Some(IrqLine {
+                irq,
+                total: row.counts.iter().sum(),
+                chip,
+                actions,
+            })
+        })
+        .collect()
 }
 
 /// `/proc/mounts` (or `/etc/fstab`-like) lines; octal escapes (`\040`) are decoded.
@@ -295,21 +262,16 @@ pub struct StatFields<'a> {
 /// Parse `/proc/PID/stat`; the command name may hold spaces and parentheses, so fields are
 /// counted from the last `)`.
 pub fn parse_stat(text: &str) -> Option<StatFields<'_>> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let comm = text.get(open + 1..close)?;
-    // Fields after the comm start with field 3 (state).
-    let f: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
-    let field = |n: usize| f.get(n - 3).copied();
+    let st = procfs::parse_task_stat(text)?;
     Some(StatFields {
-        comm,
-        flags: field(9)?.parse().ok()?,
-        rt_priority: field(40)?.parse().ok()?,
-        policy: field(41)?.parse().ok()?,
+        comm: st.comm,
+        flags: st.num(9)?,
+        rt_priority: st.num(40)?,
+        policy: st.num(41)?,
     })
 }
 
-pub const PF_KTHREAD: u64 = 0x0020_0000;
+pub use procfs::PF_KTHREAD;
 
 /// The name of a scheduling policy number, for the real-time ones.
 pub fn rt_policy_name(policy: u32) -> Option<&'static str> {
@@ -490,21 +452,6 @@ pub fn shell_var(text: &str, key: &str) -> Option<String> {
     })
 }
 
-/// CPUs of a hex mask such as `f` or `00000000,00000003`.
-pub fn hex_mask_cpus(mask: &str) -> Option<CpuList> {
-    let hex: String = mask.trim().chars().filter(|c| *c != ',').collect();
-    let mut cpus = Vec::new();
-    for (i, c) in hex.chars().rev().enumerate() {
-        let v = c.to_digit(16)?;
-        for bit in 0..4 {
-            if v & (1 << bit) != 0 {
-                cpus.push(u32::try_from(i * 4 + bit).ok()?);
-            }
-        }
-    }
-    Some(CpuList::from_cpus(cpus))
-}
-
 // ---------------------------------------------------------------------------------------------
 // Gathering.
 
@@ -590,7 +537,7 @@ impl Facts {
                     let t = sys.read(p).ok()?;
                     shell_var(&t, "IRQBALANCE_BANNED_CPULIST").or_else(|| {
                         let mask = shell_var(&t, "IRQBALANCE_BANNED_CPUS")?;
-                        Some(hex_mask_cpus(&mask)?.to_string())
+                        Some(procfs::parse_hex_mask(&mask)?.to_string())
                     })
                 }),
             online,
@@ -947,8 +894,6 @@ Max realtime priority     95                   95                   \n";
         let g = parse_group("audio:x:29:alice,bob\nalice:x:1000:\n");
         assert_eq!(g[0].2, vec!["alice", "bob"]);
         assert!(g[1].2.is_empty());
-        assert_eq!(hex_mask_cpus("c").unwrap().cpus(), &[2, 3]);
-        assert_eq!(hex_mask_cpus("00000001,00000000").unwrap().cpus(), &[32]);
         assert_eq!(
             shell_var(
                 "#x\nIRQBALANCE_BANNED_CPULIST=\"2-3\"\n",

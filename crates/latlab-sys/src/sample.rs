@@ -593,33 +593,7 @@ pub fn parse_stat(text: &str) -> BTreeMap<usize, [u64; 8]> {
 /// Per-CPU sums of `/proc/interrupts` or `/proc/softirqs`. Columns follow the header
 /// (`CPU0 CPU1 …`, online CPUs only); rows with fewer numbers (ERR, MIS) are skipped.
 pub fn parse_per_cpu_table(text: &str) -> BTreeMap<usize, u64> {
-    let mut lines = text.lines();
-    let header: Vec<usize> = lines
-        .next()
-        .map(|h| {
-            h.split_whitespace()
-                .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut sums = vec![0u64; header.len()];
-    for line in lines {
-        let Some((_, rest)) = line.split_once(':') else {
-            continue;
-        };
-        let nums: Vec<u64> = rest
-            .split_whitespace()
-            .take(header.len())
-            .map_while(|x| x.parse().ok())
-            .collect();
-        if nums.len() != header.len() {
-            continue;
-        }
-        for (s, n) in sums.iter_mut().zip(nums) {
-            *s += n;
-        }
-    }
-    header.into_iter().zip(sums).collect()
+    crate::procfs::parse_interrupts(text).per_cpu_totals()
 }
 
 /// "cpu MHz" per processor from `/proc/cpuinfo`.

@@ -9,6 +9,7 @@ use crate::TuneError;
 use crate::profile::{At, CpuSelector, CpuSettings, IdleLimit, IsolatedSpec, Origin, Profile};
 use latlab_model::units::CpuList;
 use latlab_sys::Sys;
+use latlab_sys::procfs::{self, format_hex_mask, parse_hex_mask};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -347,40 +348,6 @@ fn numbered(sys: &Sys, rel: &str, prefix: &str) -> Vec<u32> {
         .collect();
     v.sort_unstable();
     v
-}
-
-/// Parse a kernel hex CPU mask (`3`, `0000000f`, `ff,ffffffff`).
-pub fn parse_mask(text: &str) -> Option<CpuList> {
-    let words: Vec<&str> = text.trim().split(',').collect();
-    let mut cpus = Vec::new();
-    for (i, w) in words.iter().rev().enumerate() {
-        let v = u32::from_str_radix(w, 16).ok()?;
-        for bit in 0..32 {
-            if v & (1 << bit) != 0 {
-                cpus.push(i as u32 * 32 + bit);
-            }
-        }
-    }
-    Some(CpuList::from_cpus(cpus))
-}
-
-/// Format a CPU set as a kernel hex mask: 32-bit words, highest first, comma-separated.
-pub fn format_mask(cpus: &CpuList) -> String {
-    let max = cpus.cpus().iter().copied().max().unwrap_or(0);
-    let n = (max / 32 + 1) as usize;
-    let mut words = vec![0u32; n];
-    for &c in cpus.cpus() {
-        words[(c / 32) as usize] |= 1 << (c % 32);
-    }
-    let mut out = String::new();
-    for (i, w) in words.iter().rev().enumerate() {
-        if i == 0 {
-            out.push_str(&format!("{w:x}"));
-        } else {
-            out.push_str(&format!(",{w:08x}"));
-        }
-    }
-    out
 }
 
 fn subset(a: &CpuList, b: &CpuList) -> bool {
@@ -933,10 +900,10 @@ fn housekeeping_mask(
     phase: Phase,
 ) {
     match current {
-        Some(cur) if parse_mask(&cur).is_some_and(|l| subset(&l, hk)) => {
+        Some(cur) if parse_hex_mask(&cur).is_some_and(|l| subset(&l, hk)) => {
             push(plan, knob.into(), ItemState::Set { value: cur });
         }
-        _ => file_knob(sys, plan, knob.into(), path, &format_mask(hk), phase),
+        _ => file_knob(sys, plan, knob.into(), path, &format_hex_mask(hk), phase),
     }
 }
 
@@ -1023,27 +990,18 @@ fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
 /// IRQ number → its action name, from `/proc/interrupts`.
 fn irq_names(sys: &Sys) -> BTreeMap<u32, String> {
     let text = sys.read("/proc/interrupts").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let (n, rest) = l.trim_start().split_once(':')?;
-            let n: u32 = n.parse().ok()?;
-            let name = rest.split_whitespace().last()?.to_string();
-            Some((n, name))
-        })
+    procfs::parse_interrupts(&text)
+        .rows
+        .into_iter()
+        .filter_map(|r| Some((r.irq()?, r.desc.split_whitespace().last()?.to_string())))
         .collect()
 }
-
-const PF_KTHREAD: u64 = 0x0020_0000;
-const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
 
 /// Fields of `/proc/PID/stat` after the command name: (comm, flags, start time).
 pub(crate) fn task_stat(sys: &Sys, pid: i32) -> Option<(String, u64, u64)> {
     let stat = sys.read(&format!("/proc/{pid}/stat")).ok()?;
-    let open = stat.find('(')?;
-    let close = stat.rfind(')')?;
-    let comm = stat[open + 1..close].to_string();
-    let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-    Some((comm, f.get(6)?.parse().ok()?, f.get(19)?.parse().ok()?))
+    let st = procfs::parse_task_stat(&stat)?;
+    Some((st.comm.to_string(), st.num(9)?, st.num(22)?))
 }
 
 /// A task's allowed CPUs from `/proc/PID/status`.
@@ -1069,7 +1027,7 @@ fn kthreads(sys: &Sys, split: &Split, plan: &mut Plan) {
         let Some((comm, flags, start_time)) = task_stat(sys, pid) else {
             continue;
         };
-        if flags & PF_KTHREAD == 0 || flags & PF_NO_SETAFFINITY != 0 {
+        if flags & procfs::PF_KTHREAD == 0 || flags & procfs::PF_NO_SETAFFINITY != 0 {
             continue;
         }
         let Some(cur) = task_affinity(sys, pid) else {
@@ -1120,17 +1078,6 @@ fn kthreads(sys: &Sys, split: &Split, plan: &mut Plan) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn masks_round_trip() {
-        assert_eq!(parse_mask("3").unwrap().to_string(), "0-1");
-        assert_eq!(parse_mask("0000000f\n").unwrap().to_string(), "0-3");
-        assert_eq!(parse_mask("1,00000001").unwrap().to_string(), "0,32");
-        assert_eq!(format_mask(&CpuList::parse("0-1").unwrap()), "3");
-        assert_eq!(format_mask(&CpuList::parse("0,32").unwrap()), "1,00000001");
-        assert_eq!(format_mask(&CpuList::parse("1-3").unwrap()), "e");
-        assert!(parse_mask("zz").is_none());
-    }
 
     #[test]
     fn restore_puts_the_governor_back_before_epp() {

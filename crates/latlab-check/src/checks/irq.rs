@@ -106,7 +106,7 @@ pub fn isolated_cpus(f: &Facts, ctx: &Ctx) -> Outcome {
         .filter(|(_, l)| l.cpus().iter().any(|c| f.isolated.contains(*c)))
         .map(|(irq, l)| format!("{irq} {} → {l}", names(*irq)))
         .collect();
-    let default = crate::facts::hex_mask_cpus(
+    let default = latlab_sys::procfs::parse_hex_mask(
         &f.info
             .irq_affinity
             .value()

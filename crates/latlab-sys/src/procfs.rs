@@ -1,0 +1,209 @@
+//! The text formats of procfs, parsed once for every crate: `/proc/interrupts` (and
+//! `/proc/softirqs`), `/proc/PID/stat` and the kernel's hex CPU masks (`smp_affinity`,
+//! `cpumask`). Pure functions over text: the callers read the files through `Sys`.
+
+use latlab_model::units::CpuList;
+use std::collections::BTreeMap;
+
+/// One row of `/proc/interrupts`: its label (`0`, `NMI`, `LOC`…), the per-CPU counts the row
+/// has (at most one per header column) and the text after them (chip, flow, handlers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterruptRow {
+    pub label: String,
+    pub counts: Vec<u64>,
+    pub desc: String,
+}
+
+impl InterruptRow {
+    /// The IRQ number of a numbered row.
+    pub fn irq(&self) -> Option<u32> {
+        self.label.parse().ok()
+    }
+}
+
+/// `/proc/interrupts` or `/proc/softirqs`: the CPUs of the header and every row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Interrupts {
+    /// CPU numbers of the columns (`CPU0 CPU1 …`: the online CPUs only).
+    pub cpus: Vec<usize>,
+    pub rows: Vec<InterruptRow>,
+}
+
+/// Parse `/proc/interrupts` or `/proc/softirqs`.
+pub fn parse_interrupts(text: &str) -> Interrupts {
+    let mut lines = text.lines();
+    let cpus: Vec<usize> = lines
+        .next()
+        .map(|h| {
+            h.split_whitespace()
+                .filter_map(|c| c.strip_prefix("CPU")?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let rows = lines
+        .filter_map(|line| {
+            let (label, rest) = line.split_once(':')?;
+            // The counts, keeping the byte offset where the description starts.
+            let (mut counts, mut pos, bytes) = (Vec::new(), 0, rest.as_bytes());
+            while counts.len() < cpus.len() {
+                while pos < bytes.len() && bytes[pos] == b' ' {
+                    pos += 1;
+                }
+                let start = pos;
+                while pos < bytes.len() && bytes[pos].is_ascii_digit() {
+                    pos += 1;
+                }
+                match rest[start..pos].parse() {
+                    Ok(n) => counts.push(n),
+                    Err(_) => {
+                        pos = start;
+                        break;
+                    }
+                }
+            }
+            Some(InterruptRow {
+                label: label.trim().to_string(),
+                counts,
+                desc: rest[pos..].trim().to_string(),
+            })
+        })
+        .collect();
+    Interrupts { cpus, rows }
+}
+
+impl Interrupts {
+    /// Per-CPU sums over the rows that have a count for every CPU (ERR and MIS have one).
+    pub fn per_cpu_totals(&self) -> BTreeMap<usize, u64> {
+        let mut sums = vec![0u64; self.cpus.len()];
+        for r in self
+            .rows
+            .iter()
+            .filter(|r| r.counts.len() == self.cpus.len())
+        {
+            for (s, n) in sums.iter_mut().zip(&r.counts) {
+                *s += n;
+            }
+        }
+        self.cpus.iter().copied().zip(sums).collect()
+    }
+}
+
+/// `/proc/PID/stat`: the command name (which may hold spaces and parentheses) and the fields
+/// after it, numbered as in proc(5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskStat<'a> {
+    pub comm: &'a str,
+    fields: Vec<&'a str>,
+}
+
+/// The task is a kernel thread (`flags`, field 9).
+pub const PF_KTHREAD: u64 = 0x0020_0000;
+/// The kernel refuses to change the task's affinity (`flags`, field 9).
+pub const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
+
+/// Parse `/proc/PID/stat`, counting fields from the last `)`.
+pub fn parse_task_stat(text: &str) -> Option<TaskStat<'_>> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    Some(TaskStat {
+        comm: text.get(open + 1..close)?,
+        fields: text.get(close + 1..)?.split_whitespace().collect(),
+    })
+}
+
+impl TaskStat<'_> {
+    /// Field `n` of proc(5) (3: state, 9: flags, 22: starttime, 40: rt_priority, 41: policy)
+    /// as a number.
+    pub fn num<T: std::str::FromStr>(&self, n: usize) -> Option<T> {
+        self.fields.get(n.checked_sub(3)?)?.parse().ok()
+    }
+}
+
+/// A kernel hex CPU mask (`f`, `00000000,00000003`: 32-bit words, highest first); empty text is
+/// the empty set.
+pub fn parse_hex_mask(text: &str) -> Option<CpuList> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Some(CpuList::default());
+    }
+    let mut cpus = Vec::new();
+    for (i, w) in text.split(',').rev().enumerate() {
+        let v = u32::from_str_radix(w, 16).ok()?;
+        cpus.extend(
+            (0..32)
+                .filter(|b| v & (1 << b) != 0)
+                .map(|b| i as u32 * 32 + b),
+        );
+    }
+    Some(CpuList::from_cpus(cpus))
+}
+
+/// A CPU set as a kernel hex mask: 32-bit words, highest first, comma-separated.
+pub fn format_hex_mask(cpus: &CpuList) -> String {
+    let max = cpus.cpus().iter().copied().max().unwrap_or(0);
+    let mut words = vec![0u32; (max / 32 + 1) as usize];
+    for &c in cpus.cpus() {
+        words[(c / 32) as usize] |= 1 << (c % 32);
+    }
+    let mut out = String::new();
+    for (i, w) in words.iter().rev().enumerate() {
+        if i == 0 {
+            out.push_str(&format!("{w:x}"));
+        } else {
+            out.push_str(&format!(",{w:08x}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const INTERRUPTS: &str = "           CPU0       CPU2       \n  \
+  0:         40          0   IO-APIC   2-edge      timer\n  \
+  9:          0          3   IO-APIC   9-fasteoi   acpi, extra\n\
+NMI:          1          2   Non-maskable interrupts\n\
+ERR:          7\n";
+
+    #[test]
+    fn interrupts_keep_rows_counts_and_description_and_sum_by_header_cpu() {
+        let t = parse_interrupts(INTERRUPTS);
+        assert_eq!(t.cpus, [0, 2]);
+        assert_eq!(t.rows.len(), 4);
+        assert_eq!(t.rows[1].irq(), Some(9));
+        assert_eq!(t.rows[1].counts, [0, 3]);
+        assert_eq!(t.rows[1].desc, "IO-APIC   9-fasteoi   acpi, extra");
+        assert_eq!(t.rows[2].irq(), None);
+        assert_eq!(t.rows[3].counts, [7], "ERR has one count");
+        let sums = t.per_cpu_totals();
+        assert_eq!(sums, BTreeMap::from([(0, 41), (2, 5)]));
+    }
+
+    #[test]
+    fn task_stat_counts_fields_after_the_last_parenthesis() {
+        let line = "42 (a) b) c) S 1 42 42 0 -1 2097152 0 0";
+        let s = parse_task_stat(line).unwrap();
+        assert_eq!(s.comm, "a) b) c");
+        assert_eq!(s.num::<u64>(9), Some(2_097_152));
+        assert_eq!(s.num::<u64>(99), None);
+    }
+
+    #[test]
+    fn hex_masks_are_32_bit_words_and_round_trip() {
+        assert_eq!(parse_hex_mask("c").unwrap().cpus(), &[2, 3]);
+        assert_eq!(parse_hex_mask("00000001,00000000").unwrap().cpus(), &[32]);
+        assert_eq!(parse_hex_mask("0000000f\n").unwrap().to_string(), "0-3");
+        assert!(parse_hex_mask("").unwrap().is_empty());
+        assert!(parse_hex_mask("zz").is_none());
+        for list in ["0-1", "0,32", "1-3"] {
+            let l = CpuList::parse(list).unwrap();
+            assert_eq!(parse_hex_mask(&format_hex_mask(&l)).unwrap(), l);
+        }
+        assert_eq!(
+            format_hex_mask(&CpuList::parse("0,32").unwrap()),
+            "1,00000001"
+        );
+    }
+}
