@@ -1,9 +1,9 @@
 //! Number formats shared by the report writers.
 
-/// Nanoseconds as µs with one decimal, rounded half up: 31_250 -> `31.3` (as the summary table).
+/// Nanoseconds as µs with one decimal, rounded half up: 31_250 -> `31.3` (the model's one µs
+/// format at the precision every report table uses).
 pub(crate) fn us(ns: u64) -> String {
-    let tenths = ns / 100 + u64::from(ns % 100 >= 50);
-    format!("{}.{}", tenths / 10, tenths % 10)
+    latlab_model::units::format_us(ns, 1)
 }
 
 /// A nanosecond value held as `f64` (a mean, a standard deviation, a median of repeats) as µs with

@@ -147,7 +147,10 @@ fn header(out: &mut String, r: &RunResult) {
                 .threads
                 .get(*thread as usize)
                 .map_or_else(|| format!("thread {thread}"), |t| t.label.clone());
-            format!("break threshold: {label} saw {} µs", tenths_us(*value_ns))
+            format!(
+                "break threshold: {label} saw {} µs",
+                crate::numfmt::us(*value_ns)
+            )
         }
     };
     line(out, "stopped", &stop);
@@ -218,17 +221,11 @@ fn row(out: &mut String, label_w: usize, label: &str, missed: u64, s: &Stats) {
         let cell = if s.count == 0 {
             "-".to_string()
         } else {
-            tenths_us(value(s))
+            crate::numfmt::us(value(s))
         };
         let _ = write!(out, "{cell:>VALUE_W$}");
     }
     out.push('\n');
-}
-
-/// Nanoseconds as µs with one decimal, rounded half up: 31_250 -> `31.3`.
-fn tenths_us(ns: u64) -> String {
-    let tenths = ns / 100 + u64::from(ns % 100 >= 50);
-    format!("{}.{}", tenths / 10, tenths % 10)
 }
 
 /// Nanoseconds as seconds with three decimals, truncated: `10.002 s`.
@@ -250,12 +247,12 @@ mod tests {
 
     #[test]
     fn microseconds_with_one_decimal() {
-        assert_eq!(tenths_us(0), "0.0");
-        assert_eq!(tenths_us(49), "0.0");
-        assert_eq!(tenths_us(50), "0.1");
-        assert_eq!(tenths_us(31_249), "31.2");
-        assert_eq!(tenths_us(31_250), "31.3");
-        assert_eq!(tenths_us(1_500_000), "1500.0");
+        assert_eq!(crate::numfmt::us(0), "0.0");
+        assert_eq!(crate::numfmt::us(49), "0.0");
+        assert_eq!(crate::numfmt::us(50), "0.1");
+        assert_eq!(crate::numfmt::us(31_249), "31.2");
+        assert_eq!(crate::numfmt::us(31_250), "31.3");
+        assert_eq!(crate::numfmt::us(1_500_000), "1500.0");
     }
 
     #[test]
