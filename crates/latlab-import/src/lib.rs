@@ -529,83 +529,160 @@ fn mid_us(us: u64) -> u64 {
 /// What a cyclictest histogram row is, for messages.
 const HIST_ROW: &str = "a histogram row: the latency in µs, then one count per thread";
 
-fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
-    let mut rows: Vec<Vec<(u64, u64)>> = Vec::new();
-    // (line number, values)
-    let mut maxes: Option<(usize, Vec<u64>)> = None;
-    let mut overflows: Option<(usize, Vec<u64>)> = None;
-    let mut last_row = 0u64;
-    let mut last_line = 0;
-    let mut header_line = None;
-    // Lines before the histogram that are not cyclictest's (its stderr, captured with 2>&1).
-    let mut skipped = 0usize;
-    let mut first_skipped: Option<(usize, &str)> = None;
-    for (n, line) in text.lines().enumerate() {
-        let line_no = n + 1;
-        let line = line.trim_end();
-        last_line = line_no;
-        if let Some(rest) = line.strip_prefix("# Max Latencies:") {
-            let values = numbers(
-                rest,
-                line_no,
-                "\"# Max Latencies:\" then one µs value per thread",
-            )?;
-            maxes = Some((line_no, values));
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# Histogram Overflows:") {
-            let values = numbers(
-                rest,
-                line_no,
-                "\"# Histogram Overflows:\" then one count per thread",
-            )?;
-            overflows = Some((line_no, values));
-            continue;
-        }
-        if line == "# Histogram" {
-            header_line.get_or_insert(line_no);
-        }
-        if line.starts_with('#') || line.trim().is_empty() {
-            continue;
-        }
-        if rows.is_empty() && !line.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
-            skipped += 1;
-            first_skipped.get_or_insert((line_no, line));
-            continue;
-        }
-        let fields = numbers(line, line_no, HIST_ROW)?;
-        let Some((&us, counts)) = fields.split_first() else {
-            continue;
-        };
-        if counts.is_empty() {
-            return err(
-                line_no,
-                format!("a row without counts (expected {HIST_ROW})"),
-            );
-        }
-        if rows.is_empty() {
-            rows = vec![Vec::new(); counts.len()];
-        } else if counts.len() != rows.len() {
-            return err(
-                line_no,
-                format!(
-                    "{} counts where earlier rows had {} (expected {HIST_ROW}; a row cut short?)",
-                    counts.len(),
-                    rows.len()
-                ),
-            );
-        }
-        for (t, &c) in counts.iter().enumerate() {
-            if c > 0 {
-                rows[t].push((mid_us(us), c));
+/// A cyclictest histogram text, read line by line: its rows and footer lines, not yet checked
+/// against each other.
+struct HistText<'a> {
+    /// Per thread: the rows with samples, as (value in ns, count).
+    rows: Vec<Vec<(u64, u64)>>,
+    /// The `# Max Latencies:` line: (line number, values).
+    maxes: Option<(usize, Vec<u64>)>,
+    /// The `# Histogram Overflows:` line: (line number, values).
+    overflows: Option<(usize, Vec<u64>)>,
+    /// The last row's latency, in µs.
+    last_row: u64,
+    /// The number of the last line.
+    last_line: usize,
+    /// Where the `# Histogram` header stands.
+    header_line: Option<usize>,
+    /// Lines before the histogram that are not cyclictest's (its stderr, captured with 2>&1):
+    /// how many, and the first (line number, text).
+    skipped: usize,
+    first_skipped: Option<(usize, &'a str)>,
+}
+
+impl<'a> HistText<'a> {
+    /// Read the lines of `text`: the rows (each with as many counts as the first), and the
+    /// footer lines; other lines before the first row are counted as skipped.
+    fn read(text: &'a str) -> Result<HistText<'a>, ImportError> {
+        let mut rows: Vec<Vec<(u64, u64)>> = Vec::new();
+        // (line number, values)
+        let mut maxes: Option<(usize, Vec<u64>)> = None;
+        let mut overflows: Option<(usize, Vec<u64>)> = None;
+        let mut last_row = 0u64;
+        let mut last_line = 0;
+        let mut header_line = None;
+        let mut skipped = 0usize;
+        let mut first_skipped: Option<(usize, &str)> = None;
+        for (n, line) in text.lines().enumerate() {
+            let line_no = n + 1;
+            let line = line.trim_end();
+            last_line = line_no;
+            if let Some(rest) = line.strip_prefix("# Max Latencies:") {
+                let expected = "\"# Max Latencies:\" then one µs value per thread";
+                maxes = Some((line_no, numbers(rest, line_no, expected)?));
+                continue;
             }
+            if let Some(rest) = line.strip_prefix("# Histogram Overflows:") {
+                let expected = "\"# Histogram Overflows:\" then one count per thread";
+                overflows = Some((line_no, numbers(rest, line_no, expected)?));
+                continue;
+            }
+            if line == "# Histogram" {
+                header_line.get_or_insert(line_no);
+            }
+            if line.starts_with('#') || line.trim().is_empty() {
+                continue;
+            }
+            if rows.is_empty() && !line.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
+                skipped += 1;
+                first_skipped.get_or_insert((line_no, line));
+                continue;
+            }
+            let fields = numbers(line, line_no, HIST_ROW)?;
+            let Some((&us, counts)) = fields.split_first() else {
+                continue;
+            };
+            if counts.is_empty() {
+                return err(
+                    line_no,
+                    format!("a row without counts (expected {HIST_ROW})"),
+                );
+            }
+            if rows.is_empty() {
+                rows = vec![Vec::new(); counts.len()];
+            } else if counts.len() != rows.len() {
+                return err(
+                    line_no,
+                    format!(
+                        "{} counts where earlier rows had {} (expected {HIST_ROW}; a row cut short?)",
+                        counts.len(),
+                        rows.len()
+                    ),
+                );
+            }
+            for (t, &c) in counts.iter().enumerate() {
+                if c > 0 {
+                    rows[t].push((mid_us(us), c));
+                }
+            }
+            last_row = us;
         }
-        last_row = us;
+        Ok(HistText {
+            rows,
+            maxes,
+            overflows,
+            last_row,
+            last_line,
+            header_line,
+            skipped,
+            first_skipped,
+        })
     }
-    if rows.is_empty() {
-        return match header_line {
-            Some(_) => err(
+
+    /// The footer's maxima and overflow counts, one per thread, checked against the rows
+    /// (the overflow line may be absent when no maximum lies beyond the last row).
+    fn footer(&mut self) -> Result<(Vec<u64>, Vec<u64>), ImportError> {
+        let (threads_n, last_row, last_line) = (self.rows.len(), self.last_row, self.last_line);
+        let Some((max_line, maxes)) = self.maxes.take() else {
+            return err(
                 last_line,
+                "the file ends before the \"# Max Latencies:\" line (expected more histogram rows \
+                 or cyclictest's footer after them; is it cut short?)",
+            );
+        };
+        let per_thread = |line: usize, what: &str, values: &[u64]| {
+            if values.len() == threads_n {
+                Ok(())
+            } else {
+                err(
+                    line,
+                    format!(
+                        "{} {what} values where the histogram has {threads_n} threads (expected one \
+                         per thread; is the line cut short?)",
+                        values.len()
+                    ),
+                )
+            }
+        };
+        per_thread(max_line, "\"# Max Latencies:\"", &maxes)?;
+        let overflows = match self.overflows.take() {
+            Some((line, values)) => {
+                per_thread(line, "\"# Histogram Overflows:\"", &values)?;
+                values
+            }
+            // Older cyclictest versions may not write the line; it is only needed when samples lie
+            // beyond the rows.
+            None if maxes.iter().all(|&m| m <= last_row) => vec![0; threads_n],
+            None => {
+                return err(
+                    last_line,
+                    format!(
+                        "the file ends before the \"# Histogram Overflows:\" line, which a maximum \
+                         beyond the last row ({last_row} us) calls for (is it cut short?)"
+                    ),
+                );
+            }
+        };
+        Ok((maxes, overflows))
+    }
+}
+
+fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
+    let mut h = HistText::read(text)?;
+    if h.rows.is_empty() {
+        return match h.header_line {
+            Some(_) => err(
+                h.last_line,
                 format!(
                     "the file ends before the first histogram row (expected {HIST_ROW}; is it cut short?)"
                 ),
@@ -613,47 +690,14 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
             None => err(0, "no histogram rows (accepted: cyclictest -h N output)"),
         };
     }
-    let threads_n = rows.len();
-    let Some((max_line, maxes)) = maxes else {
-        return err(
-            last_line,
-            "the file ends before the \"# Max Latencies:\" line (expected more histogram rows \
-             or cyclictest's footer after them; is it cut short?)",
-        );
-    };
-    let per_thread = |line: usize, what: &str, values: &[u64]| {
-        if values.len() == threads_n {
-            Ok(())
-        } else {
-            err(
-                line,
-                format!(
-                    "{} {what} values where the histogram has {threads_n} threads (expected one \
-                     per thread; is the line cut short?)",
-                    values.len()
-                ),
-            )
-        }
-    };
-    per_thread(max_line, "\"# Max Latencies:\"", &maxes)?;
-    let overflows = match overflows {
-        Some((line, values)) => {
-            per_thread(line, "\"# Histogram Overflows:\"", &values)?;
-            values
-        }
-        // Older cyclictest versions may not write the line; it is only needed when samples lie
-        // beyond the rows.
-        None if maxes.iter().all(|&m| m <= last_row) => vec![0; threads_n],
-        None => {
-            return err(
-                last_line,
-                format!(
-                    "the file ends before the \"# Histogram Overflows:\" line, which a maximum \
-                     beyond the last row ({last_row} us) calls for (is it cut short?)"
-                ),
-            );
-        }
-    };
+    let (maxes, overflows) = h.footer()?;
+    let HistText {
+        rows,
+        last_row,
+        skipped,
+        first_skipped,
+        ..
+    } = h;
     let threads: Vec<Thread> = rows
         .into_iter()
         .enumerate()

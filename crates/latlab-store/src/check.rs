@@ -18,6 +18,37 @@ impl CheckReport {
     pub fn is_ok(&self) -> bool {
         self.problems.is_empty()
     }
+
+    /// Count one histogram and check it: it decodes and, when `stored` (count, min, max) is
+    /// given, agrees with it. False, with the problem noted, when it does not.
+    fn check_hist(&mut self, what: String, blob: &[u8], stored: Option<(i64, i64, i64)>) -> bool {
+        self.histograms += 1;
+        match Histogram::decode(blob) {
+            Err(e) => {
+                self.problems.push(format!("{what}: {e}"));
+                false
+            }
+            Ok(h) => match stored {
+                Some((count, min, max))
+                    if (h.count(), h.min(), h.max())
+                        != (from_sql(count), from_sql(min), from_sql(max)) =>
+                {
+                    self.problems.push(format!(
+                        "{what}: holds count {} min {} max {} but the row says count {} \
+                         min {} max {}",
+                        h.count(),
+                        h.min(),
+                        h.max(),
+                        from_sql(count),
+                        from_sql(min),
+                        from_sql(max)
+                    ));
+                    false
+                }
+                _ => true,
+            },
+        }
+    }
 }
 
 impl Store {
@@ -26,70 +57,53 @@ impl Store {
     /// whole. Problems are reported, never repaired.
     pub fn check(&self) -> Result<CheckReport> {
         let mut report = CheckReport::default();
-        {
-            let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
-            let rows = stmt
-                .query_map([], |r| r.get::<_, String>(0))?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            if rows != ["ok"] {
-                report
-                    .problems
-                    .extend(rows.into_iter().map(|r| format!("integrity: {r}")));
-            }
-        }
-        {
-            let mut stmt = self.conn.prepare("PRAGMA foreign_key_check")?;
-            let rows = stmt
-                .query_map([], |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, Option<i64>>(1)?,
-                        r.get::<_, String>(2)?,
-                    ))
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            for (table, rowid, parent) in rows {
-                let row = rowid.map_or_else(|| "a row".to_string(), |r| format!("row {r}"));
-                report.problems.push(format!(
-                    "foreign key: {row} of {table} refers to a missing {parent} row"
-                ));
-            }
-        }
+        self.check_integrity(&mut report)?;
+        self.check_foreign_keys(&mut report)?;
+        let bad_runs = self.check_run_histograms(&mut report)?;
+        self.check_trace_histograms(&mut report)?;
+        self.check_monitor_histograms(&mut report)?;
+        self.check_runs_read_back(&mut report, &bad_runs)?;
+        Ok(report)
+    }
 
+    /// SQLite's `integrity_check`: one problem per line it reports unless it says "ok".
+    fn check_integrity(&self, report: &mut CheckReport) -> Result<()> {
+        let mut stmt = self.conn.prepare("PRAGMA integrity_check")?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        if rows != ["ok"] {
+            report
+                .problems
+                .extend(rows.into_iter().map(|r| format!("integrity: {r}")));
+        }
+        Ok(())
+    }
+
+    /// SQLite's `foreign_key_check`: one problem per row referring to a missing parent row.
+    fn check_foreign_keys(&self, report: &mut CheckReport) -> Result<()> {
+        let mut stmt = self.conn.prepare("PRAGMA foreign_key_check")?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<i64>>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        for (table, rowid, parent) in rows {
+            let row = rowid.map_or_else(|| "a row".to_string(), |r| format!("row {r}"));
+            report.problems.push(format!(
+                "foreign key: {row} of {table} refers to a missing {parent} row"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Each run's overall histogram and its threads' histograms: the runs with a bad one.
+    fn check_run_histograms(&self, report: &mut CheckReport) -> Result<BTreeSet<i64>> {
         let mut bad_runs = BTreeSet::new();
-        let check_hist = |report: &mut CheckReport,
-                          what: String,
-                          blob: &[u8],
-                          stored: Option<(i64, i64, i64)>|
-         -> bool {
-            report.histograms += 1;
-            match Histogram::decode(blob) {
-                Err(e) => {
-                    report.problems.push(format!("{what}: {e}"));
-                    false
-                }
-                Ok(h) => match stored {
-                    Some((count, min, max))
-                        if (h.count(), h.min(), h.max())
-                            != (from_sql(count), from_sql(min), from_sql(max)) =>
-                    {
-                        report.problems.push(format!(
-                            "{what}: holds count {} min {} max {} but the row says count {} \
-                             min {} max {}",
-                            h.count(),
-                            h.min(),
-                            h.max(),
-                            from_sql(count),
-                            from_sql(min),
-                            from_sql(max)
-                        ));
-                        false
-                    }
-                    _ => true,
-                },
-            }
-        };
-
         {
             let mut stmt = self
                 .conn
@@ -100,12 +114,7 @@ impl Store {
                 report.runs += 1;
                 let blob: Vec<u8> = r.get(4)?;
                 let stored = (r.get(1)?, r.get(2)?, r.get(3)?);
-                if !check_hist(
-                    &mut report,
-                    format!("run {id} histogram"),
-                    &blob,
-                    Some(stored),
-                ) {
+                if !report.check_hist(format!("run {id} histogram"), &blob, Some(stored)) {
                     bad_runs.insert(id);
                 }
             }
@@ -121,14 +130,12 @@ impl Store {
                 let stored = (r.get(3)?, r.get(4)?, r.get(5)?);
                 let h: Vec<u8> = r.get(6)?;
                 let ch: Vec<u8> = r.get(7)?;
-                let ok1 = check_hist(
-                    &mut report,
+                let ok1 = report.check_hist(
                     format!("run {run} thread {idx} ({label}) histogram"),
                     &h,
                     Some(stored),
                 );
-                let ok2 = check_hist(
-                    &mut report,
+                let ok2 = report.check_hist(
                     format!("run {run} thread {idx} ({label}) corrected histogram"),
                     &ch,
                     None,
@@ -138,47 +145,55 @@ impl Store {
                 }
             }
         }
-        {
-            let mut stmt = self.conn.prepare(
-                "SELECT run_id, name, histogram FROM trace_results WHERE histogram IS NOT NULL",
-            )?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let (run, name): (i64, String) = (r.get(0)?, r.get(1)?);
-                let blob: Vec<u8> = r.get(2)?;
-                check_hist(
-                    &mut report,
-                    format!("run {run} trace {name} histogram"),
-                    &blob,
-                    None,
-                );
-            }
+        Ok(bad_runs)
+    }
+
+    /// The histograms of the traces' families.
+    fn check_trace_histograms(&self, report: &mut CheckReport) -> Result<()> {
+        let mut stmt = self.conn.prepare(
+            "SELECT run_id, name, histogram FROM trace_results WHERE histogram IS NOT NULL",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let (run, name): (i64, String) = (r.get(0)?, r.get(1)?);
+            let blob: Vec<u8> = r.get(2)?;
+            report.check_hist(format!("run {run} trace {name} histogram"), &blob, None);
         }
-        {
-            let mut stmt = self.conn.prepare(
-                "SELECT s.name, w.start_unix_ns, w.cpu, w.count, w.min_ns, w.max_ns, w.histogram
+        Ok(())
+    }
+
+    /// The histograms of the monitor windows.
+    fn check_monitor_histograms(&self, report: &mut CheckReport) -> Result<()> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.name, w.start_unix_ns, w.cpu, w.count, w.min_ns, w.max_ns, w.histogram
                  FROM monitor_windows w JOIN monitor_series s ON s.id = w.series_id
                  ORDER BY w.series_id, w.start_unix_ns, w.cpu",
-            )?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                report.monitor_windows += 1;
-                let (name, start, cpu): (String, i64, u32) = (r.get(0)?, r.get(1)?, r.get(2)?);
-                let stored = (r.get(3)?, r.get(4)?, r.get(5)?);
-                let blob: Vec<u8> = r.get(6)?;
-                check_hist(
-                    &mut report,
-                    format!(
-                        "monitor series {name} window at {} cpu{cpu} histogram",
-                        from_sql(start)
-                    ),
-                    &blob,
-                    Some(stored),
-                );
-            }
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            report.monitor_windows += 1;
+            let (name, start, cpu): (String, i64, u32) = (r.get(0)?, r.get(1)?, r.get(2)?);
+            let stored = (r.get(3)?, r.get(4)?, r.get(5)?);
+            let blob: Vec<u8> = r.get(6)?;
+            report.check_hist(
+                format!(
+                    "monitor series {name} window at {} cpu{cpu} histogram",
+                    from_sql(start)
+                ),
+                &blob,
+                Some(stored),
+            );
         }
+        Ok(())
+    }
 
-        // Every run reads back whole (JSON parts, windows, spikes, loads, samples).
+    /// Every run but those in `bad_runs` reads back whole (JSON parts, windows, spikes, loads,
+    /// samples).
+    fn check_runs_read_back(
+        &self,
+        report: &mut CheckReport,
+        bad_runs: &BTreeSet<i64>,
+    ) -> Result<()> {
         let ids: Vec<i64> = {
             let mut stmt = self.conn.prepare("SELECT id FROM runs ORDER BY id")?;
             stmt.query_map([], |r| r.get(0))?
@@ -189,6 +204,6 @@ impl Store {
                 report.problems.push(format!("run {id}: {e}"));
             }
         }
-        Ok(report)
+        Ok(())
     }
 }

@@ -274,7 +274,7 @@ mod tests {
         assert!(s.events.windows(2).all(|w| w[0].start_ns <= w[1].start_ns));
         let line = s.summary();
         assert!(
-            line.starts_with("cpu1 0.1us: first interrupt at +0.0us; task hog[77] "),
+            line.starts_with("cpu1 0.2us: first interrupt at +0.0us; task hog[77] "),
             "{line}"
         );
         assert!(
