@@ -164,12 +164,81 @@ impl Metrics {
             .collect()
     }
 
-    /// The exposition text. `profile_now`: the profile the running daemon holds (overrides the
-    /// stored one for its series).
+    /// The exposition text. `live`: the running daemon's series and the profile it holds (which
+    /// overrides the stored one for its series).
     pub fn render(&self, live: Option<(&str, &str)>) -> String {
         let mut o = String::with_capacity(16 * 1024);
-        family(
+        self.info(&mut o, live);
+        self.latency_histograms(&mut o);
+        let window = true;
+        self.per_cpu(
             &mut o,
+            ("latlab_wakeup_latency_window_max_seconds", "gauge"),
+            "Worst wake-up latency of the last closed window (the maximum a Prometheus histogram cannot carry).",
+            window,
+            &|c| Some(secs(u128::from(c.last_max_ns))),
+        );
+        self.per_cpu(
+            &mut o,
+            ("latlab_wakeup_latency_window_p99_9_seconds", "gauge"),
+            "99.9th percentile of wake-up latency in the last closed window.",
+            window,
+            &|c| Some(secs(u128::from(c.last_p99_9_ns))),
+        );
+        self.per_cpu(
+            &mut o,
+            ("latlab_wakeup_latency_max_seconds", "gauge"),
+            "Worst wake-up latency over the whole series.",
+            !window,
+            &|c| Some(secs(u128::from(c.max_ns))),
+        );
+        self.per_cpu(
+            &mut o,
+            ("latlab_missed_periods_total", "counter"),
+            "Periods a measuring thread could not take because it ran too late.",
+            !window,
+            &|c| Some(c.missed.to_string()),
+        );
+        self.per_cpu(
+            &mut o,
+            ("latlab_cpu_frequency_hertz", "gauge"),
+            "Mean clock frequency of the CPU over the last closed window.",
+            !window,
+            &|c| c.freq_khz.map(|f| (f * 1000).to_string()),
+        );
+        self.idle_states(&mut o);
+        self.power(&mut o);
+        self.per_series(
+            &mut o,
+            ("latlab_monitor_windows_total", "counter"),
+            "Windows stored in the series (hourly rows count every window merged into them).",
+            &|s| Some(s.windows.to_string()),
+        );
+        self.per_series(
+            &mut o,
+            ("latlab_monitor_last_window_index", "gauge"),
+            "Index of the last window the other values include.",
+            &|s| s.last_index.map(|i| i.to_string()),
+        );
+        self.per_series(
+            &mut o,
+            ("latlab_monitor_last_window_end_timestamp_seconds", "gauge"),
+            "When the last window included ended (unix time).",
+            &|s| s.last_end_ns.map(|e| secs(u128::from(e))),
+        );
+        self.per_series(
+            &mut o,
+            ("latlab_monitor_cpu_seconds_total", "counter"),
+            "CPU time latlab's monitoring used (measuring threads, samplers, store; not the web server).",
+            &|s| Some(secs(u128::from(s.cost_ns))),
+        );
+        o
+    }
+
+    /// `latlab_build_info` and one `latlab_system_info` per series.
+    fn info(&self, o: &mut String, live: Option<(&str, &str)>) {
+        family(
+            o,
             "latlab_build_info",
             "gauge",
             "latlab's version (always 1).",
@@ -180,7 +249,7 @@ impl Metrics {
             env!("CARGO_PKG_VERSION")
         );
         family(
-            &mut o,
+            o,
             "latlab_system_info",
             "gauge",
             "The measured system: host, kernel, preempt model and tuning profile (always 1).",
@@ -202,9 +271,12 @@ impl Metrics {
                 secs(u128::from(s.info.interval_ns)),
             );
         }
+    }
 
+    /// `latlab_wakeup_latency_seconds`: one Prometheus histogram per series and CPU.
+    fn latency_histograms(&self, o: &mut String) {
         family(
-            &mut o,
+            o,
             "latlab_wakeup_latency_seconds",
             "histogram",
             "Timer wake-up latency of the measuring thread on each CPU, over the whole series.",
@@ -232,71 +304,39 @@ impl Metrics {
                 let _ = writeln!(o, "latlab_wakeup_latency_seconds_count{{{l}}} {}", c.count);
             }
         }
+    }
 
-        let per_cpu = |o: &mut String,
-                       name: &str,
-                       kind: &str,
-                       help: &str,
-                       extra: &dyn Fn(&SeriesAcc) -> String,
-                       value: &dyn Fn(&CpuAcc) -> Option<String>| {
-            family(o, name, kind, help);
-            for s in self.series.values() {
-                for (cpu, c) in &s.cpus {
-                    if let Some(v) = value(c) {
-                        let _ = writeln!(
-                            o,
-                            "{name}{{series=\"{}\",cpu=\"{cpu}\"{}}} {v}",
-                            esc(&s.name),
-                            extra(s)
-                        );
-                    }
+    /// A family with one sample per series and CPU (labelled with the window's length when
+    /// `window`), skipping CPUs without a value.
+    fn per_cpu(
+        &self,
+        o: &mut String,
+        (name, kind): (&str, &str),
+        help: &str,
+        window: bool,
+        value: &dyn Fn(&CpuAcc) -> Option<String>,
+    ) {
+        family(o, name, kind, help);
+        for s in self.series.values() {
+            let extra = if window {
+                format!(",window=\"{}s\"", secs(u128::from(s.window_ns)))
+            } else {
+                String::new()
+            };
+            for (cpu, c) in &s.cpus {
+                if let Some(v) = value(c) {
+                    let _ = writeln!(
+                        o,
+                        "{name}{{series=\"{}\",cpu=\"{cpu}\"{extra}}} {v}",
+                        esc(&s.name),
+                    );
                 }
             }
-        };
-        let window_label =
-            |s: &SeriesAcc| format!(",window=\"{}s\"", secs(u128::from(s.window_ns)));
-        let none = |_: &SeriesAcc| String::new();
-        per_cpu(
-            &mut o,
-            "latlab_wakeup_latency_window_max_seconds",
-            "gauge",
-            "Worst wake-up latency of the last closed window (the maximum a Prometheus histogram cannot carry).",
-            &window_label,
-            &|c| Some(secs(u128::from(c.last_max_ns))),
-        );
-        per_cpu(
-            &mut o,
-            "latlab_wakeup_latency_window_p99_9_seconds",
-            "gauge",
-            "99.9th percentile of wake-up latency in the last closed window.",
-            &window_label,
-            &|c| Some(secs(u128::from(c.last_p99_9_ns))),
-        );
-        per_cpu(
-            &mut o,
-            "latlab_wakeup_latency_max_seconds",
-            "gauge",
-            "Worst wake-up latency over the whole series.",
-            &none,
-            &|c| Some(secs(u128::from(c.max_ns))),
-        );
-        per_cpu(
-            &mut o,
-            "latlab_missed_periods_total",
-            "counter",
-            "Periods a measuring thread could not take because it ran too late.",
-            &none,
-            &|c| Some(c.missed.to_string()),
-        );
-        per_cpu(
-            &mut o,
-            "latlab_cpu_frequency_hertz",
-            "gauge",
-            "Mean clock frequency of the CPU over the last closed window.",
-            &none,
-            &|c| c.freq_khz.map(|f| (f * 1000).to_string()),
-        );
+        }
+    }
 
+    /// Time in and entries into each idle state, per series and CPU.
+    fn idle_states(&self, o: &mut String) {
         for (name, help, usage) in [
             (
                 "latlab_cpuidle_state_time_seconds_total",
@@ -309,7 +349,7 @@ impl Metrics {
                 true,
             ),
         ] {
-            family(&mut o, name, "counter", help);
+            family(o, name, "counter", help);
             for s in self.series.values() {
                 for (cpu, c) in &s.cpus {
                     let names = s.idle_names.get(&(*cpu as usize));
@@ -334,9 +374,12 @@ impl Metrics {
                 }
             }
         }
+    }
 
+    /// Energy per series and power source.
+    fn power(&self, o: &mut String) {
         family(
-            &mut o,
+            o,
             "latlab_power_joules_total",
             "counter",
             "Energy used while measured, per power source (RAPL, hwmon, battery).",
@@ -351,48 +394,22 @@ impl Metrics {
                 );
             }
         }
+    }
 
-        let per_series = |o: &mut String,
-                          name: &str,
-                          kind: &str,
-                          help: &str,
-                          value: &dyn Fn(&SeriesAcc) -> Option<String>| {
-            family(o, name, kind, help);
-            for s in self.series.values() {
-                if let Some(v) = value(s) {
-                    let _ = writeln!(o, "{name}{{series=\"{}\"}} {v}", esc(&s.name));
-                }
+    /// A family with one sample per series, skipping series without a value.
+    fn per_series(
+        &self,
+        o: &mut String,
+        (name, kind): (&str, &str),
+        help: &str,
+        value: &dyn Fn(&SeriesAcc) -> Option<String>,
+    ) {
+        family(o, name, kind, help);
+        for s in self.series.values() {
+            if let Some(v) = value(s) {
+                let _ = writeln!(o, "{name}{{series=\"{}\"}} {v}", esc(&s.name));
             }
-        };
-        per_series(
-            &mut o,
-            "latlab_monitor_windows_total",
-            "counter",
-            "Windows stored in the series (hourly rows count every window merged into them).",
-            &|s| Some(s.windows.to_string()),
-        );
-        per_series(
-            &mut o,
-            "latlab_monitor_last_window_index",
-            "gauge",
-            "Index of the last window the other values include.",
-            &|s| s.last_index.map(|i| i.to_string()),
-        );
-        per_series(
-            &mut o,
-            "latlab_monitor_last_window_end_timestamp_seconds",
-            "gauge",
-            "When the last window included ended (unix time).",
-            &|s| s.last_end_ns.map(|e| secs(u128::from(e))),
-        );
-        per_series(
-            &mut o,
-            "latlab_monitor_cpu_seconds_total",
-            "counter",
-            "CPU time latlab's monitoring used (measuring threads, samplers, store; not the web server).",
-            &|s| Some(secs(u128::from(s.cost_ns))),
-        );
-        o
+        }
     }
 }
 
