@@ -316,7 +316,7 @@ fn json_carries_every_id_and_fix() {
 
 fn copy_tree(name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    latlab_sys::fixture::copy_tree(&tree(name), dir.path()).unwrap();
+    latlab_testkit::copy_tree(&tree(name), dir.path()).unwrap();
     dir
 }
 

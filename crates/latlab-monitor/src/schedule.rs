@@ -600,18 +600,10 @@ mod tests {
         state: PathBuf,
     }
 
-    fn copy_dir(from: &Path, to: &Path) {
-        latlab_sys::fixture::copy_tree(from, to).unwrap();
-    }
-
     fn laptop() -> Tree {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
-        copy_dir(
-            &Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../latlab-sys/tests/fixtures/laptop-intel"),
-            &root,
-        );
+        latlab_testkit::copy_machine_to("laptop-intel", None, &root);
         let state = dir.path().join("state");
         Tree {
             _dir: dir,

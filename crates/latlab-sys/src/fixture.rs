@@ -1,27 +1,9 @@
-//! Fixture trees for tests: a writable copy of a tree, a fake MSR device file, and a snapshot of
-//! everything under a root to show that a change was undone byte for byte.
+//! Fixture trees for tests: a fake MSR device file, and a snapshot of everything under a root to
+//! show that a change was undone byte for byte (copies of the trees: `latlab-testkit`).
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-
-/// Copy the tree `from` into `to` (created), keeping symlinks as symlinks and file modes.
-pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)? {
-        let e = e?;
-        let dest = to.join(e.file_name());
-        let kind = e.file_type()?;
-        if kind.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(e.path())?, &dest)?;
-        } else if kind.is_dir() {
-            copy_tree(&e.path(), &dest)?;
-        } else {
-            std::fs::copy(e.path(), &dest)?;
-        }
-    }
-    Ok(())
-}
 
 /// Write a fake `/dev/cpu/<cpu>/msr` under `root`: a regular file of zeros, long enough for the
 /// register (`msr + 8` bytes, at least 0x40), holding `value` at offset `msr`, little endian as

@@ -5,14 +5,9 @@
 
 use latlab_model::system::Field;
 use latlab_sys::Sys;
-use std::path::PathBuf;
 
 fn fixture(name: &str) -> Sys {
-    Sys::new(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name),
-    )
+    Sys::new(latlab_testkit::machine(name))
 }
 
 #[test]
@@ -156,11 +151,7 @@ fn live_system_is_complete() {
 
 /// A writable copy of a fixture tree.
 fn copy(name: &str) -> (tempfile::TempDir, Sys) {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let dir = tempfile::tempdir().unwrap();
-    latlab_sys::fixture::copy_tree(&src, dir.path()).unwrap();
+    let dir = latlab_testkit::copy_machine(name, None);
     let sys = Sys::new(dir.path());
     (dir, sys)
 }

@@ -7,18 +7,13 @@ use latlab_sys::sample::{
     Sampler, SamplerThread, counter_delta, cpuinfo_mhz, parse_per_cpu_table, parse_perf_event,
     parse_stat,
 };
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 const SEC: u64 = 1_000_000_000;
 
 /// A writable copy of a fixture tree.
 fn tree(name: &str) -> (tempfile::TempDir, Sys) {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
-    let dir = tempfile::tempdir().unwrap();
-    latlab_sys::fixture::copy_tree(&src, dir.path()).unwrap();
+    let dir = latlab_testkit::copy_machine(name, None);
     let sys = Sys::new(dir.path());
     (dir, sys)
 }

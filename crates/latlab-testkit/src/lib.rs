@@ -3,7 +3,7 @@
 //! settings never redirect a test), root checks that skip cleanly and say why, the assertions
 //! on a command's exit and output, and the golden-file comparison.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Every variable latlab reads, cleared from each command a test runs (a test sets what it
@@ -191,6 +191,60 @@ pub fn golden_at(dir: &Path, name: &str, actual: &str) {
             expected.split_inclusive('\n').nth(line),
             actual.split_inclusive('\n').nth(line)
         );
+    }
+}
+
+/// The machines of the fixture tree (`fixtures/machines/NAME`: what sysfs, procfs and devfs
+/// show on each).
+pub const MACHINES: [&str; 4] = ["laptop-intel", "arm-board", "amd-desktop", "vm"];
+
+/// The workspace's one fixture tree (`fixtures/`; its README says what each machine is).
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+/// A machine's tree, to read in place.
+pub fn machine(name: &str) -> PathBuf {
+    fixtures().join("machines").join(name)
+}
+
+/// An overlay of a machine (`fixtures/overlays/VARIANT/NAME`): the files a crate's tests need
+/// beyond the machine's tree, copied on top of it.
+pub fn overlay(variant: &str, name: &str) -> PathBuf {
+    fixtures().join("overlays").join(variant).join(name)
+}
+
+/// Copy the tree `from` into `to` (created), keeping symlinks as symlinks and file modes.
+pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let dest = to.join(e.file_name());
+        let kind = e.file_type()?;
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(e.path())?, &dest)?;
+        } else if kind.is_dir() {
+            copy_tree(&e.path(), &dest)?;
+        } else {
+            std::fs::copy(e.path(), &dest)?;
+        }
+    }
+    Ok(())
+}
+
+/// A writable copy of machine `name`, with overlay `variant` on top when given.
+pub fn copy_machine(name: &str, variant: Option<&str>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary directory: {e}"));
+    copy_machine_to(name, variant, dir.path());
+    dir
+}
+
+/// [`copy_machine`] into `to`.
+pub fn copy_machine_to(name: &str, variant: Option<&str>, to: &Path) {
+    let mut from = vec![machine(name)];
+    from.extend(variant.map(|v| overlay(v, name)));
+    for f in from {
+        copy_tree(&f, to).unwrap_or_else(|e| panic!("copying {}: {e}", f.display()));
     }
 }
 

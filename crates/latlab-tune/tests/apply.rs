@@ -14,16 +14,11 @@ use latlab_tune::{
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-const TREES: [&str; 4] = ["laptop-intel", "arm-board", "amd-desktop", "vm"];
+use latlab_testkit::MACHINES as TREES;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    latlab_sys::fixture::copy_tree(from, to).unwrap();
+/// A machine's tree with the tuning overlay (grub, boot id, workqueue masks) copied to `to`.
+fn copy_dir(name: &str, to: &Path) {
+    latlab_testkit::copy_machine_to(name, Some("tune"), to);
 }
 
 /// A copy of a fixture tree, and a separate state directory.
@@ -37,7 +32,7 @@ impl Tree {
     fn new(name: &str) -> Tree {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
-        copy_dir(&fixture(name), &root);
+        copy_dir(name, &root);
         let state = dir.path().join("state");
         Tree {
             _dir: dir,
@@ -434,7 +429,7 @@ fn restore_after_a_reboot_writes_nothing_and_says_what_the_reboot_reset() {
     // "Reboot": a new boot id, every value back to its default except one a boot script set.
     let after = snapshot(&t.root);
     let fresh = Tree::new("vm");
-    copy_dir(&fresh.root, &t.root);
+    latlab_testkit::copy_tree(&fresh.root, &t.root).unwrap();
     t.write(
         "/proc/sys/kernel/random/boot_id",
         "00000000-1111-2222-3333-444444444444\n",

@@ -230,10 +230,7 @@ mod tests {
     use super::*;
     fn plan(args: &[&str]) -> CliResult<MonitorPlan> {
         let mut v = args.to_vec();
-        let sys = Sys::new(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../latlab-sys/tests/fixtures/laptop-intel"),
-        );
+        let sys = Sys::new(latlab_testkit::machine("laptop-intel"));
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("m.db");
         v.extend_from_slice(&["--db", db.to_str().unwrap()]);

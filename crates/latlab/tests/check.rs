@@ -214,7 +214,7 @@ fn limits_of_the_sudo_caller() {
 
 fn copy_tree(name: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    latlab_sys::fixture::copy_tree(&tree(name), dir.path()).unwrap();
+    latlab_testkit::copy_tree(&tree(name), dir.path()).unwrap();
     dir
 }
 

@@ -810,16 +810,9 @@ fn the_dashboard_renders_in_headless_chromium() {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    latlab_sys::fixture::copy_tree(from, to).unwrap();
-}
-
 fn laptop_tree(dir: &Path) -> PathBuf {
     let root = dir.join("root");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("../latlab-sys/tests/fixtures/laptop-intel"),
-        &root,
-    );
+    latlab_testkit::copy_machine_to("laptop-intel", None, &root);
     root
 }
 

@@ -3,20 +3,14 @@
 //! cannot be found said once.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../latlab-sys/tests/fixtures")
-        .join(name)
-}
+use latlab_testkit::machine as fixture;
 
 /// A writable copy of a fixture tree.
 fn copy(name: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    latlab_sys::fixture::copy_tree(&fixture(name), dir.path()).unwrap();
-    dir
+    latlab_testkit::copy_machine(name, None)
 }
 
 fn sysinfo(root: &Path, json: bool) -> String {

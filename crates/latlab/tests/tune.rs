@@ -2,25 +2,15 @@
 //! process killed with SIGKILL in the middle of an apply, and once on the real machine as root.
 #![allow(clippy::unwrap_used)]
 
-use latlab_testkit::latlab;
+use latlab_testkit::{is_root, latlab};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn is_root() -> bool {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../latlab-tune/tests/fixtures")
-        .join(name)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    latlab_sys::fixture::copy_tree(from, to).unwrap();
+/// A machine's tree with the tuning overlay (grub, boot id, workqueue masks) copied to `to`.
+fn copy_dir(name: &str, to: &Path) {
+    latlab_testkit::copy_machine_to(name, Some("tune"), to);
 }
 
 fn snapshot(root: &Path) -> BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
@@ -38,7 +28,7 @@ impl Tree {
     fn new(name: &str) -> Tree {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
-        copy_dir(&fixture(name), &root);
+        copy_dir(name, &root);
         let state = dir.path().join("state");
         Tree { dir, root, state }
     }
