@@ -5,21 +5,9 @@
 
 use latlab_check::{Facts, Fix, Knob, Report, Target, UserChoice, Verdict, plan_fixes};
 use latlab_sys::Sys;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-const TREES: [&str; 5] = [
-    "laptop-intel",
-    "arm-board",
-    "amd-desktop",
-    "vm",
-    "badly-tuned",
-];
-
-fn tree(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+use latlab_testkit::{CHECK_TREES as TREES, check_tree as tree};
 
 fn report_at(root: &Path, target: Target, who: &UserChoice) -> Report {
     let facts = Facts::gather(&Sys::new(root), who);
@@ -27,7 +15,7 @@ fn report_at(root: &Path, target: Target, who: &UserChoice) -> Report {
 }
 
 fn report(name: &str, target: Target) -> Report {
-    report_at(&tree(name), target, &UserChoice::default())
+    report_at(tree(name).path(), target, &UserChoice::default())
 }
 
 fn code(v: Verdict) -> &'static str {
@@ -190,10 +178,12 @@ fn exit_codes_of_the_trees() {
 #[test]
 fn evidence_names_system_paths_not_the_fixture_root() {
     for t in TREES {
+        let root = tree(t);
+        let root_text = root.path().to_string_lossy().into_owned();
         for target in Target::ALL {
-            for f in report(t, target).findings {
+            for f in report_at(root.path(), target, &UserChoice::default()).findings {
                 assert!(
-                    !f.outcome.evidence.contains("tests/fixtures"),
+                    !f.outcome.evidence.contains(&root_text),
                     "{t} {}: {}",
                     f.id,
                     f.outcome.evidence
@@ -269,7 +259,7 @@ fn fix_plan_of_the_bad_tree() {
 
 #[test]
 fn skip_leaves_checks_out() {
-    let facts = Facts::gather(&Sys::new(tree("vm")), &UserChoice::default());
+    let facts = Facts::gather(&Sys::new(tree("vm").path()), &UserChoice::default());
     let skip = latlab_check::resolve_skip(&["irq", "virt.vm"]).unwrap();
     let r = latlab_check::run(&facts, Target::Audio, &skip);
     assert!(r.finding("virt.vm").is_none());
@@ -314,11 +304,7 @@ fn json_carries_every_id_and_fix() {
 // ---------------------------------------------------------------------------------------------
 // Variations: a copy of a tree with one file changed flips one verdict.
 
-fn copy_tree(name: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    latlab_testkit::copy_tree(&tree(name), dir.path()).unwrap();
-    dir
-}
+use latlab_testkit::check_tree as copy_tree;
 
 fn write(root: &Path, rel: &str, content: &[u8]) {
     let p = root.join(rel);

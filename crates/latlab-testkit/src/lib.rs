@@ -208,8 +208,8 @@ pub fn machine(name: &str) -> PathBuf {
     fixtures().join("machines").join(name)
 }
 
-/// An overlay of a machine (`fixtures/overlays/VARIANT/NAME`): the files a crate's tests need
-/// beyond the machine's tree, copied on top of it.
+/// An overlay of a machine (`fixtures/overlays/VARIANT/NAME`, with `NAME.remove` beside it): what
+/// a crate's tests need different from the machine's tree.
 pub fn overlay(variant: &str, name: &str) -> PathBuf {
     fixtures().join("overlays").join(variant).join(name)
 }
@@ -222,6 +222,11 @@ pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
         let dest = to.join(e.file_name());
         let kind = e.file_type()?;
         if kind.is_symlink() {
+            if std::fs::symlink_metadata(&dest).is_ok_and(|m| m.is_dir()) {
+                std::fs::remove_dir_all(&dest)?;
+            } else if std::fs::symlink_metadata(&dest).is_ok() {
+                std::fs::remove_file(&dest)?;
+            }
             std::os::unix::fs::symlink(std::fs::read_link(e.path())?, &dest)?;
         } else if kind.is_dir() {
             copy_tree(&e.path(), &dest)?;
@@ -232,19 +237,54 @@ pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A writable copy of machine `name`, with overlay `variant` on top when given.
-pub fn copy_machine(name: &str, variant: Option<&str>) -> tempfile::TempDir {
+/// A writable copy of machine `name` with `overlays` applied in order (see [`overlay`]).
+pub fn copy_machine(name: &str, overlays: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary directory: {e}"));
-    copy_machine_to(name, variant, dir.path());
+    copy_machine_to(name, overlays, dir.path());
     dir
 }
 
-/// [`copy_machine`] into `to`.
-pub fn copy_machine_to(name: &str, variant: Option<&str>, to: &Path) {
-    let mut from = vec![machine(name)];
-    from.extend(variant.map(|v| overlay(v, name)));
-    for f in from {
-        copy_tree(&f, to).unwrap_or_else(|e| panic!("copying {}: {e}", f.display()));
+/// [`copy_machine`] into `to`. Each overlay first removes the paths its `NAME.remove` file lists
+/// (one per line, relative to the root), then copies its tree on top: its files and symlinks
+/// replace what is there (a symlink may replace a directory).
+pub fn copy_machine_to(name: &str, overlays: &[&str], to: &Path) {
+    let fail = |what: &Path, e: std::io::Error| -> ! { panic!("{}: {e}", what.display()) };
+    let base = machine(name);
+    copy_tree(&base, to).unwrap_or_else(|e| fail(&base, e));
+    for variant in overlays {
+        let dir = overlay(variant, name);
+        let list = dir.with_extension("remove");
+        if let Ok(text) = std::fs::read_to_string(&list) {
+            for rel in text.lines().filter(|l| !l.trim().is_empty()) {
+                let p = to.join(rel.trim());
+                let removed = match std::fs::symlink_metadata(&p) {
+                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
+                    Ok(_) => std::fs::remove_file(&p),
+                    Err(e) => Err(e),
+                };
+                removed.unwrap_or_else(|e| fail(&p, e));
+            }
+        }
+        copy_tree(&dir, to).unwrap_or_else(|e| fail(&dir, e));
+    }
+}
+
+/// The trees `latlab check`'s tests read: each machine with the `check` overlay (users, limits,
+/// kernel threads, mounts; cpufreq as the kernel links it), and `badly-tuned`, the laptop with
+/// what a badly tuned system shows on top.
+pub const CHECK_TREES: [&str; 5] = [
+    "laptop-intel",
+    "arm-board",
+    "amd-desktop",
+    "vm",
+    "badly-tuned",
+];
+
+/// A writable copy of one of [`CHECK_TREES`].
+pub fn check_tree(name: &str) -> tempfile::TempDir {
+    match name {
+        "badly-tuned" => copy_machine("laptop-intel", &["check", "badly-tuned"]),
+        _ => copy_machine(name, &["check"]),
     }
 }
 

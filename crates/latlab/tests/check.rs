@@ -9,19 +9,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-const TREES: [&str; 5] = [
-    "laptop-intel",
-    "arm-board",
-    "amd-desktop",
-    "vm",
-    "badly-tuned",
-];
+use latlab_testkit::CHECK_TREES as TREES;
 
-fn tree(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../latlab-check/tests/fixtures")
-        .join(name)
-}
+use latlab_testkit::check_tree as tree;
 
 fn check(root: &Path, args: &[&str]) -> Output {
     latlab!()
@@ -64,7 +54,7 @@ fn bad_input_exits_2_with_one_line() {
         (vec!["--state-dir", "/tmp"], "--fix"),
         (vec!["--bogus"], "--bogus"),
     ] {
-        let out = check(&root, &args);
+        let out = check(root.path(), &args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
@@ -99,7 +89,7 @@ fn json_on_every_tree_and_target() {
         ("throughput", [1, 0, 1, 0, 3]),
     ] {
         for (t, want) in TREES.iter().zip(codes) {
-            let out = check(&tree(t), &["--json", "--target", target]);
+            let out = check(tree(t).path(), &["--json", "--target", target]);
             let doc = json(&out);
             assert_eq!(out.status.code(), Some(want), "{t} {target}");
             assert_eq!(doc["exit_code"], want, "{t} {target}");
@@ -120,7 +110,7 @@ fn json_on_every_tree_and_target() {
             }
         }
     }
-    let doc = json(&check(&tree("badly-tuned"), &["--json"]));
+    let doc = json(&check(tree("badly-tuned").path(), &["--json"]));
     assert_eq!(doc["bounds"]["idle_exit_latency_us"], 100);
     assert_eq!(finding(&doc, "cpu.governor")["verdict"], "fail");
     assert_eq!(finding(&doc, "irq.shared-audio")["verdict"], "fail");
@@ -128,7 +118,7 @@ fn json_on_every_tree_and_target() {
     assert_eq!(finding(&doc, "limits.rtprio")["verdict"], "fail");
     assert_eq!(finding(&doc, "cpu.idle-depth")["verdict"], "fail");
     let doc = json(&check(
-        &tree("badly-tuned"),
+        tree("badly-tuned").path(),
         &["--json", "--target", "control"],
     ));
     assert_eq!(doc["bounds"]["idle_exit_latency_us"], 10);
@@ -136,7 +126,7 @@ fn json_on_every_tree_and_target() {
 
 #[test]
 fn the_table_on_a_pipe() {
-    let out = check(&tree("badly-tuned"), &[]);
+    let out = check(tree("badly-tuned").path(), &[]);
     assert_eq!(out.status.code(), Some(3));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -164,7 +154,10 @@ fn the_table_on_a_pipe() {
 
 #[test]
 fn skip_by_id_and_by_group() {
-    let out = check(&tree("vm"), &["--json", "--skip", "kernel.preempt,irq"]);
+    let out = check(
+        tree("vm").path(),
+        &["--json", "--skip", "kernel.preempt,irq"],
+    );
     let doc = json(&out);
     let got: Vec<&str> = doc["findings"]
         .as_array()
@@ -212,11 +205,7 @@ fn limits_of_the_sudo_caller() {
 // ---------------------------------------------------------------------------------------------
 // --fix on a copy of the bad tree.
 
-fn copy_tree(name: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    latlab_testkit::copy_tree(&tree(name), dir.path()).unwrap();
-    dir
-}
+use latlab_testkit::check_tree as copy_tree;
 
 /// Every path under `root` with its kind, mode and content (symlinks by their target).
 fn snapshot(root: &Path) -> BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
@@ -239,7 +228,11 @@ fn fix_then_tune_restore_leaves_the_bad_tree_as_it_was() {
     let dir = copy_tree("badly-tuned");
     let state = tempfile::tempdir().unwrap();
     let before = snapshot(dir.path());
-    assert_eq!(before, snapshot(&tree("badly-tuned")), "the copy is exact");
+    assert_eq!(
+        before,
+        snapshot(tree("badly-tuned").path()),
+        "the copy is exact"
+    );
 
     let out = check(
         dir.path(),
@@ -368,7 +361,7 @@ fn measure_before_and_after_the_fix() {
     assert!(restore(dir.path(), state.path()).status.success());
 
     // Without --fix: one measurement, printed on one line.
-    let out = check(&tree("vm"), &["--measure", "0.3s"]);
+    let out = check(tree("vm").path(), &["--measure", "0.3s"]);
     let text = String::from_utf8(out.stdout).unwrap();
     let line = text
         .lines()
