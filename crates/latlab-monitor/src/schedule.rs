@@ -603,7 +603,7 @@ mod tests {
     fn laptop() -> Tree {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
-        latlab_testkit::copy_machine_to("laptop-intel", None, &root);
+        latlab_testkit::copy_machine_to("laptop-intel", &[], &root);
         let state = dir.path().join("state");
         Tree {
             _dir: dir,

@@ -151,7 +151,7 @@ fn live_system_is_complete() {
 
 /// A writable copy of a fixture tree.
 fn copy(name: &str) -> (tempfile::TempDir, Sys) {
-    let dir = latlab_testkit::copy_machine(name, None);
+    let dir = latlab_testkit::copy_machine(name, &[]);
     let sys = Sys::new(dir.path());
     (dir, sys)
 }

@@ -13,7 +13,7 @@ const SEC: u64 = 1_000_000_000;
 
 /// A writable copy of a fixture tree.
 fn tree(name: &str) -> (tempfile::TempDir, Sys) {
-    let dir = latlab_testkit::copy_machine(name, None);
+    let dir = latlab_testkit::copy_machine(name, &[]);
     let sys = Sys::new(dir.path());
     (dir, sys)
 }

@@ -18,7 +18,7 @@ use latlab_testkit::MACHINES as TREES;
 
 /// A machine's tree with the tuning overlay (grub, boot id, workqueue masks) copied to `to`.
 fn copy_dir(name: &str, to: &Path) {
-    latlab_testkit::copy_machine_to(name, Some("tune"), to);
+    latlab_testkit::copy_machine_to(name, &["tune"], to);
 }
 
 /// A copy of a fixture tree, and a separate state directory.

@@ -812,7 +812,7 @@ fn the_dashboard_renders_in_headless_chromium() {
 
 fn laptop_tree(dir: &Path) -> PathBuf {
     let root = dir.join("root");
-    latlab_testkit::copy_machine_to("laptop-intel", None, &root);
+    latlab_testkit::copy_machine_to("laptop-intel", &[], &root);
     root
 }
 

@@ -10,7 +10,7 @@ use latlab_testkit::machine as fixture;
 
 /// A writable copy of a fixture tree.
 fn copy(name: &str) -> tempfile::TempDir {
-    latlab_testkit::copy_machine(name, None)
+    latlab_testkit::copy_machine(name, &[])
 }
 
 fn sysinfo(root: &Path, json: bool) -> String {

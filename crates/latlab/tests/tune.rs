@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 /// A machine's tree with the tuning overlay (grub, boot id, workqueue masks) copied to `to`.
 fn copy_dir(name: &str, to: &Path) {
-    latlab_testkit::copy_machine_to(name, Some("tune"), to);
+    latlab_testkit::copy_machine_to(name, &["tune"], to);
 }
 
 fn snapshot(root: &Path) -> BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
