@@ -202,7 +202,7 @@ pub fn parse_interrupts(text: &str) -> Vec<IrqLine> {
                         .filter(|s| !s.is_empty())
                         .collect(),
                 ),
-                None => (row.desc.clone(), Vec::new()),
+                None => (row.desc.to_string(), Vec::new()),
             };
             Some(IrqLine {
                 irq,

@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 /// One row of `/proc/interrupts`: its label (`0`, `NMI`, `LOC`…), the per-CPU counts the row
 /// has (at most one per header column) and the text after them (chip, flow, handlers).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InterruptRow {
-    pub label: String,
+pub struct InterruptRow<'a> {
+    pub label: &'a str,
     pub counts: Vec<u64>,
-    pub desc: String,
+    pub desc: &'a str,
 }
 
-impl InterruptRow {
+impl InterruptRow<'_> {
     /// The IRQ number of a numbered row.
     pub fn irq(&self) -> Option<u32> {
         self.label.parse().ok()
@@ -23,14 +23,14 @@ impl InterruptRow {
 
 /// `/proc/interrupts` or `/proc/softirqs`: the CPUs of the header and every row.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Interrupts {
+pub struct Interrupts<'a> {
     /// CPU numbers of the columns (`CPU0 CPU1 …`: the online CPUs only).
     pub cpus: Vec<usize>,
-    pub rows: Vec<InterruptRow>,
+    pub rows: Vec<InterruptRow<'a>>,
 }
 
-/// Parse `/proc/interrupts` or `/proc/softirqs`.
-pub fn parse_interrupts(text: &str) -> Interrupts {
+/// Parse `/proc/interrupts` or `/proc/softirqs` (the rows borrow from `text`).
+pub fn parse_interrupts(text: &str) -> Interrupts<'_> {
     let mut lines = text.lines();
     let cpus: Vec<usize> = lines
         .next()
@@ -62,16 +62,16 @@ pub fn parse_interrupts(text: &str) -> Interrupts {
                 }
             }
             Some(InterruptRow {
-                label: label.trim().to_string(),
+                label: label.trim(),
                 counts,
-                desc: rest[pos..].trim().to_string(),
+                desc: rest[pos..].trim(),
             })
         })
         .collect();
     Interrupts { cpus, rows }
 }
 
-impl Interrupts {
+impl Interrupts<'_> {
     /// Per-CPU sums over the rows that have a count for every CPU (ERR and MIS have one).
     pub fn per_cpu_totals(&self) -> BTreeMap<usize, u64> {
         let mut sums = vec![0u64; self.cpus.len()];
