@@ -6,6 +6,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -93,3 +94,11 @@ def wake_programs(latlab: str, tmp: str, cpus: str, interval_us: int, seconds: i
                                "-D", str(seconds)],
         "floor": lambda: [floor_bin, str(interval_us), "95", *cpus.split(",")],
     }
+
+
+def run(main) -> None:
+    """Run a benchmark's `main`; Ctrl-C exits with 130 once its own clean-up has run."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -32,7 +32,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import REPO, build_floor, process_cpu_ns, wake_programs, warmed_up
+from benchlib import REPO, build_floor, process_cpu_ns, run, wake_programs, warmed_up
 
 WARMUP_S = 3.0
 
@@ -157,7 +157,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run(main)

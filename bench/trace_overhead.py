@@ -30,6 +30,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from benchlib import run
+
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = "latlab.bench.trace_overhead"
 LOADS = ("messaging", "matrix")
@@ -213,7 +215,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run(main)

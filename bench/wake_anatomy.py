@@ -37,7 +37,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import REPO, build_floor, thread_stats, wake_programs, warmed_up
+from benchlib import REPO, build_floor, run, thread_stats, wake_programs, warmed_up
 
 WARMUP_S = 3.0
 TSC_DEADLINE = "0x6e0"
@@ -215,7 +215,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except KeyboardInterrupt:
-        sys.exit(130)
+    run(main)

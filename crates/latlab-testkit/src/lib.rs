@@ -93,6 +93,21 @@ pub fn unprivileged(program: &str, drop_caps: &str) -> Option<Command> {
     Some(c)
 }
 
+/// The tracefs lines of `/proc/self/mounts` (what tracing must leave as it found).
+pub fn tracefs_mounts() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("tracefs"))
+        .map(String::from)
+        .collect()
+}
+
+/// `kernel.bpf_stats_enabled` as it reads now (tracing must put it back).
+pub fn bpf_stats_sysctl() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").unwrap_or_default()
+}
+
 /// Whether a command of that name is on the PATH.
 pub fn have(program: &str) -> bool {
     Command::new("sh")

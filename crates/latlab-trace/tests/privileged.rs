@@ -160,18 +160,7 @@ fn key_count(r: &TraceResult, f: Family, name: &str) -> u64 {
         .map_or(0, |k| k.histogram.count())
 }
 
-fn tracefs_mounts() -> Vec<String> {
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains("tracefs"))
-        .map(String::from)
-        .collect()
-}
-
-fn stats_sysctl() -> String {
-    std::fs::read_to_string(env::BPF_STATS_SYSCTL).unwrap_or_default()
-}
+use latlab_testkit::{bpf_stats_sysctl as stats_sysctl, tracefs_mounts};
 
 #[test]
 fn every_family_produces_samples_when_provoked_and_the_system_is_left_as_it_was() {

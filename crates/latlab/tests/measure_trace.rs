@@ -6,7 +6,6 @@
 use latlab_model::RunResult;
 use latlab_model::trace::Family;
 use latlab_testkit::{is_root, latlab};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -153,23 +152,8 @@ fn bad_trace_events_exit_2_with_one_line() {
 #[test]
 fn without_privileges_nothing_is_touched() {
     let state = tempfile::tempdir().unwrap();
-    let mut cmd = if is_root() {
-        if Command::new("setpriv").arg("--version").output().is_err() {
-            eprintln!("skipped: setpriv (util-linux) is not installed");
-            return;
-        }
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            env!("CARGO_BIN_EXE_latlab"),
-        ]);
-        c
-    } else {
-        latlab!()
+    let Some(mut cmd) = latlab_testkit::unprivileged(env!("CARGO_BIN_EXE_latlab"), "-all") else {
+        return;
     };
     std::fs::set_permissions(
         state.path(),

@@ -4,23 +4,12 @@
 
 use latlab_model::StopReason;
 use latlab_model::trace::{Family, TRACE_SCHEMA, TraceRun};
-use latlab_testkit::{is_root, latlab, root_or_skip};
+use latlab_testkit::{latlab, root_or_skip};
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn tracefs_mounts() -> Vec<String> {
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains("tracefs"))
-        .map(String::from)
-        .collect()
-}
-
-fn stats_sysctl() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").unwrap_or_default()
-}
+use latlab_testkit::{bpf_stats_sysctl as stats_sysctl, tracefs_mounts};
 
 /// Disk writes with fsync, loopback traffic and short sleeps, for about a second.
 fn provoke() {
@@ -69,23 +58,8 @@ fn bad_input_exits_2_with_one_line_before_anything_runs() {
 /// what is missing.
 #[test]
 fn without_privileges_the_error_names_root_or_the_capabilities() {
-    let mut cmd = if is_root() {
-        if Command::new("setpriv").arg("--version").output().is_err() {
-            eprintln!("skipped: setpriv (util-linux) is not installed");
-            return;
-        }
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            env!("CARGO_BIN_EXE_latlab"),
-        ]);
-        c
-    } else {
-        latlab!()
+    let Some(mut cmd) = latlab_testkit::unprivileged(env!("CARGO_BIN_EXE_latlab"), "-all") else {
+        return;
     };
     let out = cmd.args(["trace", "-D", "1s"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
