@@ -15,16 +15,7 @@ fn data(name: &str) -> String {
     std::fs::read_to_string(p).unwrap()
 }
 
-fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("skipped: {tool} is not installed");
-    }
-    found
-}
+use latlab_testkit::require as have;
 
 /// stress-ng's cyclic stressors run one at a time: two SCHED_DEADLINE ones at once exceed the
 /// kernel's admission limit, and the second fails (with exit code 0 and no results).

@@ -116,6 +116,16 @@ pub fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// [`have`], saying the test is skipped when the tool is missing (the test command installs
+/// every tool the tests use; a developer may not have).
+pub fn require(program: &str) -> bool {
+    let found = have(program);
+    if !found {
+        eprintln!("skipped: {program} is not installed");
+    }
+    found
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

@@ -9,7 +9,7 @@
 
 use latlab_hist::Histogram;
 use latlab_store::{MonitorWindow, SeriesConfig, SeriesId, SeriesSpec, Store, WindowSet};
-use latlab_testkit::{have, latlab, policy_args};
+use latlab_testkit::{latlab, policy_args, require};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -440,8 +440,7 @@ fn by_cpu(rows: &[(serde_json::Value, f64, f64)]) -> std::collections::BTreeMap<
 
 #[test]
 fn metrics_scraped_by_prometheus_match_the_store() {
-    if !have("prometheus") {
-        eprintln!("skipped: prometheus is not installed (Debian package prometheus)");
+    if !require("prometheus") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -677,8 +676,7 @@ fn y_ticks(dom: &str, chart: &str) -> Vec<f64> {
 
 #[test]
 fn the_dashboard_renders_in_headless_chromium() {
-    if !have("chromium") {
-        eprintln!("skipped: chromium is not installed (Debian package chromium)");
+    if !require("chromium") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
