@@ -5,7 +5,7 @@
 
 use crate::TuneError;
 use crate::plan::{Plan, Split};
-use crate::profile::{CpuSet, Profile};
+use crate::profile::{BootSettings, CpuSet, Profile};
 use latlab_model::system::KernelConfig;
 use latlab_model::units::CpuList;
 use latlab_sys::Sys;
@@ -143,7 +143,6 @@ pub fn advise(
 ) -> Result<BootAdvice, TuneError> {
     let plan = Plan::build(sys, profile, cpus)?;
     let online = sys.online_cpus()?;
-    let current = sys.read_trim("/proc/cmdline").unwrap_or_default();
     let version = sys
         .read_trim("/proc/sys/kernel/version")
         .unwrap_or_default();
@@ -151,9 +150,79 @@ pub fn advise(
     let config: Option<&KernelConfig> = config.value();
     let rt = version.contains("PREEMPT_RT")
         || config.is_some_and(|c| c.preempt.iter().any(|p| p == "CONFIG_PREEMPT_RT"));
-    // Ok(()) when the kernel has the option (or its configuration is unreadable).
-    let needs = |option: &str, cfg: &str| -> Result<(), String> {
-        match config {
+    let mut a = Advisor {
+        current: sys.read_trim("/proc/cmdline").unwrap_or_default(),
+        config,
+        rt,
+        options: Vec::new(),
+        unsupported: Vec::new(),
+    };
+    let b = &profile.boot;
+    a.preempt(b);
+    a.cpu_sets(b, plan.split.as_ref(), &online);
+    if let Some(l) = &b.rcu_lazy {
+        a.add(
+            "rcutree.enable_rcu_lazy",
+            Some(u8::from(l.value).to_string()),
+            if l.value {
+                "batch RCU callbacks: fewer wake-ups and less power, memory freed later".into()
+            } else {
+                "RCU callbacks run promptly".into()
+            },
+            a.needs("rcutree.enable_rcu_lazy=", "CONFIG_RCU_LAZY"),
+        );
+    }
+    a.isolcpus(b, plan.split.as_ref());
+    if let Some(t) = &b.threadirqs
+        && t.value
+    {
+        let need = if rt {
+            Err("a PREEMPT_RT kernel threads IRQ handlers always".into())
+        } else {
+            Ok(())
+        };
+        a.add(
+            "threadirqs",
+            None,
+            "IRQ handlers run in threads, which can be given priorities".into(),
+            need,
+        );
+    }
+    a.idle(sys, b);
+    a.extra(b);
+    let Advisor {
+        current,
+        mut options,
+        unsupported,
+        ..
+    } = a;
+    options.extend(unsupported);
+    Ok(BootAdvice {
+        profile: profile.name.clone(),
+        split: plan.split,
+        current,
+        options,
+        kernel: kernel_settings(profile, config, rt),
+        grub_command: grub_command(sys),
+    })
+}
+
+/// The boot options of a profile as they are worked out, one family at a time.
+struct Advisor<'a> {
+    /// `/proc/cmdline`.
+    current: String,
+    config: Option<&'a KernelConfig>,
+    /// A PREEMPT_RT kernel.
+    rt: bool,
+    options: Vec<BootOption>,
+    /// Options that cannot apply here, listed after the others.
+    unsupported: Vec<BootOption>,
+}
+
+impl Advisor<'_> {
+    /// Ok(()) when the kernel has the option (or its configuration is unreadable).
+    fn needs(&self, option: &str, cfg: &str) -> Result<(), String> {
+        match self.config {
             None => Ok(()),
             Some(c) => {
                 let has = c.preempt.iter().chain(c.no_hz.iter()).any(|p| p == cfg)
@@ -169,16 +238,15 @@ pub fn advise(
                 }
             }
         }
-    };
-    let b = &profile.boot;
-    let split = plan.split.as_ref();
-    let mut options = Vec::new();
-    let mut add = |key: &str, value: Option<String>, effect: String, need: Result<(), String>| {
+    }
+
+    /// One option, with its status against the current command line.
+    fn add(&mut self, key: &str, value: Option<String>, effect: String, need: Result<(), String>) {
         let option = match &value {
             Some(v) => format!("{key}={v}"),
             None => key.to_string(),
         };
-        let now = cmdline_value(&current, key);
+        let now = cmdline_value(&self.current, key);
         let status = match (need, now) {
             (_, Some(n)) if n == value.clone().unwrap_or_default() => BootStatus::AlreadySet,
             (Err(why), _) => BootStatus::NeedsKernel { why },
@@ -191,17 +259,29 @@ pub fn advise(
             },
             (Ok(()), None) => BootStatus::Add,
         };
-        options.push(BootOption {
+        self.options.push(BootOption {
             option,
             status,
             effect,
         });
-    };
-    if let Some(p) = &b.preempt {
-        let need = if rt {
+    }
+
+    /// An option that cannot apply here, and why.
+    fn unsupported(&mut self, option: String, why: String) {
+        self.unsupported.push(BootOption {
+            option,
+            status: BootStatus::Unsupported { why },
+            effect: String::new(),
+        });
+    }
+
+    /// `preempt=`.
+    fn preempt(&mut self, b: &BootSettings) {
+        let Some(p) = &b.preempt else { return };
+        let need = if self.rt {
             Err("this is a PREEMPT_RT kernel, which is fully preemptible already".into())
         } else {
-            needs("preempt=", "CONFIG_PREEMPT_DYNAMIC")
+            self.needs("preempt=", "CONFIG_PREEMPT_DYNAMIC")
         };
         let effect = match p.value.as_str() {
             "full" => {
@@ -212,138 +292,110 @@ pub fn advise(
             "voluntary" => "preemption only at explicit points in the kernel",
             _ => "no kernel preemption: best throughput, longest scheduling latency",
         };
-        add("preempt", Some(p.value.clone()), effect.into(), need);
+        self.add("preempt", Some(p.value.clone()), effect.into(), need);
     }
-    let mut unsupported: Vec<BootOption> = Vec::new();
-    for (key, set, effect, need) in [
-        (
-            "nohz_full",
-            b.nohz_full.as_ref(),
-            "no scheduler tick on {} while each runs a single task (kernel entries cost a \
-             little more there)",
-            needs("nohz_full=", "CONFIG_NO_HZ_FULL"),
-        ),
-        (
-            "rcu_nocbs",
-            b.rcu_nocbs.as_ref(),
-            "RCU callbacks of {} run in kernel threads instead of their softirq",
-            needs("rcu_nocbs=", "CONFIG_RCU_NOCB_CPU"),
-        ),
-        (
-            "irqaffinity",
-            b.irqaffinity.as_ref(),
-            "IRQs start on {}",
-            Ok(()),
-        ),
-    ] {
-        let Some(set) = set else { continue };
-        match set_list(&set.value, split, &online) {
-            Ok(list) => add(
-                key,
-                Some(list.clone()),
-                effect.replace("{}", &cpus_phrase(&list)),
-                need,
+
+    /// The options that name CPU sets: `nohz_full=`, `rcu_nocbs=`, `irqaffinity=`.
+    fn cpu_sets(&mut self, b: &BootSettings, split: Option<&Split>, online: &CpuList) {
+        for (key, set, effect, need) in [
+            (
+                "nohz_full",
+                b.nohz_full.as_ref(),
+                "no scheduler tick on {} while each runs a single task (kernel entries cost a \
+                 little more there)",
+                self.needs("nohz_full=", "CONFIG_NO_HZ_FULL"),
             ),
-            Err(why) => unsupported.push(BootOption {
-                option: key.to_string(),
-                status: BootStatus::Unsupported { why },
-                effect: String::new(),
-            }),
-        }
-    }
-    if let Some(l) = &b.rcu_lazy {
-        add(
-            "rcutree.enable_rcu_lazy",
-            Some(u8::from(l.value).to_string()),
-            if l.value {
-                "batch RCU callbacks: fewer wake-ups and less power, memory freed later".into()
-            } else {
-                "RCU callbacks run promptly".into()
-            },
-            needs("rcutree.enable_rcu_lazy=", "CONFIG_RCU_LAZY"),
-        );
-    }
-    if let Some(flags) = &b.isolcpus {
-        match split {
-            Some(s) => {
-                let mut v = flags.value.clone();
-                v.push(s.isolated.to_string());
-                add(
-                    "isolcpus",
-                    Some(v.join(",")),
-                    format!(
-                        "{} left out of scheduler load balancing{}",
-                        cpus_phrase(&s.isolated.to_string()),
-                        if flags.value.iter().any(|f| f == "managed_irq") {
-                            ", and managed IRQs kept off them"
-                        } else {
-                            ""
-                        }
-                    ),
-                    Ok(()),
-                );
-            }
-            None => unsupported.push(BootOption {
-                option: "isolcpus".into(),
-                status: BootStatus::Unsupported {
-                    why: "no isolated CPUs here".into(),
-                },
-                effect: String::new(),
-            }),
-        }
-    }
-    if let Some(t) = &b.threadirqs
-        && t.value
-    {
-        let need = if rt {
-            Err("a PREEMPT_RT kernel threads IRQ handlers always".into())
-        } else {
-            Ok(())
-        };
-        add(
-            "threadirqs",
-            None,
-            "IRQ handlers run in threads, which can be given priorities".into(),
-            need,
-        );
-    }
-    if let Some(m) = &b.max_cstate {
-        let driver = sys
-            .read_trim("/sys/devices/system/cpu/cpuidle/current_driver")
-            .unwrap_or_default();
-        let key = match driver.as_str() {
-            "intel_idle" => Some("intel_idle.max_cstate"),
-            "acpi_idle" => Some("processor.max_cstate"),
-            _ => None,
-        };
-        match key {
-            Some(k) => add(
-                k,
-                Some(m.value.to_string()),
-                format!("{driver} uses no idle state deeper than C{}", m.value),
+            (
+                "rcu_nocbs",
+                b.rcu_nocbs.as_ref(),
+                "RCU callbacks of {} run in kernel threads instead of their softirq",
+                self.needs("rcu_nocbs=", "CONFIG_RCU_NOCB_CPU"),
+            ),
+            (
+                "irqaffinity",
+                b.irqaffinity.as_ref(),
+                "IRQs start on {}",
                 Ok(()),
             ),
-            None => unsupported.push(BootOption {
-                option: format!("max_cstate={}", m.value),
-                status: BootStatus::Unsupported {
-                    why: format!(
+        ] {
+            let Some(set) = set else { continue };
+            match set_list(&set.value, split, online) {
+                Ok(list) => self.add(
+                    key,
+                    Some(list.clone()),
+                    effect.replace("{}", &cpus_phrase(&list)),
+                    need,
+                ),
+                Err(why) => self.unsupported(key.to_string(), why),
+            }
+        }
+    }
+
+    /// `isolcpus=` with the profile's flags and the isolated CPUs.
+    fn isolcpus(&mut self, b: &BootSettings, split: Option<&Split>) {
+        let Some(flags) = &b.isolcpus else { return };
+        let Some(s) = split else {
+            self.unsupported("isolcpus".into(), "no isolated CPUs here".into());
+            return;
+        };
+        let mut v = flags.value.clone();
+        v.push(s.isolated.to_string());
+        self.add(
+            "isolcpus",
+            Some(v.join(",")),
+            format!(
+                "{} left out of scheduler load balancing{}",
+                cpus_phrase(&s.isolated.to_string()),
+                if flags.value.iter().any(|f| f == "managed_irq") {
+                    ", and managed IRQs kept off them"
+                } else {
+                    ""
+                }
+            ),
+            Ok(()),
+        );
+    }
+
+    /// The idle options: the idle driver's `max_cstate`, and `idle=`.
+    fn idle(&mut self, sys: &Sys, b: &BootSettings) {
+        if let Some(m) = &b.max_cstate {
+            let driver = sys
+                .read_trim("/sys/devices/system/cpu/cpuidle/current_driver")
+                .unwrap_or_default();
+            let key = match driver.as_str() {
+                "intel_idle" => Some("intel_idle.max_cstate"),
+                "acpi_idle" => Some("processor.max_cstate"),
+                _ => None,
+            };
+            match key {
+                Some(k) => self.add(
+                    k,
+                    Some(m.value.to_string()),
+                    format!("{driver} uses no idle state deeper than C{}", m.value),
+                    Ok(()),
+                ),
+                None => self.unsupported(
+                    format!("max_cstate={}", m.value),
+                    format!(
                         "the idle driver here is {}, which has no max_cstate option",
                         if driver.is_empty() { "none" } else { &driver }
                     ),
-                },
-                effect: String::new(),
-            }),
+                ),
+            }
+        }
+        if let Some(i) = &b.idle {
+            let effect = match i.value.as_str() {
+                "poll" => "idle CPUs poll instead of sleeping: the shortest wake-up, full power",
+                "halt" => "idle CPUs only halt (no deeper states)",
+                _ => "idle CPUs do not use MWAIT",
+            };
+            self.add("idle", Some(i.value.clone()), effect.into(), Ok(()));
         }
     }
-    if let Some(i) = &b.idle {
-        let effect = match i.value.as_str() {
-            "poll" => "idle CPUs poll instead of sleeping: the shortest wake-up, full power",
-            "halt" => "idle CPUs only halt (no deeper states)",
-            _ => "idle CPUs do not use MWAIT",
-        };
-        add("idle", Some(i.value.clone()), effect.into(), Ok(()));
-    }
-    if let Some(extra) = &b.extra {
+
+    /// The profile's other options, as given.
+    fn extra(&mut self, b: &BootSettings) {
+        let Some(extra) = &b.extra else { return };
         for opt in &extra.value {
             let (key, value) = match opt.split_once('=') {
                 Some((k, v)) => (k, Some(v.to_string())),
@@ -356,10 +408,17 @@ pub fn advise(
                 "nowatchdog" => "no lockup watchdogs",
                 _ => "as given by the profile",
             };
-            add(key, value, effect.into(), Ok(()));
+            self.add(key, value, effect.into(), Ok(()));
         }
     }
-    options.extend(unsupported);
+}
+
+/// What the profile wants of the kernel build itself (HZ, PREEMPT_RT), against this kernel.
+fn kernel_settings(
+    profile: &Profile,
+    config: Option<&KernelConfig>,
+    rt: bool,
+) -> Vec<KernelSetting> {
     let mut kernel = Vec::new();
     if let Some(hz) = &profile.kernel.hz {
         let have = config.and_then(|c| c.hz);
@@ -397,14 +456,7 @@ pub fn advise(
             },
         });
     }
-    Ok(BootAdvice {
-        profile: profile.name.clone(),
-        split: plan.split,
-        current,
-        options,
-        kernel,
-        grub_command: grub_command(sys),
-    })
+    kernel
 }
 
 /// What `--write` did.
