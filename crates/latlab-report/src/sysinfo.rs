@@ -21,16 +21,27 @@ fn khz(v: Option<u64>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// One section: its title, then one `key value` line per row, then a blank line.
+fn section(out: &mut String, title: &str, rows: Vec<(&str, String)>) {
+    let _ = writeln!(out, "{title}");
+    for (k, v) in rows {
+        let _ = writeln!(out, "  {k:<22} {v}");
+    }
+    out.push('\n');
+}
+
 /// Render the system record as text.
 pub fn sysinfo_text(s: &SystemInfo) -> String {
     let mut out = String::new();
-    let mut section = |title: &str, rows: Vec<(&str, String)>| {
-        let _ = writeln!(out, "{title}");
-        for (k, v) in rows {
-            let _ = writeln!(out, "  {k:<22} {v}");
-        }
-        out.push('\n');
-    };
+    kernel_and_boot(&mut out, s);
+    cpus(&mut out, s);
+    limits(&mut out, s);
+    interrupts_and_more(&mut out, s);
+    out
+}
+
+/// The kernel (release, preemption, tick, configuration) and its boot options.
+fn kernel_and_boot(out: &mut String, s: &SystemInfo) {
     let mut kernel_rows = vec![
         ("release", s.kernel_release.clone()),
         ("version", s.kernel_version.clone()),
@@ -73,9 +84,10 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
         ));
     }
     kernel_rows.push(("command line", s.cmdline.clone()));
-    section("kernel", kernel_rows);
+    section(out, "kernel", kernel_rows);
     let b = &s.boot;
     section(
+        out,
         "boot options",
         vec![
             ("preempt=", opt(&b.preempt)),
@@ -93,8 +105,13 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
             ("mitigations=", opt(&b.mitigations)),
         ],
     );
+}
+
+/// The CPUs, cpufreq and cpuidle.
+fn cpus(out: &mut String, s: &SystemInfo) {
     let c = &s.cpu;
     section(
+        out,
         "cpus",
         vec![
             ("model", c.model.clone()),
@@ -150,10 +167,14 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
                     )
                 })
                 .collect();
-            section("cpufreq", rows);
+            section(out, "cpufreq", rows);
         }
         Field::Unavailable { unavailable } => {
-            section("cpufreq", vec![("", format!("unavailable: {unavailable}"))]);
+            section(
+                out,
+                "cpufreq",
+                vec![("", format!("unavailable: {unavailable}"))],
+            );
         }
     }
     match &s.cpuidle {
@@ -184,14 +205,23 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
                     .join(", ");
                 rows.push(("", format!("cpu{}: {states}", cpu.cpu)));
             }
-            section("cpuidle (exit latency / target residency)", rows);
+            section(out, "cpuidle (exit latency / target residency)", rows);
         }
         Field::Unavailable { unavailable } => {
-            section("cpuidle", vec![("", format!("unavailable: {unavailable}"))]);
+            section(
+                out,
+                "cpuidle",
+                vec![("", format!("unavailable: {unavailable}"))],
+            );
         }
     }
+}
+
+/// PM QoS, power meters, RT throttling and the process limits.
+fn limits(out: &mut String, s: &SystemInfo) {
     let q = &s.pm_qos;
     section(
+        out,
         "pm qos",
         vec![
             (
@@ -221,16 +251,17 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
                 .iter()
                 .map(|m| ("", format!("{:<30} {}", m.name, m.source)))
                 .collect();
-            section("power meters", rows);
+            section(out, "power meters", rows);
         }
         // The reason says "none found: " and what was looked at.
         Some(Field::Unavailable { unavailable }) => {
-            section("power meters", vec![("", unavailable.clone())]);
+            section(out, "power meters", vec![("", unavailable.clone())]);
         }
         None => {}
     }
     let rt = &s.rt_throttling;
     section(
+        out,
         "real time",
         vec![
             (
@@ -257,6 +288,10 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
             ("memlock limit", field(&s.memlock_limit, |v| v.clone())),
         ],
     );
+}
+
+/// Interrupts and services, clocks and virtualization, CPU vulnerabilities.
+fn interrupts_and_more(out: &mut String, s: &SystemInfo) {
     let mut irq_rows = vec![(
         "irq affinity",
         field(&s.irq_affinity, |a| {
@@ -292,8 +327,9 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
             yn(s.services.power_profiles_daemon).into(),
         ),
     ]);
-    section("interrupts and services", irq_rows);
+    section(out, "interrupts and services", irq_rows);
     section(
+        out,
         "memory and virtualization",
         vec![
             (
@@ -323,9 +359,8 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
         .map(|(k, v)| (k.as_str(), v.clone()))
         .collect();
     if !vulns.is_empty() {
-        section("cpu vulnerabilities", vulns);
+        section(out, "cpu vulnerabilities", vulns);
     }
-    out
 }
 
 fn yn(b: bool) -> &'static str {
