@@ -721,7 +721,12 @@ fn cost(b: &mut Vec<Block>, a: &Analysis) {
         ));
     }
 
-    // Power sources in detail.
+    power_sources(b, a);
+    loads(b, a);
+}
+
+/// The power sources of every run, one row per source.
+fn power_sources(b: &mut Vec<Block>, a: &Analysis) {
     let mut sources = Table::new(
         "power-sources",
         &[
@@ -758,8 +763,10 @@ fn cost(b: &mut Vec<Block>, a: &Analysis) {
         h3(b, "Power sources".into(), Some("power-sources".into()));
         b.push(Block::Table(sources));
     }
+}
 
-    // Loads.
+/// Each run's load throughput, its warnings, and the phases of load schedules.
+fn loads(b: &mut Vec<Block>, a: &Analysis) {
     h3(b, "Loads".into(), Some("loads".into()));
     let mut loads = Table::new(
         "loads",
@@ -1340,63 +1347,7 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
         );
         b.push(Block::Table(keys));
     }
-    // Events not traced, and what tracing cost.
-    let mut skipped: Vec<(String, Vec<String>)> = Vec::new();
-    let mut costs = Vec::new();
-    for c in &a.cells {
-        for r in &c.runs {
-            let Some(tr) = &r.run.trace else { continue };
-            for s in &tr.skipped {
-                let what = format!("{}: {}", s.event, s.reason);
-                match skipped.iter_mut().find(|(w, _)| *w == what) {
-                    Some((_, runs)) => runs.push(run_name(c, r)),
-                    None => skipped.push((what, vec![run_name(c, r)])),
-                }
-            }
-            costs.push(if tr.cost.available {
-                format!(
-                    "tracing cost, {}: {:.2} ms of BPF run time in {} runs of its programs ({:.3} % of the traced CPUs)",
-                    run_name(c, r),
-                    tr.cost.run_time_ns as f64 / 1e6,
-                    tr.cost.run_count,
-                    tr.cost.cpu_fraction * 100.0
-                )
-            } else {
-                format!(
-                    "tracing cost, {}: unavailable: {}",
-                    run_name(c, r),
-                    tr.cost.source
-                )
-            });
-        }
-    }
-    let traced_runs = costs.len();
-    for (what, runs) in skipped {
-        b.push(Block::Note(if runs.len() == traced_runs {
-            format!("not traced: {what}")
-        } else {
-            format!("not traced: {what} ({})", runs.join(", "))
-        }));
-    }
-    let untraced: Vec<String> = a
-        .cells
-        .iter()
-        .flat_map(|c| {
-            c.runs
-                .iter()
-                .filter(|r| r.run.trace.is_none())
-                .map(move |r| run_name(c, r))
-        })
-        .collect();
-    if !untraced.is_empty() {
-        b.push(Block::Note(format!(
-            "traced kernel latencies: none in {}",
-            untraced.join(", ")
-        )));
-    }
-    for c in costs {
-        b.push(Block::Note(c));
-    }
+    trace_notes(b, a);
     if !plots {
         return;
     }
@@ -1455,5 +1406,66 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
                 svg,
             });
         }
+    }
+}
+
+/// Notes under the trace tables: events not traced (naming the runs when not all), runs
+/// without a trace, and what tracing cost in each run.
+fn trace_notes(b: &mut Vec<Block>, a: &Analysis) {
+    let mut skipped: Vec<(String, Vec<String>)> = Vec::new();
+    let mut costs = Vec::new();
+    for c in &a.cells {
+        for r in &c.runs {
+            let Some(tr) = &r.run.trace else { continue };
+            for s in &tr.skipped {
+                let what = format!("{}: {}", s.event, s.reason);
+                match skipped.iter_mut().find(|(w, _)| *w == what) {
+                    Some((_, runs)) => runs.push(run_name(c, r)),
+                    None => skipped.push((what, vec![run_name(c, r)])),
+                }
+            }
+            costs.push(if tr.cost.available {
+                format!(
+                    "tracing cost, {}: {:.2} ms of BPF run time in {} runs of its programs ({:.3} % of the traced CPUs)",
+                    run_name(c, r),
+                    tr.cost.run_time_ns as f64 / 1e6,
+                    tr.cost.run_count,
+                    tr.cost.cpu_fraction * 100.0
+                )
+            } else {
+                format!(
+                    "tracing cost, {}: unavailable: {}",
+                    run_name(c, r),
+                    tr.cost.source
+                )
+            });
+        }
+    }
+    let traced_runs = costs.len();
+    for (what, runs) in skipped {
+        b.push(Block::Note(if runs.len() == traced_runs {
+            format!("not traced: {what}")
+        } else {
+            format!("not traced: {what} ({})", runs.join(", "))
+        }));
+    }
+    let untraced: Vec<String> = a
+        .cells
+        .iter()
+        .flat_map(|c| {
+            c.runs
+                .iter()
+                .filter(|r| r.run.trace.is_none())
+                .map(move |r| run_name(c, r))
+        })
+        .collect();
+    if !untraced.is_empty() {
+        b.push(Block::Note(format!(
+            "traced kernel latencies: none in {}",
+            untraced.join(", ")
+        )));
+    }
+    for c in costs {
+        b.push(Block::Note(c));
     }
 }
