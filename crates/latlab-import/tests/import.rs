@@ -556,3 +556,30 @@ fn live_stress_ng_printed_percentiles_are_exact() {
     assert_eq!(s.p99_9, printed("99.90"));
     assert_eq!(s.p99_99, printed("99.99"));
 }
+
+/// Stored statistics are a cache of the histogram (with the exact percentiles a tool printed):
+/// every thread's and the overall `Stats` equal what the histogram gives.
+#[test]
+fn statistics_are_what_the_histograms_give() {
+    use latlab_model::Stats;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let path = e.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let Ok(r) = import(&text, None, "x") else {
+            continue;
+        };
+        for (what, stats, hist) in r
+            .threads
+            .iter()
+            .map(|t| (t.label.as_str(), &t.stats, &t.histogram))
+            .chain([("overall", &r.overall.stats, &r.overall.histogram)])
+        {
+            let recomputed = Stats::of(hist).with_exact(&stats.exact_percentiles);
+            assert_eq!(stats, &recomputed, "{}: {what}", path.display());
+        }
+        n += 1;
+    }
+    assert!(n >= 5, "only {n} captures imported");
+}

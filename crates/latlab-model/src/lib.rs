@@ -320,6 +320,11 @@ pub enum StopReason {
 }
 
 /// Summary statistics of one histogram, in nanoseconds.
+///
+/// A cache, not the truth: the histogram is the truth, with the exact percentiles an import
+/// carries beyond it. Stored `Stats` always equal `Stats::of(&histogram).with_exact(&exact)`, kept
+/// so lists and summaries need not decode histograms; reports that pool or recompute start from
+/// the histograms, and `latlab db check` verifies count, minimum and maximum against them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub count: u64,
