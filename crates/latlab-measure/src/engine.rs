@@ -309,14 +309,37 @@ struct Job<'a> {
     stop: Arc<StopSignal>,
 }
 
-/// What every spawned thread gets a clone of: the start barrier, the start the coordinator fills
-/// in, the abort flag, the channel of set-up reports and (measuring threads) of full buffers.
+/// What every spawned thread gets a clone of: the start gate and (measuring threads) the channel
+/// of full buffers.
 struct Shared {
-    barrier: Arc<Barrier>,
-    start_at: Arc<AtomicU64>,
-    abort: Arc<AtomicBool>,
-    ready_tx: Sender<Result<(), String>>,
+    gate: Gate,
     full_tx: SyncSender<Box<WindowBuf>>,
+}
+
+/// The way every spawned thread goes to the start: the channel of set-up reports, the start
+/// barrier, the abort flag and the start the coordinator fills in.
+#[derive(Clone)]
+struct Gate {
+    ready_tx: Sender<Result<(), String>>,
+    barrier: Arc<Barrier>,
+    abort: Arc<AtomicBool>,
+    start_at: Arc<AtomicU64>,
+}
+
+impl Gate {
+    /// Report how the thread's set-up went, wait at the barrier with every other thread, and
+    /// return the start instant, or `None` when the run was aborted (some set-up failed). The
+    /// report channel is dropped before the wait: the coordinator reads it until every thread
+    /// has reported.
+    fn pass(self, setup: Result<(), String>) -> Option<u64> {
+        let _ = self.ready_tx.send(setup);
+        drop(self.ready_tx);
+        self.barrier.wait();
+        if self.abort.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(self.start_at.load(Ordering::Relaxed))
+    }
 }
 
 /// Every thread started and set up, waiting at the start barrier.
@@ -448,10 +471,12 @@ fn spawn(
     }
 
     let shared = Shared {
-        barrier,
-        start_at,
-        abort,
-        ready_tx,
+        gate: Gate {
+            ready_tx,
+            barrier,
+            abort,
+            start_at,
+        },
         full_tx,
     };
     for (i, plan) in job.plans.iter().enumerate() {
@@ -500,10 +525,13 @@ fn spawn(
         }
     }
     let Shared {
-        barrier,
-        start_at,
-        abort,
-        ready_tx,
+        gate:
+            Gate {
+                ready_tx,
+                barrier,
+                abort,
+                start_at,
+            },
         full_tx,
     } = shared;
     drop(ready_tx);
@@ -553,22 +581,9 @@ fn spawn_measuring(
     empty_rx: Receiver<Box<WindowBuf>>,
 ) -> Result<JoinHandle<ThreadEnd>, MeasureError> {
     let (cfg, clock, stop) = (job.cfg, job.clock, &job.stop);
-    let Shared {
-        barrier,
-        start_at,
-        abort,
-        ready_tx,
-        full_tx,
-    } = shared;
+    let (gate, full_tx) = (shared.gate.clone(), shared.full_tx.clone());
     let cfg2 = cfg.clone();
     let affinity = plan.affinity.clone();
-    let (barrier, start_at, abort, ready_tx) = (
-        barrier.clone(),
-        start_at.clone(),
-        abort.clone(),
-        ready_tx.clone(),
-    );
-    let full_tx = full_tx.clone();
     let slot = slot.clone();
     let stop2 = stop.clone();
     let base = base.clone();
@@ -588,20 +603,14 @@ fn spawn_measuring(
                     Err(e) => setup = Err(e),
                 }
             }
-            let _ = ready_tx.send(setup);
-            drop(ready_tx);
-            barrier.wait();
-            if abort.load(Ordering::Relaxed) {
+            let Some(start) = gate.pass(setup) else {
                 return ThreadEnd {
                     tid,
                     cpu_time_ns: 0,
                     error: None,
                 };
-            }
-            let ctx = Ctx {
-                start: start_at.load(Ordering::Relaxed),
-                ..base
             };
+            let ctx = Ctx { start, ..base };
             let mut sink = WindowSink::new(first, full_tx, empty_rx);
             let mut error = None;
             match (&slot, waiting) {
@@ -636,38 +645,19 @@ fn spawn_waker(
     base: Ctx,
     slot: Arc<WakeSlot>,
 ) -> Result<JoinHandle<()>, MeasureError> {
-    let cfg = job.cfg;
-    let Shared {
-        barrier,
-        start_at,
-        abort,
-        ready_tx,
-        ..
-    } = shared;
-    let cfg2 = cfg.clone();
+    let gate = shared.gate.clone();
+    let cfg2 = job.cfg.clone();
     let affinity = plan.waker_affinity.clone();
-    let (barrier, start_at, abort, ready_tx) = (
-        barrier.clone(),
-        start_at.clone(),
-        abort.clone(),
-        ready_tx.clone(),
-    );
     std::thread::Builder::new()
         .name(format!("latlab-wake-{}", plan.label))
         .stack_size(THREAD_STACK)
         .spawn(move || {
-            let _ =
-                ready_tx.send(setup_thread(&cfg2, &affinity).map_err(|e| format!("waker: {e}")));
-            drop(ready_tx);
-            barrier.wait();
-            if abort.load(Ordering::Relaxed) {
+            let setup = setup_thread(&cfg2, &affinity).map_err(|e| format!("waker: {e}"));
+            let Some(start) = gate.pass(setup) else {
                 slot.done.store(true, Ordering::Release);
                 return;
-            }
-            let ctx = Ctx {
-                start: start_at.load(Ordering::Relaxed),
-                ..base
             };
+            let ctx = Ctx { start, ..base };
             thread::waker_loop(&ctx, &slot, cfg2.method);
         })
         .map_err(spawn_err)
