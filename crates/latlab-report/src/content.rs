@@ -625,62 +625,40 @@ fn cost(b: &mut Vec<Block>, a: &Analysis) {
             let who = run_name(c, r);
             let mut row: Vec<TCell> =
                 vec![c.cell.name.as_str().into(), r.repeat.to_string().into()];
-            match &r.power {
-                Ok(p) => {
-                    any = true;
-                    row.push(
-                        TCell::new(format!("{:.2}", p.watts))
-                            .attr("data-value", p.watts.to_string()),
-                    );
-                    row.push(
-                        p.joules
-                            .map_or_else(|| "-".to_string(), |j| format!("{j:.1}"))
-                            .into(),
-                    );
-                    row.push(p.source.as_str().into());
-                }
-                Err(e) => {
-                    note("power", e, who.clone());
-                    row.extend(["-".into(), "-".into(), "-".into()]);
-                }
-            }
-            match &r.freq_mhz {
-                Ok(f) => {
-                    any = true;
-                    row.push(format!("{f:.0}").into());
-                }
-                Err(e) => {
-                    note("frequency", e, who.clone());
-                    row.push("-".into());
-                }
-            }
-            match &r.steal_pct {
-                Ok(p) => {
-                    any = true;
-                    row.push(format!("{p:.1}").into());
-                }
-                Err(e) => {
-                    note("steal", e, who.clone());
-                    row.push("-".into());
-                }
-            }
-            match &r.idle {
-                Ok(states) => {
-                    any = true;
-                    row.push(
-                        states
-                            .iter()
-                            .map(|(n, p)| format!("{n} {p:.1} %"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                            .into(),
-                    );
-                }
-                Err(e) => {
-                    note("idle residency", e, who.clone());
-                    row.push("-".into());
-                }
-            }
+            // A measured column's cells, or `-` in each with the reason noted below the table.
+            let mut put =
+                |what: &'static str, got: Result<Vec<TCell>, &String>, width: usize| match got {
+                    Ok(cells) => {
+                        any = true;
+                        row.extend(cells);
+                    }
+                    Err(e) => {
+                        note(what, e, who.clone());
+                        row.extend((0..width).map(|_| TCell::from("-")));
+                    }
+                };
+            let power = r.power.as_ref().map(|p| {
+                vec![
+                    TCell::new(format!("{:.2}", p.watts)).attr("data-value", p.watts.to_string()),
+                    p.joules
+                        .map_or_else(|| "-".to_string(), |j| format!("{j:.1}"))
+                        .into(),
+                    p.source.as_str().into(),
+                ]
+            });
+            put("power", power, 3);
+            let freq = r.freq_mhz.as_ref().map(|f| vec![format!("{f:.0}").into()]);
+            put("frequency", freq, 1);
+            let steal = r.steal_pct.as_ref().map(|p| vec![format!("{p:.1}").into()]);
+            put("steal", steal, 1);
+            let idle = r.idle.as_ref().map(|states| {
+                let text: Vec<String> = states
+                    .iter()
+                    .map(|(n, p)| format!("{n} {p:.1} %"))
+                    .collect();
+                vec![text.join(", ").into()]
+            });
+            put("idle residency", idle, 1);
             for k in 0..a.keys.len() {
                 match r.value(Metric::Throughput(k)) {
                     Some(v) => {
