@@ -448,6 +448,13 @@ duration = "1s"
 quiet-ignored = false
 "#;
 
+    /// The cells of a plan named `t` whose settings are a one-second duration plus `settings`,
+    /// with `axes`.
+    fn cells(settings: &str, axes: &str) -> Vec<Cell> {
+        let text = format!("name = \"t\"\n[settings]\nduration = \"1s\"\n{settings}[axes]\n{axes}");
+        ExperimentPlan::parse(&text, "p.toml").unwrap().cells()
+    }
+
     #[test]
     fn unknown_settings_name_file_line_and_key() {
         let e = ExperimentPlan::parse(PLAN, "p.toml").unwrap_err();
@@ -506,15 +513,10 @@ priority = [80, 95]
 
     #[test]
     fn axes_stay_apart_from_a_loads_own_commas() {
-        let text = r#"
-name = "t"
-[settings]
-duration = "1s"
-[axes]
-priority = [2]
-load = ["rt-hog:threads=10,policy=rr,priority=1"]
-"#;
-        let cells = ExperimentPlan::parse(text, "p.toml").unwrap().cells();
+        let cells = cells(
+            "",
+            "priority = [2]\nload = [\"rt-hog:threads=10,policy=rr,priority=1\"]\n",
+        );
         assert_eq!(
             cells[0].key,
             "load=rt-hog:threads=10,policy=rr,priority=1; priority=2"
@@ -600,15 +602,7 @@ load = ["rt-hog:threads=10,policy=rr,priority=1"]
 
     #[test]
     fn loads_none_and_combined() {
-        let text = r#"
-name = "l"
-[settings]
-duration = "1s"
-[axes]
-load = ["none", "matrix", ["memory", "io:bs=4k"]]
-"#;
-        let p = ExperimentPlan::parse(text, "p.toml").unwrap();
-        let cells = p.cells();
+        let cells = cells("", r#"load = ["none", "matrix", ["memory", "io:bs=4k"]]"#);
         assert_eq!(cells[0].args, ["--duration", "1s"]);
         assert_eq!(cells[1].args, ["--duration", "1s", "--load", "matrix"]);
         assert_eq!(
@@ -620,16 +614,10 @@ load = ["none", "matrix", ["memory", "io:bs=4k"]]
 
     #[test]
     fn trace_is_a_switch_or_a_list_of_events() {
-        let text = r#"
-name = "t"
-[settings]
-duration = "1s"
-spike = "50us"
-[axes]
-trace = [false, true, "wakeup,softirq", "none"]
-"#;
-        let p = ExperimentPlan::parse(text, "p.toml").unwrap();
-        let cells = p.cells();
+        let cells = cells(
+            "spike = \"50us\"\n",
+            r#"trace = [false, true, "wakeup,softirq", "none"]"#,
+        );
         let base = ["--duration", "1s", "--spike", "50us"];
         assert_eq!(cells[0].args, base);
         assert_eq!(cells[1].args, [&base[..], &["--trace"]].concat());
