@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import socket
@@ -9,9 +10,40 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def die(msg: str, code: int = 2) -> None:
+    """Stop the benchmark with a one-line error prefixed by its script's name."""
+    print(f"{Path(sys.argv[0]).stem}: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def preflight(latlab: str, root_for: str, tools: tuple[tuple[str, str], ...] = ()) -> None:
+    """Refuse to start without root (saying what it is for), without a latlab binary at
+    `latlab`, or without each `(tool, Debian package)` of `tools`."""
+    if os.geteuid() != 0:
+        die(f"needs root ({root_for})")
+    for tool, pkg in tools:
+        if not shutil.which(tool):
+            die(f"{tool} not found (apt-get install {pkg})")
+    if not Path(latlab).is_file():
+        die(f"{latlab} not found (cargo build --release)")
+
+
+def results_path(name: str, out: Path | None) -> tuple[str, Path]:
+    """The UTC start stamp and where the results go: `out`, or
+    `bench/results/NAME-STAMP.json`."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return stamp, out or REPO / "bench/results" / f"{name}-{stamp}.json"
+
+
+def every_cpu(cpus: str | None) -> str:
+    """`cpus`, or every CPU this process may run on, as a kernel list."""
+    return cpus or ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
 
 
 def thread_stats(pid: int) -> dict[str, tuple[int, int]]:

@@ -23,23 +23,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import REPO, build_floor, process_cpu_ns, run, wake_programs, warmed_up
+from benchlib import (REPO, build_floor, die, every_cpu, preflight, process_cpu_ns, results_path, run,
+                      wake_programs, warmed_up)
 
 WARMUP_S = 3.0
 
-
-def die(msg: str, code: int = 2) -> None:
-    print(f"monitor_cost: {msg}", file=sys.stderr)
-    sys.exit(code)
 
 
 def idle_s(cpus: list[str]) -> float:
@@ -83,17 +77,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        die("needs root (SCHED_FIFO, mlockall)")
-    if not Path(a.latlab).is_file():
-        die(f"{a.latlab} not found (cargo build --release)")
-    if not shutil.which("cyclictest"):
-        die("cyclictest not found (apt-get install rt-tests)")
+    preflight(a.latlab, "SCHED_FIFO, mlockall", (("cyclictest", "rt-tests"),))
     if a.quick:
         a.rounds, a.duration = 1, 10.0
-    cpus = a.cpus or ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_path = a.out or REPO / "bench/results" / f"monitor_cost-{stamp}.json"
+    cpus = every_cpu(a.cpus)
+    stamp, out_path = results_path("monitor_cost", a.out)
 
     cpu_list = cpus.split(",")
     runs = []

@@ -20,26 +20,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import run
+from benchlib import REPO, die, preflight, results_path, run
 
-REPO = Path(__file__).resolve().parent.parent
 SCHEMA = "latlab.bench.trace_overhead"
 LOADS = ("messaging", "matrix")
 
-
-def die(msg: str, code: int = 2) -> None:
-    print(f"trace_overhead: {msg}", file=sys.stderr)
-    sys.exit(code)
 
 
 def run_json(cmd: list[str]) -> dict:
@@ -143,14 +135,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="1 pair of 5 s: checks the script")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
-    if os.geteuid() != 0:
-        die("needs root (tracing and SCHED_FIFO)")
-    if not Path(a.latlab).is_file():
-        die(f"{a.latlab} not found (cargo build --release)")
+    preflight(a.latlab, "tracing and SCHED_FIFO")
     if a.quick:
         a.pairs, a.duration = 1, 5
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_path = a.out or REPO / "bench/results" / f"trace_overhead-{stamp}.json"
+    stamp, out_path = results_path("trace_overhead", a.out)
     result: dict = {"schema": SCHEMA, "started_at": stamp, "pairs": a.pairs,
                     "duration_s": a.duration, "loads": {}, "wakeup": None}
 

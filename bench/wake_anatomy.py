@@ -26,27 +26,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
-from benchlib import REPO, build_floor, run, thread_stats, wake_programs, warmed_up
+from benchlib import (REPO, build_floor, die, every_cpu, preflight, results_path, run, thread_stats,
+                      wake_programs, warmed_up)
 
 WARMUP_S = 3.0
 TSC_DEADLINE = "0x6e0"
 COUNTED = ("timer:hrtimer_expire_entry", "timer:tick_stop", "msr:write_msr")
 
-
-def die(msg: str, code: int = 2) -> None:
-    print(f"wake_anatomy: {msg}", file=sys.stderr)
-    sys.exit(code)
 
 
 def counted(pid: int, seconds: float) -> dict:
@@ -145,20 +138,14 @@ def main() -> None:
     a = ap.parse_args()
     if a.rounds < 1 or a.seconds <= 0 or a.trace_seconds <= 0 or a.interval_us <= 0:
         die("--rounds must be >= 1 and --seconds, --trace-seconds, --interval-us > 0")
-    if os.geteuid() != 0:
-        die("needs root (SCHED_FIFO, perf on every CPU, tracepoints)")
-    for tool, pkg in (("perf", "linux-perf"), ("cyclictest", "rt-tests")):
-        if not shutil.which(tool):
-            die(f"{tool} not found (apt-get install {pkg})")
-    if not Path(a.latlab).is_file():
-        die(f"no latlab binary at {a.latlab} (cargo build --release)")
+    preflight(a.latlab, "SCHED_FIFO, perf on every CPU, tracepoints",
+              (("perf", "linux-perf"), ("cyclictest", "rt-tests")))
     tracefs = Path("/sys/kernel/tracing/events")
     if not (tracefs / "msr/write_msr").is_dir() or not (tracefs / "timer/tick_stop").is_dir():
         die("unavailable: this kernel has no msr:write_msr or timer:tick_stop tracepoint "
             "(x86 with tracefs needed)")
-    cpus = a.cpus or ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out_path = a.out or REPO / "bench/results" / f"wake_anatomy-{stamp}.json"
+    cpus = every_cpu(a.cpus)
+    stamp, out_path = results_path("wake_anatomy", a.out)
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         try:
