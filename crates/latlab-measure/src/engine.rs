@@ -143,6 +143,8 @@ struct Acc {
     windows: Vec<Window>,
     next_window: u64,
     missed: u64,
+    /// Missed periods of a stall still to be counted in the windows they were due in.
+    missed_carried: u64,
     /// When the maximum (`total.max()`) happened, ns after the run's start.
     max_at: u64,
     last_window_max: u64,
@@ -178,6 +180,7 @@ impl Collector {
                     windows: Vec::new(),
                     next_window: 0,
                     missed: 0,
+                    missed_carried: 0,
                     max_at: 0,
                     last_window_max: 0,
                 })
@@ -188,11 +191,24 @@ impl Collector {
         }
     }
 
+    /// Periods whose deadlines fall in window `index` (windows count from the thread's start).
+    fn periods_in(&self, index: u64) -> u64 {
+        match self.interval {
+            0 => 0,
+            i => ((index + 1) * self.window) / i - (index * self.window) / i,
+        }
+    }
+
     /// Fold a closed window into its thread's totals; leaves the buffer's histogram empty.
     fn take(&mut self, buf: &mut WindowBuf) {
-        let acc = &mut self.accs[buf.thread as usize];
-        for index in acc.next_window..buf.index {
-            // Windows in which no period ended (a stall covered them).
+        let t = buf.thread as usize;
+        for index in self.accs[t].next_window..buf.index {
+            // Windows in which no period ended (a stall covered them): the stall's missed
+            // periods that were due in them.
+            let missed = self.accs[t].missed_carried.min(self.periods_in(index));
+            let acc = &mut self.accs[t];
+            acc.missed_carried -= missed;
+            acc.missed += missed;
             if self.keep_windows {
                 self.closed.push(ClosedWindow {
                     thread: buf.thread,
@@ -200,7 +216,7 @@ impl Collector {
                     index,
                     start_ns: index * self.window,
                     histogram: Histogram::new(),
-                    missed: 0,
+                    missed,
                     spikes: Vec::new(),
                 });
             }
@@ -211,9 +227,13 @@ impl Collector {
                 min: 0,
                 max: 0,
                 p99: 0,
-                missed: 0,
+                missed,
             });
         }
+        let acc = &mut self.accs[t];
+        // What is left of an earlier stall was due in this window, before the thread ran again.
+        buf.missed += std::mem::take(&mut acc.missed_carried);
+        acc.missed_carried = buf.missed_beyond;
         let h = &mut buf.hist;
         let (count, min, max) = (h.count(), h.min(), h.max());
         if buf.stalls_overflowed {
@@ -837,4 +857,58 @@ fn assemble(
         },
     };
     RunResult::from_threads(head, threads)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_stall_counts_its_missed_periods_in_the_windows_they_were_due_in() {
+        // 1 ms periods, 10 ms windows: a wake-up late by 35.5 ms at period 9 of window 0 covers
+        // the 35 periods 10 to 44: 1 more in window 0 (the thread's loop counts it there and
+        // 34 beyond), 10 in each of windows 1 to 3, 4 in window 4 before the thread runs again
+        // at period 45.
+        let cfg = MeasureConfig {
+            interval_ns: 1_000_000,
+            window_ns: 10_000_000,
+            ..Default::default()
+        };
+        let plan = Plan {
+            label: "cpu0".into(),
+            cpu: Some(0),
+            affinity: vec![0],
+            waker_affinity: vec![],
+        };
+        let mut c = Collector::new(&cfg, &[plan], true);
+        let mut first = WindowBuf::new(0);
+        for _ in 0..8 {
+            first.hist.record(20_000);
+        }
+        first.hist.record(35_500_000);
+        first.add_stall(35_500_000, 35, 34);
+        c.take(&mut first);
+        let mut resumed = WindowBuf::new(0);
+        resumed.index = 4;
+        for _ in 45..=50 {
+            resumed.hist.record(20_000);
+        }
+        c.take(&mut resumed);
+        let missed: Vec<(u64, u64, u64)> = c.accs[0]
+            .windows
+            .iter()
+            .map(|w| (w.index, w.count, w.missed))
+            .collect();
+        assert_eq!(
+            missed,
+            [(0, 9, 1), (1, 0, 10), (2, 0, 10), (3, 0, 10), (4, 6, 4)]
+        );
+        assert_eq!(c.accs[0].missed, 35, "the total is the stall's");
+        let closed: Vec<u64> = c.closed.iter().map(|w| w.missed).collect();
+        assert_eq!(closed, [1, 10, 10, 10, 4], "the windows the monitor stores");
+        // Every period of the five windows is a sample or a missed period.
+        let periods: u64 = c.accs[0].windows.iter().map(|w| w.count + w.missed).sum();
+        assert_eq!(periods, 50);
+    }
 }

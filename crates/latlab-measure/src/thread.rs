@@ -39,14 +39,23 @@ impl Ctx {
     /// Returns how many periods the sample covered beyond its own.
     #[cold]
     #[inline(never)]
-    /// `max_skip` bounds the periods a late sample may cover (0 where lateness skips nothing);
-    /// `now` is when the thread ran, on the run's clock.
-    fn slow_path(&self, sink: &mut WindowSink, lat: u64, at: u64, now: u64, max_skip: u64) -> u64 {
+    /// `max_skip` bounds the periods a late sample may cover (0 where lateness skips nothing),
+    /// `room` is how many of them are due within the current window; `now` is when the thread
+    /// ran, on the run's clock.
+    fn slow_path(
+        &self,
+        sink: &mut WindowSink,
+        lat: u64,
+        at: u64,
+        now: u64,
+        (max_skip, room): (u64, u64),
+    ) -> u64 {
         let mut skipped = 0;
         if lat > self.interval && self.interval > 0 && max_skip > 0 {
             skipped = ((lat - 1) / self.interval).min(max_skip);
             if skipped > 0 {
-                sink.cur.add_stall(lat, skipped);
+                sink.cur
+                    .add_stall(lat, skipped, skipped.saturating_sub(room));
             }
         }
         let buf = &mut sink.cur;
@@ -296,7 +305,15 @@ pub fn timer_loop<W: Waiter>(w: &mut W, ctx: &Ctx, sink: &mut WindowSink) -> io:
         sink.cur.hist.record(lat);
         let mut skipped = 0;
         if lat > slow {
-            skipped = ctx.slow_path(sink, lat, next - ctx.start, now, ctx.last_period - period);
+            // Periods after this one that are due within the current window.
+            let room = (win_end - next) / interval;
+            skipped = ctx.slow_path(
+                sink,
+                lat,
+                next - ctx.start,
+                now,
+                (ctx.last_period - period, room),
+            );
             slow = ctx.threshold(sink.cur.hist.max());
         }
         period += 1 + skipped;
@@ -330,7 +347,7 @@ pub fn busy_loop(ctx: &Ctx, sink: &mut WindowSink) -> io::Result<()> {
         prev = now;
         sink.cur.hist.record(gap);
         if gap > slow {
-            ctx.slow_path(sink, gap, now.saturating_sub(start), now, 0);
+            ctx.slow_path(sink, gap, now.saturating_sub(start), now, (0, 0));
             slow = ctx.threshold(sink.cur.hist.max());
         }
         if now >= check_at {
@@ -534,12 +551,12 @@ pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowS
             sink.cur.hist.record(lat);
             let coalesced = u64::from(samples - 1);
             if lat > slow || coalesced > 0 {
-                ctx.slow_path(sink, lat, at + ctx.phase, now, 0);
+                ctx.slow_path(sink, lat, at + ctx.phase, now, (0, 0));
                 if coalesced > 0 {
                     // Wakes that arrived while this thread was not running: their samples
                     // would have been lat + k * interval.
                     sink.cur
-                        .add_stall(lat + (coalesced + 1) * ctx.interval, coalesced);
+                        .add_stall(lat + (coalesced + 1) * ctx.interval, coalesced, 0);
                 }
                 slow = ctx.threshold(sink.cur.hist.max());
             }

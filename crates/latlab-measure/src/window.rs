@@ -36,7 +36,12 @@ pub struct WindowBuf {
     pub index: u64,
     pub span: u64,
     pub hist: Histogram,
+    /// Missed periods whose deadlines fall in this window.
     pub missed: u64,
+    /// Missed periods of this window's last stall whose deadlines fall in the windows after it:
+    /// the coordinator counts them in those windows (a stall of 30 s shows as 30 s of missed
+    /// periods where they were due, not as empty windows).
+    pub missed_beyond: u64,
     pub stalls: Vec<Stall>,
     /// More stalls than `stalls` holds happened; correct this window from its buckets instead.
     pub stalls_overflowed: bool,
@@ -56,6 +61,7 @@ impl WindowBuf {
             span: 1,
             hist: Histogram::new(),
             missed: 0,
+            missed_beyond: 0,
             stalls: Vec::with_capacity(STALLS_PER_WINDOW),
             stalls_overflowed: false,
             spikes: Vec::with_capacity(SPIKES_PER_WINDOW),
@@ -69,6 +75,7 @@ impl WindowBuf {
     pub fn reset(&mut self) {
         self.hist.clear();
         self.missed = 0;
+        self.missed_beyond = 0;
         self.stalls.clear();
         self.stalls_overflowed = false;
         self.spikes.clear();
@@ -78,10 +85,12 @@ impl WindowBuf {
         self.last = false;
     }
 
-    /// Note a late sample that covered `missed` further periods (slow path only).
+    /// Note a late sample that covered `missed` further periods, of which `beyond` are due after
+    /// this window's end (slow path only).
     #[inline]
-    pub fn add_stall(&mut self, latency: u64, missed: u64) {
-        self.missed += missed;
+    pub fn add_stall(&mut self, latency: u64, missed: u64, beyond: u64) {
+        self.missed += missed - beyond;
+        self.missed_beyond += beyond;
         if self.stalls.len() < STALLS_PER_WINDOW {
             self.stalls.push(Stall { latency, missed });
         } else {
