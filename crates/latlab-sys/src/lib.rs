@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 pub mod fixture;
 mod inventory;
 mod msr;
+pub mod pidlock;
 pub mod procfs;
 pub mod sample;
 pub mod thread;
