@@ -85,16 +85,61 @@ pub enum StoreError {
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+impl StoreError {
+    /// Whether the failure is the storage's rather than the data's: a full disk, a read-only
+    /// or vanished file, an I/O error, a lock held too long. Writing the same data again later
+    /// may succeed; for any other error it never will.
+    pub fn is_storage_failure(&self) -> bool {
+        use rusqlite::ErrorCode as C;
+        let sql = match self {
+            StoreError::Sql(e) | StoreError::Open { source: e, .. } => e,
+            StoreError::Missing(_) => return true,
+            _ => return false,
+        };
+        matches!(
+            sql.sqlite_error_code(),
+            Some(
+                C::DiskFull
+                    | C::ReadOnly
+                    | C::SystemIoFailure
+                    | C::CannotOpen
+                    | C::DatabaseBusy
+                    | C::DatabaseLocked
+                    | C::OutOfMemory
+            )
+        )
+    }
+}
+
+/// What became of a store's file under a process that has it open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFate {
+    /// Still the file that was opened.
+    InPlace,
+    /// Nothing is at the path any more (writes would go to a file no one can open again).
+    Deleted,
+    /// Another file is at the path.
+    Replaced,
+}
+
 /// An open store. One writer at a time; readers in other processes see committed data.
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// Device and inode of the file as opened.
+    file: Option<(u64, u64)>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("path", &self.path).finish()
     }
+}
+
+/// Device and inode of the file at `path`, if there is one.
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// The store path to use: `explicit` if given, else `$LATLAB_DB` if set and not empty, else
@@ -184,6 +229,7 @@ impl Store {
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
+            file: file_identity(path),
         };
         store.migrate(target)?;
         Ok(store)
@@ -226,6 +272,15 @@ impl Store {
     /// The file this store lives in.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Whether the path still names the file this store opened.
+    pub fn file_fate(&self) -> FileFate {
+        match (file_identity(&self.path), self.file) {
+            (None, _) => FileFate::Deleted,
+            (Some(now), Some(opened)) if now != opened => FileFate::Replaced,
+            _ => FileFate::InPlace,
+        }
     }
 
     /// The schema version of the open store (the number of migrations applied).
