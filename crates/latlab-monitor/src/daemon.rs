@@ -9,6 +9,7 @@ use latlab_model::StopReason;
 use latlab_model::units::format_duration;
 use latlab_store::{Annotation, SeriesId, SeriesSpec, Store};
 use latlab_sys::Sys;
+use latlab_sys::pidlock::{LockError, PidLock};
 use schedule::SystemClock;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -18,10 +19,12 @@ use std::time::Duration;
 /// Run the monitor of `plan` until `stop` is requested (install the signal handling first:
 /// every thread started here inherits the blocked mask).
 pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result<(), Error> {
-    let describe = plan.describe();
-    eprintln!("latlab: {describe}");
     let mut store = Store::open(&plan.db)
         .with_context(|| format!("opening the store {}", plan.db.display()))?;
+    // Held until this function returns: one daemon per series of a store.
+    let _lock = lock_series(&plan.db, &plan.name)?;
+    let describe = plan.describe();
+    eprintln!("latlab: {describe}");
     let system = sys.system_info();
     let housekeeping = plan.housekeeping();
 
@@ -92,6 +95,7 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
         store,
         KeeperSetup {
             series: series.clone(),
+            spec,
             threads: plan.cfg.threads as usize,
             window_ns: plan.cfg.window_ns,
             retention_ns: plan.retention_ns,
@@ -101,6 +105,7 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
             sample_origin_unix_ns: origin.1,
             describe: describe.clone(),
             merge_every: Duration::from_secs(3600),
+            retry_every: Duration::from_secs(5),
         },
         live.clone(),
         switcher,
@@ -125,8 +130,15 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
         (Ok(()), Some(StopReason::Signal { signal })) => format!("stopped by {signal}"),
         (Ok(()), _) => "stopped".to_string(),
     };
+    let mut unstored = 0;
     match keeper_thread.join() {
-        Ok(mut store) => {
+        Ok(end) => {
+            unstored = end.lost;
+            let mut store = end.store;
+            let mut note = |kind: &str, text: &str| match store.as_mut() {
+                Some(s) => annotate(s, end.series, kind, text),
+                None => eprintln!("latlab: monitor: no store for the annotation {text:?}"),
+            };
             if let Some(g) = guard {
                 let name = g.profile().to_string();
                 let text = match g.restore() {
@@ -134,9 +146,9 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
                     Err(e) => format!("profile {name}: restore failed: {e}"),
                 };
                 eprintln!("latlab: {text}");
-                annotate(&mut store, series.id, "profile", &text);
+                note("profile", &text);
             }
-            annotate(&mut store, series.id, "stop", &stop_text);
+            note("stop", &stop_text);
         }
         Err(_) => {
             eprintln!("latlab: monitor: the store thread panicked");
@@ -158,7 +170,45 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
             }
         );
     }
-    result.map_err(Error::from)
+    result.map_err(Error::from)?;
+    if unstored > 0 {
+        // Exit 1: the store failed, which a restart (once it is writable) can help.
+        return Err(Error::Failed(anyhow::anyhow!(
+            "{unstored} window set(s) were measured but not stored"
+        )));
+    }
+    Ok(())
+}
+
+/// The lock file of series `name` in the store at `db`: beside the store, the name with every
+/// byte outside `[A-Za-z0-9._-]` written as `%XX`.
+pub fn series_lock_path(db: &Path, name: &str) -> std::path::PathBuf {
+    let mut safe = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+            safe.push(b as char);
+        } else {
+            safe.push_str(&format!("%{b:02X}"));
+        }
+    }
+    let mut file = db.as_os_str().to_os_string();
+    file.push(format!(".{safe}.lock"));
+    file.into()
+}
+
+/// Take series `name`'s lock, or refuse naming the daemon that holds it.
+fn lock_series(db: &Path, name: &str) -> Result<PidLock, Error> {
+    PidLock::acquire(&series_lock_path(db, name)).map_err(|e| {
+        Error::Failed(match e {
+            LockError::Held { pid, .. } => anyhow::anyhow!(
+                "series {name:?} in {} is being recorded by another daemon ({}); stop it or \
+                 choose another --name",
+                db.display(),
+                pid.map_or_else(|| "PID unknown".to_string(), |p| format!("PID {p}"))
+            ),
+            e => anyhow::anyhow!("cannot lock series {name:?}: {e}"),
+        })
+    })
 }
 
 /// What the dashboard shows of the running daemon.
@@ -282,8 +332,11 @@ fn measure(
     let mut observer = move |l: &latlab_measure::Live| {
         if !started {
             started = true;
+            let elapsed = Duration::from_nanos(l.elapsed_ns);
+            let now = std::time::Instant::now();
             let _ = tx_obs.send(Msg::Start {
                 start_unix_ns: unix_now_ns().saturating_sub(l.elapsed_ns),
+                start_instant: now.checked_sub(elapsed).unwrap_or(now),
             });
         }
     };

@@ -7,13 +7,25 @@
 //! So a SIGKILL loses the open window and at most the one being written. Between windows it runs
 //! the schedule's switches and, once an hour, the retention merge. All store writes happen
 //! here, on one connection.
+//!
+//! When the store cannot be written (a full disk, a read-only file system, a file deleted or
+//! replaced under the daemon), the keeper says so once, parks the window sets in memory
+//! ([`crate::backlog`]), tries again every few seconds (reopening the file at the path), and
+//! when it succeeds writes them all and marks the outage with an annotation. Readiness of a
+//! window is judged on the monotonic clock, so a step of the wall clock neither holds windows
+//! back nor releases them early.
 
+use super::backlog::{Backlog, Parked};
 use super::schedule::{GovernorTuner, Switch, Switcher, WallClock};
 use super::web::LiveStatus;
 use latlab_measure::ClosedWindow;
 use latlab_model::samples::{PowerSource, Sample, ThermalSummary};
-use latlab_store::{Annotation, MonitorSpike, MonitorWindow, SeriesState, Store, WindowSet};
+use latlab_model::units::format_duration;
+use latlab_store::{
+    Annotation, FileFate, MonitorSpike, MonitorWindow, SeriesSpec, SeriesState, Store, WindowSet,
+};
 use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,6 +35,8 @@ pub enum Msg {
     /// Measuring started at this unix time (window k starts at start + k × window).
     Start {
         start_unix_ns: u64,
+        /// The same instant on the monotonic clock.
+        start_instant: Instant,
     },
     Windows(Vec<ClosedWindow>),
     /// Measuring ended at this unix time: write what is left.
@@ -32,7 +46,9 @@ pub enum Msg {
 }
 
 pub struct KeeperSetup {
+    /// The series as opened, and what opens it again in a new or replaced store file.
     pub series: SeriesState,
+    pub spec: SeriesSpec,
     pub threads: usize,
     pub window_ns: u64,
     pub retention_ns: u64,
@@ -45,21 +61,47 @@ pub struct KeeperSetup {
     pub describe: String,
     /// How often the retention merge runs.
     pub merge_every: Duration,
+    /// How often the store's file is checked, and a failed write tried again.
+    pub retry_every: Duration,
+}
+
+/// What the keeper leaves when it ends.
+pub struct KeeperEnd {
+    /// The store, unless the file at its path could not be opened as one.
+    pub store: Option<Store>,
+    /// The series as last opened (a store replaced under the daemon may hold it under another
+    /// id).
+    pub series: latlab_store::SeriesId,
+    /// Window sets that were not stored.
+    pub lost: u64,
+}
+
+/// The store could not be written since `since_unix_ns`, for `reason`.
+struct Outage {
+    since_unix_ns: u64,
+    reason: String,
 }
 
 pub struct Keeper {
-    store: Store,
+    /// `None` while the file at the store's path cannot be opened as a store.
+    store: Option<Store>,
+    db: PathBuf,
     setup: KeeperSetup,
     pending: BTreeMap<u64, Vec<ClosedWindow>>,
     /// Highest window index each thread has handed over.
     seen: Vec<Option<u64>>,
     samples: VecDeque<(u64, Sample)>,
     start_unix_ns: Option<u64>,
+    /// The monotonic instant of `start_unix_ns`.
+    start_instant: Option<Instant>,
     cpu_time_mark: u64,
     pub live: Arc<Mutex<LiveStatus>>,
     switcher: Option<Switcher<GovernorTuner>>,
     clock: Box<dyn WallClock>,
     next_merge: Instant,
+    backlog: Backlog,
+    outage: Option<Outage>,
+    next_check: Instant,
 }
 
 /// CPU time of the monitoring itself, ns: every thread of the process (measuring threads, their
@@ -79,17 +121,22 @@ impl Keeper {
     ) -> Keeper {
         let threads = setup.threads;
         Keeper {
-            store,
+            db: store.path().to_path_buf(),
+            store: Some(store),
             setup,
             pending: BTreeMap::new(),
             seen: vec![None; threads],
             samples: VecDeque::new(),
             start_unix_ns: None,
+            start_instant: None,
             cpu_time_mark: process_cpu_time_ns(),
             live,
             switcher,
             clock,
             next_merge: Instant::now(),
+            backlog: Backlog::default(),
+            outage: None,
+            next_check: Instant::now(),
         }
     }
 
@@ -100,7 +147,11 @@ impl Keeper {
             kind: kind.into(),
             text: text.into(),
         };
-        if let Err(e) = self.store.add_annotation(self.setup.series.id, &a) {
+        let Some(store) = self.store.as_mut() else {
+            self.error(format!("annotation {text:?} not stored: no store"));
+            return;
+        };
+        if let Err(e) = store.add_annotation(self.setup.series.id, &a) {
             self.error(format!("storing the annotation {text:?}: {e}"));
         }
     }
@@ -121,7 +172,7 @@ impl Keeper {
     }
 
     /// Run until `Finish` (or the channel closes); returns the store for the last annotations.
-    pub fn run(mut self, rx: Receiver<Msg>, samples: Receiver<Sample>) -> Store {
+    pub fn run(mut self, rx: Receiver<Msg>, samples: Receiver<Sample>) -> KeeperEnd {
         // The schedule's setting in force applies from the start.
         if let Some(sw) = self.switcher.as_mut() {
             let s = sw.tick(self.clock.as_ref());
@@ -134,8 +185,12 @@ impl Keeper {
                 self.samples.push_back((end, s));
             }
             match msg {
-                Ok(Msg::Start { start_unix_ns }) => {
+                Ok(Msg::Start {
+                    start_unix_ns,
+                    start_instant,
+                }) => {
                     self.start_unix_ns = Some(start_unix_ns);
+                    self.start_instant = Some(start_instant);
                     self.cpu_time_mark = process_cpu_time_ns();
                     let mut text = self.setup.describe.clone();
                     if let Some(last) = self.setup.series.last_end_unix_ns {
@@ -168,6 +223,10 @@ impl Keeper {
                 }
             }
             self.flush(None);
+            if Instant::now() >= self.next_check {
+                self.check_store();
+                self.next_check = Instant::now() + self.setup.retry_every;
+            }
             if let Some(sw) = self.switcher.as_mut() {
                 let s = sw.tick(self.clock.as_ref());
                 self.switched(s);
@@ -181,13 +240,223 @@ impl Keeper {
             let s = sw.restore_all(self.clock.as_ref());
             self.switched(s);
         }
-        self.store
+        // A last try for what is parked; what still cannot be stored is lost, and said so.
+        if !self.backlog.is_empty() {
+            self.check_store();
+        }
+        let unstored = self.backlog.len() as u64;
+        if unstored > 0 {
+            self.error(format!(
+                "{unstored} window set(s) kept in memory could not be stored before the exit \
+                 and are lost"
+            ));
+            if let Ok(mut l) = self.live.lock() {
+                l.windows_lost += unstored;
+            }
+        }
+        KeeperEnd {
+            store: self.store,
+            series: self.setup.series.id,
+            lost: self.live.lock().map(|l| l.windows_lost).unwrap_or(0),
+        }
+    }
+
+    /// The unix time now, counted on the monotonic clock from the measurement's start (the wall
+    /// clock may be stepped under the daemon).
+    fn now_unix_ns(&self) -> u64 {
+        match (self.start_unix_ns, self.start_instant) {
+            (Some(u), Some(i)) => u + i.elapsed().as_nanos() as u64,
+            _ => super::unix_now_ns(),
+        }
+    }
+
+    /// Reopen the store if its file was deleted or replaced, and try the parked sets again.
+    fn check_store(&mut self) {
+        let event = match self.store.as_ref().map(Store::file_fate) {
+            Some(FileFate::InPlace) if self.outage.is_none() => return,
+            Some(FileFate::Deleted) => Some(format!(
+                "the store {} was deleted under the running daemon: a new store is made there \
+                 and the series starts again in it",
+                self.db.display()
+            )),
+            Some(FileFate::Replaced) => Some(format!(
+                "the store {} was replaced by another file: the series goes on in it if it is \
+                 a latlab store",
+                self.db.display()
+            )),
+            Some(FileFate::InPlace) | None => None,
+        };
+        if let Some(text) = &event {
+            eprintln!("latlab: monitor: {text}");
+        }
+        // A connection that failed may stay failed (a file system remounted read-only): start
+        // again from the file at the path.
+        self.reopen();
+        if let Some(text) = event
+            && self.store.is_some()
+        {
+            let now = self.now_unix_ns();
+            self.annotate(now, None, "store", &text);
+        }
+        self.drain();
+    }
+
+    /// Open the file at the store's path (made if missing) and its series.
+    fn reopen(&mut self) {
+        self.store = None;
+        let opened = Store::open(&self.db).and_then(|mut s| {
+            let series = s.open_series(&self.setup.spec)?;
+            Ok((s, series))
+        });
+        match opened {
+            Ok((store, series)) => {
+                if series.id != self.setup.series.id || !series.resumed {
+                    eprintln!(
+                        "latlab: monitor: series {} {} in {}",
+                        series.name,
+                        if series.resumed {
+                            "continues"
+                        } else {
+                            "starts"
+                        },
+                        self.db.display()
+                    );
+                }
+                if let Ok(mut l) = self.live.lock() {
+                    l.series_id = series.id.0;
+                }
+                // Windows keep their number in this run; the stored index counts on from the
+                // series as found.
+                self.setup.series = SeriesState {
+                    next_window_index: series.next_window_index,
+                    ..series
+                };
+                self.store = Some(store);
+            }
+            Err(e) => self.failing(format!("cannot open {}: {e}", self.db.display())),
+        }
+    }
+
+    /// The store failed for `reason`: said once per change of reason.
+    fn failing(&mut self, reason: String) {
+        if self.outage.as_ref().is_some_and(|o| o.reason == reason) {
+            return;
+        }
+        self.error(format!(
+            "the store cannot be written ({reason}); windows are kept in memory (the last hour \
+             at least) and stored when it can be"
+        ));
+        let since = self
+            .outage
+            .as_ref()
+            .map_or_else(|| self.now_unix_ns(), |o| o.since_unix_ns);
+        self.outage = Some(Outage {
+            since_unix_ns: since,
+            reason,
+        });
+    }
+
+    /// Store the parked sets, oldest first, while the store takes them.
+    fn drain(&mut self) {
+        let parked = self.backlog.len();
+        while let Some(p) = self.backlog.front() {
+            let k = p.k;
+            let set = p.to_set(self.setup.series.next_window_index + k);
+            match set.map(|s| self.insert(&s)) {
+                Some(Ok(())) => self.backlog.pop_front(),
+                Some(Err(e)) if e.is_storage_failure() => {
+                    self.failing(e.to_string());
+                    self.queued();
+                    return;
+                }
+                Some(Err(e)) => {
+                    self.backlog.pop_front();
+                    self.lost(format!("window {k} not stored: {e}"));
+                }
+                None => {
+                    self.backlog.pop_front();
+                    self.lost(format!(
+                        "window {k} not stored: its histogram did not decode"
+                    ));
+                }
+            }
+        }
+        self.queued();
+        if let Some(o) = self.outage.take() {
+            let text = format!(
+                "the store could not be written for {} ({}): {parked} window set(s) were kept \
+                 in memory and are now stored{}",
+                format_duration(
+                    self.now_unix_ns().saturating_sub(o.since_unix_ns) / 1_000_000 * 1_000_000
+                ),
+                o.reason,
+                match self.backlog.given_up {
+                    0 => String::new(),
+                    n => format!("; {n} older one(s) were given up to bound the memory"),
+                }
+            );
+            eprintln!("latlab: monitor: {text}");
+            if let Ok(mut l) = self.live.lock() {
+                l.last_error = None;
+            }
+            self.backlog.given_up = 0;
+            self.annotate(o.since_unix_ns, None, "store", &text);
+        }
+    }
+
+    fn insert(&mut self, set: &WindowSet) -> latlab_store::Result<()> {
+        let store = self
+            .store
+            .as_mut()
+            .ok_or_else(|| latlab_store::StoreError::Missing(self.db.clone()))?;
+        store.insert_window_set(self.setup.series.id, set)?;
+        if let Ok(mut l) = self.live.lock() {
+            l.windows_written += 1;
+            l.last_window_end_ms = Some(set.end_unix_ns as f64 / 1e6);
+        }
+        Ok(())
+    }
+
+    /// Keep `set` (window `k` of this run) for when the store can be written again.
+    fn park(&mut self, k: u64, set: WindowSet) {
+        let given_up = self.backlog.push(Parked::new(k, set));
+        self.queued();
+        if given_up > 0 {
+            if let Ok(mut l) = self.live.lock() {
+                l.windows_lost += given_up;
+            }
+            if self.backlog.given_up == given_up {
+                self.error(format!(
+                    "the windows kept in memory reached their bound ({} MiB beyond the last \
+                     hour): the oldest are given up",
+                    super::backlog::MEMORY_BOUND >> 20
+                ));
+            }
+        }
+    }
+
+    /// Tell the status page how much waits for the store.
+    fn queued(&self) {
+        if let Ok(mut l) = self.live.lock() {
+            l.windows_queued = self.backlog.len() as u64;
+            l.queued_bytes = self.backlog.bytes() as u64;
+        }
+    }
+
+    fn lost(&mut self, msg: String) {
+        if let Ok(mut l) = self.live.lock() {
+            l.windows_lost += 1;
+        }
+        self.error(msg);
     }
 
     /// Merge windows older than the retention into hourly rows.
     pub fn retention(&mut self) {
         let before = super::unix_now_ns().saturating_sub(self.setup.retention_ns);
-        match self.store.merge_old_windows(self.setup.series.id, before) {
+        let Some(store) = self.store.as_mut() else {
+            return;
+        };
+        match store.merge_old_windows(self.setup.series.id, before) {
             Ok(m) if m.hours > 0 => eprintln!(
                 "latlab: retention: merged {} windows into {} hourly rows",
                 m.sets_merged, m.hours
@@ -206,7 +475,7 @@ impl Keeper {
         let w = self.setup.window_ns;
         let done_to = self.seen.iter().map(|s| s.unwrap_or(0)).min().unwrap_or(0);
         let all_seen = self.seen.iter().all(Option::is_some);
-        let now = super::unix_now_ns();
+        let now = self.now_unix_ns();
         let wait = (self.setup.sample_period_ns + 50_000_000).min(w / 4);
         let newest_sample = self.samples.back().map_or(0, |(e, _)| *e);
         let ready: Vec<u64> = self
@@ -310,19 +579,17 @@ impl Keeper {
             thermal: (!thermal.is_empty()).then_some(thermal),
             cost_cpu_time_ns: Some(cost),
         };
-        match self.store.insert_window_set(self.setup.series.id, &set) {
-            Ok(()) => {
-                if let Ok(mut l) = self.live.lock() {
-                    l.windows_written += 1;
-                    l.last_window_end_ms = Some(end as f64 / 1e6);
-                }
+        if self.outage.is_some() || !self.backlog.is_empty() {
+            self.park(k, set);
+            return;
+        }
+        match self.insert(&set) {
+            Ok(()) => {}
+            Err(e) if e.is_storage_failure() => {
+                self.failing(e.to_string());
+                self.park(k, set);
             }
-            Err(e) => {
-                if let Ok(mut l) = self.live.lock() {
-                    l.windows_lost += 1;
-                }
-                self.error(format!("window {} not stored: {e}", set.index));
-            }
+            Err(e) => self.lost(format!("window {} not stored: {e}", set.index)),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! This is the one crate of latlab with an async runtime (the web server's).
 
 mod api;
+mod backlog;
 mod daemon;
 mod keeper;
 mod metrics;

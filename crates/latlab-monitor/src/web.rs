@@ -45,6 +45,9 @@ pub struct LiveStatus {
     pub schedule: Option<String>,
     pub windows_written: u64,
     pub windows_lost: u64,
+    /// Window sets measured and waiting in memory for the store to be writable, and their size.
+    pub windows_queued: u64,
+    pub queued_bytes: u64,
     pub last_window_end_ms: Option<f64>,
     pub last_error: Option<String>,
     pub retention: String,
