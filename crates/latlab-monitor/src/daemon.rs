@@ -21,6 +21,10 @@ use std::time::Duration;
 pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result<(), Error> {
     let mut store = Store::open(&plan.db)
         .with_context(|| format!("opening the store {}", plan.db.display()))?;
+    // A window reported stored is on the disk, whatever happens to the file system after.
+    store
+        .sync_every_commit()
+        .with_context(|| format!("opening the store {}", plan.db.display()))?;
     // Held until this function returns: one daemon per series of a store.
     let _lock = lock_series(&plan.db, &plan.name)?;
     let describe = plan.describe();

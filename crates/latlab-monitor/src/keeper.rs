@@ -102,6 +102,9 @@ pub struct Keeper {
     backlog: Backlog,
     outage: Option<Outage>,
     next_check: Instant,
+    /// The store's write-ahead log and index as last seen while its file was in place: when the
+    /// file goes, they belong to it, not to whatever takes its place.
+    sidecars: Vec<(PathBuf, (u64, u64))>,
 }
 
 /// CPU time of the monitoring itself, ns: every thread of the process (measuring threads, their
@@ -122,6 +125,7 @@ impl Keeper {
         let threads = setup.threads;
         Keeper {
             db: store.path().to_path_buf(),
+            sidecars: store.sidecars(),
             store: Some(store),
             setup,
             pending: BTreeMap::new(),
@@ -273,7 +277,10 @@ impl Keeper {
     /// Reopen the store if its file was deleted or replaced, and try the parked sets again.
     fn check_store(&mut self) {
         let event = match self.store.as_ref().map(Store::file_fate) {
-            Some(FileFate::InPlace) if self.outage.is_none() => return,
+            Some(FileFate::InPlace) if self.outage.is_none() => {
+                self.sidecars = self.store.as_ref().map(Store::sidecars).unwrap_or_default();
+                return;
+            }
             Some(FileFate::Deleted) => Some(format!(
                 "the store {} was deleted under the running daemon: a new store is made there \
                  and the series starts again in it",
@@ -288,10 +295,14 @@ impl Keeper {
         };
         if let Some(text) = &event {
             eprintln!("latlab: monitor: {text}");
+            // Let go of the old file, then move its journal out of the new one's way: SQLite
+            // would read the old pages from it into whatever file is now at the path.
+            self.store = None;
+            self.set_aside_sidecars();
         }
         // A connection that failed may stay failed (a file system remounted read-only): start
         // again from the file at the path.
-        self.reopen();
+        self.reopen(event.is_some());
         if let Some(text) = event
             && self.store.is_some()
         {
@@ -301,10 +312,36 @@ impl Keeper {
         self.drain();
     }
 
-    /// Open the file at the store's path (made if missing) and its series.
-    fn reopen(&mut self) {
+    /// Rename the old store's sidecar files still at their paths to `NAME.orphaned` (kept, not
+    /// deleted: they may hold the last windows written to the old file).
+    fn set_aside_sidecars(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        for (path, id) in std::mem::take(&mut self.sidecars) {
+            let Ok(m) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if (m.dev(), m.ino()) != id {
+                continue;
+            }
+            let mut aside = path.clone().into_os_string();
+            aside.push(".orphaned");
+            match std::fs::rename(&path, &aside) {
+                Ok(()) => eprintln!(
+                    "latlab: monitor: {} belonged to the old store: moved to {}",
+                    path.display(),
+                    PathBuf::from(&aside).display()
+                ),
+                Err(e) => self.error(format!("cannot move {} aside: {e}", path.display())),
+            }
+        }
+    }
+
+    /// Open the file at the store's path (made if missing) and its series; `new_file`: it is
+    /// not the file the series was in (deleted or replaced).
+    fn reopen(&mut self, new_file: bool) {
         self.store = None;
         let opened = Store::open(&self.db).and_then(|mut s| {
+            s.sync_every_commit()?;
             let series = s.open_series(&self.setup.spec)?;
             Ok((s, series))
         });
@@ -325,39 +362,48 @@ impl Keeper {
                 if let Ok(mut l) = self.live.lock() {
                     l.series_id = series.id.0;
                 }
-                // Windows keep their number in this run; the stored index counts on from the
-                // series as found.
+                // Windows keep their number in this run. In the same file the stored index
+                // counts on as before; in another file it counts from the series found there.
+                let base = if new_file {
+                    series.next_window_index
+                } else {
+                    self.setup.series.next_window_index
+                };
                 self.setup.series = SeriesState {
-                    next_window_index: series.next_window_index,
+                    next_window_index: base,
                     ..series
                 };
+                self.sidecars = store.sidecars();
                 self.store = Some(store);
             }
             Err(e) => self.failing(format!("cannot open {}: {e}", self.db.display())),
         }
     }
 
-    /// The store failed for `reason`: said once per change of reason.
+    /// The store failed for `reason`: said when the outage begins (the retries that fail
+    /// after it say nothing; the status page shows the latest reason).
     fn failing(&mut self, reason: String) {
-        if self.outage.as_ref().is_some_and(|o| o.reason == reason) {
+        if self.outage.is_some() {
+            if let Ok(mut l) = self.live.lock() {
+                l.last_error = Some(format!("the store cannot be written: {reason}"));
+            }
             return;
         }
         self.error(format!(
             "the store cannot be written ({reason}); windows are kept in memory (the last hour \
              at least) and stored when it can be"
         ));
-        let since = self
-            .outage
-            .as_ref()
-            .map_or_else(|| self.now_unix_ns(), |o| o.since_unix_ns);
         self.outage = Some(Outage {
-            since_unix_ns: since,
+            since_unix_ns: self.now_unix_ns(),
             reason,
         });
     }
 
     /// Store the parked sets, oldest first, while the store takes them.
     fn drain(&mut self) {
+        if self.store.is_none() {
+            return;
+        }
         let parked = self.backlog.len();
         while let Some(p) = self.backlog.front() {
             let k = p.k;
@@ -387,7 +433,8 @@ impl Keeper {
                 "the store could not be written for {} ({}): {parked} window set(s) were kept \
                  in memory and are now stored{}",
                 format_duration(
-                    self.now_unix_ns().saturating_sub(o.since_unix_ns) / 1_000_000 * 1_000_000
+                    self.now_unix_ns().saturating_sub(o.since_unix_ns) / 1_000_000_000
+                        * 1_000_000_000
                 ),
                 o.reason,
                 match self.backlog.given_up {

@@ -274,6 +274,28 @@ impl Store {
         &self.path
     }
 
+    /// Make every commit reach the disk before it returns (`synchronous=FULL`): for a writer
+    /// that commits seldom (a monitor's window every few minutes) and must not lose what it
+    /// reported stored when the file system fails or the power goes.
+    pub fn sync_every_commit(&self) -> Result<()> {
+        self.conn.pragma_update(None, "synchronous", "FULL")?;
+        Ok(())
+    }
+
+    /// SQLite's files beside the store (its write-ahead log and shared-memory index) with the
+    /// device and inode of each that exists now.
+    pub fn sidecars(&self) -> Vec<(PathBuf, (u64, u64))> {
+        ["-wal", "-shm"]
+            .iter()
+            .filter_map(|suffix| {
+                let mut p = self.path.as_os_str().to_os_string();
+                p.push(suffix);
+                let p = PathBuf::from(p);
+                file_identity(&p).map(|id| (p, id))
+            })
+            .collect()
+    }
+
     /// Whether the path still names the file this store opened.
     pub fn file_fate(&self) -> FileFate {
         match (file_identity(&self.path), self.file) {
