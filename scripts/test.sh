@@ -7,9 +7,13 @@ cd "$(dirname "$0")/.."
 
 # System packages the tests use: setpriv drops privileges in the capability tests; cyclictest,
 # stress-ng and jitterdebugger produce real output for the import tests; chromium renders the
-# HTML report and the dashboard; prometheus scrapes the monitor's /metrics.
+# HTML report and the dashboard; prometheus scrapes the monitor's /metrics; unshare, nsenter and
+# the ext4 tools give the monitor's fault tests a file system of their own to fill and break.
 need=()
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+command -v findmnt >/dev/null 2>&1 || need+=(util-linux)
+command -v debugfs >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v cyclictest >/dev/null 2>&1 || need+=(rt-tests)
 command -v stress-ng >/dev/null 2>&1 || need+=(stress-ng)
 command -v jitterdebugger >/dev/null 2>&1 || need+=(jitterdebugger)

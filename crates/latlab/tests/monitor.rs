@@ -9,11 +9,12 @@
 
 use latlab_hist::Histogram;
 use latlab_store::{MonitorWindow, SeriesConfig, SeriesId, SeriesSpec, Store, WindowSet};
+use latlab_testkit::process::{Proc, free_port, wait_for};
 use latlab_testkit::{latlab, policy_args, require};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const SEC: u64 = 1_000_000_000;
@@ -24,92 +25,6 @@ fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A process this test started; killed (by its pid) if the test ends early.
-struct Proc {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn start(mut cmd: Command, log: PathBuf) -> Proc {
-        let f = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(f.try_clone().unwrap())
-            .stderr(f)
-            .spawn()
-            .unwrap();
-        Proc { child, log }
-    }
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-    fn signal(&mut self, sig: libc::c_int) {
-        // SAFETY: a pid of a child this test started and has not reaped.
-        unsafe { libc::kill(self.child.id() as i32, sig) };
-    }
-    /// SIGINT and wait; the exit must be clean.
-    fn stop(mut self) -> String {
-        self.signal(libc::SIGINT);
-        let status = wait_exit(&mut self.child, Duration::from_secs(20));
-        let log = self.log();
-        assert!(status.success(), "exit {status:?}: {log}");
-        log
-    }
-    /// SIGTERM (what systemd sends) and wait; the exit must be clean.
-    fn term(mut self) -> String {
-        self.signal(libc::SIGTERM);
-        let status = wait_exit(&mut self.child, Duration::from_secs(20));
-        let log = self.log();
-        assert!(status.success(), "exit {status:?}: {log}");
-        log
-    }
-    fn kill9(mut self) -> String {
-        self.signal(libc::SIGKILL);
-        let _ = wait_exit(&mut self.child, Duration::from_secs(10));
-        self.log()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn wait_exit(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
-    let t = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        if t.elapsed() > timeout {
-            let _ = child.kill();
-            panic!("process did not exit within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn monitor(db: &Path, extra: &[&str]) -> Command {

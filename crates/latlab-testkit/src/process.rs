@@ -1,0 +1,111 @@
+//! Processes a test starts and watches: a daemon whose output goes to a log file and that is
+//! killed if the test ends early, waiting for a condition or an exit with a time limit, and a
+//! free TCP port to listen on.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// A TCP port on 127.0.0.1 nothing listens on (at the time of asking).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+/// Poll `f` every 100 ms until it holds; panics naming `what` after `timeout`.
+pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Wait for `child` to exit; kills it and panics after `timeout`.
+pub fn wait_exit(child: &mut Child, timeout: Duration) -> ExitStatus {
+    let t = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap_or_else(|e| panic!("waiting: {e}")) {
+            return s;
+        }
+        if t.elapsed() > timeout {
+            let _ = child.kill();
+            panic!("process did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A process this test started, its stdout and stderr in `log`; killed (by its pid) if the
+/// test ends early.
+pub struct Proc {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Proc {
+    pub fn start(mut cmd: Command, log: PathBuf) -> Proc {
+        let f = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+        let out = f.try_clone().unwrap_or_else(|e| panic!("{e}"));
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(f)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+        Proc { child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// What it has written so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn signal(&mut self, sig: libc::c_int) {
+        // SAFETY: a pid of a child this test started and has not reaped.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    /// Send `sig`, wait, and return the exit status and the log.
+    pub fn end(mut self, sig: libc::c_int) -> (ExitStatus, String) {
+        self.signal(sig);
+        let status = wait_exit(&mut self.child, Duration::from_secs(20));
+        (status, self.log())
+    }
+
+    /// SIGINT and wait; the exit must be clean.
+    pub fn stop(self) -> String {
+        let (status, log) = self.end(libc::SIGINT);
+        assert!(status.success(), "exit {status:?}: {log}");
+        log
+    }
+
+    /// SIGTERM (what systemd sends) and wait; the exit must be clean.
+    pub fn term(self) -> String {
+        let (status, log) = self.end(libc::SIGTERM);
+        assert!(status.success(), "exit {status:?}: {log}");
+        log
+    }
+
+    /// SIGKILL and wait.
+    pub fn kill9(mut self) -> String {
+        self.signal(libc::SIGKILL);
+        let _ = wait_exit(&mut self.child, Duration::from_secs(10));
+        self.log()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

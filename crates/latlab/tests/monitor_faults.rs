@@ -1,0 +1,492 @@
+//! `latlab monitor` when things go wrong under it: a second daemon on the same series, the
+//! process stopped and continued, the store's file system full or read-only, the store deleted
+//! or replaced. In each the daemon keeps measuring, says what happened, loses nothing already
+//! stored, and the store checks clean afterwards.
+//!
+//! The full and read-only file system tests mount a small tmpfs or ext4 image in a mount
+//! namespace of the daemon's own (`unshare -m`), so nothing outside the test sees it and the
+//! mount (and its loop device) goes with the daemon; they need root and skip without it.
+#![allow(clippy::unwrap_used)]
+
+use latlab_store::{Store, WindowSetRow};
+use latlab_testkit::process::{Proc, wait_for};
+use latlab_testkit::{latlab, policy_args, require, root_or_skip};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const END: u64 = i64::MAX as u64;
+const SEC: u64 = 1_000_000_000;
+
+/// `latlab monitor` with 1 s windows at 1 ms on every CPU, no web server.
+fn monitor_args(db: &Path, name: &str) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "monitor",
+        "--window",
+        "1s",
+        "--interval",
+        "1ms",
+        "--listen",
+        "off",
+        "--name",
+        name,
+        "--db",
+    ]
+    .map(String::from)
+    .to_vec();
+    a.push(db.display().to_string());
+    a.extend(policy_args().into_iter().map(String::from));
+    a
+}
+
+fn monitor(db: &Path, name: &str) -> Command {
+    let mut c = latlab!();
+    c.args(monitor_args(db, name));
+    c
+}
+
+/// The window sets of series `name` (none while the store cannot be read).
+fn sets(db: &Path, name: &str) -> Vec<WindowSetRow> {
+    let Ok(store) = Store::open_existing(db) else {
+        return Vec::new();
+    };
+    let Some((id, _, _)) = store
+        .list_series()
+        .unwrap_or_default()
+        .into_iter()
+        .find(|(_, n, _)| n == name)
+    else {
+        return Vec::new();
+    };
+    store.monitor_sets(id, 0, END).unwrap_or_default()
+}
+
+/// Annotations of series `name` of kind `kind`.
+fn annotations(db: &Path, name: &str, kind: &str) -> Vec<String> {
+    let store = Store::open_existing(db).unwrap();
+    let (id, _, _) = store
+        .list_series()
+        .unwrap()
+        .into_iter()
+        .find(|(_, n, _)| n == name)
+        .unwrap();
+    store
+        .annotations(id, 0, END)
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.kind == kind)
+        .map(|a| a.text)
+        .collect()
+}
+
+/// Every stored set is one whole window (the last may end early, at the stop) and their
+/// indices run without a gap from the first.
+fn assert_no_gap(sets: &[WindowSetRow], log: &str) {
+    assert!(!sets.is_empty(), "windows stored: {log}");
+    let first = sets[0].window_index;
+    for (i, s) in sets.iter().enumerate() {
+        assert_eq!(s.window_index, first + i as u64, "no window lost: {log}");
+        let len = s.end_unix_ns - s.start_unix_ns;
+        if i + 1 < sets.len() {
+            assert_eq!(len, SEC, "whole windows: {log}");
+        } else {
+            assert!(len <= SEC, "{log}");
+        }
+        if i > 0 {
+            assert_eq!(
+                s.start_unix_ns,
+                sets[i - 1].end_unix_ns,
+                "back to back: {log}"
+            );
+        }
+    }
+}
+
+fn db_check(db: &Path) {
+    let out = latlab!()
+        .args(["db", "check", "--db"])
+        .arg(db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "db check: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_second_daemon_on_the_series_is_refused_naming_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let first = Proc::start(monitor(&db, "t"), dir.path().join("1.log"));
+    wait_for("a stored window", Duration::from_secs(30), || {
+        !sets(&db, "t").is_empty()
+    });
+    let mut second = monitor(&db, "t").output().unwrap();
+    second.stdout.append(&mut second.stderr);
+    let text = String::from_utf8_lossy(&second.stdout).to_string();
+    assert_eq!(second.status.code(), Some(1), "{text}");
+    assert_eq!(text.lines().count(), 1, "one line: {text}");
+    assert!(
+        text.contains(&format!("PID {}", first.pid())) && text.contains("\"t\""),
+        "{text}"
+    );
+    // Another series of the same store is another daemon's to record.
+    let other = Proc::start(monitor(&db, "u"), dir.path().join("2.log"));
+    wait_for(
+        "a window of the other series",
+        Duration::from_secs(30),
+        || !sets(&db, "u").is_empty(),
+    );
+    other.term();
+    let log = first.term();
+    assert_no_gap(&sets(&db, "t"), &log);
+    assert!(
+        !PathBuf::from(format!("{}.t.lock", db.display())).exists(),
+        "the lock file goes with the daemon"
+    );
+    db_check(&db);
+}
+
+#[test]
+fn a_stopped_daemon_shows_the_stop_as_missed_periods_where_they_were_due() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let mut d = Proc::start(monitor(&db, "t"), dir.path().join("1.log"));
+    wait_for("2 stored windows", Duration::from_secs(30), || {
+        sets(&db, "t").len() >= 2
+    });
+    d.signal(libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(30));
+    d.signal(libc::SIGCONT);
+    let before = sets(&db, "t").len();
+    wait_for("3 windows after the stop", Duration::from_secs(60), || {
+        sets(&db, "t").len() >= before + 3
+    });
+    let log = d.term();
+    let all = sets(&db, "t");
+    assert_no_gap(&all, &log);
+    let store = Store::open_existing(&db).unwrap();
+    let (id, _, _) = store.list_series().unwrap().remove(0);
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let mut silent = 0;
+    let mut stalled = 0;
+    for s in &all[..all.len() - 1] {
+        let ws = store
+            .monitor_windows(id, s.start_unix_ns, s.end_unix_ns, None)
+            .unwrap();
+        assert_eq!(ws.len(), cpus, "{log}");
+        for w in ws.iter().filter(|w| w.start_unix_ns == s.start_unix_ns) {
+            // 1000 periods a window: each a sample or a missed period, the stopped ones too.
+            assert!(
+                (w.count + w.missed).abs_diff(1000) <= 2,
+                "window {} cpu {}: {} samples + {} missed: {log}",
+                s.window_index,
+                w.cpu,
+                w.count,
+                w.missed
+            );
+            if w.count == 0 {
+                silent += 1;
+                assert_eq!(w.missed, 1000, "a stopped window is all missed periods");
+            }
+            if w.missed > 0 {
+                stalled += 1;
+            }
+        }
+    }
+    assert!(
+        silent >= 28 * cpus,
+        "30 s stopped: at least 28 whole windows per CPU with no sample ({silent}): {log}"
+    );
+    assert!(stalled >= silent, "{log}");
+    db_check(&db);
+}
+
+/// A daemon whose store lives on a file system mounted at `dir/fs` in a mount namespace of its
+/// own (`mount` is the mount command's arguments before the mount point). It is reached from outside through `/proc/PID/root` (SQLite resolves
+/// that link to `/`, so the store is read from a copy, and checked from inside with nsenter).
+struct Namespaced {
+    daemon: Proc,
+    fs: PathBuf,
+    copies: PathBuf,
+}
+
+impl Namespaced {
+    fn start(dir: &Path, mount: &str) -> Namespaced {
+        let fs = dir.join("fs");
+        std::fs::create_dir(&fs).unwrap();
+        let mut argv = vec![env!("CARGO_BIN_EXE_latlab").to_string()];
+        argv.extend(monitor_args(&fs.join("m.db"), "t"));
+        let script = format!("mount {mount} {} && exec \"$@\"", fs.display());
+        let mut c = latlab_testkit::command("unshare");
+        c.args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
+            .args(&argv);
+        let daemon = Proc::start(c, dir.join("daemon.log"));
+        let copies = dir.join("copies");
+        std::fs::create_dir(&copies).unwrap();
+        let n = Namespaced { daemon, fs, copies };
+        wait_for("2 stored windows", Duration::from_secs(30), || {
+            n.sets().len() >= 2
+        });
+        n
+    }
+
+    /// The window sets of the store as it is now, from a copy of its file and its journal
+    /// (taken again if the file changed while the journal was copied: a checkpoint moved
+    /// pages from one to the other).
+    fn sets(&self) -> Vec<WindowSetRow> {
+        let copy = self.copies.join("m.db");
+        let (main, wal) = (self.inside().join("m.db"), self.inside().join("m.db-wal"));
+        let consistent = (0..20).find_map(|_| {
+            let before = std::fs::read(&main).ok()?;
+            let journal = std::fs::read(&wal).unwrap_or_default();
+            (std::fs::read(&main).ok()? == before).then_some((before, journal))
+        });
+        let Some((before, journal)) = consistent else {
+            return Vec::new();
+        };
+        std::fs::write(&copy, before).unwrap();
+        std::fs::write(format!("{}-wal", copy.display()), journal).unwrap();
+        let _ = std::fs::remove_file(format!("{}-shm", copy.display()));
+        sets(&copy, "t")
+    }
+
+    /// The annotations of kind `kind`, from a copy.
+    fn annotations(&self, kind: &str) -> Vec<String> {
+        let _ = self.sets();
+        annotations(&self.copies.join("m.db"), "t", kind)
+    }
+
+    /// `latlab db check` of the store, run in the daemon's mount namespace.
+    fn db_check(&self) {
+        let pid = self.daemon.pid().to_string();
+        let out = latlab_testkit::command("nsenter")
+            .args([
+                "-t",
+                &pid,
+                "-m",
+                env!("CARGO_BIN_EXE_latlab"),
+                "db",
+                "check",
+                "--db",
+            ])
+            .arg(self.fs.join("m.db"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "db check: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn inside(&self) -> PathBuf {
+        PathBuf::from(format!(
+            "/proc/{}/root{}",
+            self.daemon.pid(),
+            self.fs.display()
+        ))
+    }
+
+    /// Stop with SIGTERM: a clean exit that said the outage once.
+    fn finish(self, what: &str) {
+        let (status, log) = self.daemon.end(libc::SIGTERM);
+        assert!(status.success(), "{what}: {status:?}: {log}");
+        assert_eq!(
+            log.matches("the store cannot be written").count(),
+            1,
+            "{what}: said once: {log}"
+        );
+    }
+}
+
+/// Fill the namespaced tmpfs for a few windows, then give the space back: every window
+/// measured meanwhile must be stored.
+#[test]
+fn a_full_file_system_parks_windows_in_memory_until_space_returns() {
+    let how = "full disk";
+    if !root_or_skip("mounting a tmpfs in a mount namespace")
+        || !require("unshare")
+        || !require("nsenter")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let n = Namespaced::start(dir.path(), "-t tmpfs -o size=4m latlab-test");
+    let fill = n.inside().join("fill");
+    // Until the file system has no block left.
+    let mut f = std::fs::File::create(&fill).unwrap();
+    let block = vec![0u8; 64 * 1024];
+    while std::io::Write::write_all(&mut f, &block).is_ok() {}
+    drop(f);
+    wait_for("the outage said", Duration::from_secs(15), || {
+        n.daemon.log().contains("the store cannot be written")
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    std::fs::remove_file(&fill).unwrap();
+    wait_for("the parked windows stored", Duration::from_secs(30), || {
+        n.daemon.log().contains("are now stored")
+    });
+    let stored = n.sets().len();
+    wait_for("a window after the outage", Duration::from_secs(10), || {
+        n.sets().len() > stored
+    });
+    // Read while the namespace (and so the tmpfs) still exists.
+    let log = n.daemon.log();
+    assert_no_gap(&n.sets(), &log);
+    let marks = n.annotations("store");
+    assert_eq!(marks.len(), 1, "{how}: one mark of the outage: {marks:?}");
+    assert!(marks[0].contains("are now stored"), "{marks:?}");
+    n.db_check();
+    n.finish(how);
+    let _ = dir;
+}
+
+/// An ext4 file system that fails under the daemon and turns read-only (`errors=remount-ro`,
+/// the default of many distributions) cannot come back without an unmount: the daemon keeps
+/// measuring, says so once, and at the stop exits with 1 (a restart can help once the file
+/// system is repaired) saying how many windows it could not store; what it had stored is whole.
+#[test]
+fn a_file_system_turned_read_only_loses_nothing_already_stored() {
+    if !root_or_skip("mounting a loop file system in a mount namespace")
+        || !require("unshare")
+        || !require("nsenter")
+        || !require("findmnt")
+        || !require("mkfs.ext4")
+        || !require("debugfs")
+        || !require("e2fsck")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("fs.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let out = Command::new("mkfs.ext4")
+        .arg("-q")
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = Namespaced::start(
+        dir.path(),
+        &format!("-o loop,errors=remount-ro {}", img.display()),
+    );
+    let pid = n.daemon.pid().to_string();
+    let out = latlab_testkit::command("nsenter")
+        .args(["-t", &pid, "-m", "findmnt", "-n", "-o", "SOURCE"])
+        .arg(&n.fs)
+        .output()
+        .unwrap();
+    let dev = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .replace("/dev/", "");
+    let trigger = PathBuf::from(format!("/sys/fs/ext4/{dev}/trigger_fs_error"));
+    if !trigger.exists() {
+        eprintln!("skipped: this kernel has no {}", trigger.display());
+        return;
+    }
+    std::fs::write(&trigger, "1").unwrap();
+    wait_for("the outage said", Duration::from_secs(15), || {
+        n.daemon.log().contains("the store cannot be written")
+    });
+    std::thread::sleep(Duration::from_secs(4));
+    let mut d = n.daemon;
+    assert!(d.child.try_wait().unwrap().is_none(), "still measuring");
+    let (status, log) = d.end(libc::SIGTERM);
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert_eq!(
+        log.matches("the store cannot be written").count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains("were measured but not stored"), "{log}");
+    // The namespace is gone with the daemon, and the loop device with its mount: repair the
+    // image as a boot would (replaying its journal) and read the store out of it.
+    let fsck = Command::new("e2fsck")
+        .arg("-fy")
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(
+        matches!(fsck.status.code(), Some(0..=2)),
+        "e2fsck: {}",
+        String::from_utf8_lossy(&fsck.stdout)
+    );
+    let copy = dir.path().join("copy.db");
+    for (from, to) in [
+        ("/m.db", copy.clone()),
+        ("/m.db-wal", dir.path().join("copy.db-wal")),
+    ] {
+        let out = Command::new("debugfs")
+            .args(["-R", &format!("dump {from} {}", to.display())])
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let stored = sets(&copy, "t");
+    assert!(stored.len() >= 2, "{log}");
+    assert_no_gap(&stored, &log);
+    db_check(&copy);
+}
+
+#[test]
+fn a_deleted_store_is_made_again_and_a_foreign_file_in_its_place_waited_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let d = Proc::start(monitor(&db, "t"), dir.path().join("1.log"));
+    wait_for("2 stored windows", Duration::from_secs(30), || {
+        sets(&db, "t").len() >= 2
+    });
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    wait_for("a window in the new store", Duration::from_secs(30), || {
+        db.exists() && !sets(&db, "t").is_empty()
+    });
+    let marks = annotations(&db, "t", "store");
+    assert!(
+        marks.iter().any(|m| m.contains("was deleted")),
+        "the new store says why it starts here: {marks:?}"
+    );
+    // Another application's file takes the store's place: nothing is written into it.
+    let foreign = dir.path().join("foreign");
+    std::fs::write(&foreign, b"not a store\n").unwrap();
+    std::fs::rename(&foreign, &db).unwrap();
+    wait_for("the foreign file noticed", Duration::from_secs(15), || {
+        d.log().contains("cannot be written")
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        b"not a store\n",
+        "left untouched"
+    );
+    std::fs::remove_file(&db).unwrap();
+    wait_for("the parked windows stored", Duration::from_secs(30), || {
+        d.log().contains("are now stored")
+    });
+    let log = d.term();
+    let after = sets(&db, "t");
+    assert_no_gap(&after, &log);
+    assert!(
+        after.len() >= 4,
+        "the parked windows and the ones after: {log}"
+    );
+    db_check(&db);
+}
