@@ -152,6 +152,8 @@ struct Acc {
 
 struct Collector {
     /// Closed windows with histograms, handed out after each drain (only when asked for).
+    /// Handed-out windows (and their spikes) are not also kept in the result: a run that lasts
+    /// months would otherwise grow by every window and spike it ever had.
     keep_windows: bool,
     closed: Vec<ClosedWindow>,
     interval: u64,
@@ -219,16 +221,17 @@ impl Collector {
                     missed,
                     spikes: Vec::new(),
                 });
+            } else {
+                acc.windows.push(Window {
+                    index,
+                    start_ns: index * self.window,
+                    count: 0,
+                    min: 0,
+                    max: 0,
+                    p99: 0,
+                    missed,
+                });
             }
-            acc.windows.push(Window {
-                index,
-                start_ns: index * self.window,
-                count: 0,
-                min: 0,
-                max: 0,
-                p99: 0,
-                missed,
-            });
         }
         let acc = &mut self.accs[t];
         // What is left of an earlier stall was due in this window, before the thread ran again.
@@ -257,44 +260,49 @@ impl Collector {
         let kept = self.keep_windows.then(|| h.clone());
         // Merge into the total, take the window's p99, clear the buffer.
         let p99 = h.drain_into(&mut acc.total, 99.0);
-        acc.windows.push(Window {
-            index: buf.index,
-            start_ns: buf.index * self.window,
-            count,
-            min,
-            max,
-            p99,
-            missed: buf.missed,
-        });
+        if !self.keep_windows {
+            acc.windows.push(Window {
+                index: buf.index,
+                start_ns: buf.index * self.window,
+                count,
+                min,
+                max,
+                p99,
+                missed: buf.missed,
+            });
+        }
         // A buffer that covered several windows stands for all of them.
         acc.next_window = acc.next_window.max(buf.index + buf.span);
         acc.missed += buf.missed;
         acc.last_window_max = max;
-        let first_spike = self.spikes.len();
-        for s in &buf.spikes {
-            if (self.spikes.len() as u64) < self.spike_limit {
-                self.spikes.push(Spike {
-                    thread: buf.thread,
-                    cpu: self.plans_cpu[buf.thread as usize],
-                    at_ns: s.at,
-                    value_ns: s.value,
-                    story: None,
-                });
-            } else {
-                self.spikes_not_kept += 1;
-            }
-        }
+        let spikes = buf.spikes.iter().map(|s| Spike {
+            thread: buf.thread,
+            cpu: self.plans_cpu[buf.thread as usize],
+            at_ns: s.at,
+            value_ns: s.value,
+            story: None,
+        });
         self.spikes_not_kept += buf.spikes_dropped;
-        if let Some(histogram) = kept {
-            self.closed.push(ClosedWindow {
+        match kept {
+            // Handed out with their window's spikes; the run keeps neither.
+            Some(histogram) => self.closed.push(ClosedWindow {
                 thread: buf.thread,
                 cpu: self.plans_cpu[buf.thread as usize],
                 index: buf.index,
                 start_ns: buf.index * self.window,
                 histogram,
                 missed: buf.missed,
-                spikes: self.spikes[first_spike..].to_vec(),
-            });
+                spikes: spikes.collect(),
+            }),
+            None => {
+                for s in spikes {
+                    if (self.spikes.len() as u64) < self.spike_limit {
+                        self.spikes.push(s);
+                    } else {
+                        self.spikes_not_kept += 1;
+                    }
+                }
+            }
         }
     }
 
@@ -881,20 +889,25 @@ mod tests {
             affinity: vec![0],
             waker_affinity: vec![],
         };
-        let mut c = Collector::new(&cfg, &[plan], true);
-        let mut first = WindowBuf::new(0);
-        for _ in 0..8 {
-            first.hist.record(20_000);
-        }
-        first.hist.record(35_500_000);
-        first.add_stall(35_500_000, 35, 34);
-        c.take(&mut first);
-        let mut resumed = WindowBuf::new(0);
-        resumed.index = 4;
-        for _ in 45..=50 {
-            resumed.hist.record(20_000);
-        }
-        c.take(&mut resumed);
+        // Kept in the result (a measurement), or handed out (the monitor).
+        let feed = |keep: bool| {
+            let mut c = Collector::new(&cfg, std::slice::from_ref(&plan), keep);
+            let mut first = WindowBuf::new(0);
+            for _ in 0..8 {
+                first.hist.record(20_000);
+            }
+            first.hist.record(35_500_000);
+            first.add_stall(35_500_000, 35, 34);
+            c.take(&mut first);
+            let mut resumed = WindowBuf::new(0);
+            resumed.index = 4;
+            for _ in 45..=50 {
+                resumed.hist.record(20_000);
+            }
+            c.take(&mut resumed);
+            c
+        };
+        let (c, handed) = (feed(false), feed(true));
         let missed: Vec<(u64, u64, u64)> = c.accs[0]
             .windows
             .iter()
@@ -905,8 +918,13 @@ mod tests {
             [(0, 9, 1), (1, 0, 10), (2, 0, 10), (3, 0, 10), (4, 6, 4)]
         );
         assert_eq!(c.accs[0].missed, 35, "the total is the stall's");
-        let closed: Vec<u64> = c.closed.iter().map(|w| w.missed).collect();
+        let closed: Vec<u64> = handed.closed.iter().map(|w| w.missed).collect();
         assert_eq!(closed, [1, 10, 10, 10, 4], "the windows the monitor stores");
+        assert!(
+            handed.accs[0].windows.is_empty(),
+            "handed out, not also kept"
+        );
+        assert!(c.closed.is_empty());
         // Every period of the five windows is a sample or a missed period.
         let periods: u64 = c.accs[0].windows.iter().map(|w| w.count + w.missed).sum();
         assert_eq!(periods, 50);

@@ -19,9 +19,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc;
 
-/// Spikes kept over a daemon's life (each costs 32 bytes); beyond it they are only counted.
-const SPIKE_LIMIT: u32 = 1_000_000;
-
 #[derive(Args, Debug)]
 #[command(
     after_help = "Durations take a unit: ns, us, ms, s, m, h, d (e.g. 200us, 5m, 90d). A bare \
@@ -113,9 +110,9 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
         ));
     }
     let sample_period = args.opts.sample_period_ns()?;
-    // Built like `latlab measure`'s, with no end and room for a daemon's life of spikes.
-    let mut cfg = args.opts.config(&online, args.interval, args.window);
-    cfg.spike_limit = SPIKE_LIMIT;
+    // Built like `latlab measure`'s, with no end. Spikes go out with their windows (at most
+    // 1024 per window and CPU), so the run's own spike limit does not bound them.
+    let cfg = args.opts.config(&online, args.interval, args.window);
     latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
     let listen = args.listen.0;
     let name = match &args.name {
