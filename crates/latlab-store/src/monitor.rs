@@ -217,6 +217,19 @@ impl Store {
             .collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    /// The series called `name`, if the store has one.
+    pub fn find_series(&self, name: &str) -> Result<Option<SeriesId>> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id FROM monitor_series WHERE name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .optional()?
+            .map(SeriesId))
+    }
+
     /// The idle-state names and configuration a series was opened with.
     pub fn series_meta(&self, series: SeriesId) -> Result<(serde_json::Value, Vec<CpuIdleStates>)> {
         let (config, idle): (String, String) = self

@@ -10,7 +10,9 @@
 
 use latlab_store::{Store, WindowSetRow};
 use latlab_testkit::process::{Proc, wait_for};
-use latlab_testkit::{latlab, policy_args, require, root_or_skip};
+use latlab_testkit::{
+    assert_one_line_error, latlab, policy_args, require, root_or_skip, run_ok, stderr,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -50,12 +52,7 @@ fn sets(db: &Path, name: &str) -> Vec<WindowSetRow> {
     let Ok(store) = Store::open_existing(db) else {
         return Vec::new();
     };
-    let Some((id, _, _)) = store
-        .list_series()
-        .unwrap_or_default()
-        .into_iter()
-        .find(|(_, n, _)| n == name)
-    else {
+    let Ok(Some(id)) = store.find_series(name) else {
         return Vec::new();
     };
     store.monitor_sets(id, 0, END).unwrap_or_default()
@@ -64,12 +61,7 @@ fn sets(db: &Path, name: &str) -> Vec<WindowSetRow> {
 /// Annotations of series `name` of kind `kind`.
 fn annotations(db: &Path, name: &str, kind: &str) -> Vec<String> {
     let store = Store::open_existing(db).unwrap();
-    let (id, _, _) = store
-        .list_series()
-        .unwrap()
-        .into_iter()
-        .find(|(_, n, _)| n == name)
-        .unwrap();
+    let id = store.find_series(name).unwrap().unwrap();
     store
         .annotations(id, 0, END)
         .unwrap()
@@ -103,17 +95,7 @@ fn assert_no_gap(sets: &[WindowSetRow], log: &str) {
 }
 
 fn db_check(db: &Path) {
-    let out = latlab!()
-        .args(["db", "check", "--db"])
-        .arg(db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "db check: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(latlab!().args(["db", "check", "--db"]).arg(db));
 }
 
 #[test]
@@ -124,14 +106,12 @@ fn a_second_daemon_on_the_series_is_refused_naming_the_first() {
     wait_for("a stored window", Duration::from_secs(30), || {
         !sets(&db, "t").is_empty()
     });
-    let mut second = monitor(&db, "t").output().unwrap();
-    second.stdout.append(&mut second.stderr);
-    let text = String::from_utf8_lossy(&second.stdout).to_string();
-    assert_eq!(second.status.code(), Some(1), "{text}");
-    assert_eq!(text.lines().count(), 1, "one line: {text}");
+    let second = monitor(&db, "t").output().unwrap();
+    assert_one_line_error(&second, 1, "series \"t\"");
     assert!(
-        text.contains(&format!("PID {}", first.pid())) && text.contains("\"t\""),
-        "{text}"
+        stderr(&second).contains(&format!("another daemon (PID {})", first.pid())),
+        "{}",
+        stderr(&second)
     );
     // Another series of the same store is another daemon's to record.
     let other = Proc::start(monitor(&db, "u"), dir.path().join("2.log"));
@@ -169,7 +149,7 @@ fn a_stopped_daemon_shows_the_stop_as_missed_periods_where_they_were_due() {
     let all = sets(&db, "t");
     assert_no_gap(&all, &log);
     let store = Store::open_existing(&db).unwrap();
-    let (id, _, _) = store.list_series().unwrap().remove(0);
+    let id = store.find_series("t").unwrap().unwrap();
     let cpus = std::thread::available_parallelism().unwrap().get();
     let mut silent = 0;
     let mut stalled = 0;
@@ -263,24 +243,11 @@ impl Namespaced {
     /// `latlab db check` of the store, run in the daemon's mount namespace.
     fn db_check(&self) {
         let pid = self.daemon.pid().to_string();
-        let out = latlab_testkit::command("nsenter")
-            .args([
-                "-t",
-                &pid,
-                "-m",
-                env!("CARGO_BIN_EXE_latlab"),
-                "db",
-                "check",
-                "--db",
-            ])
-            .arg(self.fs.join("m.db"))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "db check: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+        let latlab = env!("CARGO_BIN_EXE_latlab");
+        run_ok(
+            latlab_testkit::command("nsenter")
+                .args(["-t", &pid, "-m", latlab, "db", "check", "--db"])
+                .arg(self.fs.join("m.db")),
         );
     }
 
@@ -368,26 +335,17 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
         .unwrap()
         .set_len(16 << 20)
         .unwrap();
-    let out = Command::new("mkfs.ext4")
-        .arg("-q")
-        .arg(&img)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_ok(Command::new("mkfs.ext4").arg("-q").arg(&img));
     let n = Namespaced::start(
         dir.path(),
         &format!("-o loop,errors=remount-ro {}", img.display()),
     );
     let pid = n.daemon.pid().to_string();
-    let out = latlab_testkit::command("nsenter")
-        .args(["-t", &pid, "-m", "findmnt", "-n", "-o", "SOURCE"])
-        .arg(&n.fs)
-        .output()
-        .unwrap();
+    let out = run_ok(
+        latlab_testkit::command("nsenter")
+            .args(["-t", &pid, "-m", "findmnt", "-n", "-o", "SOURCE"])
+            .arg(&n.fs),
+    );
     let dev = String::from_utf8_lossy(&out.stdout)
         .trim()
         .replace("/dev/", "");
@@ -428,15 +386,10 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
         ("/m.db", copy.clone()),
         ("/m.db-wal", dir.path().join("copy.db-wal")),
     ] {
-        let out = Command::new("debugfs")
-            .args(["-R", &format!("dump {from} {}", to.display())])
-            .arg(&img)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        run_ok(
+            Command::new("debugfs")
+                .args(["-R", &format!("dump {from} {}", to.display())])
+                .arg(&img),
         );
     }
     let stored = sets(&copy, "t");
