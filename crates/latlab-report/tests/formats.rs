@@ -6,12 +6,10 @@
 #![allow(clippy::unwrap_used)]
 
 use latlab_hist::Histogram;
-use latlab_model::{
-    MeasureConfig, Overall, RunEnvironment, RunResult, SCHEMA, SCHEMA_VERSION, Spikes, Stats,
-    StopReason, SystemInfo, ThreadResult, rfc3339_utc,
-};
+use latlab_model::{MeasureConfig, RunEnvironment, RunResult, SystemInfo, ThreadResult};
 use latlab_report::{cyclictest_json, cyclictest_json_with_range, histfile, summary_table};
 use latlab_testkit::golden;
+use latlab_testkit::run::{hist, result, thread};
 
 /// Thread 0 (CPU 0): values on and next to µs boundaries, and two samples beyond a 20 µs range.
 const THREAD0_NS: &[(u64, u64)] = &[
@@ -34,73 +32,19 @@ const THREAD1_NS: &[(u64, u64)] = &[
 ];
 const RANGE_US: u32 = 20;
 
-fn hist(values: &[(u64, u64)]) -> Histogram {
-    let mut h = Histogram::new();
-    for &(v, n) in values {
-        h.record_n(v, n);
-    }
-    h
-}
-
-fn thread(label: &str, cpu: Option<u32>, tid: i32, missed: u64, h: Histogram) -> ThreadResult {
-    let stats = Stats::of(&h);
-    ThreadResult {
-        label: label.into(),
-        cpu,
-        tid,
-        missed,
+fn fixture() -> RunResult {
+    let at = |t: ThreadResult| ThreadResult {
         expected_periods: Some(10_000),
         max_at_ns: 4_321_000_000,
-        stats: stats.clone(),
-        corrected: stats,
-        cpu_time_ns: None,
-        histogram: h.clone(),
-        corrected_histogram: h,
-        windows: Vec::new(),
-    }
-}
-
-fn fixture() -> RunResult {
+        ..t
+    };
     let threads = vec![
-        thread("cpu0", Some(0), 4242, 2, hist(THREAD0_NS)),
-        thread("cpu1", Some(1), 4243, 0, hist(THREAD1_NS)),
+        at(thread("cpu0", Some(0), 4242, 2, hist(THREAD0_NS))),
+        at(thread("cpu1", Some(1), 4243, 0, hist(THREAD1_NS))),
     ];
-    let mut all = Histogram::new();
-    for t in &threads {
-        all.merge(&t.histogram);
-    }
     let start = 1_795_362_304_123_456_789; // 2026-11-22T15:45:04.123456789Z, a Sunday
     let elapsed = 10_002_345_678;
     RunResult {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        latlab_version: "0.1.0".into(),
-        id: "20261122-154504-golden".into(),
-        started_at: rfc3339_utc(start),
-        ended_at: rfc3339_utc(start + elapsed),
-        start_unix_ns: start,
-        elapsed_ns: elapsed,
-        config: MeasureConfig {
-            duration_ns: Some(10_000_000_000),
-            cpus: Some(vec![0, 1]),
-            threads: 2,
-            priority: 90,
-            pm_qos_us: Some(0),
-            ..Default::default()
-        },
-        system: SystemInfo {
-            hostname: "rtbox".into(),
-            kernel_release: "6.18.0-rt3".into(),
-            kernel_version: "#1 SMP PREEMPT_RT Sun Nov  1 00:00:00 UTC 2026".into(),
-            machine: "x86_64".into(),
-            cpu_model: "Test CPU".into(),
-            cpus_online: vec![0, 1],
-            cpus_possible: 2,
-            preempt: "rt (kernel version)".into(),
-            cmdline: "quiet".into(),
-            clocksource: "tsc".into(),
-            ..Default::default()
-        },
         environment: RunEnvironment {
             memory_locked: true,
             mlock_error: None,
@@ -115,20 +59,32 @@ fn fixture() -> RunResult {
             ],
             ..Default::default()
         },
-        stop: StopReason::Duration,
-        overall: Overall {
-            missed: 2,
-            max_at_ns: 4_321_000_000,
-            max_thread: 0,
-            stats: Stats::of(&all),
-            corrected: Stats::of(&all),
-            histogram: all,
-        },
-        threads,
-        spikes: Spikes::default(),
-        samples: None,
-        loads: Default::default(),
-        trace: None,
+        ..result(
+            "20261122-154504-golden",
+            (start, elapsed),
+            MeasureConfig {
+                duration_ns: Some(10_000_000_000),
+                cpus: Some(vec![0, 1]),
+                threads: 2,
+                priority: 90,
+                pm_qos_us: Some(0),
+                ..Default::default()
+            },
+            SystemInfo {
+                hostname: "rtbox".into(),
+                kernel_release: "6.18.0-rt3".into(),
+                kernel_version: "#1 SMP PREEMPT_RT Sun Nov  1 00:00:00 UTC 2026".into(),
+                machine: "x86_64".into(),
+                cpu_model: "Test CPU".into(),
+                cpus_online: vec![0, 1],
+                cpus_possible: 2,
+                preempt: "rt (kernel version)".into(),
+                cmdline: "quiet".into(),
+                clocksource: "tsc".into(),
+                ..Default::default()
+            },
+            threads,
+        )
     }
 }
 

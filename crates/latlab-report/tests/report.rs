@@ -20,33 +20,18 @@ use latlab_model::trace::{
     CpuCount, CpuHistogram, Family, FamilyResult, KeyResult, SkippedEvent, TraceCost, TraceResult,
 };
 use latlab_model::{
-    MeasureConfig, Overall, RunEnvironment, RunResult, SCHEMA, SCHEMA_VERSION, Spike, Spikes,
-    Stats, StopReason, SystemInfo, ThreadResult, Window, rfc3339_utc,
+    MeasureConfig, RunEnvironment, RunResult, Spike, Spikes, Stats, SystemInfo, ThreadResult,
+    Window,
 };
 use latlab_report::{
     CellInput, ReportFormat, ReportInput, compare_text, histogram_csv, html_report, report_csv,
     report_json, report_markdown, report_text, run_csv, spikes_csv, windows_csv,
 };
 use latlab_testkit::golden;
+use latlab_testkit::run::{Rng, result, thread};
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
-
-/// splitmix64: a small deterministic generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// How one cell behaves.
 #[derive(Clone)]
@@ -196,9 +181,6 @@ fn run(p: &Profile, seed: u64, with_samples: bool) -> RunResult {
     let mut rng = Rng(seed);
     let mut threads = Vec::new();
     let mut spikes = Vec::new();
-    let mut overall = Histogram::new();
-    let (mut best_max, mut best_at, mut best_thread) = (0u64, 0u64, 0u32);
-    let mut missed_all = 0;
     for (ti, cpu) in [0u32, 1].into_iter().enumerate() {
         let mut hist = Histogram::new();
         let mut window = Histogram::new();
@@ -253,65 +235,29 @@ fn run(p: &Profile, seed: u64, with_samples: bool) -> RunResult {
             hist.merge(&window);
             window.clear();
         }
-        overall.merge(&hist);
-        missed_all += missed;
-        if max > best_max {
-            (best_max, best_at, best_thread) = (max, max_at, ti as u32);
-        }
-        let stats = Stats::of(&hist);
         threads.push(ThreadResult {
-            label: format!("cpu{cpu}"),
-            cpu: Some(cpu),
-            tid: 5000 + ti as i32,
-            missed,
             expected_periods: Some(SECONDS * PER_WINDOW),
             max_at_ns: max_at,
-            stats: stats.clone(),
-            corrected: stats,
             cpu_time_ns: Some(40_000_000 + seed % 1000),
-            histogram: hist.clone(),
-            corrected_histogram: hist,
             windows,
+            ..thread(
+                &format!("cpu{cpu}"),
+                Some(cpu),
+                5000 + ti as i32,
+                missed,
+                hist,
+            )
         });
     }
     let start = 1_795_362_304_000_000_000 + seed * 60_000_000_000;
     let elapsed = SECONDS * 1_000_000_000 + 1_234_567;
     let steal = 0.01 * (seed % 3) as f64;
     RunResult {
-        schema: SCHEMA.into(),
-        schema_version: SCHEMA_VERSION,
-        latlab_version: "0.1.0".into(),
-        id: format!("run-{}-{seed}", p.governor),
-        started_at: rfc3339_utc(start),
-        ended_at: rfc3339_utc(start + elapsed),
-        start_unix_ns: start,
-        elapsed_ns: elapsed,
-        config: MeasureConfig {
-            interval_ns: INTERVAL_NS,
-            duration_ns: Some(SECONDS * 1_000_000_000),
-            cpus: Some(vec![0, 1]),
-            threads: 2,
-            window_ns: WINDOW_NS,
-            spike_threshold_ns: Some(SPIKE_NS),
-            ..Default::default()
-        },
-        // One repeat in three finds the TSC unstable: a setting that varies between repeats.
-        system: system(p, steal, if seed % 3 == 2 { "hpet" } else { "tsc" }),
         environment: RunEnvironment {
             memory_locked: true,
             coordinator_cpus: vec![0],
             ..Default::default()
         },
-        stop: StopReason::Duration,
-        overall: Overall {
-            missed: missed_all,
-            max_at_ns: best_at,
-            max_thread: best_thread,
-            stats: Stats::of(&overall),
-            corrected: Stats::of(&overall),
-            histogram: overall,
-        },
-        threads,
         spikes: Spikes {
             threshold_ns: Some(SPIKE_NS),
             kept: spikes,
@@ -320,6 +266,22 @@ fn run(p: &Profile, seed: u64, with_samples: bool) -> RunResult {
         samples: with_samples.then(|| samples(p, &mut rng)),
         loads: loads(p, seed),
         trace: (with_samples && p.power_missing.is_none()).then(|| trace(p, &mut rng)),
+        ..result(
+            &format!("run-{}-{seed}", p.governor),
+            (start, elapsed),
+            MeasureConfig {
+                interval_ns: INTERVAL_NS,
+                duration_ns: Some(SECONDS * 1_000_000_000),
+                cpus: Some(vec![0, 1]),
+                threads: 2,
+                window_ns: WINDOW_NS,
+                spike_threshold_ns: Some(SPIKE_NS),
+                ..Default::default()
+            },
+            // One repeat in three finds the TSC unstable: a setting that varies between repeats.
+            system(p, steal, if seed % 3 == 2 { "hpet" } else { "tsc" }),
+            threads,
+        )
     }
 }
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub mod process;
+pub mod run;
 
 /// Every variable latlab reads, cleared from each command a test runs (a test sets what it
 /// needs after). `SUDO_USER` and `NO_COLOR` change what `check` prints.

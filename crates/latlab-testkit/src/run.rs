@@ -1,0 +1,80 @@
+//! Results built by hand for the tests of what reads them (reports, the store): a seeded
+//! generator, so a test's numbers are the same on every run, and the parts of a `RunResult`
+//! every such test needs, put together by the model's own constructor.
+
+use latlab_hist::Histogram;
+use latlab_model::{
+    MeasureConfig, RunHead, RunResult, Spikes, Stats, StopReason, SystemInfo, ThreadResult,
+};
+
+/// splitmix64: a small deterministic generator.
+pub struct Rng(pub u64);
+
+impl Rng {
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// A histogram of `(value, times)` pairs.
+pub fn hist(values: &[(u64, u64)]) -> Histogram {
+    let mut h = Histogram::new();
+    for &(v, n) in values {
+        h.record_n(v, n);
+    }
+    h
+}
+
+/// A measuring thread whose samples are `h` (its corrected histogram too: no missed period
+/// added samples); the rest is left for the test to set.
+pub fn thread(label: &str, cpu: Option<u32>, tid: i32, missed: u64, h: Histogram) -> ThreadResult {
+    let stats = Stats::of(&h);
+    ThreadResult {
+        label: label.into(),
+        cpu,
+        tid,
+        missed,
+        expected_periods: None,
+        max_at_ns: 0,
+        stats: stats.clone(),
+        corrected: stats,
+        cpu_time_ns: None,
+        histogram: h.clone(),
+        corrected_histogram: h,
+        windows: Vec::new(),
+    }
+}
+
+/// A run `id` that started at `start_unix_ns` and lasted `elapsed_ns`, measured with `config`
+/// on `system`, ended by its duration, of `threads` (the overall figures are theirs merged).
+pub fn result(
+    id: &str,
+    (start_unix_ns, elapsed_ns): (u64, u64),
+    config: MeasureConfig,
+    system: SystemInfo,
+    threads: Vec<ThreadResult>,
+) -> RunResult {
+    RunResult::from_threads(
+        RunHead {
+            id: id.into(),
+            start_unix_ns,
+            elapsed_ns,
+            config,
+            system,
+            environment: Default::default(),
+            stop: StopReason::Duration,
+            spikes: Spikes::default(),
+        },
+        threads,
+    )
+}
