@@ -333,9 +333,10 @@ mod tests {
             eprintln!("skipped: schedstat not available on this kernel");
             return;
         }
-        // Burn some CPU, then sleep so the kernel folds the run time into schedstat.
-        let t0 = std::time::Instant::now();
-        while t0.elapsed() < std::time::Duration::from_millis(20) {
+        // Burn 20 ms of this thread's own CPU time (not of the clock: on a busy machine the
+        // thread may get little of it), then sleep so the kernel folds it into schedstat.
+        let t0 = crate::thread::cpu_time_ns();
+        while crate::thread::cpu_time_ns() < t0 + 20_000_000 {
             std::hint::spin_loop();
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
