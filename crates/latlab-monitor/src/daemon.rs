@@ -110,6 +110,12 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
             describe: describe.clone(),
             merge_every: Duration::from_secs(3600),
             retry_every: Duration::from_secs(5),
+            hotplug: crate::hotplug::Hotplug::new(
+                sys.clone(),
+                &crate::hotplug::measured_cpus(plan.cfg.cpus.as_deref(), &plan.online),
+                plan.cfg.policy,
+                plan.cfg.priority,
+            ),
         },
         live.clone(),
         switcher,

@@ -16,6 +16,7 @@
 //! back nor releases them early.
 
 use super::backlog::{Backlog, Parked};
+use super::hotplug::Hotplug;
 use super::schedule::{GovernorTuner, Switch, Switcher, WallClock};
 use super::web::LiveStatus;
 use latlab_measure::ClosedWindow;
@@ -63,6 +64,8 @@ pub struct KeeperSetup {
     pub merge_every: Duration,
     /// How often the store's file is checked, and a failed write tried again.
     pub retry_every: Duration,
+    /// The measured CPUs going offline and coming back (checked every second).
+    pub hotplug: Hotplug,
 }
 
 /// What the keeper leaves when it ends.
@@ -102,6 +105,7 @@ pub struct Keeper {
     backlog: Backlog,
     outage: Option<Outage>,
     next_check: Instant,
+    next_hotplug: Instant,
     /// The store's write-ahead log and index as last seen while its file was in place: when the
     /// file goes, they belong to it, not to whatever takes its place.
     sidecars: Vec<(PathBuf, (u64, u64))>,
@@ -141,6 +145,7 @@ impl Keeper {
             backlog: Backlog::default(),
             outage: None,
             next_check: Instant::now(),
+            next_hotplug: Instant::now(),
         }
     }
 
@@ -231,6 +236,10 @@ impl Keeper {
                 self.check_store();
                 self.next_check = Instant::now() + self.setup.retry_every;
             }
+            if Instant::now() >= self.next_hotplug {
+                self.check_cpus();
+                self.next_hotplug = Instant::now() + Duration::from_secs(1);
+            }
             if let Some(sw) = self.switcher.as_mut() {
                 let s = sw.tick(self.clock.as_ref());
                 self.switched(s);
@@ -272,6 +281,18 @@ impl Keeper {
             (Some(u), Some(i)) => u + i.elapsed().as_nanos() as u64,
             _ => super::unix_now_ns(),
         }
+    }
+
+    /// Say and mark every measured CPU that went offline or came back.
+    fn check_cpus(&mut self) {
+        let now = self.now_unix_ns();
+        for c in self.setup.hotplug.check(now) {
+            eprintln!("latlab: monitor: {}", c.text);
+            self.annotate(c.at_unix_ns, Some(c.cpu), "cpu", &c.text);
+        }
+        // No window older than two is still to be written.
+        let keep = now.saturating_sub(2 * self.setup.window_ns);
+        self.setup.hotplug.forget_before(keep);
     }
 
     /// Reopen the store if its file was deleted or replaced, and try the parked sets again.
@@ -568,8 +589,11 @@ impl Keeper {
             self.samples.pop_front();
         }
         let summary = latlab_sys::sample::summarize(&in_window);
+        let hotplug = &self.setup.hotplug;
         let cpus: Vec<MonitorWindow> = windows
             .into_iter()
+            // A CPU offline during the window: its thread measured elsewhere.
+            .filter(|cw| hotplug.measured(cw.cpu.unwrap_or(cw.thread), start, end))
             .map(|cw| {
                 let cpu = cw.cpu.unwrap_or(cw.thread);
                 MonitorWindow {

@@ -9,6 +9,7 @@
 mod api;
 mod backlog;
 mod daemon;
+mod hotplug;
 mod keeper;
 mod metrics;
 pub mod schedule;

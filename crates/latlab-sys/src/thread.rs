@@ -69,6 +69,18 @@ pub fn set_task_affinity(tid: i32, cpus: &[u32]) -> io::Result<()> {
     }
 }
 
+/// The thread of this process named `name` (its `comm`, as `std::thread::Builder::name` set it,
+/// cut to 15 bytes by the kernel).
+pub fn tid_named(name: &str) -> Option<i32> {
+    let want = &name.as_bytes()[..name.len().min(15)];
+    std::fs::read_dir("/proc/self/task").ok()?.find_map(|e| {
+        let e = e.ok()?;
+        let comm = std::fs::read(e.path().join("comm")).ok()?;
+        (comm.strip_suffix(b"\n").unwrap_or(&comm) == want)
+            .then(|| e.file_name().to_str()?.parse().ok())?
+    })
+}
+
 /// The CPUs the calling thread may run on.
 pub fn affinity() -> io::Result<Vec<u32>> {
     // SAFETY: cpu_set_t is plain data; sched_getaffinity fills the one we pass.
@@ -99,6 +111,16 @@ struct SchedAttr {
 
 /// Set the calling thread's scheduling policy.
 pub fn set_policy(policy: Policy, priority: u32, dl: Option<DeadlineParams>) -> io::Result<()> {
+    set_task_policy(0, policy, priority, dl)
+}
+
+/// Set task `tid`'s scheduling policy (0: the calling thread).
+pub fn set_task_policy(
+    tid: i32,
+    policy: Policy,
+    priority: u32,
+    dl: Option<DeadlineParams>,
+) -> io::Result<()> {
     let (pol, prio) = match policy {
         Policy::Fifo => (libc::SCHED_FIFO, priority),
         Policy::Rr => (libc::SCHED_RR, priority),
@@ -122,8 +144,8 @@ pub fn set_policy(policy: Policy, priority: u32, dl: Option<DeadlineParams>) -> 
         sched_deadline: dl.deadline_ns,
         sched_period: dl.period_ns,
     };
-    // SAFETY: attr is a valid sched_attr of the size it declares; pid 0 is the calling thread.
-    let ret = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+    // SAFETY: attr is a valid sched_attr of the size it declares.
+    let ret = unsafe { libc::syscall(libc::SYS_sched_setattr, tid, &attr as *const SchedAttr, 0) };
     if ret == -1 {
         Err(io::Error::last_os_error())
     } else {
@@ -211,5 +233,26 @@ mod tests {
         assert!(t1 > t0);
         assert!(process_cpu_time_ns() >= t1);
         assert!(gettid() > 0);
+    }
+
+    #[test]
+    fn a_thread_is_found_by_its_name() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::Builder::new()
+            .name("latlab-test-named-thread".into())
+            .spawn(move || {
+                tx.send(gettid()).unwrap();
+                let _ = done_rx.recv();
+            })
+            .unwrap();
+        let tid = rx.recv().unwrap();
+        // Longer than the kernel keeps: matched on its first 15 bytes.
+        assert_eq!(tid_named("latlab-test-named-thread"), Some(tid));
+        assert_eq!(tid_named("latlab-no-such-thread"), None);
+        // Its policy set from this thread.
+        set_task_policy(tid, Policy::Other, 0, None).unwrap();
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
     }
 }

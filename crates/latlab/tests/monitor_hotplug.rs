@@ -1,0 +1,166 @@
+//! `latlab monitor` when a measured CPU goes offline and comes back: its thread's windows stop
+//! being stored (with an annotation), the other CPUs go on, and when the CPU is back its thread
+//! is on it again at its real-time priority.
+//!
+//! A test binary of its own: taking a CPU offline would disturb any test measuring beside it.
+//! It needs root and a CPU other than 0 that can go offline, and puts it back online however
+//! the test ends.
+#![allow(clippy::unwrap_used)]
+
+use latlab_store::Store;
+use latlab_testkit::process::{Proc, wait_for};
+use latlab_testkit::{latlab, root_or_skip, run_ok};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const END: u64 = i64::MAX as u64;
+
+/// A CPU taken offline for the test, put back online when dropped.
+struct Offline(PathBuf);
+
+impl Offline {
+    fn take(cpu: u32) -> Offline {
+        let path = PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}/online"));
+        std::fs::write(&path, "0").unwrap();
+        Offline(path)
+    }
+}
+
+impl Drop for Offline {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, "1");
+    }
+}
+
+/// The thread of `pid` named `name`: its allowed CPUs and scheduling policy (from `stat`).
+fn thread_state(pid: u32, name: &str) -> Option<(String, u32)> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .find_map(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            if comm.trim() != name {
+                return None;
+            }
+            let status = std::fs::read_to_string(t.path().join("status")).ok()?;
+            let cpus = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?
+                .trim()
+                .to_string();
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            // Fields after the command's closing parenthesis; policy is field 41.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let policy = rest.split_whitespace().nth(41 - 3)?.parse().ok()?;
+            Some((cpus, policy))
+        })
+}
+
+fn sets_with_cpus(db: &Path) -> Vec<(u64, Vec<u32>)> {
+    let Ok(store) = Store::open_existing(db) else {
+        return Vec::new();
+    };
+    let Ok(Some(id)) = store.find_series("t") else {
+        return Vec::new();
+    };
+    let windows = store.monitor_windows(id, 0, END, None).unwrap_or_default();
+    store
+        .monitor_sets(id, 0, END)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| {
+            let cpus = windows
+                .iter()
+                .filter(|w| w.start_unix_ns == s.start_unix_ns)
+                .map(|w| w.cpu)
+                .collect();
+            (s.window_index, cpus)
+        })
+        .collect()
+}
+
+#[test]
+fn a_cpu_offline_stops_its_windows_and_back_online_it_is_measured_again() {
+    if !root_or_skip("taking a CPU offline") {
+        return;
+    }
+    let online = latlab_sys::Sys::default().online_cpus().unwrap();
+    let Some(&cpu) = online.cpus().iter().find(|&&c| {
+        c > 0
+            && std::fs::metadata(format!("/sys/devices/system/cpu/cpu{c}/online"))
+                .is_ok_and(|m| !m.permissions().readonly())
+    }) else {
+        eprintln!("skipped: no CPU but cpu0 can go offline here");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let mut c = latlab!();
+    c.args([
+        "monitor",
+        "--window",
+        "1s",
+        "--interval",
+        "1ms",
+        "--listen",
+        "off",
+    ])
+    .args(["--name", "t", "-p", "80", "--db"])
+    .arg(&db);
+    let d = Proc::start(c, dir.path().join("log"));
+    let name = format!("latlab-cpu{cpu}");
+    wait_for("2 stored windows", Duration::from_secs(30), || {
+        sets_with_cpus(&db).len() >= 2
+    });
+    let before = thread_state(d.pid(), &name).unwrap();
+    assert_eq!(before, (cpu.to_string(), 1), "pinned, SCHED_FIFO");
+    {
+        let _off = Offline::take(cpu);
+        wait_for("the offline said", Duration::from_secs(10), || {
+            d.log().contains(&format!("cpu{cpu} went offline"))
+        });
+        let (_, policy) = thread_state(d.pid(), &name).unwrap();
+        assert_eq!(policy, 0, "lowered to SCHED_OTHER while off its CPU");
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    wait_for("the return said", Duration::from_secs(10), || {
+        d.log()
+            .contains(&format!("cpu{cpu} is online again: measuring it resumes"))
+    });
+    assert_eq!(
+        thread_state(d.pid(), &name).unwrap(),
+        before,
+        "back on its CPU at its policy"
+    );
+    let n = sets_with_cpus(&db).len();
+    wait_for("3 more windows", Duration::from_secs(30), || {
+        sets_with_cpus(&db).len() >= n + 3
+    });
+    let log = d.term();
+    let sets = sets_with_cpus(&db);
+    let first = sets[0].0;
+    let mut without = 0;
+    for (i, (index, cpus)) in sets.iter().enumerate() {
+        assert_eq!(*index, first + i as u64, "no window lost: {log}");
+        assert!(cpus.contains(&0), "the others go on: {log}");
+        if !cpus.contains(&cpu) {
+            without += 1;
+        }
+    }
+    assert!(without >= 3, "about 3 s without cpu{cpu}: {sets:?}");
+    assert!(sets[..2].iter().all(|(_, c)| c.contains(&cpu)), "{sets:?}");
+    // Of the 3 windows after the return, the first may hold it: the last 2 are whole again.
+    let last = &sets[sets.len() - 2..];
+    assert!(last.iter().all(|(_, c)| c.contains(&cpu)), "{sets:?}");
+    let store = Store::open_existing(&db).unwrap();
+    let id = store.find_series("t").unwrap().unwrap();
+    let marks: Vec<_> = store
+        .annotations(id, 0, END)
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.kind == "cpu")
+        .collect();
+    assert_eq!(marks.len(), 2, "{marks:?}");
+    assert!(marks.iter().all(|a| a.cpu == Some(cpu)), "{marks:?}");
+    run_ok(latlab!().args(["db", "check", "--db"]).arg(&db));
+}
