@@ -13,6 +13,7 @@ mod hotplug;
 mod keeper;
 mod metrics;
 pub mod schedule;
+pub mod synthetic;
 mod web;
 
 pub use daemon::{run_daemon, serve_store};

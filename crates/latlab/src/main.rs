@@ -76,6 +76,9 @@ enum Command {
     /// Write man pages and shell completions (for packaging).
     #[command(hide = true)]
     GenDocs(gendocs::GenDocsArgs),
+    /// Write a synthetic monitoring series (for benchmarks of the store, dashboard and /metrics).
+    #[command(hide = true)]
+    FillMonitor(monitor::FillArgs),
 }
 
 fn main() -> ExitCode {
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
         Command::Monitor(args) => monitor::run(*args, &sys),
         Command::Serve(args) => monitor::serve(args),
         Command::GenDocs(args) => gendocs::gen_docs(args),
+        Command::FillMonitor(args) => monitor::fill(args, &sys),
     };
     match result {
         Ok(code) => code,

@@ -79,6 +79,72 @@ pub struct ServeArgs {
     listen: Listen,
 }
 
+/// Write a synthetic monitoring series into a store, as the daemon would write a real one (for
+/// measuring the store, the dashboard and /metrics at sizes no test machine has).
+#[derive(Args, Debug)]
+pub struct FillArgs {
+    /// The store to write into (made if missing).
+    #[arg(long, value_name = "PATH")]
+    db: PathBuf,
+    /// Name of the series (it must not exist yet).
+    #[arg(long, default_value = "synthetic")]
+    name: String,
+    /// How many CPUs.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    cpus: u32,
+    /// Length of each window.
+    #[arg(long, default_value = "5m", value_parser = crate::args::with_unit)]
+    window: Ns,
+    /// The time the series covers, ending now.
+    #[arg(long, default_value = "30d", value_parser = crate::args::days)]
+    span: Ns,
+    /// The measuring interval the windows stand for (their sample count).
+    #[arg(long, default_value = "200us", value_parser = crate::args::us)]
+    interval: Ns,
+    /// Windows older than this are merged into hourly rows, as the daemon merges them.
+    #[arg(long, default_value = "90d", value_parser = crate::args::days)]
+    retention: Ns,
+    /// Seed of the invented values (the same arguments give the same windows).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// `latlab fill-monitor`: a synthetic series, said to be one in its configuration and its first
+/// annotation.
+pub fn fill(args: FillArgs, sys: &Sys) -> CliResult<ExitCode> {
+    if args.window.0 < 1_000_000_000 || args.span.0 < args.window.0 {
+        return Err(CliError::Usage(format!(
+            "--window {} --span {}: a window of 1s or more within the span (accepted: e.g. \
+             --window 5m --span 30d)",
+            format_duration(args.window.0),
+            format_duration(args.span.0)
+        )));
+    }
+    let mut store = crate::args::open_store(&args.db)?;
+    let spec = latlab_monitor::synthetic::Synthetic {
+        name: args.name,
+        cpus: args.cpus,
+        window_ns: args.window.0,
+        span_ns: args.span.0,
+        interval_ns: args.interval.0,
+        retention_ns: args.retention.0,
+        seed: args.seed,
+    };
+    let started = std::time::Instant::now();
+    let w = latlab_monitor::synthetic::fill(&mut store, &spec, sys.system_info(), &mut |k, n| {
+        eprint!("\rlatlab: {k} of {n} window sets");
+    })
+    .map_err(|e| CliError::Failed(anyhow::anyhow!("{}: {e}", args.db.display())))?;
+    eprintln!(
+        "\rlatlab: {} window sets of {} CPUs written, {} hours merged, in {:.1} s",
+        w.sets,
+        spec.cpus,
+        w.merged_hours,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
     let online = sys
         .online_cpus()

@@ -1243,3 +1243,33 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
     assert_eq!(store.monitor_sets(id, 0, END).unwrap().len(), 30);
     assert!(store.annotations(id, 0, END).unwrap().is_empty());
 }
+
+#[test]
+fn fill_monitor_writes_a_synthetic_series_the_store_checks_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let fill = |extra: &[&str]| {
+        let mut c = latlab!();
+        c.args(["fill-monitor", "--db"]).arg(&db).args(extra);
+        c.output().unwrap()
+    };
+    let out = fill(&["--cpus", "3", "--span", "6h", "--name", "big"]);
+    latlab_testkit::assert_ok(&out);
+    let store = Store::open_existing(&db).unwrap();
+    let id = series(&store, "big");
+    assert_eq!(
+        store.monitor_sets(id, 0, END).unwrap().len(),
+        72,
+        "6 h of 5 minutes"
+    );
+    let first = store.annotations(id, 0, END).unwrap().remove(0);
+    assert!(
+        first.text.starts_with("synthetic series: 3 CPUs"),
+        "{first:?}"
+    );
+    drop(store);
+    latlab_testkit::run_ok(latlab!().args(["db", "check", "--db"]).arg(&db));
+    // The same series again, or a window too short: one line each.
+    latlab_testkit::assert_one_line_error(&fill(&["--span", "6h", "--name", "big"]), 1, "already");
+    latlab_testkit::assert_one_line_error(&fill(&["--window", "10ms"]), 2, "accepted");
+}

@@ -1,0 +1,216 @@
+//! A monitoring series of many CPUs over a long span, written as the daemon writes one: for
+//! measuring the store, the dashboard and `/metrics` at a size no test machine reaches (64 or
+//! 256 CPUs, a year). Every window goes through the store's `insert_window_set`, every mark
+//! through `add_annotation`, and the retention merge runs once per simulated hour as the
+//! keeper runs it, so the file holds what a daemon's would, merged hours included.
+//!
+//! The windows are invented, and said to be: the series is named as given, its configuration
+//! says `synthetic`, and its first annotation says how it was made. Each CPU-window's histogram
+//! has the shape of a real one at the interval (a body of a few hundred populated buckets, a
+//! tail, an occasional spike), seeded so the same arguments give the same file.
+
+use latlab_hist::Histogram;
+use latlab_model::monitor::{MonitorSpike, MonitorWindow, SeriesConfig, WindowSet};
+use latlab_model::samples::CpuSummary;
+use latlab_model::{MeasureConfig, SystemInfo};
+use latlab_store::{Annotation, SeriesSpec, Store, StoreError};
+
+/// What to write.
+#[derive(Debug, Clone)]
+pub struct Synthetic {
+    pub name: String,
+    pub cpus: u32,
+    pub window_ns: u64,
+    /// The series ends now and starts this long before.
+    pub span_ns: u64,
+    pub interval_ns: u64,
+    pub retention_ns: u64,
+    pub seed: u64,
+}
+
+/// What was written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    pub sets: u64,
+    pub merged_hours: u64,
+}
+
+/// splitmix64, for values that are the same for the same seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// One CPU's window: `periods` samples around a body of 2 to 40 µs, a tail to 150 µs, and one
+/// window in about 200 a spike of up to 2 ms.
+fn window(rng: &mut Rng, cpu: u32, start: u64, periods: u64) -> MonitorWindow {
+    let mut h = Histogram::new();
+    let base = 2_000 + u64::from(cpu % 7) * 300;
+    let mut left = periods;
+    // The body: 300 values spread over 2..40 µs, weighted towards the low end.
+    for i in 0..300u64 {
+        let n = (left / (300 - i)).max(1).min(left);
+        let v = base + rng.below(38_000 * (i + 1) / 300);
+        h.record_n(v, n);
+        left -= n;
+        if left == 0 {
+            break;
+        }
+    }
+    // The tail: a few samples up to 150 µs.
+    for _ in 0..rng.below(20) {
+        h.record(40_000 + rng.below(110_000));
+    }
+    let mut spikes = Vec::new();
+    if rng.below(200) == 0 {
+        let v = 150_000 + rng.below(1_850_000);
+        h.record(v);
+        spikes.push(MonitorSpike {
+            at_unix_ns: start + rng.below(1_000_000_000),
+            value_ns: v,
+        });
+    }
+    MonitorWindow {
+        cpu,
+        histogram: h,
+        missed: u64::from(rng.below(500) == 0),
+        cpu_summary: Some(CpuSummary {
+            cpu: cpu as usize,
+            avg_freq_khz: Some(2_000_000 + rng.below(400_000)),
+            util_pct: Some(rng.below(1000) as f64 / 10.0),
+            irqs_per_s: Some(1000.0 + rng.below(500) as f64),
+            ..Default::default()
+        }),
+        spikes,
+    }
+}
+
+/// Write `spec`'s series into `store`, calling `progress` with the sets written so far now and
+/// then. The series must not exist yet.
+pub fn fill(
+    store: &mut Store,
+    spec: &Synthetic,
+    system: SystemInfo,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Written, StoreError> {
+    if store.find_series(&spec.name)?.is_some() {
+        return Err(StoreError::Invalid(format!(
+            "the store already has a series {:?}",
+            spec.name
+        )));
+    }
+    let measure = MeasureConfig {
+        interval_ns: spec.interval_ns,
+        window_ns: spec.window_ns,
+        cpus: Some((0..spec.cpus).collect()),
+        threads: spec.cpus,
+        ..Default::default()
+    };
+    let config = SeriesConfig {
+        profile: "none".into(),
+        schedule: Some("synthetic".into()),
+        retention_ns: spec.retention_ns,
+        ..SeriesConfig::new(&system, measure)
+    };
+    let series = store.open_series(&SeriesSpec {
+        name: spec.name.clone(),
+        window_ns: spec.window_ns,
+        config,
+        system: Some(system),
+        idle_states: Vec::new(),
+    })?;
+    let total = spec.span_ns / spec.window_ns;
+    let end = crate::unix_now_ns() / spec.window_ns * spec.window_ns;
+    let first = end - total * spec.window_ns;
+    store.add_annotation(
+        series.id,
+        &Annotation {
+            at_unix_ns: first,
+            cpu: None,
+            kind: "start".into(),
+            text: format!(
+                "synthetic series: {} CPUs, windows of {} ns, written by latlab's generator",
+                spec.cpus, spec.window_ns
+            ),
+        },
+    )?;
+    let mut rng = Rng(spec.seed.max(1));
+    let periods = spec.window_ns / spec.interval_ns.max(1);
+    let hour = 3_600_000_000_000u64;
+    let mut written = Written::default();
+    for k in 0..total {
+        let start = first + k * spec.window_ns;
+        let set = WindowSet {
+            index: k,
+            start_unix_ns: start,
+            end_unix_ns: start + spec.window_ns,
+            cpus: (0..spec.cpus)
+                .map(|c| window(&mut rng, c, start, periods))
+                .collect(),
+            power: None,
+            thermal: None,
+            cost_cpu_time_ns: Some(periods * u64::from(spec.cpus) * 3_000),
+        };
+        store.insert_window_set(series.id, &set)?;
+        written.sets += 1;
+        let t = set.end_unix_ns;
+        // The keeper's hourly merge, on the series' own clock.
+        if t / hour != start / hour {
+            let m = store.merge_old_windows(series.id, t.saturating_sub(spec.retention_ns))?;
+            written.merged_hours += m.hours;
+        }
+        if k % 1000 == 0 {
+            progress(k, total);
+        }
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_synthetic_series_is_stored_whole_and_merged_past_its_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("s.db")).unwrap();
+        let spec = Synthetic {
+            name: "synthetic-2".into(),
+            cpus: 2,
+            window_ns: 300_000_000_000,
+            span_ns: 86_400_000_000_000,
+            interval_ns: 200_000,
+            retention_ns: 43_200_000_000_000,
+            seed: 7,
+        };
+        let w = fill(&mut store, &spec, SystemInfo::default(), &mut |_, _| {}).unwrap();
+        assert_eq!(w.sets, 288, "a day of 5-minute windows");
+        assert!(w.merged_hours >= 11, "the older half merged hourly: {w:?}");
+        let id = store.find_series("synthetic-2").unwrap().unwrap();
+        let sets = store.monitor_sets(id, 0, u64::MAX >> 1).unwrap();
+        let windows: u64 = sets.iter().map(|s| s.windows).sum();
+        assert_eq!(windows, 288, "every window kept, merged or not");
+        assert!(sets.len() < 288 && sets.len() > 144, "{}", sets.len());
+        let rows = store
+            .monitor_windows(id, sets[sets.len() - 1].start_unix_ns, u64::MAX >> 1, None)
+            .unwrap();
+        assert_eq!(rows.len(), 2, "one row per CPU");
+        assert!(rows.iter().all(|r| r.count >= 1_500_000), "{rows:?}");
+        assert!(store.check().unwrap().problems.is_empty());
+        // Again: refused, the series exists.
+        let again = fill(&mut store, &spec, SystemInfo::default(), &mut |_, _| {});
+        assert!(again.unwrap_err().to_string().contains("already has"));
+    }
+}
