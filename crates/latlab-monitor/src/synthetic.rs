@@ -52,16 +52,19 @@ impl Rng {
     }
 }
 
-/// One CPU's window: `periods` samples around a body of 2 to 40 µs, a tail to 150 µs, and one
+/// One CPU's window: `periods` samples in a body of 2 to 40 µs, a tail to 150 µs, and one
 /// window in about 200 a spike of up to 2 ms.
 fn window(rng: &mut Rng, cpu: u32, start: u64, periods: u64) -> MonitorWindow {
     let mut h = Histogram::new();
     let base = 2_000 + u64::from(cpu % 7) * 300;
     let mut left = periods;
-    // The body: 300 values spread over 2..40 µs, weighted towards the low end.
-    for i in 0..300u64 {
-        let n = (left / (300 - i)).max(1).min(left);
-        let v = base + rng.below(38_000 * (i + 1) / 300);
+    // The body: 1500 values spread over 2..40 µs, weighted towards the low end (a real
+    // 5-minute window at 200 µs populates some thousands of buckets: about 4 KiB encoded).
+    const BODY: u64 = 1500;
+    for i in 0..BODY {
+        // Counts as uneven as a real window's (even ones would compress unlike them).
+        let n = (1 + rng.below(2 * (left / (BODY - i)).max(1))).min(left);
+        let v = base + rng.below(38_000 * (i + 1) / BODY);
         h.record_n(v, n);
         left -= n;
         if left == 0 {
