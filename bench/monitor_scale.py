@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""`latlab serve` and the store at fleet size: how long each dashboard view and /metrics take.
+
+Given a store holding a monitoring series (written by `latlab fill-monitor`, e.g. 64 CPUs over
+30 days), it serves the store with `latlab serve` and asks each item N times (default 50),
+recording p50, p95 and max of the answer time: the dashboard's timeline for 6 h, a day, a week,
+a month, a year and a custom range (what the page asks: `points` 1500), the worst-windows table,
+a window's deep link with its histogram, and /metrics (its first answer apart: it reads the
+whole series once). Also the server's resident memory after all that, the store's size per
+CPU-window, and how long `latlab db check` takes. It writes a JSON result.
+
+Standard library only (Python 3.11). Build the store first, e.g.:
+    target/release/latlab fill-monitor --db /var/tmp/m64.db --cpus 64 --span 30d --name m64
+    python3 bench/monitor_scale.py --db /var/tmp/m64.db --series m64
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import sqlite3
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from benchlib import REPO, die, free_port, results_path, run
+
+
+def get(port: int, path: str, timeout: float) -> tuple[int, int, float]:
+    """(status, body bytes, seconds) of one GET on a fresh connection."""
+    t = time.perf_counter()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    c.request("GET", path)
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, len(body), time.perf_counter() - t
+
+
+def summary(times: list[float]) -> dict:
+    times = sorted(times)
+    p95 = times[min(len(times) - 1, int(round(0.95 * (len(times) - 1))))]
+    return {"n": len(times), "p50_ms": statistics.median(times) * 1e3, "p95_ms": p95 * 1e3,
+            "max_ms": times[-1] * 1e3}
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--latlab", default=str(REPO / "target/release/latlab"))
+    ap.add_argument("--db", type=Path, required=True)
+    ap.add_argument("--series", required=True, help="name of the series to ask about")
+    ap.add_argument("-n", type=int, default=50, help="requests per item")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    if not Path(a.latlab).is_file():
+        die(f"{a.latlab} not found (cargo build --release)")
+    if not a.db.is_file():
+        die(f"{a.db}: no store (write one with latlab fill-monitor)")
+    con = sqlite3.connect(f"file:{a.db}?mode=ro", uri=True)
+    row = con.execute("SELECT id FROM monitor_series WHERE name = ?", (a.series,)).fetchone()
+    if row is None:
+        die(f"{a.db}: no series {a.series!r}")
+    sid = row[0]
+    first, last, sets = con.execute(
+        "SELECT MIN(start_unix_ns), MAX(end_unix_ns), COUNT(*) FROM monitor_sets "
+        "WHERE series_id = ?", (sid,)).fetchone()
+    cpu_windows, cpus = con.execute(
+        "SELECT COUNT(*), COUNT(DISTINCT cpu) FROM monitor_windows WHERE series_id = ?",
+        (sid,)).fetchone()
+    deep = con.execute(
+        "SELECT start_unix_ns, cpu FROM monitor_windows WHERE series_id = ? "
+        "ORDER BY max_ns DESC LIMIT 1", (sid,)).fetchone()
+    con.close()
+    size = a.db.stat().st_size
+    last_ms, first_ms = last // 1_000_000, first // 1_000_000
+    hour = 3_600_000
+    ranges = {"6h": 6 * hour, "day": 24 * hour, "week": 7 * 24 * hour, "month": 30 * 24 * hour,
+              "year": 365 * 24 * hour}
+    items: dict[str, str] = {}
+    for name, span in ranges.items():
+        lo = max(first_ms, last_ms - span)
+        items[f"timeline {name}"] = (f"/api/timeline?series={sid}&from={lo}&to={last_ms}"
+                                     f"&points=1500")
+    mid = (first_ms + last_ms) // 2
+    items["timeline custom (3 days mid-series)"] = (
+        f"/api/timeline?series={sid}&from={mid - 36 * hour}&to={mid + 36 * hour}&points=1500")
+    items["worst table (month)"] = (f"/api/worst?series={sid}&from={last_ms - 30 * 24 * hour}"
+                                    f"&to={last_ms}&limit=20")
+    items["window deep link"] = f"/api/window?series={sid}&start={deep[0]}&cpu={deep[1]}"
+    items["metrics"] = "/metrics"
+
+    port = free_port()
+    server = subprocess.Popen([a.latlab, "serve", "--db", str(a.db), "--listen",
+                               f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+    result: dict = {"schema": "latlab.bench.monitor_scale", "db": str(a.db), "series": a.series,
+                    "cpus": cpus, "sets": sets, "cpu_windows": cpu_windows,
+                    "span_days": (last - first) / 86_400e9, "store_bytes": size,
+                    "bytes_per_cpu_window": size / max(cpu_windows, 1), "items": {}}
+    try:
+        t0 = time.time()
+        while True:
+            try:
+                get(port, "/api/status", 5)
+                break
+            except OSError:
+                if time.time() - t0 > 30 or server.poll() is not None:
+                    die("the server did not start")
+                time.sleep(0.2)
+        result["rss_kib_start"] = rss_kib(server.pid)
+        status, nbytes, first_metrics = get(port, "/metrics", a.timeout)
+        result["metrics_first_s"] = first_metrics
+        result["metrics_bytes"] = nbytes
+        print(f"/metrics first answer: {first_metrics:.2f} s, {nbytes} bytes", flush=True)
+        for name, path in items.items():
+            times = []
+            for _ in range(a.n):
+                status, nbytes, t = get(port, path, a.timeout)
+                if status != 200:
+                    die(f"{name}: HTTP {status}")
+                times.append(t)
+            s = summary(times) | {"bytes": nbytes}
+            result["items"][name] = s
+            print(f"{name:40s} p50 {s['p50_ms']:9.1f} ms  p95 {s['p95_ms']:9.1f} ms  "
+                  f"max {s['max_ms']:9.1f} ms  {nbytes} B", flush=True)
+        result["rss_kib_end"] = rss_kib(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    t = time.perf_counter()
+    check = subprocess.run([a.latlab, "db", "check", "--db", str(a.db)], capture_output=True,
+                           text=True)
+    result["db_check"] = {"exit": check.returncode, "s": time.perf_counter() - t}
+    print(f"server RSS {result['rss_kib_end'] / 1024:.0f} MiB; store {size / 2**20:.0f} MiB, "
+          f"{result['bytes_per_cpu_window']:.0f} B per CPU-window; db check "
+          f"{result['db_check']['s']:.1f} s (exit {check.returncode})")
+    _, out_path = results_path("monitor_scale", a.out)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"result: {out_path}")
+
+
+if __name__ == "__main__":
+    run(main)
