@@ -7,6 +7,9 @@
 //! Tests that need Prometheus or Chromium skip with the reason when they are missing.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::{END, monitor};
 use latlab_hist::Histogram;
 use latlab_store::{MonitorWindow, SeriesConfig, SeriesId, SeriesSpec, Store, WindowSet};
 use latlab_testkit::process::{Proc, free_port, wait_for};
@@ -18,22 +21,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 const SEC: u64 = 1_000_000_000;
-const END: u64 = i64::MAX as u64;
 
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as u64
-}
-
-fn monitor(db: &Path, extra: &[&str]) -> Command {
-    let mut c = latlab!();
-    c.args(["monitor", "--window", "1s", "--interval", "1ms", "--db"])
-        .arg(db)
-        .args(policy_args())
-        .args(extra);
-    c
 }
 
 fn series(store: &Store, name: &str) -> SeriesId {
@@ -44,13 +37,7 @@ fn series(store: &Store, name: &str) -> SeriesId {
 }
 
 fn set_count(db: &Path, name: &str) -> usize {
-    let Ok(store) = Store::open_existing(db) else {
-        return 0;
-    };
-    let Ok(Some(id)) = store.find_series(name) else {
-        return 0;
-    };
-    store.monitor_sets(id, 0, END).map(|s| s.len()).unwrap_or(0)
+    common::sets(db, name).len()
 }
 
 /// A tiny HTTP/1.1 client: (status, headers, body).

@@ -8,54 +8,21 @@
 //! mount (and its loop device) goes with the daemon; they need root and skip without it.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::{END, sets};
 use latlab_store::{Store, WindowSetRow};
 use latlab_testkit::process::{Proc, wait_for};
-use latlab_testkit::{
-    assert_one_line_error, latlab, policy_args, require, root_or_skip, run_ok, stderr,
-};
+use latlab_testkit::{assert_one_line_error, latlab, require, root_or_skip, run_ok, stderr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-const END: u64 = i64::MAX as u64;
 const SEC: u64 = 1_000_000_000;
 
-/// `latlab monitor` with 1 s windows at 1 ms on every CPU, no web server.
-fn monitor_args(db: &Path, name: &str) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "monitor",
-        "--window",
-        "1s",
-        "--interval",
-        "1ms",
-        "--listen",
-        "off",
-        "--name",
-        name,
-        "--db",
-    ]
-    .map(String::from)
-    .to_vec();
-    a.push(db.display().to_string());
-    a.extend(policy_args().into_iter().map(String::from));
-    a
-}
-
+/// The daemon on series `name` without a web server.
 fn monitor(db: &Path, name: &str) -> Command {
-    let mut c = latlab!();
-    c.args(monitor_args(db, name));
-    c
-}
-
-/// The window sets of series `name` (none while the store cannot be read).
-fn sets(db: &Path, name: &str) -> Vec<WindowSetRow> {
-    let Ok(store) = Store::open_existing(db) else {
-        return Vec::new();
-    };
-    let Ok(Some(id)) = store.find_series(name) else {
-        return Vec::new();
-    };
-    store.monitor_sets(id, 0, END).unwrap_or_default()
+    common::monitor(db, &["--listen", "off", "--name", name])
 }
 
 /// Annotations of series `name` of kind `kind`.
@@ -198,8 +165,9 @@ impl Namespaced {
     fn start(dir: &Path, mount: &str) -> Namespaced {
         let fs = dir.join("fs");
         std::fs::create_dir(&fs).unwrap();
-        let mut argv = vec![env!("CARGO_BIN_EXE_latlab").to_string()];
-        argv.extend(monitor_args(&fs.join("m.db"), "t"));
+        let daemon = monitor(&fs.join("m.db"), "t");
+        let mut argv = vec![daemon.get_program().to_os_string()];
+        argv.extend(daemon.get_args().map(|a| a.to_os_string()));
         let script = format!("mount {mount} {} && exec \"$@\"", fs.display());
         let mut c = latlab_testkit::command("unshare");
         c.args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])

@@ -7,13 +7,14 @@
 //! the test ends.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::END;
 use latlab_store::Store;
 use latlab_testkit::process::{Proc, wait_for};
 use latlab_testkit::{latlab, root_or_skip, run_ok};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-const END: u64 = i64::MAX as u64;
 
 /// A CPU taken offline for the test, put back online when dropped.
 struct Offline(PathBuf);
