@@ -95,7 +95,8 @@ def slope_per_hour(points: list[tuple[float, float]]) -> float | None:
 
 
 def svg_plot(rows: list[dict], title: str) -> str:
-    """Small multiples, one panel per recorded series, against hours since the start."""
+    """Small multiples, one panel per recorded series against hours since the start, each from
+    0 (a flat line is flat, growth shows as what it is) with its last value in the title."""
     panels = [
         ("rss_mib", "resident memory (MiB)"),
         ("fds", "open file descriptors"),
@@ -106,8 +107,8 @@ def svg_plot(rows: list[dict], title: str) -> str:
         ("missing", "windows missing (gaps in the stored indices)"),
         ("behind_s", "seconds since the last stored window ended"),
     ]
-    w, ph, left, top = 760, 120, 70, 40
-    h = top + len(panels) * (ph + 40)
+    w, ph, left, top, gap = 760, 110, 70, 40, 50
+    h = top + len(panels) * (ph + gap) + 10
     hours = [r["t_s"] / 3600 for r in rows]
     x_max = max(hours[-1] if hours else 0, 1e-9)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
@@ -115,34 +116,38 @@ def svg_plot(rows: list[dict], title: str) -> str:
            f'<rect width="{w}" height="{h}" fill="white"/>',
            f'<text x="{left}" y="22" font-size="15" font-weight="bold">{title}</text>']
     for i, (key, label) in enumerate(panels):
-        y0 = top + i * (ph + 40) + 20
-        values = [r[key] for r in rows if r.get(key) is not None]
+        y0 = top + i * (ph + gap) + 20
         pts = [(hx, r[key]) for hx, r in zip(hours, rows) if r.get(key) is not None]
-        lo, hi = (min(values), max(values)) if values else (0, 1)
-        if hi == lo:
-            lo, hi = lo - 1, hi + 1
+        hi = max((v for _, v in pts), default=0) * 1.1 or 1.0
         pw = w - left - 20
 
         def sx(v: float) -> float:
             return left + v / x_max * pw
 
         def sy(v: float) -> float:
-            return y0 + ph - (v - lo) / (hi - lo) * ph
+            return y0 + ph - v / hi * ph
 
-        out.append(f'<text x="{left}" y="{y0 - 6}" font-weight="bold">{label}</text>')
+        last = f"{pts[-1][1]:.4g}" if pts else "none"
+        out.append(f'<text x="{left}" y="{y0 - 6}"><tspan font-weight="bold">{label}</tspan>'
+                   f' · last {last}</text>')
         out.append(f'<rect x="{left}" y="{y0}" width="{pw}" height="{ph}" fill="none" '
                    f'stroke="#bbb"/>')
         out.append(f'<text x="{left - 6}" y="{y0 + 10}" text-anchor="end">{hi:.4g}</text>')
-        out.append(f'<text x="{left - 6}" y="{y0 + ph}" text-anchor="end">{lo:.4g}</text>')
+        out.append(f'<text x="{left - 6}" y="{y0 + ph}" text-anchor="end">0</text>')
         if pts:
             path = " ".join(f"{sx(x):.1f},{sy(v):.1f}" for x, v in pts)
             out.append(f'<polyline points="{path}" fill="none" stroke="#1f6fb4" '
                        f'stroke-width="1.5"/>')
-        out.append(f'<text x="{left + pw}" y="{y0 + ph + 14}" text-anchor="end">'
+        out.append(f'<text x="{left + pw}" y="{y0 + ph + 15}" text-anchor="end">'
                    f'{x_max:.2f} h</text>')
-        out.append(f'<text x="{left}" y="{y0 + ph + 14}">0 h</text>')
+        out.append(f'<text x="{left}" y="{y0 + ph + 15}">0 h</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def plot_title(r: dict) -> str:
+    return (f"latlab monitor soak, {r['hours']:g} h, {r['interval']} interval, "
+            f"{r['window_s']} s windows, CPUs {r['cpus']}")
 
 
 def judge(rows: list[dict], window_s: float, lost: int, check_ok: bool) -> dict:
@@ -184,7 +189,13 @@ def main() -> None:
     ap.add_argument("--cpus", default=None, help="default: every CPU")
     ap.add_argument("--quick", action="store_true", help="6 minutes, 1-minute phases")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--plot-only", type=Path, metavar="RESULT",
+                    help="only draw RESULT.json's plot again (RESULT.svg)")
     a = ap.parse_args()
+    if a.plot_only:
+        r = json.loads(a.plot_only.read_text())
+        a.plot_only.with_suffix(".svg").write_text(svg_plot(r["rows"], plot_title(r)))
+        return
     if a.quick:
         a.hours, a.phase_minutes, a.every = 0.1, 1.0, 20.0
     if a.hours <= 0 or a.window <= 0 or a.phase_minutes <= 0 or a.every <= 0:
@@ -295,8 +306,7 @@ def main() -> None:
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(result, indent=1) + "\n")
     svg = out_path.with_suffix(".svg")
-    svg.write_text(svg_plot(rows, f"latlab monitor soak, {a.hours:g} h, {a.interval} interval, "
-                                  f"{a.window} s windows, CPUs {cpus}"))
+    svg.write_text(svg_plot(rows, plot_title(result)))
     for name, t in result["targets"].items():
         if isinstance(t, dict):
             print(f"{name}: {'met' if t['met'] else 'NOT met'}  "
