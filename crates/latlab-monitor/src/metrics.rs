@@ -148,22 +148,6 @@ impl Metrics {
         Ok(changed)
     }
 
-    /// Spans of every series.
-    pub fn spans(&self) -> Vec<SeriesSpan> {
-        self.series
-            .iter()
-            .map(|(id, s)| SeriesSpan {
-                id: *id,
-                name: s.name.clone(),
-                window_ns: s.window_ns,
-                windows: s.windows,
-                first_start_ns: s.first_start_ns,
-                last_end_ns: s.last_end_ns,
-                last_index: s.last_index,
-            })
-            .collect()
-    }
-
     /// The exposition text. `live`: the running daemon's series and the profile it holds (which
     /// overrides the stored one for its series).
     pub fn render(&self, live: Option<(&str, &str)>) -> String {

@@ -139,12 +139,23 @@ impl AppState {
         Ok(cache.text.clone())
     }
 
+    /// How far each series reaches, from its window sets (not from the metrics, whose first
+    /// reading of a large store takes long).
     fn spans(&self) -> Vec<metrics::SeriesSpan> {
-        let _ = self.metrics_text();
-        self.cache
-            .lock()
-            .map(|c| c.metrics.spans())
+        let extents = self.pool.with(|s| Ok(s.series_extents()?));
+        extents
             .unwrap_or_default()
+            .into_iter()
+            .map(|e| metrics::SeriesSpan {
+                id: e.id.0,
+                name: e.name,
+                window_ns: e.window_ns,
+                windows: e.windows,
+                first_start_ns: e.first_start_unix_ns,
+                last_end_ns: e.last_end_unix_ns,
+                last_index: e.last_window_index,
+            })
+            .collect()
     }
 }
 

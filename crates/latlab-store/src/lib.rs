@@ -29,7 +29,7 @@ pub use experiments::{Cell, CellRef, CellStatus, Experiment, ExperimentId, Exper
 pub use latlab_model::RunResult;
 pub use monitor::{
     Annotation, MergeSummary, MonitorSpike, MonitorWindow, MonitorWindowRow, SeriesConfig,
-    SeriesId, SeriesSpec, SeriesState, WindowSet, WindowSetRow,
+    SeriesExtent, SeriesId, SeriesSpec, SeriesState, WindowSet, WindowSetRow,
 };
 pub use runs::{RunFilter, RunId, RunSummary};
 pub use schema::{APPLICATION_ID, MIGRATIONS, Migration, SCHEMA_VERSION};

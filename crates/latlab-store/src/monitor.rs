@@ -83,6 +83,20 @@ pub struct MonitorWindowRow {
     pub cpu_summary: Option<CpuSummary>,
 }
 
+/// How far a series reaches: read from its window sets alone (one row per window or merged
+/// hour), without the per-CPU rows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesExtent {
+    pub id: SeriesId,
+    pub name: String,
+    pub window_ns: u64,
+    /// Windows stored, each merged one counted.
+    pub windows: u64,
+    pub first_start_unix_ns: Option<u64>,
+    pub last_end_unix_ns: Option<u64>,
+    pub last_window_index: Option<u64>,
+}
+
 /// A mark on a series' time axis: a profile applied, a schedule switch, a start or stop, a note.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Annotation {
@@ -213,6 +227,29 @@ impl Store {
         Ok(stmt
             .query_map([], |r| {
                 Ok((SeriesId(r.get(0)?), r.get(1)?, from_sql(r.get(2)?)))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    /// Every series with how far it reaches.
+    pub fn series_extents(&self) -> Result<Vec<SeriesExtent>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.id, s.name, s.window_ns, COALESCE(SUM(m.windows), 0),
+                    MIN(m.start_unix_ns), MAX(m.end_unix_ns), MAX(m.last_window_index)
+               FROM monitor_series s LEFT JOIN monitor_sets m ON m.series_id = s.id
+              GROUP BY s.id ORDER BY s.id",
+        )?;
+        Ok(stmt
+            .query_map([], |r| {
+                Ok(SeriesExtent {
+                    id: SeriesId(r.get(0)?),
+                    name: r.get(1)?,
+                    window_ns: from_sql(r.get(2)?),
+                    windows: from_sql(r.get(3)?),
+                    first_start_unix_ns: opt_from_sql(r.get(4)?),
+                    last_end_unix_ns: opt_from_sql(r.get(5)?),
+                    last_window_index: opt_from_sql(r.get(6)?),
+                })
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?)
     }

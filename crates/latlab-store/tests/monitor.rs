@@ -114,6 +114,24 @@ fn a_series_is_continued_by_name() {
     let other = store.open_series(&spec("other")).unwrap();
     assert_ne!(other.id, first.id);
     assert_eq!(store.list_series().unwrap().len(), 2);
+    // How far each reaches, from the window sets alone; a series without windows too.
+    let ext = store.series_extents().unwrap();
+    assert_eq!(ext.len(), 2);
+    assert_eq!((ext[0].id, ext[0].name.as_str()), (first.id, "host"));
+    assert_eq!(ext[0].windows, 3);
+    assert_eq!(ext[0].first_start_unix_ns, Some(T0));
+    assert_eq!(ext[0].last_end_unix_ns, Some(T0 + 3 * MIN5));
+    assert_eq!(ext[0].last_window_index, Some(2));
+    assert_eq!(
+        (
+            ext[1].windows,
+            ext[1].first_start_unix_ns,
+            ext[1].last_window_index
+        ),
+        (0, None, None)
+    );
+    assert_eq!(store.find_series("other").unwrap(), Some(other.id));
+    assert_eq!(store.find_series("nobody").unwrap(), None);
     let (config, idle) = store.series_meta(first.id).unwrap();
     assert_eq!(config["measure"]["interval_ns"], 200_000);
     assert_eq!(idle[0].states, ["POLL", "C1"]);
