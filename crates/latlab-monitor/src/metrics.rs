@@ -1,11 +1,11 @@
 //! `/metrics` in the Prometheus text exposition format (version 0.0.4), computed from the store.
 //!
-//! Every value comes from the stored windows, read incrementally (only windows newer than the
-//! last one read), so the daemon and `latlab serve --db` expose the same numbers and a scrape
-//! always agrees with the store: counters count over the whole series since it began, and
-//! `latlab_monitor_last_window_index` names the last window they include.
+//! Every value comes from the store: the series' running totals (kept with every window set
+//! stored, so a scrape reads one row per CPU, not every window) and the newest window. The daemon
+//! and `latlab serve --db` expose the same numbers and a scrape always agrees with the store:
+//! counters count over the whole series since it began, and `latlab_monitor_last_window_index`
+//! names the last window they include.
 
-use latlab_hist::Histogram;
 use latlab_store::{SeriesId, Store, StoreError};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -71,7 +71,7 @@ struct Info {
 struct SeriesAcc {
     name: String,
     window_ns: u64,
-    /// Start of the newest window set read.
+    /// The store's count of window sets in the totals read.
     cursor: Option<u64>,
     last_index: Option<u64>,
     last_end_ns: Option<u64>,
@@ -398,90 +398,52 @@ impl Metrics {
 }
 
 fn ingest(acc: &mut SeriesAcc, store: &Store, id: SeriesId) -> Result<bool, StoreError> {
-    let from = acc.cursor.map_or(0, |c| c + 1);
-    let sets: Vec<_> = store
-        .monitor_sets(id, from, END_OF_TIME)?
-        .into_iter()
-        .filter(|s| acc.cursor.is_none_or(|c| s.start_unix_ns > c))
-        .collect();
-    if sets.is_empty() {
+    let Some(t) = store.series_totals(id)? else {
+        return Ok(false);
+    };
+    if acc.cursor == Some(t.sets) {
         return Ok(false);
     }
-    let covered: BTreeMap<u64, u64> = sets
+    // The newest window's values (its set is counted in the totals read: both are written in
+    // one transaction, and a set stored since then waits for the next refresh).
+    let newest = t.newest_start_unix_ns.unwrap_or(0);
+    let mut last: BTreeMap<u32, _> = BTreeMap::new();
+    for w in store.monitor_windows(id, newest, newest + 1, None)? {
+        if w.start_unix_ns <= newest {
+            last.insert(w.cpu, w);
+        }
+    }
+    acc.cpus = t
+        .cpus
         .iter()
-        .map(|s| (s.start_unix_ns, s.covered_ns))
+        .map(|(cpu, c)| {
+            let h = &c.histogram;
+            let w = last.get(cpu);
+            let acc = CpuAcc {
+                buckets: BUCKETS_NS.map(|le| h.count_at_or_below(le)),
+                count: h.count(),
+                sum_ns: u128::from(h.sum()),
+                missed: c.missed,
+                max_ns: h.max(),
+                last_max_ns: w.map_or(0, |w| w.max_ns),
+                last_p99_9_ns: w.map_or(0, |w| w.p99_9_ns),
+                freq_khz: w
+                    .and_then(|w| w.cpu_summary.as_ref())
+                    .and_then(|s| s.avg_freq_khz),
+                idle_time_s: c.idle_time_s.clone(),
+                idle_usage: c.idle_usage.clone(),
+            };
+            (*cpu, acc)
+        })
         .collect();
-    // Only the windows of the sets read (a set stored between the two reads waits for the next
-    // refresh, so nothing is counted twice).
-    let windows: Vec<_> = store
-        .monitor_windows(id, from, END_OF_TIME, None)?
-        .into_iter()
-        .filter(|w| covered.contains_key(&w.start_unix_ns))
-        .collect();
-    let last_start = sets.iter().map(|s| s.start_unix_ns).max().unwrap_or(0);
-    for w in &windows {
-        let c = acc.cpus.entry(w.cpu).or_default();
-        if let Some((h, _)) = store.monitor_window_detail(id, w.start_unix_ns, w.cpu)? {
-            add_hist(c, &h);
-        }
-        c.missed += w.missed;
-        c.max_ns = c.max_ns.max(w.max_ns);
-        let secs = covered.get(&w.start_unix_ns).copied().unwrap_or(0) as f64 / 1e9;
-        if let Some(sum) = &w.cpu_summary {
-            grow(&mut c.idle_time_s, sum.idle_residency_pct.len());
-            grow(&mut c.idle_usage, sum.idle_entries_per_s.len());
-            for (i, pct) in sum.idle_residency_pct.iter().enumerate() {
-                c.idle_time_s[i] += pct / 100.0 * secs;
-            }
-            for (i, rate) in sum.idle_entries_per_s.iter().enumerate() {
-                c.idle_usage[i] += rate * secs;
-            }
-        }
-        if w.start_unix_ns == last_start {
-            c.last_max_ns = w.max_ns;
-            c.last_p99_9_ns = w.p99_9_ns;
-            c.freq_khz = w.cpu_summary.as_ref().and_then(|s| s.avg_freq_khz);
-        }
-    }
-    for s in &sets {
-        acc.windows += s.windows;
-        acc.cost_ns += s.cost_cpu_time_ns.unwrap_or(0);
-        for p in s.power.iter().flatten() {
-            let j = p
-                .energy_j
-                .or_else(|| p.avg_w.map(|w| w * s.covered_ns as f64 / 1e9))
-                .unwrap_or(0.0);
-            *acc.power_j.entry(p.name.clone()).or_default() += j;
-        }
-        acc.first_start_ns = Some(
-            acc.first_start_ns
-                .map_or(s.start_unix_ns, |f| f.min(s.start_unix_ns)),
-        );
-        acc.last_end_ns = Some(
-            acc.last_end_ns
-                .map_or(s.end_unix_ns, |e| e.max(s.end_unix_ns)),
-        );
-        acc.last_index = Some(
-            acc.last_index
-                .map_or(s.last_window_index, |i| i.max(s.last_window_index)),
-        );
-    }
-    acc.cursor = Some(last_start);
+    acc.windows = t.windows;
+    acc.cost_ns = t.cost_cpu_time_ns;
+    acc.power_j = t.power_j;
+    acc.first_start_ns = t.first_start_unix_ns;
+    acc.last_end_ns = t.last_end_unix_ns;
+    acc.last_index = t.last_window_index;
+    acc.cursor = Some(t.sets);
     Ok(true)
-}
-
-fn grow(v: &mut Vec<f64>, n: usize) {
-    if v.len() < n {
-        v.resize(n, 0.0);
-    }
-}
-
-fn add_hist(c: &mut CpuAcc, h: &Histogram) {
-    for (i, le) in BUCKETS_NS.iter().enumerate() {
-        c.buckets[i] += h.count_at_or_below(*le);
-    }
-    c.count += h.count();
-    c.sum_ns += u128::from(h.sum());
 }
 
 fn family(o: &mut String, name: &str, kind: &str, help: &str) {
@@ -519,6 +481,7 @@ pub fn esc(v: &str) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use latlab_hist::Histogram;
     use latlab_model::MeasureConfig;
     use latlab_model::samples::{CpuIdleStates, CpuSummary, PowerSource};
     use latlab_store::{MonitorWindow, SeriesConfig, SeriesSpec, WindowSet};
@@ -550,43 +513,66 @@ mod tests {
             })
             .unwrap();
         for k in 0..3u64 {
-            let mut h = Histogram::new();
-            h.record_n(1_500, 10);
-            h.record_n(30_000, 5);
-            h.record(150_000 + k);
             store
-                .insert_window_set(
-                    st.id,
-                    &WindowSet {
-                        index: k,
-                        start_unix_ns: 1_000_000_000_000 + k * 1_000_000_000,
-                        end_unix_ns: 1_000_000_000_000 + (k + 1) * 1_000_000_000,
-                        cpus: vec![MonitorWindow {
-                            cpu: 0,
-                            histogram: h,
-                            missed: 1,
-                            cpu_summary: Some(CpuSummary {
-                                cpu: 0,
-                                avg_freq_khz: Some(2_000_000 + k),
-                                idle_residency_pct: vec![10.0, 50.0],
-                                idle_entries_per_s: vec![100.0, 20.0],
-                                ..Default::default()
-                            }),
-                            spikes: vec![],
-                        }],
-                        power: Some(vec![PowerSource {
-                            name: "rapl:package-0".into(),
-                            avg_w: Some(5.0),
-                            energy_j: Some(5.0),
-                            wraps: 0,
-                        }]),
-                        thermal: None,
-                        cost_cpu_time_ns: Some(1_000_000),
-                    },
-                )
+                .insert_window_set(st.id, &window_set(k, 1_000_000_000_000 + k * 1_000_000_000))
                 .unwrap();
         }
         (dir, store)
+    }
+
+    /// Window `k` of one second at `start` on CPU 0.
+    fn window_set(k: u64, start: u64) -> WindowSet {
+        let mut h = Histogram::new();
+        h.record_n(1_500, 10);
+        h.record_n(30_000, 5);
+        h.record(150_000 + k);
+        WindowSet {
+            index: k,
+            start_unix_ns: start,
+            end_unix_ns: start + 1_000_000_000,
+            cpus: vec![MonitorWindow {
+                cpu: 0,
+                histogram: h,
+                missed: 1,
+                cpu_summary: Some(CpuSummary {
+                    cpu: 0,
+                    avg_freq_khz: Some(2_000_000 + k),
+                    idle_residency_pct: vec![10.0, 50.0],
+                    idle_entries_per_s: vec![100.0, 20.0],
+                    ..Default::default()
+                }),
+                spikes: vec![],
+            }],
+            power: Some(vec![PowerSource {
+                name: "rapl:package-0".into(),
+                avg_w: Some(5.0),
+                energy_j: Some(5.0),
+                wraps: 0,
+            }]),
+            thermal: None,
+            cost_cpu_time_ns: Some(1_000_000),
+        }
+    }
+
+    #[test]
+    fn a_retention_merge_leaves_the_exposition_as_it_was() {
+        let (_d, mut store) = store_with_windows();
+        let id = store.find_series("host \"a\"").unwrap().unwrap();
+        // The newest window in the next hour, so the merge takes the first three.
+        store
+            .insert_window_set(id, &window_set(3, 3_600_000_000_000))
+            .unwrap();
+        let mut m = Metrics::new();
+        m.refresh(&store).unwrap();
+        let before = m.render(None);
+        assert!(before.contains("latlab_monitor_last_window_index{series=\"host \\\"a\\\"\"} 3"));
+        let merged = store.merge_old_windows(id, 3_600_000_000_000).unwrap();
+        assert_eq!(merged.sets_merged, 3);
+        let mut again = Metrics::new();
+        again.refresh(&store).unwrap();
+        assert_eq!(again.render(None), before);
+        // A reader that had read before the merge sees nothing new.
+        assert!(!m.refresh(&store).unwrap());
     }
 
     #[test]

@@ -62,6 +62,7 @@ impl Store {
         let bad_runs = self.check_run_histograms(&mut report)?;
         self.check_trace_histograms(&mut report)?;
         self.check_monitor_histograms(&mut report)?;
+        self.check_monitor_totals(&mut report)?;
         self.check_runs_read_back(&mut report, &bad_runs)?;
         Ok(report)
     }
@@ -183,6 +184,87 @@ impl Store {
                 &blob,
                 Some(stored),
             );
+        }
+        Ok(())
+    }
+
+    /// Each series' running totals agree with its windows: per CPU the samples counted, the
+    /// largest value and the missed periods, and the windows over the series.
+    fn check_monitor_totals(&self, report: &mut CheckReport) -> Result<()> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.id, s.name, (SELECT SUM(windows) FROM monitor_sets m WHERE m.series_id = s.id)
+             FROM monitor_series s ORDER BY s.id",
+        )?;
+        let series = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, Option<i64>>(2)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        for (id, name, windows) in series {
+            let totals = match self.series_totals(crate::SeriesId(id)) {
+                Ok(t) => t,
+                Err(e) => {
+                    report
+                        .problems
+                        .push(format!("monitor series {name} totals: {e}"));
+                    continue;
+                }
+            };
+            let windows = windows.map_or(0, from_sql);
+            let Some(totals) = totals else {
+                if windows > 0 {
+                    report.problems.push(format!(
+                        "monitor series {name}: {windows} windows stored but no totals"
+                    ));
+                }
+                continue;
+            };
+            if totals.windows != windows {
+                report.problems.push(format!(
+                    "monitor series {name} totals: count {} windows but {windows} are stored",
+                    totals.windows
+                ));
+            }
+            let mut stmt = self.conn.prepare(
+                "SELECT cpu, SUM(count), MAX(max_ns), SUM(missed) FROM monitor_windows
+                 WHERE series_id = ?1 GROUP BY cpu ORDER BY cpu",
+            )?;
+            let stored = stmt
+                .query_map([id], |r| {
+                    Ok((
+                        r.get::<_, u32>(0)?,
+                        (
+                            from_sql(r.get(1)?),
+                            from_sql(r.get(2)?),
+                            from_sql(r.get(3)?),
+                        ),
+                    ))
+                })?
+                .collect::<rusqlite::Result<std::collections::BTreeMap<_, (u64, u64, u64)>>>()?;
+            let kept: std::collections::BTreeMap<u32, (u64, u64, u64)> = totals
+                .cpus
+                .iter()
+                .map(|(cpu, c)| (*cpu, (c.histogram.count(), c.histogram.max(), c.missed)))
+                .collect();
+            for cpu in stored.keys().chain(kept.keys()).collect::<BTreeSet<_>>() {
+                let (want, got) = (stored.get(cpu), kept.get(cpu));
+                if want != got {
+                    let say = |v: Option<&(u64, u64, u64)>| {
+                        v.map_or("nothing".to_string(), |(n, max, missed)| {
+                            format!("{n} samples, max {max} ns, {missed} missed")
+                        })
+                    };
+                    report.problems.push(format!(
+                        "monitor series {name} totals cpu{cpu}: hold {} but the windows hold {}",
+                        say(got),
+                        say(want)
+                    ));
+                }
+            }
         }
         Ok(())
     }

@@ -23,6 +23,7 @@ mod experiments;
 mod monitor;
 mod runs;
 mod schema;
+mod totals;
 
 pub use check::CheckReport;
 pub use experiments::{Cell, CellRef, CellStatus, Experiment, ExperimentId, ExperimentStatus};
@@ -33,6 +34,7 @@ pub use monitor::{
 };
 pub use runs::{RunFilter, RunId, RunSummary};
 pub use schema::{APPLICATION_ID, MIGRATIONS, Migration, SCHEMA_VERSION};
+pub use totals::{CpuTotals, SeriesTotals};
 
 /// The store's file name when no path is given.
 pub const DEFAULT_FILE: &str = "latlab.db";
@@ -262,6 +264,9 @@ impl Store {
                 source,
             };
             tx.execute_batch(step.sql).map_err(fail)?;
+            if let Some(fill) = step.fill {
+                fill(&tx)?;
+            }
             tx.pragma_update(None, "application_id", APPLICATION_ID)
                 .map_err(fail)?;
             tx.pragma_update(None, "user_version", next).map_err(fail)?;

@@ -9,6 +9,8 @@ pub struct Migration {
     pub name: &'static str,
     /// The SQL, run as one batch inside a transaction.
     pub sql: &'static str,
+    /// Rows the step computes from what is stored, in the same transaction, after its SQL.
+    pub fill: Option<fn(&rusqlite::Transaction<'_>) -> crate::Result<()>>,
 }
 
 /// Every migration, in order; the store's schema version is the number applied.
@@ -16,14 +18,22 @@ pub const MIGRATIONS: &[Migration] = &[
     Migration {
         name: "runs, experiments and cells",
         sql: MIGRATION_1,
+        fill: None,
     },
     Migration {
         name: "monitoring series, windows and annotations",
         sql: MIGRATION_2,
+        fill: None,
     },
     Migration {
         name: "spike stories",
         sql: MIGRATION_3,
+        fill: None,
+    },
+    Migration {
+        name: "monitoring totals",
+        sql: MIGRATION_4,
+        fill: Some(crate::totals::rebuild_all),
     },
 ];
 
@@ -304,4 +314,31 @@ const MIGRATION_3: &str = r#"
 -- What the kernel did on the CPU during a spike (`latlab measure --trace --spike`): SpikeStory
 -- JSON, NULL when the run was not traced or the story could not be read.
 ALTER TABLE spikes ADD COLUMN story TEXT;
+"#;
+
+const MIGRATION_4: &str = r#"
+-- What each monitoring series has measured since it began, kept in the transaction that stores
+-- each window set (so /metrics reads these rows instead of every window). Retention merges leave
+-- them as they are. Filled from the stored windows when a store gains this table.
+CREATE TABLE monitor_totals (
+    series_id             INTEGER PRIMARY KEY REFERENCES monitor_series(id) ON DELETE CASCADE,
+    sets                  INTEGER NOT NULL,   -- window sets added: a reader's cursor
+    windows               INTEGER NOT NULL,
+    cost_cpu_time_ns      INTEGER NOT NULL,
+    power_j               TEXT NOT NULL,      -- {source: joules} JSON
+    first_start_unix_ns   INTEGER,
+    last_end_unix_ns      INTEGER,
+    last_window_index     INTEGER,
+    newest_start_unix_ns  INTEGER
+);
+
+CREATE TABLE monitor_cpu_totals (
+    series_id    INTEGER NOT NULL REFERENCES monitor_series(id) ON DELETE CASCADE,
+    cpu          INTEGER NOT NULL,
+    missed       INTEGER NOT NULL,
+    histogram    BLOB NOT NULL,               -- every window's histogram merged
+    idle_time_s  TEXT NOT NULL,               -- seconds per idle state, JSON
+    idle_usage   TEXT NOT NULL,               -- entries per idle state, JSON
+    PRIMARY KEY (series_id, cpu)
+);
 "#;

@@ -8,6 +8,7 @@ use latlab_model::MeasureConfig;
 use latlab_model::samples::{CpuIdleStates, CpuSummary, PowerSource, ThermalSummary};
 use latlab_store::*;
 use rusqlite::Connection;
+use std::collections::BTreeMap;
 
 const MIN5: u64 = 300_000_000_000;
 const HOUR: u64 = 3_600_000_000_000;
@@ -417,5 +418,118 @@ fn hourly_rows_merge_again_with_windows_added_later() {
     assert_eq!(
         (row.windows, row.window_index, row.last_window_index),
         (12, 0, 11)
+    );
+}
+
+/// Windows; per CPU samples, sum, max and missed periods; energy; latlab's CPU time.
+type Totals = (u64, BTreeMap<u32, (u64, u64, u64, u64)>, f64, u64);
+
+/// The totals a series should hold after `sets`, computed here from the window sets themselves.
+fn expected_totals(sets: &[WindowSet]) -> Totals {
+    let mut cpus: BTreeMap<u32, (u64, u64, u64, u64)> = BTreeMap::new();
+    for set in sets {
+        for w in &set.cpus {
+            let e = cpus.entry(w.cpu).or_default();
+            e.0 += w.histogram.count();
+            e.1 += w.histogram.sum();
+            e.2 = e.2.max(w.histogram.max());
+            e.3 += w.missed;
+        }
+    }
+    let energy = sets
+        .iter()
+        .flat_map(|s| s.power.iter().flatten())
+        .filter_map(|p| p.energy_j)
+        .sum();
+    let cost = sets.iter().filter_map(|s| s.cost_cpu_time_ns).sum();
+    (sets.len() as u64, cpus, energy, cost)
+}
+
+fn observed_totals(t: &SeriesTotals) -> Totals {
+    let cpus = t
+        .cpus
+        .iter()
+        .map(|(cpu, c)| {
+            let h = &c.histogram;
+            (*cpu, (h.count(), h.sum(), h.max(), c.missed))
+        })
+        .collect();
+    (
+        t.windows,
+        cpus,
+        t.power_j["rapl:package-0"],
+        t.cost_cpu_time_ns,
+    )
+}
+
+#[test]
+fn totals_follow_every_set_survive_merges_and_are_filled_in_older_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let mut store = Store::open(&path).unwrap();
+    let s = store.open_series(&spec("host")).unwrap();
+    assert_eq!(store.series_totals(s.id).unwrap(), None, "no set yet");
+    let mut rng = common::Rng::new(5);
+    let sets: Vec<WindowSet> = (0..30).map(|k| window_set(k, &mut rng)).collect();
+    for (n, set) in sets.iter().enumerate() {
+        store.insert_window_set(s.id, set).unwrap();
+        let t = store.series_totals(s.id).unwrap().unwrap();
+        assert_eq!(t.sets, n as u64 + 1, "the cursor moves with every set");
+        assert_eq!(t.newest_start_unix_ns, Some(set.start_unix_ns));
+    }
+    let kept = store.series_totals(s.id).unwrap().unwrap();
+    let want = expected_totals(&sets);
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b.abs().max(1.0);
+    let got = observed_totals(&kept);
+    assert_eq!((got.0, &got.1, got.3), (want.0, &want.1, want.3));
+    assert!(close(got.2, want.2), "energy {} vs {}", got.2, want.2);
+    assert_eq!(kept.first_start_unix_ns, Some(T0));
+    assert_eq!(kept.last_end_unix_ns, Some(T0 + 30 * MIN5));
+    assert_eq!(kept.last_window_index, Some(29));
+    // CPU 0 saw every window: its idle seconds are the residencies times 300 s.
+    let c1: f64 = (0..30).map(|k| (90.0 - k as f64) / 100.0 * 300.0).sum();
+    assert!(close(kept.cpus[&0].idle_time_s[1], c1));
+    assert!(close(kept.cpus[&0].idle_usage[0], 30.0 * 10.0 * 300.0));
+
+    // A retention merge changes how windows are kept, not what was measured.
+    let merged = store.merge_old_windows(s.id, T0 + 2 * HOUR).unwrap();
+    assert_eq!(merged.hours, 2);
+    assert_eq!(store.series_totals(s.id).unwrap().unwrap(), kept);
+    assert!(store.check().unwrap().is_ok());
+
+    // A store written before totals were kept gains them, from its windows, when opened.
+    drop(store);
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP TABLE monitor_cpu_totals; DROP TABLE monitor_totals; PRAGMA user_version = 3;",
+    )
+    .unwrap();
+    drop(conn);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+    let filled = store.series_totals(s.id).unwrap().unwrap();
+    let got = observed_totals(&filled);
+    assert_eq!((got.0, &got.1, got.3), (want.0, &want.1, want.3));
+    assert!(close(got.2, want.2));
+    assert!(close(filled.cpus[&0].idle_time_s[1], c1));
+    assert_eq!(filled.last_window_index, Some(29));
+    assert_eq!(filled.newest_start_unix_ns, kept.newest_start_unix_ns);
+    assert!(store.check().unwrap().is_ok());
+
+    // db check compares them with the windows.
+    drop(store);
+    Connection::open(&path)
+        .unwrap()
+        .execute(
+            "UPDATE monitor_cpu_totals SET missed = missed + 1 WHERE cpu = 0",
+            [],
+        )
+        .unwrap();
+    let report = Store::open(&path).unwrap().check().unwrap();
+    assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+    assert!(
+        report.problems[0].starts_with("monitor series host totals cpu0: hold "),
+        "{:?}",
+        report.problems
     );
 }
