@@ -5,7 +5,10 @@
 //! fit a JavaScript number. Latencies are nanoseconds.
 
 use super::metrics::END_OF_TIME;
-use latlab_store::{MonitorWindowRow, SeriesId, Store, StoreError, WindowSetRow};
+use latlab_store::{
+    DAY_NS, HOUR_NS, MonitorWindowRow, SeriesId, Store, StoreError, Weighted, WindowSetRow,
+    WindowSummary,
+};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 
@@ -36,20 +39,6 @@ pub fn series(store: &Store, spans: &[super::metrics::SeriesSpan]) -> Result<Val
     Ok(Value::Array(out))
 }
 
-#[derive(Default)]
-struct CpuPoint {
-    worst_start: u64,
-    max: u64,
-    p999: u64,
-    p99: u64,
-    count: u64,
-    missed: u64,
-    merged: u64,
-    freq: (f64, f64),
-    irq: (f64, f64),
-    res: Vec<(f64, f64)>,
-}
-
 fn wadd(acc: &mut (f64, f64), v: Option<f64>, w: f64) {
     if let Some(v) = v {
         acc.0 += v * w;
@@ -65,9 +54,84 @@ fn wavg(acc: (f64, f64)) -> Value {
     }
 }
 
+fn mean(w: Weighted) -> Value {
+    wavg((w.0, w.1))
+}
+
+/// Most per-CPU windows a timeline reads one by one; a range holding more reads the hourly (or,
+/// past `points` hours, daily) rollups instead.
+pub const RAW_LIMIT: usize = 100_000;
+
+/// What a timeline reads: its window sets in groups, and per CPU a summary keyed by the start it
+/// is grouped by (a window's, or a rollup's hour or day).
+struct Source<'a> {
+    resolution: &'static str,
+    groups: Vec<Vec<&'a WindowSetRow>>,
+    group_of: HashMap<u64, usize>,
+    parts: Vec<WindowSummary>,
+}
+
+fn source<'a>(
+    store: &Store,
+    series: SeriesId,
+    sets: &'a [WindowSetRow],
+    (from, to): (u64, u64),
+    points: usize,
+    raw_limit: usize,
+) -> Result<Source<'a>, StoreError> {
+    let cpus = store.series_cpus(series)?.len().max(1);
+    if sets.len() * cpus <= raw_limit {
+        let per = sets.len().div_ceil(points).max(1);
+        let covered: HashMap<u64, u64> = sets
+            .iter()
+            .map(|s| (s.start_unix_ns, s.covered_ns))
+            .collect();
+        let parts = store
+            .monitor_windows(series, from, to, None)?
+            .iter()
+            .filter_map(|w| {
+                let c = covered.get(&w.start_unix_ns)?;
+                Some(WindowSummary::of_window(w, *c))
+            })
+            .collect();
+        return Ok(Source {
+            resolution: "window",
+            groups: sets.chunks(per).map(|c| c.iter().collect()).collect(),
+            group_of: sets
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.start_unix_ns, i / per))
+                .collect(),
+            parts,
+        });
+    }
+    let first = sets.first().map_or(from, |s| s.start_unix_ns.max(from));
+    let last = sets.last().map_or(to, |s| s.end_unix_ns.min(to));
+    let (resolution, span) = if (last - first.min(last)) / HOUR_NS < points as u64 {
+        ("hour", HOUR_NS)
+    } else {
+        ("day", DAY_NS)
+    };
+    let mut by_bucket: BTreeMap<u64, Vec<&WindowSetRow>> = BTreeMap::new();
+    for s in sets {
+        by_bucket
+            .entry(s.start_unix_ns / span * span)
+            .or_default()
+            .push(s);
+    }
+    let group_of = by_bucket.keys().enumerate().map(|(i, b)| (*b, i)).collect();
+    Ok(Source {
+        resolution,
+        groups: by_bucket.into_values().collect(),
+        group_of,
+        parts: store.monitor_rollups(series, span, from, to)?,
+    })
+}
+
 /// `/api/timeline`: per CPU and window (or group of windows when the range holds more than
-/// `points`): worst case, p99.9, p99, count, missed, frequency, idle residency, interrupts; per
-/// window power and latlab's own CPU share; the annotations of the range.
+/// `points`, or hour or day of rollups when it holds more than [`RAW_LIMIT`] per-CPU windows):
+/// worst case, p99.9, p99, count, missed, frequency, idle residency, interrupts; per group power
+/// and latlab's own CPU share; the annotations of the range.
 pub fn timeline(
     store: &Store,
     series: SeriesId,
@@ -75,54 +139,34 @@ pub fn timeline(
     to: u64,
     points: usize,
 ) -> Result<Value, StoreError> {
+    timeline_reading(store, series, (from, to), points, RAW_LIMIT)
+}
+
+fn timeline_reading(
+    store: &Store,
+    series: SeriesId,
+    (from, to): (u64, u64),
+    points: usize,
+    raw_limit: usize,
+) -> Result<Value, StoreError> {
     let points = points.clamp(10, MAX_POINTS);
     let sets = store.monitor_sets(series, from, to)?;
-    let windows = store.monitor_windows(series, from, to, None)?;
     let (_, idle) = store.series_meta(series)?;
-    let per = sets.len().div_ceil(points).max(1);
-    let group_of: HashMap<u64, usize> = sets
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.start_unix_ns, i / per))
-        .collect();
-    let groups: Vec<&[WindowSetRow]> = sets.chunks(per).collect();
-    let mut cpus: BTreeMap<u32, Vec<Option<CpuPoint>>> = BTreeMap::new();
-    let covered: HashMap<u64, f64> = sets
-        .iter()
-        .map(|s| (s.start_unix_ns, s.covered_ns as f64))
-        .collect();
-    for w in &windows {
-        let Some(&g) = group_of.get(&w.start_unix_ns) else {
+    let src = source(store, series, &sets, (from, to), points, raw_limit)?;
+    let mut cpus: BTreeMap<u32, Vec<Option<WindowSummary>>> = BTreeMap::new();
+    for w in &src.parts {
+        let Some(&g) = src.group_of.get(&w.start_unix_ns) else {
             continue;
         };
         let slot = cpus
             .entry(w.cpu)
-            .or_insert_with(|| (0..groups.len()).map(|_| None).collect());
-        let p = slot[g].get_or_insert_with(CpuPoint::default);
-        if w.max_ns >= p.max || p.count == 0 && p.missed == 0 {
-            p.worst_start = w.start_unix_ns;
-        }
-        p.max = p.max.max(w.max_ns);
-        p.p999 = p.p999.max(w.p99_9_ns);
-        p.p99 = p.p99.max(w.p99_ns);
-        p.count += w.count;
-        p.missed += w.missed;
-        p.merged += w.windows;
-        let weight = covered.get(&w.start_unix_ns).copied().unwrap_or(0.0);
-        if let Some(s) = &w.cpu_summary {
-            wadd(
-                &mut p.freq,
-                s.avg_freq_khz.map(|f| f as f64 / 1000.0),
-                weight,
-            );
-            wadd(&mut p.irq, s.irqs_per_s, weight);
-            if p.res.len() < s.idle_residency_pct.len() {
-                p.res.resize(s.idle_residency_pct.len(), (0.0, 0.0));
-            }
-            for (i, r) in s.idle_residency_pct.iter().enumerate() {
-                wadd(&mut p.res[i], Some(*r), weight);
-            }
-        }
+            .or_insert_with(|| (0..src.groups.len()).map(|_| None).collect());
+        slot[g]
+            .get_or_insert_with(|| WindowSummary {
+                cpu: w.cpu,
+                ..Default::default()
+            })
+            .merge(w);
     }
     let mut power_names: Vec<String> = Vec::new();
     for s in &sets {
@@ -132,7 +176,8 @@ pub fn timeline(
             }
         }
     }
-    let rows: Vec<Value> = groups
+    let rows: Vec<Value> = src
+        .groups
         .iter()
         .enumerate()
         .map(|(g, group)| {
@@ -163,16 +208,16 @@ pub fn timeline(
                     Some((
                         cpu.to_string(),
                         json!({
-                            "start": p.worst_start.to_string(),
-                            "max": p.max,
-                            "p999": p.p999,
-                            "p99": p.p99,
+                            "start": p.max_start_unix_ns.to_string(),
+                            "max": p.max_ns,
+                            "p999": p.p99_9_ns,
+                            "p99": p.p99_ns,
                             "count": p.count,
                             "missed": p.missed,
-                            "n": p.merged,
-                            "mhz": wavg(p.freq),
-                            "irq": wavg(p.irq),
-                            "res": p.res.iter().map(|r| wavg(*r)).collect::<Vec<_>>(),
+                            "n": p.windows,
+                            "mhz": mean(p.freq_mhz),
+                            "irq": mean(p.irqs_per_s),
+                            "res": p.idle_residency_pct.iter().map(|r| mean(*r)).collect::<Vec<_>>(),
                         }),
                     ))
                 })
@@ -188,12 +233,14 @@ pub fn timeline(
             })
         })
         .collect();
+    let grouped = src.groups.iter().map(Vec::len).max().unwrap_or(1);
     let annotations = store.annotations(series, from, to)?;
     Ok(json!({
         "series": series.0,
         "from_ms": ms(from),
         "to_ms": ms(to.min(END_OF_TIME)),
-        "grouped": per,
+        "grouped": grouped,
+        "resolution": src.resolution,
         "cpus": cpus.keys().collect::<Vec<_>>(),
         "idle_states": idle,
         "power_sources": power_names,
@@ -326,6 +373,133 @@ pub fn experiments(store: &Store) -> Result<Value, StoreError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use latlab_hist::Histogram;
+    use latlab_model::samples::CpuSummary;
+    use latlab_store::{MonitorWindow, SeriesConfig, SeriesSpec, WindowSet};
+
+    const MIN5: u64 = 300_000_000_000;
+    /// 2026-01-01T00:00:00Z.
+    const T0: u64 = 1_767_225_600_000_000_000;
+
+    /// 30 five-minute windows (2.5 hours) on CPUs 0 and 1; window k's worst case is 1000 + k µs
+    /// on CPU 0 and 2000 - k µs on CPU 1.
+    fn store_of_hours() -> (tempfile::TempDir, Store, SeriesId) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("t.db")).unwrap();
+        let id = store
+            .open_series(&SeriesSpec {
+                name: "t".into(),
+                window_ns: MIN5,
+                config: SeriesConfig::new(&Default::default(), Default::default()),
+                system: None,
+                idle_states: vec![],
+            })
+            .unwrap()
+            .id;
+        for k in 0..30u64 {
+            let cpus = (0..2u32)
+                .map(|cpu| {
+                    let mut h = Histogram::new();
+                    h.record_n(5_000, 100);
+                    h.record(if cpu == 0 {
+                        1_000_000 + k * 1000
+                    } else {
+                        2_000_000 - k * 1000
+                    });
+                    MonitorWindow {
+                        cpu,
+                        histogram: h,
+                        missed: k % 2,
+                        cpu_summary: Some(CpuSummary {
+                            cpu: cpu as usize,
+                            avg_freq_khz: Some(1_000_000 + k * 1000),
+                            ..Default::default()
+                        }),
+                        spikes: vec![],
+                    }
+                })
+                .collect();
+            let start = T0 + k * MIN5;
+            let set = WindowSet {
+                index: k,
+                start_unix_ns: start,
+                end_unix_ns: start + MIN5,
+                cpus,
+                power: None,
+                thermal: None,
+                cost_cpu_time_ns: Some(3_000_000),
+            };
+            store.insert_window_set(id, &set).unwrap();
+        }
+        (dir, store, id)
+    }
+
+    #[test]
+    fn a_range_of_many_windows_reads_hourly_rollups_that_agree_with_the_windows() {
+        let (_d, mut store, id) = store_of_hours();
+        let range = (T0, T0 + 30 * MIN5);
+        let raw = timeline_reading(&store, id, range, 1000, RAW_LIMIT).unwrap();
+        assert_eq!(raw["resolution"], "window");
+        assert_eq!(raw["rows"].as_array().unwrap().len(), 30);
+        let hourly = timeline_reading(&store, id, range, 1000, 59).unwrap();
+        assert_eq!(hourly["resolution"], "hour", "60 per-CPU windows > 59");
+        let rows = hourly["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(hourly["grouped"], 12);
+        for (h, row) in rows.iter().enumerate() {
+            let ks: Vec<u64> = (0..30).filter(|k| k / 12 == h as u64).collect();
+            let (first, last) = (ks[0], *ks.last().unwrap());
+            assert_eq!(row["t0"], ms(T0 + first * MIN5));
+            assert_eq!(row["t1"], ms(T0 + (last + 1) * MIN5));
+            assert_eq!(row["windows"], ks.len());
+            // Worst case of each CPU and the window that holds it: the last of the hour on
+            // CPU 0, the first on CPU 1.
+            let c0 = &row["cpu"]["0"];
+            assert_eq!(c0["max"], 1_000_000 + last * 1000);
+            assert_eq!(c0["start"], (T0 + last * MIN5).to_string());
+            let c1 = &row["cpu"]["1"];
+            assert_eq!(c1["max"], 2_000_000 - first * 1000);
+            assert_eq!(c1["start"], (T0 + first * MIN5).to_string());
+            assert_eq!(c0["count"], 101 * ks.len());
+            assert_eq!(c0["missed"], ks.iter().map(|k| k % 2).sum::<u64>());
+            assert_eq!(c0["n"], ks.len());
+            let mhz = ks.iter().map(|k| 1000.0 + *k as f64).sum::<f64>() / ks.len() as f64;
+            assert_eq!(c0["mhz"], mhz);
+            assert_eq!(row["cost_pct"], 0.001);
+        }
+        // Past `points` hours the rollups are daily: ten more windows, one an hour.
+        for j in 0..10u64 {
+            let start = T0 + (3 + j) * HOUR_NS;
+            let mut h = Histogram::new();
+            h.record(7_000);
+            let set = WindowSet {
+                index: 30 + j,
+                start_unix_ns: start,
+                end_unix_ns: start + MIN5,
+                cpus: vec![MonitorWindow {
+                    cpu: 0,
+                    histogram: h,
+                    missed: 0,
+                    cpu_summary: None,
+                    spikes: vec![],
+                }],
+                power: None,
+                thermal: None,
+                cost_cpu_time_ns: None,
+            };
+            store.insert_window_set(id, &set).unwrap();
+        }
+        let day = (T0, T0 + 13 * HOUR_NS);
+        let daily = timeline_reading(&store, id, day, 10, 59).unwrap();
+        assert_eq!(daily["resolution"], "day", "13 hours > 10 points");
+        let rows = daily["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0]["windows"], 40);
+        assert_eq!(rows[0]["cpu"]["0"]["max"], 1_029_000);
+        assert_eq!(rows[0]["cpu"]["0"]["count"], 101 * 30 + 10);
+        assert_eq!(rows[0]["cpu"]["1"]["max"], 2_000_000);
+        assert_eq!(rows[0]["cpu"]["1"]["start"], T0.to_string());
+    }
 
     #[test]
     fn an_unknown_start_is_listed_empty_not_as_the_epoch() {

@@ -21,6 +21,7 @@ use std::time::Duration;
 mod check;
 mod experiments;
 mod monitor;
+mod rollups;
 mod runs;
 mod schema;
 mod totals;
@@ -29,9 +30,10 @@ pub use check::CheckReport;
 pub use experiments::{Cell, CellRef, CellStatus, Experiment, ExperimentId, ExperimentStatus};
 pub use latlab_model::RunResult;
 pub use monitor::{
-    Annotation, MergeSummary, MonitorSpike, MonitorWindow, MonitorWindowRow, SeriesConfig,
+    Annotation, HOUR_NS, MergeSummary, MonitorSpike, MonitorWindow, MonitorWindowRow, SeriesConfig,
     SeriesExtent, SeriesId, SeriesSpec, SeriesState, WindowSet, WindowSetRow,
 };
+pub use rollups::{DAY_NS, ROLLUP_SPANS_NS, Weighted, WindowSummary};
 pub use runs::{RunFilter, RunId, RunSummary};
 pub use schema::{APPLICATION_ID, MIGRATIONS, Migration, SCHEMA_VERSION};
 pub use totals::{CpuTotals, SeriesTotals};

@@ -369,6 +369,7 @@ impl Store {
             }
         }
         crate::totals::add_window_set(&tx, series, set)?;
+        crate::rollups::add_window_set(&tx, series, set)?;
         tx.execute(
             "UPDATE monitor_series SET updated_at = ?2 WHERE id = ?1",
             params![series.0, now_rfc3339()],

@@ -31,7 +31,7 @@ pub const MIGRATIONS: &[Migration] = &[
         fill: None,
     },
     Migration {
-        name: "monitoring totals",
+        name: "monitoring totals and rollups",
         sql: MIGRATION_4,
         fill: Some(crate::totals::rebuild_all),
     },
@@ -340,5 +340,23 @@ CREATE TABLE monitor_cpu_totals (
     idle_time_s  TEXT NOT NULL,               -- seconds per idle state, JSON
     idle_usage   TEXT NOT NULL,               -- entries per idle state, JSON
     PRIMARY KEY (series_id, cpu)
+);
+
+-- Per CPU and UTC hour or day (span_ns), the windows starting in it summarized for timelines
+-- over long ranges; kept with every window set, left as they are by retention merges.
+CREATE TABLE monitor_rollups (
+    series_id          INTEGER NOT NULL REFERENCES monitor_series(id) ON DELETE CASCADE,
+    span_ns            INTEGER NOT NULL,
+    start_unix_ns      INTEGER NOT NULL,
+    cpu                INTEGER NOT NULL,
+    windows            INTEGER NOT NULL,
+    count              INTEGER NOT NULL,
+    missed             INTEGER NOT NULL,
+    max_ns             INTEGER NOT NULL,
+    max_start_unix_ns  INTEGER NOT NULL,      -- the window holding the maximum
+    p99_ns             INTEGER NOT NULL,      -- the highest of its windows'
+    p99_9_ns           INTEGER NOT NULL,
+    summary            TEXT NOT NULL,         -- time-weighted sums of sampler averages, JSON
+    PRIMARY KEY (series_id, span_ns, start_unix_ns, cpu)
 );
 "#;

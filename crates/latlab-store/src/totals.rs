@@ -5,7 +5,8 @@
 //! 64 CPUs is millions of them). Retention merges leave them as they are: a merge changes how
 //! windows are kept, not what was measured. `db check` compares them with the windows.
 
-use crate::monitor::SeriesId;
+use crate::monitor::{MonitorWindowRow, SeriesId};
+use crate::rollups::WindowSummary;
 use crate::{Result, Store, decode_hist, from_json, from_sql, opt_from_sql, to_json, to_sql};
 use latlab_hist::Histogram;
 use latlab_model::monitor::WindowSet;
@@ -231,8 +232,8 @@ pub(crate) fn add_window_set(
     write(tx, series, &totals)
 }
 
-/// Compute every series' totals from its stored windows (for stores written before totals were
-/// kept; run once, by the migration that adds them).
+/// Compute every series' totals and rollups from its stored windows (for stores written before
+/// they were kept; run once, by the migration that adds them).
 pub(crate) fn rebuild_all(tx: &Transaction<'_>) -> Result<()> {
     let ids = tx
         .prepare("SELECT id FROM monitor_series ORDER BY id")?
@@ -278,26 +279,45 @@ pub(crate) fn rebuild_all(tx: &Transaction<'_>) -> Result<()> {
             covered.insert(start, from_sql(cov));
         }
         let mut stmt = tx.prepare(
-            "SELECT start_unix_ns, cpu, missed, histogram, cpu_summary FROM monitor_windows
-             WHERE series_id = ?1 ORDER BY start_unix_ns, cpu",
+            "SELECT w.start_unix_ns, w.cpu, w.missed, w.histogram, w.cpu_summary, w.count,
+                 w.min_ns, w.max_ns, w.p99_ns, w.p99_9_ns, s.windows, s.end_unix_ns
+             FROM monitor_windows w JOIN monitor_sets s
+                 ON s.series_id = w.series_id AND s.start_unix_ns = w.start_unix_ns
+             WHERE w.series_id = ?1 ORDER BY w.start_unix_ns, w.cpu",
         )?;
+        let mut rollups = crate::rollups::Rebuild::default();
         let mut rows = stmt.query([id])?;
         while let Some(r) = rows.next()? {
             let start: i64 = r.get(0)?;
             let cpu: u32 = r.get(1)?;
             let what = format!("monitor window {} cpu{cpu}", from_sql(start));
             let h = decode_hist(&r.get::<_, Vec<u8>>(3)?, &what)?;
-            let summary: Option<CpuSummary> = r
-                .get::<_, Option<String>>(4)?
-                .map(|s| from_json(&s, &what))
-                .transpose()?;
+            let window = MonitorWindowRow {
+                start_unix_ns: from_sql(start),
+                end_unix_ns: from_sql(r.get(11)?),
+                cpu,
+                windows: from_sql(r.get(10)?),
+                count: from_sql(r.get(5)?),
+                min_ns: from_sql(r.get(6)?),
+                max_ns: from_sql(r.get(7)?),
+                p99_ns: from_sql(r.get(8)?),
+                p99_9_ns: from_sql(r.get(9)?),
+                missed: from_sql(r.get(2)?),
+                cpu_summary: r
+                    .get::<_, Option<String>>(4)?
+                    .map(|s| from_json(&s, &what))
+                    .transpose()?,
+            };
+            let covered = covered.get(&start).copied().unwrap_or(0);
             totals.cpus.entry(cpu).or_default().add(
                 &h,
-                from_sql(r.get(2)?),
-                summary.as_ref(),
-                covered.get(&start).copied().unwrap_or(0),
+                window.missed,
+                window.cpu_summary.as_ref(),
+                covered,
             );
+            rollups.add(&WindowSummary::of_window(&window, covered));
         }
+        rollups.write(tx, series)?;
         if totals.sets > 0 {
             write(tx, series, &totals)?;
         }
@@ -309,5 +329,15 @@ impl Store {
     /// A series' totals since it began; `None` before its first window set.
     pub fn series_totals(&self, series: SeriesId) -> Result<Option<SeriesTotals>> {
         read(&self.conn, series)
+    }
+
+    /// The CPUs a series has measured, from its totals (no histogram read).
+    pub fn series_cpus(&self, series: SeriesId) -> Result<Vec<u32>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT cpu FROM monitor_cpu_totals WHERE series_id = ?1 ORDER BY cpu",
+        )?;
+        Ok(stmt
+            .query_map([series.0], |r| r.get(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?)
     }
 }

@@ -491,17 +491,57 @@ fn totals_follow_every_set_survive_merges_and_are_filled_in_older_stores() {
     assert!(close(kept.cpus[&0].idle_time_s[1], c1));
     assert!(close(kept.cpus[&0].idle_usage[0], 30.0 * 10.0 * 300.0));
 
+    // Rollups: per CPU and hour (three, CPU 1 in each) and day, each its windows merged.
+    let hourly = store.monitor_rollups(s.id, HOUR, 0, u64::MAX / 2).unwrap();
+    assert_eq!(hourly.len(), 3 * 2);
+    for r in &hourly {
+        let mut want = WindowSummary {
+            start_unix_ns: r.start_unix_ns,
+            cpu: r.cpu,
+            ..Default::default()
+        };
+        for w in store
+            .monitor_windows(s.id, r.start_unix_ns, r.start_unix_ns + HOUR, Some(r.cpu))
+            .unwrap()
+        {
+            want.merge(&WindowSummary::of_window(&w, MIN5));
+        }
+        assert_eq!(r, &want);
+        assert!(want.windows > 0 && want.freq_mhz.mean().is_some());
+    }
+    let daily = store
+        .monitor_rollups(s.id, DAY_NS, T0 + HOUR, T0 + HOUR + 1)
+        .unwrap();
+    assert_eq!(
+        daily.iter().map(|d| d.windows).collect::<Vec<_>>(),
+        [30, 15]
+    );
+    assert_eq!(daily[0].count, want.1[&0].0);
+    assert_eq!(daily[0].max_ns, want.1[&0].2);
+    assert_eq!(
+        store
+            .monitor_rollups(s.id, HOUR, T0 + HOUR, T0 + HOUR + 1)
+            .unwrap(),
+        hourly[2..4],
+        "only the hour the range overlaps"
+    );
+
     // A retention merge changes how windows are kept, not what was measured.
     let merged = store.merge_old_windows(s.id, T0 + 2 * HOUR).unwrap();
     assert_eq!(merged.hours, 2);
     assert_eq!(store.series_totals(s.id).unwrap().unwrap(), kept);
+    assert_eq!(
+        store.monitor_rollups(s.id, HOUR, 0, u64::MAX / 2).unwrap(),
+        hourly
+    );
     assert!(store.check().unwrap().is_ok());
 
     // A store written before totals were kept gains them, from its windows, when opened.
     drop(store);
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP TABLE monitor_cpu_totals; DROP TABLE monitor_totals; PRAGMA user_version = 3;",
+        "DROP TABLE monitor_rollups; DROP TABLE monitor_cpu_totals; DROP TABLE monitor_totals;
+         PRAGMA user_version = 3;",
     )
     .unwrap();
     drop(conn);
@@ -514,6 +554,14 @@ fn totals_follow_every_set_survive_merges_and_are_filled_in_older_stores() {
     assert!(close(filled.cpus[&0].idle_time_s[1], c1));
     assert_eq!(filled.last_window_index, Some(29));
     assert_eq!(filled.newest_start_unix_ns, kept.newest_start_unix_ns);
+    // Rollups too: the hour still as measured exactly; the merged hours from their hourly rows.
+    let refilled = store.monitor_rollups(s.id, HOUR, 0, u64::MAX / 2).unwrap();
+    assert_eq!(refilled[4..], hourly[4..]);
+    for (a, b) in refilled.iter().zip(&hourly) {
+        // (`windows` of a merged hour counts the hour's windows on any CPU: CPU 1 shows 12.)
+        let key = |r: &WindowSummary| (r.start_unix_ns, r.cpu, r.count, r.max_ns, r.missed);
+        assert_eq!(key(a), key(b));
+    }
     assert!(store.check().unwrap().is_ok());
 
     // db check compares them with the windows.
