@@ -58,6 +58,9 @@ fn mean(w: Weighted) -> Value {
     wavg((w.0, w.1))
 }
 
+/// Most cells (points × CPUs) a timeline returns: on many CPUs, fewer points per CPU.
+pub const MAX_CELLS: usize = 40_000;
+
 /// Most per-CPU windows a timeline reads one by one; a range holding more reads the hourly (or,
 /// past `points` hours, daily) rollups instead.
 pub const RAW_LIMIT: usize = 100_000;
@@ -80,6 +83,7 @@ fn source<'a>(
     raw_limit: usize,
 ) -> Result<Source<'a>, StoreError> {
     let cpus = store.series_cpus(series)?.len().max(1);
+    let points = points.min((MAX_CELLS / cpus).max(10));
     if sets.len() * cpus <= raw_limit {
         let per = sets.len().div_ceil(points).max(1);
         let covered: HashMap<u64, u64> = sets
@@ -129,7 +133,8 @@ fn source<'a>(
 }
 
 /// `/api/timeline`: per CPU and window (or group of windows when the range holds more than
-/// `points`, or hour or day of rollups when it holds more than [`RAW_LIMIT`] per-CPU windows):
+/// `points`, or than [`MAX_CELLS`] over the CPUs; or hour or day of rollups when it holds more
+/// than [`RAW_LIMIT`] per-CPU windows):
 /// worst case, p99.9, p99, count, missed, frequency, idle residency, interrupts; per group power
 /// and latlab's own CPU share; the annotations of the range.
 pub fn timeline(

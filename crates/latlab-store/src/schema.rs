@@ -359,4 +359,9 @@ CREATE TABLE monitor_rollups (
     summary            TEXT NOT NULL,         -- time-weighted sums of sampler averages, JSON
     PRIMARY KEY (series_id, span_ns, start_unix_ns, cpu)
 );
+
+-- The columns a timeline reads, beside the histogram: read from this index, a range of windows
+-- never touches the histograms' pages.
+CREATE INDEX monitor_windows_summary ON monitor_windows(series_id, start_unix_ns, cpu, count,
+    min_ns, max_ns, p99_ns, p99_9_ns, missed, cpu_summary);
 "#;

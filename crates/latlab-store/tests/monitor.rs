@@ -540,7 +540,8 @@ fn totals_follow_every_set_survive_merges_and_are_filled_in_older_stores() {
     drop(store);
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP TABLE monitor_rollups; DROP TABLE monitor_cpu_totals; DROP TABLE monitor_totals;
+        "DROP INDEX monitor_windows_summary; DROP TABLE monitor_rollups;
+         DROP TABLE monitor_cpu_totals; DROP TABLE monitor_totals;
          PRAGMA user_version = 3;",
     )
     .unwrap();

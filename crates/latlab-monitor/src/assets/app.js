@@ -208,6 +208,7 @@ function legend(container, items) {
   container.textContent = '';
   for (const it of items) {
     const span = el('span', { class: 'legend-item' });
+    if (!it.color && !it.fill) { span.classList.add('note'); span.textContent = it.label; container.appendChild(span); continue; }
     if (it.cpu !== undefined) span.setAttribute('data-cpu', it.cpu);
     const sw = svgEl('svg', { viewBox: '0 0 18 10' });
     if (it.fill) sw.appendChild(svgEl('rect', { x: 0.5, y: 0.5, width: 17, height: 9, fill: it.fill, stroke: '#bbbbbb' }));
@@ -228,16 +229,45 @@ function gapOf(data) {
   return Math.max(w, data && data.rows.length > 1 ? (data.rows[data.rows.length - 1].t1 - data.rows[0].t0) / data.rows.length : w) * 2.5;
 }
 
+// Past this many CPUs the line charts draw only the worst ones; the heat map shows them all.
+const LINE_CPUS = 8;
+
+// Every CPU with its highest maximum in the range and the window holding it, worst first.
+function worstCpus(data) {
+  const out = data.cpus.map((cpu) => {
+    let max = -1, start = null;
+    for (const r of data.rows) {
+      const c = r.cpu[cpu];
+      if (c && c.max > max) { max = c.max; start = c.start; }
+    }
+    return { cpu: cpu, max: max, start: start };
+  });
+  return out.sort((a, b) => b.max - a.max || a.cpu - b.cpu);
+}
+
+// The CPUs the line charts draw: all of them when few, else the LINE_CPUS worst, in CPU order.
+function lineCpus(data) {
+  if (data.cpus.length <= LINE_CPUS) return data.cpus;
+  return worstCpus(data).slice(0, LINE_CPUS).map((w) => w.cpu).sort((a, b) => a - b);
+}
+
+function subsetNote(data) {
+  const n = lineCpus(data).length;
+  return n < data.cpus.length ? { label: 'the ' + n + ' worst of ' + data.cpus.length + ' CPUs (all in the heat map)' } : null;
+}
+
 function drawLatency(data, from, to) {
   const lines = [];
   const items = [];
-  data.cpus.forEach((cpu, i) => {
+  lineCpus(data).forEach((cpu, i) => {
     const color = cpuColor(i);
     const mid = (r) => (r.t0 + r.t1) / 2;
     lines.push({ cpu: cpu, kind: 'max', color: color, points: rowsOf(data).map((r) => r.cpu[cpu] ? [mid(r), r.cpu[cpu].max / 1000] : null) });
     lines.push({ cpu: cpu, kind: 'p999', color: color, dashed: true, points: rowsOf(data).map((r) => r.cpu[cpu] ? [mid(r), r.cpu[cpu].p999 / 1000] : null) });
     items.push({ cpu: cpu, color: color, label: 'cpu' + cpu });
   });
+  const note = subsetNote(data);
+  if (note) items.push(note);
   legend($('legend-latency'), items);
   timeChart($('chart-latency'), {
     from: from, to: to, log: true, height: 260, lines: lines, gap: gapOf(data), label: 'latency per window',
@@ -250,7 +280,7 @@ function drawLatency(data, from, to) {
       }
       if (!best) return;
       let pick = null;
-      for (const cpu of data.cpus) {
+      for (const cpu of lineCpus(data)) {
         const c = best.r.cpu[cpu];
         if (!c) continue;
         const dy = Math.abs(ys(Math.max(c.max / 1000, 1e-3)) - sy);
@@ -259,6 +289,96 @@ function drawLatency(data, from, to) {
       if (pick) showWindow(pick.start, pick.cpu);
     },
   });
+}
+
+// Colour of a worst case on the heat map's log scale: pale yellow (lo) through orange and red to
+// near black (hi).
+const HEAT = [[255, 255, 204], [254, 217, 118], [253, 141, 60], [227, 26, 28], [128, 0, 38], [40, 0, 10]];
+function heatColor(f) {
+  const x = Math.min(1, Math.max(0, f)) * (HEAT.length - 1);
+  const i = Math.min(HEAT.length - 2, Math.floor(x)), u = x - i;
+  const c = HEAT[i].map((a, k) => Math.round(a + (HEAT[i + 1][k] - a) * u));
+  return 'rgb(' + c.join(',') + ')';
+}
+
+function drawHeat(data, from, to) {
+  const c = $('chart-heat');
+  c.textContent = '';
+  const W = widthOf(c);
+  const n = data.cpus.length;
+  const rowH = n <= 16 ? 14 : n <= 64 ? 7 : 3;
+  const x0 = PAD.l, x1 = W - PAD.r, y0 = PAD.t;
+  const H = y0 + Math.max(1, n) * rowH + PAD.b;
+  const xs = (t) => x0 + (t - from) / Math.max(1, to - from) * (x1 - x0);
+  const vals = [];
+  for (const r of data.rows) for (const cpu of data.cpus) { const p = r.cpu[cpu]; if (p && p.max > 0) vals.push(p.max); }
+  const lo = vals.length ? Math.min(...vals) : 1000, hi = vals.length ? Math.max(...vals) : 10000;
+  const llo = Math.log10(lo), span = Math.max(1e-9, Math.log10(hi) - llo);
+  const canvas = el('canvas', { role: 'img', 'aria-label': 'worst case per CPU and window' });
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = Math.round(W * dpr);
+  canvas.height = Math.round(H * dpr);
+  canvas.style.aspectRatio = W + ' / ' + H;
+  const g = canvas.getContext('2d');
+  g.scale(dpr, dpr);
+  g.fillStyle = '#f4f4f0';
+  g.fillRect(x0, y0, x1 - x0, n * rowH);
+  let cells = 0;
+  for (const r of data.rows) {
+    const xa = xs(Math.max(r.t0, from)), xb = xs(Math.min(r.t1, to));
+    const w = Math.max(1, xb - xa);
+    data.cpus.forEach((cpu, ci) => {
+      const p = r.cpu[cpu];
+      if (!p) return;
+      g.fillStyle = p.max > 0 ? heatColor((Math.log10(p.max) - llo) / span) : '#ffffff';
+      g.fillRect(xa, y0 + ci * rowH, w, rowH);
+      cells++;
+    });
+  }
+  g.font = '11px system-ui, sans-serif';
+  g.fillStyle = '#666b70';
+  g.textAlign = 'right';
+  const every = Math.max(1, Math.ceil(13 / rowH));
+  data.cpus.forEach((cpu, ci) => {
+    if (ci % every === 0) g.fillText('cpu' + cpu, x0 - 4, y0 + ci * rowH + Math.min(rowH, 12) - 1);
+  });
+  g.textAlign = 'center';
+  const tt = timeTicks(from, to, W);
+  for (const t of tt.ticks) g.fillText(tt.seconds ? fmtFull(t).slice(11) : fmtTime(t, tt.withDate), xs(t), H - 6);
+  canvas.addEventListener('click', (ev) => {
+    const b = canvas.getBoundingClientRect();
+    const sx = (ev.clientX - b.left) / b.width * W, sy = (ev.clientY - b.top) / b.height * H;
+    const ci = Math.floor((sy - y0) / rowH);
+    if (ci < 0 || ci >= n) return;
+    const t = from + (sx - x0) / (x1 - x0) * (to - from);
+    const row = data.rows.find((r) => r.t0 <= t && t <= r.t1);
+    const p = row && row.cpu[data.cpus[ci]];
+    if (p) showWindow(p.start, data.cpus[ci]);
+  });
+  c.appendChild(canvas);
+  c.dataset.cells = String(cells);
+  // The scale and the worst CPUs, named, each a link to its worst window.
+  const leg = $('legend-heat');
+  leg.textContent = '';
+  const scale = el('span', { class: 'legend-item heat-scale' });
+  scale.appendChild(el('span', null, vals.length ? us(lo) + ' µs' : ''));
+  const bar = el('span', { class: 'heat-bar' });
+  bar.style.background = 'linear-gradient(to right,' + [0, 0.2, 0.4, 0.6, 0.8, 1].map(heatColor).join(',') + ')';
+  scale.appendChild(bar);
+  scale.appendChild(el('span', null, vals.length ? us(hi) + ' µs (log scale)' : 'no windows in this range'));
+  leg.appendChild(scale);
+  const worst = worstCpus(data).filter((w) => w.max >= 0).slice(0, 5);
+  if (worst.length) {
+    const names = el('span', { class: 'legend-item worst-cpus' }, 'worst: ');
+    worst.forEach((w, i) => {
+      const a = el('button', { type: 'button', class: 'linkish', 'data-cpu': w.cpu }, 'cpu' + w.cpu + ' ' + us(w.max) + ' µs');
+      a.addEventListener('click', () => showWindow(w.start, w.cpu));
+      if (i) names.appendChild(document.createTextNode(' · '));
+      names.appendChild(a);
+    });
+    leg.appendChild(names);
+    c.dataset.worst = worst.map((w) => w.cpu).join(',');
+  }
 }
 
 function drawCstates(data, from, to) {
@@ -272,14 +392,17 @@ function drawCstates(data, from, to) {
   const anyNames = Object.values(names)[0] || [];
   for (let i = 0; i < maxStates; i++) items.push({ fill: STATE_COLORS[i % STATE_COLORS.length], label: anyNames[i] || ('state' + i) });
   items.push({ fill: '#ffffff', label: 'busy (not idle)' });
+  const note = subsetNote(data);
+  if (note) items.push(note);
   legend($('legend-cstates'), items);
+  const cpus = lineCpus(data);
   const rowH = 46, gap = 8;
-  const H = PAD.t + data.cpus.length * (rowH + gap) + PAD.b;
+  const H = PAD.t + cpus.length * (rowH + gap) + PAD.b;
   const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + Math.max(H, 60), role: 'img', 'aria-label': 'idle-state residency' });
   const x0 = PAD.l, x1 = W - PAD.r;
   const xs = (t) => x0 + (t - from) / Math.max(1, to - from) * (x1 - x0);
   let any = false;
-  data.cpus.forEach((cpu, ci) => {
+  cpus.forEach((cpu, ci) => {
     const top = PAD.t + ci * (rowH + gap);
     const g = svgEl('g', { class: 'cpu-row', 'data-cpu': cpu });
     g.appendChild(svgEl('rect', { x: x0, y: top, width: x1 - x0, height: rowH, fill: '#ffffff', stroke: '#e4e4dc' }));
@@ -309,11 +432,15 @@ function drawCstates(data, from, to) {
 }
 
 function drawFreq(data, from, to) {
-  const lines = data.cpus.map((cpu, i) => ({
+  const cpus = lineCpus(data);
+  const lines = cpus.map((cpu, i) => ({
     cpu: cpu, color: cpuColor(i),
     points: data.rows.map((r) => r.cpu[cpu] && r.cpu[cpu].mhz !== null ? [(r.t0 + r.t1) / 2, r.cpu[cpu].mhz] : null),
   }));
-  legend($('legend-freq'), data.cpus.map((cpu, i) => ({ cpu: cpu, color: cpuColor(i), label: 'cpu' + cpu })));
+  const items = cpus.map((cpu, i) => ({ cpu: cpu, color: cpuColor(i), label: 'cpu' + cpu }));
+  const note = subsetNote(data);
+  if (note) items.push(note);
+  legend($('legend-freq'), items);
   timeChart($('chart-freq'), { from: from, to: to, lines: lines, height: 180, gap: gapOf(data), label: 'frequency', annotations: data.annotations, empty: 'no frequency data (no cpufreq and no cpu MHz)' });
 }
 
@@ -509,6 +636,7 @@ function render() {
   if (!st.data) return;
   const [from, to] = st.range;
   drawLatency(st.data, from, to);
+  drawHeat(st.data, from, to);
   drawCstates(st.data, from, to);
   drawFreq(st.data, from, to);
   drawPower(st.data, from, to);
