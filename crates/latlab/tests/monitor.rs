@@ -702,6 +702,97 @@ fn the_dashboard_renders_in_headless_chromium() {
     }
 }
 
+/// At 64 CPUs the page stays readable: every CPU in the heat map, the line charts and idle rows
+/// only for the 8 worst, and the 5 worst named, all agreeing with the store.
+#[test]
+fn the_dashboard_shows_64_cpus_in_a_heat_map_and_names_the_worst() {
+    if !require("chromium") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m64.db");
+    latlab_testkit::run_ok(
+        latlab!()
+            .args([
+                "fill-monitor",
+                "--cpus",
+                "64",
+                "--span",
+                "2h",
+                "--name",
+                "m64",
+            ])
+            .arg("--db")
+            .arg(&db),
+    );
+    let store = Store::open_existing(&db).unwrap();
+    let id = series(&store, "m64");
+    let sets = store.monitor_sets(id, 0, END).unwrap().len();
+    let mut worst: Vec<(u64, u32)> = Vec::new();
+    for w in store.monitor_windows(id, 0, END, None).unwrap() {
+        match worst.iter_mut().find(|(_, c)| *c == w.cpu) {
+            Some(e) => e.0 = e.0.max(w.max_ns),
+            None => worst.push((w.max_ns, w.cpu)),
+        }
+    }
+    worst.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    drop(store);
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut c = latlab!();
+    c.args(["serve", "--listen", &addr.to_string(), "--db"])
+        .arg(&db);
+    let s = Proc::start(c, dir.path().join("s.log"));
+    wait_for("listening", Duration::from_secs(20), || {
+        TcpStream::connect(addr).is_ok()
+    });
+    let profile = |n: &str| format!("--user-data-dir={}", dir.path().join(n).display());
+    let url = format!("http://{addr}/");
+    let (dom, log) = chromium(&[profile("p1"), "--dump-dom".into(), url.clone()]);
+    let shot = dir.path().join("dashboard-64.png");
+    let (_, log2) = chromium(&[
+        profile("p2"),
+        "--window-size=1280,2000".into(),
+        format!("--screenshot={}", shot.display()),
+        url,
+    ]);
+    s.stop();
+    for l in [&log, &log2] {
+        let c = console_lines(l);
+        assert!(c.is_empty(), "console messages: {c:?}");
+    }
+    assert!(!dom.contains("data-errors"), "{dom}");
+    let all: Vec<String> = (0..64).map(|c| c.to_string()).collect();
+    assert!(
+        dom.contains(&format!("data-cpus=\"{}\"", all.join(","))),
+        "64 CPUs"
+    );
+    // The heat map: a cell for every CPU and window, the 5 worst CPUs named.
+    let heat = dom.split("id=\"chart-heat\"").nth(1).unwrap();
+    assert!(
+        heat.starts_with(&format!(" data-cells=\"{}\"", 64 * sets)),
+        "{}",
+        &heat[..80]
+    );
+    let named: Vec<String> = worst[..5].iter().map(|w| w.1.to_string()).collect();
+    assert!(
+        heat.contains(&format!("data-worst=\"{}\"", named.join(","))),
+        "worst CPUs {named:?}: {}",
+        &heat[..120]
+    );
+    // The line charts: the 8 worst CPUs, and a note saying so.
+    let mut eight: Vec<u32> = worst[..8].iter().map(|w| w.1).collect();
+    eight.sort_unstable();
+    for cpu in 0..64u32 {
+        let line = format!("data-cpu=\"{cpu}\" data-kind=\"max\"");
+        assert_eq!(dom.contains(&line), eight.contains(&cpu), "cpu{cpu} line");
+    }
+    assert!(dom.contains("the 8 worst of 64 CPUs (all in the heat map)"));
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    assert!(std::fs::metadata(&shot).unwrap().len() > 20_000);
+    let _ = std::fs::copy(&shot, target.join("monitor-dashboard-64.png"));
+}
+
 fn laptop_tree(dir: &Path) -> PathBuf {
     let root = dir.join("root");
     latlab_testkit::copy_machine_to("laptop-intel", &[], &root);
