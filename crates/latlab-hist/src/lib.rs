@@ -246,6 +246,32 @@ impl Histogram {
         value
     }
 
+    /// Keep every value at a coarser resolution, for old windows that need less: the counts of
+    /// each run of `2^shift` neighbouring buckets (`shift` at most 10) move to the run's middle
+    /// bucket. Values below 2048 ns then resolve to 2^shift ns and larger ones to 2^shift/1024
+    /// of their value (shift 4: 16 ns, 1.6 %); count, minimum, maximum and sum stay exact, and
+    /// fewer populated buckets make a smaller encoding. Coarsening twice with the same `shift`
+    /// changes nothing more.
+    pub fn coarsen(&mut self, shift: u32) {
+        let shift = shift.min(SUB_HALF_MAG);
+        if self.count == 0 || shift == 0 {
+            return;
+        }
+        let range = self.occupied();
+        let (lo, hi) = (range.start, range.end - 1);
+        let group = 1usize << shift;
+        let mut i = lo & !(group - 1);
+        while i <= hi {
+            let (start, end) = (i.max(lo), (i + group).min(hi + 1));
+            let n: u64 = self.counts[start..end].iter().sum();
+            if n > 0 {
+                self.counts[start..end].fill(0);
+                self.counts[(i + group / 2).clamp(lo, hi)] += n;
+            }
+            i += group;
+        }
+    }
+
     /// Forget every value, keeping the allocation.
     pub fn clear(&mut self) {
         if self.count > 0 {

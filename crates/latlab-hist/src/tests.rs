@@ -259,3 +259,47 @@ fn drain_into_merges_reports_the_percentile_and_clears() {
     }
     assert_eq!(Histogram::new().drain_into(&mut total, 99.0), 0);
 }
+
+#[test]
+fn a_coarsened_histogram_keeps_its_statistics_within_the_promised_error_in_fewer_bytes() {
+    let mut rng = StdRng::seed_from_u64(17);
+    let mut values: Vec<u64> = (0..200_000).map(|_| latency_like(&mut rng)).collect();
+    let mut h = Histogram::new();
+    for v in &values {
+        h.record(*v);
+    }
+    values.sort_unstable();
+    let fine = h.encode().len();
+    let shift = 4;
+    let mut c = h.clone();
+    c.coarsen(shift);
+    assert_eq!(
+        (c.count(), c.min(), c.max(), c.sum()),
+        (h.count(), h.min(), h.max(), h.sum())
+    );
+    for q in [1.0, 50.0, 90.0, 99.0, 99.9, 99.99] {
+        let want = reference_percentile(&values, q);
+        let got = c.percentile(q);
+        // 2^shift ns below 2048 ns, 2^shift/1024 of the value above, plus the fine tolerance.
+        let allowed = (want >> (10 - shift)).max(1 << shift) + tolerance(want);
+        assert!(
+            got.abs_diff(want) <= allowed,
+            "p{q}: {got} vs {want} (allowed {allowed})"
+        );
+    }
+    let coarse = c.encode().len();
+    assert!(coarse * 3 < fine, "{coarse} bytes coarsened, {fine} fine");
+    // It decodes as any histogram, and coarsening again changes nothing.
+    let back = Histogram::decode(&c.encode()).unwrap();
+    assert_eq!(back, c);
+    let mut again = c.clone();
+    again.coarsen(shift);
+    assert_eq!(again, c);
+    // Nothing to do for an empty histogram or a shift of 0.
+    let mut e = Histogram::new();
+    e.coarsen(4);
+    assert!(e.is_empty());
+    let mut same = h.clone();
+    same.coarsen(0);
+    assert_eq!(same, h);
+}

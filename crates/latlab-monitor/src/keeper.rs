@@ -23,13 +23,18 @@ use latlab_measure::ClosedWindow;
 use latlab_model::samples::{PowerSource, Sample, ThermalSummary};
 use latlab_model::units::format_duration;
 use latlab_store::{
-    Annotation, FileFate, MonitorSpike, MonitorWindow, SeriesSpec, SeriesState, Store, WindowSet,
+    Annotation, COARSE_SHIFT, FULL_RESOLUTION_NS, FileFate, MonitorSpike, MonitorWindow,
+    SeriesSpec, SeriesState, Store, WindowSet,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// Most windows one ageing step coarsens (one transaction of well under a second, so the
+/// windows behind it wait no longer).
+pub const AGE_BATCH: u32 = 2000;
 
 /// What the measuring side sends.
 pub enum Msg {
@@ -245,8 +250,13 @@ impl Keeper {
                 self.switched(s);
             }
             if Instant::now() >= self.next_merge {
-                self.retention();
-                self.next_merge = Instant::now() + self.setup.merge_every;
+                // Ageing a backlog of windows goes on in short steps between windows.
+                let again = if self.retention() {
+                    Duration::from_secs(1)
+                } else {
+                    self.setup.merge_every
+                };
+                self.next_merge = Instant::now() + again;
             }
         }
         if let Some(mut sw) = self.switcher.take() {
@@ -518,19 +528,36 @@ impl Keeper {
         self.error(msg);
     }
 
-    /// Merge windows older than the retention into hourly rows.
-    pub fn retention(&mut self) {
-        let before = super::unix_now_ns().saturating_sub(self.setup.retention_ns);
+    /// Merge windows older than the retention into hourly rows, and keep the histograms of
+    /// windows older than [`FULL_RESOLUTION_NS`] at [`COARSE_SHIFT`], [`AGE_BATCH`] at a time.
+    /// True when more windows wait to be coarsened.
+    pub fn retention(&mut self) -> bool {
+        let now = super::unix_now_ns();
+        let series = self.setup.series.id;
         let Some(store) = self.store.as_mut() else {
-            return;
+            return false;
         };
-        match store.merge_old_windows(self.setup.series.id, before) {
+        let merged = store.merge_old_windows(series, now.saturating_sub(self.setup.retention_ns));
+        let aged = store.coarsen_old_windows(
+            series,
+            now.saturating_sub(FULL_RESOLUTION_NS),
+            COARSE_SHIFT,
+            AGE_BATCH,
+        );
+        match merged {
             Ok(m) if m.hours > 0 => eprintln!(
                 "latlab: retention: merged {} windows into {} hourly rows",
                 m.sets_merged, m.hours
             ),
             Ok(_) => {}
             Err(e) => self.error(format!("retention merge: {e}")),
+        }
+        match aged {
+            Ok(n) => n == u64::from(AGE_BATCH),
+            Err(e) => {
+                self.error(format!("retention: coarsening old histograms: {e}"));
+                false
+            }
         }
     }
 

@@ -2,18 +2,20 @@
 //! measuring the store, the dashboard and `/metrics` at a size no test machine reaches (64 or
 //! 256 CPUs, a year). Every window goes through the store's `insert_window_set`, every mark
 //! through `add_annotation`, and the retention merge runs once per simulated hour as the
-//! keeper runs it, so the file holds what a daemon's would, merged hours included.
+//! keeper runs it (and with it the coarsening of histograms older than a week), so the file
+//! holds what a daemon's would, merged hours and aged windows included.
 //!
 //! The windows are invented, and said to be: the series is named as given, its configuration
 //! says `synthetic`, and its first annotation says how it was made. Each CPU-window's histogram
 //! has the shape of a real one at the interval (a body of a few hundred populated buckets, a
 //! tail, an occasional spike), seeded so the same arguments give the same file.
 
+use crate::keeper::AGE_BATCH;
 use latlab_hist::Histogram;
 use latlab_model::monitor::{MonitorSpike, MonitorWindow, SeriesConfig, WindowSet};
 use latlab_model::samples::CpuSummary;
 use latlab_model::{MeasureConfig, SystemInfo};
-use latlab_store::{Annotation, SeriesSpec, Store, StoreError};
+use latlab_store::{Annotation, COARSE_SHIFT, FULL_RESOLUTION_NS, SeriesSpec, Store, StoreError};
 
 /// What to write.
 #[derive(Debug, Clone)]
@@ -33,6 +35,8 @@ pub struct Synthetic {
 pub struct Written {
     pub sets: u64,
     pub merged_hours: u64,
+    /// Per-CPU windows whose histograms were coarsened as they aged.
+    pub coarsened: u64,
 }
 
 /// splitmix64, for values that are the same for the same seed.
@@ -168,10 +172,18 @@ pub fn fill(
         store.insert_window_set(series.id, &set)?;
         written.sets += 1;
         let t = set.end_unix_ns;
-        // The keeper's hourly merge, on the series' own clock.
+        // The keeper's hourly merge and ageing, on the series' own clock.
         if t / hour != start / hour {
             let m = store.merge_old_windows(series.id, t.saturating_sub(spec.retention_ns))?;
             written.merged_hours += m.hours;
+            let old = t.saturating_sub(FULL_RESOLUTION_NS);
+            loop {
+                let n = store.coarsen_old_windows(series.id, old, COARSE_SHIFT, AGE_BATCH)?;
+                written.coarsened += n;
+                if n < u64::from(AGE_BATCH) {
+                    break;
+                }
+            }
         }
         if k % 1000 == 0 {
             progress(k, total);
@@ -212,8 +224,43 @@ mod tests {
         assert_eq!(rows.len(), 2, "one row per CPU");
         assert!(rows.iter().all(|r| r.count >= 1_500_000), "{rows:?}");
         assert!(store.check().unwrap().problems.is_empty());
+        assert_eq!(w.coarsened, 0, "nothing a week old");
         // Again: refused, the series exists.
         let again = fill(&mut store, &spec, SystemInfo::default(), &mut |_, _| {});
         assert!(again.unwrap_err().to_string().contains("already has"));
+    }
+
+    #[test]
+    fn windows_older_than_a_week_are_coarsened_as_the_keeper_ages_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("s.db")).unwrap();
+        let hour = 3_600_000_000_000u64;
+        let spec = Synthetic {
+            name: "aged".into(),
+            cpus: 1,
+            window_ns: hour,
+            span_ns: 8 * 24 * hour,
+            interval_ns: 200_000,
+            retention_ns: 90 * 24 * hour,
+            seed: 3,
+        };
+        let w = fill(&mut store, &spec, SystemInfo::default(), &mut |_, _| {}).unwrap();
+        assert_eq!(w.sets, 192);
+        assert!(
+            (23..=25).contains(&w.coarsened),
+            "a day of hourly windows: {w:?}"
+        );
+        let id = store.find_series("aged").unwrap().unwrap();
+        let rows = store.monitor_windows(id, 0, u64::MAX >> 1, None).unwrap();
+        let bytes = |r: &latlab_store::MonitorWindowRow| {
+            let (h, _) = store
+                .monitor_window_detail(id, r.start_unix_ns, r.cpu)
+                .unwrap()
+                .unwrap();
+            h.encode().len()
+        };
+        let (old, new) = (bytes(&rows[0]), bytes(&rows[rows.len() - 1]));
+        assert!(old * 2 < new, "aged {old} bytes, new {new} bytes");
+        assert!(store.check().unwrap().problems.is_empty());
     }
 }

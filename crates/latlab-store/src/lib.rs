@@ -30,8 +30,9 @@ pub use check::CheckReport;
 pub use experiments::{Cell, CellRef, CellStatus, Experiment, ExperimentId, ExperimentStatus};
 pub use latlab_model::RunResult;
 pub use monitor::{
-    Annotation, HOUR_NS, MergeSummary, MonitorSpike, MonitorWindow, MonitorWindowRow, SeriesConfig,
-    SeriesExtent, SeriesId, SeriesSpec, SeriesState, WindowSet, WindowSetRow,
+    Annotation, COARSE_SHIFT, FULL_RESOLUTION_NS, HOUR_NS, MergeSummary, MonitorSpike,
+    MonitorWindow, MonitorWindowRow, SeriesConfig, SeriesExtent, SeriesId, SeriesSpec, SeriesState,
+    WindowSet, WindowSetRow,
 };
 pub use rollups::{DAY_NS, ROLLUP_SPANS_NS, Weighted, WindowSummary};
 pub use runs::{RunFilter, RunId, RunSummary};

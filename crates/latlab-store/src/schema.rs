@@ -360,8 +360,10 @@ CREATE TABLE monitor_rollups (
     PRIMARY KEY (series_id, span_ns, start_unix_ns, cpu)
 );
 
--- The columns a timeline reads, beside the histogram: read from this index, a range of windows
--- never touches the histograms' pages.
-CREATE INDEX monitor_windows_summary ON monitor_windows(series_id, start_unix_ns, cpu, count,
-    min_ns, max_ns, p99_ns, p99_9_ns, missed, cpu_summary);
+-- The resolution a window's histogram is kept at: 0 as measured, else the shift it was coarsened
+-- with as it aged (`Histogram::coarsen`).
+ALTER TABLE monitor_windows ADD COLUMN coarse_shift INTEGER NOT NULL DEFAULT 0;
+-- The windows still at full resolution (the newest ones), for the ageing pass.
+CREATE INDEX monitor_windows_fine ON monitor_windows(series_id, start_unix_ns)
+    WHERE coarse_shift = 0;
 "#;

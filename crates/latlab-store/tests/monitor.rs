@@ -540,7 +540,8 @@ fn totals_follow_every_set_survive_merges_and_are_filled_in_older_stores() {
     drop(store);
     let conn = Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP INDEX monitor_windows_summary; DROP TABLE monitor_rollups;
+        "DROP INDEX monitor_windows_fine;
+         ALTER TABLE monitor_windows DROP COLUMN coarse_shift; DROP TABLE monitor_rollups;
          DROP TABLE monitor_cpu_totals; DROP TABLE monitor_totals;
          PRAGMA user_version = 3;",
     )
@@ -580,5 +581,87 @@ fn totals_follow_every_set_survive_merges_and_are_filled_in_older_stores() {
         report.problems[0].starts_with("monitor series host totals cpu0: hold "),
         "{:?}",
         report.problems
+    );
+}
+
+#[test]
+fn old_windows_keep_coarser_histograms_with_exact_statistics_and_merge_as_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(dir.path().join("m.db")).unwrap();
+    let s = store.open_series(&spec("host")).unwrap();
+    let mut rng = common::Rng::new(9);
+    let sets: Vec<WindowSet> = (0..30).map(|k| window_set(k, &mut rng)).collect();
+    for set in &sets {
+        store.insert_window_set(s.id, set).unwrap();
+    }
+    let totals = store.series_totals(s.id).unwrap();
+    let size = |store: &Store, k: usize, cpu: u32| {
+        let (h, _) = store
+            .monitor_window_detail(s.id, sets[k].start_unix_ns, cpu)
+            .unwrap()
+            .unwrap();
+        (h.encode().len(), h)
+    };
+    let (fine_bytes, _) = size(&store, 0, 0);
+    // Hour 0: 12 windows on CPU 0 and 6 on CPU 1, in batches, oldest first.
+    let before = T0 + HOUR;
+    assert_eq!(
+        store
+            .coarsen_old_windows(s.id, before, COARSE_SHIFT, 10)
+            .unwrap(),
+        10
+    );
+    assert_eq!(
+        store
+            .coarsen_old_windows(s.id, before, COARSE_SHIFT, 10)
+            .unwrap(),
+        8
+    );
+    assert_eq!(
+        store
+            .coarsen_old_windows(s.id, before, COARSE_SHIFT, 10)
+            .unwrap(),
+        0,
+        "nothing left"
+    );
+    for (k, set) in sets.iter().enumerate() {
+        for w in &set.cpus {
+            let (bytes, h) = size(&store, k, w.cpu);
+            let orig = &w.histogram;
+            assert_eq!(
+                (h.count(), h.min(), h.max(), h.sum()),
+                (orig.count(), orig.min(), orig.max(), orig.sum())
+            );
+            if set.start_unix_ns < before {
+                assert!(bytes < fine_bytes, "window {k} cpu{}: {bytes} bytes", w.cpu);
+                let (a, b) = (h.percentile(99.0), orig.percentile(99.0));
+                assert!(
+                    a.abs_diff(b) <= (b >> (10 - COARSE_SHIFT)).max(1 << COARSE_SHIFT) + 100,
+                    "p99 {a} vs {b}"
+                );
+            } else {
+                assert_eq!(&h, orig, "window {k} is newer: as measured");
+            }
+        }
+    }
+    // The stored percentiles stay as measured; totals do not change; the store checks clean.
+    let row = &store.monitor_windows(s.id, T0, T0 + 1, Some(0)).unwrap()[0];
+    assert_eq!(row.p99_ns, sets[0].cpus[0].histogram.percentile(99.0));
+    assert_eq!(store.series_totals(s.id).unwrap(), totals);
+    assert!(store.check().unwrap().is_ok());
+    // Coarse windows merge into hourly rows like any other.
+    store.merge_old_windows(s.id, T0 + 2 * HOUR).unwrap();
+    assert!(store.check().unwrap().is_ok());
+    let hour0 = store
+        .monitor_windows(s.id, T0, T0 + 1, Some(0))
+        .unwrap()
+        .remove(0);
+    assert_eq!(hour0.windows, 12);
+    assert_eq!(
+        hour0.count,
+        sets[..12]
+            .iter()
+            .map(|s| s.cpus[0].histogram.count())
+            .sum::<u64>()
     );
 }

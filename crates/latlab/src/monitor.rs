@@ -136,10 +136,12 @@ pub fn fill(args: FillArgs, sys: &Sys) -> CliResult<ExitCode> {
     })
     .map_err(|e| CliError::Failed(anyhow::anyhow!("{}: {e}", args.db.display())))?;
     eprintln!(
-        "\rlatlab: {} window sets of {} CPUs written, {} hours merged, in {:.1} s",
+        "\rlatlab: {} window sets of {} CPUs written, {} hours merged, {} CPU-windows coarsened, \
+         in {:.1} s",
         w.sets,
         spec.cpus,
         w.merged_hours,
+        w.coarsened,
         started.elapsed().as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)
