@@ -5,9 +5,9 @@ Given a store holding a monitoring series (written by `latlab fill-monitor`, e.g
 30 days), it serves the store with `latlab serve` and asks each item N times (default 50),
 recording p50, p95 and max of the answer time: the dashboard's timeline for 6 h, a day, a week,
 a month, a year and a custom range (what the page asks: `points` 1500), the worst-windows table,
-a window's deep link with its histogram, and /metrics (its first answer apart: it reads the
-whole series once). Also the server's resident memory after all that, the store's size per
-CPU-window, and how long `latlab db check` takes. It writes a JSON result.
+a window's deep link with its histogram, and /metrics (its first answer apart). Also the
+server's resident memory after all that, the store's size per CPU-window, and how long
+`latlab db check` (and with --vacuum `latlab db vacuum`) takes. It writes a JSON result.
 
 Standard library only (Python 3.11). Build the store first, e.g.:
     target/release/latlab fill-monitor --db /var/tmp/m64.db --cpus 64 --span 30d --name m64
@@ -21,7 +21,9 @@ import http.client
 import json
 import sqlite3
 import statistics
+import re
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,6 +55,29 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def render_times(port: int, ranges: dict[str, int]) -> dict:
+    """The page in headless Chromium for each range: how long its charts take to draw (the
+    page's own `data-render-ms`, from the data's arrival to the last chart drawn)."""
+    out = {}
+    for name, span in list(ranges.items()) + [("all", "all")]:
+        with tempfile.TemporaryDirectory() as profile:
+            t = time.perf_counter()
+            dom = subprocess.run(
+                ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                 f"--user-data-dir={profile}", "--window-size=1280,2000",
+                 "--virtual-time-budget=60000", "--dump-dom",
+                 f"http://127.0.0.1:{port}/#range={span}"],
+                capture_output=True, text=True, timeout=300).stdout
+            wall = time.perf_counter() - t
+        m = re.search(r'data-render-ms="(\d+)"', dom)
+        rows = re.search(r'data-rows="(\d+)"', dom)
+        out[name] = {"render_ms": int(m.group(1)) if m else None,
+                     "rows": int(rows.group(1)) if rows else None, "chromium_s": wall}
+        print(f"page {name:6s} charts drawn in {out[name]['render_ms']} ms "
+              f"({out[name]['rows']} time groups; chromium run {wall:.1f} s)", flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--latlab", default=str(REPO / "target/release/latlab"))
@@ -60,6 +85,10 @@ def main() -> None:
     ap.add_argument("--series", required=True, help="name of the series to ask about")
     ap.add_argument("-n", type=int, default=50, help="requests per item")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    ap.add_argument("--browser", action="store_true",
+                    help="also time drawing the page in headless Chromium for each range")
+    ap.add_argument("--vacuum", action="store_true",
+                    help="also time `latlab db vacuum` (rewrites the store's file)")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     if not Path(a.latlab).is_file():
@@ -138,6 +167,8 @@ def main() -> None:
             print(f"{name:40s} p50 {s['p50_ms']:9.1f} ms  p95 {s['p95_ms']:9.1f} ms  "
                   f"max {s['max_ms']:9.1f} ms  {nbytes} B", flush=True)
         result["rss_kib_end"] = rss_kib(server.pid)
+        if a.browser:
+            result["render"] = render_times(port, ranges)
     finally:
         server.terminate()
         try:
@@ -150,6 +181,13 @@ def main() -> None:
     check = subprocess.run([a.latlab, "db", "check", "--db", str(a.db)], capture_output=True,
                            text=True)
     result["db_check"] = {"exit": check.returncode, "s": time.perf_counter() - t}
+    if a.vacuum:
+        t = time.perf_counter()
+        vac = subprocess.run([a.latlab, "db", "vacuum", "--db", str(a.db)], capture_output=True,
+                             text=True)
+        result["db_vacuum"] = {"exit": vac.returncode, "s": time.perf_counter() - t,
+                               "bytes_after": a.db.stat().st_size}
+        print(f"db vacuum {result['db_vacuum']['s']:.1f} s (exit {vac.returncode})")
     print(f"server RSS {result['rss_kib_end'] / 1024:.0f} MiB; store {size / 2**20:.0f} MiB, "
           f"{result['bytes_per_cpu_window']:.0f} B per CPU-window; db check "
           f"{result['db_check']['s']:.1f} s (exit {check.returncode})")

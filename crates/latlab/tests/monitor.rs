@@ -520,6 +520,19 @@ fn metrics_scraped_by_prometheus_match_the_store() {
     }
 }
 
+/// `latlab serve` of `db` on a free loopback port, once it accepts connections (log in `dir`).
+fn serve(db: &Path, dir: &Path) -> (Proc, SocketAddr) {
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut c = latlab!();
+    c.args(["serve", "--listen", &addr.to_string(), "--db"])
+        .arg(db);
+    let s = Proc::start(c, dir.join("s.log"));
+    wait_for("listening", Duration::from_secs(20), || {
+        TcpStream::connect(addr).is_ok()
+    });
+    (s, addr)
+}
+
 fn chromium(args: &[String]) -> (String, String) {
     let out = Command::new("chromium")
         .args([
@@ -737,15 +750,7 @@ fn the_dashboard_shows_64_cpus_in_a_heat_map_and_names_the_worst() {
     }
     worst.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     drop(store);
-    let port = free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let mut c = latlab!();
-    c.args(["serve", "--listen", &addr.to_string(), "--db"])
-        .arg(&db);
-    let s = Proc::start(c, dir.path().join("s.log"));
-    wait_for("listening", Duration::from_secs(20), || {
-        TcpStream::connect(addr).is_ok()
-    });
+    let (s, addr) = serve(&db, dir.path());
     let profile = |n: &str| format!("--user-data-dir={}", dir.path().join(n).display());
     let url = format!("http://{addr}/");
     let (dom, log) = chromium(&[profile("p1"), "--dump-dom".into(), url.clone()]);
@@ -1147,15 +1152,7 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("w.db");
     let (t0, t1) = small_store(&db);
-    let port = free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let mut c = latlab!();
-    c.args(["serve", "--listen", &addr.to_string(), "--db"])
-        .arg(&db);
-    let s = Proc::start(c, dir.path().join("s.log"));
-    wait_for("listening", Duration::from_secs(20), || {
-        TcpStream::connect(addr).is_ok()
-    });
+    let (s, addr) = serve(&db, dir.path());
 
     let (status, head, body) = get(addr, "/");
     assert_eq!(status, 200);

@@ -624,8 +624,10 @@ async function load() {
   ]);
   st.data = data;
   st.range = [from, to];
+  const drawn = performance.now();
   render();
   drawWorst(worst);
+  document.body.dataset.renderMs = String(Math.round(performance.now() - drawn));
   drawStatus();
   document.body.dataset.ready = '1';
   document.body.dataset.cpus = data.cpus.join(',');
@@ -687,6 +689,9 @@ async function init() {
     load().catch((e) => recordError(String(e)));
   });
   $('window-close').addEventListener('click', () => { $('panel-window').hidden = true; });
+  // A link to a range: #range=<ms> or #range=all (the buttons' values).
+  const r = /^#range=(all|\d+)$/.exec(location.hash);
+  if (r) st.span = r[1] === 'all' ? 'all' : Number(r[1]);
   markRange();
   drawStatus();
   await load();
