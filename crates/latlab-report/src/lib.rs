@@ -22,6 +22,9 @@
 //!   without plots ([`ReportFormat`] picks one by name); [`compare_text`]: two cells side by side.
 //! - [`run_csv`] / [`histogram_csv`] / [`windows_csv`] / [`spikes_csv`]: one run as CSV.
 //!
+//! - [`gate`]: `--max-latency`, `--max-p99`, `--max-missed` against a run; [`junit`]: JUnit XML
+//!   of runs and checks.
+//!
 //! cyclictest files count in whole microseconds, truncated: a sample of 1 999 ns is in the 1 µs
 //! bucket, as cyclictest's `diff / 1000` puts it.
 
@@ -37,6 +40,10 @@ pub use cyclictest_hist::{HIST_MAX_US, histfile};
 pub use cyclictest_json::{RT_TESTS_VERSION, cyclictest_json, cyclictest_json_with_range};
 pub use sysinfo::sysinfo_text;
 pub use text::summary_table;
+
+// Pass/fail limits of a run and the JUnit XML that CI systems read.
+pub mod gate;
+pub mod junit;
 
 // Reports over cells of repeated runs: HTML, text, Markdown, JSON, CSV, and `latlab compare`.
 mod analysis;

@@ -316,6 +316,56 @@ pub fn check_tree(name: &str) -> tempfile::TempDir {
     }
 }
 
+/// Read a JUnit XML file with junitparser (the Python reader CI tools build on, installed from
+/// Debian's python3-junitparser by scripts/test.sh) as JSON: `[{"name", "tests", "failures",
+/// "errors", "skipped", "cases": [{"classname", "name", "time", "result": "passed" | "failure" |
+/// "error" | "skipped", "message"}]}]`. `None` (and a note saying why) where it is not installed.
+pub fn junit_read(path: &Path) -> Option<serde_json::Value> {
+    const READER: &str = r#"
+import json, sys
+from junitparser import JUnitXml, Failure, Error, Skipped
+xml = JUnitXml.fromfile(sys.argv[1])
+suites = []
+for s in xml:
+    cases = []
+    for c in s:
+        result, message = "passed", None
+        for r in c.result:
+            result = {Failure: "failure", Error: "error", Skipped: "skipped"}.get(type(r), "other")
+            message = r.message
+        cases.append({"classname": c.classname, "name": c.name, "time": c.time,
+                      "result": result, "message": message, "system_out": c.system_out})
+    suites.append({"name": s.name, "tests": s.tests, "failures": s.failures,
+                   "errors": s.errors, "skipped": s.skipped, "cases": cases})
+print(json.dumps(suites))
+"#;
+    let python = "/usr/bin/python3";
+    let ok = Path::new(python).exists()
+        && Command::new(python)
+            .args(["-c", "import junitparser"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!(
+            "note: JUnit output not read by junitparser: {python} with python3-junitparser is \
+             not installed (scripts/test.sh installs it)"
+        );
+        return None;
+    }
+    let out = Command::new(python)
+        .args(["-c", READER])
+        .arg(path)
+        .output()
+        .expect("running junitparser");
+    assert!(
+        out.status.success(),
+        "junitparser could not read {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).expect("junitparser's JSON"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,13 @@ pub fn with_unit(text: &str) -> Result<Ns, ParseError> {
     parse_duration(text, None).map(Ns)
 }
 
+/// A count (`--max-missed 10`): a whole number, 0 or more.
+pub fn count(text: &str) -> Result<u64, String> {
+    text.trim().parse().map_err(|_| {
+        format!("{text:?} is not a count (accepted: a whole number, 0 or more, e.g. 10)")
+    })
+}
+
 /// `--cpus`: a CPU list, or `all` (every online CPU).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cpus {
@@ -168,6 +175,115 @@ impl MeasureOpts {
             )));
         }
         Ok(self.sample_period.0)
+    }
+}
+
+/// Pass/fail limits of the commands that measure (`measure`, `run`) and their JUnit output: a
+/// limit exceeded ends the command with exit code 4 and one line per CPU.
+#[derive(Args, Debug, Clone, Default)]
+pub struct GateArgs {
+    /// Fail (exit code 4) when a CPU's worst wake-up latency exceeds DUR (bare number: us).
+    #[arg(long, value_name = "DUR", value_parser = us)]
+    pub max_latency: Option<Ns>,
+
+    /// Fail (exit code 4) when a CPU's 99th percentile exceeds DUR (bare number: us).
+    #[arg(long, value_name = "DUR", value_parser = us)]
+    pub max_p99: Option<Ns>,
+
+    /// Fail (exit code 4) when a CPU missed more than N periods.
+    #[arg(long, value_name = "N", value_parser = count)]
+    pub max_missed: Option<u64>,
+
+    /// Write JUnit XML to FILE: one test case per CPU (per cell and CPU for `run`), failed where
+    /// a limit is exceeded.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<std::path::PathBuf>,
+}
+
+impl GateArgs {
+    /// The limits, checked: a latency limit of 0 can never be met.
+    pub fn limits(&self) -> CliResult<latlab_report::gate::Limits> {
+        for (flag, v) in [
+            ("--max-latency", self.max_latency),
+            ("--max-p99", self.max_p99),
+        ] {
+            if v == Some(Ns(0)) {
+                return Err(CliError::Usage(format!(
+                    "{flag} 0: no wake-up takes no time (accepted: a duration above 0, e.g. 50us)"
+                )));
+            }
+        }
+        Ok(latlab_report::gate::Limits {
+            max_ns: self.max_latency.map(|n| n.0),
+            p99_ns: self.max_p99.map(|n| n.0),
+            missed: self.max_missed,
+        })
+    }
+}
+
+/// The end of a command that checked limits: one line per limit exceeded, exit code 4; else
+/// success.
+pub fn gate_exit(breaches: &[latlab_report::gate::Breach]) -> std::process::ExitCode {
+    for b in breaches {
+        eprintln!("latlab: limit exceeded: {}", b.line());
+    }
+    if breaches.is_empty() {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(latlab_report::gate::EXIT_LIMIT)
+    }
+}
+
+/// An output file named on the command line (`-` is stdout), created before anything runs so a
+/// bad path fails as bad input before anything is measured.
+pub struct OutputFile {
+    flag: &'static str,
+    path: std::path::PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl OutputFile {
+    pub fn open(flag: &'static str, path: &Option<std::path::PathBuf>) -> CliResult<Option<Self>> {
+        let Some(path) = path else { return Ok(None) };
+        if path.as_os_str() == "-" {
+            return Ok(Some(OutputFile {
+                flag,
+                path: path.clone(),
+                file: None,
+            }));
+        }
+        let file = std::fs::File::create(path).map_err(|e| {
+            CliError::Usage(format!(
+                "{flag} {}: {e} (accepted: a writable file path)",
+                path.display()
+            ))
+        })?;
+        Ok(Some(OutputFile {
+            flag,
+            path: path.clone(),
+            file: Some(file),
+        }))
+    }
+
+    /// Whether this output goes to stdout.
+    pub fn is_stdout(&self) -> bool {
+        self.file.is_none()
+    }
+
+    pub fn write(self, text: &str) -> anyhow::Result<()> {
+        use anyhow::Context;
+        use std::io::Write;
+        match self.file {
+            Some(mut f) => f
+                .write_all(text.as_bytes())
+                .and_then(|_| f.sync_all())
+                .with_context(|| format!("writing {} {}", self.flag, self.path.display())),
+            None => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes())?;
+                Ok(out.flush()?)
+            }
+        }
     }
 }
 

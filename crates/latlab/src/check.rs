@@ -55,6 +55,11 @@ pub struct CheckArgs {
     /// side.
     #[arg(long, value_name = "DURATION")]
     measure: Option<String>,
+
+    /// Write JUnit XML to FILE: one test case per check (a failure fails it, a warning passes
+    /// with its evidence, a check that does not apply is skipped).
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
 }
 
 /// What --fix did.
@@ -121,6 +126,12 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
             "--state-dir is only used with --fix".into(),
         ));
     }
+    let junit = crate::args::OutputFile::open("--junit", &args.junit)?;
+    if args.json && junit.as_ref().is_some_and(|o| o.is_stdout()) {
+        return Err(CliError::Usage(
+            "--json and --junit - both write to stdout (accepted: --junit FILE)".into(),
+        ));
+    }
     let who = UserChoice {
         explicit: args.user.clone(),
         sudo_user: std::env::var("SUDO_USER").ok().filter(|s| !s.is_empty()),
@@ -156,6 +167,9 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
             if let Some(m) = &measured {
                 print!("{}", measure_table(m));
             }
+        }
+        if let Some(out) = junit {
+            out.write(&junit_xml(&first, sys))?;
         }
         return Ok(ExitCode::from(first.exit_code()));
     }
@@ -209,11 +223,64 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
             print!("{}", measure_table(m));
         }
     }
+    if let Some(out) = junit {
+        out.write(&junit_xml(&after, sys))?;
+    }
     if let Some(e) = &outcome.error {
         eprintln!("latlab: error: --fix: {e}");
         return Ok(ExitCode::from(after.exit_code().max(1)));
     }
     Ok(ExitCode::from(after.exit_code()))
+}
+
+/// The report as JUnit XML: a case per check, classed by its group (`latlab.check.irq`).
+fn junit_xml(report: &Report, sys: &Sys) -> String {
+    use latlab_report::junit::{Outcome, TestCase, TestSuite, render};
+    let cases = report
+        .findings
+        .iter()
+        .map(|f| {
+            let o = &f.outcome;
+            let story = [o.evidence.as_str(), o.advice.as_str()]
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>();
+            let outcome = match o.verdict {
+                Verdict::Pass | Verdict::Warn => Outcome::Passed,
+                Verdict::NotApplicable => Outcome::Skipped {
+                    message: o.evidence.clone(),
+                },
+                Verdict::Fail => Outcome::Failed {
+                    message: story.join(" — "),
+                    text: story.join("\n"),
+                },
+            };
+            TestCase {
+                classname: format!("latlab.check.{}", f.id.split('.').next().unwrap_or(f.id)),
+                name: format!("{}: {}", f.id, f.title),
+                time_s: 0.0,
+                outcome,
+                output: match o.verdict {
+                    Verdict::Warn => format!("warn: {}", story.join("\n")),
+                    _ => o.evidence.clone(),
+                },
+            }
+        })
+        .collect();
+    render(&[TestSuite {
+        name: "latlab check".into(),
+        timestamp: latlab_model::rfc3339_utc(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        ),
+        hostname: sys
+            .read_trim("/proc/sys/kernel/hostname")
+            .unwrap_or_default(),
+        time_s: None,
+        properties: vec![("target".into(), report.target.name().into())],
+        cases,
+    }])
 }
 
 /// The JSON document: the final report with its exit code, plus what --fix and --measure did

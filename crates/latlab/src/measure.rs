@@ -1,29 +1,32 @@
 //! `latlab measure`: option names a cyclictest user recognises, validated into a
 //! [`MeasureConfig`] before anything runs; outputs written even when the run is interrupted.
 
-use crate::args::{self, MeasureOpts, Ns, usage};
+use crate::args::{self, GateArgs, MeasureOpts, Ns, OutputFile as Output, usage};
 use crate::cli_error::{CliError, CliResult};
 use crate::live::LiveView;
-use anyhow::Context;
 use clap::Args;
 use latlab_measure::StopSignal;
 use latlab_model::units::CpuList;
 use latlab_model::{Clock, DeadlineParams, MeasureConfig, Policy, RunResult, StopReason};
 use latlab_session::{Measurement, load_error};
 use latlab_sys::Sys;
-use std::fs::File;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
 #[command(
     after_help = "Durations take a unit: ns, us, ms, s, m, h, d (e.g. 100us, 1.5ms, 30s). \
-A bare number is microseconds for --interval and --break, seconds for --duration."
+A bare number is microseconds for --interval, --break and the limits, seconds for --duration.\n\n\
+Exit codes: 0 done within the limits, 1 a failure while measuring, 2 bad input (nothing was \
+touched), 4 a limit (--max-latency, --max-p99, --max-missed) exceeded."
 )]
 pub struct MeasureArgs {
     #[command(flatten)]
     pub opts: MeasureOpts,
+
+    #[command(flatten)]
+    pub gate: GateArgs,
 
     /// Period of each measuring thread (minimum 1us).
     #[arg(short = 'i', long, default_value = "1ms", value_name = "DUR", value_parser = args::us)]
@@ -201,51 +204,6 @@ impl MeasureArgs {
     }
 }
 
-/// An output file, created before the run so a bad path fails before anything is measured.
-struct Output {
-    flag: &'static str,
-    path: PathBuf,
-    file: Option<File>,
-}
-
-impl Output {
-    fn open(flag: &'static str, path: &Option<PathBuf>) -> CliResult<Option<Output>> {
-        let Some(path) = path else { return Ok(None) };
-        if path.as_os_str() == "-" {
-            return Ok(Some(Output {
-                flag,
-                path: path.clone(),
-                file: None,
-            }));
-        }
-        let file = File::create(path).map_err(|e| {
-            CliError::Usage(format!(
-                "{flag} {}: {e} (accepted: a writable file path)",
-                path.display()
-            ))
-        })?;
-        Ok(Some(Output {
-            flag,
-            path: path.clone(),
-            file: Some(file),
-        }))
-    }
-
-    fn write(self, text: &str) -> anyhow::Result<()> {
-        match self.file {
-            Some(mut f) => f
-                .write_all(text.as_bytes())
-                .and_then(|_| f.sync_all())
-                .with_context(|| format!("writing {} {}", self.flag, self.path.display())),
-            None => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(text.as_bytes())?;
-                Ok(out.flush()?)
-            }
-        }
-    }
-}
-
 impl MeasureArgs {
     /// Check everything (configuration, samplers, loads, profile) before anything is touched.
     pub fn prepare(&self, sys: &Sys) -> CliResult<Measurement> {
@@ -357,10 +315,18 @@ impl MeasureArgs {
 
 pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     let prepared = args.prepare(sys)?;
+    let limits = args.gate.limits()?;
     let json = Output::open("--json", &args.json)?;
+    let junit = Output::open("--junit", &args.gate.junit)?;
     let histfile = Output::open("--histfile", &args.histfile)?;
     let ctjson = Output::open("--cyclictest-json", &args.cyclictest_json)?;
-    let json_to_stdout = json.as_ref().is_some_and(|o| o.file.is_none());
+    let json_to_stdout = json.as_ref().is_some_and(|o| o.is_stdout());
+    if json_to_stdout && junit.as_ref().is_some_and(|o| o.is_stdout()) {
+        return Err(CliError::Usage(
+            "--json - and --junit - both write to stdout (accepted: at most one of them as -)"
+                .into(),
+        ));
+    }
     // A store that cannot be opened fails now, not after the measurement.
     if let Some(db) = &args.db {
         let path = latlab_store::resolve_path((!db.as_os_str().is_empty()).then_some(db.as_path()));
@@ -402,7 +368,12 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
             *value_ns as f64 / 1000.0
         );
     }
-    Ok(ExitCode::SUCCESS)
+    let breaches = limits.check(&result);
+    if let Some(o) = junit {
+        let suite = latlab_report::junit::measure_suite(&result, &limits);
+        o.write(&latlab_report::junit::render(&[suite]))?;
+    }
+    Ok(args::gate_exit(&breaches))
 }
 
 /// Stories printed after a traced run (the largest spikes); all are in the JSON and the store.

@@ -19,6 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Exit codes: 0 every run saved within the limits, 1 a run failed, 2 bad input \
+(nothing was touched), 4 a limit (--max-latency, --max-p99, --max-missed) exceeded, 130 \
+interrupted (continue with --resume)."
+)]
 pub struct RunArgs {
     /// The experiment plan (TOML; see examples/plans/).
     plan: PathBuf,
@@ -34,6 +39,9 @@ pub struct RunArgs {
     /// The results store (default ./latlab.db, or LATLAB_DB).
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
+
+    #[command(flatten)]
+    gate: crate::args::GateArgs,
 }
 
 /// A cell checked against this machine.
@@ -110,6 +118,7 @@ fn verdict_note(repeat: u32, runnable: usize) -> Option<String> {
 
 pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     let plan = ExperimentPlan::load(&args.plan).map_err(|e| CliError::Usage(e.to_string()))?;
+    let limits = args.gate.limits()?;
     let cells = plan.cells();
     let mut checked = Vec::with_capacity(cells.len());
     for cell in cells {
@@ -155,6 +164,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
+    let junit = crate::args::OutputFile::open("--junit", &args.gate.junit)?;
     let db_path = latlab_store::resolve_path(args.db.as_deref());
     let mut store = crate::args::open_store(&db_path)?;
     let (experiment, done) = if args.resume {
@@ -273,6 +283,16 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
     }
     progress.clear();
+    // The verdicts of every saved run of the experiment (also those of earlier, resumed parts).
+    let breaches = match junit {
+        Some(out) => {
+            let (suite, breaches) = experiment_suite(&store, experiment, &plan.name, &limits)?;
+            out.write(&latlab_report::junit::render(&[suite]))?;
+            breaches
+        }
+        None if limits.is_empty() => Vec::new(),
+        None => experiment_suite(&store, experiment, &plan.name, &limits)?.1,
+    };
     if interrupted.load(Ordering::SeqCst) {
         store.set_experiment_status(experiment, ExperimentStatus::Interrupted)?;
         eprintln!(
@@ -299,11 +319,57 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         failures,
         experiment.0
     );
-    Ok(if failures > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    if failures > 0 {
+        for b in &breaches {
+            eprintln!("latlab: limit exceeded: {}", b.line());
+        }
+        return Ok(ExitCode::from(1));
+    }
+    Ok(crate::args::gate_exit(&breaches))
+}
+
+/// The JUnit suite of an experiment as the store holds it, and the limits its runs exceeded.
+fn experiment_suite(
+    store: &latlab_store::Store,
+    experiment: latlab_store::ExperimentId,
+    name: &str,
+    limits: &latlab_report::gate::Limits,
+) -> CliResult<(
+    latlab_report::junit::TestSuite,
+    Vec<latlab_report::gate::Breach>,
+)> {
+    use latlab_report::junit::CellRuns;
+    let mut cells: Vec<CellRuns> = Vec::new();
+    for c in store.cells(experiment)? {
+        let at = match cells.iter().position(|x| x.key == c.key) {
+            Some(i) => i,
+            None => {
+                cells.push(CellRuns {
+                    key: c.key.clone(),
+                    ..CellRuns::default()
+                });
+                cells.len() - 1
+            }
+        };
+        let cell = &mut cells[at];
+        match c.status {
+            CellStatus::Skipped => cell.skipped = c.reason.clone(),
+            CellStatus::Failed => cell
+                .failed
+                .push((c.repeat, c.reason.clone().unwrap_or_default())),
+            CellStatus::Done | CellStatus::Pending => {
+                for id in c.runs {
+                    cell.runs.push((c.repeat, store.load_run(id)?));
+                }
+            }
+        }
+    }
+    Ok(latlab_report::junit::experiment_suite(
+        name,
+        &format!("e{}", experiment.0),
+        &cells,
+        limits,
+    ))
 }
 
 /// `2h03m`, `3m02s`, `20.3s`.

@@ -1,0 +1,224 @@
+//! Pass/fail limits on a run, as CI gates read them: the worst wake-up, the 99th percentile and
+//! the missed periods of each measuring thread against `--max-latency`, `--max-p99` and
+//! `--max-missed`. The values are the raw samples' (as cyclictest's `# Max Latencies` are); a
+//! thread that measured nothing cannot pass a latency limit.
+
+use latlab_model::units::format_us;
+use latlab_model::{RunResult, ThreadResult};
+
+/// The exit code of a run that exceeded a limit (0 ok, 1 failure, 2 bad input, 3 a failed
+/// check, 4 a limit exceeded).
+pub const EXIT_LIMIT: u8 = 4;
+
+/// Limits a run must stay within; `None` is no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    pub max_ns: Option<u64>,
+    pub p99_ns: Option<u64>,
+    pub missed: Option<u64>,
+}
+
+/// One limit a thread exceeded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Breach {
+    /// The thread's label (`cpu3`).
+    pub thread: String,
+    pub what: Measure,
+    /// The measured value (ns for latencies, periods for missed); `None`: nothing measured.
+    pub value: Option<u64>,
+    pub limit: u64,
+}
+
+/// What a limit bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    Max,
+    P99,
+    Missed,
+}
+
+impl Measure {
+    pub fn name(self) -> &'static str {
+        match self {
+            Measure::Max => "max",
+            Measure::P99 => "p99",
+            Measure::Missed => "missed periods",
+        }
+    }
+    fn flag(self) -> &'static str {
+        match self {
+            Measure::Max => "--max-latency",
+            Measure::P99 => "--max-p99",
+            Measure::Missed => "--max-missed",
+        }
+    }
+    fn amount(self, v: u64) -> String {
+        match self {
+            Measure::Missed => v.to_string(),
+            _ => format!("{} us", format_us(v, 1)),
+        }
+    }
+}
+
+impl Breach {
+    /// `cpu3: max 62.1 us exceeds the limit 50.0 us (--max-latency)`.
+    pub fn line(&self) -> String {
+        match self.value {
+            Some(v) => format!(
+                "{}: {} {} exceeds the limit {} ({})",
+                self.thread,
+                self.what.name(),
+                self.what.amount(v),
+                self.what.amount(self.limit),
+                self.what.flag()
+            ),
+            None => format!(
+                "{}: no samples, so {} cannot be shown within the limit {} ({})",
+                self.thread,
+                self.what.name(),
+                self.what.amount(self.limit),
+                self.what.flag()
+            ),
+        }
+    }
+}
+
+impl Limits {
+    pub fn is_empty(&self) -> bool {
+        *self == Limits::default()
+    }
+
+    /// The limits one thread exceeded, in the order max, p99, missed.
+    pub fn check_thread(&self, t: &ThreadResult) -> Vec<Breach> {
+        let measured = t.stats.count > 0;
+        let mut out = Vec::new();
+        let mut latency = |what: Measure, limit: Option<u64>, value: u64| {
+            if let Some(limit) = limit {
+                if !measured {
+                    out.push(Breach {
+                        thread: t.label.clone(),
+                        what,
+                        value: None,
+                        limit,
+                    });
+                } else if value > limit {
+                    out.push(Breach {
+                        thread: t.label.clone(),
+                        what,
+                        value: Some(value),
+                        limit,
+                    });
+                }
+            }
+        };
+        latency(Measure::Max, self.max_ns, t.stats.max);
+        latency(Measure::P99, self.p99_ns, t.stats.p99);
+        if let Some(limit) = self.missed
+            && t.missed > limit
+        {
+            out.push(Breach {
+                thread: t.label.clone(),
+                what: Measure::Missed,
+                value: Some(t.missed),
+                limit,
+            });
+        }
+        out
+    }
+
+    /// Every limit every thread of the run exceeded.
+    pub fn check(&self, result: &RunResult) -> Vec<Breach> {
+        result
+            .threads
+            .iter()
+            .flat_map(|t| self.check_thread(t))
+            .collect()
+    }
+
+    /// `max ≤ 50.0 us, p99 ≤ 20.0 us`, or `no limits`.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = [
+            (Measure::Max, self.max_ns),
+            (Measure::P99, self.p99_ns),
+            (Measure::Missed, self.missed),
+        ]
+        .into_iter()
+        .filter_map(|(m, l)| l.map(|l| format!("{} ≤ {}", m.name(), m.amount(l))))
+        .collect();
+        if parts.is_empty() {
+            "no limits".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use latlab_testkit::run::{hist, result, thread};
+
+    fn run() -> RunResult {
+        // cpu0 tops out at 40 us, cpu1 at 120 us with 3 missed periods.
+        let t0 = thread("cpu0", Some(0), 10, 0, hist(&[(5_000, 98), (40_000, 2)]));
+        let t1 = thread("cpu1", Some(1), 11, 3, hist(&[(5_000, 98), (120_000, 2)]));
+        result(
+            "r1",
+            (0, 1),
+            Default::default(),
+            Default::default(),
+            vec![t0, t1],
+        )
+    }
+
+    #[test]
+    fn each_limit_names_the_thread_the_value_and_the_limit() {
+        let r = run();
+        let limits = Limits {
+            max_ns: Some(50_000),
+            p99_ns: None,
+            missed: Some(2),
+        };
+        let lines: Vec<String> = limits.check(&r).iter().map(Breach::line).collect();
+        assert_eq!(
+            lines,
+            [
+                "cpu1: max 120.0 us exceeds the limit 50.0 us (--max-latency)",
+                "cpu1: missed periods 3 exceeds the limit 2 (--max-missed)"
+            ]
+        );
+        // At the limit is within it.
+        let at = Limits {
+            max_ns: Some(120_000),
+            missed: Some(3),
+            ..Limits::default()
+        };
+        assert!(at.check(&r).is_empty());
+        assert!(Limits::default().check(&r).is_empty());
+        assert_eq!(limits.describe(), "max ≤ 50.0 us, missed periods ≤ 2");
+    }
+
+    #[test]
+    fn a_thread_without_samples_cannot_pass_a_latency_limit() {
+        let empty = thread("cpu2", Some(2), 12, 0, hist(&[]));
+        let r = result(
+            "r2",
+            (0, 1),
+            Default::default(),
+            Default::default(),
+            vec![empty],
+        );
+        let b = Limits {
+            p99_ns: Some(1_000_000),
+            ..Limits::default()
+        }
+        .check(&r);
+        assert_eq!(b.len(), 1);
+        assert!(
+            b[0].line().starts_with("cpu2: no samples"),
+            "{}",
+            b[0].line()
+        );
+    }
+}

@@ -1,0 +1,541 @@
+//! JUnit XML, as the test reporters of GitLab, Jenkins and GitHub read it: `<testsuites>` of
+//! `<testsuite>`s of `<testcase>`s, each passed, failed (`<failure>`), in error (`<error>`: it
+//! could not run) or skipped, with the counts on every suite. `--junit` of `measure` and `run`
+//! makes one test case per cell and CPU, `check` one per check.
+
+use crate::gate::{Breach, Limits};
+use latlab_model::RunResult;
+use latlab_model::units::format_us;
+
+/// How a test case ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Passed,
+    /// A limit exceeded or a check failed: one-line message, the whole story in the text.
+    Failed {
+        message: String,
+        text: String,
+    },
+    /// It could not run.
+    Error {
+        message: String,
+    },
+    Skipped {
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestCase {
+    pub classname: String,
+    pub name: String,
+    pub time_s: f64,
+    pub outcome: Outcome,
+    /// What was measured or found, shown beside the verdict.
+    pub output: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TestSuite {
+    pub name: String,
+    /// RFC 3339, when the suite started (empty: unknown).
+    pub timestamp: String,
+    pub hostname: String,
+    /// Wall time of the suite, where its cases ran side by side (the CPUs of a run); `None`:
+    /// the sum of its cases'.
+    pub time_s: Option<f64>,
+    pub properties: Vec<(String, String)>,
+    pub cases: Vec<TestCase>,
+}
+
+impl TestSuite {
+    fn counts(&self) -> Counts {
+        let mut c = Counts::of(self.cases.iter());
+        if let Some(t) = self.time_s {
+            c.time_s = t;
+        }
+        c
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    tests: usize,
+    failures: usize,
+    errors: usize,
+    skipped: usize,
+    time_s: f64,
+}
+
+impl Counts {
+    fn of<'a>(cases: impl Iterator<Item = &'a TestCase>) -> Counts {
+        let mut c = Counts::default();
+        for t in cases {
+            c.tests += 1;
+            c.time_s += t.time_s;
+            match t.outcome {
+                Outcome::Passed => {}
+                Outcome::Failed { .. } => c.failures += 1,
+                Outcome::Error { .. } => c.errors += 1,
+                Outcome::Skipped { .. } => c.skipped += 1,
+            }
+        }
+        c
+    }
+
+    fn attrs(&self) -> String {
+        format!(
+            "tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3}\"",
+            self.tests, self.failures, self.errors, self.skipped, self.time_s
+        )
+    }
+}
+
+/// Text for an XML attribute or element: the five entities escaped, and characters XML 1.0
+/// cannot carry (controls other than tab and newlines) dropped.
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\n' => out.push_str("&#10;"),
+            '\t' | '\r' => out.push(' '),
+            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Element text: as [`esc`], but newlines kept as they are.
+fn esc_text(s: &str) -> String {
+    esc(s).replace("&#10;", "\n")
+}
+
+/// The document of `suites`.
+pub fn render(suites: &[TestSuite]) -> String {
+    let mut all = Counts::default();
+    for c in suites.iter().map(TestSuite::counts) {
+        all.tests += c.tests;
+        all.failures += c.failures;
+        all.errors += c.errors;
+        all.skipped += c.skipped;
+        all.time_s += c.time_s;
+    }
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out.push_str(&format!("<testsuites name=\"latlab\" {}>\n", all.attrs()));
+    for s in suites {
+        let c = s.counts();
+        out.push_str(&format!(
+            "  <testsuite name=\"{}\" {}",
+            esc(&s.name),
+            c.attrs()
+        ));
+        if !s.timestamp.is_empty() {
+            out.push_str(&format!(" timestamp=\"{}\"", esc(&s.timestamp)));
+        }
+        if !s.hostname.is_empty() {
+            out.push_str(&format!(" hostname=\"{}\"", esc(&s.hostname)));
+        }
+        out.push_str(">\n");
+        if !s.properties.is_empty() {
+            out.push_str("    <properties>\n");
+            for (k, v) in &s.properties {
+                out.push_str(&format!(
+                    "      <property name=\"{}\" value=\"{}\"/>\n",
+                    esc(k),
+                    esc(v)
+                ));
+            }
+            out.push_str("    </properties>\n");
+        }
+        for t in &s.cases {
+            out.push_str(&format!(
+                "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">\n",
+                esc(&t.classname),
+                esc(&t.name),
+                t.time_s
+            ));
+            match &t.outcome {
+                Outcome::Passed => {}
+                Outcome::Failed { message, text } => out.push_str(&format!(
+                    "      <failure message=\"{}\" type=\"failure\">{}</failure>\n",
+                    esc(message),
+                    esc_text(text)
+                )),
+                Outcome::Error { message } => out.push_str(&format!(
+                    "      <error message=\"{}\" type=\"error\"/>\n",
+                    esc(message)
+                )),
+                Outcome::Skipped { message } => {
+                    out.push_str(&format!("      <skipped message=\"{}\"/>\n", esc(message)))
+                }
+            }
+            if !t.output.is_empty() {
+                out.push_str(&format!(
+                    "      <system-out>{}</system-out>\n",
+                    esc_text(&t.output)
+                ));
+            }
+            out.push_str("    </testcase>\n");
+        }
+        out.push_str("  </testsuite>\n");
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
+
+/// `samples 10000, min 3.1 us, p50 …, p99 …, p99.9 …, max …, missed 0`.
+fn thread_line(t: &latlab_model::ThreadResult) -> String {
+    let s = &t.stats;
+    format!(
+        "samples {}, min {} us, p50 {} us, p99 {} us, p99.9 {} us, max {} us, missed {}",
+        s.count,
+        format_us(s.min, 1),
+        format_us(s.p50, 1),
+        format_us(s.p99, 1),
+        format_us(s.p99_9, 1),
+        format_us(s.max, 1),
+        t.missed
+    )
+}
+
+/// A failed case's message: its breaches and the run (`cpu1: max 120.0 us exceeds the limit
+/// 50.0 us (--max-latency); run 0c1d…`).
+fn failure(breaches: &[&Breach], run_id: &str) -> Outcome {
+    let lines: Vec<String> = breaches.iter().map(|b| b.line()).collect();
+    Outcome::Failed {
+        message: format!("{}; run {run_id}", lines.join("; ")),
+        text: lines.join("\n"),
+    }
+}
+
+/// One test case per measuring thread of `result`, named by its label (`cpu3`) after `prefix`,
+/// failed where it exceeded `limits`.
+pub fn run_cases(
+    result: &RunResult,
+    limits: &Limits,
+    classname: &str,
+    prefix: &str,
+) -> Vec<TestCase> {
+    let time_s = result.elapsed_ns as f64 / 1e9;
+    result
+        .threads
+        .iter()
+        .map(|t| {
+            let breaches = limits.check_thread(t);
+            let refs: Vec<&Breach> = breaches.iter().collect();
+            TestCase {
+                classname: classname.into(),
+                name: format!("{prefix}{}", t.label),
+                time_s,
+                outcome: if breaches.is_empty() {
+                    Outcome::Passed
+                } else {
+                    failure(&refs, &result.id)
+                },
+                output: format!("{}; run {}", thread_line(t), result.id),
+            }
+        })
+        .collect()
+}
+
+/// The suite of one `latlab measure` run: a case per CPU, the run's id, host and limits as
+/// properties.
+pub fn measure_suite(result: &RunResult, limits: &Limits) -> TestSuite {
+    TestSuite {
+        name: "latlab measure".into(),
+        timestamp: result.started_at.clone(),
+        hostname: hostname(result),
+        time_s: Some(result.elapsed_ns as f64 / 1e9),
+        properties: vec![
+            ("run_id".into(), result.id.clone()),
+            ("limits".into(), limits.describe()),
+            ("method".into(), result.config.method.name().into()),
+            (
+                "interval".into(),
+                latlab_model::units::format_duration(result.config.interval_ns),
+            ),
+        ],
+        cases: run_cases(result, limits, "latlab.measure", ""),
+    }
+}
+
+/// What one cell of an experiment came to: its saved runs by repeat, its failed repeats with
+/// why, or why it was skipped.
+#[derive(Debug, Default)]
+pub struct CellRuns {
+    pub key: String,
+    pub skipped: Option<String>,
+    pub runs: Vec<(u32, RunResult)>,
+    pub failed: Vec<(u32, String)>,
+}
+
+/// The suite of an experiment (`latlab run`): one case per cell and CPU over all its repeats,
+/// failed where any repeat exceeded a limit (each breach named with its repeat and run); a case
+/// in error per failed repeat; a skipped case per skipped cell. Also every breach, its thread
+/// named `cell KEY repeat R cpuN`.
+pub fn experiment_suite(
+    name: &str,
+    experiment: &str,
+    cells: &[CellRuns],
+    limits: &Limits,
+) -> (TestSuite, Vec<Breach>) {
+    let classname = format!("latlab.run.{name}");
+    let mut cases = Vec::new();
+    let mut all = Vec::new();
+    for cell in cells {
+        if let Some(why) = &cell.skipped {
+            cases.push(TestCase {
+                classname: classname.clone(),
+                name: cell.key.clone(),
+                time_s: 0.0,
+                outcome: Outcome::Skipped {
+                    message: why.clone(),
+                },
+                output: String::new(),
+            });
+            continue;
+        }
+        // Threads in the order of the first repeat that has them.
+        let mut labels: Vec<&str> = Vec::new();
+        for (_, r) in &cell.runs {
+            for t in &r.threads {
+                if !labels.contains(&t.label.as_str()) {
+                    labels.push(&t.label);
+                }
+            }
+        }
+        for label in labels {
+            let mut time_s = 0.0;
+            let mut output = Vec::new();
+            let mut breaches = Vec::new();
+            let mut messages = Vec::new();
+            for (repeat, r) in &cell.runs {
+                let Some(t) = r.threads.iter().find(|t| t.label == label) else {
+                    continue;
+                };
+                time_s += r.elapsed_ns as f64 / 1e9;
+                output.push(format!("repeat {repeat}: {}; run {}", thread_line(t), r.id));
+                for mut b in limits.check_thread(t) {
+                    messages.push(format!("repeat {repeat}: {}; run {}", b.line(), r.id));
+                    b.thread = format!("cell {} repeat {repeat} {}", cell.key, b.thread);
+                    breaches.push(b);
+                }
+            }
+            cases.push(TestCase {
+                classname: classname.clone(),
+                name: format!("{} {label}", cell.key),
+                time_s,
+                outcome: if messages.is_empty() {
+                    Outcome::Passed
+                } else {
+                    Outcome::Failed {
+                        message: messages.join("; "),
+                        text: messages.join("\n"),
+                    }
+                },
+                output: output.join("\n"),
+            });
+            all.extend(breaches);
+        }
+        for (repeat, why) in &cell.failed {
+            cases.push(TestCase {
+                classname: classname.clone(),
+                name: format!("{} repeat {repeat}", cell.key),
+                time_s: 0.0,
+                outcome: Outcome::Error {
+                    message: why.clone(),
+                },
+                output: String::new(),
+            });
+        }
+    }
+    let first = cells.iter().flat_map(|c| c.runs.iter()).next();
+    let suite = TestSuite {
+        name: format!("latlab run {name}"),
+        timestamp: first.map(|(_, r)| r.started_at.clone()).unwrap_or_default(),
+        hostname: first.map(|(_, r)| hostname(r)).unwrap_or_default(),
+        time_s: Some(
+            cells
+                .iter()
+                .flat_map(|c| c.runs.iter())
+                .map(|(_, r)| r.elapsed_ns as f64 / 1e9)
+                .sum(),
+        ),
+        properties: vec![
+            ("experiment".into(), experiment.into()),
+            ("limits".into(), limits.describe()),
+        ],
+        cases,
+    };
+    (suite, all)
+}
+
+/// The host a result was measured on, where known.
+pub fn hostname(result: &RunResult) -> String {
+    result.system.hostname.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use latlab_testkit::run::{hist, result, thread};
+
+    #[test]
+    fn a_suite_counts_its_cases_and_escapes_what_it_quotes() {
+        let suite = TestSuite {
+            name: "a <b> & \"c\"".into(),
+            cases: vec![
+                TestCase {
+                    classname: "k".into(),
+                    name: "ok".into(),
+                    time_s: 1.0,
+                    outcome: Outcome::Passed,
+                    output: String::new(),
+                },
+                TestCase {
+                    classname: "k".into(),
+                    name: "bad".into(),
+                    time_s: 2.0,
+                    outcome: Outcome::Failed {
+                        message: "x > y\u{1}".into(),
+                        text: "one\ntwo".into(),
+                    },
+                    output: "out".into(),
+                },
+                TestCase {
+                    classname: "k".into(),
+                    name: "skip".into(),
+                    time_s: 0.0,
+                    outcome: Outcome::Skipped {
+                        message: "n/a".into(),
+                    },
+                    output: String::new(),
+                },
+            ],
+            ..TestSuite::default()
+        };
+        let xml = render(&[suite]);
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let root = doc.root_element();
+        assert_eq!(root.tag_name().name(), "testsuites");
+        assert_eq!(root.attribute("tests"), Some("3"));
+        assert_eq!(root.attribute("failures"), Some("1"));
+        assert_eq!(root.attribute("skipped"), Some("1"));
+        assert_eq!(root.attribute("time"), Some("3.000"));
+        let s = root.first_element_child().unwrap();
+        assert_eq!(s.attribute("name"), Some("a <b> & \"c\""));
+        let f = s.descendants().find(|n| n.has_tag_name("failure")).unwrap();
+        assert_eq!(f.attribute("message"), Some("x > y"));
+        assert_eq!(f.text(), Some("one\ntwo"));
+    }
+
+    #[test]
+    fn measure_cases_fail_where_a_limit_is_exceeded_naming_value_limit_and_run() {
+        let t0 = thread("cpu0", Some(0), 10, 0, hist(&[(5_000, 100)]));
+        let t1 = thread("cpu1", Some(1), 11, 0, hist(&[(5_000, 99), (80_000, 1)]));
+        let r = result(
+            "run-7",
+            (0, 5_000_000_000),
+            Default::default(),
+            Default::default(),
+            vec![t0, t1],
+        );
+        let limits = Limits {
+            max_ns: Some(50_000),
+            ..Limits::default()
+        };
+        let suite = measure_suite(&r, &limits);
+        assert_eq!(suite.cases.len(), 2);
+        assert_eq!(suite.cases[0].outcome, Outcome::Passed);
+        assert_eq!(suite.cases[0].time_s, 5.0);
+        match &suite.cases[1].outcome {
+            Outcome::Failed { message, .. } => assert_eq!(
+                message,
+                "cpu1: max 80.0 us exceeds the limit 50.0 us (--max-latency); run run-7"
+            ),
+            o => panic!("{o:?}"),
+        }
+        assert!(
+            suite
+                .properties
+                .contains(&("run_id".into(), "run-7".into()))
+        );
+        // The CPUs measured side by side: the suite took the run's time, not their sum.
+        let xml = render(&[suite]);
+        assert!(xml.contains("<testsuites name=\"latlab\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\" time=\"5.000\">"), "{xml}");
+    }
+
+    #[test]
+    fn an_experiment_has_a_case_per_cell_and_cpu_over_its_repeats() {
+        let run = |id: &str, worst: u64| {
+            let t0 = thread("cpu0", Some(0), 10, 0, hist(&[(5_000, 99), (worst, 1)]));
+            let t1 = thread("cpu1", Some(1), 11, 0, hist(&[(5_000, 100)]));
+            result(
+                id,
+                (0, 2_000_000_000),
+                Default::default(),
+                Default::default(),
+                vec![t0, t1],
+            )
+        };
+        let cells = [
+            CellRuns {
+                key: "load=none".into(),
+                runs: vec![(0, run("a", 10_000)), (1, run("b", 70_000))],
+                ..CellRuns::default()
+            },
+            CellRuns {
+                key: "load=io".into(),
+                runs: vec![(0, run("c", 10_000))],
+                failed: vec![(1, "io load could not start".into())],
+                ..CellRuns::default()
+            },
+            CellRuns {
+                key: "method=busy".into(),
+                skipped: Some("not here".into()),
+                ..CellRuns::default()
+            },
+        ];
+        let limits = Limits {
+            max_ns: Some(50_000),
+            ..Limits::default()
+        };
+        let (suite, breaches) = experiment_suite("p", "e3", &cells, &limits);
+        let names: Vec<&str> = suite.cases.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "load=none cpu0",
+                "load=none cpu1",
+                "load=io cpu0",
+                "load=io cpu1",
+                "load=io repeat 1",
+                "method=busy"
+            ]
+        );
+        match &suite.cases[0].outcome {
+            Outcome::Failed { message, .. } => assert_eq!(
+                message,
+                "repeat 1: cpu0: max 70.0 us exceeds the limit 50.0 us (--max-latency); run b"
+            ),
+            o => panic!("{o:?}"),
+        }
+        assert_eq!(suite.cases[0].time_s, 4.0);
+        assert_eq!(suite.cases[1].outcome, Outcome::Passed);
+        assert!(matches!(suite.cases[4].outcome, Outcome::Error { .. }));
+        assert!(matches!(suite.cases[5].outcome, Outcome::Skipped { .. }));
+        assert_eq!(breaches.len(), 1);
+        assert!(
+            breaches[0]
+                .line()
+                .starts_with("cell load=none repeat 1 cpu0: max 70.0 us")
+        );
+    }
+}

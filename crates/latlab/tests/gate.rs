@@ -1,0 +1,269 @@
+//! Pass/fail gates as CI reads them: `--max-latency`, `--max-p99` and `--max-missed` on
+//! `measure` and `run` (exit code 4, one line per CPU), and `--junit` on `measure`, `run` and
+//! `check`, read back by junitparser (the reader CI tools build on) where it is installed and
+//! by an XML parser always.
+#![allow(clippy::unwrap_used)]
+
+use latlab_testkit::{
+    assert_one_line_error, junit_read, latlab, policy_args, policy_toml, read_json, stderr,
+};
+use std::path::Path;
+
+/// The JUnit file parsed as XML: (tests, failures, skipped) of the whole document and the
+/// failure messages.
+fn xml_counts(path: &Path) -> (u64, u64, u64, Vec<String>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    let n = |a: &str| root.attribute(a).unwrap().parse::<u64>().unwrap();
+    let messages = root
+        .descendants()
+        .filter(|e| e.has_tag_name("failure"))
+        .map(|e| e.attribute("message").unwrap().to_string())
+        .collect();
+    (n("tests"), n("failures"), n("skipped"), messages)
+}
+
+#[test]
+fn measure_exceeding_a_limit_exits_4_with_a_line_per_cpu_and_a_failed_junit_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let (junit, json) = (dir.path().join("j.xml"), dir.path().join("r.json"));
+    // No wake-up takes 1 ns or less: every CPU exceeds the limit.
+    let out = latlab!()
+        .args([
+            "measure",
+            "-D",
+            "1s",
+            "-q",
+            "--max-latency",
+            "1ns",
+            "--max-missed",
+            "1000000",
+        ])
+        .args(policy_args())
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let run = read_json(&json);
+    let id = run["id"].as_str().unwrap();
+    let cpus = run["threads"].as_array().unwrap().len();
+    let lines: Vec<&str> = std::str::from_utf8(&out.stderr)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("latlab: limit exceeded: "))
+        .collect();
+    assert_eq!(lines.len(), cpus, "{}", stderr(&out));
+    for (t, line) in run["threads"].as_array().unwrap().iter().zip(&lines) {
+        let max = t["stats"]["max"].as_u64().unwrap();
+        assert_eq!(
+            *line,
+            format!(
+                "latlab: limit exceeded: {}: max {:.1} us exceeds the limit 0.0 us (--max-latency)",
+                t["label"].as_str().unwrap(),
+                max as f64 / 1000.0
+            )
+        );
+    }
+    let (tests, failures, _, messages) = xml_counts(&junit);
+    assert_eq!((tests, failures), (cpus as u64, cpus as u64));
+    assert!(
+        messages.iter().all(|m| m.ends_with(&format!("; run {id}"))),
+        "{messages:?}"
+    );
+    if let Some(suites) = junit_read(&junit) {
+        let s = &suites[0];
+        assert_eq!(s["name"], "latlab measure");
+        assert_eq!(
+            (s["tests"].as_u64(), s["failures"].as_u64()),
+            (Some(cpus as u64), Some(cpus as u64))
+        );
+        let case = &s["cases"][0];
+        assert_eq!(case["classname"], "latlab.measure");
+        assert_eq!(case["name"], run["threads"][0]["label"]);
+        assert_eq!(case["result"], "failure");
+        let m = case["message"].as_str().unwrap();
+        assert!(
+            m.contains("exceeds the limit 0.0 us") && m.contains(id),
+            "{m}"
+        );
+    }
+}
+
+#[test]
+fn measure_within_its_limits_exits_0_and_every_case_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("j.xml");
+    let out = latlab!()
+        .args([
+            "measure",
+            "-D",
+            "1s",
+            "-q",
+            "--max-latency",
+            "10s",
+            "--max-p99",
+            "10s",
+        ])
+        .args(policy_args())
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("limit exceeded"));
+    let (tests, failures, skipped, _) = xml_counts(&junit);
+    assert!(tests >= 1);
+    assert_eq!((failures, skipped), (0, 0));
+    if let Some(suites) = junit_read(&junit) {
+        for c in suites[0]["cases"].as_array().unwrap() {
+            assert_eq!(c["result"], "passed", "{c}");
+            assert!(c["system_out"].as_str().unwrap().contains("p99"), "{c}");
+        }
+    }
+}
+
+#[test]
+fn bad_limits_are_refused_with_one_line_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, needle) in [
+        (
+            &["--max-latency", "0"][..],
+            "--max-latency 0: no wake-up takes no time",
+        ),
+        (&["--max-p99", "fast"], "--max-p99: "),
+        (&["--max-missed", "many"], "--max-missed: "),
+        (
+            &["--junit", "/nonexistent-dir/j.xml"],
+            "--junit /nonexistent-dir/j.xml: ",
+        ),
+    ] {
+        let out = latlab!()
+            .current_dir(dir.path())
+            .args(["measure", "-D", "1s"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, 2, needle);
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+#[test]
+fn run_gives_a_case_per_cell_and_cpu_and_exits_4_on_a_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"gate\"\nrepeat = 2\n[settings]\nduration = \"0.3s\"\nno-samplers = true\n\
+             {}[axes]\ninterval = [\"1ms\", \"500us\"]\ncpus = [\"0\", \"63\"]\n",
+            policy_toml()
+        ),
+    )
+    .unwrap();
+    let (db, junit) = (dir.path().join("t.db"), dir.path().join("j.xml"));
+    let out = latlab!()
+        .arg("run")
+        .arg(&plan)
+        .arg("--db")
+        .arg(&db)
+        .args(["--max-p99", "1ns", "--junit"])
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    // Two cells run (CPU 0 at two intervals), twice each: a line per repeat that exceeded.
+    let exceeded = stderr(&out)
+        .matches("latlab: limit exceeded: cell ")
+        .count();
+    assert_eq!(exceeded, 4, "{}", stderr(&out));
+    // A case per cell and CPU over both repeats, failed; the cells on the absent CPU skipped.
+    let (tests, failures, skipped, messages) = xml_counts(&junit);
+    assert_eq!((tests, failures, skipped), (4, 2, 2), "{messages:?}");
+    assert!(messages.iter().all(|m| m.contains("repeat 0: cpu0: p99 ")
+        && m.contains("repeat 1: cpu0: p99 ")
+        && m.contains("exceeds the limit 0.0 us (--max-p99); run ")));
+    if let Some(suites) = junit_read(&junit) {
+        let s = &suites[0];
+        assert_eq!(s["name"], "latlab run gate");
+        let results: Vec<(String, String)> = s["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap().to_string(),
+                    c["result"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(results.iter().filter(|(_, r)| r == "failure").count(), 2);
+        assert_eq!(results.iter().filter(|(_, r)| r == "skipped").count(), 2);
+        assert!(
+            results.iter().any(|(n, _)| n.ends_with(" cpu0")),
+            "{results:?}"
+        );
+    }
+}
+
+#[test]
+fn check_gives_a_case_per_check_as_its_json_says() {
+    let root = latlab_testkit::check_tree("badly-tuned");
+    let junit = root.path().join("j.xml");
+    let json = latlab!()
+        .arg("--sysroot")
+        .arg(root.path())
+        .args(["check", "--json"])
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let out = latlab!()
+        .arg("--sysroot")
+        .arg(root.path())
+        .args(["check", "--junit"])
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        json.status.code(),
+        "the exit code is check's"
+    );
+    let summary = &doc["summary"];
+    let findings = doc["findings"].as_array().unwrap();
+    let (tests, failures, skipped, messages) = xml_counts(&junit);
+    assert_eq!(tests, findings.len() as u64);
+    assert_eq!(failures, summary["fail"].as_u64().unwrap());
+    assert!(failures > 0, "the badly tuned tree fails checks");
+    assert_eq!(skipped, summary["not_applicable"].as_u64().unwrap());
+    let first_fail = findings.iter().find(|f| f["verdict"] == "fail").unwrap();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with(first_fail["evidence"].as_str().unwrap())),
+        "{messages:?}"
+    );
+    if let Some(suites) = junit_read(&junit) {
+        let cases = suites[0]["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), findings.len());
+        for (c, f) in cases.iter().zip(findings) {
+            let id = f["id"].as_str().unwrap();
+            assert!(c["name"].as_str().unwrap().starts_with(&format!("{id}: ")));
+            let expected = match f["verdict"].as_str().unwrap() {
+                "fail" => "failure",
+                "not_applicable" => "skipped",
+                _ => "passed",
+            };
+            assert_eq!(c["result"], expected, "{id}");
+        }
+    }
+}
