@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # stress-ng and jitterdebugger produce real output for the import tests; chromium renders the
 # HTML report and the dashboard; prometheus scrapes the monitor's /metrics; unshare, nsenter and
 # the ext4 tools give the monitor's fault tests a file system of their own to fill and break;
-# junitparser reads --junit files.
+# junitparser reads --junit files; curl is the TLS client of the --web-config tests.
 need=()
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
@@ -20,6 +20,7 @@ command -v stress-ng >/dev/null 2>&1 || need+=(stress-ng)
 command -v jitterdebugger >/dev/null 2>&1 || need+=(jitterdebugger)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 /usr/bin/python3 -c 'import junitparser' >/dev/null 2>&1 || need+=(python3-junitparser)
 # clang and llvm-strip rebuild the committed BPF object to check it matches its C source.
 command -v clang >/dev/null 2>&1 || need+=(clang)

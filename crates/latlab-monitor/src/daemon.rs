@@ -254,12 +254,22 @@ fn start_server(
         addr,
         web::AppState::new(plan.db.clone(), reader, Some(live.clone())),
         housekeeping.to_vec(),
+        plan.web_config.clone(),
     )?;
+    let scheme = plan.web_config.as_ref().map_or("http", |w| w.scheme());
     eprintln!(
-        "latlab: serving http://{}/ (dashboard) and http://{}/metrics",
-        s.addr, s.addr
+        "latlab: serving {scheme}://{}/ (dashboard) and {scheme}://{}/metrics{}",
+        s.addr,
+        s.addr,
+        security_note(plan.web_config.as_deref())
     );
     Ok(Some(s))
+}
+
+/// ` (TLS 1.2–1.3; basic auth (1 user))` after the address the server listens on.
+fn security_note(w: Option<&crate::web_config::WebConfigWatch>) -> String {
+    w.map(|w| format!(" ({})", w.current().describe()))
+        .unwrap_or_default()
 }
 
 /// Store an annotation on the series (a failure is said, not fatal).
@@ -374,6 +384,7 @@ fn measure(
 pub fn serve_store(
     db: &Path,
     listen: SocketAddr,
+    web_config: Option<Arc<crate::web_config::WebConfigWatch>>,
     stop: mpsc::Receiver<String>,
 ) -> Result<(), Error> {
     let store =
@@ -382,12 +393,15 @@ pub fn serve_store(
         listen,
         web::AppState::new(db.to_path_buf(), store, None),
         Vec::new(),
+        web_config.clone(),
     )?;
+    let scheme = web_config.as_ref().map_or("http", |w| w.scheme());
     eprintln!(
-        "latlab: serving {} at http://{}/ (dashboard) and http://{}/metrics",
+        "latlab: serving {} at {scheme}://{}/ (dashboard) and {scheme}://{}/metrics{}",
         db.display(),
         server.addr,
-        server.addr
+        server.addr,
+        security_note(web_config.as_deref())
     );
     let signal = stop.recv().unwrap_or_default();
     eprintln!("latlab: {signal}: stopping");

@@ -15,6 +15,7 @@ mod metrics;
 pub mod schedule;
 pub mod synthetic;
 mod web;
+pub mod web_config;
 
 pub use daemon::{run_daemon, serve_store};
 
@@ -102,6 +103,8 @@ pub struct MonitorPlan {
     pub name: String,
     pub retention_ns: u64,
     pub listen: Option<SocketAddr>,
+    /// `--web-config`: TLS, authentication and the rest for the web server.
+    pub web_config: Option<std::sync::Arc<web_config::WebConfigWatch>>,
     pub profile: Option<(latlab_tune::Profile, latlab_tune::Plan)>,
     pub schedule: Option<Schedule>,
     pub schedule_checks: Vec<String>,
@@ -192,14 +195,21 @@ pub fn check_config_text(p: &MonitorPlan) -> String {
     line(
         "listen",
         match p.listen {
-            Some(a) => format!(
-                "http://{a}/ (dashboard), http://{a}/metrics{}",
-                if a.ip().is_loopback() {
-                    ""
-                } else {
-                    " — not loopback: reachable from the network"
-                }
-            ),
+            Some(a) => {
+                let scheme = p.web_config.as_ref().map_or("http", |w| w.scheme());
+                format!(
+                    "{scheme}://{a}/ (dashboard), {scheme}://{a}/metrics{}{}",
+                    match &p.web_config {
+                        Some(w) => format!(" — {}", w.current().describe()),
+                        None => String::new(),
+                    },
+                    if a.ip().is_loopback() {
+                        ""
+                    } else {
+                        " — not loopback: reachable from the network"
+                    }
+                )
+            }
             None => "off".into(),
         },
     );

@@ -6,6 +6,7 @@
 //! It runs on its own small tokio runtime whose threads stay off the measured CPUs when other
 //! CPUs exist; store queries run on blocking threads with a small pool of read connections.
 
+use super::web_config::{RateLimiter, WebConfigWatch};
 use super::{api, metrics};
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
@@ -238,6 +239,16 @@ fn json_response(v: serde_json::Value) -> Response {
         .into_response()
 }
 
+/// A 500 that tells the client nothing of the server (store errors name files): the detail
+/// goes to the server's log.
+fn server_error(detail: &str) -> Response {
+    eprintln!("latlab: web: {detail}");
+    error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal error (the server's log has the detail)",
+    )
+}
+
 fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     (status, axum::Json(serde_json::json!({"error": msg.into()}))).into_response()
 }
@@ -251,8 +262,8 @@ async fn query<T: Send + 'static>(
     match tokio::task::spawn_blocking(move || f(&s)).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(Fail::NotFound(e))) => Err(error(StatusCode::NOT_FOUND, e)),
-        Ok(Err(Fail::Server(e))) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
-        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+        Ok(Err(Fail::Server(e))) => Err(server_error(&e)),
+        Err(e) => Err(server_error(&e.to_string())),
     }
 }
 
@@ -431,6 +442,51 @@ async fn not_found() -> Response {
     error(StatusCode::NOT_FOUND, "not found")
 }
 
+/// What `--web-config` asks of every request, before anything else: within the rate limit
+/// (else 429), with credentials that verify where users are configured (else 401 asking for
+/// them); and the file's headers on every answer.
+async fn guard(
+    State(watch): State<Arc<WebConfigWatch>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let sec = watch.current();
+    if let Some(rate) = sec.rate
+        && !RATE.allow(rate)
+    {
+        return (StatusCode::TOO_MANY_REQUESTS, "too many requests\n").into_response();
+    }
+    if sec.requires_auth() {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.as_bytes().to_vec());
+        let s = sec.clone();
+        let ok = tokio::task::spawn_blocking(move || s.authorized(given.as_deref()))
+            .await
+            .unwrap_or(false);
+        if !ok {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"latlab\""),
+                )],
+                "Unauthorized\n",
+            )
+                .into_response();
+        }
+    }
+    let mut resp = next.run(req).await;
+    for (name, value) in &sec.headers {
+        resp.headers_mut().insert(name.clone(), value.clone());
+    }
+    resp
+}
+
+/// The rate limit of `--web-config` (one server per process).
+static RATE: std::sync::LazyLock<RateLimiter> = std::sync::LazyLock::new(RateLimiter::default);
+
 /// Only GET and HEAD, and no request bodies.
 async fn read_only(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -464,8 +520,8 @@ async fn read_only(req: axum::extract::Request, next: axum::middleware::Next) ->
     resp
 }
 
-pub fn router(state: Shared) -> Router {
-    Router::new()
+pub fn router(state: Shared, security: Option<Arc<WebConfigWatch>>) -> Router {
+    let app = Router::new()
         .route("/", get(index))
         .route("/app.js", get(app_js))
         .route("/style.css", get(style_css))
@@ -477,12 +533,16 @@ pub fn router(state: Shared) -> Router {
         .route("/api/window", get(window))
         .route("/api/experiments", get(experiments))
         .fallback(not_found)
-        .layer(axum::middleware::from_fn(read_only))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
-            StatusCode::SERVICE_UNAVAILABLE,
-            REQUEST_TIMEOUT,
-        ))
-        .with_state(state)
+        .layer(axum::middleware::from_fn(read_only));
+    let app = match security {
+        Some(watch) => app.layer(axum::middleware::from_fn_with_state(watch, guard)),
+        None => app,
+    };
+    app.layer(tower_http::timeout::TimeoutLayer::with_status_code(
+        StatusCode::SERVICE_UNAVAILABLE,
+        REQUEST_TIMEOUT,
+    ))
+    .with_state(state)
 }
 
 /// A server running on its own threads.
@@ -494,8 +554,14 @@ pub struct Server {
 
 impl Server {
     /// Bind `addr` (so a taken port fails here, before anything else starts) and serve on a
-    /// runtime whose threads run on `cpus` (empty: anywhere).
-    pub fn start(addr: SocketAddr, state: AppState, cpus: Vec<u32>) -> anyhow::Result<Server> {
+    /// runtime whose threads run on `cpus` (empty: anywhere), with TLS, authentication and the
+    /// rest of `security` where given.
+    pub fn start(
+        addr: SocketAddr,
+        state: AppState,
+        cpus: Vec<u32>,
+        security: Option<Arc<WebConfigWatch>>,
+    ) -> anyhow::Result<Server> {
         let std_listener = std::net::TcpListener::bind(addr)
             .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
         std_listener.set_nonblocking(true)?;
@@ -516,7 +582,7 @@ impl Server {
             .enable_time()
             .build()?;
         let (tx, rx) = tokio::sync::watch::channel(false);
-        let app = router(Arc::new(state));
+        let app = router(Arc::new(state), security.clone());
         let thread = std::thread::Builder::new()
             .name("latlab-web".into())
             .spawn(move || {
@@ -526,7 +592,7 @@ impl Server {
                 web_thread_started();
                 rt.block_on(async move {
                     match tokio::net::TcpListener::from_std(std_listener) {
-                        Ok(l) => accept_loop(l, app, rx).await,
+                        Ok(l) => accept_loop(l, app, rx, security).await,
                         Err(e) => eprintln!("latlab: web server: {e}"),
                     }
                 });
@@ -549,12 +615,38 @@ impl Server {
     }
 }
 
+/// HTTP/1.1 on one connection (plain or TLS) until it closes or the server stops.
+async fn serve_connection<IO>(
+    io: IO,
+    service: hyper_util::service::TowerToHyperService<Router>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .max_buf_size(MAX_HEADER_BYTES.max(8192))
+        .keep_alive(true);
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = stop.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+        }
+    }
+}
+
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     app: Router,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    security: Option<Arc<WebConfigWatch>>,
 ) {
-    use hyper_util::rt::{TokioIo, TokioTimer};
     let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut conns = tokio::task::JoinSet::new();
     loop {
@@ -571,22 +663,21 @@ async fn accept_loop(
         };
         let _ = stream.set_nodelay(true);
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        let mut stop_conn = stop.clone();
+        let stop_conn = stop.clone();
+        let tls = security.as_ref().and_then(|w| w.current().tls.clone());
         conns.spawn(async move {
             let _permit = permit;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .max_buf_size(MAX_HEADER_BYTES.max(8192))
-                .keep_alive(true);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stop_conn.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+            match tls {
+                None => serve_connection(stream, service, stop_conn).await,
+                Some(cfg) => {
+                    // The handshake within the time a request's headers get; a client that
+                    // speaks plain HTTP to this port fails it and is closed.
+                    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+                    if let Ok(Ok(tls)) =
+                        tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await
+                    {
+                        serve_connection(tls, service, stop_conn).await;
+                    }
                 }
             }
         });

@@ -178,6 +178,46 @@ impl MeasureOpts {
     }
 }
 
+/// How the web server of `monitor` and `serve` is reached beyond this machine.
+#[derive(Args, Debug, Clone, Default)]
+pub struct WebArgs {
+    /// TLS, basic authentication, headers and a rate limit, in the format of the Prometheus
+    /// exporter toolkit's web-config.yml (node_exporter's --web.config.file).
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<std::path::PathBuf>,
+
+    /// Serve plain HTTP without authentication on an address other machines reach.
+    #[arg(long)]
+    pub insecure_listen: bool,
+}
+
+impl WebArgs {
+    /// The web configuration to serve with, checked: a listening address beyond loopback needs
+    /// `--web-config` or the explicit `--insecure-listen`.
+    pub fn resolve(
+        &self,
+        listen: Option<std::net::SocketAddr>,
+    ) -> CliResult<Option<std::sync::Arc<latlab_monitor::web_config::WebConfigWatch>>> {
+        let config = match &self.web_config {
+            None => None,
+            Some(path) => Some(std::sync::Arc::new(
+                latlab_monitor::web_config::WebConfigWatch::load(path)
+                    .map_err(|e| CliError::Usage(format!("--web-config {e}")))?,
+            )),
+        };
+        if let Some(addr) = listen
+            && !addr.ip().is_loopback()
+            && config.is_none()
+            && !self.insecure_listen
+        {
+            return Err(CliError::Usage(format!(
+                "--listen {addr}: reachable from other machines without TLS or authentication                  (accepted: --web-config FILE with tls_server_config and basic_auth_users, or                  --insecure-listen to serve plain HTTP anyway)"
+            )));
+        }
+        Ok(config)
+    }
+}
+
 /// Pass/fail limits of the commands that measure (`measure`, `run`) and their JUnit output: a
 /// limit exceeded ends the command with exit code 4 and one line per CPU.
 #[derive(Args, Debug, Clone, Default)]

@@ -63,6 +63,9 @@ pub struct MonitorArgs {
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
     listen: Listen,
 
+    #[command(flatten)]
+    web: crate::args::WebArgs,
+
     /// Check every option, print what would be done, and exit without touching anything.
     #[arg(long)]
     check_config: bool,
@@ -77,6 +80,9 @@ pub struct ServeArgs {
     /// Address of the dashboard and /metrics.
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
     listen: Listen,
+
+    #[command(flatten)]
+    web: crate::args::WebArgs,
 }
 
 /// Write a synthetic monitoring series into a store, as the daemon would write a real one (for
@@ -183,6 +189,7 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
     let cfg = args.opts.config(&online, args.interval, args.window);
     latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
     let listen = args.listen.0;
+    let web_config = args.web.resolve(listen)?;
     let name = match &args.name {
         Some(n) if n.trim().is_empty() || n.len() > 200 => {
             return Err(CliError::Usage(
@@ -251,6 +258,7 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
         name,
         retention_ns,
         listen,
+        web_config,
         profile,
         schedule,
         schedule_checks,
@@ -279,13 +287,14 @@ pub fn serve(args: ServeArgs) -> CliResult<ExitCode> {
     let listen = args.listen.0.ok_or_else(|| {
         CliError::Usage("--listen off: serve needs an address (accepted: IP:PORT)".into())
     })?;
+    let web_config = args.web.resolve(Some(listen))?;
     // A --db that is not a store is refused before the signal thread starts.
     drop(crate::args::open_existing(&db)?);
     let (tx, rx) = mpsc::channel::<String>();
     crate::signals::install_with(move |name| {
         let _ = tx.send(name.to_string());
     });
-    latlab_monitor::serve_store(&db, listen, rx)?;
+    latlab_monitor::serve_store(&db, listen, web_config, rx)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -364,6 +373,7 @@ mod tests {
             "05:05 cpu2:performance; 17:05 cpu2:restore",
             "--listen",
             "0.0.0.0:9464",
+            "--insecure-listen",
         ])
         .unwrap();
         let text = check_config_text(&p);
@@ -373,6 +383,16 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("not loopback"), "{text}");
+        // Without the opt-out (or a web config), an address beyond loopback is refused.
+        let Err(CliError::Usage(e)) = plan(&["--listen", "0.0.0.0:9464"]) else {
+            panic!("0.0.0.0 accepted without --web-config")
+        };
+        assert!(
+            e.starts_with("--listen 0.0.0.0:9464: reachable from other machines")
+                && e.contains("--web-config FILE")
+                && e.contains("--insecure-listen"),
+            "{e}"
+        );
     }
 
     #[test]

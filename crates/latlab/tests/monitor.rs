@@ -9,12 +9,11 @@
 
 mod common;
 
-use common::{END, monitor};
+use common::{END, get, get_json, http, monitor, prom_query};
 use latlab_hist::Histogram;
 use latlab_store::{MonitorWindow, SeriesConfig, SeriesId, SeriesSpec, Store, WindowSet};
 use latlab_testkit::process::{Proc, free_port, wait_for};
 use latlab_testkit::{latlab, policy_args, require};
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,48 +37,6 @@ fn series(store: &Store, name: &str) -> SeriesId {
 
 fn set_count(db: &Path, name: &str) -> usize {
     common::sets(db, name).len()
-}
-
-/// A tiny HTTP/1.1 client: (status, headers, body).
-fn http(addr: SocketAddr, request: &str) -> (u16, String, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    s.write_all(request.as_bytes()).unwrap();
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).unwrap();
-    let text = String::from_utf8_lossy(&buf).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, head.to_string(), body.to_string())
-}
-
-fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
-    http(
-        addr,
-        &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
-    )
-}
-
-fn get_json(addr: SocketAddr, path: &str) -> serde_json::Value {
-    let (status, _, body) = get(addr, path);
-    assert_eq!(status, 200, "{path}: {body}");
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
-}
-
-/// Percent-encode a query value.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[test]
@@ -306,26 +263,7 @@ fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
     );
 }
 
-/// Prometheus' instant query: (labels, value) per series, and the sample time.
-fn prom_query(prom: SocketAddr, q: &str, time: Option<f64>) -> Vec<(serde_json::Value, f64, f64)> {
-    let mut path = format!("/api/v1/query?query={}", enc(q));
-    if let Some(t) = time {
-        path.push_str(&format!("&time={t:.3}"));
-    }
-    let v = get_json(prom, &path);
-    assert_eq!(v["status"], "success", "{q}: {v}");
-    v["data"]["result"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            let ts = r["value"][0].as_f64().unwrap();
-            let val: f64 = r["value"][1].as_str().unwrap().parse().unwrap();
-            (r["metric"].clone(), ts, val)
-        })
-        .collect()
-}
-
+/// Query rows by their `cpu` label.
 fn by_cpu(rows: &[(serde_json::Value, f64, f64)]) -> std::collections::BTreeMap<u32, f64> {
     rows.iter()
         .map(|(m, _, v)| (m["cpu"].as_str().unwrap().parse().unwrap(), *v))
@@ -345,28 +283,10 @@ fn metrics_scraped_by_prometheus_match_the_store() {
         monitor(&db, &["--name", "p", "--listen", &addr.to_string()]),
         dir.path().join("d.log"),
     );
-    let pport = free_port();
-    let prom_addr: SocketAddr = format!("127.0.0.1:{pport}").parse().unwrap();
-    let cfg = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: latlab\n    static_configs:\n      - targets: ['{addr}']\n"
-        ),
-    )
-    .unwrap();
-    let mut pcmd = Command::new("prometheus");
-    pcmd.arg(format!("--config.file={}", cfg.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("tsdb").display()
-        ))
-        .arg(format!("--web.listen-address={prom_addr}"))
-        .arg("--log.level=warn");
-    let prom = Proc::start(pcmd, dir.path().join("prom.log"));
-    wait_for("prometheus ready", Duration::from_secs(60), || {
-        TcpStream::connect(prom_addr).is_ok() && get(prom_addr, "/-/ready").0 == 200
-    });
+    let (prom, prom_addr) = common::prometheus(
+        dir.path(),
+        &format!("  - job_name: latlab\n    static_configs:\n      - targets: ['{addr}']\n"),
+    );
     wait_for("a scrape with 3 windows", Duration::from_secs(60), || {
         prom_query(prom_addr, "latlab_monitor_last_window_index", None)
             .first()

@@ -2,9 +2,13 @@
 #![allow(dead_code)]
 
 use latlab_store::{Store, WindowSetRow};
+use latlab_testkit::process::{Proc, free_port, wait_for};
 use latlab_testkit::{latlab, policy_args};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 pub const END: u64 = i64::MAX as u64;
 
@@ -28,4 +32,97 @@ pub fn sets(db: &Path, name: &str) -> Vec<WindowSetRow> {
         return Vec::new();
     };
     store.monitor_sets(id, 0, END).unwrap_or_default()
+}
+
+/// A tiny HTTP/1.1 client: (status, headers, body).
+pub fn http(addr: SocketAddr, request: &str) -> (u16, String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).unwrap();
+    let text = String::from_utf8_lossy(&buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
+pub fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
+    http(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+pub fn get_json(addr: SocketAddr, path: &str) -> serde_json::Value {
+    let (status, _, body) = get(addr, path);
+    assert_eq!(status, 200, "{path}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
+/// Percent-encode a query value.
+pub fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// An instant query of Prometheus's HTTP API: (labels, time, value) per series.
+pub fn prom_query(
+    prom: SocketAddr,
+    q: &str,
+    time: Option<f64>,
+) -> Vec<(serde_json::Value, f64, f64)> {
+    let mut path = format!("/api/v1/query?query={}", enc(q));
+    if let Some(t) = time {
+        path.push_str(&format!("&time={t:.3}"));
+    }
+    let v = get_json(prom, &path);
+    assert_eq!(v["status"], "success", "{q}: {v}");
+    v["data"]["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let ts = r["value"][0].as_f64().unwrap();
+            let val: f64 = r["value"][1].as_str().unwrap().parse().unwrap();
+            (r["metric"].clone(), ts, val)
+        })
+        .collect()
+}
+
+/// A real Prometheus scraping every second with `scrape_configs` (YAML list items, indented
+/// by two), its data in `dir`; ready when this returns.
+pub fn prometheus(dir: &Path, scrape_configs: &str) -> (Proc, SocketAddr) {
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let cfg = dir.join("prometheus.yml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{scrape_configs}"
+        ),
+    )
+    .unwrap();
+    let mut cmd = Command::new("prometheus");
+    cmd.arg(format!("--config.file={}", cfg.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address={addr}"))
+        .arg("--log.level=warn");
+    let prom = Proc::start(cmd, dir.join("prom.log"));
+    wait_for("prometheus ready", Duration::from_secs(60), || {
+        TcpStream::connect(addr).is_ok() && get(addr, "/-/ready").0 == 200
+    });
+    (prom, addr)
 }

@@ -1,0 +1,426 @@
+//! Serving beyond loopback: `--web-config` in the exporter toolkit's format, with TLS (rustls)
+//! and basic authentication, read by the real clients a fleet uses: curl and a Prometheus that
+//! scrapes `/metrics` over TLS with `basic_auth`. Also client certificates, a configuration
+//! that does not load, and a non-loopback address refused without a web config.
+//! Tests that need curl or Prometheus skip with the reason when they are missing.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::prom_query;
+use latlab_testkit::process::{Proc, free_port, wait_for};
+use latlab_testkit::{assert_one_line_error, latlab, require, run_ok};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+const PASSWORD: &str = "correct horse";
+
+/// A CA, a server certificate for 127.0.0.1 and localhost and a client certificate, both signed
+/// by the CA, as PEM files in `dir`: ca.pem, server.pem, server.key, client.pem, client.key.
+fn certificates(dir: &Path) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "latlab test CA");
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    for (name, sans) in [
+        (
+            "server",
+            vec!["localhost".to_string(), "127.0.0.1".to_string()],
+        ),
+        ("client", vec!["prometheus.example".to_string()]),
+    ] {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(sans)
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
+    }
+}
+
+/// A web config with TLS (files relative to it) and one user, `prometheus`, plus `extra` TLS
+/// lines.
+fn web_config(dir: &Path, extra_tls: &str) -> PathBuf {
+    let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+    let path = dir.join("web.yml");
+    std::fs::write(
+        &path,
+        format!(
+            "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n{extra_tls}\
+             basic_auth_users:\n  prometheus: {hash}\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A store with a 2-hour synthetic series of 2 CPUs.
+fn store(dir: &Path) -> PathBuf {
+    let db = dir.join("m.db");
+    run_ok(
+        latlab!()
+            .args([
+                "fill-monitor",
+                "--cpus",
+                "2",
+                "--span",
+                "2h",
+                "--name",
+                "s",
+                "--db",
+            ])
+            .arg(&db),
+    );
+    db
+}
+
+/// `latlab serve` of `db` on a free loopback port with `web`, running.
+fn serve(dir: &Path, db: &Path, web: &Path) -> (Proc, SocketAddr) {
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut cmd = latlab!();
+    cmd.args(["serve", "--db"])
+        .arg(db)
+        .args(["--listen", &addr.to_string(), "--web-config"])
+        .arg(web);
+    let p = Proc::start(cmd, dir.join("serve.log"));
+    wait_for("the server", Duration::from_secs(30), || {
+        TcpStream::connect(addr).is_ok()
+    });
+    (p, addr)
+}
+
+/// curl with the test CA: (exit code, HTTP status or 0, body).
+fn curl(dir: &Path, url: &str, args: &[&str]) -> (i32, u16, String) {
+    let out: Output = Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--cacert"])
+        .arg(dir.join("ca.pem"))
+        .args(["-o", "-", "-w", "\n%{http_code}"])
+        .args(args)
+        .arg(url)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (
+        out.status.code().unwrap_or(-1),
+        code.trim().parse().unwrap_or(0),
+        body.to_string(),
+    )
+}
+
+#[test]
+fn tls_and_basic_auth_as_curl_sees_them() {
+    if !require("curl") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let web = web_config(dir.path(), "");
+    let db = store(dir.path());
+    let (server, addr) = serve(dir.path(), &db, &web);
+    let url = format!("https://localhost:{}/metrics", addr.port());
+    let user = format!("prometheus:{PASSWORD}");
+
+    let (rc, code, body) = curl(dir.path(), &url, &["-u", &user]);
+    assert_eq!((rc, code), (0, 200), "{body}\n{}", server.log());
+    assert!(body.contains("latlab_build_info"), "{body}");
+    // No credentials, a wrong password, an unknown user: 401, asking for basic auth.
+    for args in [&[][..], &["-u", "prometheus:wrong"], &["-u", "nobody:x"]] {
+        let (rc, code, body) = curl(dir.path(), &url, args);
+        assert_eq!((rc, code), (0, 401), "{args:?}: {body}");
+        assert!(!body.contains("latlab_"), "{body}");
+    }
+    let (_, code, head) = curl(dir.path(), &url, &["-I"]);
+    assert_eq!(code, 401);
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("www-authenticate: basic realm=\"latlab\""),
+        "{head}"
+    );
+    // The dashboard is behind the same door.
+    let (_, code, _) = curl(
+        dir.path(),
+        &format!("https://localhost:{}/", addr.port()),
+        &[],
+    );
+    assert_eq!(code, 401);
+    let (_, code, page) = curl(
+        dir.path(),
+        &format!("https://localhost:{}/", addr.port()),
+        &["-u", &user],
+    );
+    assert_eq!(code, 200);
+    assert!(page.contains("<html"), "{page}");
+    // Plain HTTP to the TLS port gets no answer.
+    let (rc, code, _) = curl(
+        dir.path(),
+        &format!("http://localhost:{}/metrics", addr.port()),
+        &["-u", &user],
+    );
+    assert!(
+        rc != 0 && code != 200,
+        "plain HTTP answered: rc {rc}, {code}"
+    );
+    // A client that does not trust the CA refuses the server.
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "20", &url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(60),
+        "curl's certificate problem, {:?}",
+        out
+    );
+    let log = server.term();
+    assert!(
+        log.contains(&format!(
+            "https://{addr}/metrics (TLS 1.2–1.3; basic auth (1 user))"
+        )),
+        "{log}"
+    );
+}
+
+#[test]
+fn client_certificates_required_are_verified_against_the_client_ca() {
+    if !require("curl") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let web = web_config(
+        dir.path(),
+        "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.pem\n",
+    );
+    let db = store(dir.path());
+    let (server, addr) = serve(dir.path(), &db, &web);
+    let url = format!("https://localhost:{}/metrics", addr.port());
+    let user = format!("prometheus:{PASSWORD}");
+    let (rc, code, _) = curl(dir.path(), &url, &["-u", &user]);
+    assert!(
+        rc != 0 && code == 0,
+        "no client certificate: rc {rc}, {code}"
+    );
+    let (rc, code, body) = curl(
+        dir.path(),
+        &url,
+        &["-u", &user, "--cert", "client.pem", "--key", "client.key"],
+    );
+    assert_eq!((rc, code), (0, 200), "{body}\n{}", server.log());
+    // A certificate the CA did not sign is refused.
+    let own = rcgen::generate_simple_self_signed(vec!["x".into()]).unwrap();
+    std::fs::write(dir.path().join("own.pem"), own.cert.pem()).unwrap();
+    std::fs::write(dir.path().join("own.key"), own.signing_key.serialize_pem()).unwrap();
+    let (rc, code, _) = curl(
+        dir.path(),
+        &url,
+        &["-u", &user, "--cert", "own.pem", "--key", "own.key"],
+    );
+    assert!(
+        rc != 0 && code == 0,
+        "a foreign client certificate: rc {rc}, {code}"
+    );
+}
+
+#[test]
+fn prometheus_scrapes_over_tls_with_basic_auth() {
+    if !require("prometheus") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let web = web_config(dir.path(), "");
+    let db = store(dir.path());
+    let (server, addr) = serve(dir.path(), &db, &web);
+    let ca = dir.path().join("ca.pem");
+    let job = |name: &str, password: &str| {
+        format!(
+            "  - job_name: {name}\n    scheme: https\n    tls_config:\n      ca_file: {}\n      \
+             server_name: localhost\n    basic_auth:\n      username: prometheus\n      \
+             password: '{password}'\n    static_configs:\n      - targets: ['{addr}']\n",
+            ca.display()
+        )
+    };
+    let (prom, prom_addr) = common::prometheus(
+        dir.path(),
+        &(job("latlab", PASSWORD) + &job("wrong", "not it")),
+    );
+    wait_for("both jobs scraped", Duration::from_secs(60), || {
+        prom_query(prom_addr, "up", None).len() == 2
+    });
+    let up: std::collections::BTreeMap<String, f64> = prom_query(prom_addr, "up", None)
+        .into_iter()
+        .map(|(m, _, v)| (m["job"].as_str().unwrap().to_string(), v))
+        .collect();
+    assert_eq!(
+        up.get("latlab"),
+        Some(&1.0),
+        "{}\n{}",
+        prom.log(),
+        server.log()
+    );
+    assert_eq!(
+        up.get("wrong"),
+        Some(&0.0),
+        "a wrong password scrapes nothing"
+    );
+    let cpus = prom_query(
+        prom_addr,
+        "latlab_wakeup_latency_seconds_count{job=\"latlab\"}",
+        None,
+    );
+    assert_eq!(cpus.len(), 2, "both CPUs of the series, over TLS");
+    let targets = common::get_json(prom_addr, "/api/v1/targets");
+    let wrong = targets["data"]["activeTargets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["labels"]["job"] == "wrong")
+        .unwrap()
+        .clone();
+    assert!(
+        wrong["lastError"].as_str().unwrap().contains("401"),
+        "{wrong}"
+    );
+}
+
+#[test]
+fn a_web_config_that_does_not_load_and_an_open_address_are_refused_before_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = store(dir.path());
+    let bad = dir.path().join("bad.yml");
+    std::fs::write(
+        &bad,
+        "tls_server_config:\n  cert_file: none.pem\n  key_file: none.key\n",
+    )
+    .unwrap();
+    let out = latlab!()
+        .args(["serve", "--db"])
+        .arg(&db)
+        .arg("--web-config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, 2, "--web-config ");
+    assert!(
+        latlab_testkit::stderr(&out).contains("cert_file: ")
+            && latlab_testkit::stderr(&out).contains("none.pem")
+    );
+    for cmd in [
+        &["serve", "--db", db.to_str().unwrap()][..],
+        &["monitor", "--check-config"],
+    ] {
+        let out = latlab!()
+            .args(cmd)
+            .args(["--listen", "0.0.0.0:9464"])
+            .output()
+            .unwrap();
+        assert_one_line_error(
+            &out,
+            2,
+            "--listen 0.0.0.0:9464: reachable from other machines",
+        );
+        assert!(latlab_testkit::stderr(&out).contains("--insecure-listen"));
+    }
+    // With the web config, monitor's check shows how it will serve.
+    certificates(dir.path());
+    let web = web_config(dir.path(), "");
+    let out = run_ok(
+        latlab!()
+            .args([
+                "monitor",
+                "--check-config",
+                "--listen",
+                "0.0.0.0:9464",
+                "--web-config",
+            ])
+            .arg(&web),
+    );
+    let text = latlab_testkit::stdout(&out);
+    assert!(
+        text.contains("https://0.0.0.0:9464/metrics — TLS 1.2–1.3; basic auth (1 user)"),
+        "{text}"
+    );
+}
+
+/// `latlab serve` of `db` on plain loopback HTTP.
+fn serve_plain(dir: &Path, db: &Path) -> (Proc, SocketAddr) {
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut cmd = latlab!();
+    cmd.args(["serve", "--db"])
+        .arg(db)
+        .args(["--listen", &addr.to_string()]);
+    let p = Proc::start(cmd, dir.join("plain.log"));
+    wait_for("the server", Duration::from_secs(30), || {
+        TcpStream::connect(addr).is_ok()
+    });
+    (p, addr)
+}
+
+#[test]
+fn answers_carry_the_security_headers_and_nothing_of_the_server() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let db = store(dir.path());
+    let (server, addr) = serve_plain(dir.path(), &db);
+    // Every answer, found or not: no sniffing, only the page's own scripts and styles.
+    for path in ["/", "/metrics", "/api/series", "/nothing-here"] {
+        let (_, head, _) = common::get(addr, path);
+        let head = head.to_ascii_lowercase();
+        assert!(
+            head.contains("x-content-type-options: nosniff"),
+            "{path}: {head}"
+        );
+        assert!(
+            head.contains("content-security-policy: default-src 'self'")
+                && head.contains("script-src 'self'")
+                && head.contains("style-src 'self'"),
+            "{path}: {head}"
+        );
+    }
+    // No path leads outside the embedded assets.
+    for path in [
+        "/../../etc/passwd",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/app.js/..%2f..%2fetc%2fpasswd",
+        "//etc/passwd",
+        "/style.css%00.js",
+    ] {
+        let (status, _, body) = common::get(addr, path);
+        assert!(status == 404 || status == 400, "{path}: {status}");
+        assert!(!body.contains("root:"), "{path}: {body}");
+    }
+    // A client that never finishes its request is closed (within the 10 s header timeout).
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(40)))
+        .unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    let started = std::time::Instant::now();
+    let mut buf = Vec::new();
+    let _ = slow.read_to_end(&mut buf);
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "a slow client held its connection for {:?}",
+        started.elapsed()
+    );
+    assert!(!String::from_utf8_lossy(&buf).contains("200 OK"));
+    // A store broken under the server: a 500 that names no file and no internals; the detail
+    // is in the server's log.
+    std::fs::write(&db, b"not a store any more").unwrap();
+    let (status, _, body) = common::get(addr, "/api/series");
+    assert_eq!(status, 500, "{body}");
+    assert_eq!(
+        body,
+        "{\"error\":\"internal error (the server's log has the detail)\"}"
+    );
+    let log = server.term();
+    assert!(log.contains("latlab: web: "), "{log}");
+}
