@@ -364,6 +364,7 @@ fn metrics_scraped_by_prometheus_match_the_store() {
                 .as_str()
                 .unwrap()
                 .replace("$instance", ".*")
+                .replace("$cpu", ".*")
                 .replace("$__rate_interval", "1m");
             let rows = prom_query(prom_addr, &expr, None);
             let optional = expr.contains("cpuidle")

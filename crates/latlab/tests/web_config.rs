@@ -7,59 +7,13 @@
 
 mod common;
 
-use common::prom_query;
+use common::{PASSWORD, certificates, prom_query, web_config};
 use latlab_testkit::process::{Proc, free_port, wait_for};
 use latlab_testkit::{assert_one_line_error, latlab, require, run_ok};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
-
-const PASSWORD: &str = "correct horse";
-
-/// A CA, a server certificate for 127.0.0.1 and localhost and a client certificate, both signed
-/// by the CA, as PEM files in `dir`: ca.pem, server.pem, server.key, client.pem, client.key.
-fn certificates(dir: &Path) {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "latlab test CA");
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
-    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
-    for (name, sans) in [
-        (
-            "server",
-            vec!["localhost".to_string(), "127.0.0.1".to_string()],
-        ),
-        ("client", vec!["prometheus.example".to_string()]),
-    ] {
-        let key = KeyPair::generate().unwrap();
-        let cert = CertificateParams::new(sans)
-            .unwrap()
-            .signed_by(&key, &ca)
-            .unwrap();
-        std::fs::write(dir.join(format!("{name}.pem")), cert.pem()).unwrap();
-        std::fs::write(dir.join(format!("{name}.key")), key.serialize_pem()).unwrap();
-    }
-}
-
-/// A web config with TLS (files relative to it) and one user, `prometheus`, plus `extra` TLS
-/// lines.
-fn web_config(dir: &Path, extra_tls: &str) -> PathBuf {
-    let hash = bcrypt::hash(PASSWORD, 4).unwrap();
-    let path = dir.join("web.yml");
-    std::fs::write(
-        &path,
-        format!(
-            "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n{extra_tls}\
-             basic_auth_users:\n  prometheus: {hash}\n"
-        ),
-    )
-    .unwrap();
-    path
-}
 
 /// A store with a 2-hour synthetic series of 2 CPUs.
 fn store(dir: &Path) -> PathBuf {
