@@ -21,6 +21,11 @@ command -v jitterdebugger >/dev/null 2>&1 || need+=(jitterdebugger)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# buildah builds the container image from scratch; podman (with runc, for hosts whose hybrid
+# cgroup hierarchy crun refuses) runs it.
+command -v buildah >/dev/null 2>&1 || need+=(buildah)
+command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v runc >/dev/null 2>&1 || need+=(runc)
 /usr/bin/python3 -c 'import junitparser' >/dev/null 2>&1 || need+=(python3-junitparser)
 # clang and llvm-strip rebuild the committed BPF object to check it matches its C source.
 command -v clang >/dev/null 2>&1 || need+=(clang)

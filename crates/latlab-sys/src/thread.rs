@@ -167,8 +167,65 @@ pub fn set_scheduler(policy: libc::c_int, priority: i32) -> io::Result<()> {
     }
 }
 
+/// Whether this process holds CAP_SYS_NICE (bit 23 of `CapEff` in `/proc/self/status`).
+fn has_cap_sys_nice() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let hex = s.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+            u64::from_str_radix(hex.trim(), 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << 23) != 0)
+}
+
+/// This process's cpu cgroup and its real-time budget, where the kernel schedules real-time
+/// tasks per group (`cpu.rt_runtime_us` of cgroup v1, CONFIG_RT_GROUP_SCHED): in a container's
+/// own cgroup it is 0 unless the runtime gave it one, and SCHED_FIFO fails with EPERM even for
+/// root.
+fn rt_group_budget(
+    proc_cgroup: &str,
+    read: impl Fn(&str) -> Option<String>,
+) -> Option<(String, i64)> {
+    let path = proc_cgroup.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let _id = parts.next()?;
+        let controllers = parts.next()?;
+        let path = parts.next()?;
+        controllers
+            .split(',')
+            .any(|c| c == "cpu")
+            .then(|| path.to_string())
+    })?;
+    let sub = if path == "/" { "" } else { path.as_str() };
+    // A container that shares the host's cgroup names sees its own group mounted as the root
+    // of the hierarchy: where its path is not under the mount, the mount's root is the group.
+    ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"]
+        .iter()
+        .find_map(|m| {
+            read(&format!("{m}{sub}/cpu.rt_runtime_us"))
+                .or_else(|| read(&format!("{m}/cpu.rt_runtime_us")))
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .map(|runtime| (path, runtime))
+}
+
 /// Describe a scheduling failure the way a user can act on it.
 pub fn explain_policy_error(policy: Policy, priority: u32, err: &io::Error) -> String {
+    if matches!(policy, Policy::Fifo | Policy::Rr)
+        && err.raw_os_error() == Some(libc::EPERM)
+        && has_cap_sys_nice()
+        && let Some((cgroup, 0)) = std::fs::read_to_string("/proc/self/cgroup")
+            .ok()
+            .and_then(|c| rt_group_budget(&c, |p| std::fs::read_to_string(p).ok()))
+    {
+        return format!(
+            "cannot use SCHED_{} priority {priority}: the cpu cgroup {cgroup} has no real-time \
+             budget (cpu.rt_runtime_us is 0: this kernel schedules real-time tasks per group); \
+             give the cgroup one (e.g. podman or docker run --cpu-rt-runtime 100000), run \
+             outside it, or use --policy other",
+            policy.name().to_uppercase()
+        );
+    }
     let mut rlim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -193,6 +250,41 @@ pub fn explain_policy_error(policy: Policy, priority: u32, err: &io::Error) -> S
             "cannot set scheduling policy {} priority {priority}: {err}",
             policy.name()
         ),
+    }
+}
+
+#[cfg(test)]
+mod rt_budget_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::rt_group_budget;
+
+    #[test]
+    fn the_budget_of_the_cpu_cgroup_is_read_where_the_kernel_has_one() {
+        let files = |p: &str| match p {
+            "/sys/fs/cgroup/cpu/libpod_parent/x/cpu.rt_runtime_us" => Some("0\n".to_string()),
+            "/sys/fs/cgroup/cpu/cpu.rt_runtime_us" => Some("950000\n".to_string()),
+            _ => None,
+        };
+        let v1 = "12:memory:/libpod_parent/x\n4:cpu,cpuacct:/libpod_parent/x\n";
+        assert_eq!(
+            rt_group_budget(v1, files),
+            Some(("/libpod_parent/x".into(), 0))
+        );
+        // In its own cgroup namespace a container sees itself as the root.
+        assert_eq!(
+            rt_group_budget("4:cpu,cpuacct:/\n", files),
+            Some(("/".into(), 950000))
+        );
+        // cgroup v2 (no per-group real-time budget) and kernels without it: nothing to say.
+        assert_eq!(rt_group_budget("0::/user.slice\n", files), None);
+        // A container's own group mounted as the hierarchy's root.
+        let own =
+            |p: &str| (p == "/sys/fs/cgroup/cpu/cpu.rt_runtime_us").then(|| "0\n".to_string());
+        assert_eq!(
+            rt_group_budget("1:cpu:/libpod_parent/c\n", own),
+            Some(("/libpod_parent/c".into(), 0))
+        );
+        assert_eq!(rt_group_budget("1:cpu:/x\n", |_| None), None);
     }
 }
 

@@ -281,12 +281,7 @@ fn served_names(dir: &Path) -> BTreeSet<String> {
     text.lines()
         .filter_map(|l| {
             let l = l.strip_prefix("# TYPE ").unwrap_or(l);
-            (!l.starts_with('#')).then(|| {
-                l.split(|c: char| c == '{' || c == ' ')
-                    .next()
-                    .unwrap()
-                    .to_string()
-            })
+            (!l.starts_with('#')).then(|| l.split(['{', ' ']).next().unwrap().to_string())
         })
         .filter(|n| !n.is_empty())
         .collect()
