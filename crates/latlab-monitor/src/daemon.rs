@@ -44,6 +44,8 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
         &housekeeping,
         origin.0,
         Some(sample_tx),
+        // Months of samples would pile up: each goes to the keeper, the sampler keeps none.
+        false,
     )
     .context("starting the samplers")?;
 

@@ -89,6 +89,9 @@ pub struct Sampler {
     thermal: Vec<(String, String)>,
     prev: Option<Snapshot>,
     series: Vec<Sample>,
+    /// Whether `series` keeps every sample (a run's result) or only the last one (the monitor,
+    /// which streams its samples and runs for months).
+    keep_series: bool,
 }
 
 impl Sampler {
@@ -158,7 +161,17 @@ impl Sampler {
             thermal,
             prev: None,
             series: Vec::new(),
+            keep_series: true,
         }
+    }
+
+    /// Keep only the last sample instead of the whole series (for a sampler that runs without
+    /// end and hands each sample on: its memory stays bounded; `finish` then summarises only
+    /// that last period).
+    pub fn keep_only_last(&mut self) {
+        self.keep_series = false;
+        self.series.clear();
+        self.series.shrink_to_fit();
     }
 
     fn snapshot(&self, at_ns: u64) -> Snapshot {
@@ -355,6 +368,9 @@ impl Sampler {
         }
         sample.temp_c = cur.temps.clone();
         self.prev = Some(cur);
+        if !self.keep_series {
+            self.series.clear();
+        }
         self.series.push(sample);
         self.series.last()
     }
@@ -880,18 +896,23 @@ impl SamplerThread {
         cpus: &[u32],
         origin: Instant,
     ) -> std::io::Result<SamplerThread> {
-        Self::spawn_streaming(sys, period, cpus, origin, None)
+        Self::spawn_streaming(sys, period, cpus, origin, None, true)
     }
 
-    /// [`spawn`](Self::spawn), also sending every sample to `each` as it is taken.
+    /// [`spawn`](Self::spawn), also sending every sample to `each` as it is taken; with
+    /// `keep_series` false the series holds only the last sample (a sampler without end).
     pub fn spawn_streaming(
         sys: &Sys,
         period: Duration,
         cpus: &[u32],
         origin: Instant,
         each: Option<mpsc::Sender<Sample>>,
+        keep_series: bool,
     ) -> std::io::Result<SamplerThread> {
         let mut sampler = Sampler::new(sys, period.as_nanos() as u64);
+        if !keep_series {
+            sampler.keep_only_last();
+        }
         let power_names = sampler.power_names();
         let idle_states = sampler.idle_states();
         let (stop, rx) = mpsc::channel::<()>();

@@ -386,6 +386,7 @@ fn live_streaming_sends_every_full_period() {
         &[],
         Instant::now(),
         Some(tx),
+        true,
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(250));
@@ -397,4 +398,29 @@ fn live_streaming_sends_every_full_period() {
         "all but the final partial one"
     );
     assert_eq!(sent[0], out.series[0]);
+}
+
+#[test]
+fn a_sampler_without_end_keeps_only_its_last_sample() {
+    // The monitor's sampler runs for months: every sample goes out, none piles up.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sys = Sys::new("/");
+    let t = SamplerThread::spawn_streaming(
+        &sys,
+        Duration::from_millis(10),
+        &[],
+        Instant::now(),
+        Some(tx),
+        false,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = t.stop();
+    let sent = rx.try_iter().count();
+    assert!(sent >= 5, "{sent} samples sent");
+    assert_eq!(
+        out.series.len(),
+        1,
+        "only the last (partial) period is kept"
+    );
 }
