@@ -618,8 +618,17 @@ impl Store {
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         {
+            // Each coarsened row moves to a new rowid at the end of the table: rewritten in
+            // place it would keep the page its full-size histogram filled (one window per page,
+            // the rest of it never used again); moved, old pages empty into the free list and
+            // new windows reuse them. The key the spikes refer to stays, so they stay too.
+            let mut next: i64 = tx.query_row(
+                "SELECT coalesce(max(rowid), 0) FROM monitor_windows",
+                [],
+                |r| r.get(0),
+            )?;
             let mut update = tx.prepare(
-                "UPDATE monitor_windows SET histogram = ?4, coarse_shift = ?5
+                "UPDATE monitor_windows SET histogram = ?4, coarse_shift = ?5, rowid = ?6
                  WHERE series_id = ?1 AND start_unix_ns = ?2 AND cpu = ?3",
             )?;
             for (start, cpu, blob) in &rows {
@@ -628,7 +637,8 @@ impl Store {
                     &format!("monitor window {} cpu{cpu} histogram", from_sql(*start)),
                 )?;
                 h.coarsen(shift);
-                update.execute(params![series.0, start, cpu, h.encode(), shift])?;
+                next += 1;
+                update.execute(params![series.0, start, cpu, h.encode(), shift, next])?;
             }
         }
         tx.commit()?;

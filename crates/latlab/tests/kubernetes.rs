@@ -7,14 +7,11 @@
 
 mod common;
 
-use latlab_testkit::process::{Proc, free_port, wait_for};
 use latlab_testkit::{latlab, run_ok, stderr, stdout};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -251,30 +248,8 @@ fn the_gate_jobs_command_line_measures_and_leaves_junit_in_its_volume() {
 
 /// The metric names `/metrics` serves for a store (families and their samples' names).
 fn served_names(dir: &Path) -> BTreeSet<String> {
-    let db = dir.join("m.db");
-    run_ok(
-        latlab!()
-            .args([
-                "fill-monitor",
-                "--cpus",
-                "2",
-                "--span",
-                "1h",
-                "--name",
-                "k",
-                "--db",
-            ])
-            .arg(&db),
-    );
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut cmd = latlab!();
-    cmd.args(["serve", "--db"])
-        .arg(&db)
-        .args(["--listen", &addr.to_string()]);
-    let server = Proc::start(cmd, dir.join("serve.log"));
-    wait_for("the server", Duration::from_secs(30), || {
-        TcpStream::connect(addr).is_ok()
-    });
+    let db = common::synthetic_store(dir, "1h");
+    let (server, addr) = common::serve(&db, dir, &[]);
     let (status, _, text) = common::get(addr, "/metrics");
     assert_eq!(status, 200);
     server.term();

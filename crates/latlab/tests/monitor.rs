@@ -14,7 +14,7 @@ use latlab_hist::Histogram;
 use latlab_store::{MonitorWindow, SeriesConfig, SeriesId, SeriesSpec, Store, WindowSet};
 use latlab_testkit::process::{Proc, free_port, wait_for};
 use latlab_testkit::{latlab, policy_args, require};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -443,15 +443,7 @@ fn metrics_scraped_by_prometheus_match_the_store() {
 
 /// `latlab serve` of `db` on a free loopback port, once it accepts connections (log in `dir`).
 fn serve(db: &Path, dir: &Path) -> (Proc, SocketAddr) {
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut c = latlab!();
-    c.args(["serve", "--listen", &addr.to_string(), "--db"])
-        .arg(db);
-    let s = Proc::start(c, dir.join("s.log"));
-    wait_for("listening", Duration::from_secs(20), || {
-        TcpStream::connect(addr).is_ok()
-    });
-    (s, addr)
+    common::serve(db, dir, &[])
 }
 
 fn chromium(args: &[String]) -> (String, String) {

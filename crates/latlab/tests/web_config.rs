@@ -8,7 +8,7 @@
 mod common;
 
 use common::{PASSWORD, certificates, prom_query, web_config};
-use latlab_testkit::process::{Proc, free_port, wait_for};
+use latlab_testkit::process::{Proc, wait_for};
 use latlab_testkit::{assert_one_line_error, latlab, require, run_ok};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -17,37 +17,12 @@ use std::time::Duration;
 
 /// A store with a 2-hour synthetic series of 2 CPUs.
 fn store(dir: &Path) -> PathBuf {
-    let db = dir.join("m.db");
-    run_ok(
-        latlab!()
-            .args([
-                "fill-monitor",
-                "--cpus",
-                "2",
-                "--span",
-                "2h",
-                "--name",
-                "s",
-                "--db",
-            ])
-            .arg(&db),
-    );
-    db
+    common::synthetic_store(dir, "2h")
 }
 
-/// `latlab serve` of `db` on a free loopback port with `web`, running.
+/// `latlab serve` of `db` with the web config `web`.
 fn serve(dir: &Path, db: &Path, web: &Path) -> (Proc, SocketAddr) {
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut cmd = latlab!();
-    cmd.args(["serve", "--db"])
-        .arg(db)
-        .args(["--listen", &addr.to_string(), "--web-config"])
-        .arg(web);
-    let p = Proc::start(cmd, dir.join("serve.log"));
-    wait_for("the server", Duration::from_secs(30), || {
-        TcpStream::connect(addr).is_ok()
-    });
-    (p, addr)
+    common::serve(db, dir, &["--web-config".as_ref(), web.as_os_str()])
 }
 
 /// curl with the test CA: (exit code, HTTP status or 0, body).
@@ -305,26 +280,12 @@ fn a_web_config_that_does_not_load_and_an_open_address_are_refused_before_servin
     );
 }
 
-/// `latlab serve` of `db` on plain loopback HTTP.
-fn serve_plain(dir: &Path, db: &Path) -> (Proc, SocketAddr) {
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut cmd = latlab!();
-    cmd.args(["serve", "--db"])
-        .arg(db)
-        .args(["--listen", &addr.to_string()]);
-    let p = Proc::start(cmd, dir.join("plain.log"));
-    wait_for("the server", Duration::from_secs(30), || {
-        TcpStream::connect(addr).is_ok()
-    });
-    (p, addr)
-}
-
 #[test]
 fn answers_carry_the_security_headers_and_nothing_of_the_server() {
     use std::io::{Read, Write};
     let dir = tempfile::tempdir().unwrap();
     let db = store(dir.path());
-    let (server, addr) = serve_plain(dir.path(), &db);
+    let (server, addr) = common::serve(&db, dir.path(), &[]);
     // Every answer, found or not: no sniffing, only the page's own scripts and styles.
     for path in ["/", "/metrics", "/api/series", "/nothing-here"] {
         let (_, head, _) = common::get(addr, path);

@@ -172,3 +172,38 @@ pub fn web_config(dir: &Path, extra_tls: &str) -> PathBuf {
     .unwrap();
     path
 }
+
+/// `latlab serve` of `db` on a free loopback port with `extra` options (e.g. `--web-config`),
+/// listening when this returns; its log in `dir`.
+pub fn serve(db: &Path, dir: &Path, extra: &[&std::ffi::OsStr]) -> (Proc, SocketAddr) {
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut c = latlab!();
+    c.args(["serve", "--listen", &addr.to_string(), "--db"])
+        .arg(db)
+        .args(extra);
+    let s = Proc::start(c, dir.join(format!("serve-{}.log", addr.port())));
+    wait_for("listening", Duration::from_secs(20), || {
+        TcpStream::connect(addr).is_ok()
+    });
+    (s, addr)
+}
+
+/// A store in `dir` with a synthetic series `s` of 2 CPUs over `span`.
+pub fn synthetic_store(dir: &Path, span: &str) -> PathBuf {
+    let db = dir.join("m.db");
+    latlab_testkit::run_ok(
+        latlab!()
+            .args([
+                "fill-monitor",
+                "--cpus",
+                "2",
+                "--span",
+                span,
+                "--name",
+                "s",
+                "--db",
+            ])
+            .arg(&db),
+    );
+    db
+}
