@@ -399,7 +399,7 @@ impl Store {
         to: u64,
         cpu: Option<u32>,
     ) -> Result<Vec<MonitorWindowRow>> {
-        self.window_rows("ORDER BY w.start_unix_ns, w.cpu", series, from, to, cpu)
+        self.window_rows("", "ORDER BY w.start_unix_ns, w.cpu", series, from, to, cpu)
     }
 
     /// The `limit` windows with the highest maximum overlapping `[from, to)`, worst first.
@@ -410,7 +410,22 @@ impl Store {
         to: u64,
         limit: u32,
     ) -> Result<Vec<MonitorWindowRow>> {
+        // Over much of the series, walking the windows from the worst down stops after
+        // `limit` (1 ms for 30 days of 256 CPUs, where sorting every window in the range took
+        // 10 s); over a sliver of it, the range's windows are few enough to sort.
+        let (all, inside): (i64, i64) = self.conn.query_row(
+            "SELECT count(*), coalesce(sum(start_unix_ns < ?3 AND end_unix_ns > ?2), 0)
+             FROM monitor_sets WHERE series_id = ?1",
+            params![series.0, to_sql(from), to_sql(to)],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let hint = if inside * 50 >= all {
+            "INDEXED BY monitor_windows_worst"
+        } else {
+            ""
+        };
         self.window_rows(
+            hint,
             &format!("ORDER BY w.max_ns DESC, w.start_unix_ns, w.cpu LIMIT {limit}"),
             series,
             from,
@@ -421,6 +436,7 @@ impl Store {
 
     fn window_rows(
         &self,
+        hint: &str,
         tail: &str,
         series: SeriesId,
         from: u64,
@@ -430,7 +446,7 @@ impl Store {
         let mut stmt = self.conn.prepare(&format!(
             "SELECT w.start_unix_ns, s.end_unix_ns, w.cpu, s.windows, w.count, w.min_ns, w.max_ns,
                  w.p99_ns, w.p99_9_ns, w.missed, w.cpu_summary
-             FROM monitor_windows w
+             FROM monitor_windows w {hint}
              JOIN monitor_sets s ON s.series_id = w.series_id AND s.start_unix_ns = w.start_unix_ns
              WHERE w.series_id = ?1 AND s.start_unix_ns < ?3 AND s.end_unix_ns > ?2
                AND (?4 IS NULL OR w.cpu = ?4) {tail}"
