@@ -419,8 +419,10 @@ impl Store {
             params![series.0, to_sql(from), to_sql(to)],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
+        // CROSS JOIN keeps the windows the outer loop (else the planner may probe the worst
+        // index once per set, which is slower than sorting).
         let hint = if inside * 50 >= all {
-            "INDEXED BY monitor_windows_worst"
+            "INDEXED BY monitor_windows_worst CROSS"
         } else {
             ""
         };
