@@ -20,9 +20,16 @@ fn store(dir: &Path) -> PathBuf {
     common::synthetic_store(dir, "2h")
 }
 
-/// `latlab serve` of `db` with the web config `web`.
-fn serve(dir: &Path, db: &Path, web: &Path) -> (Proc, SocketAddr) {
-    common::serve(db, dir, &["--web-config".as_ref(), web.as_os_str()])
+/// In a new directory: the test CA and certificates, a web config with TLS, one user and
+/// `extra_tls`, a synthetic store, and `latlab serve` of it with that config.
+fn tls_server(extra_tls: &str) -> (tempfile::TempDir, Proc, SocketAddr) {
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let web = web_config(dir.path(), extra_tls);
+    let db = store(dir.path());
+    let (server, addr) =
+        common::serve(&db, dir.path(), &["--web-config".as_ref(), web.as_os_str()]);
+    (dir, server, addr)
 }
 
 /// curl with the test CA: (exit code, HTTP status or 0, body).
@@ -50,11 +57,7 @@ fn tls_and_basic_auth_as_curl_sees_them() {
     if !require("curl") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    certificates(dir.path());
-    let web = web_config(dir.path(), "");
-    let db = store(dir.path());
-    let (server, addr) = serve(dir.path(), &db, &web);
+    let (dir, server, addr) = tls_server("");
     let url = format!("https://localhost:{}/metrics", addr.port());
     let user = format!("prometheus:{PASSWORD}");
 
@@ -123,14 +126,8 @@ fn client_certificates_required_are_verified_against_the_client_ca() {
     if !require("curl") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    certificates(dir.path());
-    let web = web_config(
-        dir.path(),
-        "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.pem\n",
-    );
-    let db = store(dir.path());
-    let (server, addr) = serve(dir.path(), &db, &web);
+    let (dir, server, addr) =
+        tls_server("  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.pem\n");
     let url = format!("https://localhost:{}/metrics", addr.port());
     let user = format!("prometheus:{PASSWORD}");
     let (rc, code, _) = curl(dir.path(), &url, &["-u", &user]);
@@ -164,11 +161,7 @@ fn prometheus_scrapes_over_tls_with_basic_auth() {
     if !require("prometheus") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    certificates(dir.path());
-    let web = web_config(dir.path(), "");
-    let db = store(dir.path());
-    let (server, addr) = serve(dir.path(), &db, &web);
+    let (dir, server, addr) = tls_server("");
     let ca = dir.path().join("ca.pem");
     let job = |name: &str, password: &str| {
         format!(
