@@ -659,6 +659,32 @@ fn run_figures<'a>(
     }
 }
 
+/// The mean power a run drew (its package sources summed, else its first source with a
+/// reading), or why there is none.
+pub fn run_power_w(run: &RunResult) -> Result<f64, String> {
+    match &run.samples {
+        Some(s) => power(s).map(|p| p.watts),
+        None => Err("no sampler data in this run".into()),
+    }
+}
+
+/// The loads' throughput over a run: the first kind of work they counted (its label and rate),
+/// summed over the loads that counted it.
+pub fn run_throughput(run: &RunResult) -> Option<(String, f64)> {
+    let t = run
+        .loads
+        .reports
+        .iter()
+        .flat_map(|l| &l.throughput)
+        .next()?;
+    let key = ThroughputKey {
+        what: t.what.clone(),
+        unit: t.unit.clone(),
+    };
+    let rate = throughput(run, std::slice::from_ref(&key)).first()?.1;
+    Some((key.label(), rate))
+}
+
 fn is_package(name: &str) -> bool {
     name.contains("package") || name.contains("energy-pkg")
 }

@@ -59,7 +59,7 @@ mod mann_whitney;
 mod numfmt;
 mod table_formats;
 
-pub use analysis::MIN_REPEATS;
+pub use analysis::{MIN_REPEATS, run_power_w, run_throughput};
 pub use compare::compare_text;
 pub use csv::{histogram_csv, report_csv, run_csv, spikes_csv, windows_csv};
 pub use html::html_report;

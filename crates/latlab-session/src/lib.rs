@@ -185,17 +185,7 @@ fn run(
     let loads = loads.stop();
     let tuning = tuning.map(|guard| {
         let name = guard.profile().to_string();
-        let mut lines: Vec<String> = guard
-            .applied()
-            .written
-            .iter()
-            .map(|c| format!("{}: {} -> {}", c.knob, c.old_value(), c.new_value()))
-            .collect();
-        for item in &guard.applied().plan.items {
-            if let latlab_tune::ItemState::Unsupported { why } = &item.state {
-                lines.push(format!("{}: unsupported here: {why}", item.knob));
-            }
-        }
+        let lines = guard.change_lines();
         let restored = guard.restore();
         (name, lines, restored)
     });

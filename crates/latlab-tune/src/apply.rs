@@ -844,6 +844,23 @@ impl TuningGuard {
         &self.applied.plan.profile
     }
 
+    /// What the tuning changed (`knob: old -> new`) and what it could not (`knob: unsupported
+    /// here: why`), for a run's environment.
+    pub fn change_lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .applied
+            .written
+            .iter()
+            .map(|c| format!("{}: {} -> {}", c.knob, c.old_value(), c.new_value()))
+            .collect();
+        for item in &self.applied.plan.items {
+            if let ItemState::Unsupported { why } = &item.state {
+                lines.push(format!("{}: unsupported here: {why}", item.knob));
+            }
+        }
+        lines
+    }
+
     /// The PM QoS request held, in µs.
     pub fn pm_qos_us(&self) -> Option<u32> {
         self.pm_qos.as_ref().map(|h| h.us)

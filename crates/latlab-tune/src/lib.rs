@@ -18,6 +18,7 @@ pub mod boot;
 pub mod journal;
 pub mod plan;
 pub mod profile;
+pub mod search;
 
 pub use apply::{
     Applied, ApplyOptions, Outcome, RestoreLine, RestoreReport, Status, TemporaryTuning, TestHooks,
@@ -132,6 +133,9 @@ pub enum TuneError {
     /// Writing a GRUB drop-in where there is no GRUB.
     #[error("{0}")]
     Boot(String),
+    /// A tuning search that cannot go on (a run that failed, a restore that left values).
+    #[error("{0}")]
+    Search(String),
 }
 
 impl TuneError {

@@ -246,6 +246,8 @@ pub struct KernelWants {
 pub enum ProfileSource {
     BuiltIn,
     File(PathBuf),
+    /// Composed in memory (by `latlab tune search`).
+    Generated,
 }
 
 impl ProfileSource {
@@ -254,6 +256,7 @@ impl ProfileSource {
         match self {
             ProfileSource::BuiltIn => format!("built-in {name}.toml"),
             ProfileSource::File(p) => p.display().to_string(),
+            ProfileSource::Generated => format!("generated {name}"),
         }
     }
 }
@@ -263,6 +266,7 @@ impl fmt::Display for ProfileSource {
         match self {
             ProfileSource::BuiltIn => f.write_str("built-in"),
             ProfileSource::File(p) => write!(f, "{}", p.display()),
+            ProfileSource::Generated => f.write_str("generated"),
         }
     }
 }
@@ -1037,6 +1041,13 @@ impl Profiles {
             .collect()
     }
 
+    /// A profile from TOML text held in memory, its includes resolved among these profiles.
+    pub fn resolve_text(&self, name: &str, text: &str) -> Result<Profile, ProfileError> {
+        let mut with = self.clone();
+        with.add(name, ProfileSource::Generated, text.to_string());
+        with.resolve(name)
+    }
+
     /// A profile by name, or by the path of a `.toml` file, with its includes merged.
     pub fn resolve(&self, name_or_path: &str) -> Result<Profile, ProfileError> {
         let (name, level, def) = self.find(name_or_path, None, None)?;
@@ -1102,7 +1113,7 @@ impl Profiles {
         let mut merged = Profile::empty(name, def.source.clone());
         let dir = match &def.source {
             ProfileSource::File(p) => p.parent().map(Path::to_path_buf),
-            ProfileSource::BuiltIn => None,
+            ProfileSource::BuiltIn | ProfileSource::Generated => None,
         };
         let mut description = None;
         for inc in &parsed.includes {

@@ -1,0 +1,1138 @@
+//! `latlab tune search`: find the settings that lower latency on this machine by measuring them.
+//!
+//! The search has three stages, each an interleaved comparison in a seeded random order:
+//! 1. **Screening**: the baseline (the system as it is) and every candidate (one knob at one
+//!    value, applied alone), `repeats` runs each. A candidate helps when its runs' objective is
+//!    lower than the baseline's with the two-sided Mann-Whitney test at p < 0.05.
+//! 2. **Combination**, greedy forward selection: start from the knob that helped most; add the
+//!    next helping knob only when the pair, measured beside the combination so far, is better
+//!    again with p < 0.05. Effects of knobs on one latency overlap (two ways of keeping a CPU
+//!    out of deep idle do not add up), so a knob is kept for what it adds, not for what it did
+//!    alone.
+//! 3. **Confirmation**: the final combination against the baseline with fresh repeats.
+//!
+//! Every candidate is applied through the tuning journal ([`TemporaryTuning`]) and restored
+//! before the next run. The measuring itself is the caller's ([`Lab`]): `latlab tune search`
+//! measures for real and keeps every run in the store; tests inject a simulated measurement.
+
+use crate::{Profile, Profiles, TemporaryTuning, TuneError};
+use latlab_model::RunResult;
+use latlab_model::units::CpuList;
+use latlab_sys::Sys;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// What the search lowers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Objective {
+    P50,
+    P99,
+    P99_9,
+    Max,
+    /// p99 times the mean power drawn: latency bought with fewer watts scores better.
+    P99PerWatt,
+}
+
+impl Objective {
+    pub const NAMES: &'static str = "p50, p99, p99.9, max, p99-per-watt";
+
+    pub fn parse(s: &str) -> Result<Objective, String> {
+        Ok(match s {
+            "p50" => Objective::P50,
+            "p99" => Objective::P99,
+            "p99.9" => Objective::P99_9,
+            "max" => Objective::Max,
+            "p99-per-watt" => Objective::P99PerWatt,
+            other => {
+                return Err(format!(
+                    "--objective {other}: unknown objective (accepted: {})",
+                    Self::NAMES
+                ));
+            }
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::P50 => "p50",
+            Objective::P99 => "p99",
+            Objective::P99_9 => "p99.9",
+            Objective::Max => "max",
+            Objective::P99PerWatt => "p99-per-watt",
+        }
+    }
+
+    /// The unit of [`Objective::value`] as shown: µs, or µs·W.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Objective::P99PerWatt => "µs·W",
+            _ => "µs",
+        }
+    }
+
+    /// The objective of one run, in µs (µs·W for p99-per-watt), or why it has none.
+    pub fn value(self, run: &RunResult) -> Result<f64, String> {
+        let s = &run.overall.stats;
+        if s.count == 0 {
+            return Err("the run has no samples".into());
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Ok(match self {
+            Objective::P50 => us(s.p50),
+            Objective::P99 => us(s.p99),
+            Objective::P99_9 => us(s.p99_9),
+            Objective::Max => us(s.max),
+            Objective::P99PerWatt => us(s.p99) * latlab_report::run_power_w(run)?,
+        })
+    }
+}
+
+/// What the user tunes for (`--target`): the default objective and interval, and whether a
+/// knob may cost the load's throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Goal {
+    /// Audio: every period of a 1 ms cycle on time; p99 of 1 ms wake-ups.
+    Audio,
+    /// Control loops: the worst case of 250 µs wake-ups.
+    Control,
+    /// Latency without losing throughput: p99 of 1 ms wake-ups, and a knob that lowers the
+    /// load's throughput (p < 0.05) is not kept.
+    Throughput,
+}
+
+impl Goal {
+    pub const NAMES: &'static str = "audio, control, throughput";
+
+    pub fn parse(s: &str) -> Result<Goal, String> {
+        match s {
+            "audio" => Ok(Goal::Audio),
+            "control" => Ok(Goal::Control),
+            "throughput" => Ok(Goal::Throughput),
+            other => Err(format!(
+                "--target {other}: unknown target (accepted: {})",
+                Self::NAMES
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Goal::Audio => "audio",
+            Goal::Control => "control",
+            Goal::Throughput => "throughput",
+        }
+    }
+
+    pub fn objective(self) -> Objective {
+        match self {
+            Goal::Audio | Goal::Throughput => Objective::P99,
+            Goal::Control => Objective::Max,
+        }
+    }
+
+    /// The measuring interval, ns.
+    pub fn interval_ns(self) -> u64 {
+        match self {
+            Goal::Audio | Goal::Throughput => 1_000_000,
+            Goal::Control => 250_000,
+        }
+    }
+}
+
+/// The knobs a search can try: name and what it sets.
+pub const KNOBS: &[(&str, &str)] = &[
+    (
+        "pm_qos",
+        "hold /dev/cpu_dma_latency (system.cpu_dma_latency_us)",
+    ),
+    (
+        "resume_latency",
+        "per-CPU PM QoS resume latency of the measured CPUs (pm_qos_resume_latency_us)",
+    ),
+    (
+        "idle",
+        "disable idle states deeper than an exit latency on the measured CPUs (max_idle_latency_us)",
+    ),
+    ("governor", "cpufreq governor of the measured CPUs"),
+    ("epp", "energy-performance preference of the measured CPUs"),
+    ("turbo", "turbo / boost for the whole machine"),
+    ("cpuidle_governor", "the cpuidle governor"),
+    ("timer_migration", "kernel.timer_migration"),
+    ("vmstat_interval", "vm.stat_interval"),
+    (
+        "rt_throttling",
+        "kernel.sched_rt_runtime_us = -1 (no RT throttling)",
+    ),
+    (
+        "irq_affinity",
+        "IRQs (and new ones) away from the measured CPUs",
+    ),
+    (
+        "kthreads",
+        "movable kernel threads away from the measured CPUs",
+    ),
+    (
+        "workqueues",
+        "unbound workqueues away from the measured CPUs",
+    ),
+];
+
+/// Boot options no search applies (they need a reboot); shown as advice.
+pub const BOOT_ADVICE: &str = "boot options are not tried (they need a reboot): nohz_full, \
+rcu_nocbs, isolcpus, irqaffinity, preempt, idle; `latlab tune boot realtime --cpus LIST` says which \
+this machine lacks";
+
+/// Which knobs to try (`--knobs` / `--skip`), checked against [`KNOBS`].
+pub fn select_knobs(only: &[String], skip: &[String]) -> Result<Vec<&'static str>, String> {
+    let known = || KNOBS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ");
+    for (flag, list) in [("--knobs", only), ("--skip", skip)] {
+        if let Some(bad) = list.iter().find(|k| !KNOBS.iter().any(|(n, _)| n == k)) {
+            return Err(format!(
+                "{flag} {bad}: unknown knob (accepted: {})",
+                known()
+            ));
+        }
+    }
+    let chosen: Vec<&'static str> = KNOBS
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| only.is_empty() || only.iter().any(|o| o == k))
+        .filter(|k| !skip.iter().any(|s| s == k))
+        .collect();
+    if chosen.is_empty() {
+        return Err(format!(
+            "--knobs/--skip leave no knob to try (accepted: any of {})",
+            known()
+        ));
+    }
+    Ok(chosen)
+}
+
+/// One knob at one value: a profile fragment applied alone.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub knob: String,
+    pub value: String,
+    /// The profile fragment (TOML) that sets it.
+    pub toml: String,
+    pub profile: Profile,
+}
+
+impl Candidate {
+    /// `pm_qos=0`: the candidate's cell in the store and its row in tables.
+    pub fn label(&self) -> String {
+        format!("{}={}", self.knob, self.value)
+    }
+}
+
+/// A knob or value not tried, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotTried {
+    pub what: String,
+    pub why: String,
+}
+
+/// The values worth trying for each knob on this machine, as TOML fragments. `cpus`: the
+/// measured CPUs (per-CPU knobs touch only these).
+fn values(sys: &Sys, knob: &str, cpus: &CpuList, online: &CpuList) -> Vec<(String, String)> {
+    let table = format!("[cpu.\"{cpus}\"]");
+    let one = |value: &str, toml: String| vec![(value.to_string(), toml)];
+    let cpu0 = cpus.cpus().first().copied().unwrap_or(0);
+    match knob {
+        "pm_qos" => one("0", "[system]\ncpu_dma_latency_us = 0\n".into()),
+        "resume_latency" => one("0", format!("{table}\npm_qos_resume_latency_us = 0\n")),
+        "idle" => {
+            // Each exit latency short of the deepest state: keep states up to it.
+            let mut lat: Vec<u64> = (0..16)
+                .map_while(|s| {
+                    sys.read_trim(&format!(
+                        "/sys/devices/system/cpu/cpu{cpu0}/cpuidle/state{s}/latency"
+                    ))
+                    .ok()
+                })
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            lat.sort_unstable();
+            lat.dedup();
+            lat.pop();
+            if lat.is_empty() {
+                lat.push(0);
+            }
+            lat.truncate(3);
+            lat.iter()
+                .map(|l| {
+                    (
+                        format!("{l}us"),
+                        format!("{table}\nmax_idle_latency_us = {l}\n"),
+                    )
+                })
+                .collect()
+        }
+        "governor" => one(
+            "performance",
+            format!("{table}\ngovernor = \"performance\"\n"),
+        ),
+        "epp" => one("performance", format!("{table}\nepp = \"performance\"\n")),
+        "turbo" => one("off", "[system]\nturbo = false\n".into()),
+        "cpuidle_governor" => {
+            let current = sys
+                .read_trim("/sys/devices/system/cpu/cpuidle/current_governor")
+                .unwrap_or_default();
+            let available = sys
+                .read_trim("/sys/devices/system/cpu/cpuidle/available_governors")
+                .unwrap_or_default();
+            let others: Vec<(String, String)> = available
+                .split_whitespace()
+                .filter(|g| *g != current)
+                .map(|g| {
+                    (
+                        g.to_string(),
+                        format!("[system]\ncpuidle_governor = \"{g}\"\n"),
+                    )
+                })
+                .collect();
+            if others.is_empty() {
+                // Let the plan say why (no cpuidle here).
+                one("menu", "[system]\ncpuidle_governor = \"menu\"\n".into())
+            } else {
+                others
+            }
+        }
+        "timer_migration" => one("off", "[system]\ntimer_migration = false\n".into()),
+        "vmstat_interval" => one("10s", "[system]\nvmstat_interval_s = 10\n".into()),
+        "rt_throttling" => one("off", "[system]\nsched_rt_runtime_us = -1\n".into()),
+        "irq_affinity" | "kthreads" | "workqueues" => {
+            if cpus == online {
+                return Vec::new();
+            }
+            let key = match knob {
+                "irq_affinity" => "irqs",
+                k => k,
+            };
+            one(
+                "away",
+                format!("[isolation]\nisolated = \"{cpus}\"\n{key} = true\n"),
+            )
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The candidates of `knobs` this machine supports, and those it does not (with why).
+pub fn candidates(
+    sys: &Sys,
+    knobs: &[&str],
+    cpus: &CpuList,
+) -> Result<(Vec<Candidate>, Vec<NotTried>), TuneError> {
+    let online = sys.online_cpus()?;
+    let mut found = Vec::new();
+    let mut not = Vec::new();
+    for knob in knobs {
+        let vals = values(sys, knob, cpus, &online);
+        if vals.is_empty() {
+            not.push(NotTried {
+                what: knob.to_string(),
+                why: "every online CPU is measured; nothing to move away from them (give --cpus)"
+                    .into(),
+            });
+        }
+        for (value, toml) in vals {
+            let name = format!("search-{knob}-{value}");
+            let profile = Profiles::builtin().resolve_text(&name, &toml)?;
+            let label = format!("{knob}={value}");
+            if profile.system.cpu_dma_latency_us.is_some() && !sys.exists("/dev/cpu_dma_latency") {
+                not.push(NotTried {
+                    what: label,
+                    why: "unsupported here: no /dev/cpu_dma_latency".into(),
+                });
+                continue;
+            }
+            let plan = crate::Plan::build(sys, &profile, Some(cpus))?;
+            let (changes, set, unsupported) = plan.counts();
+            if plan.dma_latency_us.is_none() && changes == 0 {
+                let why = if unsupported > 0 && set == 0 {
+                    let whys: Vec<String> = plan
+                        .items
+                        .iter()
+                        .filter_map(|i| match &i.state {
+                            crate::ItemState::Unsupported { why } => Some(why.clone()),
+                            _ => None,
+                        })
+                        .collect();
+                    format!("unsupported here: {}", whys.join("; "))
+                } else {
+                    "already set here".into()
+                };
+                not.push(NotTried { what: label, why });
+                continue;
+            }
+            found.push(Candidate {
+                knob: knob.to_string(),
+                value,
+                toml,
+                profile,
+            });
+        }
+    }
+    Ok((found, not))
+}
+
+/// What the search needs measured and kept; the caller's.
+pub trait Lab {
+    /// Measure once, with the system as it is now (a candidate applied or not).
+    fn measure(&mut self, cell: &str, repeat: u32) -> Result<RunResult, String>;
+    /// A run of this cell and repeat kept by an earlier, interrupted search.
+    fn saved(&mut self, _cell: &str, _repeat: u32) -> Option<RunResult> {
+        None
+    }
+    /// Keep a finished run (the store).
+    fn keep(&mut self, _cell: &str, _repeat: u32, _run: &RunResult) -> Result<(), String> {
+        Ok(())
+    }
+    /// Stop as soon as possible (a signal came).
+    fn stop_requested(&self) -> bool {
+        false
+    }
+    /// A line of progress.
+    fn progress(&mut self, _line: &str) {}
+}
+
+/// How a search runs.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub objective: Objective,
+    pub goal: Goal,
+    /// Runs per cell in each comparison (at least 4 for a verdict at p < 0.05).
+    pub repeats: u32,
+    pub budget: Duration,
+    /// Expected length of one run (measuring plus set-up).
+    pub run_length: Duration,
+    /// The measured CPUs: per-CPU knobs touch these.
+    pub cpus: CpuList,
+    pub state_dir: PathBuf,
+    /// Seeds the order of runs within each round.
+    pub seed: u64,
+}
+
+/// The level at which an effect counts as shown.
+pub const ALPHA: f64 = 0.05;
+
+impl Spec {
+    /// Runs of the confirmation (baseline and final, `repeats` each).
+    pub fn confirmation_runs(&self) -> u32 {
+        2 * self.repeats
+    }
+
+    /// How many candidates the screening can take within the budget (keeping time for the
+    /// confirmation); `None` when not even the confirmation fits.
+    pub fn screenable(&self, candidates: usize) -> Option<usize> {
+        let run = self.run_length.as_secs_f64().max(1e-3);
+        let runs = (self.budget.as_secs_f64() / run).floor() as u64;
+        let reserve = u64::from(self.confirmation_runs());
+        if runs < reserve + u64::from(self.repeats) * 2 {
+            return None;
+        }
+        let per_round = (runs - reserve) / u64::from(self.repeats);
+        Some((per_round.saturating_sub(1) as usize).min(candidates))
+    }
+}
+
+/// The figures of one run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figures {
+    pub objective: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    pub power_w: Option<f64>,
+    pub throughput: Option<f64>,
+    /// Wall time the run took (apply, measure, restore, keep), 0 for a run reloaded on resume.
+    pub took: Duration,
+}
+
+impl Figures {
+    fn of(objective: Objective, run: &RunResult, took: Duration) -> Result<Figures, String> {
+        Ok(Figures {
+            objective: objective.value(run)?,
+            p99_us: run.overall.stats.p99 as f64 / 1000.0,
+            max_us: run.overall.stats.max as f64 / 1000.0,
+            power_w: latlab_report::run_power_w(run).ok(),
+            throughput: latlab_report::run_throughput(run).map(|(_, v)| v),
+            took,
+        })
+    }
+}
+
+/// The median of some values (`NaN` for none).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// One comparison of a cell against a reference cell on one figure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Delta {
+    pub reference: f64,
+    pub value: f64,
+    /// Two-sided Mann-Whitney p-value; `None` without values on both sides.
+    pub p: Option<f64>,
+}
+
+impl Delta {
+    fn of(reference: &[f64], cell: &[f64]) -> Option<Delta> {
+        if reference.is_empty() || cell.is_empty() {
+            return None;
+        }
+        Some(Delta {
+            reference: median(reference),
+            value: median(cell),
+            p: latlab_report::mann_whitney(cell, reference).map(|m| m.p),
+        })
+    }
+
+    pub fn diff(&self) -> f64 {
+        self.value - self.reference
+    }
+
+    /// The change relative to the reference, percent.
+    pub fn percent(&self) -> f64 {
+        if self.reference == 0.0 {
+            return 0.0;
+        }
+        100.0 * self.diff() / self.reference
+    }
+
+    pub fn shown(&self) -> bool {
+        self.p.is_some_and(|p| p < ALPHA)
+    }
+
+    pub fn lower(&self) -> bool {
+        self.shown() && self.value < self.reference
+    }
+
+    pub fn higher(&self) -> bool {
+        self.shown() && self.value > self.reference
+    }
+}
+
+/// What the screening said of a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Lowers,
+    Raises,
+    NoEffectShown,
+    /// It lowers the objective but costs the load's throughput (target throughput).
+    CostsThroughput,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Lowers => "lowers it",
+            Verdict::Raises => "raises it",
+            Verdict::NoEffectShown => "no effect shown",
+            Verdict::CostsThroughput => "lowers it, costs throughput",
+        })
+    }
+}
+
+/// A screened candidate against the baseline.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub candidate: Candidate,
+    pub runs: Vec<Figures>,
+    pub objective: Delta,
+    pub p99: Option<Delta>,
+    pub max: Option<Delta>,
+    pub power: Option<Delta>,
+    pub throughput: Option<Delta>,
+    pub verdict: Verdict,
+}
+
+/// One greedy step: a knob added to the combination so far, measured beside it.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub added: String,
+    pub with: Vec<String>,
+    pub delta: Delta,
+    pub kept: bool,
+}
+
+/// The final combination against the baseline.
+#[derive(Debug, Clone)]
+pub struct Confirmation {
+    pub settings: Vec<String>,
+    pub baseline: Vec<Figures>,
+    pub tuned: Vec<Figures>,
+    pub delta: Delta,
+}
+
+impl Confirmation {
+    pub fn confirmed(&self) -> bool {
+        self.delta.lower()
+    }
+}
+
+/// A point of a trade-off: a cell's median objective against its median power or throughput.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub label: String,
+    pub objective: f64,
+    pub other: f64,
+}
+
+/// Everything a search found.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub baseline: Vec<Figures>,
+    /// Screened candidates, best (lowest objective) first.
+    pub rows: Vec<Row>,
+    pub not_tried: Vec<NotTried>,
+    pub steps: Vec<Step>,
+    pub confirmation: Option<Confirmation>,
+    /// Why the search ended early (budget, a signal), if it did.
+    pub cut_short: Option<String>,
+    pub interrupted: bool,
+    pub elapsed: Duration,
+    pub runs_done: u32,
+    /// The final settings as a profile (TOML), when the confirmation showed its effect.
+    pub profile: Option<String>,
+}
+
+impl Outcome {
+    /// The Pareto front of objective against power (lower both): baseline and candidates.
+    pub fn power_front(&self) -> Result<Vec<Point>, String> {
+        let pts = self.points(|f| f.power_w);
+        if pts.is_empty() {
+            return Err("no power source gave a reading in these runs".into());
+        }
+        Ok(front(pts, false))
+    }
+
+    /// The Pareto front of objective (lower) against the load's throughput (higher).
+    pub fn throughput_front(&self) -> Result<Vec<Point>, String> {
+        let pts = self.points(|f| f.throughput);
+        if pts.is_empty() {
+            return Err(
+                "no load with a throughput ran beside the measurement (give --load)".into(),
+            );
+        }
+        Ok(front(pts, true))
+    }
+
+    fn points(&self, other: impl Fn(&Figures) -> Option<f64>) -> Vec<Point> {
+        let point = |label: String, runs: &[Figures]| {
+            let o: Vec<f64> = runs.iter().filter_map(&other).collect();
+            (!o.is_empty()).then(|| Point {
+                label,
+                objective: median(&runs.iter().map(|f| f.objective).collect::<Vec<_>>()),
+                other: median(&o),
+            })
+        };
+        std::iter::once(point("baseline".into(), &self.baseline))
+            .chain(
+                self.rows
+                    .iter()
+                    .map(|r| point(r.candidate.label(), &r.runs)),
+            )
+            .flatten()
+            .collect()
+    }
+}
+
+/// The points no other point beats on both axes (objective lower; `other` lower, or higher when
+/// `higher_better`), by objective.
+fn front(mut pts: Vec<Point>, higher_better: bool) -> Vec<Point> {
+    let better = |a: f64, b: f64| if higher_better { a >= b } else { a <= b };
+    let dominated = |p: &Point, all: &[Point]| {
+        all.iter().any(|q| {
+            q.objective <= p.objective
+                && better(q.other, p.other)
+                && (q.objective < p.objective || q.other != p.other)
+        })
+    };
+    let all = pts.clone();
+    pts.retain(|p| !dominated(p, &all));
+    pts.sort_by(|a, b| a.objective.total_cmp(&b.objective));
+    pts
+}
+
+/// A small seeded generator (splitmix64) for the order of runs.
+struct Order(u64);
+
+impl Order {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = (self.next() % (i as u64 + 1)) as usize;
+            v.swap(i, j);
+        }
+    }
+}
+
+/// A stable 64-bit hash (FNV-1a), for a seed derived from a search's description.
+pub fn seed_of(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A cell of a comparison: its key in the store and what is applied for it.
+struct Cell<'a> {
+    key: String,
+    profile: Option<&'a Profile>,
+}
+
+/// The search in progress.
+struct Searcher<'a, L: Lab> {
+    sys: &'a Sys,
+    spec: &'a Spec,
+    lab: &'a mut L,
+    order: Order,
+    started: Instant,
+    runs_done: u32,
+    stop: Option<String>,
+}
+
+impl<L: Lab> Searcher<'_, L> {
+    /// Time left in the budget.
+    fn left(&self) -> Duration {
+        self.spec.budget.saturating_sub(self.started.elapsed())
+    }
+
+    /// One run of a cell: the profile applied through the journal, measured, restored.
+    fn run(&mut self, cell: &Cell, repeat: u32) -> Result<Figures, TuneError> {
+        if let Some(run) = self.lab.saved(&cell.key, repeat) {
+            return Figures::of(self.spec.objective, &run, Duration::ZERO)
+                .map_err(|e| TuneError::Search(format!("cell {} repeat {repeat}: {e}", cell.key)));
+        }
+        let t0 = Instant::now();
+        let guard = match cell.profile {
+            Some(p) => Some(TemporaryTuning::apply(
+                self.sys,
+                p,
+                Some(&self.spec.cpus),
+                &self.spec.state_dir,
+            )?),
+            None => None,
+        };
+        let measured = self.lab.measure(&cell.key, repeat);
+        let tuning = guard.map(|g| {
+            let lines = g.change_lines();
+            let name = g.profile().to_string();
+            (name, lines, g.restore())
+        });
+        let mut run = measured.map_err(|e| {
+            TuneError::Search(format!("measuring cell {} repeat {repeat}: {e}", cell.key))
+        })?;
+        if let Some((name, lines, restored)) = tuning {
+            let report = restored?;
+            if !report.failures().is_empty() {
+                return Err(TuneError::Search(format!(
+                    "restoring {name} left {} value(s) changed; run `latlab tune restore`",
+                    report.failures().len()
+                )));
+            }
+            run.environment.profile = Some(name);
+            run.environment.tuning = lines;
+        }
+        let figures = Figures::of(self.spec.objective, &run, Duration::ZERO)
+            .map_err(|e| TuneError::Search(format!("cell {} repeat {repeat}: {e}", cell.key)))?;
+        self.lab
+            .keep(&cell.key, repeat, &run)
+            .map_err(|e| TuneError::Search(format!("keeping cell {}: {e}", cell.key)))?;
+        self.runs_done += 1;
+        Ok(Figures {
+            took: t0.elapsed(),
+            ..figures
+        })
+    }
+
+    /// `repeats` rounds over `cells`, each round in a fresh random order; stops early on a
+    /// signal, or when the next round does not fit in `budget` (then says so).
+    fn rounds(
+        &mut self,
+        cells: &[Cell],
+        reserve: Duration,
+    ) -> Result<Vec<Vec<Figures>>, TuneError> {
+        let mut out: Vec<Vec<Figures>> = vec![Vec::new(); cells.len()];
+        for r in 0..self.spec.repeats {
+            let round = self.spec.run_length * cells.len() as u32;
+            if self.left() < round + reserve {
+                self.stop = Some(format!(
+                    "the budget left no time for round {} of {} ({} runs)",
+                    r + 1,
+                    self.spec.repeats,
+                    cells.len()
+                ));
+                break;
+            }
+            let mut idx: Vec<usize> = (0..cells.len()).collect();
+            self.order.shuffle(&mut idx);
+            for i in idx {
+                if self.lab.stop_requested() {
+                    self.stop = Some("interrupted".into());
+                    return Ok(out);
+                }
+                let c = &cells[i];
+                self.lab
+                    .progress(&format!("{} repeat {}/{}", c.key, r + 1, self.spec.repeats));
+                let f = self.run(c, r)?;
+                out[i].push(f);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn objectives(runs: &[Figures]) -> Vec<f64> {
+    runs.iter().map(|f| f.objective).collect()
+}
+
+fn delta_of(
+    base: &[Figures],
+    cell: &[Figures],
+    f: impl Fn(&Figures) -> Option<f64>,
+) -> Option<Delta> {
+    let b: Vec<f64> = base.iter().filter_map(&f).collect();
+    let c: Vec<f64> = cell.iter().filter_map(&f).collect();
+    Delta::of(&b, &c)
+}
+
+/// Merge profile fragments into one profile text (later fragments win on the same key).
+pub fn merge_fragments(description: &str, fragments: &[&str]) -> Result<String, String> {
+    let mut merged = toml::Table::new();
+    merged.insert(
+        "description".into(),
+        toml::Value::String(description.to_string()),
+    );
+    for f in fragments {
+        let t: toml::Table = toml::from_str(f).map_err(|e| e.to_string())?;
+        merge(&mut merged, t);
+    }
+    toml::to_string(&merged).map_err(|e| e.to_string())
+}
+
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Run a search over `candidates` (screening, combination, confirmation) within the budget.
+pub fn search<L: Lab>(
+    sys: &Sys,
+    spec: &Spec,
+    candidates: Vec<Candidate>,
+    not_tried: Vec<NotTried>,
+    lab: &mut L,
+) -> Result<Outcome, TuneError> {
+    let mut s = Searcher {
+        sys,
+        spec,
+        lab,
+        order: Order(spec.seed),
+        started: Instant::now(),
+        runs_done: 0,
+        stop: None,
+    };
+    let mut not_tried = not_tried;
+    let fit = spec.screenable(candidates.len()).unwrap_or(0);
+    let (screened, over): (Vec<Candidate>, Vec<Candidate>) = {
+        let mut c = candidates;
+        let rest = c.split_off(fit.min(c.len()));
+        (c, rest)
+    };
+    for c in over {
+        not_tried.push(NotTried {
+            what: c.label(),
+            why: "not measured: the budget is spent on the candidates above".into(),
+        });
+    }
+    let confirm_time = spec.run_length * spec.confirmation_runs();
+
+    // 1. Screening.
+    let mut cells = vec![Cell {
+        key: "baseline".into(),
+        profile: None,
+    }];
+    cells.extend(screened.iter().map(|c| Cell {
+        key: c.label(),
+        profile: Some(&c.profile),
+    }));
+    let mut results = s.rounds(&cells, confirm_time)?;
+    let baseline = results.remove(0);
+    let mut rows: Vec<Row> = Vec::new();
+    for (c, runs) in screened.iter().zip(results) {
+        let Some(objective) = Delta::of(&objectives(&baseline), &objectives(&runs)) else {
+            not_tried.push(NotTried {
+                what: c.label(),
+                why: "not measured: the search stopped first".into(),
+            });
+            continue;
+        };
+        let throughput = delta_of(&baseline, &runs, |f| f.throughput);
+        let verdict = if objective.lower() {
+            if spec.goal == Goal::Throughput && throughput.is_some_and(|t| t.lower()) {
+                Verdict::CostsThroughput
+            } else {
+                Verdict::Lowers
+            }
+        } else if objective.higher() {
+            Verdict::Raises
+        } else {
+            Verdict::NoEffectShown
+        };
+        rows.push(Row {
+            candidate: c.clone(),
+            objective,
+            p99: delta_of(&baseline, &runs, |f| Some(f.p99_us)),
+            max: delta_of(&baseline, &runs, |f| Some(f.max_us)),
+            power: delta_of(&baseline, &runs, |f| f.power_w),
+            throughput,
+            runs,
+            verdict,
+        });
+    }
+    rows.sort_by(|a, b| a.objective.value.total_cmp(&b.objective.value));
+
+    // 2. Combination: the best value of each helping knob, greedily.
+    let mut helping: Vec<&Row> = Vec::new();
+    for r in rows.iter().filter(|r| r.verdict == Verdict::Lowers) {
+        if !helping.iter().any(|h| h.candidate.knob == r.candidate.knob) {
+            helping.push(r);
+        }
+    }
+    let mut kept: Vec<&Candidate> = helping.first().map(|r| &r.candidate).into_iter().collect();
+    let mut steps = Vec::new();
+    for next in helping.iter().skip(1) {
+        if s.stop.is_some() {
+            break;
+        }
+        let mut with: Vec<&Candidate> = kept.clone();
+        with.push(&next.candidate);
+        let (cur, tri) = (combine(&kept, "current")?, combine(&with, "trial")?);
+        let label =
+            |cs: &[&Candidate]| cs.iter().map(|c| c.label()).collect::<Vec<_>>().join(" + ");
+        let cells = [
+            Cell {
+                key: format!("combine: {}", label(&kept)),
+                profile: Some(&cur),
+            },
+            Cell {
+                key: format!("combine: {}", label(&with)),
+                profile: Some(&tri),
+            },
+        ];
+        let r = s.rounds(&cells, confirm_time)?;
+        let Some(delta) = Delta::of(&objectives(&r[0]), &objectives(&r[1])) else {
+            break;
+        };
+        let keep = delta.lower();
+        steps.push(Step {
+            added: next.candidate.label(),
+            with: kept.iter().map(|c| c.label()).collect(),
+            delta,
+            kept: keep,
+        });
+        if keep {
+            kept.push(&next.candidate);
+        }
+    }
+
+    // 3. Confirmation.
+    let mut confirmation = None;
+    let mut profile = None;
+    if !kept.is_empty() && !s.lab.stop_requested() && s.stop.as_deref() != Some("interrupted") {
+        let final_profile = combine(&kept, "final")?;
+        let cells = [
+            Cell {
+                key: "confirm: baseline".into(),
+                profile: None,
+            },
+            Cell {
+                key: format!(
+                    "confirm: {}",
+                    kept.iter()
+                        .map(|c| c.label())
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                ),
+                profile: Some(&final_profile),
+            },
+        ];
+        let saved_stop = s.stop.take();
+        let r = s.rounds(&cells, Duration::ZERO)?;
+        if s.stop.is_none() {
+            s.stop = saved_stop;
+        }
+        if let Some(delta) = Delta::of(&objectives(&r[0]), &objectives(&r[1])) {
+            let c = Confirmation {
+                settings: kept.iter().map(|c| c.label()).collect(),
+                baseline: r[0].clone(),
+                tuned: r[1].clone(),
+                delta,
+            };
+            if c.confirmed() {
+                let description = format!(
+                    "Found by latlab tune search (objective {}): {:.1} {unit} against {:.1} {unit} \
+                     without it ({:+.0} %, p = {:.3}, {} runs each). Settings: {}.",
+                    spec.objective.name(),
+                    delta.value,
+                    delta.reference,
+                    delta.percent(),
+                    delta.p.unwrap_or(1.0),
+                    c.tuned.len().min(c.baseline.len()),
+                    c.settings.join(", "),
+                    unit = spec.objective.unit(),
+                );
+                let frags: Vec<&str> = kept.iter().map(|c| c.toml.as_str()).collect();
+                profile = Some(merge_fragments(&description, &frags).map_err(TuneError::Search)?);
+            }
+            confirmation = Some(c);
+        }
+    }
+    let interrupted = s.lab.stop_requested() || s.stop.as_deref() == Some("interrupted");
+    Ok(Outcome {
+        baseline,
+        rows,
+        not_tried,
+        steps,
+        confirmation,
+        cut_short: s.stop.clone(),
+        interrupted,
+        elapsed: s.started.elapsed(),
+        runs_done: s.runs_done,
+        profile,
+    })
+}
+
+/// One profile of several candidates.
+fn combine(cs: &[&Candidate], name: &str) -> Result<Profile, TuneError> {
+    let frags: Vec<&str> = cs.iter().map(|c| c.toml.as_str()).collect();
+    let text = merge_fragments("", &frags).map_err(TuneError::Search)?;
+    Ok(Profiles::builtin().resolve_text(&format!("search-{name}"), &text)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fragments_merge_table_by_table() {
+        let t = merge_fragments(
+            "d",
+            &[
+                "[system]\ntimer_migration = false\n",
+                "[system]\nvmstat_interval_s = 10\n",
+                "[cpu.\"1\"]\nmax_idle_latency_us = 0\n",
+            ],
+        )
+        .unwrap();
+        let v: toml::Table = toml::from_str(&t).unwrap();
+        assert_eq!(v["system"]["timer_migration"].as_bool(), Some(false));
+        assert_eq!(v["system"]["vmstat_interval_s"].as_integer(), Some(10));
+        assert_eq!(v["cpu"]["1"]["max_idle_latency_us"].as_integer(), Some(0));
+        assert_eq!(v["description"].as_str(), Some("d"));
+    }
+
+    #[test]
+    fn the_front_keeps_only_points_nothing_beats_on_both_axes() {
+        let p = |l: &str, o: f64, w: f64| Point {
+            label: l.into(),
+            objective: o,
+            other: w,
+        };
+        let f = front(
+            vec![
+                p("a", 10.0, 5.0),
+                p("b", 5.0, 8.0),
+                p("c", 11.0, 6.0),
+                p("d", 4.0, 9.0),
+            ],
+            false,
+        );
+        let labels: Vec<&str> = f.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(labels, ["d", "b", "a"]);
+        // Higher throughput is better: c (more work, more latency) joins the front.
+        let f = front(
+            vec![p("a", 10.0, 5.0), p("c", 11.0, 6.0), p("x", 12.0, 4.0)],
+            true,
+        );
+        let labels: Vec<&str> = f.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(labels, ["a", "c"]);
+    }
+
+    #[test]
+    fn knob_selection_names_the_unknown_one() {
+        assert_eq!(
+            select_knobs(&["pm_qos".into()], &[]).unwrap(),
+            vec!["pm_qos"]
+        );
+        let e = select_knobs(&["pmqos".into()], &[]).unwrap_err();
+        assert!(
+            e.starts_with("--knobs pmqos: unknown knob (accepted: pm_qos, "),
+            "{e}"
+        );
+        let e = select_knobs(&[], &["nope".into()]).unwrap_err();
+        assert!(e.starts_with("--skip nope: unknown knob"), "{e}");
+        assert!(select_knobs(&["idle".into()], &["idle".into()]).is_err());
+    }
+
+    #[test]
+    fn the_budget_reserves_the_confirmation() {
+        let spec = Spec {
+            objective: Objective::P99,
+            goal: Goal::Audio,
+            repeats: 4,
+            budget: Duration::from_secs(100),
+            run_length: Duration::from_secs(5),
+            cpus: CpuList::parse("0").unwrap(),
+            state_dir: PathBuf::new(),
+            seed: 1,
+        };
+        // 20 runs: 8 for the confirmation, 12 = 3 rounds of 4 ... of 4 repeats: 3 cells.
+        assert_eq!(spec.screenable(10), Some(2));
+        assert_eq!(spec.screenable(1), Some(1));
+        let tight = Spec {
+            budget: Duration::from_secs(79),
+            ..spec.clone()
+        };
+        assert_eq!(tight.screenable(3), None);
+    }
+
+    #[test]
+    fn shuffles_are_seeded() {
+        let mut a = Order(7);
+        let mut b = Order(7);
+        let mut x: Vec<u32> = (0..10).collect();
+        let mut y = x.clone();
+        a.shuffle(&mut x);
+        b.shuffle(&mut y);
+        assert_eq!(x, y);
+        assert_ne!(x, (0..10).collect::<Vec<_>>());
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

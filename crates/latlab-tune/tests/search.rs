@@ -1,0 +1,243 @@
+//! `tune search` on a simulated system: a copy of a fixture tree the candidates are really
+//! applied to (through the journal), and a seeded measurement whose p99 depends on the values
+//! the tree holds while it runs. One knob lowers p99 by 30 %, one does nothing, one raises it by
+//! 30 %: the search must rank them so, keep only the first, confirm it and write it.
+#![allow(clippy::unwrap_used)]
+
+use latlab_model::units::CpuList;
+use latlab_model::{MeasureConfig, RunResult, SystemInfo};
+use latlab_sys::Sys;
+use latlab_testkit::run::{Rng, hist, result, thread};
+use latlab_tune::search::{self, Goal, Lab, Objective, Spec, Verdict};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const TUNED: [&str; 3] = [
+    "proc/sys/kernel/timer_migration",
+    "proc/sys/vm/stat_interval",
+    "proc/sys/kernel/sched_rt_runtime_us",
+];
+
+/// The simulated machine: what its knobs hold decides the distribution of a run.
+struct Simulated {
+    root: PathBuf,
+    rng: Rng,
+    /// (cell, the three knobs as the run saw them), in the order measured.
+    seen: Vec<(String, [String; 3])>,
+    kept: Vec<(String, u32)>,
+}
+
+impl Simulated {
+    fn knobs(&self) -> [String; 3] {
+        TUNED.map(|f| {
+            std::fs::read_to_string(self.root.join(f))
+                .unwrap()
+                .trim()
+                .to_string()
+        })
+    }
+}
+
+impl Lab for Simulated {
+    fn measure(&mut self, cell: &str, _repeat: u32) -> Result<RunResult, String> {
+        let k = self.knobs();
+        // timer_migration off: -30 %; vm.stat_interval: nothing; RT throttling off: +30 %.
+        let mut scale = 1.0;
+        if k[0] == "0" {
+            scale *= 0.7;
+        }
+        if k[2] == "-1" {
+            scale *= 1.3;
+        }
+        // A run-to-run spread of ±10 %, and 1000 samples spread over 50–150 µs.
+        let run = scale * (0.9 + 0.2 * (self.rng.below(1000) as f64 / 1000.0));
+        let samples: Vec<(u64, u64)> = (0..1000)
+            .map(|_| {
+                let us = 50.0 + self.rng.below(100) as f64;
+                ((us * run * 1000.0) as u64, 1)
+            })
+            .collect();
+        self.seen.push((cell.to_string(), k));
+        let t = thread("cpu0", Some(0), 1, 0, hist(&samples));
+        Ok(result(
+            "sim",
+            (0, 1_000_000_000),
+            MeasureConfig::default(),
+            SystemInfo::default(),
+            vec![t],
+        ))
+    }
+
+    fn keep(&mut self, cell: &str, repeat: u32, _run: &RunResult) -> Result<(), String> {
+        self.kept.push((cell.to_string(), repeat));
+        Ok(())
+    }
+}
+
+fn tree() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    latlab_testkit::copy_machine_to("laptop-intel", &["tune"], &root);
+    (dir, root)
+}
+
+fn read_all(root: &Path) -> Vec<String> {
+    TUNED
+        .iter()
+        .map(|f| std::fs::read_to_string(root.join(f)).unwrap())
+        .collect()
+}
+
+fn spec(state: PathBuf, budget_s: u64) -> Spec {
+    Spec {
+        objective: Objective::P99,
+        goal: Goal::Audio,
+        repeats: 5,
+        budget: Duration::from_secs(budget_s),
+        run_length: Duration::from_millis(100),
+        cpus: CpuList::parse("0").unwrap(),
+        state_dir: state,
+        seed: 42,
+    }
+}
+
+#[test]
+fn the_search_keeps_the_knob_that_lowers_p99_and_only_it() {
+    let (dir, root) = tree();
+    let sys = Sys::new(&root);
+    let before = read_all(&root);
+    let knobs = search::select_knobs(
+        &[
+            "timer_migration".into(),
+            "vmstat_interval".into(),
+            "rt_throttling".into(),
+        ],
+        &[],
+    )
+    .unwrap();
+    let cpus = CpuList::parse("0").unwrap();
+    let (candidates, not_tried) = search::candidates(&sys, &knobs, &cpus).unwrap();
+    assert_eq!(candidates.len(), 3, "{not_tried:?}");
+    let mut lab = Simulated {
+        root: root.clone(),
+        rng: Rng(7),
+        seen: Vec::new(),
+        kept: Vec::new(),
+    };
+    let spec = spec(dir.path().join("state"), 3600);
+    let out = search::search(&sys, &spec, candidates, not_tried, &mut lab).unwrap();
+
+    // Ranked by measured effect: lower first.
+    let ranked: Vec<(String, Verdict)> = out
+        .rows
+        .iter()
+        .map(|r| (r.candidate.label(), r.verdict))
+        .collect();
+    assert_eq!(
+        ranked,
+        [
+            ("timer_migration=off".to_string(), Verdict::Lowers),
+            ("vmstat_interval=10s".to_string(), Verdict::NoEffectShown),
+            ("rt_throttling=off".to_string(), Verdict::Raises),
+        ]
+    );
+    let best = &out.rows[0].objective;
+    assert!(
+        (-40.0..-20.0).contains(&best.percent()),
+        "{}",
+        best.percent()
+    );
+    assert!(best.p.unwrap() < 0.05);
+    assert!(out.rows[2].objective.percent() > 20.0);
+    // One knob helped: nothing to combine; the confirmation shows it again on fresh runs.
+    assert!(out.steps.is_empty());
+    let c = out.confirmation.as_ref().unwrap();
+    assert_eq!(c.settings, ["timer_migration=off"]);
+    assert!(c.confirmed(), "{:?}", c.delta);
+    assert_eq!((c.baseline.len(), c.tuned.len()), (5, 5));
+
+    // The profile holds the winner and nothing else, and `tune apply` takes it.
+    let text = out.profile.as_ref().unwrap();
+    let table: toml::Table = toml::from_str(text).unwrap();
+    assert_eq!(table["system"]["timer_migration"].as_bool(), Some(false));
+    assert_eq!(table["system"].as_table().unwrap().len(), 1, "{text}");
+    assert!(table.get("cpu").is_none(), "{text}");
+    let p = latlab_tune::Profiles::builtin()
+        .resolve_text("found", text)
+        .unwrap();
+    let plan = latlab_tune::Plan::build(&sys, &p, None).unwrap();
+    assert_eq!(plan.counts().0, 1, "{:?}", plan.items);
+
+    // Each run saw exactly its own candidate applied, and the tree is as it was afterwards.
+    for (cell, k) in &lab.seen {
+        let expect = match cell.as_str() {
+            "timer_migration=off" | "confirm: timer_migration=off" => ["0", "1", "950000"],
+            "vmstat_interval=10s" => ["1", "10", "950000"],
+            "rt_throttling=off" => ["1", "1", "-1"],
+            "baseline" | "confirm: baseline" => ["1", "1", "950000"],
+            other => panic!("unexpected cell {other}"),
+        };
+        assert_eq!(k, &expect.map(String::from), "{cell}");
+    }
+    assert_eq!(lab.seen.len(), 4 * 5 + 2 * 5);
+    assert_eq!(lab.kept.len(), lab.seen.len());
+    assert_eq!(read_all(&root), before);
+    let journal = dir
+        .path()
+        .join("state")
+        .join(latlab_tune::journal::JOURNAL_FILE);
+    assert!(!journal.exists(), "a journal was left behind");
+    assert_eq!(out.runs_done, 30);
+    assert!(!out.interrupted && out.cut_short.is_none());
+}
+
+#[test]
+fn a_small_budget_measures_fewer_candidates_and_says_which() {
+    let (dir, root) = tree();
+    let sys = Sys::new(&root);
+    let knobs = search::select_knobs(
+        &[
+            "timer_migration".into(),
+            "vmstat_interval".into(),
+            "rt_throttling".into(),
+        ],
+        &[],
+    )
+    .unwrap();
+    let cpus = CpuList::parse("0").unwrap();
+    let (candidates, not_tried) = search::candidates(&sys, &knobs, &cpus).unwrap();
+    let mut lab = Simulated {
+        root: root.clone(),
+        rng: Rng(9),
+        seen: Vec::new(),
+        kept: Vec::new(),
+    };
+    // 100 ms per run: 2.5 s are 25 runs; the confirmation's 10 leave 3 cells per round of 5
+    // repeats: the baseline and 2 candidates.
+    let tight = Spec {
+        budget: Duration::from_millis(2500),
+        ..spec(dir.path().join("state"), 0)
+    };
+    assert_eq!(tight.screenable(3), Some(2));
+    let out = search::search(&sys, &tight, candidates, not_tried, &mut lab).unwrap();
+    assert_eq!(out.rows.len(), 2);
+    let skipped: Vec<&str> = out.not_tried.iter().map(|n| n.what.as_str()).collect();
+    assert_eq!(skipped, ["rt_throttling=off"]);
+    assert!(out.not_tried[0].why.contains("budget"));
+}
+
+#[test]
+fn knobs_this_machine_lacks_are_not_tried_and_say_why() {
+    let (_dir, root) = tree();
+    let sys = Sys::new(&root);
+    let cpus = CpuList::parse("0").unwrap();
+    std::fs::remove_file(root.join("dev/cpu_dma_latency")).unwrap();
+    let (found, not) = search::candidates(&sys, &["pm_qos", "irq_affinity"], &cpus).unwrap();
+    assert!(found.iter().all(|c| c.knob == "irq_affinity"), "{found:?}");
+    let pm = not.iter().find(|n| n.what == "pm_qos=0").unwrap();
+    assert_eq!(pm.why, "unsupported here: no /dev/cpu_dma_latency");
+    // Measuring every CPU leaves nothing to move IRQs away to.
+    let all = sys.online_cpus().unwrap();
+    let (_, not) = search::candidates(&sys, &["irq_affinity"], &all).unwrap();
+    assert!(not[0].why.contains("give --cpus"), "{not:?}");
+}
