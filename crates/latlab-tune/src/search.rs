@@ -716,10 +716,12 @@ impl<L: Lab> Searcher<'_, L> {
         self.spec.budget.saturating_sub(self.started.elapsed())
     }
 
-    /// One run of a cell: the profile applied through the journal, measured, restored.
-    fn run(&mut self, cell: &Cell, repeat: u32) -> Result<Figures, TuneError> {
+    /// One run of a cell: the profile applied through the journal, measured, restored. `None`:
+    /// a signal cut the run short (it is not a repeat; a resumed search measures it again).
+    fn run(&mut self, cell: &Cell, repeat: u32) -> Result<Option<Figures>, TuneError> {
         if let Some(run) = self.lab.saved(&cell.key, repeat) {
             return Figures::of(self.spec.objective, &run, Duration::ZERO)
+                .map(Some)
                 .map_err(|e| TuneError::Search(format!("cell {} repeat {repeat}: {e}", cell.key)));
         }
         let t0 = Instant::now();
@@ -738,6 +740,12 @@ impl<L: Lab> Searcher<'_, L> {
             let name = g.profile().to_string();
             (name, lines, g.restore())
         });
+        if self.lab.stop_requested() {
+            if let Some((_, _, restored)) = tuning {
+                restored?;
+            }
+            return Ok(None);
+        }
         let mut run = measured.map_err(|e| {
             TuneError::Search(format!("measuring cell {} repeat {repeat}: {e}", cell.key))
         })?;
@@ -758,10 +766,10 @@ impl<L: Lab> Searcher<'_, L> {
             .keep(&cell.key, repeat, &run)
             .map_err(|e| TuneError::Search(format!("keeping cell {}: {e}", cell.key)))?;
         self.runs_done += 1;
-        Ok(Figures {
+        Ok(Some(Figures {
             took: t0.elapsed(),
             ..figures
-        })
+        }))
     }
 
     /// `repeats` rounds over `cells`, each round in a fresh random order; stops early on a
@@ -793,8 +801,13 @@ impl<L: Lab> Searcher<'_, L> {
                 let c = &cells[i];
                 self.lab
                     .progress(&format!("{} repeat {}/{}", c.key, r + 1, self.spec.repeats));
-                let f = self.run(c, r)?;
-                out[i].push(f);
+                match self.run(c, r)? {
+                    Some(f) => out[i].push(f),
+                    None => {
+                        self.stop = Some("interrupted".into());
+                        return Ok(out);
+                    }
+                }
             }
         }
         Ok(out)
@@ -1036,6 +1049,7 @@ fn combine(cs: &[&Candidate], name: &str) -> Result<Profile, TuneError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

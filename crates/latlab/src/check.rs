@@ -554,7 +554,7 @@ fn measure_table(m: &MeasureOutcome) -> String {
     out
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }

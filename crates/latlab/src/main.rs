@@ -18,6 +18,7 @@ mod signals;
 mod sysinfo;
 mod trace;
 mod tune;
+mod tune_search;
 
 use clap::{Parser, Subcommand};
 use cli_error::CliError;

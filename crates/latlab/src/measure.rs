@@ -205,6 +205,29 @@ impl MeasureArgs {
 }
 
 impl MeasureArgs {
+    /// The arguments of each run of `latlab tune search`: its measuring options, interval,
+    /// duration and loads, every other option at its default; quiet, without a store.
+    pub fn for_search(
+        opts: MeasureOpts,
+        interval: Ns,
+        duration: Ns,
+        loads: Vec<String>,
+    ) -> CliResult<MeasureArgs> {
+        use clap::{Args as _, FromArgMatches as _};
+        let cmd = MeasureArgs::augment_args(clap::Command::new("measure").no_binary_name(true));
+        let matches = cmd
+            .try_get_matches_from(Vec::<String>::new())
+            .map_err(|e| CliError::Failed(anyhow::anyhow!("{e}")))?;
+        let mut a = MeasureArgs::from_arg_matches(&matches)
+            .map_err(|e| CliError::Failed(anyhow::anyhow!("{e}")))?;
+        a.opts = opts;
+        a.interval = interval;
+        a.duration = Some(duration);
+        a.loads = loads;
+        a.quiet = true;
+        Ok(a)
+    }
+
     /// Check everything (configuration, samplers, loads, profile) before anything is touched.
     pub fn prepare(&self, sys: &Sys) -> CliResult<Measurement> {
         let online = sys

@@ -60,7 +60,7 @@ fn measure_args(cell: &Cell) -> Result<MeasureArgs, String> {
 }
 
 /// Expected length of one run of a cell.
-fn run_length(p: &Measurement) -> Duration {
+pub(crate) fn run_length(p: &Measurement) -> Duration {
     let c = &p.cfg;
     let ns = match (c.duration_ns, c.loops) {
         (Some(d), _) => d,
@@ -373,7 +373,7 @@ fn experiment_suite(
 }
 
 /// `2h03m`, `3m02s`, `20.3s`.
-fn human(d: Duration) -> String {
+pub(crate) fn human(d: Duration) -> String {
     let s = d.as_secs();
     if s >= 3600 {
         format!("{}h{:02}m", s / 3600, (s % 3600) / 60)

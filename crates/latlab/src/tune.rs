@@ -54,6 +54,9 @@ enum TuneCommand {
     Recommend,
     /// Hold a /dev/cpu_dma_latency request until Ctrl-C or for --duration.
     Hold(HoldArgs),
+    /// Find the settings that lower latency here by measuring them: each knob against the
+    /// baseline, the helpful ones combined, the result confirmed and written as a profile.
+    Search(Box<crate::tune_search::SearchArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -161,6 +164,7 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
         TuneCommand::Boot(a) => boot_cmd(&ctx, &a),
         TuneCommand::Recommend => recommend(&ctx),
         TuneCommand::Hold(a) => hold(&ctx, &a),
+        TuneCommand::Search(a) => crate::tune_search::run(*a, &ctx.sys, ctx.state_dir.clone()),
     }
 }
 

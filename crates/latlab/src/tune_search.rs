@@ -1,0 +1,639 @@
+//! `latlab tune search`: measure the baseline and every candidate knob this machine supports,
+//! combine what helped, confirm it against the baseline, and write the winner as a profile. The
+//! search is an experiment in the store (one cell per candidate, every run saved as it
+//! finishes), resumable after an interruption and reportable with `latlab report`. The method
+//! is `latlab_tune::search`'s; this module measures, keeps and prints.
+
+use crate::args::{MeasureOpts, Ns, secs, us};
+use crate::cli_error::{CliError, CliResult};
+use crate::run::human;
+use anyhow::Context;
+use clap::Args;
+use latlab_measure::StopSignal;
+use latlab_model::RunResult;
+use latlab_model::units::CpuList;
+use latlab_session::Measurement;
+use latlab_store::{CellRef, CellStatus, ExperimentId, ExperimentStatus, RunId, Store};
+use latlab_sys::Sys;
+use latlab_tune::search::{self, Goal, Lab, NotTried, Objective, Outcome, Spec};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Knobs: pm_qos, resume_latency, idle, governor, epp, turbo, \
+cpuidle_governor, timer_migration, vmstat_interval, rt_throttling, irq_affinity, kthreads, \
+workqueues (those this machine lacks are listed as not tried, with why). Boot options are only \
+advice.\n\nExit codes: 0 the search ran (whether or not a setting helped), 1 a run failed, 2 bad \
+input (nothing was touched), 130 interrupted (continue with --resume)."
+)]
+pub struct SearchArgs {
+    /// What to tune for: audio (p99 of 1 ms wake-ups), control (max of 250 µs wake-ups),
+    /// throughput (p99, keeping no knob that costs the load's throughput).
+    #[arg(long, default_value = "audio", value_name = "TARGET")]
+    target: String,
+
+    /// What to lower: p50, p99, p99.9, max, p99-per-watt (default: the target's).
+    #[arg(long, value_name = "OBJECTIVE")]
+    objective: Option<String>,
+
+    #[command(flatten)]
+    opts: MeasureOpts,
+
+    /// Period of each measuring thread (default: the target's).
+    #[arg(short = 'i', long, value_name = "DUR", value_parser = us)]
+    interval: Option<Ns>,
+
+    /// Length of each run.
+    #[arg(short = 'D', long, default_value = "10s", value_name = "DUR", value_parser = secs)]
+    duration: Ns,
+
+    /// A load beside every run (repeatable), as for `latlab measure --load`.
+    #[arg(long = "load", value_name = "SPEC")]
+    loads: Vec<String>,
+
+    /// Only these knobs (comma-separated).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    knobs: Vec<String>,
+
+    /// Every knob but these (comma-separated).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    skip: Vec<String>,
+
+    /// Time the whole search may take; candidates that do not fit are listed as not measured.
+    #[arg(long, default_value = "30m", value_name = "DUR")]
+    budget: String,
+
+    /// Runs per cell in each comparison (4 or more: fewer cannot reach p < 0.05).
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    repeats: u32,
+
+    /// The results store (default ./latlab.db, or LATLAB_DB).
+    #[arg(long, value_name = "PATH")]
+    db: Option<PathBuf>,
+
+    /// Write the confirmed settings as profile NAME (/etc/latlab/profiles/NAME.toml; a path
+    /// ending in .toml is written as it is) for `latlab tune apply NAME`.
+    #[arg(long, value_name = "NAME")]
+    write_profile: Option<String>,
+
+    /// Print the candidates, the stages and the time they take, then stop.
+    #[arg(long)]
+    dry_run: bool,
+
+    /// Continue the last unfinished search with these settings, reusing its saved runs.
+    #[arg(long)]
+    resume: bool,
+
+    /// Print only the result.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+}
+
+/// Where `--write-profile NAME` goes: a `.toml` path as given, a bare name into the system's
+/// profile directory. Built-in names and odd characters are refused.
+fn profile_path(sys: &Sys, name: &str) -> CliResult<PathBuf> {
+    if name.ends_with(".toml") {
+        return Ok(PathBuf::from(name));
+    }
+    let ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !ok {
+        return Err(CliError::Usage(format!(
+            "--write-profile {name:?}: not a profile name (accepted: letters, digits, - _ ., or \
+             a path ending in .toml)"
+        )));
+    }
+    if latlab_tune::profile::BUILTIN
+        .iter()
+        .any(|(b, _)| *b == name)
+    {
+        return Err(CliError::Usage(format!(
+            "--write-profile {name}: the name of a built-in profile (accepted: another name)"
+        )));
+    }
+    Ok(Profiles::default_dirs(sys)
+        .remove(0)
+        .join(format!("{name}.toml")))
+}
+
+use latlab_tune::Profiles;
+
+/// The search as stored: every setting that decides its cells and their order. A resumed
+/// search must have the same text.
+fn description(
+    goal: Goal,
+    objective: Objective,
+    spec_line: &str,
+    cells: &[String],
+    repeats: u32,
+) -> String {
+    format!(
+        "# latlab tune search\ntarget = {:?}\nobjective = {:?}\nmeasure = {spec_line:?}\n\
+         repeats = {repeats}\ncandidates = {cells:?}\n",
+        goal.name(),
+        objective.name()
+    )
+}
+
+/// A cell of the search in the store: its key is the candidate (`pm_qos=0`, `baseline`,
+/// `confirm: ...`).
+fn cell_ref(experiment: ExperimentId, key: &str, repeat: u32) -> CellRef {
+    CellRef {
+        experiment,
+        key: key.to_string(),
+        params: serde_json::json!({ "candidate": key }),
+        repeat,
+    }
+}
+
+/// The real laboratory: each run measured by the session and saved to the store at once.
+struct StoreLab<'a> {
+    sys: &'a Sys,
+    measurement: Measurement,
+    store: Store,
+    experiment: ExperimentId,
+    saved: BTreeMap<(String, u32), RunId>,
+    current: Arc<Mutex<Option<Arc<StopSignal>>>>,
+    interrupted: Arc<AtomicBool>,
+    quiet: bool,
+    started: std::time::Instant,
+    runs: usize,
+    planned: usize,
+}
+
+impl Lab for StoreLab<'_> {
+    fn measure(&mut self, _cell: &str, _repeat: u32) -> Result<RunResult, String> {
+        let stop = StopSignal::new();
+        if let Ok(mut slot) = self.current.lock() {
+            *slot = Some(stop.clone());
+        }
+        let result = self.measurement.run(self.sys, stop, &mut |_| {});
+        if let Ok(mut slot) = self.current.lock() {
+            *slot = None;
+        }
+        result.map_err(|e| match e {
+            latlab_session::Error::Usage(m) => m,
+            latlab_session::Error::Failed(e) => format!("{e:#}"),
+        })
+    }
+
+    fn saved(&mut self, cell: &str, repeat: u32) -> Option<RunResult> {
+        let id = self.saved.get(&(cell.to_string(), repeat))?;
+        self.store.load_run(*id).ok()
+    }
+
+    fn keep(&mut self, cell: &str, repeat: u32, run: &RunResult) -> Result<(), String> {
+        self.store
+            .save_run(run, Some(&cell_ref(self.experiment, cell, repeat)))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.interrupted.load(Ordering::SeqCst)
+    }
+
+    fn progress(&mut self, line: &str) {
+        self.runs += 1;
+        if !self.quiet {
+            eprintln!(
+                "latlab: run {}/~{}: {line} (elapsed {})",
+                self.runs,
+                self.planned,
+                human(self.started.elapsed())
+            );
+        }
+    }
+}
+
+pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCode> {
+    // Bad input first, before anything is read from or written to the system.
+    let goal = Goal::parse(&args.target).map_err(CliError::Usage)?;
+    let objective = match &args.objective {
+        Some(o) => Objective::parse(o).map_err(CliError::Usage)?,
+        None => goal.objective(),
+    };
+    let knobs = search::select_knobs(&args.knobs, &args.skip).map_err(CliError::Usage)?;
+    let budget = latlab_model::units::parse_duration(&args.budget, Some("s"))
+        .map(Duration::from_nanos)
+        .map_err(|e| CliError::Usage(format!("--budget {}: {e}", args.budget)))?;
+    if args.repeats < latlab_report::MIN_REPEATS as u32 {
+        return Err(CliError::Usage(format!(
+            "--repeats {}: too few for a verdict (accepted: {} or more; the exact two-sided \
+             Mann-Whitney test cannot reach p < 0.05 with fewer)",
+            args.repeats,
+            latlab_report::MIN_REPEATS
+        )));
+    }
+    if goal == Goal::Throughput && args.loads.is_empty() {
+        return Err(CliError::Usage(
+            "--target throughput needs a load whose throughput it keeps (accepted: e.g. --load \
+             matrix)"
+                .into(),
+        ));
+    }
+    let profile_out = args
+        .write_profile
+        .as_deref()
+        .map(|n| profile_path(sys, n))
+        .transpose()?;
+    let interval = args.interval.unwrap_or(Ns(goal.interval_ns()));
+    let measure = crate::measure::MeasureArgs::for_search(
+        args.opts.clone(),
+        interval,
+        args.duration,
+        args.loads.clone(),
+    )?;
+    let measurement = measure.prepare(sys)?;
+    if objective == Objective::P99PerWatt {
+        match latlab_sys::sample::power_meters(sys) {
+            latlab_model::system::Field::Value(m) if !m.is_empty() => {}
+            latlab_model::system::Field::Value(_) => {
+                return Err(CliError::Usage(
+                    "--objective p99-per-watt: no power meter here (accepted: p50, p99, p99.9, \
+                     max)"
+                        .into(),
+                ));
+            }
+            latlab_model::system::Field::Unavailable { unavailable } => {
+                return Err(CliError::Usage(format!(
+                    "--objective p99-per-watt: no power meter here ({unavailable}) (accepted: \
+                     p50, p99, p99.9, max)"
+                )));
+            }
+        }
+    }
+    let cpus = CpuList::from_cpus(measurement.cfg.cpus.clone().unwrap_or_default());
+    let (candidates, not_tried) = search::candidates(sys, &knobs, &cpus)
+        .map_err(|e| CliError::Failed(anyhow::anyhow!("reading the knobs: {e}")))?;
+    let run_length = crate::run::run_length(&measurement);
+    let spec_line = format!(
+        "{} wake-ups every {} on CPUs {cpus}, runs of {}{}",
+        measurement.cfg.method.name(),
+        latlab_model::units::format_duration(interval.0),
+        latlab_model::units::format_duration(args.duration.0),
+        if args.loads.is_empty() {
+            String::new()
+        } else {
+            format!(", load {}", args.loads.join(" + "))
+        }
+    );
+    let labels: Vec<String> = candidates.iter().map(|c| c.label()).collect();
+    let text = description(goal, objective, &spec_line, &labels, args.repeats);
+    let spec = Spec {
+        objective,
+        goal,
+        repeats: args.repeats,
+        budget,
+        run_length,
+        cpus: cpus.clone(),
+        state_dir: state_dir.clone(),
+        seed: search::seed_of(&text),
+    };
+    let Some(fit) = spec.screenable(candidates.len()) else {
+        let need = run_length * (spec.confirmation_runs() + 2 * args.repeats);
+        return Err(CliError::Usage(format!(
+            "--budget {}: too small for one candidate and its confirmation (accepted: at least \
+             {} with --repeats {} and runs of {})",
+            args.budget,
+            human(need),
+            args.repeats,
+            human(run_length)
+        )));
+    };
+    print_plan(&spec, &spec_line, &candidates, fit, &not_tried);
+    if candidates.is_empty() {
+        return Err(CliError::Usage(
+            "no candidate knob can be tried here (each is listed above with its reason)".into(),
+        ));
+    }
+    if args.dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+    if sys.is_live() && !crate::check::is_root() {
+        return Err(CliError::Usage(
+            "tune search applies each candidate and needs root (run with sudo); nothing was \
+             touched"
+                .into(),
+        ));
+    }
+    let status = latlab_tune::status(sys, &state_dir)
+        .map_err(|e| CliError::Failed(anyhow::anyhow!("{e}")))?;
+    if let Some(since) = status.since() {
+        return Err(CliError::Failed(anyhow::anyhow!(
+            "a tuning is applied (since {since}); restore it with `latlab tune restore` first, \
+             so the baseline is the system as it is; nothing was touched"
+        )));
+    }
+
+    let db_path = latlab_store::resolve_path(args.db.as_deref());
+    let mut store = crate::args::open_store(&db_path)?;
+    let (experiment, saved) = if args.resume {
+        let Some(e) = store
+            .resumable_experiment(&text)
+            .context("looking for an unfinished search")?
+        else {
+            return Err(CliError::Usage(format!(
+                "--resume: no unfinished search with these settings in {} (accepted: the same \
+                 options as the interrupted search)",
+                db_path.display()
+            )));
+        };
+        let mut saved = BTreeMap::new();
+        for c in store.cells(e.id)? {
+            if let Some(id) = c.runs.first() {
+                saved.insert((c.key, c.repeat), *id);
+            }
+        }
+        println!(
+            "resuming search {} started {}: {} runs already saved",
+            e.id.0,
+            e.started_at,
+            saved.len()
+        );
+        store.set_experiment_status(e.id, ExperimentStatus::Running)?;
+        (e.id, saved)
+    } else {
+        let e = store.create_experiment("tune search", &text)?;
+        // The cells in the order reports show them: the baseline first, the one compared with.
+        for key in std::iter::once("baseline".to_string()).chain(labels.iter().cloned()) {
+            for repeat in 0..args.repeats {
+                store.record_cell(&cell_ref(e, &key, repeat), CellStatus::Pending, None)?;
+            }
+        }
+        (e, BTreeMap::new())
+    };
+    for n in &not_tried {
+        store.record_cell(
+            &cell_ref(experiment, &n.what, 0),
+            CellStatus::Skipped,
+            Some(&n.why),
+        )?;
+    }
+    println!("search {} in {}", experiment.0, db_path.display());
+
+    let current: Arc<Mutex<Option<Arc<StopSignal>>>> = Arc::new(Mutex::new(None));
+    let interrupted = Arc::new(AtomicBool::new(false));
+    {
+        let current = current.clone();
+        let interrupted = interrupted.clone();
+        crate::signals::install_with(move |name| {
+            interrupted.store(true, Ordering::SeqCst);
+            if let Ok(c) = current.lock()
+                && let Some(stop) = c.as_ref()
+            {
+                stop.request(latlab_model::StopReason::Signal {
+                    signal: name.into(),
+                });
+            }
+        });
+    }
+    let mut lab = StoreLab {
+        sys,
+        measurement,
+        store,
+        experiment,
+        saved,
+        current,
+        interrupted,
+        quiet: args.quiet,
+        started: std::time::Instant::now(),
+        runs: 0,
+        planned: ((fit + 1) as u32 * args.repeats + spec.confirmation_runs()) as usize,
+    };
+    let outcome = search::search(sys, &spec, candidates, not_tried, &mut lab);
+    let mut store = lab.store;
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => {
+            store.set_experiment_status(experiment, ExperimentStatus::Failed)?;
+            return Err(CliError::Failed(anyhow::anyhow!(
+                "{e}; the runs so far are saved (search {})",
+                experiment.0
+            )));
+        }
+    };
+    print_outcome(&outcome, &spec);
+    if outcome.interrupted {
+        store.set_experiment_status(experiment, ExperimentStatus::Interrupted)?;
+        eprintln!(
+            "latlab: interrupted; saved runs are kept. Continue with the same command and \
+             --resume"
+        );
+        return Ok(ExitCode::from(130));
+    }
+    store.set_experiment_status(experiment, ExperimentStatus::Done)?;
+    match (&outcome.profile, &profile_out) {
+        (Some(text), Some(path)) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+            }
+            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+            let name = args.write_profile.as_deref().unwrap_or_default();
+            println!(
+                "profile written: {} (apply with: latlab tune apply {name})",
+                path.display()
+            );
+        }
+        (None, Some(_)) => println!("no profile written: no combination confirmed an effect"),
+        (Some(text), None) => {
+            print!("the confirmed settings as a profile (--write-profile NAME writes it):\n{text}")
+        }
+        (None, None) => {}
+    }
+    println!("report with: latlab report e{}", experiment.0);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_plan(
+    spec: &Spec,
+    spec_line: &str,
+    candidates: &[latlab_tune::search::Candidate],
+    fit: usize,
+    not_tried: &[NotTried],
+) {
+    let r = spec.repeats;
+    let screen = (fit as u32 + 1) * r;
+    let total = spec.run_length * (screen + spec.confirmation_runs());
+    println!(
+        "tune search: lower {} of {spec_line}; {r} runs per cell, interleaved in a random order",
+        spec.objective.name(),
+    );
+    println!(
+        "  screening: the baseline and {fit} candidate{} × {r} = {screen} runs; then a greedy \
+         combination of what helped (2 × {r} runs per knob added) and a confirmation against \
+         the baseline ({} runs)",
+        if fit == 1 { "" } else { "s" },
+        spec.confirmation_runs()
+    );
+    println!(
+        "  about {} without combinations (runs of {}), budget {}",
+        human(total),
+        human(spec.run_length),
+        human(spec.budget)
+    );
+    for (i, c) in candidates.iter().enumerate() {
+        let tail = if i < fit {
+            String::new()
+        } else {
+            "  (not measured: beyond the budget)".into()
+        };
+        println!(
+            "  candidate {}",
+            format!("{:<24}{tail}", c.label()).trim_end()
+        );
+    }
+    for n in not_tried {
+        println!("  not tried {:<24}{}", n.what, n.why);
+    }
+    println!("  {}", search::BOOT_ADVICE);
+}
+
+/// `-3.1` / `+0.4`, µs with one decimal.
+fn signed(v: f64) -> String {
+    format!("{v:+.1}")
+}
+
+fn delta_cell(d: Option<&search::Delta>) -> String {
+    d.map_or_else(|| "-".into(), |d| signed(d.diff()))
+}
+
+fn print_outcome(o: &Outcome, spec: &Spec) {
+    let obj = spec.objective.name();
+    let unit = spec.objective.unit();
+    let base = search::median(&o.baseline.iter().map(|f| f.objective).collect::<Vec<_>>());
+    println!();
+    println!(
+        "baseline: {obj} {base:.1} {unit} (median of {} runs)",
+        o.baseline.len()
+    );
+    println!(
+        "{:<26} {:>9} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>10}  verdict",
+        "candidate",
+        format!("{obj} {unit}"),
+        "Δ",
+        "Δ%",
+        "p",
+        "Δp99 µs",
+        "Δmax µs",
+        "Δpower W",
+        "Δthroughput"
+    );
+    for r in &o.rows {
+        let d = &r.objective;
+        println!(
+            "{:<26} {:>9.1} {:>8} {:>5.0}% {:>7} {:>8} {:>8} {:>8} {:>10}  {}",
+            r.candidate.label(),
+            d.value,
+            signed(d.diff()),
+            d.percent(),
+            d.p.map_or_else(|| "-".into(), |p| format!("{p:.3}")),
+            delta_cell(r.p99.as_ref()),
+            delta_cell(r.max.as_ref()),
+            r.power
+                .as_ref()
+                .map_or_else(|| "-".into(), |d| format!("{:+.2}", d.diff())),
+            r.throughput
+                .as_ref()
+                .map_or_else(|| "-".into(), |d| format!("{:+.1}%", d.percent())),
+            r.verdict
+        );
+    }
+    for n in &o.not_tried {
+        println!("{:<26} not tried: {}", n.what, n.why);
+    }
+    println!(
+        "(verdicts at p < {}, two-sided Mann-Whitney; Δ: the candidate's median minus the \
+         baseline's)",
+        search::ALPHA
+    );
+    for s in &o.steps {
+        println!(
+            "combination: {} added to {}: {obj} {:.1} against {:.1} {unit} (p = {:.3}): {}",
+            s.added,
+            s.with.join(" + "),
+            s.delta.value,
+            s.delta.reference,
+            s.delta.p.unwrap_or(1.0),
+            if s.kept {
+                "kept"
+            } else {
+                "no further effect shown, left out"
+            }
+        );
+    }
+    match &o.confirmation {
+        Some(c) => println!(
+            "confirmation: {}: {obj} {:.1} {unit} against {:.1} {unit} without ({:+.0} %, p = \
+             {:.3}, {} runs each): {}",
+            c.settings.join(" + "),
+            c.delta.value,
+            c.delta.reference,
+            c.delta.percent(),
+            c.delta.p.unwrap_or(1.0),
+            c.tuned.len(),
+            if c.confirmed() {
+                "confirmed"
+            } else {
+                "not confirmed (no effect shown on fresh runs)"
+            }
+        ),
+        None if o.rows.iter().any(|r| r.verdict == search::Verdict::Lowers) => {
+            println!(
+                "confirmation: not run ({})",
+                o.cut_short.as_deref().unwrap_or("stopped")
+            )
+        }
+        None => println!(
+            "no candidate lowered {obj} with p < {}: nothing to confirm",
+            search::ALPHA
+        ),
+    }
+    let front = |name: &str, f: Result<Vec<search::Point>, String>, unit2: &str| match f {
+        Ok(pts) => println!(
+            "trade-off against {name} (Pareto front): {}",
+            pts.iter()
+                .map(|p| format!(
+                    "{} ({:.1} {unit}, {:.2} {unit2})",
+                    p.label, p.objective, p.other
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Err(why) => println!("trade-off against {name}: unavailable: {why}"),
+    };
+    front("power", o.power_front(), "W");
+    front("throughput", o.throughput_front(), "/s");
+    let took: Vec<f64> = o
+        .rows
+        .iter()
+        .flat_map(|r| &r.runs)
+        .chain(&o.baseline)
+        .filter(|f| !f.took.is_zero())
+        .map(|f| f.took.as_secs_f64())
+        .collect();
+    println!(
+        "time: {} of the {} budget; {} runs measured, {} each (median; {} expected){}",
+        human(o.elapsed),
+        human(spec.budget),
+        o.runs_done,
+        if took.is_empty() {
+            "-".to_string()
+        } else {
+            format!("{:.1}s", search::median(&took))
+        },
+        human(spec.run_length),
+        o.cut_short
+            .as_ref()
+            .map(|w| format!("; ended early: {w}"))
+            .unwrap_or_default()
+    );
+}

@@ -1,0 +1,372 @@
+//! `latlab tune search` run as a program. Against a copy of a fixture tree (`--sysroot`) the
+//! candidates are applied to the tree's files while the measuring is real: bad input, the dry
+//! run, a whole search with its store and report, Ctrl-C then `--resume`, and SIGKILL then
+//! `tune restore`. As root, once on this machine's own knobs.
+#![allow(clippy::unwrap_used)]
+
+use latlab_testkit::{is_root, latlab, policy_args};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn snapshot(root: &Path) -> BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
+    latlab_sys::fixture::snapshot(root).unwrap()
+}
+
+struct Tree {
+    dir: tempfile::TempDir,
+    root: PathBuf,
+    state: PathBuf,
+    db: PathBuf,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        latlab_testkit::copy_machine_to("vm", &["tune"], &root);
+        let state = dir.path().join("state");
+        let db = dir.path().join("search.db");
+        Tree {
+            dir,
+            root,
+            state,
+            db,
+        }
+    }
+
+    /// `latlab --sysroot TREE tune search ARGS --db DB --state-dir STATE` with short runs.
+    fn search(&self, args: &[&str]) -> Command {
+        let mut c = latlab!();
+        c.arg("--sysroot")
+            .arg(&self.root)
+            .args(["tune", "search", "--state-dir"])
+            .arg(&self.state)
+            .arg("--db")
+            .arg(&self.db)
+            .args(["--duration", "1s"])
+            .args(policy_args())
+            .args(args)
+            .current_dir(self.dir.path());
+        for (flag, default) in [("--budget", "10m"), ("--repeats", "4")] {
+            if !args.contains(&flag) {
+                c.args([flag, default]);
+            }
+        }
+        c
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.root.join(rel)).unwrap()
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}{}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+#[test]
+fn bad_input_is_one_line_with_exit_2_and_touches_nothing() {
+    let t = Tree::new();
+    let before = snapshot(&t.root);
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--knobs", "pm_qos,nope"],
+            "--knobs nope: unknown knob (accepted: pm_qos,",
+        ),
+        (&["--skip", "idel"], "--skip idel: unknown knob"),
+        (
+            &["--objective", "p95"],
+            "--objective p95: unknown objective (accepted: p50, p99",
+        ),
+        (
+            &["--target", "video"],
+            "--target video: unknown target (accepted: audio",
+        ),
+        (
+            &["--budget", "10s"],
+            "--budget 10s: too small for one candidate and its confirmation (accepted: at least",
+        ),
+        (&["--budget", "soon"], "--budget soon:"),
+        (
+            &["--repeats", "3"],
+            "--repeats 3: too few for a verdict (accepted: 4 or more",
+        ),
+        (&["--load", "nosuch"], "unknown load kind \"nosuch\""),
+        (
+            &["--target", "throughput"],
+            "--target throughput needs a load whose throughput it keeps",
+        ),
+        (
+            &["--objective", "p99-per-watt"],
+            "--objective p99-per-watt: no power meter here",
+        ),
+        (
+            &["--write-profile", "realtime"],
+            "--write-profile realtime: the name of a built-in profile",
+        ),
+        (&["--write-profile", "a b"], "not a profile name"),
+        (&["--cpus", "7"], "CPU 7"),
+    ];
+    for (args, needle) in cases {
+        let out = t.search(args).output().unwrap();
+        latlab_testkit::assert_one_line_error(&out, 2, needle);
+        assert!(!t.db.exists(), "{args:?} created the store");
+        assert!(!t.state.join(latlab_tune::journal::JOURNAL_FILE).exists());
+    }
+    assert!(snapshot(&t.root) == before, "bad input changed the tree");
+}
+
+#[test]
+fn without_root_the_search_is_refused_before_anything_is_touched() {
+    let Some(mut cmd) =
+        latlab_testkit::unprivileged(env!("CARGO_BIN_EXE_latlab"), "-sys_nice,-sys_admin")
+    else {
+        return;
+    };
+    if !is_root() {
+        eprintln!("not root: the search is refused as this user");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = cmd
+        .args([
+            "tune",
+            "search",
+            "--knobs",
+            "timer_migration",
+            "--duration",
+            "1s",
+        ])
+        .args(["--policy", "other", "--no-mlock", "--state-dir"])
+        .arg(dir.path().join("state"))
+        .arg("--db")
+        .arg(dir.path().join("s.db"))
+        .current_dir("/")
+        .output()
+        .unwrap();
+    latlab_testkit::assert_one_line_error(
+        &out,
+        2,
+        "tune search applies each candidate and needs root",
+    );
+    assert!(!dir.path().join("s.db").exists());
+}
+
+#[test]
+fn the_dry_run_lists_candidates_reasons_and_time() {
+    let t = Tree::new();
+    let before = snapshot(&t.root);
+    let out = ok(&t.search(&["--dry-run", "--cpus", "1"]).output().unwrap());
+    for line in [
+        "candidate pm_qos=0",
+        "candidate idle=0us",
+        "candidate timer_migration=off",
+        "candidate irq_affinity=away",
+        "not tried governor=performance",
+        "unsupported here: no cpufreq driver",
+        "boot options are not tried",
+        "runs of 1.2s), budget 10m00s",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
+    assert!(!t.db.exists());
+    assert!(snapshot(&t.root) == before);
+    // A budget for fewer candidates says which are left out.
+    let out = ok(&t
+        .search(&["--dry-run", "--budget", "40s"])
+        .output()
+        .unwrap());
+    assert!(out.contains("(not measured: beyond the budget)"), "{out}");
+}
+
+#[test]
+fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it_was() {
+    let t = Tree::new();
+    let before = snapshot(&t.root);
+    let args = [
+        "--knobs",
+        "timer_migration,vmstat_interval",
+        "--objective",
+        "p50",
+    ];
+    // Interrupted after its third run.
+    let mut child = t
+        .search(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    for line in BufReader::new(stderr).lines() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.contains("run 4/") {
+            // SAFETY: a plain signal to our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{seen:?}");
+    assert!(
+        seen.iter().any(|l| l.contains("--resume")),
+        "no word on how to continue: {seen:?}"
+    );
+    assert!(
+        snapshot(&t.root) == before,
+        "the interrupted search left the tree changed"
+    );
+
+    let mut resume = args.to_vec();
+    resume.push("--resume");
+    let stdout = ok(&t.search(&resume).output().unwrap());
+    let saved: usize = stdout
+        .lines()
+        .find(|l| l.starts_with("resuming search 1 started"))
+        .and_then(|l| l.rsplit(": ").next()?.strip_suffix(" runs already saved"))
+        .map(|n| n.parse().unwrap())
+        .unwrap_or_else(|| panic!("not resumed: {stdout}"));
+    assert!(
+        saved >= 3,
+        "{saved} runs saved before the interruption: {stdout}"
+    );
+    for row in [
+        "timer_migration=off",
+        "vmstat_interval=10s",
+        "baseline: p50",
+    ] {
+        assert!(stdout.contains(row), "{row:?} missing:\n{stdout}");
+    }
+    assert!(stdout.contains("report with: latlab report e1"), "{stdout}");
+    assert!(
+        snapshot(&t.root) == before,
+        "the search left the tree changed"
+    );
+
+    // The experiment holds every screening run, the baseline first; a done search is not
+    // resumed again.
+    let report = ok(&latlab!()
+        .args(["report", "e1", "--format", "json", "--db"])
+        .arg(&t.db)
+        .output()
+        .unwrap());
+    let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let cells: Vec<&str> = v
+        .pointer("/cells")
+        .and_then(|c| c.as_array())
+        .unwrap_or_else(|| panic!("no cells: {report}"))
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(
+        cells[..3],
+        ["baseline", "timer_migration=off", "vmstat_interval=10s"],
+        "{cells:?}"
+    );
+    let out = t.search(&resume).output().unwrap();
+    latlab_testkit::assert_one_line_error(&out, 2, "--resume: no unfinished search");
+}
+
+#[test]
+fn a_search_killed_with_a_candidate_applied_is_undone_by_tune_restore() {
+    let t = Tree::new();
+    let before = snapshot(&t.root);
+    let knob = "proc/sys/kernel/timer_migration";
+    assert_eq!(t.read(knob).trim(), "1");
+    let mut child = t
+        .search(&["--knobs", "timer_migration", "-q"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while t.read(knob).trim() != "0" {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the candidate was never applied"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the search ended first"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(t.read(knob).trim(), "0", "SIGKILL cannot restore");
+    let out = latlab!()
+        .arg("--sysroot")
+        .arg(&t.root)
+        .args(["tune", "restore", "--state-dir"])
+        .arg(&t.state)
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(
+        snapshot(&t.root) == before,
+        "tune restore left the tree changed"
+    );
+}
+
+#[test]
+fn as_root_a_search_on_this_machine_puts_every_knob_back() {
+    if !latlab_testkit::root_or_skip("a search on this machine's own knobs") {
+        return;
+    }
+    let files = [
+        "/proc/sys/kernel/timer_migration",
+        "/proc/sys/vm/stat_interval",
+    ];
+    let read = || files.map(|f| std::fs::read_to_string(f).unwrap());
+    let before = read();
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("found.toml");
+    let out = latlab!()
+        .args([
+            "tune",
+            "search",
+            "--knobs",
+            "timer_migration,vmstat_interval",
+        ])
+        .args([
+            "--duration",
+            "1s",
+            "--repeats",
+            "4",
+            "--budget",
+            "5m",
+            "--state-dir",
+        ])
+        .arg(dir.path().join("state"))
+        .arg("--db")
+        .arg(dir.path().join("s.db"))
+        .arg("--write-profile")
+        .arg(&profile)
+        .output()
+        .unwrap();
+    let stdout = ok(&out);
+    assert_eq!(read(), before, "the search left a knob changed:\n{stdout}");
+    assert!(stdout.contains("timer_migration=off"), "{stdout}");
+    // Whatever the verdicts here, a profile is written only for a confirmed effect.
+    let confirmed = stdout.contains(": confirmed");
+    assert_eq!(profile.exists(), confirmed, "{stdout}");
+    if confirmed {
+        let text = std::fs::read_to_string(&profile).unwrap();
+        assert!(text.contains("Found by latlab tune search"), "{text}");
+    } else {
+        assert!(stdout.contains("no profile written"), "{stdout}");
+    }
+}
