@@ -906,6 +906,7 @@ fn tradeoffs(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
         ));
     }
     for (m, x_label, what) in axes {
+        let more_is_better = matches!(m, Metric::Throughput(_));
         let pts = points(m);
         let missing: Vec<&str> = a
             .cells
@@ -920,12 +921,16 @@ fn tradeoffs(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
             continue;
         }
         if plots
-            && let Some(svg) =
-                tradeoff_chart(&format!("tail latency against {what}"), &x_label, &pts)
+            && let Some(svg) = tradeoff_chart(
+                &format!("tail latency against {what}"),
+                &x_label,
+                &pts,
+                more_is_better,
+            )
         {
             b.push(Block::Figure {
                 caption: format!(
-                    "p99 (dot) and max (square) of each cell against its {what}; bars show the range over the repeats."
+                    "p99 (dot) and max (square) of each cell against its {what}; bars show the range over the repeats; the grey line joins the cells no other cell beats on both p99 and {what} (the Pareto front)."
                 ),
                 svg,
             });

@@ -57,6 +57,7 @@ mod html;
 mod input;
 mod mann_whitney;
 mod numfmt;
+mod pareto;
 mod table_formats;
 
 pub use analysis::{MIN_REPEATS, run_power_w, run_throughput};
@@ -65,6 +66,7 @@ pub use csv::{histogram_csv, report_csv, run_csv, spikes_csv, windows_csv};
 pub use html::html_report;
 pub use input::{CellInput, ReportInput};
 pub use mann_whitney::{MannWhitney, mann_whitney};
+pub use pareto::pareto_front;
 pub use table_formats::{
     REPORT_SCHEMA, REPORT_SCHEMA_VERSION, ReportFormat, report_json, report_markdown, report_text,
 };

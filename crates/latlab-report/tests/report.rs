@@ -844,6 +844,14 @@ fn html_shows_spread_verdicts_cost_and_differences() {
         "power: unavailable: no RAPL zones: /sys/class/powercap is absent (schedutil repeat 1, schedutil repeat 2)"
     ));
     assert!(html.contains("trade-off against power: left out for lack of readings: schedutil"));
+    // performance draws more power for a lower p99, powersave less for a higher one: neither
+    // beats the other on both, so the chart joins them as its Pareto front.
+    let chart = html
+        .split("<title>tail latency against power")
+        .nth(1)
+        .and_then(|rest| rest.split("</svg>").next())
+        .expect("a power trade-off chart");
+    assert!(chart.contains("Pareto front of p99"), "no front drawn");
 
     // Configuration differences: the governor between cells, the clocksource within them; steal
     // time is a measurement (shown in the cost table), not a setting.

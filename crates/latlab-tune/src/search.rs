@@ -651,19 +651,12 @@ impl Outcome {
 
 /// The points no other point beats on both axes (objective lower; `other` lower, or higher when
 /// `higher_better`), by objective.
-fn front(mut pts: Vec<Point>, higher_better: bool) -> Vec<Point> {
-    let better = |a: f64, b: f64| if higher_better { a >= b } else { a <= b };
-    let dominated = |p: &Point, all: &[Point]| {
-        all.iter().any(|q| {
-            q.objective <= p.objective
-                && better(q.other, p.other)
-                && (q.objective < p.objective || q.other != p.other)
-        })
-    };
-    let all = pts.clone();
-    pts.retain(|p| !dominated(p, &all));
-    pts.sort_by(|a, b| a.objective.total_cmp(&b.objective));
-    pts
+fn front(pts: Vec<Point>, higher_better: bool) -> Vec<Point> {
+    let xy: Vec<(f64, f64)> = pts.iter().map(|p| (p.objective, p.other)).collect();
+    latlab_report::pareto_front(&xy, higher_better)
+        .into_iter()
+        .map(|i| pts[i].clone())
+        .collect()
 }
 
 /// A small seeded generator (splitmix64) for the order of runs.
@@ -1069,33 +1062,6 @@ mod tests {
         assert_eq!(v["system"]["vmstat_interval_s"].as_integer(), Some(10));
         assert_eq!(v["cpu"]["1"]["max_idle_latency_us"].as_integer(), Some(0));
         assert_eq!(v["description"].as_str(), Some("d"));
-    }
-
-    #[test]
-    fn the_front_keeps_only_points_nothing_beats_on_both_axes() {
-        let p = |l: &str, o: f64, w: f64| Point {
-            label: l.into(),
-            objective: o,
-            other: w,
-        };
-        let f = front(
-            vec![
-                p("a", 10.0, 5.0),
-                p("b", 5.0, 8.0),
-                p("c", 11.0, 6.0),
-                p("d", 4.0, 9.0),
-            ],
-            false,
-        );
-        let labels: Vec<&str> = f.iter().map(|p| p.label.as_str()).collect();
-        assert_eq!(labels, ["d", "b", "a"]);
-        // Higher throughput is better: c (more work, more latency) joins the front.
-        let f = front(
-            vec![p("a", 10.0, 5.0), p("c", 11.0, 6.0), p("x", 12.0, 4.0)],
-            true,
-        );
-        let labels: Vec<&str> = f.iter().map(|p| p.label.as_str()).collect();
-        assert_eq!(labels, ["a", "c"]);
     }
 
     #[test]

@@ -516,7 +516,7 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
         o.baseline.len()
     );
     println!(
-        "{:<26} {:>9} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>10}  verdict",
+        "{:<26} {:>9} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>11} {:>6}  verdict",
         "candidate",
         format!("{obj} {unit}"),
         "Δ",
@@ -525,12 +525,13 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
         "Δp99 µs",
         "Δmax µs",
         "Δpower W",
-        "Δthroughput"
+        "Δthroughput",
+        "time"
     );
     for r in &o.rows {
         let d = &r.objective;
         println!(
-            "{:<26} {:>9.1} {:>8} {:>5.0}% {:>7} {:>8} {:>8} {:>8} {:>10}  {}",
+            "{:<26} {:>9.1} {:>8} {:>5.0}% {:>7} {:>8} {:>8} {:>8} {:>11} {:>5.0}s  {}",
             r.candidate.label(),
             d.value,
             signed(d.diff()),
@@ -544,6 +545,7 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
             r.throughput
                 .as_ref()
                 .map_or_else(|| "-".into(), |d| format!("{:+.1}%", d.percent())),
+            r.runs.iter().map(|f| f.took.as_secs_f64()).sum::<f64>(),
             r.verdict
         );
     }
@@ -552,7 +554,7 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
     }
     println!(
         "(verdicts at p < {}, two-sided Mann-Whitney; Δ: the candidate's median minus the \
-         baseline's)",
+         baseline's; time: its runs, measured)",
         search::ALPHA
     );
     for s in &o.steps {

@@ -591,8 +591,15 @@ pub(crate) struct TradePoint {
     pub max: f64,
 }
 
-/// Tail latency (p99 and max, log axis) against power or throughput, one colour per cell.
-pub(crate) fn tradeoff_chart(title: &str, x_label: &str, points: &[TradePoint]) -> Option<String> {
+/// Tail latency (p99 and max, log axis) against power or throughput, one colour per cell, with
+/// the Pareto front of p99 (lower) against the x axis (lower, or higher when `higher_x_better`)
+/// joined by a grey line.
+pub(crate) fn tradeoff_chart(
+    title: &str,
+    x_label: &str,
+    points: &[TradePoint],
+    higher_x_better: bool,
+) -> Option<String> {
     if points.is_empty() {
         return None;
     }
@@ -613,6 +620,12 @@ pub(crate) fn tradeoff_chart(title: &str, x_label: &str, points: &[TradePoint]) 
         Axis::linear(x_label, (x_lo - pad).max(0.0), x_hi + pad),
         Axis::log("latency (µs)", y_lo, y_hi.max(y_lo)),
     );
+    let xy: Vec<(f64, f64)> = points.iter().map(|p| (p.p99, p.x)).collect();
+    let front = crate::pareto_front(&xy, higher_x_better);
+    for w in front.windows(2) {
+        let (a, b) = (&points[w[0]], &points[w[1]]);
+        chart.segment((a.x, a.p99 / 1000.0), (b.x, b.p99 / 1000.0), "#999", 1.0);
+    }
     for (i, p) in points.iter().enumerate() {
         let (color, _) = style(i);
         let (p99, max) = (p.p99 / 1000.0, p.max / 1000.0);
@@ -662,6 +675,14 @@ pub(crate) fn tradeoff_chart(title: &str, x_label: &str, points: &[TradePoint]) 
         mark: Mark::Square,
         label: "max".into(),
     });
+    if front.len() > 1 {
+        chart.legend(LegendItem {
+            color: "#999".into(),
+            dash: None,
+            mark: Mark::Line { width: 1.0 },
+            label: "Pareto front of p99".into(),
+        });
+    }
     Some(chart.finish())
 }
 
