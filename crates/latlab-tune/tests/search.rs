@@ -4,6 +4,7 @@
 //! 30 %: the search must rank them so, keep only the first, confirm it and write it.
 #![allow(clippy::unwrap_used)]
 
+use latlab_model::load::{LoadReport, Throughput};
 use latlab_model::units::CpuList;
 use latlab_model::{MeasureConfig, RunResult, SystemInfo};
 use latlab_sys::Sys;
@@ -18,9 +19,26 @@ const TUNED: [&str; 3] = [
     "proc/sys/kernel/sched_rt_runtime_us",
 ];
 
+/// How the knobs (timer_migration, stat_interval, sched_rt_runtime_us as the tree holds them)
+/// scale a run's latency and the load's throughput.
+type Effect = fn(&[String; 3]) -> (f64, f64);
+
+/// timer_migration off: -30 %; vm.stat_interval: nothing; RT throttling off: +30 %.
+fn one_helps(k: &[String; 3]) -> (f64, f64) {
+    let mut scale = 1.0;
+    if k[0] == "0" {
+        scale *= 0.7;
+    }
+    if k[2] == "-1" {
+        scale *= 1.3;
+    }
+    (scale, 1.0)
+}
+
 /// The simulated machine: what its knobs hold decides the distribution of a run.
 struct Simulated {
     root: PathBuf,
+    effect: Effect,
     rng: Rng,
     /// (cell, the three knobs as the run saw them), in the order measured.
     seen: Vec<(String, [String; 3])>,
@@ -41,14 +59,7 @@ impl Simulated {
 impl Lab for Simulated {
     fn measure(&mut self, cell: &str, _repeat: u32) -> Result<RunResult, String> {
         let k = self.knobs();
-        // timer_migration off: -30 %; vm.stat_interval: nothing; RT throttling off: +30 %.
-        let mut scale = 1.0;
-        if k[0] == "0" {
-            scale *= 0.7;
-        }
-        if k[2] == "-1" {
-            scale *= 1.3;
-        }
+        let (scale, work) = (self.effect)(&k);
         // A run-to-run spread of ±10 %, and 1000 samples spread over 50–150 µs.
         let run = scale * (0.9 + 0.2 * (self.rng.below(1000) as f64 / 1000.0));
         let samples: Vec<(u64, u64)> = (0..1000)
@@ -59,13 +70,31 @@ impl Lab for Simulated {
             .collect();
         self.seen.push((cell.to_string(), k));
         let t = thread("cpu0", Some(0), 1, 0, hist(&samples));
-        Ok(result(
+        let mut run = result(
             "sim",
             (0, 1_000_000_000),
             MeasureConfig::default(),
             SystemInfo::default(),
             vec![t],
-        ))
+        );
+        // A load beside it, whose rate varies by ±2 % from run to run.
+        let rate = 1000.0 * work * (0.98 + 0.04 * (self.rng.below(1000) as f64 / 1000.0));
+        run.loads.reports.push(LoadReport {
+            spec: "matrix".into(),
+            kind: "matrix".into(),
+            cpus: None,
+            workers: 1,
+            started_ns: 0,
+            elapsed_ns: 1_000_000_000,
+            throughput: vec![Throughput {
+                what: "matrix multiplies".into(),
+                unit: "ops/s".into(),
+                rate,
+                total: rate,
+            }],
+            warnings: Vec::new(),
+        });
+        Ok(run)
     }
 
     fn keep(&mut self, cell: &str, repeat: u32, _run: &RunResult) -> Result<(), String> {
@@ -120,6 +149,7 @@ fn the_search_keeps_the_knob_that_lowers_p99_and_only_it() {
     assert_eq!(candidates.len(), 3, "{not_tried:?}");
     let mut lab = Simulated {
         root: root.clone(),
+        effect: one_helps,
         rng: Rng(7),
         seen: Vec::new(),
         kept: Vec::new(),
@@ -208,6 +238,7 @@ fn a_small_budget_measures_fewer_candidates_and_says_which() {
     let (candidates, not_tried) = search::candidates(&sys, &knobs, &cpus).unwrap();
     let mut lab = Simulated {
         root: root.clone(),
+        effect: one_helps,
         rng: Rng(9),
         seen: Vec::new(),
         kept: Vec::new(),
@@ -240,4 +271,136 @@ fn knobs_this_machine_lacks_are_not_tried_and_say_why() {
     let all = sys.online_cpus().unwrap();
     let (_, not) = search::candidates(&sys, &["irq_affinity"], &all).unwrap();
     assert!(not[0].why.contains("give --cpus"), "{not:?}");
+}
+
+fn three_knobs() -> Vec<&'static str> {
+    search::select_knobs(
+        &[
+            "timer_migration".into(),
+            "vmstat_interval".into(),
+            "rt_throttling".into(),
+        ],
+        &[],
+    )
+    .unwrap()
+}
+
+/// A search of the three knobs on a fresh tree under `effect`, with `goal`.
+fn search_with(effect: Effect, goal: Goal) -> search::Outcome {
+    let (dir, root) = tree();
+    let sys = Sys::new(&root);
+    let before = read_all(&root);
+    let cpus = CpuList::parse("0").unwrap();
+    let (candidates, not_tried) = search::candidates(&sys, &three_knobs(), &cpus).unwrap();
+    let mut lab = Simulated {
+        root: root.clone(),
+        effect,
+        rng: Rng(11),
+        seen: Vec::new(),
+        kept: Vec::new(),
+    };
+    let spec = Spec {
+        goal,
+        ..spec(dir.path().join("state"), 3600)
+    };
+    let out = search::search(&sys, &spec, candidates, not_tried, &mut lab).unwrap();
+    assert_eq!(read_all(&root), before);
+    out
+}
+
+fn profile_system(out: &search::Outcome) -> Vec<String> {
+    let table: toml::Table = toml::from_str(out.profile.as_ref().unwrap()).unwrap();
+    let mut keys: Vec<String> = table["system"]
+        .as_table()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn two_knobs_whose_effects_add_up_are_both_kept() {
+    // timer_migration off: -30 %, vm.stat_interval 10 s: -25 %, together -47 %.
+    let out = search_with(
+        |k| {
+            let mut s = 1.0;
+            if k[0] == "0" {
+                s *= 0.7;
+            }
+            if k[1] == "10" {
+                s *= 0.75;
+            }
+            (s, 1.0)
+        },
+        Goal::Audio,
+    );
+    assert_eq!(out.steps.len(), 1, "{:?}", out.steps);
+    let step = &out.steps[0];
+    assert_eq!(
+        (step.added.as_str(), step.with.clone(), step.kept),
+        (
+            "vmstat_interval=10s",
+            vec!["timer_migration=off".to_string()],
+            true
+        )
+    );
+    let c = out.confirmation.as_ref().unwrap();
+    assert!(c.confirmed() && c.delta.percent() < -35.0, "{:?}", c.delta);
+    assert_eq!(
+        profile_system(&out),
+        ["timer_migration", "vmstat_interval_s"]
+    );
+}
+
+#[test]
+fn a_knob_that_adds_nothing_to_the_first_is_left_out() {
+    // Either knob alone: -30 %; both: still -30 % (two ways to the same end).
+    let out = search_with(
+        |k| {
+            let s = if k[0] == "0" || k[1] == "10" {
+                0.7
+            } else {
+                1.0
+            };
+            (s, 1.0)
+        },
+        Goal::Audio,
+    );
+    let lowering = out
+        .rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Lowers)
+        .count();
+    assert_eq!(lowering, 2);
+    assert_eq!(out.steps.len(), 1);
+    assert!(!out.steps[0].kept, "{:?}", out.steps[0]);
+    assert_eq!(out.confirmation.as_ref().unwrap().settings.len(), 1);
+    assert_eq!(profile_system(&out).len(), 1);
+}
+
+#[test]
+fn for_throughput_a_knob_that_costs_the_load_its_work_is_not_kept() {
+    // timer_migration off: -30 % latency but -20 % throughput.
+    let costly = |k: &[String; 3]| {
+        if k[0] == "0" { (0.7, 0.8) } else { (1.0, 1.0) }
+    };
+    let out = search_with(costly, Goal::Throughput);
+    let row = out
+        .rows
+        .iter()
+        .find(|r| r.candidate.knob == "timer_migration")
+        .unwrap();
+    assert_eq!(row.verdict, Verdict::CostsThroughput);
+    assert!(row.throughput.unwrap().percent() < -15.0);
+    assert!(out.confirmation.is_none() && out.profile.is_none());
+    let front = out.throughput_front().unwrap();
+    // Its lowest latency at its lower throughput, and cells that keep the full rate.
+    assert_eq!(front[0].label, "timer_migration=off", "{front:?}");
+    assert!(front.len() >= 2 && front[1].other > 950.0, "{front:?}");
+    // The same machine tuned for audio keeps it.
+    let out = search_with(costly, Goal::Audio);
+    assert_eq!(profile_system(&out), ["timer_migration"]);
+    assert!(out.power_front().is_err(), "no power readings, no front");
 }
