@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod load;
 pub mod monitor;
+pub mod rng;
 pub mod samples;
 pub mod system;
 mod time;

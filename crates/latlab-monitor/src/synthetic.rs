@@ -13,6 +13,7 @@
 use crate::keeper::AGE_BATCH;
 use latlab_hist::Histogram;
 use latlab_model::monitor::{MonitorSpike, MonitorWindow, SeriesConfig, WindowSet};
+use latlab_model::rng::SplitMix64 as Rng;
 use latlab_model::samples::CpuSummary;
 use latlab_model::{MeasureConfig, SystemInfo};
 use latlab_store::{Annotation, COARSE_SHIFT, FULL_RESOLUTION_NS, SeriesSpec, Store, StoreError};
@@ -37,23 +38,6 @@ pub struct Written {
     pub merged_hours: u64,
     /// Per-CPU windows whose histograms were coarsened as they aged.
     pub coarsened: u64,
-}
-
-/// splitmix64, for values that are the same for the same seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// One CPU's window: `periods` samples in a body of 2 to 40 µs, a tail to 150 µs, and one

@@ -8,23 +8,7 @@ use latlab_model::{
 };
 
 /// splitmix64: a small deterministic generator.
-pub struct Rng(pub u64);
-
-impl Rng {
-    #[allow(clippy::should_implement_trait)]
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A value in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+pub use latlab_model::rng::SplitMix64 as Rng;
 
 /// A histogram of `(value, times)` pairs.
 pub fn hist(values: &[(u64, u64)]) -> Histogram {

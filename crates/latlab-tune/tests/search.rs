@@ -117,12 +117,12 @@ fn read_all(root: &Path) -> Vec<String> {
         .collect()
 }
 
-fn spec(state: PathBuf, budget_s: u64) -> Spec {
+fn spec(state: PathBuf) -> Spec {
     Spec {
         objective: Objective::P99,
         goal: Goal::Audio,
         repeats: 5,
-        budget: Duration::from_secs(budget_s),
+        budget: Duration::from_secs(3600),
         run_length: Duration::from_millis(100),
         cpus: CpuList::parse("0").unwrap(),
         state_dir: state,
@@ -132,30 +132,7 @@ fn spec(state: PathBuf, budget_s: u64) -> Spec {
 
 #[test]
 fn the_search_keeps_the_knob_that_lowers_p99_and_only_it() {
-    let (dir, root) = tree();
-    let sys = Sys::new(&root);
-    let before = read_all(&root);
-    let knobs = search::select_knobs(
-        &[
-            "timer_migration".into(),
-            "vmstat_interval".into(),
-            "rt_throttling".into(),
-        ],
-        &[],
-    )
-    .unwrap();
-    let cpus = CpuList::parse("0").unwrap();
-    let (candidates, not_tried) = search::candidates(&sys, &knobs, &cpus).unwrap();
-    assert_eq!(candidates.len(), 3, "{not_tried:?}");
-    let mut lab = Simulated {
-        root: root.clone(),
-        effect: one_helps,
-        rng: Rng(7),
-        seen: Vec::new(),
-        kept: Vec::new(),
-    };
-    let spec = spec(dir.path().join("state"), 3600);
-    let out = search::search(&sys, &spec, candidates, not_tried, &mut lab).unwrap();
+    let (out, lab) = search_on_tree(one_helps, Goal::Audio, Duration::from_secs(3600), 7);
 
     // Ranked by measured effect: lower first.
     let ranked: Vec<(String, Verdict)> = out
@@ -195,10 +172,11 @@ fn the_search_keeps_the_knob_that_lowers_p99_and_only_it() {
     let p = latlab_tune::Profiles::builtin()
         .resolve_text("found", text)
         .unwrap();
-    let plan = latlab_tune::Plan::build(&sys, &p, None).unwrap();
+    let (_dir, root) = tree();
+    let plan = latlab_tune::Plan::build(&Sys::new(&root), &p, None).unwrap();
     assert_eq!(plan.counts().0, 1, "{:?}", plan.items);
 
-    // Each run saw exactly its own candidate applied, and the tree is as it was afterwards.
+    // Each run saw exactly its own candidate applied.
     for (cell, k) in &lab.seen {
         let expect = match cell.as_str() {
             "timer_migration=off" | "confirm: timer_migration=off" => ["0", "1", "950000"],
@@ -211,46 +189,21 @@ fn the_search_keeps_the_knob_that_lowers_p99_and_only_it() {
     }
     assert_eq!(lab.seen.len(), 4 * 5 + 2 * 5);
     assert_eq!(lab.kept.len(), lab.seen.len());
-    assert_eq!(read_all(&root), before);
-    let journal = dir
-        .path()
-        .join("state")
-        .join(latlab_tune::journal::JOURNAL_FILE);
-    assert!(!journal.exists(), "a journal was left behind");
     assert_eq!(out.runs_done, 30);
     assert!(!out.interrupted && out.cut_short.is_none());
 }
 
 #[test]
 fn a_small_budget_measures_fewer_candidates_and_says_which() {
-    let (dir, root) = tree();
-    let sys = Sys::new(&root);
-    let knobs = search::select_knobs(
-        &[
-            "timer_migration".into(),
-            "vmstat_interval".into(),
-            "rt_throttling".into(),
-        ],
-        &[],
-    )
-    .unwrap();
-    let cpus = CpuList::parse("0").unwrap();
-    let (candidates, not_tried) = search::candidates(&sys, &knobs, &cpus).unwrap();
-    let mut lab = Simulated {
-        root: root.clone(),
-        effect: one_helps,
-        rng: Rng(9),
-        seen: Vec::new(),
-        kept: Vec::new(),
-    };
     // 100 ms per run: 2.5 s are 25 runs; the confirmation's 10 leave 3 cells per round of 5
     // repeats: the baseline and 2 candidates.
+    let budget = Duration::from_millis(2500);
     let tight = Spec {
-        budget: Duration::from_millis(2500),
-        ..spec(dir.path().join("state"), 0)
+        budget,
+        ..spec(PathBuf::new())
     };
     assert_eq!(tight.screenable(3), Some(2));
-    let out = search::search(&sys, &tight, candidates, not_tried, &mut lab).unwrap();
+    let (out, _) = search_on_tree(one_helps, Goal::Audio, budget, 9);
     assert_eq!(out.rows.len(), 2);
     let skipped: Vec<&str> = out.not_tried.iter().map(|n| n.what.as_str()).collect();
     assert_eq!(skipped, ["rt_throttling=off"]);
@@ -285,27 +238,44 @@ fn three_knobs() -> Vec<&'static str> {
     .unwrap()
 }
 
-/// A search of the three knobs on a fresh tree under `effect`, with `goal`.
-fn search_with(effect: Effect, goal: Goal) -> search::Outcome {
+/// A search of the three knobs on a fresh tree under `effect`, for `goal`, within `budget`; the
+/// tree must be as it was afterwards, with no journal left.
+fn search_on_tree(
+    effect: Effect,
+    goal: Goal,
+    budget: Duration,
+    seed: u64,
+) -> (search::Outcome, Simulated) {
     let (dir, root) = tree();
     let sys = Sys::new(&root);
     let before = read_all(&root);
     let cpus = CpuList::parse("0").unwrap();
     let (candidates, not_tried) = search::candidates(&sys, &three_knobs(), &cpus).unwrap();
+    assert_eq!(candidates.len(), 3, "{not_tried:?}");
     let mut lab = Simulated {
         root: root.clone(),
         effect,
-        rng: Rng(11),
+        rng: Rng(seed),
         seen: Vec::new(),
         kept: Vec::new(),
     };
     let spec = Spec {
         goal,
-        ..spec(dir.path().join("state"), 3600)
+        budget,
+        ..spec(dir.path().join("state"))
     };
     let out = search::search(&sys, &spec, candidates, not_tried, &mut lab).unwrap();
-    assert_eq!(read_all(&root), before);
-    out
+    assert_eq!(read_all(&root), before, "the search left the tree changed");
+    let journal = dir
+        .path()
+        .join("state")
+        .join(latlab_tune::journal::JOURNAL_FILE);
+    assert!(!journal.exists(), "a journal was left behind");
+    (out, lab)
+}
+
+fn search_with(effect: Effect, goal: Goal) -> search::Outcome {
+    search_on_tree(effect, goal, Duration::from_secs(3600), 11).0
 }
 
 fn profile_system(out: &search::Outcome) -> Vec<String> {

@@ -6,7 +6,6 @@ use crate::measure::MeasureArgs;
 use crate::plan::{Cell, ExperimentPlan};
 use anyhow::Context;
 use clap::{Args, Command, FromArgMatches};
-use latlab_measure::StopSignal;
 use latlab_session::Measurement;
 use latlab_store::{CellRef, CellStatus, ExperimentStatus};
 use latlab_sys::Sys;
@@ -14,8 +13,6 @@ use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Args, Debug)]
@@ -209,22 +206,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
     }
 
-    let current: Arc<Mutex<Option<Arc<StopSignal>>>> = Arc::new(Mutex::new(None));
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let current = current.clone();
-        let interrupted = interrupted.clone();
-        crate::signals::install_with(move |name| {
-            interrupted.store(true, Ordering::SeqCst);
-            if let Ok(c) = current.lock()
-                && let Some(stop) = c.as_ref()
-            {
-                stop.request(latlab_model::StopReason::Signal {
-                    signal: name.into(),
-                });
-            }
-        });
-    }
+    let interrupts = crate::signals::Interrupts::install();
 
     let todo: Vec<(usize, u32)> = schedule
         .into_iter()
@@ -239,7 +221,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     let mut progress = Progress::new(todo.len(), &todo, &checked);
     let mut failures = 0;
     for (n, &(c, r)) in todo.iter().enumerate() {
-        if interrupted.load(Ordering::SeqCst) {
+        if interrupts.interrupted() {
             break;
         }
         let cell = &checked[c];
@@ -247,15 +229,8 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             continue;
         };
         progress.start(n, cell, r, plan.repeat);
-        let stop = StopSignal::new();
-        if let Ok(mut slot) = current.lock() {
-            *slot = Some(stop.clone());
-        }
-        let result = prepared.run(sys, stop, &mut |_| {});
-        if let Ok(mut slot) = current.lock() {
-            *slot = None;
-        }
-        if interrupted.load(Ordering::SeqCst) {
+        let result = interrupts.measuring(|stop| prepared.run(sys, stop, &mut |_| {}));
+        if interrupts.interrupted() {
             // A cut-short run is not a repeat of its cell: it is redone by --resume.
             break;
         }
@@ -293,7 +268,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         None if limits.is_empty() => Vec::new(),
         None => experiment_suite(&store, experiment, &plan.name, &limits)?.1,
     };
-    if interrupted.load(Ordering::SeqCst) {
+    if interrupts.interrupted() {
         store.set_experiment_status(experiment, ExperimentStatus::Interrupted)?;
         eprintln!(
             "latlab: interrupted; saved runs are kept. Continue with: latlab run {} --resume{}",

@@ -3,7 +3,8 @@
 
 use latlab_measure::StopSignal;
 use latlab_model::StopReason;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
@@ -61,5 +62,49 @@ pub fn install_with(on_signal: impl Fn(&str) + Send + 'static) {
         });
     if let Err(e) = spawned {
         eprintln!("latlab: warning: cannot watch for Ctrl-C: {e}");
+    }
+}
+
+/// Signals for a command that runs several measurements in turn (`run`, `tune search`): the
+/// first one marks the command interrupted and stops the measurement under way.
+#[derive(Clone, Default)]
+pub struct Interrupts {
+    current: Arc<Mutex<Option<Arc<StopSignal>>>>,
+    interrupted: Arc<AtomicBool>,
+}
+
+impl Interrupts {
+    /// Install the handler (see [`install_with`]).
+    pub fn install() -> Interrupts {
+        let i = Interrupts::default();
+        let handler = i.clone();
+        install_with(move |name| {
+            handler.interrupted.store(true, Ordering::SeqCst);
+            if let Ok(c) = handler.current.lock()
+                && let Some(stop) = c.as_ref()
+            {
+                stop.request(StopReason::Signal {
+                    signal: name.into(),
+                });
+            }
+        });
+        i
+    }
+
+    pub fn interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::SeqCst)
+    }
+
+    /// Run one measurement with a stop signal a signal can trigger.
+    pub fn measuring<T>(&self, f: impl FnOnce(Arc<StopSignal>) -> T) -> T {
+        let stop = StopSignal::new();
+        if let Ok(mut slot) = self.current.lock() {
+            *slot = Some(stop.clone());
+        }
+        let out = f(stop);
+        if let Ok(mut slot) = self.current.lock() {
+            *slot = None;
+        }
+        out
     }
 }

@@ -9,7 +9,6 @@ use crate::cli_error::{CliError, CliResult};
 use crate::run::human;
 use anyhow::Context;
 use clap::Args;
-use latlab_measure::StopSignal;
 use latlab_model::RunResult;
 use latlab_model::units::CpuList;
 use latlab_session::Measurement;
@@ -19,8 +18,6 @@ use latlab_tune::search::{self, Goal, Lab, NotTried, Objective, Outcome, Spec};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -160,8 +157,7 @@ struct StoreLab<'a> {
     store: Store,
     experiment: ExperimentId,
     saved: BTreeMap<(String, u32), RunId>,
-    current: Arc<Mutex<Option<Arc<StopSignal>>>>,
-    interrupted: Arc<AtomicBool>,
+    interrupts: crate::signals::Interrupts,
     quiet: bool,
     started: std::time::Instant,
     runs: usize,
@@ -170,14 +166,10 @@ struct StoreLab<'a> {
 
 impl Lab for StoreLab<'_> {
     fn measure(&mut self, _cell: &str, _repeat: u32) -> Result<RunResult, String> {
-        let stop = StopSignal::new();
-        if let Ok(mut slot) = self.current.lock() {
-            *slot = Some(stop.clone());
-        }
-        let result = self.measurement.run(self.sys, stop, &mut |_| {});
-        if let Ok(mut slot) = self.current.lock() {
-            *slot = None;
-        }
+        let (sys, measurement) = (self.sys, &self.measurement);
+        let result = self
+            .interrupts
+            .measuring(|stop| measurement.run(sys, stop, &mut |_| {}));
         result.map_err(|e| match e {
             latlab_session::Error::Usage(m) => m,
             latlab_session::Error::Failed(e) => format!("{e:#}"),
@@ -197,7 +189,7 @@ impl Lab for StoreLab<'_> {
     }
 
     fn stop_requested(&self) -> bool {
-        self.interrupted.load(Ordering::SeqCst)
+        self.interrupts.interrupted()
     }
 
     fn progress(&mut self, line: &str) {
@@ -379,30 +371,14 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
     }
     println!("search {} in {}", experiment.0, db_path.display());
 
-    let current: Arc<Mutex<Option<Arc<StopSignal>>>> = Arc::new(Mutex::new(None));
-    let interrupted = Arc::new(AtomicBool::new(false));
-    {
-        let current = current.clone();
-        let interrupted = interrupted.clone();
-        crate::signals::install_with(move |name| {
-            interrupted.store(true, Ordering::SeqCst);
-            if let Ok(c) = current.lock()
-                && let Some(stop) = c.as_ref()
-            {
-                stop.request(latlab_model::StopReason::Signal {
-                    signal: name.into(),
-                });
-            }
-        });
-    }
+    let interrupts = crate::signals::Interrupts::install();
     let mut lab = StoreLab {
         sys,
         measurement,
         store,
         experiment,
         saved,
-        current,
-        interrupted,
+        interrupts,
         quiet: args.quiet,
         started: std::time::Instant::now(),
         runs: 0,

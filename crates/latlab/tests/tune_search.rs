@@ -5,15 +5,10 @@
 #![allow(clippy::unwrap_used)]
 
 use latlab_testkit::{is_root, latlab, policy_args};
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
-    latlab_sys::fixture::snapshot(root).unwrap()
-}
 
 struct Tree {
     dir: tempfile::TempDir,
@@ -63,25 +58,15 @@ impl Tree {
     }
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
+/// Run `cmd`, which must succeed; its stdout.
+fn ok(cmd: &mut Command) -> String {
+    latlab_testkit::stdout(&latlab_testkit::run_ok(cmd))
 }
 
 #[test]
 fn bad_input_is_one_line_with_exit_2_and_touches_nothing() {
     let t = Tree::new();
-    let before = snapshot(&t.root);
+    let before = latlab_sys::fixture::snapshot(&t.root).unwrap();
     let cases: &[(&[&str], &str)] = &[
         (
             &["--knobs", "pm_qos,nope"],
@@ -127,7 +112,10 @@ fn bad_input_is_one_line_with_exit_2_and_touches_nothing() {
         assert!(!t.db.exists(), "{args:?} created the store");
         assert!(!t.state.join(latlab_tune::journal::JOURNAL_FILE).exists());
     }
-    assert!(snapshot(&t.root) == before, "bad input changed the tree");
+    assert!(
+        latlab_sys::fixture::snapshot(&t.root).unwrap() == before,
+        "bad input changed the tree"
+    );
 }
 
 #[test]
@@ -168,8 +156,8 @@ fn without_root_the_search_is_refused_before_anything_is_touched() {
 #[test]
 fn the_dry_run_lists_candidates_reasons_and_time() {
     let t = Tree::new();
-    let before = snapshot(&t.root);
-    let out = ok(&t.search(&["--dry-run", "--cpus", "1"]).output().unwrap());
+    let before = latlab_sys::fixture::snapshot(&t.root).unwrap();
+    let out = ok(&mut t.search(&["--dry-run", "--cpus", "1"]));
     for line in [
         "candidate pm_qos=0",
         "candidate idle=0us",
@@ -183,19 +171,16 @@ fn the_dry_run_lists_candidates_reasons_and_time() {
         assert!(out.contains(line), "{line:?} missing:\n{out}");
     }
     assert!(!t.db.exists());
-    assert!(snapshot(&t.root) == before);
+    assert!(latlab_sys::fixture::snapshot(&t.root).unwrap() == before);
     // A budget for fewer candidates says which are left out.
-    let out = ok(&t
-        .search(&["--dry-run", "--budget", "40s"])
-        .output()
-        .unwrap());
+    let out = ok(&mut t.search(&["--dry-run", "--budget", "40s"]));
     assert!(out.contains("(not measured: beyond the budget)"), "{out}");
 }
 
 #[test]
 fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it_was() {
     let t = Tree::new();
-    let before = snapshot(&t.root);
+    let before = latlab_sys::fixture::snapshot(&t.root).unwrap();
     let args = [
         "--knobs",
         "timer_migration,vmstat_interval",
@@ -226,13 +211,13 @@ fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it
         "no word on how to continue: {seen:?}"
     );
     assert!(
-        snapshot(&t.root) == before,
+        latlab_sys::fixture::snapshot(&t.root).unwrap() == before,
         "the interrupted search left the tree changed"
     );
 
     let mut resume = args.to_vec();
     resume.push("--resume");
-    let stdout = ok(&t.search(&resume).output().unwrap());
+    let stdout = ok(&mut t.search(&resume));
     let saved: usize = stdout
         .lines()
         .find(|l| l.starts_with("resuming search 1 started"))
@@ -252,17 +237,15 @@ fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it
     }
     assert!(stdout.contains("report with: latlab report e1"), "{stdout}");
     assert!(
-        snapshot(&t.root) == before,
+        latlab_sys::fixture::snapshot(&t.root).unwrap() == before,
         "the search left the tree changed"
     );
 
     // The experiment holds every screening run, the baseline first; a done search is not
     // resumed again.
-    let report = ok(&latlab!()
+    let report = ok(latlab!()
         .args(["report", "e1", "--format", "json", "--db"])
-        .arg(&t.db)
-        .output()
-        .unwrap());
+        .arg(&t.db));
     let v: serde_json::Value = serde_json::from_str(&report).unwrap();
     let cells: Vec<&str> = v
         .pointer("/cells")
@@ -283,7 +266,7 @@ fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it
 #[test]
 fn a_search_killed_with_a_candidate_applied_is_undone_by_tune_restore() {
     let t = Tree::new();
-    let before = snapshot(&t.root);
+    let before = latlab_sys::fixture::snapshot(&t.root).unwrap();
     let knob = "proc/sys/kernel/timer_migration";
     assert_eq!(t.read(knob).trim(), "1");
     let mut child = t
@@ -307,16 +290,13 @@ fn a_search_killed_with_a_candidate_applied_is_undone_by_tune_restore() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(t.read(knob).trim(), "0", "SIGKILL cannot restore");
-    let out = latlab!()
+    ok(latlab!()
         .arg("--sysroot")
         .arg(&t.root)
         .args(["tune", "restore", "--state-dir"])
-        .arg(&t.state)
-        .output()
-        .unwrap();
-    ok(&out);
+        .arg(&t.state));
     assert!(
-        snapshot(&t.root) == before,
+        latlab_sys::fixture::snapshot(&t.root).unwrap() == before,
         "tune restore left the tree changed"
     );
 }
@@ -334,30 +314,28 @@ fn as_root_a_search_on_this_machine_puts_every_knob_back() {
     let before = read();
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("found.toml");
-    let out = latlab!()
-        .args([
-            "tune",
-            "search",
-            "--knobs",
-            "timer_migration,vmstat_interval",
-        ])
-        .args([
-            "--duration",
-            "1s",
-            "--repeats",
-            "4",
-            "--budget",
-            "5m",
-            "--state-dir",
-        ])
-        .arg(dir.path().join("state"))
-        .arg("--db")
-        .arg(dir.path().join("s.db"))
-        .arg("--write-profile")
-        .arg(&profile)
-        .output()
-        .unwrap();
-    let stdout = ok(&out);
+    let mut cmd = latlab!();
+    cmd.args([
+        "tune",
+        "search",
+        "--knobs",
+        "timer_migration,vmstat_interval",
+    ])
+    .args([
+        "--duration",
+        "1s",
+        "--repeats",
+        "4",
+        "--budget",
+        "5m",
+        "--state-dir",
+    ])
+    .arg(dir.path().join("state"))
+    .arg("--db")
+    .arg(dir.path().join("s.db"))
+    .arg("--write-profile")
+    .arg(&profile);
+    let stdout = ok(&mut cmd);
     assert_eq!(read(), before, "the search left a knob changed:\n{stdout}");
     assert!(stdout.contains("timer_migration=off"), "{stdout}");
     // Whatever the verdicts here, a profile is written only for a confirmed effect.
