@@ -827,12 +827,182 @@ fn merge(into: &mut toml::Table, from: toml::Table) {
     }
 }
 
-/// Run a search over `candidates` (screening, combination, confirmation) within the budget.
+impl<L: Lab> Searcher<'_, L> {
+    /// 1. The baseline and every candidate, `repeats` runs each: the baseline's runs and a row
+    ///    per candidate measured, best first (the others go to `not_tried`).
+    fn screen(
+        &mut self,
+        screened: &[Candidate],
+        not_tried: &mut Vec<NotTried>,
+        reserve: Duration,
+    ) -> Result<(Vec<Figures>, Vec<Row>), TuneError> {
+        let mut cells = vec![Cell {
+            key: "baseline".into(),
+            profile: None,
+        }];
+        cells.extend(screened.iter().map(|c| Cell {
+            key: c.label(),
+            profile: Some(&c.profile),
+        }));
+        let mut results = self.rounds(&cells, reserve)?;
+        let baseline = results.remove(0);
+        let mut rows: Vec<Row> = Vec::new();
+        for (c, runs) in screened.iter().zip(results) {
+            let Some(objective) = Delta::of(&objectives(&baseline), &objectives(&runs)) else {
+                not_tried.push(NotTried {
+                    what: c.label(),
+                    why: "not measured: the search stopped first".into(),
+                });
+                continue;
+            };
+            let throughput = delta_of(&baseline, &runs, |f| f.throughput);
+            let verdict = if objective.lower() {
+                if self.spec.goal == Goal::Throughput && throughput.is_some_and(|t| t.lower()) {
+                    Verdict::CostsThroughput
+                } else {
+                    Verdict::Lowers
+                }
+            } else if objective.higher() {
+                Verdict::Raises
+            } else {
+                Verdict::NoEffectShown
+            };
+            rows.push(Row {
+                candidate: c.clone(),
+                objective,
+                p99: delta_of(&baseline, &runs, |f| Some(f.p99_us)),
+                max: delta_of(&baseline, &runs, |f| Some(f.max_us)),
+                power: delta_of(&baseline, &runs, |f| f.power_w),
+                throughput,
+                runs,
+                verdict,
+            });
+        }
+        rows.sort_by(|a, b| a.objective.value.total_cmp(&b.objective.value));
+        Ok((baseline, rows))
+    }
+
+    /// 2. Greedy forward selection over the best value of each knob that helped: a knob joins
+    ///    when the combination with it beats the combination without it, measured side by side.
+    fn combine<'r>(
+        &mut self,
+        rows: &'r [Row],
+        reserve: Duration,
+    ) -> Result<(Vec<&'r Candidate>, Vec<Step>), TuneError> {
+        let mut helping: Vec<&Row> = Vec::new();
+        for r in rows.iter().filter(|r| r.verdict == Verdict::Lowers) {
+            if !helping.iter().any(|h| h.candidate.knob == r.candidate.knob) {
+                helping.push(r);
+            }
+        }
+        let mut kept: Vec<&Candidate> = helping.first().map(|r| &r.candidate).into_iter().collect();
+        let mut steps = Vec::new();
+        for next in helping.iter().skip(1) {
+            if self.stop.is_some() {
+                break;
+            }
+            let mut with: Vec<&Candidate> = kept.clone();
+            with.push(&next.candidate);
+            let (cur, tri) = (profile_of(&kept, "current")?, profile_of(&with, "trial")?);
+            let cells = [
+                Cell {
+                    key: format!("combine: {}", labels(&kept)),
+                    profile: Some(&cur),
+                },
+                Cell {
+                    key: format!("combine: {}", labels(&with)),
+                    profile: Some(&tri),
+                },
+            ];
+            let r = self.rounds(&cells, reserve)?;
+            let Some(delta) = Delta::of(&objectives(&r[0]), &objectives(&r[1])) else {
+                break;
+            };
+            let keep = delta.lower();
+            steps.push(Step {
+                added: next.candidate.label(),
+                with: kept.iter().map(|c| c.label()).collect(),
+                delta,
+                kept: keep,
+            });
+            if keep {
+                kept.push(&next.candidate);
+            }
+        }
+        Ok((kept, steps))
+    }
+
+    /// 3. The combination against the baseline on fresh runs (its time was kept aside), and
+    ///    the profile of it when its effect shows again.
+    fn confirm(
+        &mut self,
+        kept: &[&Candidate],
+    ) -> Result<(Option<Confirmation>, Option<String>), TuneError> {
+        if kept.is_empty() || self.lab.stop_requested() || self.interrupted() {
+            return Ok((None, None));
+        }
+        let final_profile = profile_of(kept, "final")?;
+        let cells = [
+            Cell {
+                key: "confirm: baseline".into(),
+                profile: None,
+            },
+            Cell {
+                key: format!("confirm: {}", labels(kept)),
+                profile: Some(&final_profile),
+            },
+        ];
+        let earlier_stop = self.stop.take();
+        let r = self.rounds(&cells, Duration::ZERO)?;
+        if self.stop.is_none() {
+            self.stop = earlier_stop;
+        }
+        let Some(delta) = Delta::of(&objectives(&r[0]), &objectives(&r[1])) else {
+            return Ok((None, None));
+        };
+        let c = Confirmation {
+            settings: kept.iter().map(|c| c.label()).collect(),
+            baseline: r[0].clone(),
+            tuned: r[1].clone(),
+            delta,
+        };
+        if !c.confirmed() {
+            return Ok((Some(c), None));
+        }
+        let description = format!(
+            "Found by latlab tune search (objective {}): {:.1} {unit} against {:.1} {unit} \
+             without it ({:+.0} %, p = {:.3}, {} runs each). Settings: {}.",
+            self.spec.objective.name(),
+            delta.value,
+            delta.reference,
+            delta.percent(),
+            delta.p.unwrap_or(1.0),
+            c.tuned.len().min(c.baseline.len()),
+            c.settings.join(", "),
+            unit = self.spec.objective.unit(),
+        );
+        let frags: Vec<&str> = kept.iter().map(|c| c.toml.as_str()).collect();
+        let profile = merge_fragments(&description, &frags).map_err(TuneError::Search)?;
+        Ok((Some(c), Some(profile)))
+    }
+
+    fn interrupted(&self) -> bool {
+        self.lab.stop_requested() || self.stop.as_deref() == Some("interrupted")
+    }
+}
+
+/// `a=1 + b=2`.
+fn labels(cs: &[&Candidate]) -> String {
+    cs.iter().map(|c| c.label()).collect::<Vec<_>>().join(" + ")
+}
+
+/// Run a search over `candidates` (screening, combination, confirmation) within the budget;
+/// candidates beyond what the budget can screen are listed as not measured.
 pub fn search<L: Lab>(
     sys: &Sys,
     spec: &Spec,
-    candidates: Vec<Candidate>,
-    not_tried: Vec<NotTried>,
+    mut candidates: Vec<Candidate>,
+    mut not_tried: Vec<NotTried>,
     lab: &mut L,
 ) -> Result<Outcome, TuneError> {
     let mut s = Searcher {
@@ -844,163 +1014,18 @@ pub fn search<L: Lab>(
         runs_done: 0,
         stop: None,
     };
-    let mut not_tried = not_tried;
     let fit = spec.screenable(candidates.len()).unwrap_or(0);
-    let (screened, over): (Vec<Candidate>, Vec<Candidate>) = {
-        let mut c = candidates;
-        let rest = c.split_off(fit.min(c.len()));
-        (c, rest)
-    };
-    for c in over {
+    for c in candidates.split_off(fit.min(candidates.len())) {
         not_tried.push(NotTried {
             what: c.label(),
             why: "not measured: the budget is spent on the candidates above".into(),
         });
     }
-    let confirm_time = spec.run_length * spec.confirmation_runs();
-
-    // 1. Screening.
-    let mut cells = vec![Cell {
-        key: "baseline".into(),
-        profile: None,
-    }];
-    cells.extend(screened.iter().map(|c| Cell {
-        key: c.label(),
-        profile: Some(&c.profile),
-    }));
-    let mut results = s.rounds(&cells, confirm_time)?;
-    let baseline = results.remove(0);
-    let mut rows: Vec<Row> = Vec::new();
-    for (c, runs) in screened.iter().zip(results) {
-        let Some(objective) = Delta::of(&objectives(&baseline), &objectives(&runs)) else {
-            not_tried.push(NotTried {
-                what: c.label(),
-                why: "not measured: the search stopped first".into(),
-            });
-            continue;
-        };
-        let throughput = delta_of(&baseline, &runs, |f| f.throughput);
-        let verdict = if objective.lower() {
-            if spec.goal == Goal::Throughput && throughput.is_some_and(|t| t.lower()) {
-                Verdict::CostsThroughput
-            } else {
-                Verdict::Lowers
-            }
-        } else if objective.higher() {
-            Verdict::Raises
-        } else {
-            Verdict::NoEffectShown
-        };
-        rows.push(Row {
-            candidate: c.clone(),
-            objective,
-            p99: delta_of(&baseline, &runs, |f| Some(f.p99_us)),
-            max: delta_of(&baseline, &runs, |f| Some(f.max_us)),
-            power: delta_of(&baseline, &runs, |f| f.power_w),
-            throughput,
-            runs,
-            verdict,
-        });
-    }
-    rows.sort_by(|a, b| a.objective.value.total_cmp(&b.objective.value));
-
-    // 2. Combination: the best value of each helping knob, greedily.
-    let mut helping: Vec<&Row> = Vec::new();
-    for r in rows.iter().filter(|r| r.verdict == Verdict::Lowers) {
-        if !helping.iter().any(|h| h.candidate.knob == r.candidate.knob) {
-            helping.push(r);
-        }
-    }
-    let mut kept: Vec<&Candidate> = helping.first().map(|r| &r.candidate).into_iter().collect();
-    let mut steps = Vec::new();
-    for next in helping.iter().skip(1) {
-        if s.stop.is_some() {
-            break;
-        }
-        let mut with: Vec<&Candidate> = kept.clone();
-        with.push(&next.candidate);
-        let (cur, tri) = (combine(&kept, "current")?, combine(&with, "trial")?);
-        let label =
-            |cs: &[&Candidate]| cs.iter().map(|c| c.label()).collect::<Vec<_>>().join(" + ");
-        let cells = [
-            Cell {
-                key: format!("combine: {}", label(&kept)),
-                profile: Some(&cur),
-            },
-            Cell {
-                key: format!("combine: {}", label(&with)),
-                profile: Some(&tri),
-            },
-        ];
-        let r = s.rounds(&cells, confirm_time)?;
-        let Some(delta) = Delta::of(&objectives(&r[0]), &objectives(&r[1])) else {
-            break;
-        };
-        let keep = delta.lower();
-        steps.push(Step {
-            added: next.candidate.label(),
-            with: kept.iter().map(|c| c.label()).collect(),
-            delta,
-            kept: keep,
-        });
-        if keep {
-            kept.push(&next.candidate);
-        }
-    }
-
-    // 3. Confirmation.
-    let mut confirmation = None;
-    let mut profile = None;
-    if !kept.is_empty() && !s.lab.stop_requested() && s.stop.as_deref() != Some("interrupted") {
-        let final_profile = combine(&kept, "final")?;
-        let cells = [
-            Cell {
-                key: "confirm: baseline".into(),
-                profile: None,
-            },
-            Cell {
-                key: format!(
-                    "confirm: {}",
-                    kept.iter()
-                        .map(|c| c.label())
-                        .collect::<Vec<_>>()
-                        .join(" + ")
-                ),
-                profile: Some(&final_profile),
-            },
-        ];
-        let saved_stop = s.stop.take();
-        let r = s.rounds(&cells, Duration::ZERO)?;
-        if s.stop.is_none() {
-            s.stop = saved_stop;
-        }
-        if let Some(delta) = Delta::of(&objectives(&r[0]), &objectives(&r[1])) {
-            let c = Confirmation {
-                settings: kept.iter().map(|c| c.label()).collect(),
-                baseline: r[0].clone(),
-                tuned: r[1].clone(),
-                delta,
-            };
-            if c.confirmed() {
-                let description = format!(
-                    "Found by latlab tune search (objective {}): {:.1} {unit} against {:.1} {unit} \
-                     without it ({:+.0} %, p = {:.3}, {} runs each). Settings: {}.",
-                    spec.objective.name(),
-                    delta.value,
-                    delta.reference,
-                    delta.percent(),
-                    delta.p.unwrap_or(1.0),
-                    c.tuned.len().min(c.baseline.len()),
-                    c.settings.join(", "),
-                    unit = spec.objective.unit(),
-                );
-                let frags: Vec<&str> = kept.iter().map(|c| c.toml.as_str()).collect();
-                profile = Some(merge_fragments(&description, &frags).map_err(TuneError::Search)?);
-            }
-            confirmation = Some(c);
-        }
-    }
-    let interrupted = s.lab.stop_requested() || s.stop.as_deref() == Some("interrupted");
+    let reserve = spec.run_length * spec.confirmation_runs();
+    let (baseline, rows) = s.screen(&candidates, &mut not_tried, reserve)?;
+    let (kept, steps) = s.combine(&rows, reserve)?;
+    let (confirmation, profile) = s.confirm(&kept)?;
+    let interrupted = s.interrupted();
     Ok(Outcome {
         baseline,
         rows,
@@ -1016,7 +1041,7 @@ pub fn search<L: Lab>(
 }
 
 /// One profile of several candidates.
-fn combine(cs: &[&Candidate], name: &str) -> Result<Profile, TuneError> {
+fn profile_of(cs: &[&Candidate], name: &str) -> Result<Profile, TuneError> {
     let frags: Vec<&str> = cs.iter().map(|c| c.toml.as_str()).collect();
     let text = merge_fragments("", &frags).map_err(TuneError::Search)?;
     Ok(Profiles::builtin().resolve_text(&format!("search-{name}"), &text)?)
