@@ -399,6 +399,103 @@ fn version(text: &str, field: &str) -> Result<u8, FieldError> {
     }
 }
 
+/// ring's cipher suites and key exchange groups, narrowed to the web config's lists (by Go's
+/// names); TLS 1.3's suites are always offered, as in Go.
+fn crypto_provider(
+    cipher_suites: Option<Vec<String>>,
+    curve_preferences: Option<Vec<String>>,
+) -> Result<rustls::crypto::CryptoProvider, FieldError> {
+    let field = |f: &str| f.to_string();
+    let mut provider = rustls::crypto::ring::default_provider();
+    if let Some(names) = cipher_suites.filter(|c| !c.is_empty()) {
+        let mut chosen = Vec::new();
+        for name in &names {
+            let go = name.trim_end_matches("_SHA256");
+            let found = provider.cipher_suites.iter().find(|s| {
+                s.tls13().is_none() && format!("{:?}", s.suite()).trim_end_matches("_SHA256") == go
+            });
+            match found {
+                Some(s) => chosen.push(*s),
+                None => {
+                    let accepted: Vec<String> = provider
+                        .cipher_suites
+                        .iter()
+                        .filter(|s| s.tls13().is_none())
+                        .map(|s| format!("{:?}", s.suite()))
+                        .collect();
+                    return Err((
+                        field("cipher_suites"),
+                        format!(
+                            "{name}: not offered by rustls (accepted: {})",
+                            accepted.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        // TLS 1.3's suites are not chosen by the list, as in Go.
+        let tls13: Vec<_> = provider
+            .cipher_suites
+            .iter()
+            .filter(|s| s.tls13().is_some())
+            .copied()
+            .collect();
+        provider.cipher_suites = tls13.into_iter().chain(chosen).collect();
+    }
+    if let Some(curves) = curve_preferences.filter(|c| !c.is_empty()) {
+        let mut chosen = Vec::new();
+        for c in &curves {
+            let group = match c.as_str() {
+                "X25519" => rustls::NamedGroup::X25519,
+                "CurveP256" => rustls::NamedGroup::secp256r1,
+                "CurveP384" => rustls::NamedGroup::secp384r1,
+                _ => {
+                    return Err((
+                        field("curve_preferences"),
+                        format!(
+                            "{c}: not offered by rustls on ring (accepted: X25519, CurveP256, CurveP384)"
+                        ),
+                    ));
+                }
+            };
+            if let Some(g) = provider.kx_groups.iter().find(|g| g.name() == group) {
+                chosen.push(*g);
+            }
+        }
+        provider.kx_groups = chosen;
+    }
+    Ok(provider)
+}
+
+/// The client CA certificates of `client_ca_file` / `client_ca`.
+fn client_roots(ca: &[u8]) -> Result<rustls::RootCertStore, FieldError> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let field = |f: &str| f.to_string();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca) {
+        let c = c.map_err(|e| {
+            (
+                field("client_ca_file"),
+                format!("not PEM certificates: {e}"),
+            )
+        })?;
+        roots.add(c).map_err(|e| {
+            (
+                field("client_ca_file"),
+                format!("not a CA certificate: {e}"),
+            )
+        })?;
+    }
+    if roots.is_empty() {
+        return Err((
+            field("client_ca_file"),
+            "holds no certificate (accepted: PEM)".into(),
+        ));
+    }
+    Ok(roots)
+}
+
 fn tls_config(
     t: RawTls,
     files: &mut ReadFile<'_>,
@@ -437,65 +534,7 @@ fn tls_config(
             "above max_version (accepted: TLS12 ≤ TLS13)".into(),
         ));
     }
-    let mut provider = rustls::crypto::ring::default_provider();
-    if let Some(names) = t.cipher_suites.filter(|c| !c.is_empty()) {
-        let mut chosen = Vec::new();
-        for name in &names {
-            let go = name.trim_end_matches("_SHA256");
-            let found = provider.cipher_suites.iter().find(|s| {
-                s.tls13().is_none() && format!("{:?}", s.suite()).trim_end_matches("_SHA256") == go
-            });
-            match found {
-                Some(s) => chosen.push(*s),
-                None => {
-                    let accepted: Vec<String> = provider
-                        .cipher_suites
-                        .iter()
-                        .filter(|s| s.tls13().is_none())
-                        .map(|s| format!("{:?}", s.suite()))
-                        .collect();
-                    return Err((
-                        field("cipher_suites"),
-                        format!(
-                            "{name}: not offered by rustls (accepted: {})",
-                            accepted.join(", ")
-                        ),
-                    ));
-                }
-            }
-        }
-        // TLS 1.3's suites are not chosen by the list, as in Go.
-        let tls13: Vec<_> = provider
-            .cipher_suites
-            .iter()
-            .filter(|s| s.tls13().is_some())
-            .copied()
-            .collect();
-        provider.cipher_suites = tls13.into_iter().chain(chosen).collect();
-    }
-    if let Some(curves) = t.curve_preferences.filter(|c| !c.is_empty()) {
-        let mut chosen = Vec::new();
-        for c in &curves {
-            let group = match c.as_str() {
-                "X25519" => rustls::NamedGroup::X25519,
-                "CurveP256" => rustls::NamedGroup::secp256r1,
-                "CurveP384" => rustls::NamedGroup::secp384r1,
-                _ => {
-                    return Err((
-                        field("curve_preferences"),
-                        format!(
-                            "{c}: not offered by rustls on ring (accepted: X25519, CurveP256, CurveP384)"
-                        ),
-                    ));
-                }
-            };
-            if let Some(g) = provider.kx_groups.iter().find(|g| g.name() == group) {
-                chosen.push(*g);
-            }
-        }
-        provider.kx_groups = chosen;
-    }
-    let provider = Arc::new(provider);
+    let provider = Arc::new(crypto_provider(t.cipher_suites, t.curve_preferences)?);
     let versions: Vec<&'static rustls::SupportedProtocolVersion> =
         [(12, &rustls::version::TLS12), (13, &rustls::version::TLS13)]
             .into_iter()
@@ -555,27 +594,7 @@ fn tls_config(
             ));
         }
         (auth, Some(ca)) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(&ca) {
-                let c = c.map_err(|e| {
-                    (
-                        field("client_ca_file"),
-                        format!("not PEM certificates: {e}"),
-                    )
-                })?;
-                roots.add(c).map_err(|e| {
-                    (
-                        field("client_ca_file"),
-                        format!("not a CA certificate: {e}"),
-                    )
-                })?;
-            }
-            if roots.is_empty() {
-                return Err((
-                    field("client_ca_file"),
-                    "holds no certificate (accepted: PEM)".into(),
-                ));
-            }
+            let roots = client_roots(&ca)?;
             let mut v = rustls::server::WebPkiClientVerifier::builder_with_provider(
                 Arc::new(roots),
                 provider,
