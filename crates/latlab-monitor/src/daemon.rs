@@ -142,6 +142,26 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
         (Ok(()), Some(StopReason::Signal { signal })) => format!("stopped by {signal}"),
         (Ok(()), _) => "stopped".to_string(),
     };
+    let unstored = wind_down(keeper_thread, guard, server, &live, &stop_text);
+    result.map_err(Error::from)?;
+    if unstored > 0 {
+        // Exit 1: the store failed, which a restart (once it is writable) can help.
+        return Err(Error::Failed(anyhow::anyhow!(
+            "{unstored} window set(s) were measured but not stored"
+        )));
+    }
+    Ok(())
+}
+
+/// After the measurement: the keeper's last windows stored, the profile restored (and said in
+/// an annotation), the server stopped, the end said. Returns the window sets not stored.
+fn wind_down(
+    keeper_thread: std::thread::JoinHandle<crate::keeper::KeeperEnd>,
+    guard: Option<latlab_tune::TuningGuard>,
+    server: Option<web::Server>,
+    live: &Arc<Mutex<web::LiveStatus>>,
+    stop_text: &str,
+) -> u64 {
     let mut unstored = 0;
     match keeper_thread.join() {
         Ok(end) => {
@@ -160,7 +180,7 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
                 eprintln!("latlab: {text}");
                 note("profile", &text);
             }
-            note("stop", &stop_text);
+            note("stop", stop_text);
         }
         Err(_) => {
             eprintln!("latlab: monitor: the store thread panicked");
@@ -182,14 +202,7 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
             }
         );
     }
-    result.map_err(Error::from)?;
-    if unstored > 0 {
-        // Exit 1: the store failed, which a restart (once it is writable) can help.
-        return Err(Error::Failed(anyhow::anyhow!(
-            "{unstored} window set(s) were measured but not stored"
-        )));
-    }
-    Ok(())
+    unstored
 }
 
 /// The lock file of series `name` in the store at `db`: beside the store, the name with every
