@@ -682,16 +682,26 @@ struct Searcher<'a, L: Lab> {
     started: Instant,
     runs_done: u32,
     stop: Option<String>,
+    /// Cells whose profile could not be applied, with why.
+    not_applied: Vec<(String, String)>,
 }
 
 impl<L: Lab> Searcher<'_, L> {
+    fn not_applied(&self, key: &str) -> Option<&str> {
+        self.not_applied
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, why)| why.as_str())
+    }
+
     /// Time left in the budget.
     fn left(&self) -> Duration {
         self.spec.budget.saturating_sub(self.started.elapsed())
     }
 
     /// One run of a cell: the profile applied through the journal, measured, restored. `None`:
-    /// a signal cut the run short (it is not a repeat; a resumed search measures it again).
+    /// a signal cut the run short (it is not a repeat; a resumed search measures it again), or
+    /// the cell's profile could not be applied (then it is in `not_applied`).
     fn run(&mut self, cell: &Cell, repeat: u32) -> Result<Option<Figures>, TuneError> {
         if let Some(run) = self.lab.saved(&cell.key, repeat) {
             return Figures::of(self.spec.objective, &run, Duration::ZERO)
@@ -700,12 +710,23 @@ impl<L: Lab> Searcher<'_, L> {
         }
         let t0 = Instant::now();
         let guard = match cell.profile {
-            Some(p) => Some(TemporaryTuning::apply(
-                self.sys,
-                p,
-                Some(&self.spec.cpus),
-                &self.spec.state_dir,
-            )?),
+            Some(p) => {
+                match TemporaryTuning::apply(
+                    self.sys,
+                    p,
+                    Some(&self.spec.cpus),
+                    &self.spec.state_dir,
+                ) {
+                    Ok(g) => Some(g),
+                    // This candidate cannot be set here (what was written is rolled back); the
+                    // others can still be tried.
+                    Err(e) if cannot_apply(&e) => {
+                        self.not_applied.push((cell.key.clone(), e.to_string()));
+                        return Ok(None);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
             None => None,
         };
         let measured = self.lab.measure(&cell.key, repeat);
@@ -773,10 +794,14 @@ impl<L: Lab> Searcher<'_, L> {
                     return Ok(out);
                 }
                 let c = &cells[i];
+                if self.not_applied(&c.key).is_some() {
+                    continue;
+                }
                 self.lab
                     .progress(&format!("{} repeat {}/{}", c.key, r + 1, self.spec.repeats));
                 match self.run(c, r)? {
                     Some(f) => out[i].push(f),
+                    None if self.not_applied(&c.key).is_some() => {}
                     None => {
                         self.stop = Some("interrupted".into());
                         return Ok(out);
@@ -849,9 +874,13 @@ impl<L: Lab> Searcher<'_, L> {
         let mut rows: Vec<Row> = Vec::new();
         for (c, runs) in screened.iter().zip(results) {
             let Some(objective) = Delta::of(&objectives(&baseline), &objectives(&runs)) else {
+                let why = match self.not_applied(&c.label()) {
+                    Some(e) => format!("could not be applied here: {e}"),
+                    None => "not measured: the search stopped first".into(),
+                };
                 not_tried.push(NotTried {
                     what: c.label(),
-                    why: "not measured: the search stopped first".into(),
+                    why,
                 });
                 continue;
             };
@@ -916,6 +945,7 @@ impl<L: Lab> Searcher<'_, L> {
             ];
             let r = self.rounds(&cells, reserve)?;
             let Some(delta) = Delta::of(&objectives(&r[0]), &objectives(&r[1])) else {
+                self.say_not_applied(&cells);
                 break;
             };
             let keep = delta.lower();
@@ -958,6 +988,7 @@ impl<L: Lab> Searcher<'_, L> {
             self.stop = earlier_stop;
         }
         let Some(delta) = Delta::of(&objectives(&r[0]), &objectives(&r[1])) else {
+            self.say_not_applied(&cells);
             return Ok((None, None));
         };
         let c = Confirmation {
@@ -986,9 +1017,31 @@ impl<L: Lab> Searcher<'_, L> {
         Ok((Some(c), Some(profile)))
     }
 
+    /// A combination that could not be applied ends the search's steps, saying why.
+    fn say_not_applied(&mut self, cells: &[Cell]) {
+        if let Some((key, why)) = cells
+            .iter()
+            .find_map(|c| Some((c.key.clone(), self.not_applied(&c.key)?.to_string())))
+        {
+            self.stop = Some(format!("{key} could not be applied: {why}"));
+        }
+    }
+
     fn interrupted(&self) -> bool {
         self.lab.stop_requested() || self.stop.as_deref() == Some("interrupted")
     }
+}
+
+/// An error of applying one candidate, not of the search: the candidate is left out.
+fn cannot_apply(e: &TuneError) -> bool {
+    matches!(
+        e,
+        TuneError::WriteFailed { .. }
+            | TuneError::NotPermitted { .. }
+            | TuneError::Invalid { .. }
+            | TuneError::Io { .. }
+            | TuneError::Sys(_)
+    )
 }
 
 /// `a=1 + b=2`.
@@ -1013,6 +1066,7 @@ pub fn search<L: Lab>(
         started: Instant::now(),
         runs_done: 0,
         stop: None,
+        not_applied: Vec::new(),
     };
     let fit = spec.screenable(candidates.len()).unwrap_or(0);
     for c in candidates.split_off(fit.min(candidates.len())) {

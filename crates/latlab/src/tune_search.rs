@@ -397,6 +397,20 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
         }
     };
     print_outcome(&outcome, &spec);
+    // Candidates that could not be set here: their cells say why in reports.
+    for n in outcome
+        .not_tried
+        .iter()
+        .filter(|n| n.why.starts_with("could not be applied"))
+    {
+        for repeat in 0..args.repeats {
+            store.record_cell(
+                &cell_ref(experiment, &n.what, repeat),
+                CellStatus::Failed,
+                Some(&n.why),
+            )?;
+        }
+    }
     if outcome.interrupted {
         store.set_experiment_status(experiment, ExperimentStatus::Interrupted)?;
         eprintln!(

@@ -348,3 +348,28 @@ fn as_root_a_search_on_this_machine_puts_every_knob_back() {
         assert!(stdout.contains("no profile written"), "{stdout}");
     }
 }
+
+#[test]
+fn a_candidate_that_cannot_be_written_is_left_out_with_why_and_the_rest_go_on() {
+    let t = Tree::new();
+    let before = latlab_sys::fixture::snapshot(&t.root).unwrap();
+    // Every apply's first write fails with EIO: no candidate can be set.
+    let out = ok(t
+        .search(&["--knobs", "timer_migration,vmstat_interval"])
+        .env("LATLAB_TUNE_FAIL_AT_WRITE", "1"));
+    for knob in ["timer_migration=off", "vmstat_interval=10s"] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(knob) && l.contains("not tried"))
+            .unwrap_or_else(|| panic!("{knob} not said:\n{out}"));
+        assert!(
+            line.contains("could not be applied here: writing") && line.contains("EIO"),
+            "{line}"
+        );
+    }
+    assert!(out.contains("baseline: p99"), "{out}");
+    assert!(
+        latlab_sys::fixture::snapshot(&t.root).unwrap() == before,
+        "a failed write was not rolled back"
+    );
+}
