@@ -727,7 +727,18 @@ impl<L: Lab> Searcher<'_, L> {
                     Err(e) => return Err(e),
                 }
             }
-            None => None,
+            None => {
+                // The baseline is the system as the search found it: not while another process
+                // holds a tuning (between two candidates nothing stops `tune apply`).
+                if let Some(since) = crate::status(self.sys, &self.spec.state_dir)?.since() {
+                    return Err(TuneError::Search(format!(
+                        "a tuning was applied during the search (since {since}); the baseline \
+                         would not be the system as it was (restore it with `latlab tune \
+                         restore` and resume)"
+                    )));
+                }
+                None
+            }
         };
         let measured = self.lab.measure(&cell.key, repeat);
         let tuning = guard.map(|g| {

@@ -374,3 +374,53 @@ fn for_throughput_a_knob_that_costs_the_load_its_work_is_not_kept() {
     assert_eq!(profile_system(&out), ["timer_migration"]);
     assert!(out.power_front().is_err(), "no power readings, no front");
 }
+
+/// A lab that, during its first baseline run, has another process apply a profile for good.
+struct Intruded {
+    inner: Simulated,
+    sys: Sys,
+    state: PathBuf,
+    done: bool,
+}
+
+impl Lab for Intruded {
+    fn measure(&mut self, cell: &str, repeat: u32) -> Result<RunResult, String> {
+        if cell == "baseline" && !self.done {
+            self.done = true;
+            let p = latlab_tune::Profiles::builtin()
+                .resolve_text("theirs", "[system]\nvmstat_interval_s = 5\n")
+                .unwrap();
+            latlab_tune::apply(&self.sys, &p, &self.state, &Default::default()).unwrap();
+        }
+        self.inner.measure(cell, repeat)
+    }
+}
+
+#[test]
+fn a_tuning_applied_by_another_process_meanwhile_stops_the_search() {
+    let (dir, root) = tree();
+    let sys = Sys::new(&root);
+    let state = dir.path().join("state");
+    let cpus = CpuList::parse("0").unwrap();
+    let (candidates, not_tried) = search::candidates(&sys, &three_knobs(), &cpus).unwrap();
+    let mut lab = Intruded {
+        inner: Simulated {
+            root: root.clone(),
+            effect: one_helps,
+            rng: Rng(3),
+            seen: Vec::new(),
+            kept: Vec::new(),
+        },
+        sys: sys.clone(),
+        state: state.clone(),
+        done: false,
+    };
+    let e = search::search(&sys, &spec(state), candidates, not_tried, &mut lab).unwrap_err();
+    // The next baseline refuses to measure a tuned system, or the next candidate finds the
+    // tuning in place: either way the search stops and says so.
+    let msg = e.to_string();
+    assert!(
+        msg.contains("a tuning was applied during the search") || msg.contains("is applied"),
+        "{msg}"
+    );
+}
