@@ -445,14 +445,7 @@ impl Store {
         to: u64,
         cpu: Option<u32>,
     ) -> Result<Vec<MonitorWindowRow>> {
-        let mut stmt = self.conn.prepare(&format!(
-            "SELECT w.start_unix_ns, s.end_unix_ns, w.cpu, s.windows, w.count, w.min_ns, w.max_ns,
-                 w.p99_ns, w.p99_9_ns, w.missed, w.cpu_summary
-             FROM monitor_windows w {hint}
-             JOIN monitor_sets s ON s.series_id = w.series_id AND s.start_unix_ns = w.start_unix_ns
-             WHERE w.series_id = ?1 AND s.start_unix_ns < ?3 AND s.end_unix_ns > ?2
-               AND (?4 IS NULL OR w.cpu = ?4) {tail}"
-        ))?;
+        let mut stmt = self.conn.prepare(&window_query(hint, tail))?;
         let rows = stmt
             .query_map(params![series.0, to_sql(from), to_sql(to), cpu], |r| {
                 Ok((
@@ -915,4 +908,63 @@ fn merge_thermal(group: &[WindowSetRow], weights: &[f64]) -> Option<Vec<ThermalS
             })
             .collect(),
     )
+}
+
+/// The query of [`Store::window_rows`]. Without a hint the sets in the range lead (found by
+/// their end; the `+` keeps the planner from turning `start < to` into a scan of every earlier
+/// window) and each set's windows are looked up: 6 hours at the end of 30 days of 256 CPUs read
+/// 72 sets and their 18 432 windows, not the 2.2 million windows before them. With a hint the
+/// windows lead, in the hinted index's order.
+fn window_query(hint: &str, tail: &str) -> String {
+    let join = if hint.is_empty() {
+        "FROM monitor_sets s CROSS JOIN monitor_windows w
+           ON w.series_id = s.series_id AND w.start_unix_ns = s.start_unix_ns
+         WHERE s.series_id = ?1 AND +s.start_unix_ns < ?3 AND s.end_unix_ns > ?2"
+            .to_string()
+    } else {
+        format!(
+            "FROM monitor_windows w {hint}
+         JOIN monitor_sets s ON s.series_id = w.series_id AND s.start_unix_ns = w.start_unix_ns
+         WHERE w.series_id = ?1 AND s.start_unix_ns < ?3 AND s.end_unix_ns > ?2"
+        )
+    };
+    format!(
+        "SELECT w.start_unix_ns, s.end_unix_ns, w.cpu, s.windows, w.count, w.min_ns, w.max_ns,
+             w.p99_ns, w.p99_9_ns, w.missed, w.cpu_summary
+         {join} AND (?4 IS NULL OR w.cpu = ?4) {tail}"
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_range_of_windows_looks_each_set_up_instead_of_scanning_what_came_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("s.db")).unwrap();
+        let plan: Vec<String> = store
+            .conn
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN {}",
+                window_query("", "ORDER BY w.start_unix_ns, w.cpu")
+            ))
+            .unwrap()
+            .query_map(params![1, 0i64, 1i64, None::<u32>], |r| {
+                r.get::<_, String>(3)
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let windows = plan
+            .iter()
+            .find(|l| l.contains(" w "))
+            .unwrap_or_else(|| panic!("{plan:?}"));
+        assert!(
+            windows.contains("(series_id=? AND start_unix_ns=?)"),
+            "each set's windows by key, not a range: {plan:?}"
+        );
+        assert!(plan[0].starts_with("SEARCH s "), "{plan:?}");
+    }
 }
