@@ -6,9 +6,9 @@
 
 use super::metrics::END_OF_TIME;
 use latlab_store::{
-    DAY_NS, HOUR_NS, MonitorWindowRow, SeriesId, Store, StoreError, Weighted, WindowSetRow,
-    WindowSummary,
+    DAY_NS, HOUR_NS, MonitorWindowRow, SeriesId, Store, StoreError, WindowSetRow, WindowSummary,
 };
+use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 
@@ -44,18 +44,6 @@ fn wadd(acc: &mut (f64, f64), v: Option<f64>, w: f64) {
         acc.0 += v * w;
         acc.1 += w;
     }
-}
-
-fn wavg(acc: (f64, f64)) -> Value {
-    if acc.1 > 0.0 {
-        json!((acc.0 / acc.1 * 1000.0).round() / 1000.0)
-    } else {
-        Value::Null
-    }
-}
-
-fn mean(w: Weighted) -> Value {
-    wavg((w.0, w.1))
 }
 
 /// Most cells (points × CPUs) a timeline returns: on many CPUs, fewer points per CPU.
@@ -144,7 +132,7 @@ pub fn timeline(
     from: u64,
     to: u64,
     points: usize,
-) -> Result<Value, StoreError> {
+) -> Result<Timeline, StoreError> {
     timeline_reading(store, series, (from, to), points, RAW_LIMIT)
 }
 
@@ -154,7 +142,7 @@ fn timeline_reading(
     (from, to): (u64, u64),
     points: usize,
     raw_limit: usize,
-) -> Result<Value, StoreError> {
+) -> Result<Timeline, StoreError> {
     let points = points.clamp(10, MAX_POINTS);
     let sets = store.monitor_sets(series, from, to)?;
     let (_, idle) = store.series_meta(series)?;
@@ -182,7 +170,7 @@ fn timeline_reading(
             }
         }
     }
-    let rows: Vec<Value> = src
+    let rows: Vec<TimelineRow> = src
         .groups
         .iter()
         .enumerate()
@@ -191,7 +179,7 @@ fn timeline_reading(
             let t1 = group.last().map_or(0, |s| s.end_unix_ns);
             let covered: u64 = group.iter().map(|s| s.covered_ns).sum();
             let cost: Option<u64> = group.iter().map(|s| s.cost_cpu_time_ns).sum();
-            let power: Vec<Value> = power_names
+            let power = power_names
                 .iter()
                 .map(|name| {
                     let mut acc = (0.0, 0.0);
@@ -204,60 +192,125 @@ fn timeline_reading(
                             .and_then(|p| p.avg_w);
                         wadd(&mut acc, w, s.covered_ns as f64);
                     }
-                    wavg(acc)
+                    rounded_mean(acc)
                 })
                 .collect();
-            let per_cpu: serde_json::Map<String, Value> = cpus
+            let cpu = cpus
                 .iter()
                 .filter_map(|(cpu, slots)| {
                     let p = slots.get(g)?.as_ref()?;
                     Some((
                         cpu.to_string(),
-                        json!({
-                            "start": p.max_start_unix_ns.to_string(),
-                            "max": p.max_ns,
-                            "p999": p.p99_9_ns,
-                            "p99": p.p99_ns,
-                            "count": p.count,
-                            "missed": p.missed,
-                            "n": p.windows,
-                            "mhz": mean(p.freq_mhz),
-                            "irq": mean(p.irqs_per_s),
-                            "res": p.idle_residency_pct.iter().map(|r| mean(*r)).collect::<Vec<_>>(),
-                        }),
+                        Cell {
+                            count: p.count,
+                            irq: rounded_mean((p.irqs_per_s.0, p.irqs_per_s.1)),
+                            max: p.max_ns,
+                            mhz: rounded_mean((p.freq_mhz.0, p.freq_mhz.1)),
+                            missed: p.missed,
+                            n: p.windows,
+                            p99: p.p99_ns,
+                            p999: p.p99_9_ns,
+                            res: p
+                                .idle_residency_pct
+                                .iter()
+                                .map(|r| rounded_mean((r.0, r.1)))
+                                .collect(),
+                            start: p.max_start_unix_ns.to_string(),
+                        },
                     ))
                 })
                 .collect();
-            json!({
-                "t0": ms(t0),
-                "t1": ms(t1),
-                "windows": group.iter().map(|s| s.windows).sum::<u64>(),
-                "cost_pct": cost.filter(|_| covered > 0)
+            TimelineRow {
+                cost_pct: cost
+                    .filter(|_| covered > 0)
                     .map(|c| (c as f64 / covered as f64 * 100_000.0).round() / 1000.0),
-                "power": power,
-                "cpu": per_cpu,
-            })
+                cpu,
+                power,
+                t0: ms(t0),
+                t1: ms(t1),
+                windows: group.iter().map(|s| s.windows).sum::<u64>(),
+            }
         })
         .collect();
     let grouped = src.groups.iter().map(Vec::len).max().unwrap_or(1);
     let annotations = store.annotations(series, from, to)?;
-    Ok(json!({
-        "series": series.0,
-        "from_ms": ms(from),
-        "to_ms": ms(to.min(END_OF_TIME)),
-        "grouped": grouped,
-        "resolution": src.resolution,
-        "cpus": cpus.keys().collect::<Vec<_>>(),
-        "idle_states": idle,
-        "power_sources": power_names,
-        "rows": rows,
-        "annotations": annotations.iter().map(|a| json!({
-            "t": ms(a.at_unix_ns),
-            "cpu": a.cpu,
-            "kind": a.kind,
-            "text": a.text,
-        })).collect::<Vec<_>>(),
-    }))
+    Ok(Timeline {
+        annotations: annotations
+            .iter()
+            .map(|a| TimelineNote {
+                cpu: a.cpu,
+                kind: a.kind.clone(),
+                t: ms(a.at_unix_ns),
+                text: a.text.clone(),
+            })
+            .collect(),
+        cpus: cpus.keys().copied().collect(),
+        from_ms: ms(from),
+        grouped,
+        idle_states: idle,
+        power_sources: power_names,
+        resolution: src.resolution,
+        rows,
+        series: series.0,
+        to_ms: ms(to.min(END_OF_TIME)),
+    })
+}
+
+/// `/api/timeline`'s answer, serialised straight to JSON (a tree of `Value`s for 18 000 cells
+/// cost as much as reading them). Fields in alphabetical order, as the dashboard has always
+/// received them.
+#[derive(Debug, Serialize)]
+pub struct Timeline {
+    annotations: Vec<TimelineNote>,
+    cpus: Vec<u32>,
+    from_ms: f64,
+    grouped: usize,
+    idle_states: Vec<latlab_model::samples::CpuIdleStates>,
+    power_sources: Vec<String>,
+    resolution: &'static str,
+    rows: Vec<TimelineRow>,
+    series: i64,
+    to_ms: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct TimelineNote {
+    cpu: Option<u32>,
+    kind: String,
+    t: f64,
+    text: String,
+}
+
+/// One point of the timeline: a window, a group of windows, or an hour or day of rollups.
+#[derive(Debug, Serialize)]
+struct TimelineRow {
+    cost_pct: Option<f64>,
+    cpu: BTreeMap<String, Cell>,
+    power: Vec<Option<f64>>,
+    t0: f64,
+    t1: f64,
+    windows: u64,
+}
+
+/// One CPU at one point: its worst window (`start`), p99.9, p99, samples, missed periods,
+/// windows, frequency, interrupts and idle residency.
+#[derive(Debug, Serialize)]
+struct Cell {
+    count: u64,
+    irq: Option<f64>,
+    max: u64,
+    mhz: Option<f64>,
+    missed: u64,
+    n: u64,
+    p99: u64,
+    p999: u64,
+    res: Vec<Option<f64>>,
+    start: String,
+}
+
+/// A weighted mean to three decimals; `None` without weight.
+fn rounded_mean(acc: (f64, f64)) -> Option<f64> {
+    (acc.1 > 0.0).then(|| (acc.0 / acc.1 * 1000.0).round() / 1000.0)
 }
 
 fn row_json(w: &MonitorWindowRow) -> Value {
@@ -444,10 +497,13 @@ mod tests {
     fn a_range_of_many_windows_reads_hourly_rollups_that_agree_with_the_windows() {
         let (_d, mut store, id) = store_of_hours();
         let range = (T0, T0 + 30 * MIN5);
-        let raw = timeline_reading(&store, id, range, 1000, RAW_LIMIT).unwrap();
+        let raw =
+            serde_json::to_value(timeline_reading(&store, id, range, 1000, RAW_LIMIT).unwrap())
+                .unwrap();
         assert_eq!(raw["resolution"], "window");
         assert_eq!(raw["rows"].as_array().unwrap().len(), 30);
-        let hourly = timeline_reading(&store, id, range, 1000, 59).unwrap();
+        let hourly =
+            serde_json::to_value(timeline_reading(&store, id, range, 1000, 59).unwrap()).unwrap();
         assert_eq!(hourly["resolution"], "hour", "60 per-CPU windows > 59");
         let rows = hourly["rows"].as_array().unwrap();
         assert_eq!(rows.len(), 3);
@@ -496,7 +552,8 @@ mod tests {
             store.insert_window_set(id, &set).unwrap();
         }
         let day = (T0, T0 + 13 * HOUR_NS);
-        let daily = timeline_reading(&store, id, day, 10, 59).unwrap();
+        let daily =
+            serde_json::to_value(timeline_reading(&store, id, day, 10, 59).unwrap()).unwrap();
         assert_eq!(daily["resolution"], "day", "13 hours > 10 points");
         let rows = daily["rows"].as_array().unwrap();
         assert_eq!(rows.len(), 1);

@@ -231,7 +231,7 @@ const RANGE_FORM: &str =
     "series=ID with optional from=MS, to=MS (unix milliseconds), points=N, limit=N";
 const WINDOW_FORM: &str = "series=ID, start=NS (the window's start in unix nanoseconds), cpu=N";
 
-fn json_response(v: serde_json::Value) -> Response {
+fn json_response<T: serde::Serialize>(v: T) -> Response {
     (
         [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
         axum::Json(v),
