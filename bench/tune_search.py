@@ -4,8 +4,9 @@
 1. `latlab tune search --objective p50` (by default only the pm_qos knob; `--knobs all` tries every
    knob this machine supports) with its store in a temporary directory: its table, verdicts and
    own time accounting are recorded as printed.
-2. cyclictest (rt-tests), the same interval, priority and CPUs, RUNS times with
-   /dev/cpu_dma_latency held at 0 by this script and RUNS times without, in alternating order
+2. cyclictest (rt-tests) with --laptop (else it holds /dev/cpu_dma_latency at 0 itself), the same
+   interval, priority and CPUs, RUNS times with /dev/cpu_dma_latency held at 0 by this script and
+   RUNS times without, in alternating order
    (ABBA...), each run's p50 from cyclictest's own histogram; the two sides compared with the
    exact two-sided Mann-Whitney test.
 
@@ -53,8 +54,9 @@ def cyclictest_run(tmp: Path, k: int, cpus: str, interval_us: int, seconds: int,
                    pm_qos: bool) -> dict:
     out = tmp / f"ct-{k}.json"
     ncpu = len(cpus.split(","))
-    cmd = ["cyclictest", "-m", "-p95", f"-i{interval_us}", f"-D{seconds}", f"-a{cpus}",
-           f"-t{ncpu}", "-q", "-h1000", f"--json={out}"]
+    # --laptop: cyclictest otherwise holds /dev/cpu_dma_latency at 0 itself, in both arms.
+    cmd = ["cyclictest", "--laptop", "-m", "-p95", f"-i{interval_us}", f"-D{seconds}",
+           f"-a{cpus}", f"-t{ncpu}", "-q", "-h1000", f"--json={out}"]
     hold = None
     if pm_qos:
         hold = open("/dev/cpu_dma_latency", "r+b", buffering=0)
