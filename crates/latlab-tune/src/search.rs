@@ -184,6 +184,14 @@ pub const BOOT_ADVICE: &str = "boot options are not tried (they need a reboot): 
 rcu_nocbs, isolcpus, irqaffinity, preempt, idle; `latlab tune boot realtime --cpus LIST` says which \
 this machine lacks";
 
+/// What a knob of [`KNOBS`] sets ("" for a name that is not one).
+pub fn knob_description(knob: &str) -> &'static str {
+    KNOBS
+        .iter()
+        .find(|(k, _)| *k == knob)
+        .map_or("", |(_, d)| *d)
+}
+
 /// Which knobs to try (`--knobs` / `--skip`), checked against [`KNOBS`].
 pub fn select_knobs(only: &[String], skip: &[String]) -> Result<Vec<&'static str>, String> {
     let known = || KNOBS.iter().map(|(k, _)| *k).collect::<Vec<_>>().join(", ");

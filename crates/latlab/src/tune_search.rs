@@ -477,8 +477,9 @@ fn print_plan(
             "  (not measured: beyond the budget)".into()
         };
         println!(
-            "  candidate {}",
-            format!("{:<24}{tail}", c.label()).trim_end()
+            "  candidate {:<24}{}{tail}",
+            c.label(),
+            search::knob_description(&c.knob)
         );
     }
     for n in not_tried {

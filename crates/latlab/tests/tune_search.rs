@@ -156,6 +156,7 @@ fn the_dry_run_lists_candidates_reasons_and_time() {
     for line in [
         "candidate pm_qos=0",
         "candidate idle=0us",
+        "hold /dev/cpu_dma_latency (system.cpu_dma_latency_us)",
         "candidate timer_migration=off",
         "candidate irq_affinity=away",
         "not tried governor=performance",
