@@ -303,3 +303,23 @@ fn a_coarsened_histogram_keeps_its_statistics_within_the_promised_error_in_fewer
     same.coarsen(0);
     assert_eq!(same, h);
 }
+
+#[test]
+fn the_quick_encoding_is_the_same_format_and_round_trips_exactly() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut h = Histogram::new();
+    for _ in 0..200_000 {
+        h.record(latency_like(&mut rng));
+    }
+    let (quick, small) = (h.encode_quick(), h.encode());
+    assert_eq!(quick[..40], small[..40], "same header and cookie");
+    assert_ne!(quick, small, "a different deflate level");
+    assert_eq!(Histogram::decode(&quick).expect("decodes"), h);
+    // The stock decoder reads it too: the buckets are HdrHistogram's V2 deflate format.
+    let hdr: hdrhistogram::Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut &quick[36..])
+        .expect("HdrHistogram reads it");
+    assert_eq!(hdr.len(), h.count());
+    let empty = Histogram::new();
+    assert_eq!(Histogram::decode(&empty.encode_quick()).unwrap(), empty);
+}

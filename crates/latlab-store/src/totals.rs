@@ -196,7 +196,7 @@ fn write(tx: &Transaction<'_>, series: SeriesId, t: &SeriesTotals) -> Result<()>
             series.0,
             cpu,
             to_sql(c.missed),
-            c.histogram.encode(),
+            c.histogram.encode_quick(),
             to_json(&c.idle_time_s),
             to_json(&c.idle_usage),
         ])?;
