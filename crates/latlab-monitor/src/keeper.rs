@@ -23,8 +23,8 @@ use latlab_measure::ClosedWindow;
 use latlab_model::samples::{PowerSource, Sample, ThermalSummary};
 use latlab_model::units::format_duration;
 use latlab_store::{
-    Annotation, COARSE_SHIFT, FULL_RESOLUTION_NS, FileFate, MonitorSpike, MonitorWindow,
-    SeriesSpec, SeriesState, Store, WindowSet,
+    Annotation, COARSE_SHIFT, FULL_RESOLUTION_NS, FileFate, MergeSummary, MonitorSpike,
+    MonitorWindow, SeriesId, SeriesSpec, SeriesState, Store, StoreError, WindowSet,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -35,6 +35,50 @@ use std::time::{Duration, Instant};
 /// Most windows one ageing step coarsens (one transaction of well under a second, so the
 /// windows behind it wait no longer).
 pub const AGE_BATCH: u32 = 2000;
+
+/// Hours merged by one retention step: one, so that a step holds the store (while the windows
+/// measured meanwhile wait in memory) only as long as one hour's merge takes; a backlog (after
+/// a long stop, or a shorter `--retention`) is merged an hour a step, a second apart.
+pub const MERGE_BATCH_HOURS: usize = 1;
+
+/// What one retention step did: the hours merged and the windows coarsened.
+#[derive(Debug)]
+pub struct RetentionStep {
+    pub merged: Result<MergeSummary, StoreError>,
+    pub aged: Result<u64, StoreError>,
+}
+
+impl RetentionStep {
+    /// Whether more waits for a next step.
+    pub fn more(&self) -> bool {
+        matches!(self.merged, Ok(m) if m.hours >= MERGE_BATCH_HOURS as u64)
+            || matches!(self.aged, Ok(n) if n >= u64::from(AGE_BATCH))
+    }
+}
+
+/// One step of retention at `now_unix_ns`, as the daemon takes it: merge the oldest hour older
+/// than `retention_ns` into an hourly row, and keep at most [`AGE_BATCH`] histograms of windows
+/// older than [`FULL_RESOLUTION_NS`] at [`COARSE_SHIFT`].
+pub fn retention_step(
+    store: &mut Store,
+    series: SeriesId,
+    now_unix_ns: u64,
+    retention_ns: u64,
+) -> RetentionStep {
+    RetentionStep {
+        merged: store.merge_old_hours(
+            series,
+            now_unix_ns.saturating_sub(retention_ns),
+            MERGE_BATCH_HOURS,
+        ),
+        aged: store.coarsen_old_windows(
+            series,
+            now_unix_ns.saturating_sub(FULL_RESOLUTION_NS),
+            COARSE_SHIFT,
+            AGE_BATCH,
+        ),
+    }
+}
 
 /// What the measuring side sends.
 pub enum Msg {
@@ -537,14 +581,9 @@ impl Keeper {
         let Some(store) = self.store.as_mut() else {
             return false;
         };
-        let merged = store.merge_old_windows(series, now.saturating_sub(self.setup.retention_ns));
-        let aged = store.coarsen_old_windows(
-            series,
-            now.saturating_sub(FULL_RESOLUTION_NS),
-            COARSE_SHIFT,
-            AGE_BATCH,
-        );
-        match merged {
+        let step = retention_step(store, series, now, self.setup.retention_ns);
+        let more = step.more();
+        match step.merged {
             Ok(m) if m.hours > 0 => eprintln!(
                 "latlab: retention: merged {} windows into {} hourly rows",
                 m.sets_merged, m.hours
@@ -552,13 +591,10 @@ impl Keeper {
             Ok(_) => {}
             Err(e) => self.error(format!("retention merge: {e}")),
         }
-        match aged {
-            Ok(n) => n == u64::from(AGE_BATCH),
-            Err(e) => {
-                self.error(format!("retention: coarsening old histograms: {e}"));
-                false
-            }
+        if let Err(e) = step.aged {
+            self.error(format!("retention: coarsening old histograms: {e}"));
         }
+        more
     }
 
     /// Write every window set that is complete (all threads past it and, unless finishing, its

@@ -10,13 +10,14 @@
 //! has the shape of a real one at the interval (a body of a few hundred populated buckets, a
 //! tail, an occasional spike), seeded so the same arguments give the same file.
 
-use crate::keeper::AGE_BATCH;
+use crate::keeper::retention_step;
 use latlab_hist::Histogram;
 use latlab_model::monitor::{MonitorSpike, MonitorWindow, SeriesConfig, WindowSet};
 use latlab_model::rng::SplitMix64 as Rng;
 use latlab_model::samples::CpuSummary;
 use latlab_model::{MeasureConfig, SystemInfo};
-use latlab_store::{Annotation, COARSE_SHIFT, FULL_RESOLUTION_NS, SeriesSpec, Store, StoreError};
+use latlab_store::{Annotation, SeriesId, SeriesSpec, Store, StoreError};
+use std::time::{Duration, Instant};
 
 /// What to write.
 #[derive(Debug, Clone)]
@@ -29,6 +30,9 @@ pub struct Synthetic {
     pub interval_ns: u64,
     pub retention_ns: u64,
     pub seed: u64,
+    /// Write every window first and run retention only at the end, step by step until nothing
+    /// is left to do (as a daemon does after a long stop): for timing a backlog's merge.
+    pub retention_at_end: bool,
 }
 
 /// What was written.
@@ -38,6 +42,11 @@ pub struct Written {
     pub merged_hours: u64,
     /// Per-CPU windows whose histograms were coarsened as they aged.
     pub coarsened: u64,
+    /// Retention steps taken (each holds the store as the daemon's would).
+    pub retention_steps: u64,
+    /// The longest of them, and all of them together.
+    pub longest_step: Duration,
+    pub retention_time: Duration,
 }
 
 /// One CPU's window: `periods` samples in a body of 2 to 40 µs, a tail to 150 µs, and one
@@ -157,23 +166,41 @@ pub fn fill(
         written.sets += 1;
         let t = set.end_unix_ns;
         // The keeper's hourly merge and ageing, on the series' own clock.
-        if t / hour != start / hour {
-            let m = store.merge_old_windows(series.id, t.saturating_sub(spec.retention_ns))?;
-            written.merged_hours += m.hours;
-            let old = t.saturating_sub(FULL_RESOLUTION_NS);
-            loop {
-                let n = store.coarsen_old_windows(series.id, old, COARSE_SHIFT, AGE_BATCH)?;
-                written.coarsened += n;
-                if n < u64::from(AGE_BATCH) {
-                    break;
-                }
-            }
+        if t / hour != start / hour && !spec.retention_at_end {
+            retain(store, series.id, t, spec.retention_ns, &mut written)?;
         }
         if k % 1000 == 0 {
             progress(k, total);
         }
     }
+    if spec.retention_at_end {
+        retain(store, series.id, end, spec.retention_ns, &mut written)?;
+    }
     Ok(written)
+}
+
+/// The keeper's retention at `now`: its steps, until none is left, each timed.
+fn retain(
+    store: &mut Store,
+    series: SeriesId,
+    now: u64,
+    retention_ns: u64,
+    written: &mut Written,
+) -> Result<(), StoreError> {
+    loop {
+        let t = Instant::now();
+        let step = retention_step(store, series, now, retention_ns);
+        let took = t.elapsed();
+        written.retention_steps += 1;
+        written.longest_step = written.longest_step.max(took);
+        written.retention_time += took;
+        let more = step.more();
+        written.merged_hours += step.merged?.hours;
+        written.coarsened += step.aged?;
+        if !more {
+            return Ok(());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -193,6 +220,7 @@ mod tests {
             interval_ns: 200_000,
             retention_ns: 43_200_000_000_000,
             seed: 7,
+            retention_at_end: false,
         };
         let w = fill(&mut store, &spec, SystemInfo::default(), &mut |_, _| {}).unwrap();
         assert_eq!(w.sets, 288, "a day of 5-minute windows");
@@ -215,6 +243,47 @@ mod tests {
     }
 
     #[test]
+    fn a_backlog_is_merged_an_hour_a_step_into_what_hourly_retention_gives() {
+        let hour = 3_600_000_000_000u64;
+        let spec = |at_end| Synthetic {
+            name: "backlog".into(),
+            cpus: 2,
+            window_ns: 300_000_000_000,
+            span_ns: 48 * hour,
+            interval_ns: 200_000,
+            retention_ns: 24 * hour,
+            seed: 5,
+            retention_at_end: at_end,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut sets = Vec::new();
+        for at_end in [false, true] {
+            let mut store = Store::open(dir.path().join(format!("{at_end}.db"))).unwrap();
+            let w = fill(
+                &mut store,
+                &spec(at_end),
+                SystemInfo::default(),
+                &mut |_, _| {},
+            )
+            .unwrap();
+            if at_end {
+                assert!((23..=25).contains(&w.merged_hours), "{w:?}");
+                assert_eq!(
+                    w.retention_steps,
+                    w.merged_hours + 1,
+                    "one hour a step: {w:?}"
+                );
+            }
+            let id = store.find_series("backlog").unwrap().unwrap();
+            let rows = store.monitor_sets(id, 0, u64::MAX >> 1).unwrap();
+            let spans: Vec<_> = rows.iter().map(|s| (s.start_unix_ns, s.windows)).collect();
+            assert!(store.check().unwrap().problems.is_empty());
+            sets.push(spans);
+        }
+        assert_eq!(sets[0], sets[1], "the same hourly rows either way");
+    }
+
+    #[test]
     fn windows_older_than_a_week_are_coarsened_as_the_keeper_ages_them() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(dir.path().join("s.db")).unwrap();
@@ -227,6 +296,7 @@ mod tests {
             interval_ns: 200_000,
             retention_ns: 90 * 24 * hour,
             seed: 3,
+            retention_at_end: false,
         };
         let w = fill(&mut store, &spec, SystemInfo::default(), &mut |_, _| {}).unwrap();
         assert_eq!(w.sets, 192);

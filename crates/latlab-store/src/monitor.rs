@@ -557,6 +557,18 @@ impl Store {
         series: SeriesId,
         before_unix_ns: u64,
     ) -> Result<MergeSummary> {
+        self.merge_old_hours(series, before_unix_ns, usize::MAX)
+    }
+
+    /// [`Store::merge_old_windows`] for the oldest `max_hours` hours that have windows to merge,
+    /// so that one call holds the store for a bounded time; the rest wait for the next call
+    /// (there may be more when it merged `max_hours`).
+    pub fn merge_old_hours(
+        &mut self,
+        series: SeriesId,
+        before_unix_ns: u64,
+        max_hours: usize,
+    ) -> Result<MergeSummary> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -580,7 +592,7 @@ impl Store {
             }
         }
         let mut summary = MergeSummary::default();
-        for group in hours.into_values().filter(|g| g.len() > 1) {
+        for group in hours.into_values().filter(|g| g.len() > 1).take(max_hours) {
             merge_group(&tx, series, &group)?;
             summary.hours += 1;
             summary.sets_merged += group.len() as u64;

@@ -113,6 +113,10 @@ pub struct FillArgs {
     /// Seed of the invented values (the same arguments give the same windows).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Write every window first, then run the daemon's retention steps until none is left (as
+    /// after a long stop), timing each: e.g. `--span 2d --retention 1d` times a day's merge.
+    #[arg(long)]
+    retention_at_end: bool,
 }
 
 /// `latlab fill-monitor`: a synthetic series, said to be one in its configuration and its first
@@ -135,6 +139,7 @@ pub fn fill(args: FillArgs, sys: &Sys) -> CliResult<ExitCode> {
         interval_ns: args.interval.0,
         retention_ns: args.retention.0,
         seed: args.seed,
+        retention_at_end: args.retention_at_end,
     };
     let started = std::time::Instant::now();
     let w = latlab_monitor::synthetic::fill(&mut store, &spec, sys.system_info(), &mut |k, n| {
@@ -143,12 +148,15 @@ pub fn fill(args: FillArgs, sys: &Sys) -> CliResult<ExitCode> {
     .map_err(|e| CliError::Failed(anyhow::anyhow!("{}: {e}", args.db.display())))?;
     eprintln!(
         "\rlatlab: {} window sets of {} CPUs written, {} hours merged, {} CPU-windows coarsened, \
-         in {:.1} s",
+         in {:.1} s; retention: {} steps, {:.3} s in all, the longest {:.3} s",
         w.sets,
         spec.cpus,
         w.merged_hours,
         w.coarsened,
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        w.retention_steps,
+        w.retention_time.as_secs_f64(),
+        w.longest_step.as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)
 }
