@@ -134,3 +134,18 @@ def run(main) -> None:
         main()
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def store_args(ap) -> object:
+    """Parse a store benchmark's arguments: --latlab, --db, --series and --out beside `ap`'s
+    own, checking the binary and the store exist."""
+    ap.add_argument("--latlab", default=str(REPO / "target/release/latlab"))
+    ap.add_argument("--db", type=Path, required=True)
+    ap.add_argument("--series", required=True, help="name of the series to ask about")
+    ap.add_argument("--out", type=Path)
+    a = ap.parse_args()
+    if not Path(a.latlab).is_file():
+        die(f"{a.latlab} not found (cargo build --release)")
+    if not a.db.is_file():
+        die(f"{a.db}: no store (write one with latlab fill-monitor)")
+    return a

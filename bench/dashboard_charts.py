@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import REPO, die, free_port, results_path, run
+from benchlib import REPO, die, free_port, results_path, run, store_args
 
 ASSETS = REPO / "crates/latlab-monitor/src/assets"
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -221,16 +221,8 @@ def summary(ms: list[float]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--latlab", default=str(REPO / "target/release/latlab"))
-    ap.add_argument("--db", type=Path, required=True)
-    ap.add_argument("--series", required=True)
     ap.add_argument("-n", type=int, default=30, help="draws per library and layout")
-    ap.add_argument("--out", type=Path)
-    a = ap.parse_args()
-    if not Path(a.latlab).is_file():
-        die(f"{a.latlab} not found (cargo build --release)")
-    if not a.db.is_file():
-        die(f"{a.db}: no store (write one with latlab fill-monitor)")
+    a = store_args(ap)
     if shutil.which("chromium") is None or shutil.which("npm") is None:
         die("needs chromium and npm (scripts/test.sh installs both)")
     dist, version = uplot()

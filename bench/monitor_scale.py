@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchlib import REPO, die, free_port, results_path, run
+from benchlib import die, free_port, results_path, run, store_args
 
 
 def get(port: int, path: str, timeout: float) -> tuple[int, int, float]:
@@ -80,21 +80,13 @@ def render_times(port: int, ranges: dict[str, int]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--latlab", default=str(REPO / "target/release/latlab"))
-    ap.add_argument("--db", type=Path, required=True)
-    ap.add_argument("--series", required=True, help="name of the series to ask about")
     ap.add_argument("-n", type=int, default=50, help="requests per item")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     ap.add_argument("--browser", action="store_true",
                     help="also time drawing the page in headless Chromium for each range")
     ap.add_argument("--vacuum", action="store_true",
                     help="also time `latlab db vacuum` (rewrites the store's file)")
-    ap.add_argument("--out", type=Path)
-    a = ap.parse_args()
-    if not Path(a.latlab).is_file():
-        die(f"{a.latlab} not found (cargo build --release)")
-    if not a.db.is_file():
-        die(f"{a.db}: no store (write one with latlab fill-monitor)")
+    a = store_args(ap)
     con = sqlite3.connect(f"file:{a.db}?mode=ro", uri=True)
     row = con.execute("SELECT id FROM monitor_series WHERE name = ?", (a.series,)).fetchone()
     if row is None:
