@@ -12,6 +12,7 @@ mod daemon;
 mod hotplug;
 mod keeper;
 mod metrics;
+pub mod report;
 pub mod schedule;
 pub mod synthetic;
 mod web;

@@ -267,6 +267,22 @@ impl Store {
             .map(SeriesId))
     }
 
+    /// The system a series was opened on, where it recorded one.
+    pub fn series_system(&self, series: SeriesId) -> Result<Option<SystemInfo>> {
+        let record: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT s.record FROM monitor_series m JOIN systems s ON s.id = m.system_id
+                 WHERE m.id = ?1",
+                [series.0],
+                |r| r.get(0),
+            )
+            .optional()?;
+        record
+            .map(|r| from_json(&r, &format!("monitor series {} system", series.0)))
+            .transpose()
+    }
+
     /// The idle-state names and configuration a series was opened with.
     pub fn series_meta(&self, series: SeriesId) -> Result<(serde_json::Value, Vec<CpuIdleStates>)> {
         let (config, idle): (String, String) = self

@@ -14,11 +14,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const ITEM_FORM: &str = "a run number, eN for experiment N, eN/KEY for one cell, or latest";
+const ITEM_FORM: &str = "a run number, eN for experiment N, eN/KEY for one cell, series:NAME for a monitoring series, or latest";
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// Runs and experiments to report (default: the newest experiment of each store).
+    /// Runs, experiments and monitoring series (series:NAME) to report (default: the newest
+    /// experiment of each store).
     items: Vec<String>,
 
     /// A results store; repeat to put several stores (machines, kernels) in one report.
@@ -172,6 +173,20 @@ fn resolve(
             if let Some(e) = s.list_experiments()?.pop() {
                 out.extend(tag(name, experiment_cells(s, e.id, None, skipped)?));
             }
+        }
+        return Ok(out);
+    }
+    if let Some(name) = item.strip_prefix("series:") {
+        let mut out = Vec::new();
+        for (store_name, s) in stores {
+            if let Some(run) = latlab_monitor::report::series_result(s, name)? {
+                out.extend(tag(store_name, vec![CellInput::single(run)]));
+            }
+        }
+        if out.is_empty() {
+            return Err(CliError::Usage(format!(
+                "{item}: no monitoring series {name:?} with stored windows (accepted: {ITEM_FORM})"
+            )));
         }
         return Ok(out);
     }

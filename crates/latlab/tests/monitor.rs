@@ -1255,7 +1255,42 @@ fn fill_monitor_writes_a_synthetic_series_the_store_checks_clean() {
         first.text.starts_with("synthetic series: 3 CPUs"),
         "{first:?}"
     );
+    // `latlab report series:big`: one cell, one thread per CPU, each CPU's samples, maximum and
+    // missed periods those of its stored windows.
+    let rows = store.monitor_windows(id, 0, END, None).unwrap();
     drop(store);
+    let out = latlab_testkit::run_ok(
+        latlab!()
+            .args(["report", "series:big", "--format", "json", "--db"])
+            .arg(&db),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cell = &report["cells"][0];
+    assert_eq!(cell["name"], "series:big");
+    let cpus = cell["cpus"].as_array().unwrap();
+    assert_eq!(cpus.len(), 3);
+    for (cpu, c) in cpus.iter().enumerate() {
+        let mine: Vec<_> = rows.iter().filter(|w| w.cpu == cpu as u32).collect();
+        assert_eq!(c["label"], format!("cpu{cpu}"));
+        assert_eq!(
+            c["stats"]["count"],
+            mine.iter().map(|w| w.count).sum::<u64>()
+        );
+        assert_eq!(
+            c["stats"]["max"],
+            mine.iter().map(|w| w.max_ns).max().unwrap()
+        );
+        assert_eq!(c["missed"], mine.iter().map(|w| w.missed).sum::<u64>());
+    }
+    latlab_testkit::assert_one_line_error(
+        &latlab!()
+            .args(["report", "series:nope", "--db"])
+            .arg(&db)
+            .output()
+            .unwrap(),
+        2,
+        "series:NAME",
+    );
     latlab_testkit::run_ok(latlab!().args(["db", "check", "--db"]).arg(&db));
     // The same series again, or a window too short: one line each.
     latlab_testkit::assert_one_line_error(&fill(&["--span", "6h", "--name", "big"]), 1, "already");

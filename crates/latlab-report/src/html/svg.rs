@@ -86,11 +86,14 @@ pub(crate) fn nice_step(span: f64, target: f64) -> f64 {
 }
 
 /// A tick label: integers up to 9999 as they are, larger ones with k/M/G, fractions with the
-/// decimals they need.
+/// decimals they need, and below 0.0001 as powers of ten (1e-7), which six decimals cannot hold.
 pub(crate) fn tick_label(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         return "0".into();
+    }
+    if a < 1e-4 {
+        return format!("{v:e}");
     }
     if a >= 1e4 {
         let (x, s) = if a >= 1e9 {
@@ -173,10 +176,11 @@ impl Axis {
         let top = max_x.ceil().max(1.0) as u32;
         let ticks = (0..=top)
             .map(|k| {
-                let text = if k == 0 {
-                    "0".to_string()
-                } else {
-                    format!("0.{}", "9".repeat(k as usize))
+                // Past six nines, 1-1e-7 and so on: a row of nines would run into the next.
+                let text = match k {
+                    0 => "0".to_string(),
+                    1..=6 => format!("0.{}", "9".repeat(k as usize)),
+                    _ => format!("1-1e-{k}"),
                 };
                 (f64::from(k), text)
             })
@@ -621,8 +625,13 @@ mod tests {
         let a = Axis::nines("q", 3.2);
         assert_eq!(a.ticks[3].1, "0.999");
         assert_eq!(a.hi, 4.0);
+        let many = Axis::nines("q", 10.0);
+        assert_eq!(many.ticks[6].1, "0.999999");
+        assert_eq!(many.ticks[7].1, "1-1e-7");
         assert_eq!(tick_label(0.001), "0.001");
         assert_eq!(tick_label(2_500_000.0), "2.5M");
+        assert_eq!(tick_label(0.000_001), "1e-6", "six decimals would print 0");
+        assert_eq!(tick_label(1e-10), "1e-10");
         assert_eq!(nice_step(37.0, 6.0), 10.0);
     }
 }

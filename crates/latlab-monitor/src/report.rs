@@ -1,0 +1,245 @@
+//! A monitoring series as one result, for `latlab report series:NAME`: one thread per CPU
+//! whose histogram is every window of the series merged (the running totals the store keeps
+//! with each window set, so nothing is read twice), and a time series of at most
+//! [`MAX_POINTS`] points per CPU, each folding the windows that start in its span.
+//!
+//! A point's count, minimum, maximum and missed periods are exact; its p99 is the highest p99
+//! of its windows (a window's own p99 is exact as measured; the p99 of several together would
+//! need their histograms). The result says so in its warnings, where a report shows them.
+
+use latlab_model::monitor::SeriesConfig;
+use latlab_model::units::format_duration;
+use latlab_model::{
+    RunEnvironment, RunHead, RunResult, Spikes, Stats, StopReason, SystemInfo, ThreadResult, Window,
+};
+use latlab_store::{Store, StoreError};
+use std::collections::BTreeMap;
+
+/// Points per CPU at most in a series' time series (a year of 5-minute windows: 4.4 hours each).
+pub const MAX_POINTS: u64 = 2000;
+
+/// Per CPU, what its windows in one point's span add up to.
+#[derive(Default)]
+struct Fold {
+    count: u64,
+    min: u64,
+    max: u64,
+    max_start: u64,
+    p99: u64,
+    missed: u64,
+}
+
+/// The series `name` in `store` as a result, or None when the store has no such series.
+pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, StoreError> {
+    let Some(id) = store.find_series(name)? else {
+        return Ok(None);
+    };
+    let (config, _) = store.series_meta(id)?;
+    let config: SeriesConfig = serde_json::from_value(config).map_err(|e| StoreError::Corrupt {
+        what: format!("monitor series {name:?} configuration"),
+        detail: e.to_string(),
+    })?;
+    let totals = store.series_totals(id)?.unwrap_or_default();
+    let (Some(first), Some(last)) = (totals.first_start_unix_ns, totals.last_end_unix_ns) else {
+        return Ok(None);
+    };
+    let window_ns = config.measure.window_ns.max(1);
+    let span = last.saturating_sub(first);
+    let per_point = span.div_ceil(MAX_POINTS).div_ceil(window_ns).max(1) * window_ns;
+    // Point by point, each CPU's windows starting in it folded into one.
+    let mut windows: BTreeMap<u32, Vec<Window>> = BTreeMap::new();
+    let mut worst: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    let mut from = first;
+    let mut index = 0;
+    while from < last {
+        let to = from + per_point;
+        let mut folds: BTreeMap<u32, Fold> = BTreeMap::new();
+        for w in store.monitor_windows(id, from, to, None)? {
+            // A window (or merged hour) belongs to the point its start falls in.
+            if w.start_unix_ns < from || w.start_unix_ns >= to {
+                continue;
+            }
+            let f = folds.entry(w.cpu).or_insert(Fold {
+                min: u64::MAX,
+                ..Fold::default()
+            });
+            f.count += w.count;
+            f.missed += w.missed;
+            if w.count > 0 {
+                f.min = f.min.min(w.min_ns);
+                f.p99 = f.p99.max(w.p99_ns);
+                if w.max_ns >= f.max {
+                    (f.max, f.max_start) = (w.max_ns, w.start_unix_ns);
+                }
+            }
+        }
+        for (cpu, f) in folds {
+            let w = worst.entry(cpu).or_default();
+            if f.count > 0 && f.max >= w.0 {
+                *w = (f.max, f.max_start - first);
+            }
+            windows.entry(cpu).or_default().push(Window {
+                index,
+                start_ns: from - first,
+                count: f.count,
+                min: if f.count > 0 { f.min } else { 0 },
+                max: f.max,
+                p99: f.p99,
+                missed: f.missed,
+            });
+        }
+        from = to;
+        index += 1;
+    }
+    let threads = totals
+        .cpus
+        .into_iter()
+        .map(|(cpu, t)| {
+            let stats = Stats::of(&t.histogram);
+            ThreadResult {
+                label: format!("cpu{cpu}"),
+                cpu: Some(cpu),
+                tid: 0,
+                missed: t.missed,
+                expected_periods: None,
+                max_at_ns: worst.get(&cpu).map_or(0, |w| w.1),
+                // The latencies of missed periods are not kept: corrected is the raw.
+                corrected: stats.clone(),
+                stats,
+                cpu_time_ns: None,
+                corrected_histogram: t.histogram.clone(),
+                histogram: t.histogram,
+                windows: windows.remove(&cpu).unwrap_or_default(),
+            }
+        })
+        .collect();
+    let points = if per_point == window_ns {
+        format!(
+            "each point one {} window as stored",
+            format_duration(window_ns)
+        )
+    } else {
+        format!(
+            "each point the {} windows starting in its {}: count, minimum, maximum and missed \
+             periods exact, p99 the highest of its windows'",
+            format_duration(window_ns),
+            format_duration(per_point)
+        )
+    };
+    let head = RunHead {
+        id: format!("series:{name}"),
+        start_unix_ns: first,
+        elapsed_ns: span,
+        config: latlab_model::MeasureConfig {
+            window_ns: per_point,
+            duration_ns: Some(span),
+            ..config.measure
+        },
+        system: store.series_system(id)?.unwrap_or_else(|| SystemInfo {
+            hostname: config.hostname,
+            kernel_release: config.kernel,
+            preempt: config.preempt,
+            ..SystemInfo::default()
+        }),
+        environment: RunEnvironment {
+            warnings: vec![format!(
+                "monitoring series {name:?}: {} windows; histograms are every window merged; \
+                 over time, {points}{}",
+                totals.windows,
+                if config.measure.mlock {
+                    "; memory locking was asked for (whether it took is in the daemon's log)"
+                } else {
+                    ""
+                }
+            )],
+            // What was asked: a series does not record the outcome (said above).
+            memory_locked: config.measure.mlock,
+            ..RunEnvironment::default()
+        },
+        stop: StopReason::Duration,
+        spikes: Spikes::default(),
+    };
+    Ok(Some(RunResult::from_threads(head, threads)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::synthetic::{Synthetic, fill};
+
+    fn series(dir: &std::path::Path, cpus: u32, days: u64) -> Store {
+        let mut store = Store::open(dir.join("s.db")).unwrap();
+        let spec = Synthetic {
+            name: "s".into(),
+            cpus,
+            window_ns: 300_000_000_000,
+            span_ns: days * 86_400_000_000_000,
+            interval_ns: 1_000_000,
+            retention_ns: 90 * 86_400_000_000_000,
+            seed: 9,
+            retention_at_end: false,
+        };
+        fill(&mut store, &spec, SystemInfo::default(), &mut |_, _| {}).unwrap();
+        store
+    }
+
+    #[test]
+    fn a_series_is_one_thread_per_cpu_with_every_window_in_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = series(dir.path(), 2, 1);
+        let r = series_result(&store, "s").unwrap().unwrap();
+        let id = store.find_series("s").unwrap().unwrap();
+        let rows = store.monitor_windows(id, 0, u64::MAX >> 1, None).unwrap();
+        assert_eq!(r.threads.len(), 2);
+        for t in &r.threads {
+            let cpu = t.cpu.unwrap();
+            let mine: Vec<_> = rows.iter().filter(|w| w.cpu == cpu).collect();
+            assert_eq!(t.windows.len(), mine.len(), "a day: one point per window");
+            assert_eq!(t.stats.count, mine.iter().map(|w| w.count).sum::<u64>());
+            assert_eq!(t.stats.max, mine.iter().map(|w| w.max_ns).max().unwrap());
+            assert_eq!(t.missed, mine.iter().map(|w| w.missed).sum::<u64>());
+            for (p, w) in t.windows.iter().zip(&mine) {
+                assert_eq!(
+                    (p.count, p.min, p.max, p.p99),
+                    (w.count, w.min_ns, w.max_ns, w.p99_ns)
+                );
+            }
+        }
+        assert_eq!(r.config.window_ns, 300_000_000_000);
+        assert!(
+            r.environment.warnings[0].contains("one 5m window as stored"),
+            "{:?}",
+            r.environment
+        );
+        assert!(series_result(&store, "nope").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_long_series_folds_its_windows_into_at_most_max_points_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = series(dir.path(), 1, 8);
+        let r = series_result(&store, "s").unwrap().unwrap();
+        let t = &r.threads[0];
+        // 2304 windows of 5 minutes: two to a point.
+        assert_eq!(r.config.window_ns, 600_000_000_000);
+        assert!(
+            t.windows.len() as u64 <= MAX_POINTS && t.windows.len() >= 1100,
+            "{}",
+            t.windows.len()
+        );
+        assert_eq!(
+            t.windows.iter().map(|w| w.count).sum::<u64>(),
+            t.stats.count
+        );
+        assert_eq!(t.windows.iter().map(|w| w.max).max(), Some(t.stats.max));
+        assert_eq!(t.windows.iter().map(|w| w.min).min(), Some(t.stats.min));
+        let worst = t
+            .windows
+            .iter()
+            .max_by_key(|w| (w.max, w.start_ns))
+            .unwrap();
+        assert!(t.max_at_ns >= worst.start_ns && t.max_at_ns < worst.start_ns + 600_000_000_000);
+        assert!(r.environment.warnings[0].contains("p99 the highest"));
+    }
+}
