@@ -7,7 +7,8 @@ recording p50, p95 and max of the answer time: the dashboard's timeline for 6 h,
 a month, a year and a custom range (what the page asks: `points` 1500), the worst-windows table,
 a window's deep link with its histogram, and /metrics (its first answer apart). Also the
 server's resident memory after all that, the store's size per CPU-window, and how long
-`latlab db check` (and with --vacuum `latlab db vacuum`) takes. It writes a JSON result.
+`latlab report series:NAME`, `latlab db check` (and with --vacuum `latlab db vacuum`) take.
+It writes a JSON result.
 
 Standard library only (Python 3.11). Build the store first, e.g.:
     target/release/latlab fill-monitor --db /var/tmp/m64.db --cpus 64 --span 30d --name m64
@@ -84,6 +85,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     ap.add_argument("--browser", action="store_true",
                     help="also time drawing the page in headless Chromium for each range")
+    ap.add_argument("--reports", type=int, default=5,
+                    help="how many times to time `latlab report series:NAME`")
     ap.add_argument("--vacuum", action="store_true",
                     help="also time `latlab db vacuum` (rewrites the store's file)")
     a = store_args(ap)
@@ -169,6 +172,21 @@ def main() -> None:
             result["sigterm_ignored"] = True
             server.kill()
             server.wait()
+    # `latlab report series:NAME`, HTML, a few times (each reads the whole series).
+    times = []
+    with tempfile.TemporaryDirectory() as tmp:
+        html = Path(tmp) / "series.html"
+        for _ in range(a.reports):
+            t = time.perf_counter()
+            rep = subprocess.run([a.latlab, "report", f"series:{a.series}", "--db", str(a.db),
+                                  "-o", str(html)], capture_output=True, text=True)
+            times.append(time.perf_counter() - t)
+            if rep.returncode != 0:
+                die(f"latlab report series:{a.series}: {rep.stderr.strip()}")
+        result["report_series"] = summary(times) | {"bytes": html.stat().st_size}
+    print(f"report series:{a.series} p50 {result['report_series']['p50_ms'] / 1e3:.1f} s, "
+          f"max {result['report_series']['max_ms'] / 1e3:.1f} s, "
+          f"{result['report_series']['bytes']} B of HTML", flush=True)
     t = time.perf_counter()
     check = subprocess.run([a.latlab, "db", "check", "--db", str(a.db)], capture_output=True,
                            text=True)
