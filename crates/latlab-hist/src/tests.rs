@@ -323,3 +323,65 @@ fn the_quick_encoding_is_the_same_format_and_round_trips_exactly() {
     let empty = Histogram::new();
     assert_eq!(Histogram::decode(&empty.encode_quick()).unwrap(), empty);
 }
+
+/// What older stores hold: the header, then HdrHistogram's own serializer's output (deflated,
+/// or plain): it decodes to the same histogram as latlab's own encoding, whose buckets
+/// HdrHistogram in turn reads value for value.
+#[test]
+fn hdrhistogram_serializer_output_and_latlab_encoding_read_each_other() {
+    use hdrhistogram::serialization::{Serializer, V2DeflateSerializer, V2Serializer};
+    let mut rng = StdRng::seed_from_u64(11);
+    for n in [0usize, 1, 10, 1000, 300_000] {
+        let mut h = Histogram::new();
+        for _ in 0..n {
+            h.record(latency_like(&mut rng));
+        }
+        if n == 1000 {
+            h.record(0);
+            h.record(HIGHEST_NS + 5);
+        }
+        let head = h.encode()[..36].to_vec();
+        let mut deflated = head.clone();
+        V2DeflateSerializer::new()
+            .serialize(&h.to_hdr(), &mut deflated)
+            .unwrap();
+        let mut plain = head;
+        V2Serializer::new()
+            .serialize(&h.to_hdr(), &mut plain)
+            .unwrap();
+        assert_eq!(
+            Histogram::decode(&deflated).unwrap(),
+            h,
+            "{n} values, deflated"
+        );
+        assert_eq!(Histogram::decode(&plain).unwrap(), h, "{n} values, plain");
+        assert_eq!(
+            plain[36..],
+            h.v2_payload()[..],
+            "{n} values: the same V2 bytes"
+        );
+        let ours = h.encode();
+        let hdr: hdrhistogram::Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+            .deserialize(&mut &ours[36..])
+            .unwrap();
+        assert_eq!(
+            hdr,
+            h.to_hdr(),
+            "{n} values: HdrHistogram reads the same buckets"
+        );
+    }
+}
+
+#[test]
+fn damaged_buckets_are_refused_not_misread() {
+    let mut h = Histogram::new();
+    for v in [1_000, 2_000, 50_000] {
+        h.record(v);
+    }
+    let good = h.encode();
+    // Cut inside the deflate stream, and a wrong cookie.
+    assert!(Histogram::decode(&good[..good.len() - 4]).is_err());
+    let mut bad = good.clone();
+    bad[36] ^= 0xff;
+    assert!(Histogram::decode(&bad).is_err());
+}
