@@ -56,6 +56,30 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
+def size_by_age(con: sqlite3.Connection, sid: int) -> dict:
+    """What the store spends on each age of window: rows and mean bytes of histogram and
+    sampler summary for windows at full resolution, coarsened ones and merged hours; and the
+    pages of every table and index (SQLite's dbstat)."""
+    tiers = {}
+    for name, where in (("full resolution (under a week)", "s.windows = 1 AND w.coarse_shift = 0"),
+                        ("coarsened (a week to the retention)",
+                         "s.windows = 1 AND w.coarse_shift > 0"),
+                        ("merged hours (past the retention)", "s.windows > 1")):
+        rows, hist, summ = con.execute(
+            "SELECT COUNT(*), AVG(LENGTH(w.histogram)), AVG(LENGTH(w.cpu_summary)) "
+            "FROM monitor_windows w JOIN monitor_sets s ON s.series_id = w.series_id "
+            f"AND s.start_unix_ns = w.start_unix_ns WHERE w.series_id = ? AND {where}",
+            (sid,)).fetchone()
+        tiers[name] = {"rows": rows, "histogram_bytes": hist, "summary_bytes": summ}
+        print(f"{name:38s} {rows:9d} rows, histogram {hist or 0:6.0f} B, summary "
+              f"{summ or 0:4.0f} B", flush=True)
+    pages = {name: mib for name, mib in con.execute(
+        "SELECT name, SUM(pgsize) / 1048576.0 FROM dbstat GROUP BY name ORDER BY 2 DESC")}
+    for name, mib in list(pages.items())[:8]:
+        print(f"  {name:40s} {mib:9.1f} MiB", flush=True)
+    return {"tiers": tiers, "mib_by_table_or_index": pages}
+
+
 def render_times(port: int, ranges: dict[str, int]) -> dict:
     """The page in headless Chromium for each range: how long its charts take to draw (the
     page's own `data-render-ms`, from the data's arrival to the last chart drawn)."""
@@ -104,6 +128,7 @@ def main() -> None:
     deep = con.execute(
         "SELECT start_unix_ns, cpu FROM monitor_windows WHERE series_id = ? "
         "ORDER BY max_ns DESC LIMIT 1", (sid,)).fetchone()
+    by_age = size_by_age(con, sid)
     con.close()
     size = a.db.stat().st_size
     last_ms, first_ms = last // 1_000_000, first // 1_000_000
@@ -130,7 +155,8 @@ def main() -> None:
     result: dict = {"schema": "latlab.bench.monitor_scale", "db": str(a.db), "series": a.series,
                     "cpus": cpus, "sets": sets, "cpu_windows": cpu_windows,
                     "span_days": (last - first) / 86_400e9, "store_bytes": size,
-                    "bytes_per_cpu_window": size / max(cpu_windows, 1), "items": {}}
+                    "bytes_per_cpu_window": size / max(cpu_windows, 1), "by_age": by_age,
+                    "items": {}}
     try:
         # How long until the server answers at all (it may read the whole series first).
         t0 = time.time()
