@@ -177,13 +177,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             )));
         };
         let done: BTreeSet<(String, u32)> = store.done_cells(e.id)?.into_iter().collect();
-        println!(
-            "resuming experiment {} started {}: {} runs already saved",
-            e.id.0,
-            e.started_at,
-            done.len()
-        );
-        store.set_experiment_status(e.id, ExperimentStatus::Running)?;
+        resume(&mut store, &e, "experiment", done.len())?;
         (e.id, done)
     } else {
         (
@@ -357,6 +351,21 @@ pub(crate) fn human(d: Duration) -> String {
     } else {
         format!("{:.1}s", d.as_secs_f64())
     }
+}
+
+/// Take an interrupted experiment up again: say what is saved, and mark it running.
+pub(crate) fn resume(
+    store: &mut latlab_store::Store,
+    e: &latlab_store::Experiment,
+    what: &str,
+    saved: usize,
+) -> CliResult<()> {
+    println!(
+        "resuming {what} {} started {}: {saved} runs already saved",
+        e.id.0, e.started_at
+    );
+    store.set_experiment_status(e.id, ExperimentStatus::Running)?;
+    Ok(())
 }
 
 fn cell_ref(experiment: latlab_store::ExperimentId, cell: &Cell, repeat: u32) -> CellRef {

@@ -344,13 +344,7 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
                 saved.insert((c.key, c.repeat), *id);
             }
         }
-        println!(
-            "resuming search {} started {}: {} runs already saved",
-            e.id.0,
-            e.started_at,
-            saved.len()
-        );
-        store.set_experiment_status(e.id, ExperimentStatus::Running)?;
+        crate::run::resume(&mut store, &e, "search", saved.len())?;
         (e.id, saved)
     } else {
         let e = store.create_experiment("tune search", &text)?;
