@@ -54,7 +54,7 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
     while from < last {
         let to = from + per_point;
         let mut folds: BTreeMap<u32, Fold> = BTreeMap::new();
-        for w in store.monitor_windows(id, from, to, None)? {
+        for w in store.monitor_window_stats(id, from, to)? {
             // A window (or merged hour) belongs to the point its start falls in.
             if w.start_unix_ns < from || w.start_unix_ns >= to {
                 continue;

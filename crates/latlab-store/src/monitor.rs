@@ -418,6 +418,19 @@ impl Store {
         self.window_rows("", "ORDER BY w.start_unix_ns, w.cpu", series, from, to, cpu)
     }
 
+    /// [`Store::monitor_windows`] of every CPU without the sampler summaries (`cpu_summary` is
+    /// None): for reading many windows' statistics, where parsing each summary would cost more
+    /// than reading the row.
+    pub fn monitor_window_stats(
+        &self,
+        series: SeriesId,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<MonitorWindowRow>> {
+        let tail = "ORDER BY w.start_unix_ns, w.cpu";
+        self.query_windows(&window_query("", tail, false), series, from, to, None)
+    }
+
     /// The `limit` windows with the highest maximum overlapping `[from, to)`, worst first.
     pub fn worst_windows(
         &self,
@@ -461,7 +474,18 @@ impl Store {
         to: u64,
         cpu: Option<u32>,
     ) -> Result<Vec<MonitorWindowRow>> {
-        let mut stmt = self.conn.prepare(&window_query(hint, tail))?;
+        self.query_windows(&window_query(hint, tail, true), series, from, to, cpu)
+    }
+
+    fn query_windows(
+        &self,
+        sql: &str,
+        series: SeriesId,
+        from: u64,
+        to: u64,
+        cpu: Option<u32>,
+    ) -> Result<Vec<MonitorWindowRow>> {
+        let mut stmt = self.conn.prepare(sql)?;
         let rows = stmt
             .query_map(params![series.0, to_sql(from), to_sql(to), cpu], |r| {
                 Ok((
@@ -946,7 +970,8 @@ fn merge_thermal(group: &[WindowSetRow], weights: &[f64]) -> Option<Vec<ThermalS
 /// window) and each set's windows are looked up: 6 hours at the end of 30 days of 256 CPUs read
 /// 72 sets and their 18 432 windows, not the 2.2 million windows before them. With a hint the
 /// windows lead, in the hinted index's order.
-fn window_query(hint: &str, tail: &str) -> String {
+fn window_query(hint: &str, tail: &str, summary: bool) -> String {
+    let summary = if summary { "w.cpu_summary" } else { "NULL" };
     let join = if hint.is_empty() {
         "FROM monitor_sets s CROSS JOIN monitor_windows w
            ON w.series_id = s.series_id AND w.start_unix_ns = s.start_unix_ns
@@ -961,7 +986,7 @@ fn window_query(hint: &str, tail: &str) -> String {
     };
     format!(
         "SELECT w.start_unix_ns, s.end_unix_ns, w.cpu, s.windows, w.count, w.min_ns, w.max_ns,
-             w.p99_ns, w.p99_9_ns, w.missed, w.cpu_summary
+             w.p99_ns, w.p99_9_ns, w.missed, {summary}
          {join} AND (?4 IS NULL OR w.cpu = ?4) {tail}"
     )
 }
@@ -979,7 +1004,7 @@ mod tests {
             .conn
             .prepare(&format!(
                 "EXPLAIN QUERY PLAN {}",
-                window_query("", "ORDER BY w.start_unix_ns, w.cpu")
+                window_query("", "ORDER BY w.start_unix_ns, w.cpu", true)
             ))
             .unwrap()
             .query_map(params![1, 0i64, 1i64, None::<u32>], |r| {
