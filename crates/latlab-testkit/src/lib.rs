@@ -297,6 +297,24 @@ pub fn copy_machine_to(name: &str, overlays: &[&str], to: &Path) {
     }
 }
 
+/// A machine's tree with the `tune` overlay (grub, boot id, workqueue masks) in `root`, and a
+/// separate tuning state directory `state`, both inside `dir` (removed when dropped).
+pub struct TuneTree {
+    pub dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub state: PathBuf,
+}
+
+impl TuneTree {
+    pub fn new(name: &str) -> TuneTree {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary directory: {e}"));
+        let root = dir.path().join("root");
+        copy_machine_to(name, &["tune"], &root);
+        let state = dir.path().join("state");
+        TuneTree { dir, root, state }
+    }
+}
+
 /// The trees `latlab check`'s tests read: each machine with the `check` overlay (users, limits,
 /// kernel threads, mounts; cpufreq as the kernel links it), and `badly-tuned`, the laptop with
 /// what a badly tuned system shows on top.

@@ -16,29 +16,19 @@ use std::path::{Path, PathBuf};
 
 use latlab_testkit::MACHINES as TREES;
 
-/// A machine's tree with the tuning overlay (grub, boot id, workqueue masks) copied to `to`.
-fn copy_dir(name: &str, to: &Path) {
-    latlab_testkit::copy_machine_to(name, &["tune"], to);
-}
+/// A copy of a fixture tree with the tuning overlay, and a separate state directory.
+struct Tree(latlab_testkit::TuneTree);
 
-/// A copy of a fixture tree, and a separate state directory.
-struct Tree {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-    state: PathBuf,
+impl std::ops::Deref for Tree {
+    type Target = latlab_testkit::TuneTree;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Tree {
     fn new(name: &str) -> Tree {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("root");
-        copy_dir(name, &root);
-        let state = dir.path().join("state");
-        Tree {
-            _dir: dir,
-            root,
-            state,
-        }
+        Tree(latlab_testkit::TuneTree::new(name))
     }
     fn sys(&self) -> Sys {
         Sys::new(&self.root)

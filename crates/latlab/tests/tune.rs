@@ -8,29 +8,23 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// A machine's tree with the tuning overlay (grub, boot id, workqueue masks) copied to `to`.
-fn copy_dir(name: &str, to: &Path) {
-    latlab_testkit::copy_machine_to(name, &["tune"], to);
-}
-
 fn snapshot(root: &Path) -> BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
     latlab_sys::fixture::snapshot(root).unwrap()
 }
 
-/// A fixture copy and a state directory, with latlab pointed at both.
-struct Tree {
-    dir: tempfile::TempDir,
-    root: PathBuf,
-    state: PathBuf,
+/// A fixture copy (with the tuning overlay) and a state directory, with latlab pointed at both.
+struct Tree(latlab_testkit::TuneTree);
+
+impl std::ops::Deref for Tree {
+    type Target = latlab_testkit::TuneTree;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Tree {
     fn new(name: &str) -> Tree {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("root");
-        copy_dir(name, &root);
-        let state = dir.path().join("state");
-        Tree { dir, root, state }
+        Tree(latlab_testkit::TuneTree::new(name))
     }
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = latlab!();
