@@ -103,11 +103,7 @@ fn a_short_cpu_run_reports_json() {
         .output()
         .unwrap();
     let took = t.elapsed();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    latlab_testkit::assert_ok(&out);
     assert!(
         took >= Duration::from_secs(1) && took < Duration::from_secs(5),
         "{took:?}"
@@ -141,11 +137,7 @@ fn a_schedule_prints_its_phases() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    latlab_testkit::assert_ok(&out);
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("load"), "{text}");
     assert!(lines[1].starts_with("procfs:workers=1"), "{text}");

@@ -167,11 +167,7 @@ fn sigterm_ends_the_run_cleanly_and_writes_every_output() {
     // SAFETY: sending a signal to our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    latlab_testkit::assert_ok(&out);
     let r = read_json(&json);
     assert_eq!(r["stop"]["reason"], "signal");
     assert_eq!(r["stop"]["signal"], "SIGTERM");

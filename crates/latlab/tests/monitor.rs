@@ -926,11 +926,7 @@ fn check_config_touches_nothing_and_bad_input_is_one_line_exit_2() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    latlab_testkit::assert_ok(&out);
     for want in [
         "clock-nanosleep every 200us on CPUs 0-3, fifo 95",
         "5m per window",
