@@ -17,19 +17,18 @@ use std::path::{Path, PathBuf};
 use latlab_testkit::MACHINES as TREES;
 
 /// A copy of a fixture tree with the tuning overlay, and a separate state directory.
-struct Tree(latlab_testkit::TuneTree);
+use latlab_testkit::TuneTree as Tree;
 
-impl std::ops::Deref for Tree {
-    type Target = latlab_testkit::TuneTree;
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
+/// What these tests do with a tree.
+trait Use {
+    fn sys(&self) -> Sys;
+    fn read(&self, rel: &str) -> String;
+    fn idle_disabled(&self, cpu: u32, states: u32) -> String;
+    fn apply(&self, p: &Profile) -> Applied;
+    fn write(&self, rel: &str, text: &str);
 }
 
-impl Tree {
-    fn new(name: &str) -> Tree {
-        Tree(latlab_testkit::TuneTree::new(name))
-    }
+impl Use for Tree {
     fn sys(&self) -> Sys {
         Sys::new(&self.root)
     }

@@ -12,20 +12,16 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
     latlab_sys::fixture::snapshot(root).unwrap()
 }
 
-/// A fixture copy (with the tuning overlay) and a state directory, with latlab pointed at both.
-struct Tree(latlab_testkit::TuneTree);
+/// A fixture copy (with the tuning overlay) and a state directory.
+use latlab_testkit::TuneTree as Tree;
 
-impl std::ops::Deref for Tree {
-    type Target = latlab_testkit::TuneTree;
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
+/// latlab pointed at a tree and its state directory.
+trait Run {
+    fn cmd(&self, args: &[&str]) -> Command;
+    fn run(&self, args: &[&str]) -> Output;
 }
 
-impl Tree {
-    fn new(name: &str) -> Tree {
-        Tree(latlab_testkit::TuneTree::new(name))
-    }
+impl Run for Tree {
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = latlab!();
         c.arg("--sysroot").arg(&self.root).args(args);
