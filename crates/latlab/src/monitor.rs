@@ -117,6 +117,9 @@ pub struct FillArgs {
     /// after a long stop), timing each: e.g. `--span 2d --retention 1d` times a day's merge.
     #[arg(long)]
     retention_at_end: bool,
+    /// Go on with a series an earlier fill-monitor left unfinished (give the same arguments).
+    #[arg(long)]
+    resume: bool,
 }
 
 /// `latlab fill-monitor`: a synthetic series, said to be one in its configuration and its first
@@ -140,6 +143,7 @@ pub fn fill(args: FillArgs, sys: &Sys) -> CliResult<ExitCode> {
         retention_ns: args.retention.0,
         seed: args.seed,
         retention_at_end: args.retention_at_end,
+        resume: args.resume,
     };
     let started = std::time::Instant::now();
     let w = latlab_monitor::synthetic::fill(&mut store, &spec, sys.system_info(), &mut |k, n| {
