@@ -8,8 +8,9 @@
 //! The windows are invented, and said to be: the series is named as given, its configuration
 //! says `synthetic`, and its first annotation says how it was made. Each CPU-window's histogram
 //! has the shape of a real one at the interval (a body of a few hundred populated buckets, a
-//! tail, an occasional spike), each window set drawn from its own seed, so the same arguments
-//! give the same windows, and a fill resumed with `--resume` writes what an uninterrupted one would.
+//! tail, an occasional spike). Each window set is drawn from its own seed, so the same
+//! arguments give the same windows, and a fill resumed with `--resume` writes what an
+//! uninterrupted one would.
 
 use crate::keeper::retention_step;
 use latlab_hist::Histogram;
