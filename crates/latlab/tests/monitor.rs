@@ -711,6 +711,65 @@ fn the_dashboard_shows_64_cpus_in_a_heat_map_and_names_the_worst() {
     let _ = std::fs::copy(&shot, target.join("monitor-dashboard-64.png"));
 }
 
+/// The time-axis labels of one chart in a dumped DOM.
+fn x_ticks(dom: &str, chart: &str) -> Vec<String> {
+    let part = dom
+        .split(&format!("id=\"{chart}\""))
+        .nth(1)
+        .unwrap_or_default();
+    let part = part.split("</svg>").next().unwrap_or_default();
+    part.split("class=\"xtick\"")
+        .skip(1)
+        .map(|t| {
+            let label = t.split('>').nth(1).unwrap_or_default();
+            label.split('<').next().unwrap_or_default().to_string()
+        })
+        .collect()
+}
+
+/// Over more than a few weeks the time axis is labelled by calendar month, a readable few, not
+/// by week (a year of weekly labels ran into one another).
+#[test]
+fn the_dashboard_labels_half_a_year_by_month() {
+    if !require("chromium") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("y.db");
+    latlab_testkit::run_ok(latlab!().arg("fill-monitor").arg("--db").arg(&db).args([
+        "--cpus",
+        "2",
+        "--window",
+        "6h",
+        "--span",
+        "200d",
+        "--interval",
+        "1ms",
+        "--name",
+        "y",
+    ]));
+    let (s, addr) = serve(&db, dir.path());
+    let profile = format!("--user-data-dir={}", dir.path().join("p").display());
+    let (dom, log) = chromium(&[
+        profile,
+        "--dump-dom".into(),
+        format!("http://{addr}/#range=all"),
+    ]);
+    s.stop();
+    assert!(console_lines(&log).is_empty(), "{log}");
+    for chart in ["chart-latency", "chart-freq"] {
+        let ticks = x_ticks(&dom, chart);
+        assert!((3..=8).contains(&ticks.len()), "{chart}: {ticks:?}");
+        for t in &ticks {
+            let ok = t.len() == 7 && t.as_bytes()[4] == b'-' && t[..4].parse::<u32>().is_ok();
+            assert!(ok, "{chart}: {t:?} is not YYYY-MM in {ticks:?}");
+        }
+        let mut unique = ticks.clone();
+        unique.dedup();
+        assert_eq!(unique, ticks, "{chart}");
+    }
+}
+
 fn laptop_tree(dir: &Path) -> PathBuf {
     let root = dir.join("root");
     latlab_testkit::copy_machine_to("laptop-intel", &[], &root);

@@ -87,17 +87,30 @@ function cpuColor(i) { return COLORS[i % COLORS.length]; }
 
 // ---- charts ----
 
+// Time-axis ticks for [from, to] on `width` pixels, at most about one per 110 px: round
+// seconds to weeks, then calendar months (1, 2, 3, 6 or 12 at a time) past that. Each tick
+// comes with its label.
 function timeTicks(from, to, width) {
   const span = to - from;
   const most = Math.max(3, Math.min(8, Math.floor(width / 110)));
   const steps = [1e3, 5e3, 15e3, 6e4, 3e5, 9e5, 36e5, 108e5, 216e5, 864e5, 6048e5];
-  let step = steps[steps.length - 1];
-  for (const s of steps) { if (span / s <= most) { step = s; break; } }
+  const step = steps.find((s) => span / s <= most);
+  if (step === undefined) {
+    const months = span / (30.44 * 864e5);
+    const k = [1, 2, 3, 6, 12].find((m) => months / m <= most) || Math.ceil(months / most / 12) * 12;
+    const d = new Date(from);
+    let y = d.getFullYear(), m = d.getMonth() + 1;
+    while (m % k) m++;
+    const ticks = [];
+    for (let t = new Date(y, m, 1); t.getTime() <= to; t = new Date(t.getFullYear(), t.getMonth() + k, 1)) ticks.push(t.getTime());
+    return { ticks: ticks, label: (t) => fmtTime(t, true).slice(0, k >= 12 ? 4 : 7) };
+  }
   const tz = new Date(from).getTimezoneOffset() * 60000;
   const first = Math.ceil((from - tz) / step) * step + tz;
-  const out = [];
-  for (let t = first; t <= to; t += step) out.push(t);
-  return { ticks: out, withDate: span > 864e5 * 1.5, seconds: step < 6e4 };
+  const ticks = [];
+  for (let t = first; t <= to; t += step) ticks.push(t);
+  const withDate = span > 864e5 * 1.5;
+  return { ticks: ticks, label: (t) => step < 6e4 ? fmtFull(t).slice(11) : fmtTime(t, withDate) };
 }
 
 // A round step (1, 2 or 5 × 10^k) that cuts 0..max into at most n intervals.
@@ -154,8 +167,7 @@ function timeChart(container, opt) {
   for (const t of tt.ticks) {
     const x = xs(t);
     svg.appendChild(svgEl('line', { class: 'grid', x1: x, x2: x, y1: y0, y2: y1 }));
-    const label = tt.seconds ? fmtFull(t).slice(11) : fmtTime(t, tt.withDate);
-    svg.appendChild(svgEl('text', { x: x, y: H - 6, 'text-anchor': 'middle' }, label));
+    svg.appendChild(svgEl('text', { class: 'xtick', x: x, y: H - 6, 'text-anchor': 'middle' }, tt.label(t)));
   }
   svg.appendChild(svgEl('line', { class: 'axis', x1: x0, x2: x1, y1: y1, y2: y1 }));
   svg.appendChild(svgEl('line', { class: 'axis', x1: x0, x2: x0, y1: y0, y2: y1 }));
@@ -344,7 +356,7 @@ function drawHeat(data, from, to) {
   });
   g.textAlign = 'center';
   const tt = timeTicks(from, to, W);
-  for (const t of tt.ticks) g.fillText(tt.seconds ? fmtFull(t).slice(11) : fmtTime(t, tt.withDate), xs(t), H - 6);
+  for (const t of tt.ticks) g.fillText(tt.label(t), xs(t), H - 6);
   canvas.addEventListener('click', (ev) => {
     const b = canvas.getBoundingClientRect();
     const sx = (ev.clientX - b.left) / b.width * W, sy = (ev.clientY - b.top) / b.height * H;
@@ -425,7 +437,7 @@ function drawCstates(data, from, to) {
   });
   const tt = timeTicks(from, to, W);
   const yb = H - 6;
-  for (const t of tt.ticks) svg.appendChild(svgEl('text', { x: xs(t), y: yb, 'text-anchor': 'middle' }, tt.seconds ? fmtFull(t).slice(11) : fmtTime(t, tt.withDate)));
+  for (const t of tt.ticks) svg.appendChild(svgEl('text', { class: 'xtick', x: xs(t), y: yb, 'text-anchor': 'middle' }, tt.label(t)));
   drawAnnotations(svg, data.annotations, xs, PAD.t, H - PAD.b, from, to);
   if (!any) svg.appendChild(svgEl('text', { class: 'empty', x: (x0 + x1) / 2, y: H / 2, 'text-anchor': 'middle' }, 'no idle-state data (no cpuidle driver, or no windows in this range)'));
   c.appendChild(svg);
