@@ -344,44 +344,31 @@ mod tests {
             retention_at_end: false,
             resume,
         };
+        let run = |store: &mut Store, span_ns, resume| {
+            fill(
+                store,
+                &spec(span_ns, resume),
+                SystemInfo::default(),
+                &mut |_, _| {},
+            )
+        };
         let dir = tempfile::tempdir().unwrap();
         let mut whole = Store::open(dir.path().join("w.db")).unwrap();
-        fill(
-            &mut whole,
-            &spec(6 * hour, false),
-            SystemInfo::default(),
-            &mut |_, _| {},
-        )
-        .unwrap();
+        run(&mut whole, 6 * hour, false).unwrap();
         let mut parts = Store::open(dir.path().join("p.db")).unwrap();
-        let fail = fill(
-            &mut parts,
-            &spec(6 * hour, true),
-            SystemInfo::default(),
-            &mut |_, _| {},
-        );
+        let fail = run(&mut parts, 6 * hour, true);
         assert!(fail.unwrap_err().to_string().contains("no series"));
-        fill(
-            &mut parts,
-            &spec(3 * hour, false),
-            SystemInfo::default(),
-            &mut |_, _| {},
-        )
-        .unwrap();
-        let rest = fill(
-            &mut parts,
-            &spec(6 * hour, true),
-            SystemInfo::default(),
-            &mut |_, _| {},
+        run(&mut parts, 3 * hour, false).unwrap();
+        assert_eq!(
+            run(&mut parts, 6 * hour, true).unwrap().sets,
+            36,
+            "the second half"
         );
-        assert_eq!(rest.unwrap().sets, 36, "the second half");
-        let again = fill(
-            &mut parts,
-            &spec(6 * hour, true),
-            SystemInfo::default(),
-            &mut |_, _| {},
+        assert_eq!(
+            run(&mut parts, 6 * hour, true).unwrap().sets,
+            0,
+            "nothing left"
         );
-        assert_eq!(again.unwrap().sets, 0, "nothing left");
         let windows = |store: &Store| {
             let id = store.find_series("r").unwrap().unwrap();
             let sets = store.monitor_sets(id, 0, u64::MAX >> 1).unwrap();
