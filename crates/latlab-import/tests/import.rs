@@ -174,10 +174,11 @@ fn live_cyclictest_output_round_trips() {
     assert_eq!(r.threads[0].stats.count, 300);
 }
 
-#[test]
-fn live_stress_ng_output() {
+/// stress-ng --cyclic for 2000 samples at 200 µs with buckets of `dist` ns, verbose: its log.
+/// None without stress-ng.
+fn stress_ng_log(dist: &str) -> Option<String> {
     if !have("stress-ng") {
-        return;
+        return None;
     }
     let _one_at_a_time = stress_ng_lock();
     let dir = tempfile::tempdir().unwrap();
@@ -188,24 +189,23 @@ fn live_stress_ng_output() {
                 "--cyclic",
                 "1",
                 "--cyclic-dist",
-                "1000",
+                dist,
                 "--cyclic-sleep",
                 "200000",
             ])
-            .args([
-                "--cyclic-method",
-                "clock_ns",
-                "--cyclic-samples",
-                "2000",
-                "-t",
-                "1",
-                "-v",
-            ])
-            .arg("--log-file")
+            .args(["--cyclic-method", "clock_ns", "--cyclic-samples", "2000"])
+            .args(["-t", "1", "-v", "--log-file"])
             .arg(&log)
             .current_dir(dir.path()),
     );
-    let text = std::fs::read_to_string(&log).unwrap();
+    Some(std::fs::read_to_string(&log).unwrap())
+}
+
+#[test]
+fn live_stress_ng_output() {
+    let Some(text) = stress_ng_log("1000") else {
+        return;
+    };
     let r = import(&text, None, "sng.log").unwrap();
     let t = &r.threads[0];
     assert!(t.stats.count > 0 && t.stats.min <= t.stats.max);
@@ -513,29 +513,10 @@ fn live_cyclictest_histogram_captured_with_stderr() {
 
 #[test]
 fn live_stress_ng_printed_percentiles_are_exact() {
-    if !have("stress-ng") {
-        return;
-    }
-    let _one_at_a_time = stress_ng_lock();
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("sng.log");
     // 1 ns buckets, the first 250 printed: every sample lies beyond them.
-    latlab_testkit::run_ok(
-        Command::new("stress-ng")
-            .args([
-                "--cyclic",
-                "1",
-                "--cyclic-dist",
-                "1",
-                "--cyclic-sleep",
-                "200000",
-            ])
-            .args(["--cyclic-method", "clock_ns", "--cyclic-samples", "2000"])
-            .args(["-t", "1", "-v", "--log-file"])
-            .arg(&log)
-            .current_dir(dir.path()),
-    );
-    let text = std::fs::read_to_string(&log).unwrap();
+    let Some(text) = stress_ng_log("1") else {
+        return;
+    };
     let r = import(&text, None, "sng.log").unwrap();
     let s = &r.threads[0].stats;
     let printed = |p: &str| -> u64 {
