@@ -25,25 +25,23 @@ fn xml_counts(path: &Path) -> (u64, u64, u64, Vec<String>) {
     (n("tests"), n("failures"), n("skipped"), messages)
 }
 
+/// `latlab measure` for a second with `limits`, its JUnit report to `junit`.
+fn gated_measure(limits: &[&str], junit: &std::path::Path) -> std::process::Command {
+    let mut c = latlab!();
+    c.args(["measure", "-D", "1s", "-q"])
+        .args(limits)
+        .args(policy_args())
+        .arg("--junit")
+        .arg(junit);
+    c
+}
+
 #[test]
 fn measure_exceeding_a_limit_exits_4_with_a_line_per_cpu_and_a_failed_junit_case() {
     let dir = tempfile::tempdir().unwrap();
     let (junit, json) = (dir.path().join("j.xml"), dir.path().join("r.json"));
     // No wake-up takes 1 ns or less: every CPU exceeds the limit.
-    let out = latlab!()
-        .args([
-            "measure",
-            "-D",
-            "1s",
-            "-q",
-            "--max-latency",
-            "1ns",
-            "--max-missed",
-            "1000000",
-        ])
-        .args(policy_args())
-        .arg("--junit")
-        .arg(&junit)
+    let out = gated_measure(&["--max-latency", "1ns", "--max-missed", "1000000"], &junit)
         .arg("--json")
         .arg(&json)
         .output()
@@ -98,20 +96,7 @@ fn measure_exceeding_a_limit_exits_4_with_a_line_per_cpu_and_a_failed_junit_case
 fn measure_within_its_limits_exits_0_and_every_case_passes() {
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("j.xml");
-    let out = latlab!()
-        .args([
-            "measure",
-            "-D",
-            "1s",
-            "-q",
-            "--max-latency",
-            "10s",
-            "--max-p99",
-            "10s",
-        ])
-        .args(policy_args())
-        .arg("--junit")
-        .arg(&junit)
+    let out = gated_measure(&["--max-latency", "10s", "--max-p99", "10s"], &junit)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
