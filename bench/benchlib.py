@@ -94,10 +94,11 @@ def warmed_up(cmd: list[str] | None, warmup_s: float):
 
 
 def build_floor(tmp: str) -> str:
-    """Compile `bench/ref/wakeloop.c` (the bare wake-up loop) into `tmp`; its path."""
+    """Compile `bench/ref/wakeloop.c` (the bare wake-up loop) into `tmp`; its path. Without a
+    C compiler the benchmark stops, saying so."""
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if not cc:
-        raise FileNotFoundError("no C compiler for bench/ref/wakeloop.c (apt-get install gcc)")
+        die("no C compiler for bench/ref/wakeloop.c (apt-get install gcc)")
     out = f"{tmp}/wakeloop"
     subprocess.run([cc, "-O2", "-pthread", "-o", out, str(REPO / "bench/ref/wakeloop.c")],
                    check=True)

@@ -86,10 +86,7 @@ def main() -> None:
     cpu_list = cpus.split(",")
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            floor_bin = build_floor(tmp)
-        except FileNotFoundError as e:
-            die(str(e))
+        floor_bin = build_floor(tmp)
         every = wake_programs(a.latlab, tmp, cpus, a.interval_us,
                               int(a.duration + WARMUP_S + 30), floor_bin)
         programs = {k: every[k] for k in ("latlab", "cyclictest", "floor")}

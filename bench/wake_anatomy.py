@@ -148,10 +148,7 @@ def main() -> None:
     stamp, out_path = results_path("wake_anatomy", a.out)
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            floor_bin = build_floor(tmp)
-        except FileNotFoundError as e:
-            die(str(e))
+        floor_bin = build_floor(tmp)
         every = wake_programs(a.latlab, tmp, cpus, a.interval_us,
                               int(WARMUP_S + a.seconds + a.trace_seconds + 30), floor_bin)
         names = ["latlab", "cyclictest", "floor"]
