@@ -33,6 +33,16 @@ fn ids() -> Vec<String> {
         .collect()
 }
 
+/// The ids of a `check --json` document's findings, in order.
+fn finding_ids(doc: &serde_json::Value) -> Vec<&str> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect()
+}
+
 fn finding<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
     doc["findings"]
         .as_array()
@@ -95,12 +105,7 @@ fn json_on_every_tree_and_target() {
             assert_eq!(doc["exit_code"], want, "{t} {target}");
             assert_eq!(doc["schema"], "latlab.check");
             assert_eq!(doc["target"], target);
-            let got: Vec<&str> = doc["findings"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|f| f["id"].as_str().unwrap())
-                .collect();
+            let got = finding_ids(&doc);
             assert_eq!(got, ids, "{t} {target}");
             for f in doc["findings"].as_array().unwrap() {
                 assert!(
@@ -159,12 +164,7 @@ fn skip_by_id_and_by_group() {
         &["--json", "--skip", "kernel.preempt,irq"],
     );
     let doc = json(&out);
-    let got: Vec<&str> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["id"].as_str().unwrap())
-        .collect();
+    let got = finding_ids(&doc);
     assert!(!got.contains(&"kernel.preempt"));
     assert!(got.iter().all(|i| !i.starts_with("irq.")));
     let skipped = doc["skipped"].as_array().unwrap();
@@ -381,12 +381,7 @@ fn the_real_machine_gives_a_complete_table() {
         let code = out.status.code().unwrap();
         assert!([0, 1, 3].contains(&code), "{target}: exit {code}");
         let doc = json(&out);
-        let got: Vec<&str> = doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["id"].as_str().unwrap())
-            .collect();
+        let got = finding_ids(&doc);
         assert_eq!(got, ids, "{target}");
         for f in doc["findings"].as_array().unwrap() {
             let ev = f["evidence"].as_str().unwrap();
