@@ -475,18 +475,27 @@ fn console_lines(log: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The y-axis tick labels of one chart in a dumped DOM.
-fn y_ticks(dom: &str, chart: &str) -> Vec<f64> {
+/// The tick labels of class `class` (`ytick`, `xtick`) of one chart in a dumped DOM.
+fn tick_labels(dom: &str, chart: &str, class: &str) -> Vec<String> {
     let part = dom
         .split(&format!("id=\"{chart}\""))
         .nth(1)
         .unwrap_or_else(|| panic!("no {chart}"));
     let part = part.split("</svg>").next().unwrap_or_default();
-    part.split("class=\"ytick\"")
+    part.split(&format!("class=\"{class}\""))
         .skip(1)
         .map(|t| {
             let label = t.split('>').nth(1).unwrap_or_default();
-            let label = label.split('<').next().unwrap_or_default();
+            label.split('<').next().unwrap_or_default().to_string()
+        })
+        .collect()
+}
+
+/// The y-axis tick labels of one chart in a dumped DOM, as numbers.
+fn y_ticks(dom: &str, chart: &str) -> Vec<f64> {
+    tick_labels(dom, chart, "ytick")
+        .iter()
+        .map(|label| {
             label
                 .parse()
                 .unwrap_or_else(|e| panic!("{chart}: tick {label:?}: {e}"))
@@ -711,22 +720,6 @@ fn the_dashboard_shows_64_cpus_in_a_heat_map_and_names_the_worst() {
     let _ = std::fs::copy(&shot, target.join("monitor-dashboard-64.png"));
 }
 
-/// The time-axis labels of one chart in a dumped DOM.
-fn x_ticks(dom: &str, chart: &str) -> Vec<String> {
-    let part = dom
-        .split(&format!("id=\"{chart}\""))
-        .nth(1)
-        .unwrap_or_default();
-    let part = part.split("</svg>").next().unwrap_or_default();
-    part.split("class=\"xtick\"")
-        .skip(1)
-        .map(|t| {
-            let label = t.split('>').nth(1).unwrap_or_default();
-            label.split('<').next().unwrap_or_default().to_string()
-        })
-        .collect()
-}
-
 /// Over more than a few weeks the time axis is labelled by calendar month, a readable few, not
 /// by week (a year of weekly labels ran into one another).
 #[test]
@@ -758,7 +751,7 @@ fn the_dashboard_labels_half_a_year_by_month() {
     s.stop();
     assert!(console_lines(&log).is_empty(), "{log}");
     for chart in ["chart-latency", "chart-freq"] {
-        let ticks = x_ticks(&dom, chart);
+        let ticks = tick_labels(&dom, chart, "xtick");
         assert!((3..=8).contains(&ticks.len()), "{chart}: {ticks:?}");
         for t in &ticks {
             let ok = t.len() == 7 && t.as_bytes()[4] == b'-' && t[..4].parse::<u32>().is_ok();
