@@ -1331,9 +1331,13 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
         b.push(Block::Table(keys));
     }
     trace_notes(b, a);
-    if !plots {
-        return;
+    if plots {
+        traced_figures(b, a, &per_cell);
     }
+}
+
+/// One histogram chart and one spectrum chart per traced family, a line per cell.
+fn traced_figures(b: &mut Vec<Block>, a: &Analysis, per_cell: &[Vec<TracedFamily>]) {
     let mut families: Vec<latlab_model::trace::Family> =
         per_cell.iter().flatten().map(|f| f.family).collect();
     families.sort();
@@ -1342,7 +1346,7 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
         let series: Vec<HistSeries> = a
             .cells
             .iter()
-            .zip(&per_cell)
+            .zip(per_cell)
             .filter_map(|(c, fams)| {
                 fams.iter().find(|f| f.family == fam).map(|f| HistSeries {
                     label: c.cell.name.clone(),

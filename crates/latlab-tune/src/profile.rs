@@ -707,6 +707,125 @@ impl Ctx<'_> {
             rank,
         })
     }
+
+    /// The `[system]` table.
+    fn system(&self, s: RawSystem, sys: &mut SystemSettings) -> Result<(), ProfileError> {
+        sys.timer_migration = s
+            .timer_migration
+            .map(|v| self.at(v, "system.timer_migration"));
+        if let Some(v) = s.vmstat_interval_s {
+            if *v.get_ref() == 0 {
+                return Err(self.err(v.span(), "system.vmstat_interval_s", "expected seconds ≥ 1"));
+            }
+            sys.vmstat_interval_s = Some(self.at(v, "system.vmstat_interval_s"));
+        }
+        if let Some(v) = s.sched_rt_runtime_us {
+            if *v.get_ref() < -1 {
+                return Err(self.err(
+                    v.span(),
+                    "system.sched_rt_runtime_us",
+                    "expected microseconds ≥ 0, or -1 for no RT throttling",
+                ));
+            }
+            sys.sched_rt_runtime_us = Some(self.at(v, "system.sched_rt_runtime_us"));
+        }
+        sys.turbo = s.turbo.map(|v| self.at(v, "system.turbo"));
+        sys.cpuidle_governor = s
+            .cpuidle_governor
+            .map(|v| self.at(v, "system.cpuidle_governor"));
+        sys.cpu_dma_latency_us = s
+            .cpu_dma_latency_us
+            .map(|v| self.at(v, "system.cpu_dma_latency_us"));
+        Ok(())
+    }
+
+    /// The `[isolation]` table.
+    fn isolation(&self, i: RawIsolation, iso: &mut IsolationSettings) -> Result<(), ProfileError> {
+        if let Some(v) = i.isolated {
+            let span = v.span();
+            let spec = match v.get_ref().as_str() {
+                "auto" => IsolatedSpec::Auto,
+                list => IsolatedSpec::List(CpuList::parse(list).map_err(|e| {
+                    self.err(
+                        span.clone(),
+                        "isolation.isolated",
+                        format!("{e}; or \"auto\""),
+                    )
+                })?),
+            };
+            iso.isolated = Some(self.at(Spanned::new(span, spec), "isolation.isolated"));
+        }
+        iso.irqs = i.irqs.map(|v| self.at(v, "isolation.irqs"));
+        iso.workqueues = i.workqueues.map(|v| self.at(v, "isolation.workqueues"));
+        iso.kthreads = i.kthreads.map(|v| self.at(v, "isolation.kthreads"));
+        Ok(())
+    }
+
+    /// The `[boot]` table.
+    fn boot(&self, b: RawBoot, boot: &mut BootSettings) -> Result<(), ProfileError> {
+        if let Some(v) = b.preempt {
+            boot.preempt =
+                Some(self.one_of(v, "boot.preempt", &["none", "voluntary", "full", "lazy"])?);
+        }
+        if let Some(v) = b.nohz_full {
+            boot.nohz_full = Some(self.cpu_set(v, "boot.nohz_full", false)?);
+        }
+        if let Some(v) = b.rcu_nocbs {
+            boot.rcu_nocbs = Some(self.cpu_set(v, "boot.rcu_nocbs", true)?);
+        }
+        boot.rcu_lazy = b.rcu_lazy.map(|v| self.at(v, "boot.rcu_lazy"));
+        if let Some(v) = b.isolcpus {
+            if let Some(bad) = v
+                .get_ref()
+                .iter()
+                .find(|f| !["domain", "managed_irq", "nohz"].contains(&f.as_str()))
+            {
+                return Err(self.err(
+                    v.span(),
+                    "boot.isolcpus",
+                    format!(
+                        "{bad:?} is not an isolcpus flag (accepted: domain, managed_irq, nohz)"
+                    ),
+                ));
+            }
+            boot.isolcpus = Some(self.at(v, "boot.isolcpus"));
+        }
+        if let Some(v) = b.irqaffinity {
+            boot.irqaffinity = Some(self.cpu_set(v, "boot.irqaffinity", false)?);
+        }
+        boot.threadirqs = b.threadirqs.map(|v| self.at(v, "boot.threadirqs"));
+        boot.max_cstate = b.max_cstate.map(|v| self.at(v, "boot.max_cstate"));
+        if let Some(v) = b.idle {
+            boot.idle = Some(self.one_of(v, "boot.idle", &["poll", "halt", "nomwait"])?);
+        }
+        if let Some(v) = b.extra {
+            if let Some(bad) = v
+                .get_ref()
+                .iter()
+                .find(|w| w.is_empty() || w.chars().any(char::is_whitespace) || w.contains('"'))
+            {
+                return Err(self.err(
+                    v.span(),
+                    "boot.extra",
+                    format!("{bad:?} is not one kernel option (one word, no quotes)"),
+                ));
+            }
+            boot.extra = Some(self.at(v, "boot.extra"));
+        }
+        Ok(())
+    }
+
+    /// The `[kernel]` table.
+    fn kernel(&self, k: RawKernel, kernel: &mut KernelWants) -> Result<(), ProfileError> {
+        if let Some(v) = k.hz {
+            if ![100, 250, 300, 1000].contains(v.get_ref()) {
+                return Err(self.err(v.span(), "kernel.hz", "expected 100, 250, 300 or 1000"));
+            }
+            kernel.hz = Some(self.at(v, "kernel.hz"));
+        }
+        kernel.preempt_rt = k.preempt_rt.map(|v| self.at(v, "kernel.preempt_rt"));
+        Ok(())
+    }
 }
 
 /// One parsed file: its own settings and what it includes.
@@ -757,114 +876,16 @@ fn parse(name: &str, source: ProfileSource, text: &str) -> Result<Parsed, Profil
     rules.sort_by_key(|r| r.rank);
     p.cpu = rules;
     if let Some(s) = raw.system {
-        let sys = &mut p.system;
-        sys.timer_migration = s
-            .timer_migration
-            .map(|v| cx.at(v, "system.timer_migration"));
-        if let Some(v) = s.vmstat_interval_s {
-            if *v.get_ref() == 0 {
-                return Err(cx.err(v.span(), "system.vmstat_interval_s", "expected seconds ≥ 1"));
-            }
-            sys.vmstat_interval_s = Some(cx.at(v, "system.vmstat_interval_s"));
-        }
-        if let Some(v) = s.sched_rt_runtime_us {
-            if *v.get_ref() < -1 {
-                return Err(cx.err(
-                    v.span(),
-                    "system.sched_rt_runtime_us",
-                    "expected microseconds ≥ 0, or -1 for no RT throttling",
-                ));
-            }
-            sys.sched_rt_runtime_us = Some(cx.at(v, "system.sched_rt_runtime_us"));
-        }
-        sys.turbo = s.turbo.map(|v| cx.at(v, "system.turbo"));
-        sys.cpuidle_governor = s
-            .cpuidle_governor
-            .map(|v| cx.at(v, "system.cpuidle_governor"));
-        sys.cpu_dma_latency_us = s
-            .cpu_dma_latency_us
-            .map(|v| cx.at(v, "system.cpu_dma_latency_us"));
+        cx.system(s, &mut p.system)?;
     }
     if let Some(i) = raw.isolation {
-        let iso = &mut p.isolation;
-        if let Some(v) = i.isolated {
-            let span = v.span();
-            let spec = match v.get_ref().as_str() {
-                "auto" => IsolatedSpec::Auto,
-                list => IsolatedSpec::List(CpuList::parse(list).map_err(|e| {
-                    cx.err(
-                        span.clone(),
-                        "isolation.isolated",
-                        format!("{e}; or \"auto\""),
-                    )
-                })?),
-            };
-            iso.isolated = Some(cx.at(Spanned::new(span, spec), "isolation.isolated"));
-        }
-        iso.irqs = i.irqs.map(|v| cx.at(v, "isolation.irqs"));
-        iso.workqueues = i.workqueues.map(|v| cx.at(v, "isolation.workqueues"));
-        iso.kthreads = i.kthreads.map(|v| cx.at(v, "isolation.kthreads"));
+        cx.isolation(i, &mut p.isolation)?;
     }
     if let Some(b) = raw.boot {
-        let boot = &mut p.boot;
-        if let Some(v) = b.preempt {
-            boot.preempt =
-                Some(cx.one_of(v, "boot.preempt", &["none", "voluntary", "full", "lazy"])?);
-        }
-        if let Some(v) = b.nohz_full {
-            boot.nohz_full = Some(cx.cpu_set(v, "boot.nohz_full", false)?);
-        }
-        if let Some(v) = b.rcu_nocbs {
-            boot.rcu_nocbs = Some(cx.cpu_set(v, "boot.rcu_nocbs", true)?);
-        }
-        boot.rcu_lazy = b.rcu_lazy.map(|v| cx.at(v, "boot.rcu_lazy"));
-        if let Some(v) = b.isolcpus {
-            if let Some(bad) = v
-                .get_ref()
-                .iter()
-                .find(|f| !["domain", "managed_irq", "nohz"].contains(&f.as_str()))
-            {
-                return Err(cx.err(
-                    v.span(),
-                    "boot.isolcpus",
-                    format!(
-                        "{bad:?} is not an isolcpus flag (accepted: domain, managed_irq, nohz)"
-                    ),
-                ));
-            }
-            boot.isolcpus = Some(cx.at(v, "boot.isolcpus"));
-        }
-        if let Some(v) = b.irqaffinity {
-            boot.irqaffinity = Some(cx.cpu_set(v, "boot.irqaffinity", false)?);
-        }
-        boot.threadirqs = b.threadirqs.map(|v| cx.at(v, "boot.threadirqs"));
-        boot.max_cstate = b.max_cstate.map(|v| cx.at(v, "boot.max_cstate"));
-        if let Some(v) = b.idle {
-            boot.idle = Some(cx.one_of(v, "boot.idle", &["poll", "halt", "nomwait"])?);
-        }
-        if let Some(v) = b.extra {
-            if let Some(bad) = v
-                .get_ref()
-                .iter()
-                .find(|w| w.is_empty() || w.chars().any(char::is_whitespace) || w.contains('"'))
-            {
-                return Err(cx.err(
-                    v.span(),
-                    "boot.extra",
-                    format!("{bad:?} is not one kernel option (one word, no quotes)"),
-                ));
-            }
-            boot.extra = Some(cx.at(v, "boot.extra"));
-        }
+        cx.boot(b, &mut p.boot)?;
     }
     if let Some(k) = raw.kernel {
-        if let Some(v) = k.hz {
-            if ![100, 250, 300, 1000].contains(v.get_ref()) {
-                return Err(cx.err(v.span(), "kernel.hz", "expected 100, 250, 300 or 1000"));
-            }
-            p.kernel.hz = Some(cx.at(v, "kernel.hz"));
-        }
-        p.kernel.preempt_rt = k.preempt_rt.map(|v| cx.at(v, "kernel.preempt_rt"));
+        cx.kernel(k, &mut p.kernel)?;
     }
     Ok(Parsed {
         description: raw.description.map(|d| d.into_inner().trim().to_string()),

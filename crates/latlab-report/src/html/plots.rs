@@ -8,7 +8,7 @@ use latlab_model::samples::Samples;
 use latlab_model::system::Field;
 
 use super::svg::{Axis, Chart, LegendItem, Mark, style};
-use crate::analysis::{idle_state_names, windows};
+use crate::analysis::{WindowRow, idle_state_names, windows};
 use crate::numfmt;
 
 /// Bins a histogram plot aims at (OSADL's plots have 400 bins of 1 µs).
@@ -266,108 +266,13 @@ pub(crate) fn timeline(run: &RunResult) -> (Vec<(String, String)>, Vec<String>) 
     let x_hi = (t_end as f64 / 1e9).max(0.001);
     let x_axis = || Axis::linear("time since the start of measuring (s)", 0.0, x_hi);
 
-    // Latency.
-    let shaded = |chart: &mut Chart| {
-        for (i, p) in run.loads.phases.iter().enumerate() {
-            chart.band(
-                p.start_ns as f64 / 1e9,
-                p.end_ns as f64 / 1e9,
-                phase_fill(&p.spec, i),
-                &p.spec,
-            );
-        }
-    };
-    let with_data: Vec<_> = rows.iter().filter(|r| r.count > 0).collect();
-    if with_data.is_empty() {
-        notes.push("latency over time: no windows recorded in this run".to_string());
-    } else {
-        let lo = with_data
-            .iter()
-            .map(|r| us(r.p99))
-            .chain(run.spikes.kept.iter().map(|s| us(s.value_ns)))
-            .filter(|v| *v > 0.0)
-            .fold(f64::MAX, f64::min);
-        let hi = with_data
-            .iter()
-            .map(|r| us(r.max))
-            .chain(run.spikes.kept.iter().map(|s| us(s.value_ns)))
-            .fold(0.0, f64::max);
-        let lo = if lo == f64::MAX { 0.001 } else { lo };
-        let mut chart = Chart::new(
-            "latency per window (highest of the CPUs)",
-            200.0,
-            x_axis(),
-            Axis::log("latency (µs)", lo, hi.max(lo)),
-        );
-        shaded(&mut chart);
-        let mut xs: Vec<f64> = rows.iter().map(|r| r.start_ns as f64 / 1e9).collect();
-        if let Some(last) = rows.last() {
-            xs.push((last.start_ns + run.config.window_ns) as f64 / 1e9);
-        }
-        let pick = |f: fn(&crate::analysis::WindowRow) -> u64| -> Vec<Option<f64>> {
-            rows.iter()
-                .map(|r| (r.count > 0).then(|| us(f(r))))
-                .collect()
-        };
-        let (c0, _) = style(0);
-        let (c1, _) = style(1);
-        let (c2, _) = style(2);
-        chart.steps(&xs, &pick(|r| r.max), c0, None, 1.5);
-        chart.steps(&xs, &pick(|r| r.p99), c1, None, 1.5);
-        for s in &run.spikes.kept {
-            let cpu = s
-                .cpu
-                .map_or_else(|| format!("thread {}", s.thread), |c| format!("cpu{c}"));
-            chart.point(
-                s.at_ns as f64 / 1e9,
-                us(s.value_ns),
-                c2,
-                Mark::Dot,
-                &format!(
-                    "{cpu} at {:.3} s: {} µs",
-                    s.at_ns as f64 / 1e9,
-                    numfmt::us(s.value_ns)
-                ),
-            );
-        }
-        let window = latlab_model::units::format_duration(run.config.window_ns);
-        chart.legend(LegendItem {
-            color: c0.into(),
-            dash: None,
-            mark: Mark::Line { width: 2.0 },
-            label: format!("max per {window} window"),
-        });
-        chart.legend(LegendItem {
-            color: c1.into(),
-            dash: None,
-            mark: Mark::Line { width: 2.0 },
-            label: format!("p99 per {window} window"),
-        });
-        if !run.spikes.kept.is_empty() {
-            let thr = run
-                .spikes
-                .threshold_ns
-                .map_or_else(String::new, |t| format!(" above {} µs", numfmt::us(t)));
-            chart.legend(LegendItem {
-                color: c2.into(),
-                dash: None,
-                mark: Mark::Dot,
-                label: format!("spikes{thr}"),
-            });
-        }
-        if !run.loads.phases.is_empty() {
-            chart.legend(LegendItem {
-                color: "#dbe6f4".into(),
-                dash: None,
-                mark: Mark::Swatch,
-                label: "load phases (shaded, labelled)".into(),
-            });
-        }
-        figs.push((
+    match latency_chart(run, &rows, x_axis()) {
+        Ok(svg) => figs.push((
             "Latency over time: per-window maximum and p99, the highest of the CPUs, with load phases shaded"
                 .to_string(),
-            chart.finish(),
-        ));
+            svg,
+        )),
+        Err(reason) => notes.push(format!("latency over time: {reason}")),
     }
 
     let Some(s) = samples else {
@@ -405,6 +310,108 @@ fn sample_edges(s: &Samples) -> Vec<f64> {
     }
     xs.extend(s.series.iter().map(|x| x.at_ns as f64 / 1e9));
     xs
+}
+
+/// The latency chart: per-window maximum and p99 (the highest of the CPUs), spikes, and the load
+/// phases shaded.
+fn latency_chart(run: &RunResult, rows: &[WindowRow], x: Axis) -> Result<String, String> {
+    let shaded = |chart: &mut Chart| {
+        for (i, p) in run.loads.phases.iter().enumerate() {
+            chart.band(
+                p.start_ns as f64 / 1e9,
+                p.end_ns as f64 / 1e9,
+                phase_fill(&p.spec, i),
+                &p.spec,
+            );
+        }
+    };
+    let with_data: Vec<_> = rows.iter().filter(|r| r.count > 0).collect();
+    if with_data.is_empty() {
+        return Err("no windows recorded in this run".to_string());
+    }
+    let lo = with_data
+        .iter()
+        .map(|r| us(r.p99))
+        .chain(run.spikes.kept.iter().map(|s| us(s.value_ns)))
+        .filter(|v| *v > 0.0)
+        .fold(f64::MAX, f64::min);
+    let hi = with_data
+        .iter()
+        .map(|r| us(r.max))
+        .chain(run.spikes.kept.iter().map(|s| us(s.value_ns)))
+        .fold(0.0, f64::max);
+    let lo = if lo == f64::MAX { 0.001 } else { lo };
+    let mut chart = Chart::new(
+        "latency per window (highest of the CPUs)",
+        200.0,
+        x,
+        Axis::log("latency (µs)", lo, hi.max(lo)),
+    );
+    shaded(&mut chart);
+    let mut xs: Vec<f64> = rows.iter().map(|r| r.start_ns as f64 / 1e9).collect();
+    if let Some(last) = rows.last() {
+        xs.push((last.start_ns + run.config.window_ns) as f64 / 1e9);
+    }
+    let pick = |f: fn(&WindowRow) -> u64| -> Vec<Option<f64>> {
+        rows.iter()
+            .map(|r| (r.count > 0).then(|| us(f(r))))
+            .collect()
+    };
+    let (c0, _) = style(0);
+    let (c1, _) = style(1);
+    let (c2, _) = style(2);
+    chart.steps(&xs, &pick(|r| r.max), c0, None, 1.5);
+    chart.steps(&xs, &pick(|r| r.p99), c1, None, 1.5);
+    for s in &run.spikes.kept {
+        let cpu = s
+            .cpu
+            .map_or_else(|| format!("thread {}", s.thread), |c| format!("cpu{c}"));
+        chart.point(
+            s.at_ns as f64 / 1e9,
+            us(s.value_ns),
+            c2,
+            Mark::Dot,
+            &format!(
+                "{cpu} at {:.3} s: {} µs",
+                s.at_ns as f64 / 1e9,
+                numfmt::us(s.value_ns)
+            ),
+        );
+    }
+    let window = latlab_model::units::format_duration(run.config.window_ns);
+    chart.legend(LegendItem {
+        color: c0.into(),
+        dash: None,
+        mark: Mark::Line { width: 2.0 },
+        label: format!("max per {window} window"),
+    });
+    chart.legend(LegendItem {
+        color: c1.into(),
+        dash: None,
+        mark: Mark::Line { width: 2.0 },
+        label: format!("p99 per {window} window"),
+    });
+    if !run.spikes.kept.is_empty() {
+        let thr = run
+            .spikes
+            .threshold_ns
+            .map_or_else(String::new, |t| format!(" above {} µs", numfmt::us(t)));
+        chart.legend(LegendItem {
+            color: c2.into(),
+            dash: None,
+            mark: Mark::Dot,
+            label: format!("spikes{thr}"),
+        });
+    }
+    if !run.loads.phases.is_empty() {
+        chart.legend(LegendItem {
+            color: "#dbe6f4".into(),
+            dash: None,
+            mark: Mark::Swatch,
+            label: "load phases (shaded, labelled)".into(),
+        });
+    }
+    Ok(chart.finish())
 }
 
 fn idle_chart(
