@@ -14,7 +14,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use latlab_store::{SeriesId, Store};
+use latlab_store::{SeriesId, Store, StoreError};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -267,6 +267,35 @@ async fn query<T: Send + 'static>(
     }
 }
 
+/// A read of the store (from the pool) on a blocking thread.
+async fn read<T: Send + 'static>(
+    state: &Shared,
+    f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, Response> {
+    query(state, move |s| s.pool.with(|st| f(st).map_err(Fail::from))).await
+}
+
+/// A read of the store answered as JSON, or with the status of its failure.
+async fn read_json<T: serde::Serialize + Send + 'static>(
+    state: &Shared,
+    f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+) -> Response {
+    read(state, f).await.map_or_else(|e| e, json_response)
+}
+
+/// A read over a range query's series and bounds, answered as JSON; a bad query is a 400.
+async fn range_json<T: serde::Serialize + Send + 'static>(
+    state: &Shared,
+    q: Result<Query<RangeQ>, QueryRejection>,
+    f: impl FnOnce(&Store, &RangeQ, SeriesId, u64, u64) -> Result<T, StoreError> + Send + 'static,
+) -> Response {
+    let (q, from, to) = match range(q) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    read_json(state, move |st| f(st, &q, SeriesId(q.series), from, to)).await
+}
+
 fn static_file(body: &'static str, kind: &'static str) -> Response {
     (
         [
@@ -366,33 +395,17 @@ async fn timeline(
     State(state): State<Shared>,
     q: Result<Query<RangeQ>, QueryRejection>,
 ) -> Response {
-    let (q, from, to) = match range(q) {
-        Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
-    };
-    let points = q.points.unwrap_or(800);
-    let id = SeriesId(q.series);
-    query(&state, move |s| {
-        s.pool
-            .with(|st| api::timeline(st, id, from, to, points).map_err(Fail::from))
+    range_json(&state, q, |st, q, id, from, to| {
+        api::timeline(st, id, from, to, q.points.unwrap_or(800))
     })
     .await
-    .map_or_else(|e| e, json_response)
 }
 
 async fn worst(State(state): State<Shared>, q: Result<Query<RangeQ>, QueryRejection>) -> Response {
-    let (q, from, to) = match range(q) {
-        Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
-    };
-    let limit = q.limit.unwrap_or(20);
-    let id = SeriesId(q.series);
-    query(&state, move |s| {
-        s.pool
-            .with(|st| api::worst(st, id, from, to, limit).map_err(Fail::from))
+    range_json(&state, q, |st, q, id, from, to| {
+        api::worst(st, id, from, to, q.limit.unwrap_or(20))
     })
     .await
-    .map_or_else(|e| e, json_response)
 }
 
 #[derive(Deserialize)]
@@ -418,12 +431,7 @@ async fn window(
     };
     let id = SeriesId(q.series);
     let cpu = q.cpu;
-    match query(&state, move |s| {
-        s.pool
-            .with(|st| api::window(st, id, start, cpu).map_err(Fail::from))
-    })
-    .await
-    {
+    match read(&state, move |st| api::window(st, id, start, cpu)).await {
         Ok(Some(v)) => json_response(v),
         Ok(None) => error(StatusCode::NOT_FOUND, "no such window"),
         Err(e) => e,
@@ -431,11 +439,7 @@ async fn window(
 }
 
 async fn experiments(State(state): State<Shared>) -> Response {
-    query(&state, |s| {
-        s.pool.with(|st| api::experiments(st).map_err(Fail::from))
-    })
-    .await
-    .map_or_else(|e| e, json_response)
+    read_json(&state, api::experiments).await
 }
 
 async fn not_found() -> Response {
