@@ -116,6 +116,21 @@ pub struct Cell {
 
 /// Insert the cell or mark it done, returning its row id (inside the run's transaction).
 pub(crate) fn cell_upsert_done(conn: &Connection, c: &CellRef) -> Result<i64> {
+    upsert_cell(conn, c, CellStatus::Done, None)?.ok_or_else(|| {
+        StoreError::Invalid(format!(
+            "cell {} repeat {} could not be marked done",
+            c.key, c.repeat
+        ))
+    })
+}
+
+/// Insert or update a cell of an existing experiment (refused for an unknown one).
+fn upsert_cell(
+    conn: &Connection,
+    c: &CellRef,
+    status: CellStatus,
+    reason: Option<&str>,
+) -> Result<Option<i64>> {
     let exists: Option<i64> = conn
         .query_row(
             "SELECT id FROM experiments WHERE id = ?1",
@@ -126,20 +141,6 @@ pub(crate) fn cell_upsert_done(conn: &Connection, c: &CellRef) -> Result<i64> {
     if exists.is_none() {
         return Err(StoreError::UnknownExperiment(c.experiment.0));
     }
-    upsert_cell(conn, c, CellStatus::Done, None)?.ok_or_else(|| {
-        StoreError::Invalid(format!(
-            "cell {} repeat {} could not be marked done",
-            c.key, c.repeat
-        ))
-    })
-}
-
-fn upsert_cell(
-    conn: &Connection,
-    c: &CellRef,
-    status: CellStatus,
-    reason: Option<&str>,
-) -> Result<Option<i64>> {
     // A done cell stays done until its run is removed.
     Ok(conn
         .query_row(
@@ -270,16 +271,6 @@ impl Store {
             ));
         }
         let tx = self.conn.transaction()?;
-        let exists: Option<i64> = tx
-            .query_row(
-                "SELECT id FROM experiments WHERE id = ?1",
-                [cell.experiment.0],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if exists.is_none() {
-            return Err(StoreError::UnknownExperiment(cell.experiment.0));
-        }
         upsert_cell(&tx, cell, status, reason)?;
         tx.commit()?;
         Ok(())

@@ -418,6 +418,10 @@ fn an_experiment_records_its_cells_for_resume() {
         ),
         Err(StoreError::UnknownExperiment(77))
     ));
+    assert!(matches!(
+        store.record_cell(&cell(ExperimentId(77), "x", 0), CellStatus::Skipped, None),
+        Err(StoreError::UnknownExperiment(77))
+    ));
 
     store
         .set_experiment_status(exp, ExperimentStatus::Done)
