@@ -30,7 +30,15 @@ pub fn timespec(ns: u64) -> libc::timespec {
     }
 }
 
-fn check(ret: libc::c_int) -> io::Result<()> {
+/// An absolute timer's setting: first expiry at `first`, then every `interval`.
+pub fn itimerspec(first: u64, interval: u64) -> libc::itimerspec {
+    libc::itimerspec {
+        it_interval: timespec(interval),
+        it_value: timespec(first),
+    }
+}
+
+pub(crate) fn check(ret: libc::c_int) -> io::Result<()> {
     if ret == -1 {
         Err(io::Error::last_os_error())
     } else {

@@ -196,18 +196,11 @@ impl TimerFd {
 }
 impl Waiter for TimerFd {
     fn arm(&mut self, first: u64, interval: u64) -> io::Result<()> {
-        let spec = libc::itimerspec {
-            it_interval: timespec(interval),
-            it_value: timespec(first),
-        };
+        let spec = os::itimerspec(first, interval);
         // SAFETY: fd is ours; spec valid.
-        let r = unsafe {
+        os::check(unsafe {
             libc::timerfd_settime(self.0, libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut())
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        })
     }
     #[inline(always)]
     fn wait(&mut self, _: u64, _: u64) {
@@ -252,18 +245,11 @@ impl PosixTimer {
 unsafe impl Send for PosixTimer {}
 impl Waiter for PosixTimer {
     fn arm(&mut self, first: u64, interval: u64) -> io::Result<()> {
-        let spec = libc::itimerspec {
-            it_interval: timespec(interval),
-            it_value: timespec(first),
-        };
+        let spec = os::itimerspec(first, interval);
         // SAFETY: the timer is ours; spec valid.
-        let r = unsafe {
+        os::check(unsafe {
             libc::timer_settime(self.timer, libc::TIMER_ABSTIME, &spec, std::ptr::null_mut())
-        };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        })
     }
     #[inline(always)]
     fn wait(&mut self, _: u64, _: u64) {
