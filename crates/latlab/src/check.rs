@@ -96,6 +96,21 @@ struct MeasureOutcome {
     errors: Vec<String>,
 }
 
+impl MeasureOutcome {
+    /// Measure once (saying so on stderr when `announce`), keeping a failure among the errors.
+    fn take(&mut self, name: &str, when: &str, announce: bool) -> Option<Latency> {
+        if announce {
+            eprintln!(
+                "latlab: measuring for {} {when} …",
+                format_duration(self.duration_ns)
+            );
+        }
+        measure(self.duration_ns)
+            .map_err(|e| self.errors.push(format!("{name}: {e:#}")))
+            .ok()
+    }
+}
+
 pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     if args.list {
         for c in latlab_check::CHECKS {
@@ -147,16 +162,7 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         ..MeasureOutcome::default()
     });
     if let Some(m) = measured.as_mut() {
-        if !args.json {
-            eprintln!(
-                "latlab: measuring for {} before …",
-                format_duration(m.duration_ns)
-            );
-        }
-        match measure(m.duration_ns) {
-            Ok(l) => m.before = Some(l),
-            Err(e) => m.errors.push(format!("before: {e:#}")),
-        }
+        m.before = m.take("before", "before", !args.json);
     }
     if !args.fix {
         if args.json {
@@ -200,16 +206,7 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     let after_facts = latlab_check::Facts::gather(sys, &who);
     let after = latlab_check::run(&after_facts, target, &skip);
     if let Some(m) = measured.as_mut() {
-        if !args.json {
-            eprintln!(
-                "latlab: measuring for {} after the fix …",
-                format_duration(m.duration_ns)
-            );
-        }
-        match measure(m.duration_ns) {
-            Ok(l) => m.after = Some(l),
-            Err(e) => m.errors.push(format!("after: {e:#}")),
-        }
+        m.after = m.take("after", "after the fix", !args.json);
     }
     if args.json {
         print_json(&after, Some(&first), Some(&outcome), measured.as_ref())?;

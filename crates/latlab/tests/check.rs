@@ -368,6 +368,11 @@ fn measure_before_and_after_the_fix() {
         .find(|l| l.starts_with("measured 300ms: p99 "))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains("max"), "{line}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("latlab: measuring for 300ms before …"),
+        "{err}"
+    );
 }
 
 #[test]
