@@ -127,10 +127,7 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
     let keeper_thread = std::thread::Builder::new()
         .name("latlab-keeper".into())
         .spawn(move || {
-            if !hk.is_empty() {
-                // Unpinned, the keeper still stores: a failure costs only its placement.
-                let _ = latlab_sys::thread::set_affinity(&hk);
-            }
+            latlab_sys::thread::keep_on(&hk);
             keeper.run(rx, sample_rx)
         })
         .context("starting the monitor's store thread")?;

@@ -576,9 +576,7 @@ impl Server {
             .max_blocking_threads(8)
             .thread_name("latlab-web")
             .on_thread_start(move || {
-                if !cpus2.is_empty() {
-                    let _ = latlab_sys::thread::set_affinity(&cpus2);
-                }
+                latlab_sys::thread::keep_on(&cpus2);
                 web_thread_started();
             })
             .on_thread_stop(web_thread_stopped)
@@ -590,9 +588,7 @@ impl Server {
         let thread = std::thread::Builder::new()
             .name("latlab-web".into())
             .spawn(move || {
-                if !cpus.is_empty() {
-                    let _ = latlab_sys::thread::set_affinity(&cpus);
-                }
+                latlab_sys::thread::keep_on(&cpus);
                 web_thread_started();
                 rt.block_on(async move {
                     match tokio::net::TcpListener::from_std(std_listener) {

@@ -920,10 +920,7 @@ impl SamplerThread {
         let handle = std::thread::Builder::new()
             .name("latlab-sampler".into())
             .spawn(move || {
-                if !cpus.is_empty() {
-                    // Unpinned samplers still sample: a failure costs only their placement.
-                    let _ = crate::thread::set_affinity(&cpus);
-                }
+                crate::thread::keep_on(&cpus);
                 let cpu0 = crate::thread::cpu_time_ns();
                 let since = |t: Instant| t.saturating_duration_since(origin).as_nanos() as u64;
                 sampler.start(since(Instant::now()));

@@ -57,6 +57,15 @@ pub fn set_affinity(cpus: &[u32]) -> io::Result<()> {
     set_task_affinity(0, cpus)
 }
 
+/// Put a helper thread (a sampler, the store's keeper, the web server) on the housekeeping
+/// `cpus`, away from the measured ones. An empty list leaves it where it is; a refused affinity
+/// costs only its placement, so the thread still does its work unpinned.
+pub fn keep_on(cpus: &[u32]) {
+    if !cpus.is_empty() {
+        let _ = set_affinity(cpus);
+    }
+}
+
 /// Confine the task `tid` (0: the calling thread) to `cpus`.
 pub fn set_task_affinity(tid: i32, cpus: &[u32]) -> io::Result<()> {
     let set = cpu_set(cpus)?;
@@ -308,6 +317,26 @@ mod tests {
                 before[..1],
                 "unchanged after a refusal"
             );
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_helper_thread_is_kept_on_housekeeping_cpus_and_runs_unpinned_when_refused() {
+        let all = affinity().unwrap();
+        let last = *all.last().unwrap();
+        std::thread::spawn(move || {
+            keep_on(&[]);
+            assert_eq!(
+                affinity().unwrap(),
+                all,
+                "no housekeeping CPUs: left where it was"
+            );
+            keep_on(&[5000]);
+            assert_eq!(affinity().unwrap(), all, "a refused set: left where it was");
+            keep_on(&[last]);
+            assert_eq!(affinity().unwrap(), [last]);
         })
         .join()
         .unwrap();
