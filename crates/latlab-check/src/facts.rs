@@ -554,14 +554,8 @@ impl Facts {
 }
 
 fn irq_affinity(sys: &Sys) -> Vec<(u32, CpuList)> {
-    let mut irqs: Vec<u32> = std::fs::read_dir(sys.path("/proc/irq"))
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    irqs.sort_unstable();
-    irqs.into_iter()
+    sys.numbered("/proc/irq", "")
+        .into_iter()
         .filter_map(|irq| {
             let l = sys
                 .read_trim(&format!("/proc/irq/{irq}/effective_affinity_list"))

@@ -157,7 +157,8 @@ impl Sys {
         }
     }
 
-    pub(crate) fn list_dir(&self, rel: &str) -> Vec<String> {
+    /// The names in a directory, sorted; none where it cannot be read.
+    pub fn list_dir(&self, rel: &str) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(self.path(rel))
             .map(|d| {
                 d.filter_map(|e| e.ok())
@@ -170,7 +171,7 @@ impl Sys {
     }
 
     /// Numbered entries `prefixN` of a directory, sorted by N.
-    pub(crate) fn numbered(&self, rel: &str, prefix: &str) -> Vec<u32> {
+    pub fn numbered(&self, rel: &str, prefix: &str) -> Vec<u32> {
         let mut n: Vec<u32> = self
             .list_dir(rel)
             .iter()

@@ -328,28 +328,6 @@ fn words(sys: &Sys, path: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-fn list_dir(sys: &Sys, rel: &str) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(sys.path(rel))
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
-/// `prefixN` entries of a directory, sorted by N.
-fn numbered(sys: &Sys, rel: &str, prefix: &str) -> Vec<u32> {
-    let mut v: Vec<u32> = list_dir(sys, rel)
-        .iter()
-        .filter_map(|n| n.strip_prefix(prefix)?.parse().ok())
-        .collect();
-    v.sort_unstable();
-    v
-}
-
 fn subset(a: &CpuList, b: &CpuList) -> bool {
     a.cpus().iter().all(|c| b.contains(*c))
 }
@@ -472,7 +450,8 @@ struct Policy {
 
 fn policies(sys: &Sys) -> Vec<Policy> {
     let base = format!("{CPU}/cpufreq");
-    let mut out: Vec<Policy> = numbered(sys, &base, "policy")
+    let mut out: Vec<Policy> = sys
+        .numbered(&base, "policy")
         .into_iter()
         .filter_map(|n| {
             let dir = format!("{base}/policy{n}");
@@ -497,7 +476,7 @@ fn policies(sys: &Sys) -> Vec<Policy> {
         .collect();
     if out.is_empty() {
         // Kernels without policy directories: one per CPU.
-        for c in numbered(sys, CPU, "cpu") {
+        for c in sys.numbered(CPU, "cpu") {
             let dir = format!("{CPU}/cpu{c}/cpufreq");
             if sys.exists(&format!("{dir}/scaling_governor")) {
                 out.push(Policy {
@@ -693,7 +672,8 @@ fn idle(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) {
     for (&cpu, s) in settings {
         let Some(limit) = &s.idle else { continue };
         let base = format!("{CPU}/cpu{cpu}/cpuidle");
-        let states: Vec<State> = numbered(sys, &base, "state")
+        let states: Vec<State> = sys
+            .numbered(&base, "state")
             .into_iter()
             .map(|k| {
                 let d = format!("{base}/state{k}");
@@ -915,12 +895,7 @@ fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
     let hk = &split.housekeeping;
     if iso.irqs.as_ref().is_some_and(|a| a.value) {
         let names = irq_names(sys);
-        let mut irqs: Vec<u32> = list_dir(sys, "/proc/irq")
-            .iter()
-            .filter_map(|n| n.parse().ok())
-            .collect();
-        irqs.sort_unstable();
-        for irq in irqs {
+        for irq in sys.numbered("/proc/irq", "") {
             let path = format!("/proc/irq/{irq}/smp_affinity_list");
             let Ok(cur) = sys.read_trim(&path) else {
                 continue;
@@ -1017,7 +992,8 @@ pub(crate) fn task_affinity(sys: &Sys, pid: i32) -> Option<CpuList> {
 
 fn kthreads(sys: &Sys, split: &Split, plan: &mut Plan) {
     let hk = &split.housekeeping;
-    let mut pids: Vec<i32> = list_dir(sys, "/proc")
+    let mut pids: Vec<i32> = sys
+        .list_dir("/proc")
         .iter()
         .filter_map(|n| n.parse().ok())
         .collect();
