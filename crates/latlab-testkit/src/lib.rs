@@ -106,6 +106,25 @@ pub fn tracefs_mounts() -> Vec<String> {
         .collect()
 }
 
+/// `rounds` UDP datagrams from one loopback socket to another, each received, `pause` after
+/// each: NET_RX softirqs for a trace to see.
+pub fn udp_ping_pong(rounds: u32, pause: std::time::Duration) {
+    let bind =
+        || std::net::UdpSocket::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("a UDP socket: {e}"));
+    let (a, b) = (bind(), bind());
+    let to = a
+        .local_addr()
+        .unwrap_or_else(|e| panic!("the socket's address: {e}"));
+    let mut buf = [0u8; 64];
+    for _ in 0..rounds {
+        b.send_to(b"latlab", to)
+            .unwrap_or_else(|e| panic!("sending to {to}: {e}"));
+        a.recv_from(&mut buf)
+            .unwrap_or_else(|e| panic!("receiving on {to}: {e}"));
+        std::thread::sleep(pause);
+    }
+}
+
 /// `kernel.bpf_stats_enabled` as it reads now (tracing must put it back).
 pub fn bpf_stats_sysctl() -> String {
     std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").unwrap_or_default()
@@ -155,6 +174,26 @@ pub fn run_ok(cmd: &mut Command) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     assert_ok(&o);
     o
+}
+
+/// Run `cmd`, which must end with exit code `code`; its output.
+pub fn run_exit(cmd: &mut Command, code: i32) -> Output {
+    let o = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert_eq!(
+        o.status.code(),
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        stdout(&o),
+        stderr(&o)
+    );
+    o
+}
+
+/// stdout then stderr, as one text (what a tool printed, in whichever stream).
+pub fn output_text(o: &Output) -> String {
+    format!("{}{}", stdout(o), stderr(o))
 }
 
 /// Exit code `code` with exactly one line on stderr, latlab's error line, containing `needle`.

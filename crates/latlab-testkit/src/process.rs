@@ -14,6 +14,11 @@ pub fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("no free port: {e}"))
 }
 
+/// 127.0.0.1 with a [`free_port`]: an address to tell a server to listen on.
+pub fn free_addr() -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, 1], free_port()))
+}
+
 /// Poll `f` every 100 ms until it holds; panics naming `what` after `timeout`.
 pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let t = Instant::now();

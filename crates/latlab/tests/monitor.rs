@@ -12,7 +12,7 @@ mod common;
 use common::{END, get, get_json, http, monitor, prom_query};
 use latlab_hist::Histogram;
 use latlab_store::{MonitorWindow, SeriesConfig, SeriesId, SeriesSpec, Store, WindowSet};
-use latlab_testkit::process::{Proc, free_port, wait_for};
+use latlab_testkit::process::{Proc, free_addr, wait_for};
 use latlab_testkit::{latlab, policy_args, require};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -37,6 +37,18 @@ fn series(store: &Store, name: &str) -> SeriesId {
 
 fn set_count(db: &Path, name: &str) -> usize {
     common::sets(db, name).len()
+}
+
+/// The daemon on series `name` storing into `dir/m.db` and serving on a free loopback port,
+/// with `extra` options (its log `dir/d.log`): the daemon, the store and the address.
+fn listening_monitor(dir: &Path, name: &str, extra: &[&str]) -> (Proc, PathBuf, SocketAddr) {
+    let db = dir.join("m.db");
+    let addr = free_addr();
+    let listen = addr.to_string();
+    let mut args = vec!["--name", name, "--listen", &listen];
+    args.extend(extra);
+    let d = Proc::start(monitor(&db, &args), dir.join("d.log"));
+    (d, db, addr)
 }
 
 #[test]
@@ -276,13 +288,7 @@ fn metrics_scraped_by_prometheus_match_the_store() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("m.db");
-    let port = free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let d = Proc::start(
-        monitor(&db, &["--name", "p", "--listen", &addr.to_string()]),
-        dir.path().join("d.log"),
-    );
+    let (d, db, addr) = listening_monitor(dir.path(), "p", &[]);
     let (prom, prom_addr) = common::prometheus(
         dir.path(),
         &format!("  - job_name: latlab\n    static_configs:\n      - targets: ['{addr}']\n"),
@@ -509,23 +515,7 @@ fn the_dashboard_renders_in_headless_chromium() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("m.db");
-    let port = free_port();
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let d = Proc::start(
-        monitor(
-            &db,
-            &[
-                "--name",
-                "c",
-                "--listen",
-                &addr.to_string(),
-                "--spike",
-                "1us",
-            ],
-        ),
-        dir.path().join("d.log"),
-    );
+    let (d, db, addr) = listening_monitor(dir.path(), "c", &["--spike", "1us"]);
     wait_for("3 stored windows", Duration::from_secs(30), || {
         set_count(&db, "c") >= 3
     });
@@ -832,14 +822,7 @@ fn the_schedule_switches_a_fixture_governor_and_a_restart_restores_a_killed_swit
         governor(&root) == "powersave"
     });
     let log = d.stop();
-    let store = Store::open_existing(&db).unwrap();
-    let id = series(&store, "s");
-    let sched: Vec<_> = store
-        .annotations(id, 0, END)
-        .unwrap()
-        .into_iter()
-        .filter(|a| a.kind == "schedule")
-        .collect();
+    let sched = common::annotations(&db, "s", "schedule");
     assert_eq!(sched.len(), 2, "{sched:?} {log}");
     assert_eq!(sched[0].cpu, Some(2));
     assert!(
@@ -856,7 +839,6 @@ fn the_schedule_switches_a_fixture_governor_and_a_restart_restores_a_killed_swit
         "{:?}",
         sched[1]
     );
-    drop(store);
 
     // Phase 2: killed while the switch is in force; the next start puts it back.
     let (Some(t3), Some(t4)) = (at_in(1), at_in(3)) else {

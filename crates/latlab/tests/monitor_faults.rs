@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{END, sets};
+use common::sets;
 use latlab_store::{Store, WindowSetRow};
 use latlab_testkit::process::{Proc, wait_for};
 use latlab_testkit::{assert_one_line_error, latlab, require, root_or_skip, run_ok, stderr};
@@ -25,15 +25,21 @@ fn monitor(db: &Path, name: &str) -> Command {
     common::monitor(db, &["--listen", "off", "--name", name])
 }
 
+/// The daemon on series `t` of `db` (its log `dir/1.log`), once it has stored `n` windows.
+fn started(db: &Path, dir: &Path, n: usize) -> Proc {
+    let d = Proc::start(monitor(db, "t"), dir.join("1.log"));
+    wait_for(
+        &format!("{n} stored window(s)"),
+        Duration::from_secs(30),
+        || sets(db, "t").len() >= n,
+    );
+    d
+}
+
 /// Annotations of series `name` of kind `kind`.
 fn annotations(db: &Path, name: &str, kind: &str) -> Vec<String> {
-    let store = Store::open_existing(db).unwrap();
-    let id = store.find_series(name).unwrap().unwrap();
-    store
-        .annotations(id, 0, END)
-        .unwrap()
+    common::annotations(db, name, kind)
         .into_iter()
-        .filter(|a| a.kind == kind)
         .map(|a| a.text)
         .collect()
 }
@@ -69,10 +75,7 @@ fn db_check(db: &Path) {
 fn a_second_daemon_on_the_series_is_refused_naming_the_first() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m.db");
-    let first = Proc::start(monitor(&db, "t"), dir.path().join("1.log"));
-    wait_for("a stored window", Duration::from_secs(30), || {
-        !sets(&db, "t").is_empty()
-    });
+    let first = started(&db, dir.path(), 1);
     let second = monitor(&db, "t").output().unwrap();
     assert_one_line_error(&second, 1, "series \"t\"");
     assert!(
@@ -101,10 +104,7 @@ fn a_second_daemon_on_the_series_is_refused_naming_the_first() {
 fn a_stopped_daemon_shows_the_stop_as_missed_periods_where_they_were_due() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m.db");
-    let mut d = Proc::start(monitor(&db, "t"), dir.path().join("1.log"));
-    wait_for("2 stored windows", Duration::from_secs(30), || {
-        sets(&db, "t").len() >= 2
-    });
+    let mut d = started(&db, dir.path(), 2);
     d.signal(libc::SIGSTOP);
     std::thread::sleep(Duration::from_secs(30));
     d.signal(libc::SIGCONT);
@@ -370,10 +370,7 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
 fn a_deleted_store_is_made_again_and_a_foreign_file_in_its_place_waited_out() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m.db");
-    let d = Proc::start(monitor(&db, "t"), dir.path().join("1.log"));
-    wait_for("2 stored windows", Duration::from_secs(30), || {
-        sets(&db, "t").len() >= 2
-    });
+    let d = started(&db, dir.path(), 2);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }

@@ -96,19 +96,10 @@ fn a_cpu_offline_stops_its_windows_and_back_online_it_is_measured_again() {
     };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m.db");
-    let mut c = latlab!();
-    c.args([
-        "monitor",
-        "--window",
-        "1s",
-        "--interval",
-        "1ms",
-        "--listen",
-        "off",
-    ])
-    .args(["--name", "t", "-p", "80", "--db"])
-    .arg(&db);
-    let d = Proc::start(c, dir.path().join("log"));
+    let d = Proc::start(
+        common::monitor(&db, &["--listen", "off", "--name", "t"]),
+        dir.path().join("log"),
+    );
     let name = format!("latlab-cpu{cpu}");
     wait_for("2 stored windows", Duration::from_secs(30), || {
         sets_with_cpus(&db).len() >= 2
@@ -153,14 +144,7 @@ fn a_cpu_offline_stops_its_windows_and_back_online_it_is_measured_again() {
     // Of the 3 windows after the return, the first may hold it: the last 2 are whole again.
     let last = &sets[sets.len() - 2..];
     assert!(last.iter().all(|(_, c)| c.contains(&cpu)), "{sets:?}");
-    let store = Store::open_existing(&db).unwrap();
-    let id = store.find_series("t").unwrap().unwrap();
-    let marks: Vec<_> = store
-        .annotations(id, 0, END)
-        .unwrap()
-        .into_iter()
-        .filter(|a| a.kind == "cpu")
-        .collect();
+    let marks = common::annotations(&db, "t", "cpu");
     assert_eq!(marks.len(), 2, "{marks:?}");
     assert!(marks.iter().all(|a| a.cpu == Some(cpu)), "{marks:?}");
     run_ok(latlab!().args(["db", "check", "--db"]).arg(&db));

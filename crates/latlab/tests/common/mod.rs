@@ -1,8 +1,8 @@
 //! What the monitor's test files share: the daemon as they run it and what they read back.
 #![allow(dead_code)]
 
-use latlab_store::{Store, WindowSetRow};
-use latlab_testkit::process::{Proc, free_port, wait_for};
+use latlab_store::{Annotation, Store, WindowSetRow};
+use latlab_testkit::process::{Proc, free_addr, wait_for};
 use latlab_testkit::{latlab, policy_args};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -32,6 +32,21 @@ pub fn sets(db: &Path, name: &str) -> Vec<WindowSetRow> {
         return Vec::new();
     };
     store.monitor_sets(id, 0, END).unwrap_or_default()
+}
+
+/// The annotations of kind `kind` on series `name` of `db`.
+pub fn annotations(db: &Path, name: &str, kind: &str) -> Vec<Annotation> {
+    let store = Store::open_existing(db).unwrap();
+    let id = store
+        .find_series(name)
+        .unwrap()
+        .unwrap_or_else(|| panic!("no series {name}"));
+    store
+        .annotations(id, 0, END)
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.kind == kind)
+        .collect()
 }
 
 /// A tiny HTTP/1.1 client: (status, headers, body).
@@ -103,7 +118,7 @@ pub fn prom_query(
 /// A real Prometheus scraping every second with `scrape_configs` (YAML list items, indented
 /// by two), its data in `dir`; ready when this returns.
 pub fn prometheus(dir: &Path, scrape_configs: &str) -> (Proc, SocketAddr) {
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let addr = free_addr();
     let cfg = dir.join("prometheus.yml");
     std::fs::write(
         &cfg,
@@ -176,7 +191,7 @@ pub fn web_config(dir: &Path, extra_tls: &str) -> PathBuf {
 /// `latlab serve` of `db` on a free loopback port with `extra` options (e.g. `--web-config`),
 /// listening when this returns; its log in `dir`.
 pub fn serve(db: &Path, dir: &Path, extra: &[&std::ffi::OsStr]) -> (Proc, SocketAddr) {
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let addr = free_addr();
     let mut c = latlab!();
     c.args(["serve", "--listen", &addr.to_string(), "--db"])
         .arg(db)
