@@ -108,11 +108,7 @@ fn rebuilding_the_object_from_source_gives_the_same_bytes() {
         .arg("--check")
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = latlab_testkit::output_text(&out);
     match out.status.code() {
         Some(0) => assert!(text.contains("agrees"), "{text}"),
         Some(3) => eprintln!("skipped: {}", text.trim()),

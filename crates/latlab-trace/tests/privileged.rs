@@ -57,13 +57,7 @@ fn loopback_traffic() {
     }
     drop(c);
     rx.join().unwrap();
-    let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let mut buf = [0u8; 64];
-    for _ in 0..200 {
-        b.send_to(b"latlab", a.local_addr().unwrap()).unwrap();
-        a.recv_from(&mut buf).unwrap();
-    }
+    latlab_testkit::udp_ping_pong(200, Duration::ZERO);
 }
 
 /// Short sleeps: hrtimer_wakeup handlers and wake-ups of this thread.

@@ -43,11 +43,7 @@ fn the_deb_holds_binary_man_pages_completions_unit_and_profiles() {
         .arg(out.path())
         .output()
         .unwrap();
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&build.stdout),
-        String::from_utf8_lossy(&build.stderr)
-    );
+    let log = latlab_testkit::output_text(&build);
     assert!(build.status.success(), "build-deb.sh failed: {log}");
     let deb = std::fs::read_dir(out.path())
         .unwrap()
@@ -191,11 +187,7 @@ fn the_deb_holds_binary_man_pages_completions_unit_and_profiles() {
             .arg(&u)
             .output()
             .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&v.stdout),
-            String::from_utf8_lossy(&v.stderr)
-        );
+        let text = latlab_testkit::output_text(&v);
         let problems: Vec<&str> = text
             .lines()
             .filter(|l| !l.trim().is_empty() && !l.contains("man latlab-monitor(1)"))

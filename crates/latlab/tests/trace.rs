@@ -19,14 +19,7 @@ fn provoke() {
         f.write_all(&vec![7u8; 1 << 20]).unwrap();
         f.sync_all().unwrap();
     }
-    let a = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let b = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let mut buf = [0u8; 16];
-    for _ in 0..200 {
-        b.send_to(b"latlab", a.local_addr().unwrap()).unwrap();
-        a.recv_from(&mut buf).unwrap();
-        std::thread::sleep(Duration::from_micros(500));
-    }
+    latlab_testkit::udp_ping_pong(200, Duration::from_micros(500));
 }
 
 #[test]
