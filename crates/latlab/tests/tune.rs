@@ -2,6 +2,8 @@
 //! process killed with SIGKILL in the middle of an apply, and once on the real machine as root.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use latlab_testkit::{is_root, latlab};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -343,41 +345,25 @@ fn recommend_and_hold() {
     assert_eq!(bytes, 7i32.to_ne_bytes());
 }
 
+/// `latlab tune` on this machine with its state in `state`.
+fn real_tune(state: &Path, args: &[&str]) -> Command {
+    let mut c = latlab!();
+    c.arg("tune").args(args).arg("--state-dir").arg(state);
+    c
+}
+
 /// Restores the real machine even when an assertion fails.
 struct RestoreOnDrop(PathBuf);
 
 impl Drop for RestoreOnDrop {
     fn drop(&mut self) {
-        let out = latlab!()
-            .args(["tune", "restore", "--state-dir"])
-            .arg(&self.0)
-            .output();
+        let out = real_tune(&self.0, &["restore"]).output();
         if let Ok(o) = out
             && !o.status.success()
         {
             eprintln!("restore failed: {}", text(&o.stderr));
         }
     }
-}
-
-fn idle_disable_files() -> BTreeMap<PathBuf, String> {
-    let mut out = BTreeMap::new();
-    let Ok(cpus) = std::fs::read_dir("/sys/devices/system/cpu") else {
-        return out;
-    };
-    for c in cpus.flatten() {
-        let idle = c.path().join("cpuidle");
-        let Ok(states) = std::fs::read_dir(&idle) else {
-            continue;
-        };
-        for s in states.flatten() {
-            let f = s.path().join("disable");
-            if let Ok(v) = std::fs::read_to_string(&f) {
-                out.insert(f, v);
-            }
-        }
-    }
-    out
 }
 
 /// On the real machine as root: lowlatency disables idle states deeper than 0 µs; restore puts
@@ -388,7 +374,7 @@ fn lowlatency_on_the_real_machine_changes_idle_states_and_restore_puts_them_back
         eprintln!("skipped: needs root to tune the real machine");
         return;
     }
-    let before = idle_disable_files();
+    let before = common::idle_disable_files();
     let deeper = |files: &BTreeMap<PathBuf, String>| -> Vec<PathBuf> {
         files
             .keys()
@@ -409,27 +395,14 @@ fn lowlatency_on_the_real_machine_changes_idle_states_and_restore_puts_them_back
     }
     let state = tempfile::tempdir().unwrap();
     let guard = RestoreOnDrop(state.path().to_path_buf());
-    let out = latlab!()
-        .args(["tune", "apply", "lowlatency", "--state-dir"])
-        .arg(state.path())
+    ok(&real_tune(state.path(), &["apply", "lowlatency"])
         .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let during = idle_disable_files();
+        .unwrap());
+    let during = common::idle_disable_files();
     let changed = targets.iter().filter(|f| during[*f].trim() == "1").count();
     assert!(changed > 0, "no disable file changed: {during:?}");
-    let out = latlab!()
-        .args(["tune", "verify", "--state-dir"])
-        .arg(state.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stdout));
-    let out = latlab!()
-        .args(["tune", "restore", "--state-dir"])
-        .arg(state.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(idle_disable_files(), before);
+    ok(&real_tune(state.path(), &["verify"]).output().unwrap());
+    ok(&real_tune(state.path(), &["restore"]).output().unwrap());
+    assert_eq!(common::idle_disable_files(), before);
     drop(guard);
 }

@@ -1,9 +1,11 @@
-//! What the monitor's test files share: the daemon as they run it and what they read back.
+//! What the test files of the latlab command share: the monitor daemon as they run it and what
+//! they read back, and the idle states of the machine the tests run on.
 #![allow(dead_code)]
 
 use latlab_store::{Annotation, Store, WindowSetRow};
 use latlab_testkit::process::{Proc, free_addr, wait_for};
 use latlab_testkit::{latlab, policy_args};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -47,6 +49,27 @@ pub fn annotations(db: &Path, name: &str, kind: &str) -> Vec<Annotation> {
         .into_iter()
         .filter(|a| a.kind == kind)
         .collect()
+}
+
+/// The `disable` file of every idle state of every CPU of this machine, with what it holds.
+pub fn idle_disable_files() -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let Ok(cpus) = std::fs::read_dir("/sys/devices/system/cpu") else {
+        return out;
+    };
+    for c in cpus.flatten() {
+        let idle = c.path().join("cpuidle");
+        let Ok(states) = std::fs::read_dir(&idle) else {
+            continue;
+        };
+        for s in states.flatten() {
+            let f = s.path().join("disable");
+            if let Ok(v) = std::fs::read_to_string(&f) {
+                out.insert(f, v);
+            }
+        }
+    }
+    out
 }
 
 /// A tiny HTTP/1.1 client: (status, headers, body).
