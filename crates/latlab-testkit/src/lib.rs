@@ -184,7 +184,7 @@ pub fn run_exit(cmd: &mut Command, code: i32) -> Output {
     assert_eq!(
         o.status.code(),
         Some(code),
-        "stdout: {}\nstderr: {}",
+        "{cmd:?}\nstdout: {}\nstderr: {}",
         stdout(&o),
         stderr(&o)
     );

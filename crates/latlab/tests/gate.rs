@@ -5,7 +5,8 @@
 #![allow(clippy::unwrap_used)]
 
 use latlab_testkit::{
-    assert_one_line_error, junit_read, latlab, policy_args, policy_toml, read_json, stderr,
+    assert_one_line_error, junit_read, latlab, policy_args, policy_toml, read_json, run_exit,
+    stderr,
 };
 use std::path::Path;
 
@@ -41,12 +42,12 @@ fn measure_exceeding_a_limit_exits_4_with_a_line_per_cpu_and_a_failed_junit_case
     let dir = tempfile::tempdir().unwrap();
     let (junit, json) = (dir.path().join("j.xml"), dir.path().join("r.json"));
     // No wake-up takes 1 ns or less: every CPU exceeds the limit.
-    let out = gated_measure(&["--max-latency", "1ns", "--max-missed", "1000000"], &junit)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let out = run_exit(
+        gated_measure(&["--max-latency", "1ns", "--max-missed", "1000000"], &junit)
+            .arg("--json")
+            .arg(&json),
+        4,
+    );
     let run = read_json(&json);
     let id = run["id"].as_str().unwrap();
     let cpus = run["threads"].as_array().unwrap().len();
@@ -156,16 +157,16 @@ fn run_gives_a_case_per_cell_and_cpu_and_exits_4_on_a_limit() {
     )
     .unwrap();
     let (db, junit) = (dir.path().join("t.db"), dir.path().join("j.xml"));
-    let out = latlab!()
-        .arg("run")
-        .arg(&plan)
-        .arg("--db")
-        .arg(&db)
-        .args(["--max-p99", "1ns", "--junit"])
-        .arg(&junit)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let out = run_exit(
+        latlab!()
+            .arg("run")
+            .arg(&plan)
+            .arg("--db")
+            .arg(&db)
+            .args(["--max-p99", "1ns", "--junit"])
+            .arg(&junit),
+        4,
+    );
     // Two cells run (CPU 0 at two intervals), twice each: a line per repeat that exceeded.
     let exceeded = stderr(&out)
         .matches("latlab: limit exceeded: cell ")

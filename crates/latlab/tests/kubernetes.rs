@@ -7,7 +7,7 @@
 
 mod common;
 
-use latlab_testkit::{latlab, run_ok, stderr, stdout};
+use latlab_testkit::{latlab, run_exit, run_ok, stderr, stdout};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -202,12 +202,7 @@ fn the_daemonsets_command_line_is_one_latlab_accepts() {
         .take_while(|a| *a != "--web-config")
         .cloned()
         .collect();
-    let out = latlab!()
-        .args(&open)
-        .arg("--check-config")
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    run_exit(latlab!().args(&open).arg("--check-config"), 2);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! and SIGTERM ending a run cleanly.
 #![allow(clippy::unwrap_used)]
 
-use latlab_testkit::{json, latlab};
+use latlab_testkit::{json, latlab, run_exit};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -39,9 +39,8 @@ fn bad_input_is_one_line_and_exit_code_2() {
     ];
     for args in cases {
         let t = Instant::now();
-        let out = latlab!().args(args).output().unwrap();
+        let out = run_exit(latlab!().args(args), 2);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.starts_with("latlab: error: "), "{args:?}: {err}");
         assert!(err.contains("accepted"), "{args:?}: {err}");
@@ -55,12 +54,11 @@ fn bad_input_is_one_line_and_exit_code_2() {
 
 #[test]
 fn a_load_that_cannot_run_here_fails_before_running() {
-    let out = latlab!()
-        .args(["load", "cpu", "io:dir=/nonexistent-dir"])
-        .output()
-        .unwrap();
+    let out = run_exit(
+        latlab!().args(["load", "cpu", "io:dir=/nonexistent-dir"]),
+        1,
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains("io: cannot run here: /nonexistent-dir"),
         "{err}"
@@ -77,12 +75,11 @@ fn rt_hog_is_refused_when_rt_throttling_is_off() {
     let cpu = root.path().join("sys/devices/system/cpu");
     std::fs::create_dir_all(&cpu).unwrap();
     std::fs::write(cpu.join("online"), "0\n").unwrap();
-    let out = latlab!()
-        .args(["--sysroot", root.path().to_str().unwrap(), "load", "rt-hog"])
-        .output()
-        .unwrap();
+    let out = run_exit(
+        latlab!().args(["--sysroot", root.path().to_str().unwrap(), "load", "rt-hog"]),
+        1,
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("RT throttling is disabled"), "{err}");
     assert!(err.contains("--force"), "{err}");
 }

@@ -2,7 +2,9 @@
 //! As root the runs use SCHED_FIFO; otherwise SCHED_OTHER (and say so).
 #![allow(clippy::unwrap_used)]
 
-use latlab_testkit::{is_root, latlab, policy_args};
+mod common;
+
+use latlab_testkit::{is_root, latlab, policy_args, run_exit};
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -223,14 +225,14 @@ fn bad_input_exits_2_with_one_line_before_anything_runs() {
         (&["--bogus"], "unexpected argument"),
     ];
     for (args, want) in cases {
-        let out = latlab!()
-            .arg("measure")
-            .args(*args)
-            .args(["-D", "1s", "--json", j])
-            .output()
-            .unwrap();
+        let out = run_exit(
+            latlab!()
+                .arg("measure")
+                .args(*args)
+                .args(["-D", "1s", "--json", j]),
+            2,
+        );
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
         assert!(err.contains(want), "{args:?}: {err} should say {want}");
         assert!(
@@ -239,11 +241,10 @@ fn bad_input_exits_2_with_one_line_before_anything_runs() {
         );
         assert!(!json.exists(), "{args:?}: nothing written");
     }
-    let out = latlab!()
-        .args(["measure", "-D", "1s", "--json", "/nonexistent-dir/x.json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let out = run_exit(
+        latlab!().args(["measure", "-D", "1s", "--json", "/nonexistent-dir/x.json"]),
+        2,
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("--json"));
 }
 
@@ -476,18 +477,16 @@ fn a_load_schedule_records_its_phases() {
 
 #[test]
 fn a_bad_or_impossible_load_fails_before_measuring() {
-    let out = latlab!()
-        .args(["measure", "-D", "1s", "--load", "matrix:size=0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let out = run_exit(
+        latlab!().args(["measure", "-D", "1s", "--load", "matrix:size=0"]),
+        2,
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    let out = latlab!()
-        .args(["measure", "-D", "1s", "--load", "bogus"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let out = run_exit(
+        latlab!().args(["measure", "-D", "1s", "--load", "bogus"]),
+        2,
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("bogus"));
 }
 
@@ -499,32 +498,16 @@ fn a_profile_is_applied_for_the_run_and_restored() {
         eprintln!("skipped: applying a profile needs root");
         return;
     }
-    let snapshot = || -> Vec<(String, String)> {
-        let mut v = Vec::new();
-        for cpu in std::fs::read_dir("/sys/devices/system/cpu")
-            .unwrap()
-            .flatten()
-        {
-            let idle = cpu.path().join("cpuidle");
-            let Ok(states) = std::fs::read_dir(&idle) else {
-                continue;
-            };
-            for st in states.flatten() {
-                let f = st.path().join("disable");
-                if let Ok(t) = std::fs::read_to_string(&f) {
-                    v.push((f.display().to_string(), t));
-                }
-            }
-        }
+    let snapshot = || {
+        let mut v = common::idle_disable_files();
         for f in [
             "/proc/sys/kernel/timer_migration",
             "/proc/sys/vm/stat_interval",
         ] {
             if let Ok(t) = std::fs::read_to_string(f) {
-                v.push((f.to_string(), t));
+                v.insert(f.into(), t);
             }
         }
-        v.sort();
         v
     };
     let before = snapshot();
@@ -548,11 +531,10 @@ fn a_profile_is_applied_for_the_run_and_restored() {
     assert!(!tuning.is_empty());
     assert!(r["environment"]["warnings"].as_array().unwrap().is_empty());
 
-    let out = latlab!()
-        .args(["measure", "-D", "1s", "--profile", "no-such-profile"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    run_exit(
+        latlab!().args(["measure", "-D", "1s", "--profile", "no-such-profile"]),
+        2,
+    );
 }
 
 #[test]
@@ -578,11 +560,10 @@ fn db_saves_the_run_and_a_bad_store_fails_before_measuring() {
     let not_a_store = dir.path().join("text.db");
     std::fs::write(&not_a_store, "hello, this is not SQLite at all, really").unwrap();
     let started = std::time::Instant::now();
-    let out = latlab!()
-        .args(["measure", "-D", "5s", "--db", not_a_store.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    run_exit(
+        latlab!().args(["measure", "-D", "5s", "--db", not_a_store.to_str().unwrap()]),
+        2,
+    );
     assert!(
         started.elapsed() < Duration::from_secs(4),
         "refused before measuring"

@@ -5,7 +5,7 @@
 
 use latlab_model::RunResult;
 use latlab_model::trace::Family;
-use latlab_testkit::{is_root, latlab};
+use latlab_testkit::{is_root, latlab, run_exit};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -137,12 +137,11 @@ fn a_provoked_spike_gets_a_story_that_names_the_provoking_task() {
 
 #[test]
 fn bad_trace_events_exit_2_with_one_line() {
-    let out = latlab!()
-        .args(["measure", "-D", "1s", "--trace", "wakeup,irqs"])
-        .output()
-        .unwrap();
+    let out = run_exit(
+        latlab!().args(["measure", "-D", "1s", "--trace", "wakeup,irqs"]),
+        2,
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--trace") && err.contains("irqs"), "{err}");
 }

@@ -5,7 +5,7 @@
 
 use latlab_hist::Histogram;
 use latlab_store::Store;
-use latlab_testkit::{is_root, latlab};
+use latlab_testkit::{is_root, latlab, run_exit};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -169,21 +169,10 @@ fn text_and_markdown_and_compare() {
     .stdout;
     let cmp = String::from_utf8_lossy(&cmp);
     assert!(cmp.contains("p99") && cmp.contains("Mann-Whitney"), "{cmp}");
-    let out = latlab!()
-        .args(["compare", "--db", db, "e1", "1"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2), "an experiment is not one cell");
-    let out = latlab!()
-        .args(["report", "--db", db, "e99"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let out = latlab!()
-        .args(["report", "--db", db, "--format", "pdf"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    // An experiment is not one cell.
+    run_exit(latlab!().args(["compare", "--db", db, "e1", "1"]), 2);
+    run_exit(latlab!().args(["report", "--db", db, "e99"]), 2);
+    run_exit(latlab!().args(["report", "--db", db, "--format", "pdf"]), 2);
 }
 
 #[test]
@@ -204,20 +193,18 @@ fn export_and_import_round_trip_through_cyclictest_json() {
     let csv = run_ok(&["export", "1", "--db", db, "--format", "csv"]).stdout;
     assert!(String::from_utf8_lossy(&csv).lines().count() >= 2);
     let db2 = dir.path().join("imported.db");
-    let out = run_ok(&[
-        "import",
-        ct.to_str().unwrap(),
-        "--db",
-        db2.to_str().unwrap(),
-    ]);
+    let import = || {
+        run_ok(&[
+            "import",
+            ct.to_str().unwrap(),
+            "--db",
+            db2.to_str().unwrap(),
+        ])
+    };
+    let out = import();
     assert!(String::from_utf8_lossy(&out.stdout).contains("saved as run 1"));
     // Importing the same file again is noticed.
-    let again = run_ok(&[
-        "import",
-        ct.to_str().unwrap(),
-        "--db",
-        db2.to_str().unwrap(),
-    ]);
+    let again = import();
     assert!(String::from_utf8_lossy(&again.stdout).contains("already in"));
     let original = Store::open_existing(store())
         .unwrap()
@@ -231,10 +218,9 @@ fn export_and_import_round_trip_through_cyclictest_json() {
     // Whole microseconds, recorded at the middle: within a microsecond of the original maximum.
     let (a, b) = (original.overall.stats.max, imported.overall.stats.max);
     assert!(a.abs_diff(b) <= 1000, "{a} vs {b}");
-    let out = latlab!()
-        .args(["import", "/etc/hostname", "--db", db2.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let out = run_exit(
+        latlab!().args(["import", "/etc/hostname", "--db", db2.to_str().unwrap()]),
+        2,
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a format latlab reads"));
 }

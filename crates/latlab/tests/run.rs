@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used)]
 
 use latlab_store::{CellStatus, Store};
-use latlab_testkit::{latlab, policy_toml};
+use latlab_testkit::{latlab, policy_toml, run_exit};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -150,8 +150,7 @@ fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
         assert_eq!(c.runs.len(), 1, "{}: each cell once", c.key);
     }
     // Nothing left to resume.
-    let again = latlab!().args(args).arg("--resume").output().unwrap();
-    assert_eq!(again.status.code(), Some(2));
+    run_exit(latlab!().args(args).arg("--resume"), 2);
 }
 
 #[test]
@@ -176,18 +175,13 @@ fn malformed_plans_name_file_line_and_reason() {
         ),
     ] {
         let plan = write_plan(dir.path(), body);
-        let out = latlab!()
-            .args(["run", plan.to_str().unwrap(), "--dry-run"])
-            .output()
-            .unwrap();
+        let out = run_exit(
+            latlab!().args(["run", plan.to_str().unwrap(), "--dry-run"]),
+            2,
+        );
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{body}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(err.contains(want), "{body}: {err}");
     }
-    let out = latlab!()
-        .args(["run", "/nonexistent/plan.toml"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    run_exit(latlab!().args(["run", "/nonexistent/plan.toml"]), 2);
 }
