@@ -16,6 +16,13 @@ fn db(store: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `latlab db ARGS` on `store`, which must succeed: its stdout.
+fn db_ok(store: &Path, args: &[&str]) -> String {
+    let o = db(store, args);
+    assert_ok(&o);
+    stdout(&o)
+}
+
 /// A short real measurement written with `--json`.
 fn measured_json(dir: &Path, name: &str) -> PathBuf {
     let file = dir.join(name);
@@ -44,13 +51,8 @@ fn import(store: &Path, files: &[&Path]) -> Output {
 fn list_on_a_missing_store_says_so_and_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("none.db");
-    let o = db(&store, &["list"]);
-    assert_ok(&o);
-    assert!(
-        stdout(&o).contains("no runs: no store at"),
-        "{}",
-        stdout(&o)
-    );
+    let out = db_ok(&store, &["list"]);
+    assert!(out.contains("no runs: no store at"), "{out}");
     assert!(!store.exists());
     // Other commands need a store: a wrong --db is bad input.
     for args in [&["show", "1"][..], &["rm", "1"], &["vacuum"], &["check"]] {
@@ -69,9 +71,7 @@ fn a_measured_run_is_saved_listed_shown_and_removed() {
     assert_ok(&o);
     assert!(stdout(&o).contains("saved as run 1 in"), "{}", stdout(&o));
 
-    let o = db(&store, &["list"]);
-    assert_ok(&o);
-    let text = stdout(&o);
+    let text = db_ok(&store, &["list"]);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
     for col in [
@@ -92,9 +92,7 @@ fn a_measured_run_is_saved_listed_shown_and_removed() {
     assert!(row.contains(&"0.3s"), "{text}");
 
     // The summary, as measure printed it.
-    let o = db(&store, &["show", "1"]);
-    assert_ok(&o);
-    let text = stdout(&o);
+    let text = db_ok(&store, &["show", "1"]);
     assert!(text.starts_with("stored:   run 1 in"), "{text}");
     assert!(
         text.contains("\ncpu0 ") && text.contains("\nall "),
@@ -104,15 +102,13 @@ fn a_measured_run_is_saved_listed_shown_and_removed() {
     // The full result reads back as the file measure wrote, by number and by result id.
     let original: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let o = db(&store, &["show", "1", "--json"]);
-    assert_ok(&o);
-    let back: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let back: serde_json::Value =
+        serde_json::from_str(&db_ok(&store, &["show", "1", "--json"])).unwrap();
     assert_eq!(back, original);
     let uid = original["id"].as_str().unwrap();
-    let o = db(&store, &["show", uid, "--json"]);
-    assert_ok(&o);
     assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap(),
+        serde_json::from_str::<serde_json::Value>(&db_ok(&store, &["show", uid, "--json"]))
+            .unwrap(),
         original
     );
 
@@ -125,12 +121,9 @@ fn a_measured_run_is_saved_listed_shown_and_removed() {
         stderr(&o)
     );
 
-    let o = db(&store, &["rm", "1"]);
-    assert_ok(&o);
-    assert!(stdout(&o).contains(&format!("removed run 1 ({uid})")));
-    let o = db(&store, &["list"]);
-    assert_ok(&o);
-    assert!(stdout(&o).starts_with("no runs in"), "{}", stdout(&o));
+    assert!(db_ok(&store, &["rm", "1"]).contains(&format!("removed run 1 ({uid})")));
+    let out = db_ok(&store, &["list"]);
+    assert!(out.starts_with("no runs in"), "{out}");
     assert_one_line_error(&db(&store, &["show", "1"]), 2, "no run 1");
 }
 
@@ -145,8 +138,7 @@ fn unknown_or_malformed_ids_are_one_line_errors() {
     assert_one_line_error(&db(&store, &["show", ""]), 2, "empty run id");
     // One unknown id among several: nothing is removed.
     assert_one_line_error(&db(&store, &["rm", "1", "42"]), 2, "no run 42");
-    let o = db(&store, &["show", "1"]);
-    assert_ok(&o);
+    db_ok(&store, &["show", "1"]);
     // Missing arguments and unknown subcommands: clap's errors in latlab's one-line form.
     assert_one_line_error(&db(&store, &["rm"]), 2, "required");
     assert_one_line_error(&db(&store, &["show"]), 2, "required");
@@ -165,20 +157,13 @@ fn vacuum_and_check_keep_a_sound_store_sound() {
     let a = measured_json(dir.path(), "a.json");
     let b = measured_json(dir.path(), "b.json");
     assert_ok(&import(&store, &[&a, &b]));
-    assert_ok(&db(&store, &["rm", "1"]));
+    db_ok(&store, &["rm", "1"]);
 
-    let o = db(&store, &["vacuum"]);
-    assert_ok(&o);
-    assert!(stdout(&o).starts_with("vacuumed "), "{}", stdout(&o));
-    let o = db(&store, &["check"]);
-    assert_ok(&o);
-    assert!(
-        stdout(&o).contains(": ok (1 runs, 3 histograms"),
-        "{}",
-        stdout(&o)
-    );
-    let o = db(&store, &["show", "2", "--json"]);
-    assert_ok(&o);
+    let out = db_ok(&store, &["vacuum"]);
+    assert!(out.starts_with("vacuumed "), "{out}");
+    let out = db_ok(&store, &["check"]);
+    assert!(out.contains(": ok (1 runs, 3 histograms"), "{out}");
+    db_ok(&store, &["show", "2", "--json"]);
 }
 
 /// Flip bytes inside every stored histogram's compressed buckets, in the file itself.
@@ -212,7 +197,7 @@ fn check_finds_a_corrupted_histogram_and_exits_1() {
     let store = dir.path().join("s.db");
     let json = measured_json(dir.path(), "r.json");
     assert_ok(&import(&store, &[&json]));
-    assert_ok(&db(&store, &["check"]));
+    db_ok(&store, &["check"]);
     assert!(corrupt_histograms(&store) >= 3);
 
     let o = db(&store, &["check"]);
