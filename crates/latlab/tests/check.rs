@@ -212,6 +212,13 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, latlab_sys::fixture::Entry> {
     latlab_sys::fixture::snapshot(root).unwrap()
 }
 
+/// `check --fix` on `root` with its tuning state in `state`, and `args`.
+fn check_fix(root: &Path, state: &Path, args: &[&str]) -> Output {
+    let mut all = vec!["--fix", "--state-dir", state.to_str().unwrap()];
+    all.extend(args);
+    check(root, &all)
+}
+
 fn restore(root: &Path, state: &Path) -> Output {
     latlab!()
         .arg("--sysroot")
@@ -234,15 +241,7 @@ fn fix_then_tune_restore_leaves_the_bad_tree_as_it_was() {
         "the copy is exact"
     );
 
-    let out = check(
-        dir.path(),
-        &[
-            "--json",
-            "--fix",
-            "--state-dir",
-            state.path().to_str().unwrap(),
-        ],
-    );
+    let out = check_fix(dir.path(), state.path(), &["--json"]);
     let doc = json(&out);
     // The boot-option and by-hand failures remain (clock source, shared IRQ, rtprio).
     assert_eq!(out.status.code(), Some(3), "{doc}");
@@ -278,16 +277,7 @@ fn fix_then_tune_restore_leaves_the_bad_tree_as_it_was() {
     // A second --fix with knobs to apply (control's 10 µs idle bound) refuses while the
     // first is applied, and writes nothing.
     let mid = snapshot(dir.path());
-    let again = check(
-        dir.path(),
-        &[
-            "--fix",
-            "--target",
-            "control",
-            "--state-dir",
-            state.path().to_str().unwrap(),
-        ],
-    );
+    let again = check_fix(dir.path(), state.path(), &["--target", "control"]);
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(err.contains("restore it first"), "{err}");
     assert_ne!(again.status.code(), Some(0));
@@ -302,10 +292,7 @@ fn fix_then_tune_restore_leaves_the_bad_tree_as_it_was() {
 fn fix_prints_the_boot_options_it_cannot_apply() {
     let dir = copy_tree("badly-tuned");
     let state = tempfile::tempdir().unwrap();
-    let out = check(
-        dir.path(),
-        &["--fix", "--state-dir", state.path().to_str().unwrap()],
-    );
+    let out = check_fix(dir.path(), state.path(), &[]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("applied through latlab tune:"), "{text}");
     assert!(text.contains("boot options (not applied"), "{text}");
@@ -323,10 +310,7 @@ fn fix_with_nothing_to_apply_writes_nothing() {
     let dir = copy_tree("vm");
     let state = tempfile::tempdir().unwrap();
     let before = snapshot(dir.path());
-    let out = check(
-        dir.path(),
-        &["--fix", "--state-dir", state.path().to_str().unwrap()],
-    );
+    let out = check_fix(dir.path(), state.path(), &[]);
     assert_eq!(out.status.code(), Some(3));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("preempt=full"), "{text}");
@@ -338,17 +322,7 @@ fn fix_with_nothing_to_apply_writes_nothing() {
 fn measure_before_and_after_the_fix() {
     let dir = copy_tree("badly-tuned");
     let state = tempfile::tempdir().unwrap();
-    let out = check(
-        dir.path(),
-        &[
-            "--json",
-            "--fix",
-            "--measure",
-            "0.3s",
-            "--state-dir",
-            state.path().to_str().unwrap(),
-        ],
-    );
+    let out = check_fix(dir.path(), state.path(), &["--json", "--measure", "0.3s"]);
     let doc = json(&out);
     let m = &doc["measure"];
     assert_eq!(m["duration_ns"], 300_000_000u64);

@@ -5,7 +5,7 @@
 //! podman and chroot need it); skips with the reason otherwise.
 #![allow(clippy::unwrap_used)]
 
-use latlab_testkit::{have, root_or_skip, stderr, stdout};
+use latlab_testkit::{have, output_text, root_or_skip, stderr, stdout};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -25,7 +25,7 @@ fn build(rootfs: &Path, tag: &str) -> bool {
         cmd.arg("--rootfs-only");
     }
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     with_image
 }
 
@@ -143,26 +143,23 @@ fn under_podman(conf: &Path, runtime: &[String], image: &str) {
     assert_eq!(run["threads"].as_array().unwrap().len(), cpus);
     assert!(run["threads"][0]["stats"]["count"].as_u64().unwrap() > 1000);
     // What fails without each, with its message.
-    let out = run_in(
-        conf,
-        runtime,
-        &[&["--cap-add", "IPC_LOCK"][..], budget].concat(),
-        image,
-        &["measure", "-D", "1s"],
-    );
+    let measure_with_only = |cap: &str| {
+        run_in(
+            conf,
+            runtime,
+            &[&["--cap-add", cap][..], budget].concat(),
+            image,
+            &["measure", "-D", "1s"],
+        )
+    };
+    let out = measure_with_only("IPC_LOCK");
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("missing capability CAP_SYS_NICE"),
         "{}",
         stderr(&out)
     );
-    let out = run_in(
-        conf,
-        runtime,
-        &[&["--cap-add", "SYS_NICE"][..], budget].concat(),
-        image,
-        &["measure", "-D", "1s"],
-    );
+    let out = measure_with_only("SYS_NICE");
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         stdout(&out).contains("memory:   not locked: mlockall"),

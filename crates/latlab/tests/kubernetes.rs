@@ -7,7 +7,7 @@
 
 mod common;
 
-use latlab_testkit::{latlab, run_exit, run_ok, stderr, stdout};
+use latlab_testkit::{latlab, output_text, run_exit, run_ok, stderr, stdout};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -344,6 +344,6 @@ fn promtool_accepts_the_alerting_rules() {
         .arg(&file)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     assert!(stdout(&out).contains("4 rules found"), "{}", stdout(&out));
 }
