@@ -3,11 +3,16 @@
 //! the live system, where every field is either read or says why not.
 #![allow(clippy::unwrap_used)]
 
-use latlab_model::system::Field;
+use latlab_model::system::{CpuIdleCpu, Field};
 use latlab_sys::Sys;
 
 fn fixture(name: &str) -> Sys {
     Sys::new(latlab_testkit::machine(name))
+}
+
+/// The names of a CPU's idle states, in the kernel's order (state0 first).
+fn state_names(cpu: &CpuIdleCpu) -> Vec<&str> {
+    cpu.states.iter().map(|s| s.name.as_str()).collect()
 }
 
 #[test]
@@ -30,11 +35,7 @@ fn laptop_with_intel_pstate() {
     assert_eq!(freq[0].boost, Some(true), "no_turbo 0 means turbo allowed");
     let idle = s.cpuidle.value().unwrap();
     assert_eq!(idle.driver, "intel_idle");
-    let names: Vec<&str> = idle.cpus[0]
-        .states
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
+    let names = state_names(&idle.cpus[0]);
     assert_eq!(names, ["POLL", "C1", "C1E", "C6", "C10"]);
     assert!(idle.cpus[0].states[4].exit_latency_us > idle.cpus[0].states[3].exit_latency_us);
     assert_eq!(s.cpu.smt_siblings, vec!["0,2", "1,3"]);
@@ -96,11 +97,7 @@ fn vm_without_cpufreq_says_why() {
     assert!(why.contains("no cpufreq driver"), "{why}");
     let idle = s.cpuidle.value().unwrap();
     assert_eq!(idle.driver, "haltpoll");
-    let names: Vec<&str> = idle.cpus[0]
-        .states
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
+    let names = state_names(&idle.cpus[0]);
     assert_eq!(names, ["POLL", "haltpoll idle"]);
     let cfg = s.kernel_config.value().unwrap();
     assert_eq!(cfg.source, "/proc/config.gz");

@@ -2,6 +2,7 @@
 //! kernel changes them, and one short run on the live system.
 #![allow(clippy::unwrap_used)]
 
+use latlab_model::samples::{Sample, Samples};
 use latlab_sys::Sys;
 use latlab_sys::sample::{
     Sampler, SamplerThread, counter_delta, cpuinfo_mhz, parse_per_cpu_table, parse_perf_event,
@@ -376,22 +377,22 @@ fn streamed_samples_summarize_like_the_run() {
     assert!((energy - 60.0).abs() < 1e-9);
 }
 
-#[test]
-fn live_streaming_sends_every_full_period() {
+/// A sampler of this machine every `period` for `run`, streaming its samples (`keep_series`
+/// as the sampler takes it): what it returned and what it sent.
+fn stream_live(period: Duration, keep_series: bool, run: Duration) -> (Samples, Vec<Sample>) {
     let (tx, rx) = std::sync::mpsc::channel();
     let sys = Sys::new("/");
-    let t = SamplerThread::spawn_streaming(
-        &sys,
-        Duration::from_millis(100),
-        &[],
-        Instant::now(),
-        Some(tx),
-        true,
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(250));
+    let t =
+        SamplerThread::spawn_streaming(&sys, period, &[], Instant::now(), Some(tx), keep_series)
+            .unwrap();
+    std::thread::sleep(run);
     let out = t.stop();
-    let sent: Vec<_> = rx.try_iter().collect();
+    (out, rx.try_iter().collect())
+}
+
+#[test]
+fn live_streaming_sends_every_full_period() {
+    let (out, sent) = stream_live(Duration::from_millis(100), true, Duration::from_millis(250));
     assert_eq!(
         sent.len(),
         out.series.len() - 1,
@@ -403,20 +404,8 @@ fn live_streaming_sends_every_full_period() {
 #[test]
 fn a_sampler_without_end_keeps_only_its_last_sample() {
     // The monitor's sampler runs for months: every sample goes out, none piles up.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let sys = Sys::new("/");
-    let t = SamplerThread::spawn_streaming(
-        &sys,
-        Duration::from_millis(10),
-        &[],
-        Instant::now(),
-        Some(tx),
-        false,
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let out = t.stop();
-    let sent = rx.try_iter().count();
+    let (out, sent) = stream_live(Duration::from_millis(10), false, Duration::from_millis(300));
+    let sent = sent.len();
     assert!(sent >= 5, "{sent} samples sent");
     assert_eq!(
         out.series.len(),
