@@ -87,6 +87,21 @@ fn window_set(k: u64, rng: &mut common::Rng) -> WindowSet {
     }
 }
 
+/// Window sets 0..`n` from a generator seeded with `seed`.
+fn window_sets(n: u64, seed: u64) -> Vec<WindowSet> {
+    let mut rng = common::Rng::new(seed);
+    (0..n).map(|k| window_set(k, &mut rng)).collect()
+}
+
+/// [`window_sets`], each stored in series `id` in turn.
+fn store_window_sets(store: &mut Store, id: SeriesId, n: u64, seed: u64) -> Vec<WindowSet> {
+    let sets = window_sets(n, seed);
+    for set in &sets {
+        store.insert_window_set(id, set).unwrap();
+    }
+    sets
+}
+
 #[test]
 fn a_series_is_continued_by_name() {
     let dir = tempfile::tempdir().unwrap();
@@ -143,11 +158,7 @@ fn windows_are_queried_by_time_and_cpu_with_their_histograms() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path().join("m.db")).unwrap();
     let s = store.open_series(&spec("host")).unwrap();
-    let mut rng = common::Rng::new(7);
-    let sets: Vec<WindowSet> = (0..6).map(|k| window_set(k, &mut rng)).collect();
-    for set in &sets {
-        store.insert_window_set(s.id, set).unwrap();
-    }
+    let sets = store_window_sets(&mut store, s.id, 6, 7);
 
     // Windows 1..=3 overlap [T0 + 1.5 windows, T0 + 3.5 windows).
     let rows = store
@@ -275,12 +286,8 @@ fn retention_merges_whole_hours_exactly() {
     let path = dir.path().join("m.db");
     let mut store = Store::open(&path).unwrap();
     let s = store.open_series(&spec("host")).unwrap();
-    let mut rng = common::Rng::new(11);
     // 2.5 hours of 5-minute windows: 30 windows.
-    let sets: Vec<WindowSet> = (0..30).map(|k| window_set(k, &mut rng)).collect();
-    for set in &sets {
-        store.insert_window_set(s.id, set).unwrap();
-    }
+    let sets = store_window_sets(&mut store, s.id, 30, 11);
     // Merge everything older than T0 + 2h 10m: hours 0 and 1 are whole; hour 2 is not.
     let cutoff = T0 + 2 * HOUR + 10 * 60_000_000_000;
     let summary = store.merge_old_windows(s.id, cutoff).unwrap();
@@ -397,8 +404,7 @@ fn hourly_rows_merge_again_with_windows_added_later() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path().join("m.db")).unwrap();
     let s = store.open_series(&spec("host")).unwrap();
-    let mut rng = common::Rng::new(13);
-    let sets: Vec<WindowSet> = (0..12).map(|k| window_set(k, &mut rng)).collect();
+    let sets = window_sets(12, 13);
     for set in &sets[..6] {
         store.insert_window_set(s.id, set).unwrap();
     }
@@ -469,8 +475,7 @@ fn totals_follow_every_set_survive_merges_and_are_filled_in_older_stores() {
     let mut store = Store::open(&path).unwrap();
     let s = store.open_series(&spec("host")).unwrap();
     assert_eq!(store.series_totals(s.id).unwrap(), None, "no set yet");
-    let mut rng = common::Rng::new(5);
-    let sets: Vec<WindowSet> = (0..30).map(|k| window_set(k, &mut rng)).collect();
+    let sets = window_sets(30, 5);
     for (n, set) in sets.iter().enumerate() {
         store.insert_window_set(s.id, set).unwrap();
         let t = store.series_totals(s.id).unwrap().unwrap();
@@ -589,11 +594,7 @@ fn old_windows_keep_coarser_histograms_with_exact_statistics_and_merge_as_before
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(dir.path().join("m.db")).unwrap();
     let s = store.open_series(&spec("host")).unwrap();
-    let mut rng = common::Rng::new(9);
-    let sets: Vec<WindowSet> = (0..30).map(|k| window_set(k, &mut rng)).collect();
-    for set in &sets {
-        store.insert_window_set(s.id, set).unwrap();
-    }
+    let sets = store_window_sets(&mut store, s.id, 30, 9);
     let totals = store.series_totals(s.id).unwrap();
     let size = |store: &Store, k: usize, cpu: u32| {
         let (h, _) = store
@@ -676,11 +677,7 @@ fn coarsened_windows_move_to_the_end_of_the_table_so_their_pages_come_free() {
     let path = dir.path().join("m.db");
     let mut store = Store::open(&path).unwrap();
     let s = store.open_series(&spec("host")).unwrap();
-    let mut rng = common::Rng::new(3);
-    let sets: Vec<WindowSet> = (0..24).map(|k| window_set(k, &mut rng)).collect();
-    for set in &sets {
-        store.insert_window_set(s.id, set).unwrap();
-    }
+    let sets = store_window_sets(&mut store, s.id, 24, 3);
     let aged = store
         .coarsen_old_windows(s.id, T0 + 12 * MIN5, COARSE_SHIFT, 1000)
         .unwrap();
