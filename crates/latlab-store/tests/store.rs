@@ -5,7 +5,7 @@ mod common;
 
 use latlab_store::*;
 use rusqlite::Connection;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn raw(path: &Path) -> Connection {
     Connection::open(path).unwrap()
@@ -17,6 +17,14 @@ fn count(conn: &Connection, table: &str) -> i64 {
 }
 
 /// Every table that holds part of a run.
+/// A new store, `s.db` in a temporary directory (removed when dropped), and its path.
+fn new_store() -> (tempfile::TempDir, PathBuf, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let store = Store::open(&path).unwrap();
+    (dir, path, store)
+}
+
 const RUN_TABLES: [&str; 10] = [
     "runs",
     "threads",
@@ -73,8 +81,7 @@ fn a_run_reads_back_equal_to_what_was_saved() {
 
 #[test]
 fn a_minimal_run_without_samples_loads_or_spikes_round_trips() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path().join("s.db")).unwrap();
+    let (_dir, _, mut store) = new_store();
     let mut r = common::result("minimal", 2);
     r.samples = None;
     r.loads = Default::default();
@@ -214,9 +221,7 @@ fn a_traced_run_with_spike_stories_round_trips() {
 
 #[test]
 fn system_records_are_shared_by_runs_of_one_machine() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.db");
-    let mut store = Store::open(&path).unwrap();
+    let (_dir, path, mut store) = new_store();
     let a = store.save_run(&common::result("a", 1), None).unwrap();
     let b = store.save_run(&common::result("b", 2), None).unwrap();
     let mut other = common::result("c", 3);
@@ -231,9 +236,7 @@ fn system_records_are_shared_by_runs_of_one_machine() {
 
 #[test]
 fn a_failure_in_the_middle_of_saving_leaves_no_part_of_the_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.db");
-    let mut store = Store::open(&path).unwrap();
+    let (_dir, path, mut store) = new_store();
     let exp = store.create_experiment("e", "plan").unwrap();
     let cell = CellRef {
         experiment: exp,
@@ -272,9 +275,7 @@ fn a_failure_in_the_middle_of_saving_leaves_no_part_of_the_run() {
 
 #[test]
 fn a_result_the_layout_cannot_hold_is_refused_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.db");
-    let mut store = Store::open(&path).unwrap();
+    let (_dir, path, mut store) = new_store();
     let mut r = common::result("bad", 1);
     r.spikes.kept[5].thread = 9;
     let err = store.save_run(&r, None).unwrap_err();
@@ -287,8 +288,7 @@ fn a_result_the_layout_cannot_hold_is_refused_whole() {
 
 #[test]
 fn a_run_is_stored_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path().join("s.db")).unwrap();
+    let (_dir, _, mut store) = new_store();
     let id = store.save_run(&common::result("same", 1), None).unwrap();
     let err = store
         .save_run(&common::result("same", 1), None)
@@ -304,8 +304,7 @@ fn a_run_is_stored_once() {
 
 #[test]
 fn runs_are_listed_with_their_statistics_and_removed() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path().join("s.db")).unwrap();
+    let (_dir, _, mut store) = new_store();
     let exp = store.create_experiment("governors", "[axes]").unwrap();
     let r1 = common::result("r1", 1);
     let r2 = common::result("r2", 2);
@@ -435,9 +434,7 @@ fn an_experiment_records_its_cells_for_resume() {
 
 #[test]
 fn the_store_runs_in_wal_mode_with_foreign_keys() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.db");
-    let mut store = Store::open(&path).unwrap();
+    let (dir, path, mut store) = new_store();
     assert_eq!(store.journal_mode().unwrap(), "wal");
     store.save_run(&common::result("w", 1), None).unwrap();
     // The mode is stored in the file: another connection sees it, and the WAL file exists.
@@ -572,9 +569,7 @@ fn files_that_are_not_latlab_stores_are_refused_untouched() {
 
 #[test]
 fn check_finds_a_corrupted_histogram() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.db");
-    let mut store = Store::open(&path).unwrap();
+    let (_dir, path, mut store) = new_store();
     let id = store.save_run(&common::result("c", 1), None).unwrap();
     store.save_run(&common::result("d", 2), None).unwrap();
     let report = store.check().unwrap();
@@ -615,9 +610,7 @@ fn check_finds_a_corrupted_histogram() {
 
 #[test]
 fn check_finds_a_histogram_that_disagrees_with_its_row_and_broken_json() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.db");
-    let mut store = Store::open(&path).unwrap();
+    let (_dir, path, mut store) = new_store();
     let a = store.save_run(&common::result("a", 1), None).unwrap();
     let b = store.save_run(&common::result("b", 2), None).unwrap();
     let conn = raw(&path);
@@ -639,9 +632,7 @@ fn check_finds_a_histogram_that_disagrees_with_its_row_and_broken_json() {
 
 #[test]
 fn check_finds_rows_whose_parent_is_gone() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.db");
-    let mut store = Store::open(&path).unwrap();
+    let (_dir, path, mut store) = new_store();
     store.save_run(&common::result("a", 1), None).unwrap();
     // Another program deleting with foreign keys off.
     let conn = raw(&path);
@@ -661,9 +652,7 @@ fn check_finds_rows_whose_parent_is_gone() {
 
 #[test]
 fn vacuum_keeps_every_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s.db");
-    let mut store = Store::open(&path).unwrap();
+    let (_dir, _, mut store) = new_store();
     let ids: Vec<_> = (0..4)
         .map(|k| {
             store
