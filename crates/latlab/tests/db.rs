@@ -47,6 +47,14 @@ fn import(store: &Path, files: &[&Path]) -> Output {
     c.output().unwrap()
 }
 
+/// `s.db` in `dir` holding one short measured run (imported from `r.json` beside it).
+fn store_with_a_run(dir: &Path) -> PathBuf {
+    let store = dir.join("s.db");
+    let json = measured_json(dir, "r.json");
+    assert_ok(&import(&store, &[&json]));
+    store
+}
+
 #[test]
 fn list_on_a_missing_store_says_so_and_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -130,9 +138,7 @@ fn a_measured_run_is_saved_listed_shown_and_removed() {
 #[test]
 fn unknown_or_malformed_ids_are_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("s.db");
-    let json = measured_json(dir.path(), "r.json");
-    assert_ok(&import(&store, &[&json]));
+    let store = store_with_a_run(dir.path());
 
     assert_one_line_error(&db(&store, &["show", "42"]), 2, "no run 42 in");
     assert_one_line_error(&db(&store, &["show", ""]), 2, "empty run id");
@@ -194,9 +200,7 @@ fn corrupt_histograms(store: &Path) -> usize {
 #[test]
 fn check_finds_a_corrupted_histogram_and_exits_1() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("s.db");
-    let json = measured_json(dir.path(), "r.json");
-    assert_ok(&import(&store, &[&json]));
+    let store = store_with_a_run(dir.path());
     db_ok(&store, &["check"]);
     assert!(corrupt_histograms(&store) >= 3);
 
@@ -218,9 +222,7 @@ fn check_finds_a_corrupted_histogram_and_exits_1() {
 #[test]
 fn a_store_from_a_newer_latlab_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("s.db");
-    let json = measured_json(dir.path(), "r.json");
-    assert_ok(&import(&store, &[&json]));
+    let store = store_with_a_run(dir.path());
     // SQLite keeps the schema's user_version at byte 60 of the file, big-endian.
     let mut bytes = std::fs::read(&store).unwrap();
     bytes[60..64].copy_from_slice(&99u32.to_be_bytes());
