@@ -10,13 +10,7 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 fn run_ok(args: &[&str]) -> Output {
-    let out = latlab!().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "latlab {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    latlab_testkit::run_ok(latlab!().args(args))
 }
 
 fn read_json(path: &Path) -> serde_json::Value {

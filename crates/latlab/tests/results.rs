@@ -43,13 +43,7 @@ fn store() -> &'static Path {
 }
 
 fn run_ok(args: &[&str]) -> std::process::Output {
-    let out = latlab!().args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "latlab {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    latlab_testkit::run_ok(latlab!().args(args))
 }
 
 #[test]
