@@ -321,40 +321,19 @@ fn metrics_scraped_by_prometheus_match_the_store() {
     let (_, ts, idx) = prom_query(prom_addr, "latlab_monitor_last_window_index", None)[0].clone();
     let idx = idx as u64;
     let at = Some(ts);
-    let count = by_cpu(&prom_query(
-        prom_addr,
-        "latlab_wakeup_latency_seconds_count",
-        at,
-    ));
-    let le100 = by_cpu(&prom_query(
-        prom_addr,
-        "latlab_wakeup_latency_seconds_bucket{le=\"0.0001\"}",
-        at,
-    ));
-    let inf = by_cpu(&prom_query(
-        prom_addr,
-        "latlab_wakeup_latency_seconds_bucket{le=\"+Inf\"}",
-        at,
-    ));
-    let sum = by_cpu(&prom_query(
-        prom_addr,
-        "latlab_wakeup_latency_seconds_sum",
-        at,
-    ));
-    let wmax = by_cpu(&prom_query(
-        prom_addr,
-        "latlab_wakeup_latency_window_max_seconds",
-        at,
-    ));
-    let missed = by_cpu(&prom_query(prom_addr, "latlab_missed_periods_total", at));
-    let q50 = prom_query(
-        prom_addr,
-        "histogram_quantile(0.5, latlab_wakeup_latency_seconds_bucket)",
-        at,
-    );
-    let info = prom_query(prom_addr, "latlab_system_info", at);
-    let build = prom_query(prom_addr, "latlab_build_info", at);
-    let cpuidle = prom_query(prom_addr, "latlab_cpuidle_state_time_seconds_total", at);
+    // Every query at the time of that scrape; per CPU by the `cpu` label.
+    let query = |q: &str| prom_query(prom_addr, q, at);
+    let per_cpu = |q: &str| by_cpu(&query(q));
+    let count = per_cpu("latlab_wakeup_latency_seconds_count");
+    let le100 = per_cpu("latlab_wakeup_latency_seconds_bucket{le=\"0.0001\"}");
+    let inf = per_cpu("latlab_wakeup_latency_seconds_bucket{le=\"+Inf\"}");
+    let sum = per_cpu("latlab_wakeup_latency_seconds_sum");
+    let wmax = per_cpu("latlab_wakeup_latency_window_max_seconds");
+    let missed = per_cpu("latlab_missed_periods_total");
+    let q50 = query("histogram_quantile(0.5, latlab_wakeup_latency_seconds_bucket)");
+    let info = query("latlab_system_info");
+    let build = query("latlab_build_info");
+    let cpuidle = query("latlab_cpuidle_state_time_seconds_total");
     // Every query of the Grafana dashboard in the repository runs on this Prometheus.
     let dash: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(
