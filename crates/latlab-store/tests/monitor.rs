@@ -9,6 +9,7 @@ use latlab_model::samples::{CpuIdleStates, CpuSummary, PowerSource, ThermalSumma
 use latlab_store::*;
 use rusqlite::Connection;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 const MIN5: u64 = 300_000_000_000;
 const HOUR: u64 = 3_600_000_000_000;
@@ -87,6 +88,16 @@ fn window_set(k: u64, rng: &mut common::Rng) -> WindowSet {
     }
 }
 
+/// A new store, `m.db` in a temporary directory (removed when dropped), its path, and the
+/// series `host` opened in it.
+fn host_store() -> (tempfile::TempDir, PathBuf, Store, SeriesState) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let mut store = Store::open(&path).unwrap();
+    let s = store.open_series(&spec("host")).unwrap();
+    (dir, path, store, s)
+}
+
 /// Window sets 0..`n` from a generator seeded with `seed`.
 fn window_sets(n: u64, seed: u64) -> Vec<WindowSet> {
     let mut rng = common::Rng::new(seed);
@@ -155,9 +166,7 @@ fn a_series_is_continued_by_name() {
 
 #[test]
 fn windows_are_queried_by_time_and_cpu_with_their_histograms() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path().join("m.db")).unwrap();
-    let s = store.open_series(&spec("host")).unwrap();
+    let (_dir, _, mut store, s) = host_store();
     let sets = store_window_sets(&mut store, s.id, 6, 7);
 
     // Windows 1..=3 overlap [T0 + 1.5 windows, T0 + 3.5 windows).
@@ -219,10 +228,7 @@ fn windows_are_queried_by_time_and_cpu_with_their_histograms() {
 
 #[test]
 fn a_window_set_is_written_whole_or_not_at_all() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("m.db");
-    let mut store = Store::open(&path).unwrap();
-    let s = store.open_series(&spec("host")).unwrap();
+    let (_dir, path, mut store, s) = host_store();
     let mut rng = common::Rng::new(9);
     let set = window_set(0, &mut rng);
     // Make the second CPU's window fail after the set and the first CPU's rows are in.
@@ -256,9 +262,7 @@ fn a_window_set_is_written_whole_or_not_at_all() {
 
 #[test]
 fn annotations_are_kept_on_the_time_axis() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path().join("m.db")).unwrap();
-    let s = store.open_series(&spec("host")).unwrap();
+    let (_dir, _, mut store, s) = host_store();
     let a = Annotation {
         at_unix_ns: T0 + 5 * HOUR + 5 * 60_000_000_000,
         cpu: Some(2),
@@ -282,10 +286,7 @@ fn annotations_are_kept_on_the_time_axis() {
 
 #[test]
 fn retention_merges_whole_hours_exactly() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("m.db");
-    let mut store = Store::open(&path).unwrap();
-    let s = store.open_series(&spec("host")).unwrap();
+    let (_dir, _, mut store, s) = host_store();
     // 2.5 hours of 5-minute windows: 30 windows.
     let sets = store_window_sets(&mut store, s.id, 30, 11);
     // Merge everything older than T0 + 2h 10m: hours 0 and 1 are whole; hour 2 is not.
@@ -401,9 +402,7 @@ fn retention_merges_whole_hours_exactly() {
 #[test]
 fn hourly_rows_merge_again_with_windows_added_later() {
     // Merging is associative: (w0 + w1) + w2 holds what w0 + w1 + w2 holds.
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path().join("m.db")).unwrap();
-    let s = store.open_series(&spec("host")).unwrap();
+    let (_dir, _, mut store, s) = host_store();
     let sets = window_sets(12, 13);
     for set in &sets[..6] {
         store.insert_window_set(s.id, set).unwrap();
@@ -470,10 +469,7 @@ fn observed_totals(t: &SeriesTotals) -> Totals {
 
 #[test]
 fn totals_follow_every_set_survive_merges_and_are_filled_in_older_stores() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("m.db");
-    let mut store = Store::open(&path).unwrap();
-    let s = store.open_series(&spec("host")).unwrap();
+    let (_dir, path, mut store, s) = host_store();
     assert_eq!(store.series_totals(s.id).unwrap(), None, "no set yet");
     let sets = window_sets(30, 5);
     for (n, set) in sets.iter().enumerate() {
@@ -591,9 +587,7 @@ fn totals_follow_every_set_survive_merges_and_are_filled_in_older_stores() {
 
 #[test]
 fn old_windows_keep_coarser_histograms_with_exact_statistics_and_merge_as_before() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut store = Store::open(dir.path().join("m.db")).unwrap();
-    let s = store.open_series(&spec("host")).unwrap();
+    let (_dir, _, mut store, s) = host_store();
     let sets = store_window_sets(&mut store, s.id, 30, 9);
     let totals = store.series_totals(s.id).unwrap();
     let size = |store: &Store, k: usize, cpu: u32| {
@@ -673,10 +667,7 @@ fn coarsened_windows_move_to_the_end_of_the_table_so_their_pages_come_free() {
     // (a real window's 2.8 KB is one to a page, and SQLite does not merge pages on a shrinking
     // update): measured on `fill-monitor --cpus 64 --span 9d`, 700 MB in place against 577 MB
     // moved. Moved to the end, the rows of old windows leave their pages empty together.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("m.db");
-    let mut store = Store::open(&path).unwrap();
-    let s = store.open_series(&spec("host")).unwrap();
+    let (_dir, path, mut store, s) = host_store();
     let sets = store_window_sets(&mut store, s.id, 24, 3);
     let aged = store
         .coarsen_old_windows(s.id, T0 + 12 * MIN5, COARSE_SHIFT, 1000)
