@@ -4,17 +4,12 @@
 
 mod common;
 
-use latlab_testkit::{is_root, latlab, policy_args, run_exit};
-use std::path::Path;
+use latlab_testkit::{is_root, json, latlab, policy_args, read_json, run_exit};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
 fn run_ok(args: &[&str]) -> Output {
     latlab_testkit::run_ok(latlab!().args(args))
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 fn check_invariants(r: &serde_json::Value, periods: u64, windows: usize) {
@@ -122,7 +117,7 @@ fn loops_bound_the_run_and_json_can_go_to_stdout() {
     ];
     args.extend(policy_args());
     let out = run_ok(&args);
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = json(&out);
     assert_eq!(r["stop"]["reason"], "loops");
     check_invariants(&r, 300, 1);
 }
@@ -182,7 +177,7 @@ fn break_stops_the_run_with_its_reason() {
     ];
     args.extend(policy_args());
     let out = run_ok(&args);
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = json(&out);
     assert_eq!(r["stop"]["reason"], "break");
     assert!(r["elapsed_ns"].as_u64().unwrap() < 2_000_000_000);
 }
@@ -327,7 +322,7 @@ fn deadline_policy_runs_as_root() {
         "--json",
         "-",
     ]);
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = json(&out);
     assert_eq!(r["config"]["policy"], "deadline");
     assert_eq!(r["config"]["cpus"], serde_json::Value::Null, "unpinned");
     for t in r["threads"].as_array().unwrap() {
@@ -387,7 +382,7 @@ fn samplers_run_beside_the_measurement() {
         "--json",
         "-",
     ]);
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = json(&out);
     assert!(r.get("samples").is_none());
 }
 
@@ -451,7 +446,7 @@ fn a_load_schedule_records_its_phases() {
         "--json",
         "-",
     ]);
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = json(&out);
     let phases = r["loads"]["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 3, "{phases:?}");
     let mut last_end = 0;
@@ -519,7 +514,7 @@ fn a_profile_is_applied_for_the_run_and_restored() {
         "-",
     ]);
     assert_eq!(snapshot(), before, "the system is as it was");
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = json(&out);
     assert_eq!(r["environment"]["profile"], "lowlatency");
     let tuning = r["environment"]["tuning"].as_array().unwrap();
     assert!(!tuning.is_empty());
