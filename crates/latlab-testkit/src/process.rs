@@ -1,9 +1,9 @@
 //! Processes a test starts and watches: a daemon whose output goes to a log file and that is
-//! killed if the test ends early, waiting for a condition or an exit with a time limit, and a
-//! free TCP port to listen on.
+//! killed if the test ends early, waiting for a condition or an exit with a time limit, a
+//! command stopped by a signal, and a free TCP port to listen on.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// A TCP port on 127.0.0.1 nothing listens on (at the time of asking).
@@ -40,6 +40,42 @@ pub fn wait_exit(child: &mut Child, timeout: Duration) -> ExitStatus {
             panic!("process did not exit within {timeout:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Start `cmd` with its stdout and stderr kept, send it `sig` after `after`, and wait for it to
+/// exit: its output and the time from the signal to the exit. Fails (killing it) if it has not
+/// exited `limit` after the signal.
+pub fn signal_after(
+    cmd: &mut Command,
+    after: Duration,
+    sig: libc::c_int,
+    limit: Duration,
+) -> (Output, Duration) {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+    let pid = child.id() as libc::pid_t;
+    std::thread::sleep(after);
+    // SAFETY: a pid of a child this test started and has not reaped.
+    unsafe { libc::kill(pid, sig) };
+    let sent = Instant::now();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => (
+            out.unwrap_or_else(|e| panic!("waiting for {cmd:?}: {e}")),
+            sent.elapsed(),
+        ),
+        Err(_) => {
+            // SAFETY: as above: the waiting thread has not reaped it.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{cmd:?} did not exit within {limit:?} of the signal");
+        }
     }
 }
 

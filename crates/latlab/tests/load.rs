@@ -2,8 +2,8 @@
 //! and SIGTERM ending a run cleanly.
 #![allow(clippy::unwrap_used)]
 
+use latlab_testkit::process::signal_after;
 use latlab_testkit::{json, latlab, run_exit};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -156,18 +156,13 @@ fn a_schedule_prints_its_phases() {
 fn sigterm_ends_a_run_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let io = format!("io:size=256k,workers=1,dir={}", dir.path().display());
-    let child = latlab!()
-        .args(["load", "cpu:workers=1", &io, "--duration", "60s", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(800));
-    let t = Instant::now();
-    // SAFETY: plain system call on our own child.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    let out = child.wait_with_output().unwrap();
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    let (out, took) = signal_after(
+        latlab!().args(["load", "cpu:workers=1", &io, "--duration", "60s", "--json"]),
+        Duration::from_millis(800),
+        libc::SIGTERM,
+        Duration::from_secs(20),
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("stopped by SIGTERM"), "{err}");

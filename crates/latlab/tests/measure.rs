@@ -4,8 +4,9 @@
 
 mod common;
 
+use latlab_testkit::process::signal_after;
 use latlab_testkit::{is_root, json, latlab, policy_args, read_json, run_exit};
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 
 fn run_ok(args: &[&str]) -> Output {
@@ -148,16 +149,12 @@ fn sigterm_ends_the_run_cleanly_and_writes_every_output() {
     args.push(json.to_str().unwrap());
     args.extend(["--histfile", hist.to_str().unwrap()]);
     args.extend(policy_args());
-    let child = latlab!()
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: sending a signal to our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = child.wait_with_output().unwrap();
+    let (out, _) = signal_after(
+        latlab!().args(&args),
+        Duration::from_millis(1500),
+        libc::SIGTERM,
+        Duration::from_secs(20),
+    );
     latlab_testkit::assert_ok(&out);
     let r = read_json(&json);
     assert_eq!(r["stop"]["reason"], "signal");

@@ -4,6 +4,7 @@
 
 use latlab_model::StopReason;
 use latlab_model::trace::{Family, TRACE_SCHEMA, TraceRun};
+use latlab_testkit::process::signal_after;
 use latlab_testkit::{latlab, root_or_skip};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -196,27 +197,14 @@ fn ctrl_c_stops_the_run_and_every_output_is_written() {
     }
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
-    let mut child = latlab!()
-        .args(["trace", "-e", "hrtimer,softirq", "-q", "--json"])
-        .arg(&json)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let start = std::time::Instant::now();
-    let out = loop {
-        if let Some(_status) = child.try_wait().unwrap() {
-            break child.wait_with_output().unwrap();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "stopped within 10 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (out, _) = signal_after(
+        latlab!()
+            .args(["trace", "-e", "hrtimer,softirq", "-q", "--json"])
+            .arg(&json),
+        Duration::from_millis(1500),
+        libc::SIGINT,
+        Duration::from_secs(10),
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     let run: TraceRun = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
