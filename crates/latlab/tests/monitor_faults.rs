@@ -26,13 +26,25 @@ fn monitor(db: &Path, name: &str) -> Command {
 }
 
 /// The daemon on series `t` of `db` (its log `dir/1.log`), once it has stored `n` windows.
+/// Fails with the daemon's log if it exits first or has not stored them within 30 s.
 fn started(db: &Path, dir: &Path, n: usize) -> Proc {
-    let d = Proc::start(monitor(db, "t"), dir.join("1.log"));
-    wait_for(
-        &format!("{n} stored window(s)"),
-        Duration::from_secs(30),
-        || sets(db, "t").len() >= n,
-    );
+    let mut d = Proc::start(monitor(db, "t"), dir.join("1.log"));
+    let t = std::time::Instant::now();
+    while sets(db, "t").len() < n {
+        if let Ok(Some(status)) = d.child.try_wait() {
+            panic!(
+                "the daemon exited ({status}) before {n} window(s): {}",
+                d.log()
+            );
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            panic!(
+                "timed out waiting for {n} stored window(s); the daemon's log: {}",
+                d.log()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     d
 }
 
