@@ -144,6 +144,23 @@ impl Default for Histogram {
     }
 }
 
+/// Every value recorded once: `[1_000, 2_000].into_iter().collect::<Histogram>()`.
+impl FromIterator<u64> for Histogram {
+    fn from_iter<I: IntoIterator<Item = u64>>(values: I) -> Self {
+        let mut h = Histogram::new();
+        h.extend(values);
+        h
+    }
+}
+
+impl Extend<u64> for Histogram {
+    fn extend<I: IntoIterator<Item = u64>>(&mut self, values: I) {
+        for v in values {
+            self.record(v);
+        }
+    }
+}
+
 impl PartialEq for Histogram {
     fn eq(&self, other: &Self) -> bool {
         self.count == other.count

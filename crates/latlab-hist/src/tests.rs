@@ -28,10 +28,7 @@ fn percentiles_match_a_sorted_reference_on_random_data() {
         let mut rng = StdRng::seed_from_u64(seed);
         let n = rng.random_range(1..50_000);
         let mut values: Vec<u64> = (0..n).map(|_| latency_like(&mut rng)).collect();
-        let mut h = Histogram::new();
-        for &v in &values {
-            h.record(v);
-        }
+        let h: Histogram = values.iter().copied().collect();
         values.sort_unstable();
         for q in [0.0, 1.0, 10.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0] {
             let want = reference_percentile(&values, q);
@@ -65,10 +62,7 @@ fn percentiles_match_a_sorted_reference_on_random_data() {
 
 #[test]
 fn small_values_are_exact() {
-    let mut h = Histogram::new();
-    for v in 0..2048u64 {
-        h.record(v);
-    }
+    let h: Histogram = (0..2048u64).collect();
     for b in h.buckets() {
         assert_eq!(b.low, b.high, "bucket {b:?} is not exact");
         assert_eq!(b.count, 1);
@@ -141,10 +135,7 @@ fn empty_histogram_has_zero_statistics_and_round_trips() {
 #[test]
 fn binary_and_json_encodings_round_trip_exactly() {
     let mut rng = StdRng::seed_from_u64(3);
-    let mut h = Histogram::new();
-    for _ in 0..100_000 {
-        h.record(latency_like(&mut rng));
-    }
+    let h: Histogram = (0..100_000).map(|_| latency_like(&mut rng)).collect();
     let bytes = h.encode();
     assert!(
         bytes.len() < 8 * 1024,
@@ -181,10 +172,7 @@ fn corrupt_encodings_are_rejected() {
 
 #[test]
 fn count_at_or_below_walks_buckets() {
-    let mut h = Histogram::new();
-    for v in [10, 20, 30, 1000] {
-        h.record(v);
-    }
+    let h: Histogram = [10, 20, 30, 1000].into_iter().collect();
     assert_eq!(h.count_at_or_below(9), 0);
     assert_eq!(h.count_at_or_below(20), 2);
     assert_eq!(h.count_at_or_below(999), 3);
@@ -243,10 +231,7 @@ fn drain_into_merges_reports_the_percentile_and_clears() {
     let mut rng = StdRng::seed_from_u64(9);
     let mut total = Histogram::new();
     total.record(5);
-    let mut window = Histogram::new();
-    for _ in 0..5000 {
-        window.record(latency_like(&mut rng));
-    }
+    let window: Histogram = (0..5000).map(|_| latency_like(&mut rng)).collect();
     let mut want_total = total.clone();
     want_total.merge(&window);
     for q in [0.0, 50.0, 99.0, 100.0] {
@@ -264,10 +249,7 @@ fn drain_into_merges_reports_the_percentile_and_clears() {
 fn a_coarsened_histogram_keeps_its_statistics_within_the_promised_error_in_fewer_bytes() {
     let mut rng = StdRng::seed_from_u64(17);
     let mut values: Vec<u64> = (0..200_000).map(|_| latency_like(&mut rng)).collect();
-    let mut h = Histogram::new();
-    for v in &values {
-        h.record(*v);
-    }
+    let h: Histogram = values.iter().copied().collect();
     values.sort_unstable();
     let fine = h.encode().len();
     let shift = 4;
@@ -307,10 +289,7 @@ fn a_coarsened_histogram_keeps_its_statistics_within_the_promised_error_in_fewer
 #[test]
 fn the_quick_encoding_is_the_same_format_and_round_trips_exactly() {
     let mut rng = StdRng::seed_from_u64(5);
-    let mut h = Histogram::new();
-    for _ in 0..200_000 {
-        h.record(latency_like(&mut rng));
-    }
+    let h: Histogram = (0..200_000).map(|_| latency_like(&mut rng)).collect();
     let (quick, small) = (h.encode_quick(), h.encode());
     assert_eq!(quick[..40], small[..40], "same header and cookie");
     assert_ne!(quick, small, "a different deflate level");
@@ -332,10 +311,7 @@ fn hdrhistogram_serializer_output_and_latlab_encoding_read_each_other() {
     use hdrhistogram::serialization::{Serializer, V2DeflateSerializer, V2Serializer};
     let mut rng = StdRng::seed_from_u64(11);
     for n in [0usize, 1, 10, 1000, 300_000] {
-        let mut h = Histogram::new();
-        for _ in 0..n {
-            h.record(latency_like(&mut rng));
-        }
+        let mut h: Histogram = (0..n).map(|_| latency_like(&mut rng)).collect();
         if n == 1000 {
             h.record(0);
             h.record(HIGHEST_NS + 5);
@@ -374,14 +350,27 @@ fn hdrhistogram_serializer_output_and_latlab_encoding_read_each_other() {
 
 #[test]
 fn damaged_buckets_are_refused_not_misread() {
-    let mut h = Histogram::new();
-    for v in [1_000, 2_000, 50_000] {
-        h.record(v);
-    }
+    let h: Histogram = [1_000, 2_000, 50_000].into_iter().collect();
     let good = h.encode();
     // Cut inside the deflate stream, and a wrong cookie.
     assert!(Histogram::decode(&good[..good.len() - 4]).is_err());
     let mut bad = good.clone();
     bad[36] ^= 0xff;
     assert!(Histogram::decode(&bad).is_err());
+}
+
+#[test]
+fn collecting_and_extending_record_every_value_once() {
+    let values = [5u64, 1_000, 1_000, 75_000, 3_000_000];
+    let mut by_hand = Histogram::new();
+    for v in values {
+        by_hand.record(v);
+    }
+    let collected: Histogram = values.into_iter().collect();
+    assert_eq!(collected, by_hand);
+    assert_eq!(collected.count(), 5);
+    let mut extended: Histogram = values[..2].iter().copied().collect();
+    extended.extend(values[2..].iter().copied());
+    assert_eq!(extended, by_hand);
+    assert_eq!(Histogram::from_iter(std::iter::empty()), Histogram::new());
 }

@@ -2,10 +2,7 @@
 use super::*;
 
 pub(crate) fn sample_result() -> RunResult {
-    let mut h = Histogram::new();
-    for v in [30_000, 31_000, 45_000, 2_000_000] {
-        h.record(v);
-    }
+    let h: Histogram = [30_000, 31_000, 45_000, 2_000_000].into_iter().collect();
     let stats = Stats::of(&h);
     let thread = ThreadResult {
         label: "cpu0".into(),

@@ -100,10 +100,9 @@ mod tests {
 
     #[test]
     fn truncates_to_whole_microseconds() {
-        let mut h = Histogram::new();
-        for v in [0, 999, 1000, 1999, 2000, 2047, 20_000, 25_000] {
-            h.record(v);
-        }
+        let h: Histogram = [0, 999, 1000, 1999, 2000, 2047, 20_000, 25_000]
+            .into_iter()
+            .collect();
         let b = us_buckets(&h, 20);
         assert_eq!(b.in_range, vec![(0, 2), (1, 2), (2, 2)]);
         assert_eq!(b.overflows, 2);
@@ -113,10 +112,7 @@ mod tests {
     #[test]
     fn extremes_land_in_their_own_microsecond() {
         // 1_500_000 is in the latlab bucket 1_499_648..=1_500_159, 25_000 in 24_992..=25_007.
-        let mut h = Histogram::new();
-        for v in [25_000, 25_000, 1_500_000] {
-            h.record(v);
-        }
+        let mut h: Histogram = [25_000, 25_000, 1_500_000].into_iter().collect();
         let b = us_buckets(&h, 2000);
         assert_eq!(b.in_range, vec![(25, 2), (1500, 1)]);
         // Only the maximum is known exactly inside a bucket it shares with other values.

@@ -42,10 +42,7 @@ fn window_set(k: u64, rng: &mut common::Rng) -> WindowSet {
     let cpus = (0..2u32)
         .filter(|&cpu| cpu == 0 || k.is_multiple_of(2))
         .map(|cpu| {
-            let mut h = Histogram::new();
-            for _ in 0..(500 + k * 10) {
-                h.record(rng.latency());
-            }
+            let h: Histogram = (0..(500 + k * 10)).map(|_| rng.latency()).collect();
             MonitorWindow {
                 cpu,
                 missed: k % 3,

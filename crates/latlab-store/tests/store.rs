@@ -103,10 +103,7 @@ fn traced(mut r: latlab_model::RunResult) -> latlab_model::RunResult {
     use latlab_hist::Histogram;
     use latlab_model::trace::*;
     let hist = |v: &[u64]| {
-        let mut h = Histogram::new();
-        for &x in v {
-            h.record(x);
-        }
+        let h: Histogram = v.iter().copied().collect();
         h
     };
     let family = |family, v: &[u64]| FamilyResult {

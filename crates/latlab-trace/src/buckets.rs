@@ -204,10 +204,7 @@ mod tests {
     fn conversion_equals_recording_every_value() {
         for seed in [1u64, 7, 42, 1234, 987_654_321] {
             let vals = values(20_000, seed);
-            let mut direct = Histogram::new();
-            for &v in &vals {
-                direct.record(v);
-            }
+            let direct: Histogram = vals.iter().copied().collect();
             let (buckets, stats) = kernel_side(&vals);
             let converted = to_histogram(&buckets, stats);
             assert_eq!(converted, direct, "seed {seed}");
@@ -233,10 +230,7 @@ mod tests {
             HIGHEST_NS + 1,
             u64::MAX / 2,
         ];
-        let mut direct = Histogram::new();
-        for &v in &vals {
-            direct.record(v);
-        }
+        let direct: Histogram = vals.iter().copied().collect();
         let (buckets, stats) = kernel_side(&vals);
         assert_eq!(to_histogram(&buckets, stats), direct);
     }
@@ -249,10 +243,7 @@ mod tests {
         let (bb, sb) = kernel_side(&b);
         let mut all = ba.clone();
         all.extend(bb);
-        let mut direct = Histogram::new();
-        for &v in a.iter().chain(&b) {
-            direct.record(v);
-        }
+        let direct: Histogram = a.iter().chain(&b).copied().collect();
         assert_eq!(to_histogram(&all, merge_stats(sa, sb)), direct);
     }
 

@@ -479,10 +479,7 @@ mod tests {
     }
 
     fn hist(values: &[u64]) -> Histogram {
-        let mut h = Histogram::new();
-        for &v in values {
-            h.record(v);
-        }
+        let h: Histogram = values.iter().copied().collect();
         h
     }
 

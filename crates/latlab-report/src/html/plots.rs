@@ -709,10 +709,9 @@ mod tests {
 
     #[test]
     fn bins_hold_every_sample_and_the_max() {
-        let mut h = Histogram::new();
-        for v in [1_000, 1_500, 2_000, 250_000, 3_013_700] {
-            h.record(v);
-        }
+        let h: Histogram = [1_000, 1_500, 2_000, 250_000, 3_013_700]
+            .into_iter()
+            .collect();
         let w = bin_width(h.max());
         let n = (h.max() / w + 1) as usize;
         let bins = bin_counts(&h, w, n);
@@ -723,10 +722,7 @@ mod tests {
 
     #[test]
     fn spectrum_ends_at_the_max() {
-        let mut h = Histogram::new();
-        for v in 1..=1000u64 {
-            h.record(v * 1000);
-        }
+        let h: Histogram = (1..=1000u64).map(|v| v * 1000).collect();
         let p = spectrum_points(&h);
         assert_eq!(
             p.first().copied(),

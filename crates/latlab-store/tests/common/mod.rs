@@ -46,10 +46,7 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
         let mut h = Histogram::new();
         let mut windows = Vec::new();
         for w in 0..5u64 {
-            let mut wh = Histogram::new();
-            for _ in 0..200 {
-                wh.record(rng.latency());
-            }
+            let wh: Histogram = (0..200).map(|_| rng.latency()).collect();
             windows.push(Window {
                 index: w,
                 start_ns: w * 200 * interval,
