@@ -13,6 +13,14 @@ fn run_ok(args: &[&str]) -> Output {
     latlab_testkit::run_ok(latlab!().args(args))
 }
 
+/// `latlab measure ARGS` with this machine's policy (fifo as root, else other) must succeed.
+fn measure(args: &[&str]) -> Output {
+    let mut all = vec!["measure"];
+    all.extend_from_slice(args);
+    all.extend(policy_args());
+    run_ok(&all)
+}
+
 fn check_invariants(r: &serde_json::Value, periods: u64, windows: usize) {
     assert_eq!(r["schema"], "latlab.run");
     let threads = r["threads"].as_array().unwrap();
@@ -69,17 +77,14 @@ fn a_real_run_writes_consistent_json_and_cyclictest_files() {
         dir.path().join("h.txt"),
         dir.path().join("ct.json"),
     );
-    let mut args = vec![
-        "measure", "-D", "2s", "-i", "1ms", "--window", "500ms", "-q", "--json",
-    ];
+    let mut args = vec!["-D", "2s", "-i", "1ms", "--window", "500ms", "-q", "--json"];
     let (j, h, c) = (
         json.to_str().unwrap(),
         hist.to_str().unwrap(),
         ct.to_str().unwrap(),
     );
     args.extend([j, "--histfile", h, "--cyclictest-json", c]);
-    args.extend(policy_args());
-    let out = run_ok(&args);
+    let out = measure(&args);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("p99.9"), "summary table printed: {stdout}");
     let r = read_json(&json);
@@ -113,12 +118,9 @@ fn a_real_run_writes_consistent_json_and_cyclictest_files() {
 
 #[test]
 fn loops_bound_the_run_and_json_can_go_to_stdout() {
-    let mut args = vec![
-        "measure", "-l", "300", "-i", "1ms", "-a", "0", "--json", "-",
-    ];
-    args.extend(policy_args());
-    let out = run_ok(&args);
-    let r = json(&out);
+    let r = json(&measure(&[
+        "-l", "300", "-i", "1ms", "-a", "0", "--json", "-",
+    ]));
     assert_eq!(r["stop"]["reason"], "loops");
     check_invariants(&r, 300, 1);
 }
@@ -128,11 +130,10 @@ fn thread_wakeup_method_measures_from_wake_call() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let mut args = vec![
-        "measure", "-m", "futex", "-D", "1s", "-i", "1ms", "-a", "0", "-q", "--json",
+        "-m", "futex", "-D", "1s", "-i", "1ms", "-a", "0", "-q", "--json",
     ];
     args.push(json.to_str().unwrap());
-    args.extend(policy_args());
-    run_ok(&args);
+    measure(&args);
     let r = read_json(&json);
     assert_eq!(r["config"]["method"], "futex");
     let t = &r["threads"][0];
@@ -169,12 +170,9 @@ fn sigterm_ends_the_run_cleanly_and_writes_every_output() {
 
 #[test]
 fn break_stops_the_run_with_its_reason() {
-    let mut args = vec![
-        "measure", "-D", "10s", "-a", "0", "-b", "1ns", "--json", "-",
-    ];
-    args.extend(policy_args());
-    let out = run_ok(&args);
-    let r = json(&out);
+    let r = json(&measure(&[
+        "-D", "10s", "-a", "0", "-b", "1ns", "--json", "-",
+    ]));
     assert_eq!(r["stop"]["reason"], "break");
     assert!(r["elapsed_ns"].as_u64().unwrap() < 2_000_000_000);
 }
@@ -332,19 +330,10 @@ fn deadline_policy_runs_as_root() {
 fn samplers_run_beside_the_measurement() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.json");
-    let mut args = vec![
-        "measure",
-        "-D",
-        "1.1s",
-        "--sample-period",
-        "200ms",
-        "-q",
-        "--json",
-    ];
+    let mut args = vec!["-D", "1.1s", "--sample-period", "200ms", "-q", "--json"];
     let p = path.to_str().unwrap().to_string();
     args.push(&p);
-    args.extend(policy_args());
-    let out = run_ok(&args);
+    let out = measure(&args);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("samplers: every 200ms"), "{text}");
     let r = read_json(&path);
@@ -388,8 +377,7 @@ fn loads_run_beside_the_measurement_and_report_throughput() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.json");
     let p = path.to_str().unwrap().to_string();
-    let mut args = vec![
-        "measure",
+    let args = [
         "-D",
         "1s",
         "--load",
@@ -402,8 +390,7 @@ fn loads_run_beside_the_measurement_and_report_throughput() {
         "--json",
         &p,
     ];
-    args.extend(policy_args());
-    let out = run_ok(&args);
+    let out = measure(&args);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("load:") && text.contains("matrix:size=64"),
