@@ -16,20 +16,60 @@ use latlab_testkit::{latlab, root_or_skip, run_ok};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// A CPU taken offline for the test, put back online when dropped.
-struct Offline(PathBuf);
+/// Where cgroup v1 keeps its cpusets.
+const CPUSETS_V1: &str = "/sys/fs/cgroup/cpuset";
+
+/// Every cgroup v1 cpuset's `cpuset.cpus`, parents before children. Under cgroup v1 a CPU that
+/// goes offline is removed from every cpuset and is not given back when it returns, so the
+/// test puts these back itself (cgroup v2 restores them; there this is empty).
+fn cpusets_v1() -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, String)>) {
+        let file = dir.join("cpuset.cpus");
+        if let Ok(cpus) = std::fs::read_to_string(&file) {
+            out.push((file, cpus.trim().to_string()));
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut children: Vec<PathBuf> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        children.sort();
+        for c in children {
+            walk(&c, out);
+        }
+    }
+    let mut out = Vec::new();
+    if Path::new(CPUSETS_V1).join("cpuset.cpus").exists() {
+        walk(Path::new(CPUSETS_V1), &mut out);
+    }
+    out
+}
+
+/// A CPU taken offline for the test; when dropped it is put back online, and so is every cgroup
+/// v1 cpuset it was taken out of.
+struct Offline {
+    path: PathBuf,
+    cpusets: Vec<(PathBuf, String)>,
+}
 
 impl Offline {
     fn take(cpu: u32) -> Offline {
         let path = PathBuf::from(format!("/sys/devices/system/cpu/cpu{cpu}/online"));
+        let cpusets = cpusets_v1();
         std::fs::write(&path, "0").unwrap();
-        Offline(path)
+        Offline { path, cpusets }
     }
 }
 
 impl Drop for Offline {
     fn drop(&mut self) {
-        let _ = std::fs::write(&self.0, "1");
+        let _ = std::fs::write(&self.path, "1");
+        for (file, cpus) in &self.cpusets {
+            let _ = std::fs::write(file, cpus);
+        }
     }
 }
 
@@ -106,6 +146,7 @@ fn a_cpu_offline_stops_its_windows_and_back_online_it_is_measured_again() {
     });
     let before = thread_state(d.pid(), &name).unwrap();
     assert_eq!(before, (cpu.to_string(), 1), "pinned, SCHED_FIFO");
+    let cpusets_before = cpusets_v1();
     {
         let _off = Offline::take(cpu);
         wait_for("the offline said", Duration::from_secs(10), || {
@@ -115,6 +156,11 @@ fn a_cpu_offline_stops_its_windows_and_back_online_it_is_measured_again() {
         assert_eq!(policy, 0, "lowered to SCHED_OTHER while off its CPU");
         std::thread::sleep(Duration::from_secs(3));
     }
+    assert_eq!(
+        cpusets_v1(),
+        cpusets_before,
+        "every cgroup v1 cpuset has the CPU again"
+    );
     wait_for("the return said", Duration::from_secs(10), || {
         d.log()
             .contains(&format!("cpu{cpu} is online again: measuring it resumes"))
