@@ -113,25 +113,16 @@ fn no_library_function_is_longer_than_the_limit() {
 #[test]
 fn the_measuring_engine_builds_without_an_async_runtime() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = std::process::Command::new(cargo)
-        .current_dir(repo())
-        .args([
-            "tree",
-            "--offline",
-            "-p",
-            "latlab-measure",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cargo tree: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = latlab_testkit::run_ok(std::process::Command::new(cargo).current_dir(repo()).args([
+        "tree",
+        "--offline",
+        "-p",
+        "latlab-measure",
+        "-e",
+        "normal",
+        "--prefix",
+        "none",
+    ]));
     let tree = String::from_utf8(out.stdout).unwrap();
     assert!(tree.contains("latlab-hist"), "{tree}");
     for runtime in ["tokio", "async-std", "smol", "futures", "mio"] {
