@@ -18,7 +18,7 @@ use latlab_model::monitor::{MonitorSpike, MonitorWindow, SeriesConfig, WindowSet
 use latlab_model::rng::SplitMix64 as Rng;
 use latlab_model::samples::CpuSummary;
 use latlab_model::{MeasureConfig, SystemInfo};
-use latlab_store::{Annotation, SeriesId, SeriesSpec, Store, StoreError};
+use latlab_store::{Annotation, HOUR_NS, SeriesId, SeriesSpec, Store, StoreError};
 use std::time::{Duration, Instant};
 
 /// What to write.
@@ -142,7 +142,6 @@ pub fn fill(
         }
     };
     let periods = spec.window_ns / spec.interval_ns.max(1);
-    let hour = 3_600_000_000_000u64;
     let mut written = Written::default();
     for k in from..total {
         let start = first + k * spec.window_ns;
@@ -162,7 +161,7 @@ pub fn fill(
         written.sets += 1;
         let t = set.end_unix_ns;
         // The keeper's hourly merge and ageing, on the series' own clock.
-        if t / hour != start / hour && !spec.retention_at_end {
+        if t / HOUR_NS != start / HOUR_NS && !spec.retention_at_end {
             retain(store, id, t, spec.retention_ns, &mut written)?;
         }
         if k % 1000 == 0 {
@@ -290,7 +289,7 @@ mod tests {
 
     #[test]
     fn a_backlog_is_merged_an_hour_a_step_into_what_hourly_retention_gives() {
-        let hour = 3_600_000_000_000u64;
+        let hour = HOUR_NS;
         let spec = |at_end| Synthetic {
             name: "backlog".into(),
             cpus: 2,
@@ -332,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_resumed_fill_writes_what_an_uninterrupted_one_would() {
-        let hour = 3_600_000_000_000u64;
+        let hour = HOUR_NS;
         let spec = |span_ns, resume| Synthetic {
             name: "r".into(),
             cpus: 2,
@@ -417,7 +416,7 @@ mod tests {
     fn windows_older_than_a_week_are_coarsened_as_the_keeper_ages_them() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(dir.path().join("s.db")).unwrap();
-        let hour = 3_600_000_000_000u64;
+        let hour = HOUR_NS;
         let spec = Synthetic {
             name: "aged".into(),
             cpus: 1,

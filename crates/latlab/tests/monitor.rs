@@ -606,6 +606,13 @@ fn the_dashboard_renders_in_headless_chromium() {
     }
 }
 
+/// `latlab fill-monitor --db DB ARGS`: a synthetic series written through the daemon's code.
+fn fill_monitor(db: &Path, args: &[&str]) -> Command {
+    let mut c = latlab!();
+    c.args(["fill-monitor", "--db"]).arg(db).args(args);
+    c
+}
+
 /// At 64 CPUs the page stays readable: every CPU in the heat map, the line charts and idle rows
 /// only for the 8 worst, and the 5 worst named, all agreeing with the store.
 #[test]
@@ -615,20 +622,10 @@ fn the_dashboard_shows_64_cpus_in_a_heat_map_and_names_the_worst() {
     }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m64.db");
-    latlab_testkit::run_ok(
-        latlab!()
-            .args([
-                "fill-monitor",
-                "--cpus",
-                "64",
-                "--span",
-                "2h",
-                "--name",
-                "m64",
-            ])
-            .arg("--db")
-            .arg(&db),
-    );
+    latlab_testkit::run_ok(&mut fill_monitor(
+        &db,
+        &["--cpus", "64", "--span", "2h", "--name", "m64"],
+    ));
     let store = Store::open_existing(&db).unwrap();
     let id = series(&store, "m64");
     let sets = store.monitor_sets(id, 0, END).unwrap().len();
@@ -698,18 +695,21 @@ fn the_dashboard_labels_half_a_year_by_month() {
     }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("y.db");
-    latlab_testkit::run_ok(latlab!().arg("fill-monitor").arg("--db").arg(&db).args([
-        "--cpus",
-        "2",
-        "--window",
-        "6h",
-        "--span",
-        "200d",
-        "--interval",
-        "1ms",
-        "--name",
-        "y",
-    ]));
+    latlab_testkit::run_ok(&mut fill_monitor(
+        &db,
+        &[
+            "--cpus",
+            "2",
+            "--window",
+            "6h",
+            "--span",
+            "200d",
+            "--interval",
+            "1ms",
+            "--name",
+            "y",
+        ],
+    ));
     let (s, addr) = serve(&db, dir.path());
     let profile = format!("--user-data-dir={}", dir.path().join("p").display());
     let (dom, log) = chromium(&[
@@ -1245,11 +1245,7 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
 fn fill_monitor_writes_a_synthetic_series_the_store_checks_clean() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
-    let fill = |extra: &[&str]| {
-        let mut c = latlab!();
-        c.args(["fill-monitor", "--db"]).arg(&db).args(extra);
-        c.output().unwrap()
-    };
+    let fill = |extra: &[&str]| fill_monitor(&db, extra).output().unwrap();
     let out = fill(&["--cpus", "3", "--span", "6h", "--name", "big"]);
     latlab_testkit::assert_ok(&out);
     let store = Store::open_existing(&db).unwrap();
