@@ -20,11 +20,11 @@ fn ms(ns: u64) -> f64 {
 }
 
 /// `/api/series`: every series with its configuration and stored span.
-pub fn series(store: &Store, spans: &[super::metrics::SeriesSpan]) -> Result<Value, StoreError> {
+pub fn series(store: &Store, spans: &[latlab_store::SeriesExtent]) -> Result<Value, StoreError> {
     let mut out = Vec::new();
     for (id, name, window_ns) in store.list_series()? {
         let (config, idle) = store.series_meta(id)?;
-        let span = spans.iter().find(|s| s.id == id.0);
+        let span = spans.iter().find(|s| s.id == id);
         out.push(json!({
             "id": id.0,
             "name": name,
@@ -32,8 +32,8 @@ pub fn series(store: &Store, spans: &[super::metrics::SeriesSpan]) -> Result<Val
             "config": config,
             "idle_states": idle,
             "windows": span.map(|s| s.windows),
-            "first_ms": span.and_then(|s| s.first_start_ns).map(ms),
-            "last_ms": span.and_then(|s| s.last_end_ns).map(ms),
+            "first_ms": span.and_then(|s| s.first_start_unix_ns).map(ms),
+            "last_ms": span.and_then(|s| s.last_end_unix_ns).map(ms),
         }));
     }
     Ok(Value::Array(out))

@@ -90,18 +90,6 @@ pub struct Metrics {
     series: BTreeMap<i64, SeriesAcc>,
 }
 
-/// The first and last stored time of a series (for the dashboard's default range).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SeriesSpan {
-    pub id: i64,
-    pub name: String,
-    pub window_ns: u64,
-    pub windows: u64,
-    pub first_start_ns: Option<u64>,
-    pub last_end_ns: Option<u64>,
-    pub last_index: Option<u64>,
-}
-
 fn info_of(config: &serde_json::Value) -> Info {
     let s = |k: &str| {
         config

@@ -142,21 +142,10 @@ impl AppState {
 
     /// How far each series reaches, from its window sets (not from the metrics, whose first
     /// reading of a large store takes long).
-    fn spans(&self) -> Vec<metrics::SeriesSpan> {
-        let extents = self.pool.with(|s| Ok(s.series_extents()?));
-        extents
+    fn spans(&self) -> Vec<latlab_store::SeriesExtent> {
+        self.pool
+            .with(|s| Ok(s.series_extents()?))
             .unwrap_or_default()
-            .into_iter()
-            .map(|e| metrics::SeriesSpan {
-                id: e.id.0,
-                name: e.name,
-                window_ns: e.window_ns,
-                windows: e.windows,
-                first_start_ns: e.first_start_unix_ns,
-                last_end_ns: e.last_end_unix_ns,
-                last_index: e.last_window_index,
-            })
-            .collect()
     }
 }
 

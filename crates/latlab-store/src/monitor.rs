@@ -18,7 +18,8 @@ use std::collections::BTreeMap;
 pub const HOUR_NS: u64 = 3_600_000_000_000;
 
 /// The store's number for a monitoring series.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
 pub struct SeriesId(pub i64);
 
 /// What a daemon measures with: given when it opens (or continues) its series.
@@ -84,16 +85,20 @@ pub struct MonitorWindowRow {
 }
 
 /// How far a series reaches: read from its window sets alone (one row per window or merged
-/// hour), without the per-CPU rows.
-#[derive(Debug, Clone, PartialEq)]
+/// hour), without the per-CPU rows. The web API's status serves it as it is, under the JSON names
+/// given here.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SeriesExtent {
     pub id: SeriesId,
     pub name: String,
     pub window_ns: u64,
     /// Windows stored, each merged one counted.
     pub windows: u64,
+    #[serde(rename = "first_start_ns")]
     pub first_start_unix_ns: Option<u64>,
+    #[serde(rename = "last_end_ns")]
     pub last_end_unix_ns: Option<u64>,
+    #[serde(rename = "last_index")]
     pub last_window_index: Option<u64>,
 }
 

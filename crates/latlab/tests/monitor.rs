@@ -1139,7 +1139,16 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
         get_json(addr, "/api/experiments")["experiments"],
         serde_json::json!([])
     );
-    assert_eq!(get_json(addr, "/api/status")["mode"], "serve");
+    let status = get_json(addr, "/api/status");
+    assert_eq!(status["mode"], "serve");
+    // How far each series reaches (the page's default range), under the API's names.
+    assert_eq!(
+        status["series"],
+        serde_json::json!([{
+            "id": 1, "name": "w", "window_ns": 60 * SEC, "windows": 30,
+            "first_start_ns": t0, "last_end_ns": t1, "last_index": 29,
+        }])
+    );
 
     assert_eq!(get(addr, "/api/window?series=1&start=abc&cpu=0").0, 400);
     assert_eq!(get(addr, "/api/window?series=1&start=5&cpu=0").0, 404);
