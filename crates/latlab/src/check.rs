@@ -66,16 +66,8 @@ pub struct CheckArgs {
 #[derive(Default)]
 struct FixOutcome {
     plan: FixPlan,
-    /// Knobs written through latlab tune (`knob = value`).
-    applied: Vec<String>,
-    written: usize,
-    already_set: usize,
-    /// Knobs latlab tune did not apply, with why.
-    not_applied: Vec<(String, String)>,
-    /// The profile written for latlab tune.
-    profile: Option<PathBuf>,
-    /// The journal to restore from.
-    journal: Option<PathBuf>,
+    /// What latlab tune applied (empty when nothing was or it failed).
+    done: latlab_check::fix::FixReport,
     error: Option<String>,
 }
 
@@ -191,14 +183,7 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
             .clone()
             .unwrap_or_else(|| latlab_check::fix::default_state_dir(sys));
         match latlab_check::fix::apply(sys, &plan, &state_dir) {
-            Ok(done) => {
-                outcome.applied = done.applied;
-                outcome.written = done.written;
-                outcome.already_set = done.already_set;
-                outcome.not_applied = done.not_applied;
-                outcome.profile = done.profile;
-                outcome.journal = done.journal;
-            }
+            Ok(done) => outcome.done = done,
             Err(e) => outcome.error = Some(e.to_string()),
         }
     }
@@ -305,12 +290,12 @@ fn print_json(
             "fix".into(),
             json!({
                 "plan": serde_json::to_value(&f.plan).context("serializing the fix plan")?,
-                "applied": f.applied,
-                "written": f.written,
-                "already_set": f.already_set,
-                "profile": f.profile,
-                "not_applied": f.not_applied.iter().map(|(k, why)| json!({"knob": k, "why": why})).collect::<Vec<_>>(),
-                "journal": f.journal,
+                "applied": f.done.applied,
+                "written": f.done.written,
+                "already_set": f.done.already_set,
+                "profile": f.done.profile,
+                "not_applied": f.done.not_applied.iter().map(|(k, why)| json!({"knob": k, "why": why})).collect::<Vec<_>>(),
+                "journal": f.done.journal,
                 "error": f.error,
             }),
         );
@@ -463,22 +448,23 @@ fn fix_text(o: &FixOutcome) -> String {
         out.push_str("  nothing to fix: no failed check has a fix\n");
         return out;
     }
-    if !o.applied.is_empty() {
+    let done = &o.done;
+    if !done.applied.is_empty() {
         out.push_str(&format!(
             "  applied through latlab tune: {} ({} value{} written, {} already set)\n",
-            o.applied.join("; "),
-            o.written,
-            if o.written == 1 { "" } else { "s" },
-            o.already_set
+            done.applied.join("; "),
+            done.written,
+            if done.written == 1 { "" } else { "s" },
+            done.already_set
         ));
     }
-    for (k, why) in &o.not_applied {
+    for (k, why) in &done.not_applied {
         out.push_str(&format!("  not applied: {k}: {why}\n"));
     }
-    if let Some(p) = &o.profile {
+    if let Some(p) = &done.profile {
         out.push_str(&format!("  profile: {}\n", p.display()));
     }
-    if let Some(j) = &o.journal {
+    if let Some(j) = &done.journal {
         out.push_str(&format!(
             "  journal: {} (undo everything: latlab tune restore)\n",
             j.display()

@@ -256,6 +256,13 @@ fn fix_then_tune_restore_leaves_the_bad_tree_as_it_was() {
         ])
     );
     assert!(fix["written"].as_u64().unwrap() >= 12, "{fix}");
+    assert!(fix["already_set"].is_u64(), "{fix}");
+    assert_eq!(fix["not_applied"], serde_json::json!([]), "{fix}");
+    // The profile and journal latlab tune wrote, in the state directory.
+    for file in ["profile", "journal"] {
+        let path = std::path::PathBuf::from(fix[file].as_str().unwrap());
+        assert!(path.starts_with(state.path()) && path.exists(), "{fix}");
+    }
     let boot: Vec<&str> = fix["plan"]["boot"]
         .as_array()
         .unwrap()
