@@ -154,6 +154,23 @@ fn finish_set(
     Ok(row)
 }
 
+/// A series' window sets that end by `end_unix_ns`, oldest first (within a transaction or on the
+/// store's connection).
+pub(crate) fn sets_ending_by(
+    conn: &rusqlite::Connection,
+    series: SeriesId,
+    end_unix_ns: u64,
+) -> Result<Vec<WindowSetRow>> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {SET_COLUMNS} FROM monitor_sets
+         WHERE series_id = ?1 AND end_unix_ns <= ?2 ORDER BY start_unix_ns"
+    ))?;
+    let rows = stmt
+        .query_map(params![series.0, to_sql(end_unix_ns)], set_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    rows.into_iter().map(finish_set).collect()
+}
+
 impl Store {
     /// Open the series named in `spec`, creating it or continuing it (its configuration, system
     /// and idle-state names are updated to the spec's).
@@ -617,18 +634,7 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let sets = {
-            let mut stmt = tx.prepare(&format!(
-                "SELECT {SET_COLUMNS} FROM monitor_sets
-                 WHERE series_id = ?1 AND end_unix_ns <= ?2 ORDER BY start_unix_ns"
-            ))?;
-            let rows = stmt
-                .query_map(params![series.0, to_sql(before_unix_ns)], set_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            rows.into_iter()
-                .map(finish_set)
-                .collect::<Result<Vec<_>>>()?
-        };
+        let sets = sets_ending_by(&tx, series, before_unix_ns)?;
         let mut hours: BTreeMap<u64, Vec<WindowSetRow>> = BTreeMap::new();
         for s in sets {
             let hour = s.start_unix_ns / HOUR_NS;

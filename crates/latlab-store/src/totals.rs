@@ -5,12 +5,12 @@
 //! 64 CPUs is millions of them). Retention merges leave them as they are: a merge changes how
 //! windows are kept, not what was measured. `db check` compares them with the windows.
 
-use crate::monitor::{MonitorWindowRow, SeriesId};
+use crate::monitor::{MonitorWindowRow, SeriesId, WindowSetRow};
 use crate::rollups::WindowSummary;
 use crate::{Result, Store, decode_hist, from_json, from_sql, opt_from_sql, to_json, to_sql};
 use latlab_hist::Histogram;
 use latlab_model::monitor::WindowSet;
-use latlab_model::samples::{CpuSummary, PowerSource};
+use latlab_model::samples::CpuSummary;
 use rusqlite::{OptionalExtension, Transaction, params};
 use std::collections::BTreeMap;
 
@@ -48,11 +48,11 @@ pub struct SeriesTotals {
 
 impl SeriesTotals {
     /// Count one window set (its per-CPU rows go through [`CpuTotals::add`]).
-    pub(crate) fn add_set(&mut self, set: SetPart<'_>) {
+    pub(crate) fn add_set(&mut self, set: &WindowSetRow) {
         self.sets += 1;
         self.windows += set.windows;
         self.cost_cpu_time_ns += set.cost_cpu_time_ns.unwrap_or(0);
-        for p in set.power.unwrap_or_default() {
+        for p in set.power.iter().flatten() {
             let j = p
                 .energy_j
                 .or_else(|| p.avg_w.map(|w| w * set.covered_ns as f64 / 1e9))
@@ -92,17 +92,6 @@ impl CpuTotals {
         add(&mut self.idle_time_s, &sum.idle_residency_pct, secs / 100.0);
         add(&mut self.idle_usage, &sum.idle_entries_per_s, secs);
     }
-}
-
-/// What a window set adds to its series' totals.
-pub(crate) struct SetPart<'a> {
-    pub start_unix_ns: u64,
-    pub end_unix_ns: u64,
-    pub last_window_index: u64,
-    pub windows: u64,
-    pub covered_ns: u64,
-    pub cost_cpu_time_ns: Option<u64>,
-    pub power: Option<&'a [PowerSource]>,
 }
 
 /// Read a series' totals within a transaction or on the store's connection.
@@ -212,14 +201,16 @@ pub(crate) fn add_window_set(
 ) -> Result<()> {
     let mut totals = read(tx, series)?.unwrap_or_default();
     let covered_ns = set.end_unix_ns - set.start_unix_ns;
-    totals.add_set(SetPart {
+    totals.add_set(&WindowSetRow {
         start_unix_ns: set.start_unix_ns,
         end_unix_ns: set.end_unix_ns,
+        window_index: set.index,
         last_window_index: set.index,
         windows: 1,
         covered_ns,
+        power: set.power.clone(),
+        thermal: None,
         cost_cpu_time_ns: set.cost_cpu_time_ns,
-        power: set.power.as_deref(),
     });
     for w in &set.cpus {
         totals.cpus.entry(w.cpu).or_default().add(
@@ -243,40 +234,10 @@ pub(crate) fn rebuild_all(tx: &Transaction<'_>) -> Result<()> {
         let series = SeriesId(id);
         let mut totals = SeriesTotals::default();
         let mut covered = BTreeMap::new();
-        let mut stmt = tx.prepare(
-            "SELECT start_unix_ns, end_unix_ns, last_window_index, windows, covered_ns,
-                 cost_cpu_time_ns, power
-             FROM monitor_sets WHERE series_id = ?1 ORDER BY start_unix_ns",
-        )?;
-        let sets = stmt
-            .query_map([id], |r| {
-                Ok((
-                    [
-                        r.get::<_, i64>(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                    ],
-                    r.get::<_, Option<i64>>(5)?,
-                    r.get::<_, Option<String>>(6)?,
-                ))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        for ([start, end, last, windows, cov], cost, power) in sets {
-            let what = format!("monitor window set at {}", from_sql(start));
-            let power: Option<Vec<PowerSource>> =
-                power.map(|p| from_json(&p, &what)).transpose()?;
-            totals.add_set(SetPart {
-                start_unix_ns: from_sql(start),
-                end_unix_ns: from_sql(end),
-                last_window_index: from_sql(last),
-                windows: from_sql(windows),
-                covered_ns: from_sql(cov),
-                cost_cpu_time_ns: opt_from_sql(cost),
-                power: power.as_deref(),
-            });
-            covered.insert(start, from_sql(cov));
+        // Every set (a bound SQLite's integers hold).
+        for set in crate::monitor::sets_ending_by(tx, series, i64::MAX as u64)? {
+            totals.add_set(&set);
+            covered.insert(to_sql(set.start_unix_ns), set.covered_ns);
         }
         let mut stmt = tx.prepare(
             "SELECT w.start_unix_ns, w.cpu, w.missed, w.histogram, w.cpu_summary, w.count,
