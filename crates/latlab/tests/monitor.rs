@@ -167,46 +167,23 @@ fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
     let db = dir.path().join("m.db");
     let hour = 3_600 * SEC;
     let h0 = (unix_now() - 3 * hour) / hour * hour;
-    {
-        // Twelve five-minute windows of an hour three hours ago, as an earlier daemon left them.
-        let mut store = Store::open(&db).unwrap();
-        let st = store
-            .open_series(&SeriesSpec {
-                name: "r".into(),
-                window_ns: 300 * SEC,
-                config: SeriesConfig::new(&Default::default(), Default::default()),
-                system: None,
-                idle_states: vec![],
-            })
-            .unwrap();
-        for k in 0..12u64 {
-            store
-                .insert_window_set(
-                    st.id,
-                    &WindowSet {
-                        index: k,
-                        start_unix_ns: h0 + k * 300 * SEC,
-                        end_unix_ns: h0 + (k + 1) * 300 * SEC,
-                        cpus: (0..2)
-                            .map(|cpu| MonitorWindow {
-                                cpu,
-                                histogram: hist(k + u64::from(cpu)),
-                                missed: k,
-                                cpu_summary: None,
-                                spikes: vec![latlab_store::MonitorSpike {
-                                    at_unix_ns: h0 + k * 300 * SEC + 5,
-                                    value_ns: 1_000_000 + k,
-                                }],
-                            })
-                            .collect(),
-                        power: None,
-                        thermal: None,
-                        cost_cpu_time_ns: Some(1000),
-                    },
-                )
-                .unwrap();
-        }
-    }
+    // Twelve five-minute windows of an hour three hours ago, as an earlier daemon left them:
+    // window k with k missed periods and one spike.
+    seed_series(
+        &db,
+        SeriesConfig::new(&Default::default(), Default::default()),
+        ("r", 300 * SEC),
+        (h0, 12),
+        |k| {
+            (
+                k,
+                vec![latlab_store::MonitorSpike {
+                    at_unix_ns: h0 + k * 300 * SEC + 5,
+                    value_ns: 1_000_000 + k,
+                }],
+            )
+        },
+    );
     let d = Proc::start(
         monitor(
             &db,
@@ -248,7 +225,7 @@ fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
         (12, 0, 11)
     );
     assert_eq!(old[0].covered_ns, hour);
-    assert_eq!(old[0].cost_cpu_time_ns, Some(12_000));
+    assert_eq!(old[0].cost_cpu_time_ns, Some(12 * 5_000_000), "summed");
     for cpu in 0..2u32 {
         let mut merged = Histogram::new();
         for k in 0..12u64 {
@@ -1025,47 +1002,59 @@ fn a_foreign_or_newer_store_is_refused_untouched() {
     assert!(!dir.path().join("absent.db").exists());
 }
 
-/// A store with two CPUs' windows, written through the store's API.
-fn small_store(db: &Path) -> (u64, u64) {
+/// A series `name` of `n` windows of `window_ns` on two CPUs from `start`, written through the
+/// store's API as an earlier daemon would have: window `k`'s histograms are `hist(k + cpu)`, its
+/// missed periods and spikes `window(k)`'s.
+fn seed_series(
+    db: &Path,
+    config: SeriesConfig,
+    (name, window_ns): (&str, u64),
+    (start, n): (u64, u64),
+    window: impl Fn(u64) -> (u64, Vec<latlab_store::MonitorSpike>),
+) {
     let mut store = Store::open(db).unwrap();
     let st = store
         .open_series(&SeriesSpec {
-            name: "w".into(),
-            window_ns: 60 * SEC,
-            config: SeriesConfig {
-                kernel: "test".into(),
-                preempt: "full".into(),
-                ..SeriesConfig::new(&Default::default(), Default::default())
-            },
+            name: name.into(),
+            window_ns,
+            config,
             system: None,
             idle_states: vec![],
         })
         .unwrap();
-    let t0 = (unix_now() - 3_600 * SEC) / SEC * SEC;
-    for k in 0..30u64 {
-        store
-            .insert_window_set(
-                st.id,
-                &WindowSet {
-                    index: k,
-                    start_unix_ns: t0 + k * 60 * SEC,
-                    end_unix_ns: t0 + (k + 1) * 60 * SEC,
-                    cpus: (0..2)
-                        .map(|cpu| MonitorWindow {
-                            cpu,
-                            histogram: hist(k + u64::from(cpu)),
-                            missed: 0,
-                            cpu_summary: None,
-                            spikes: vec![],
-                        })
-                        .collect(),
-                    power: None,
-                    thermal: None,
-                    cost_cpu_time_ns: Some(5_000_000),
-                },
-            )
-            .unwrap();
+    for k in 0..n {
+        let (missed, spikes) = window(k);
+        let cpus = (0..2)
+            .map(|cpu| MonitorWindow {
+                cpu,
+                histogram: hist(k + u64::from(cpu)),
+                missed,
+                cpu_summary: None,
+                spikes: spikes.clone(),
+            })
+            .collect();
+        let set = WindowSet {
+            index: k,
+            start_unix_ns: start + k * window_ns,
+            end_unix_ns: start + (k + 1) * window_ns,
+            cpus,
+            power: None,
+            thermal: None,
+            cost_cpu_time_ns: Some(5_000_000),
+        };
+        store.insert_window_set(st.id, &set).unwrap();
     }
+}
+
+/// A store with two CPUs' windows of a minute over the last hour.
+fn small_store(db: &Path) -> (u64, u64) {
+    let config = SeriesConfig {
+        kernel: "test".into(),
+        preempt: "full".into(),
+        ..SeriesConfig::new(&Default::default(), Default::default())
+    };
+    let t0 = (unix_now() - 3_600 * SEC) / SEC * SEC;
+    seed_series(db, config, ("w", 60 * SEC), (t0, 30), |_| (0, vec![]));
     (t0, t0 + 30 * 60 * SEC)
 }
 
