@@ -6,7 +6,7 @@
 //! counters count over the whole series since it began, and `latlab_monitor_last_window_index`
 //! names the last window they include.
 
-use latlab_store::{SeriesId, Store, StoreError};
+use latlab_store::{SeriesId, SeriesTotals, Store, StoreError};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -71,15 +71,10 @@ struct Info {
 struct SeriesAcc {
     name: String,
     window_ns: u64,
-    /// The store's count of window sets in the totals read.
-    cursor: Option<u64>,
-    last_index: Option<u64>,
-    last_end_ns: Option<u64>,
-    first_start_ns: Option<u64>,
-    windows: u64,
+    /// The series' totals as last read (`sets` 0 before the first), without their per-CPU part:
+    /// that is `cpus`.
+    totals: SeriesTotals,
     cpus: BTreeMap<u32, CpuAcc>,
-    power_j: BTreeMap<String, f64>,
-    cost_ns: u64,
     idle_names: BTreeMap<usize, Vec<String>>,
     info: Info,
 }
@@ -184,25 +179,25 @@ impl Metrics {
             &mut o,
             ("latlab_monitor_windows_total", "counter"),
             "Windows stored in the series (hourly rows count every window merged into them).",
-            &|s| Some(s.windows.to_string()),
+            &|s| Some(s.totals.windows.to_string()),
         );
         self.per_series(
             &mut o,
             ("latlab_monitor_last_window_index", "gauge"),
             "Index of the last window the other values include.",
-            &|s| s.last_index.map(|i| i.to_string()),
+            &|s| s.totals.last_window_index.map(|i| i.to_string()),
         );
         self.per_series(
             &mut o,
             ("latlab_monitor_last_window_end_timestamp_seconds", "gauge"),
             "When the last window included ended (unix time).",
-            &|s| s.last_end_ns.map(|e| secs(u128::from(e))),
+            &|s| s.totals.last_end_unix_ns.map(|e| secs(u128::from(e))),
         );
         self.per_series(
             &mut o,
             ("latlab_monitor_cpu_seconds_total", "counter"),
             "CPU time latlab's monitoring used (measuring threads, samplers, store; not the web server).",
-            &|s| Some(secs(u128::from(s.cost_ns))),
+            &|s| Some(secs(u128::from(s.totals.cost_cpu_time_ns))),
         );
         o
     }
@@ -357,7 +352,7 @@ impl Metrics {
             "Energy used while measured, per power source (RAPL, hwmon, battery).",
         );
         for s in self.series.values() {
-            for (source, j) in &s.power_j {
+            for (source, j) in &s.totals.power_j {
                 let _ = writeln!(
                     o,
                     "latlab_power_joules_total{{series=\"{}\",source=\"{}\"}} {j:.6}",
@@ -386,10 +381,10 @@ impl Metrics {
 }
 
 fn ingest(acc: &mut SeriesAcc, store: &Store, id: SeriesId) -> Result<bool, StoreError> {
-    let Some(t) = store.series_totals(id)? else {
+    let Some(mut t) = store.series_totals(id)? else {
         return Ok(false);
     };
-    if acc.cursor == Some(t.sets) {
+    if acc.totals.sets == t.sets {
         return Ok(false);
     }
     // The newest window's values (its set is counted in the totals read: both are written in
@@ -401,8 +396,7 @@ fn ingest(acc: &mut SeriesAcc, store: &Store, id: SeriesId) -> Result<bool, Stor
             last.insert(w.cpu, w);
         }
     }
-    acc.cpus = t
-        .cpus
+    acc.cpus = std::mem::take(&mut t.cpus)
         .iter()
         .map(|(cpu, c)| {
             let h = &c.histogram;
@@ -424,13 +418,7 @@ fn ingest(acc: &mut SeriesAcc, store: &Store, id: SeriesId) -> Result<bool, Stor
             (*cpu, acc)
         })
         .collect();
-    acc.windows = t.windows;
-    acc.cost_ns = t.cost_cpu_time_ns;
-    acc.power_j = t.power_j;
-    acc.first_start_ns = t.first_start_unix_ns;
-    acc.last_end_ns = t.last_end_unix_ns;
-    acc.last_index = t.last_window_index;
-    acc.cursor = Some(t.sets);
+    acc.totals = t;
     Ok(true)
 }
 
@@ -606,7 +594,17 @@ mod tests {
             "latlab_cpuidle_state_usage_total{{{l},state=\"0\",name=\"POLL\"}} 300"
         )));
         assert!(t.contains("latlab_power_joules_total{series=\"host \\\"a\\\"\",source=\"rapl:package-0\"} 15.000000"));
-        assert!(t.contains("latlab_monitor_last_window_index{series=\"host \\\"a\\\"\"} 2"));
+        // The series' own figures, from its totals: three windows of a second from 1000 s, each
+        // costing 1 ms of CPU time.
+        let series = "{series=\"host \\\"a\\\"\"}";
+        for line in [
+            format!("latlab_monitor_last_window_index{series} 2"),
+            format!("latlab_monitor_windows_total{series} 3"),
+            format!("latlab_monitor_last_window_end_timestamp_seconds{series} 1003"),
+            format!("latlab_monitor_cpu_seconds_total{series} 0.003"),
+        ] {
+            assert!(t.lines().any(|l| l == line), "{line}: {t}");
+        }
         assert!(t.contains("profile=\"lowlatency\""));
         assert!(t.contains("# TYPE latlab_wakeup_latency_seconds histogram"));
         // Every sample line parses as name{labels} value.
