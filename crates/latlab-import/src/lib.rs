@@ -300,31 +300,10 @@ fn config(interval_ns: u64, threads: usize, cpus: Option<Vec<u32>>) -> MeasureCo
     }
 }
 
-/// What a cyclictest command line says about the run (rt-tests option names).
-struct CyclictestArgs {
-    interval_us: u64,
-    priority: u32,
-    policy: Policy,
-    relative: bool,
-    method: Method,
-    mlock: bool,
-    duration_ns: Option<u64>,
-    loops: Option<u64>,
-    clock: Clock,
-}
-
-fn cyclictest_args(cmdline: &str) -> CyclictestArgs {
-    let mut a = CyclictestArgs {
-        interval_us: 1000,
-        priority: 0,
-        policy: Policy::Other,
-        relative: false,
-        method: Method::ClockNanosleep,
-        mlock: false,
-        duration_ns: None,
-        loops: None,
-        clock: Clock::Monotonic,
-    };
+/// What a cyclictest command line says about the run (rt-tests option names), written into
+/// `cfg`; what it leaves out is cyclictest's default (SCHED_OTHER unless `-p` gives a priority).
+fn cyclictest_args(cmdline: &str, cfg: &mut MeasureConfig) {
+    cfg.policy = Policy::Other;
     let words: Vec<&str> = cmdline.split_whitespace().collect();
     let mut i = 0;
     while i < words.len() {
@@ -358,51 +337,38 @@ fn cyclictest_args(cmdline: &str) -> CyclictestArgs {
         };
         match name.as_str() {
             "i" | "interval" => {
-                if let Some(v) = value.and_then(|v| v.parse().ok()) {
-                    a.interval_us = v;
+                if let Some(v) = value.and_then(|v| v.parse::<u64>().ok()) {
+                    cfg.interval_ns = v.saturating_mul(1000);
                 }
             }
             "p" | "priority" => {
                 if let Some(v) = value.and_then(|v| v.parse().ok()) {
-                    a.priority = v;
-                    if a.policy == Policy::Other {
-                        a.policy = Policy::Fifo;
+                    cfg.priority = v;
+                    if cfg.policy == Policy::Other {
+                        cfg.policy = Policy::Fifo;
                     }
                 }
             }
             "policy" => {
                 if let Some(p) = value.as_deref().and_then(Policy::from_name) {
-                    a.policy = p;
+                    cfg.policy = p;
                 }
             }
-            "l" | "loops" => a.loops = value.and_then(|v| v.parse().ok()),
+            "l" | "loops" => cfg.loops = value.and_then(|v| v.parse().ok()),
             "D" | "duration" => {
-                a.duration_ns =
+                cfg.duration_ns =
                     value.and_then(|v| latlab_model::units::parse_duration(&v, Some("s")).ok())
             }
-            "r" | "relative" => a.relative = true,
+            "r" | "relative" => cfg.relative = true,
             "n" | "nanosleep" => {
-                a.method = Method::ClockNanosleep;
+                cfg.method = Method::ClockNanosleep;
             }
-            "m" | "mlockall" => a.mlock = true,
-            "c" | "clock" if inline.as_deref() == Some("1") => a.clock = Clock::Realtime,
+            "m" | "mlockall" => cfg.mlock = true,
+            "c" | "clock" if inline.as_deref() == Some("1") => cfg.clock = Clock::Realtime,
             _ => {}
         }
         i += 1;
     }
-    a
-}
-
-fn apply_args(cfg: &mut MeasureConfig, a: &CyclictestArgs) {
-    cfg.interval_ns = a.interval_us * 1000;
-    cfg.priority = a.priority;
-    cfg.policy = a.policy;
-    cfg.relative = a.relative;
-    cfg.method = a.method;
-    cfg.mlock = a.mlock;
-    cfg.duration_ns = a.duration_ns;
-    cfg.loops = a.loops;
-    cfg.clock = a.clock;
 }
 
 fn sysinfo_of(v: &Value) -> SystemInfo {
@@ -473,7 +439,6 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         message: format!("invalid JSON: {e}"),
     })?;
     let cmdline = v.get("cmdline:").and_then(Value::as_str).unwrap_or("");
-    let args = cyclictest_args(cmdline);
     let Some(threads) = v.get("thread").and_then(Value::as_object) else {
         return err(0, "no \"thread\" object");
     };
@@ -500,7 +465,7 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         });
     }
     let mut cfg = config(1_000_000, list.len(), None);
-    apply_args(&mut cfg, &args);
+    cyclictest_args(cmdline, &mut cfg);
     cfg.cpus = Some(list.iter().filter_map(|t| t.cpu).collect())
         .filter(|c: &Vec<u32>| c.len() == list.len());
     let started = v

@@ -90,6 +90,47 @@ fn recorded_cyclictest_json() {
     assert_eq!(r.id, import(&text, None, "again").unwrap().id);
 }
 
+/// A cyclictest JSON's configuration comes from its command line, in every spelling rt-tests
+/// accepts; what the line leaves out is cyclictest's default (SCHED_OTHER without `-p`).
+#[test]
+fn cyclictest_command_lines_give_the_configuration() {
+    use latlab_model::{Clock, Policy};
+    let mut v: Value = serde_json::from_str(&data("cyclictest.json")).unwrap();
+    let mut config = |line: &str| {
+        v["cmdline:"] = line.into();
+        let c = import(&v.to_string(), None, "ct.json").unwrap().config;
+        let settings = (c.policy, c.priority, c.interval_ns, c.mlock, c.relative);
+        (settings, c.clock, c.loops, c.duration_ns)
+    };
+    assert_eq!(
+        config("cyclictest -t 2 -q"),
+        (
+            (Policy::Other, 0, 1_000_000, false, false),
+            Clock::Monotonic,
+            None,
+            None
+        )
+    );
+    assert_eq!(
+        config("cyclictest -p80 --interval=250 --loops 7 --mlockall"),
+        (
+            (Policy::Fifo, 80, 250_000, true, false),
+            Clock::Monotonic,
+            Some(7),
+            None
+        )
+    );
+    assert_eq!(
+        config("cyclictest --policy=rr -p 5 -i200 -r --clock=1 -D 10m"),
+        (
+            (Policy::Rr, 5, 200_000, false, true),
+            Clock::Realtime,
+            None,
+            Some(600_000_000_000)
+        )
+    );
+}
+
 #[test]
 fn recorded_cyclictest_histogram_text() {
     let text = data("cyclictest-h50.txt");
