@@ -16,8 +16,9 @@ pub fn rfc3339_utc(unix_ns: u64) -> String {
     )
 }
 
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+/// Days since 1970-01-01 to a proleptic Gregorian date `(year, month 1–12, day 1–31)` (Howard
+/// Hinnant's algorithm).
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

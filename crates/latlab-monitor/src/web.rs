@@ -172,19 +172,14 @@ fn web_thread_stopped() {
 }
 
 /// CPU time every web thread has used so far (answering HTTP is not part of the monitor's
-/// measuring cost), ns: ended threads, plus running ones from `/proc/self/task/*/schedstat`.
+/// measuring cost), ns: ended threads, plus running ones from their `schedstat`.
 pub fn web_cpu_time_ns() -> u64 {
     let tids = WEB_TIDS.lock().map(|t| t.clone()).unwrap_or_default();
+    // The real /proc (not a test's system tree): these are this process's own threads.
+    let (sys, pid) = (latlab_sys::Sys::default(), std::process::id() as i32);
     let running: u64 = tids
         .iter()
-        .filter_map(|tid| {
-            std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
-                .ok()?
-                .split_whitespace()
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
+        .filter_map(|tid| sys.thread_cpu_time_ns(pid, *tid).ok())
         .sum();
     WEB_ENDED_NS.load(std::sync::atomic::Ordering::Relaxed) + running
 }
@@ -676,4 +671,35 @@ async fn accept_loop(
         while conns.join_next().await.is_some() {}
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A web thread's CPU time counts while it runs (from its schedstat) and after it ends.
+    #[test]
+    fn web_cpu_time_counts_running_and_ended_threads() {
+        const SPUN_NS: u64 = 30_000_000;
+        let before = web_cpu_time_ns();
+        let (spun, spun_rx) = std::sync::mpsc::channel();
+        let (end, end_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            web_thread_started();
+            while latlab_sys::thread::cpu_time_ns() < SPUN_NS {
+                std::hint::black_box(0u64);
+            }
+            spun.send(()).unwrap();
+            end_rx.recv().unwrap();
+            web_thread_stopped();
+        });
+        spun_rx.recv().unwrap();
+        // Blocked now, so its schedstat holds what it ran (less what ran before it counted).
+        let running = web_cpu_time_ns();
+        assert!(running >= before + SPUN_NS * 2 / 3, "{before} -> {running}");
+        end.send(()).unwrap();
+        thread.join().unwrap();
+        assert!(web_cpu_time_ns() >= before + SPUN_NS);
+    }
 }

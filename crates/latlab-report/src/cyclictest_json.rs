@@ -198,7 +198,7 @@ fn rfc2822_utc(unix_s: u64) -> String {
     ];
     let days = unix_s / 86_400;
     let rem = unix_s % 86_400;
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = latlab_model::civil_from_days(days as i64);
     format!(
         "{}, {d:02} {} {y} {:02}:{:02}:{:02} +0000",
         DAYS[(days % 7) as usize],
@@ -207,20 +207,6 @@ fn rfc2822_utc(unix_s: u64) -> String {
         (rem % 3600) / 60,
         rem % 60
     )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]
