@@ -6,7 +6,8 @@
 
 use super::metrics::END_OF_TIME;
 use latlab_store::{
-    DAY_NS, HOUR_NS, MonitorWindowRow, SeriesId, Store, StoreError, WindowSetRow, WindowSummary,
+    DAY_NS, HOUR_NS, MonitorWindowRow, SeriesId, Store, StoreError, Weighted, WindowSetRow,
+    WindowSummary,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -37,13 +38,6 @@ pub fn series(store: &Store, spans: &[latlab_store::SeriesExtent]) -> Result<Val
         }));
     }
     Ok(Value::Array(out))
-}
-
-fn wadd(acc: &mut (f64, f64), v: Option<f64>, w: f64) {
-    if let Some(v) = v {
-        acc.0 += v * w;
-        acc.1 += w;
-    }
 }
 
 /// Most cells (points × CPUs) a timeline returns: on many CPUs, fewer points per CPU.
@@ -182,7 +176,7 @@ fn timeline_reading(
             let power = power_names
                 .iter()
                 .map(|name| {
-                    let mut acc = (0.0, 0.0);
+                    let mut acc = Weighted::default();
                     for s in group.iter() {
                         let w = s
                             .power
@@ -190,9 +184,9 @@ fn timeline_reading(
                             .flatten()
                             .find(|p| &p.name == name)
                             .and_then(|p| p.avg_w);
-                        wadd(&mut acc, w, s.covered_ns as f64);
+                        acc.add(w, s.covered_ns as f64);
                     }
-                    rounded_mean(acc)
+                    rounded(acc)
                 })
                 .collect();
             let cpu = cpus
@@ -203,18 +197,14 @@ fn timeline_reading(
                         cpu.to_string(),
                         Cell {
                             count: p.count,
-                            irq: rounded_mean((p.irqs_per_s.0, p.irqs_per_s.1)),
+                            irq: rounded(p.irqs_per_s),
                             max: p.max_ns,
-                            mhz: rounded_mean((p.freq_mhz.0, p.freq_mhz.1)),
+                            mhz: rounded(p.freq_mhz),
                             missed: p.missed,
                             n: p.windows,
                             p99: p.p99_ns,
                             p999: p.p99_9_ns,
-                            res: p
-                                .idle_residency_pct
-                                .iter()
-                                .map(|r| rounded_mean((r.0, r.1)))
-                                .collect(),
+                            res: p.idle_residency_pct.iter().map(|r| rounded(*r)).collect(),
                             start: p.max_start_unix_ns.to_string(),
                         },
                     ))
@@ -309,8 +299,8 @@ struct Cell {
 }
 
 /// A weighted mean to three decimals; `None` without weight.
-fn rounded_mean(acc: (f64, f64)) -> Option<f64> {
-    (acc.1 > 0.0).then(|| (acc.0 / acc.1 * 1000.0).round() / 1000.0)
+fn rounded(acc: Weighted) -> Option<f64> {
+    acc.mean().map(|m| (m * 1000.0).round() / 1000.0)
 }
 
 fn row_json(w: &MonitorWindowRow) -> Value {

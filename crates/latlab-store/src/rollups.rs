@@ -23,7 +23,8 @@ pub const ROLLUP_SPANS_NS: [u64; 2] = [HOUR_NS, DAY_NS];
 pub struct Weighted(pub f64, pub f64);
 
 impl Weighted {
-    fn add(&mut self, value: Option<f64>, weight: f64) {
+    /// Add `value` (if any) with `weight`.
+    pub fn add(&mut self, value: Option<f64>, weight: f64) {
         if let Some(v) = value {
             self.0 += v * weight;
             self.1 += weight;
