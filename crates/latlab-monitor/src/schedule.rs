@@ -380,35 +380,15 @@ fn governor_profile(dir: &Path, cpu: u32, governor: &str) -> Result<latlab_tune:
 }
 
 /// The cpufreq policy directory of `cpu` and the CPUs it governs together (a governor switch
-/// of one CPU switches them all).
+/// of one CPU switches them all); without one, the CPU's own `cpufreq` directory.
 pub fn cpufreq_policy(sys: &Sys, cpu: u32) -> (String, Vec<u32>) {
-    let base = "/sys/devices/system/cpu/cpufreq";
-    let mut n = 0;
-    let mut misses = 0;
-    while misses < 64 {
-        let dir = format!("{base}/policy{n}");
-        n += 1;
-        if !sys.exists(&dir) {
-            misses += 1;
-            continue;
-        }
-        let cpus: Vec<u32> = ["related_cpus", "affected_cpus"]
-            .iter()
-            .find_map(|f| sys.read_trim(&format!("{dir}/{f}")).ok())
-            .map(|s| {
-                s.split_whitespace()
-                    .filter_map(|w| w.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_else(|| vec![n - 1]);
-        if cpus.contains(&cpu) {
-            return (dir, cpus);
-        }
+    match latlab_tune::cpufreq_policy(sys, cpu) {
+        Some((dir, cpus)) => (dir, cpus.cpus().to_vec()),
+        None => (
+            format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq"),
+            vec![cpu],
+        ),
     }
-    (
-        format!("/sys/devices/system/cpu/cpu{cpu}/cpufreq"),
-        vec![cpu],
-    )
 }
 
 fn current_governor(sys: &Sys, cpu: u32) -> String {
@@ -614,6 +594,41 @@ mod tests {
 
     fn governor(t: &Tree, cpu: u32) -> String {
         current_governor(&Sys::new(&t.root), cpu)
+    }
+
+    /// Many CPUs with one cpufreq policy per eight, numbered after their first CPU
+    /// (`policy0`, `policy8`, …): a CPU far up is found in its policy with its siblings.
+    #[test]
+    fn a_cpu_is_found_in_sparsely_numbered_policies() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("sys/devices/system/cpu/cpufreq");
+        for first in (0..256u32).step_by(8) {
+            let policy = base.join(format!("policy{first}"));
+            std::fs::create_dir_all(&policy).unwrap();
+            let cpus: Vec<String> = (first..first + 8).map(|c| c.to_string()).collect();
+            for (file, text) in [
+                ("related_cpus", cpus.join(" ")),
+                ("scaling_governor", "powersave".into()),
+                (
+                    "scaling_available_governors",
+                    "performance powersave".into(),
+                ),
+            ] {
+                std::fs::write(policy.join(file), format!("{text}\n")).unwrap();
+            }
+        }
+        let sys = Sys::new(dir.path());
+        let (policy, cpus) = cpufreq_policy(&sys, 250);
+        assert!(policy.ends_with("/cpufreq/policy248"), "{policy}");
+        assert_eq!(cpus, (248..256).collect::<Vec<u32>>());
+        assert_eq!(
+            check_governor(&sys, 130, "performance"),
+            Ok(
+                "cpu130 governor powersave -> performance (its cpufreq policy also governs \
+                 CPUs 128-129,131-135)"
+                    .into()
+            )
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub use apply::{
     Applied, ApplyOptions, Outcome, RestoreLine, RestoreReport, Status, TemporaryTuning, TestHooks,
     TuningGuard, VerifyCheck, VerifyReport, apply, restore, status, verify, verify_profile,
 };
-pub use plan::{Change, Item, ItemState, Phase, Plan, Split, Target};
+pub use plan::{Change, Item, ItemState, Phase, Plan, Split, Target, cpufreq_policy};
 pub use profile::{Origin, Profile, ProfileError, ProfileSource, Profiles};
 
 use std::path::{Path, PathBuf};

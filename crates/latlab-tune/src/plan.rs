@@ -448,6 +448,15 @@ struct Policy {
     cpus: CpuList,
 }
 
+/// The cpufreq policy directory governing `cpu` and the CPUs it governs together (a governor
+/// written there applies to all of them); `None` where no policy with a governor lists the CPU.
+pub fn cpufreq_policy(sys: &Sys, cpu: u32) -> Option<(String, CpuList)> {
+    policies(sys)
+        .into_iter()
+        .find(|p| p.cpus.contains(cpu))
+        .map(|p| (p.dir, p.cpus))
+}
+
 fn policies(sys: &Sys) -> Vec<Policy> {
     let base = format!("{CPU}/cpufreq");
     let mut out: Vec<Policy> = sys
