@@ -154,6 +154,48 @@ fn finish_set(
     Ok(row)
 }
 
+impl WindowSetRow {
+    /// The row a measured window set is stored as: one window, covering all its time.
+    pub(crate) fn of(set: &WindowSet) -> WindowSetRow {
+        WindowSetRow {
+            start_unix_ns: set.start_unix_ns,
+            end_unix_ns: set.end_unix_ns,
+            window_index: set.index,
+            last_window_index: set.index,
+            windows: 1,
+            covered_ns: set.end_unix_ns - set.start_unix_ns,
+            power: set.power.clone(),
+            thermal: set.thermal.clone(),
+            cost_cpu_time_ns: set.cost_cpu_time_ns,
+        }
+    }
+}
+
+impl MonitorWindowRow {
+    /// The row of one CPU's window in `set`, its statistics from its histogram.
+    pub(crate) fn of(
+        set: &WindowSetRow,
+        cpu: u32,
+        h: &Histogram,
+        missed: u64,
+        cpu_summary: Option<CpuSummary>,
+    ) -> MonitorWindowRow {
+        MonitorWindowRow {
+            start_unix_ns: set.start_unix_ns,
+            end_unix_ns: set.end_unix_ns,
+            cpu,
+            windows: set.windows,
+            count: h.count(),
+            min_ns: h.min(),
+            max_ns: h.max(),
+            p99_ns: h.percentile(99.0),
+            p99_9_ns: h.percentile(99.9),
+            missed,
+            cpu_summary,
+        }
+    }
+}
+
 /// A series' window sets that end by `end_unix_ns`, oldest first (within a transaction or on the
 /// store's connection).
 pub(crate) fn sets_ending_by(
@@ -364,21 +406,25 @@ impl Store {
                 from_sql(other)
             )));
         }
+        let row = WindowSetRow::of(set);
         tx.execute(
             "INSERT INTO monitor_sets (series_id, start_unix_ns, end_unix_ns, window_index,
                  last_window_index, windows, covered_ns, power, thermal, cost_cpu_time_ns)
-             VALUES (?1, ?2, ?3, ?4, ?4, 1, ?5, ?6, ?7, ?8)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 series.0,
-                to_sql(set.start_unix_ns),
-                to_sql(set.end_unix_ns),
-                to_sql(set.index),
-                to_sql(set.end_unix_ns - set.start_unix_ns),
-                set.power.as_ref().map(to_json),
-                set.thermal.as_ref().map(to_json),
-                opt_to_sql(set.cost_cpu_time_ns),
+                to_sql(row.start_unix_ns),
+                to_sql(row.end_unix_ns),
+                to_sql(row.window_index),
+                to_sql(row.last_window_index),
+                to_sql(row.windows),
+                to_sql(row.covered_ns),
+                row.power.as_ref().map(to_json),
+                row.thermal.as_ref().map(to_json),
+                opt_to_sql(row.cost_cpu_time_ns),
             ],
         )?;
+        let mut windows = Vec::with_capacity(set.cpus.len());
         {
             let mut wstmt = tx.prepare(WINDOW_UPSERT)?;
             let mut sstmt = tx.prepare(
@@ -386,15 +432,15 @@ impl Store {
                  VALUES (?1, ?2, ?3, ?4, ?5)",
             )?;
             for w in &set.cpus {
-                write_window(
-                    &mut wstmt,
-                    series,
-                    set.start_unix_ns,
+                let window = MonitorWindowRow::of(
+                    &row,
                     w.cpu,
                     &w.histogram,
                     w.missed,
-                    w.cpu_summary.as_ref(),
-                )?;
+                    w.cpu_summary.clone(),
+                );
+                write_window(&mut wstmt, series, &window, &w.histogram)?;
+                windows.push(window);
                 for s in &w.spikes {
                     sstmt.execute(params![
                         series.0,
@@ -406,8 +452,8 @@ impl Store {
                 }
             }
         }
-        crate::totals::add_window_set(&tx, series, set)?;
-        crate::rollups::add_window_set(&tx, series, set)?;
+        crate::totals::add_window_set(&tx, series, &row, &set.cpus)?;
+        crate::rollups::add_windows(&tx, series, row.covered_ns, &windows)?;
         tx.execute(
             "UPDATE monitor_series SET updated_at = ?2 WHERE id = ?1",
             params![series.0, now_rfc3339()],
@@ -731,27 +777,25 @@ const WINDOW_UPSERT: &str = "INSERT INTO monitor_windows (series_id, start_unix_
         p99_ns = excluded.p99_ns, p99_9_ns = excluded.p99_9_ns, missed = excluded.missed,
         histogram = excluded.histogram, cpu_summary = excluded.cpu_summary";
 
+/// Write one CPU's window: its row's statistics and summary, and its histogram.
 fn write_window(
     stmt: &mut rusqlite::Statement<'_>,
     series: SeriesId,
-    start: u64,
-    cpu: u32,
+    w: &MonitorWindowRow,
     h: &Histogram,
-    missed: u64,
-    summary: Option<&CpuSummary>,
 ) -> rusqlite::Result<()> {
     stmt.execute(params![
         series.0,
-        to_sql(start),
-        cpu,
-        to_sql(h.count()),
-        to_sql(h.min()),
-        to_sql(h.max()),
-        to_sql(h.percentile(99.0)),
-        to_sql(h.percentile(99.9)),
-        to_sql(missed),
+        to_sql(w.start_unix_ns),
+        w.cpu,
+        to_sql(w.count),
+        to_sql(w.min_ns),
+        to_sql(w.max_ns),
+        to_sql(w.p99_ns),
+        to_sql(w.p99_9_ns),
+        to_sql(w.missed),
         h.encode(),
-        summary.map(to_json),
+        w.cpu_summary.as_ref().map(to_json),
     ])?;
     Ok(())
 }
@@ -807,19 +851,27 @@ fn merge_group(
             }
         }
     }
+    let weights: Vec<f64> = group.iter().map(|s| s.covered_ns as f64).collect();
+    let merged = WindowSetRow {
+        start_unix_ns: first,
+        end_unix_ns: group.iter().map(|s| s.end_unix_ns).max().unwrap_or(first),
+        window_index: group.iter().map(|s| s.window_index).min().unwrap_or(0),
+        last_window_index: group.iter().map(|s| s.last_window_index).max().unwrap_or(0),
+        windows: group.iter().map(|s| s.windows).sum(),
+        covered_ns: group.iter().map(|s| s.covered_ns).sum(),
+        power: merge_power(group, &weights),
+        thermal: merge_thermal(group, &weights),
+        cost_cpu_time_ns: group
+            .iter()
+            .filter_map(|s| s.cost_cpu_time_ns)
+            .reduce(|a, b| a + b),
+    };
     {
         let mut wstmt = tx.prepare(WINDOW_UPSERT)?;
         for (cpu, acc) in &per_cpu {
             let summary = merge_cpu_summaries(*cpu, &acc.summaries);
-            write_window(
-                &mut wstmt,
-                series,
-                first,
-                *cpu,
-                &acc.hist,
-                acc.missed,
-                summary.as_ref(),
-            )?;
+            let window = MonitorWindowRow::of(&merged, *cpu, &acc.hist, acc.missed, summary);
+            write_window(&mut wstmt, series, &window, &acc.hist)?;
         }
     }
     for s in &group[1..] {
@@ -832,28 +884,21 @@ fn merge_group(
             params![series.0, to_sql(s.start_unix_ns)],
         )?;
     }
-    let weights: Vec<f64> = group.iter().map(|s| s.covered_ns as f64).collect();
-    let power = merge_power(group, &weights);
-    let thermal = merge_thermal(group, &weights);
-    let cost = group
-        .iter()
-        .filter_map(|s| s.cost_cpu_time_ns)
-        .reduce(|a, b| a + b);
     tx.execute(
         "UPDATE monitor_sets SET end_unix_ns = ?3, window_index = ?4, last_window_index = ?5,
              windows = ?6, covered_ns = ?7, power = ?8, thermal = ?9, cost_cpu_time_ns = ?10
          WHERE series_id = ?1 AND start_unix_ns = ?2",
         params![
             series.0,
-            to_sql(first),
-            to_sql(group.iter().map(|s| s.end_unix_ns).max().unwrap_or(first)),
-            to_sql(group.iter().map(|s| s.window_index).min().unwrap_or(0)),
-            to_sql(group.iter().map(|s| s.last_window_index).max().unwrap_or(0)),
-            to_sql(group.iter().map(|s| s.windows).sum()),
-            to_sql(group.iter().map(|s| s.covered_ns).sum()),
-            power.as_ref().map(to_json),
-            thermal.as_ref().map(to_json),
-            opt_to_sql(cost),
+            to_sql(merged.start_unix_ns),
+            to_sql(merged.end_unix_ns),
+            to_sql(merged.window_index),
+            to_sql(merged.last_window_index),
+            to_sql(merged.windows),
+            to_sql(merged.covered_ns),
+            merged.power.as_ref().map(to_json),
+            merged.thermal.as_ref().map(to_json),
+            opt_to_sql(merged.cost_cpu_time_ns),
         ],
     )?;
     Ok(())

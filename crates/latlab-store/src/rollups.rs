@@ -7,7 +7,6 @@
 
 use crate::monitor::{HOUR_NS, MonitorWindowRow, SeriesId};
 use crate::{Result, Store, from_json, from_sql, to_json, to_sql};
-use latlab_model::monitor::WindowSet;
 use rusqlite::{OptionalExtension, Transaction, params};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -188,33 +187,18 @@ fn write(tx: &Transaction<'_>, series: SeriesId, span_ns: u64, s: &WindowSummary
     Ok(())
 }
 
-/// Add a newly stored window set to its series' rollups (inside the transaction storing it).
-pub(crate) fn add_window_set(
+/// Add a newly stored window set's windows, each covering `covered_ns`, to its series' rollups
+/// (inside the transaction storing it).
+pub(crate) fn add_windows(
     tx: &Transaction<'_>,
     series: SeriesId,
-    set: &WindowSet,
+    covered_ns: u64,
+    windows: &[MonitorWindowRow],
 ) -> Result<()> {
-    let covered = set.end_unix_ns - set.start_unix_ns;
-    for w in &set.cpus {
-        let h = &w.histogram;
-        let window = WindowSummary::of_window(
-            &MonitorWindowRow {
-                start_unix_ns: set.start_unix_ns,
-                end_unix_ns: set.end_unix_ns,
-                cpu: w.cpu,
-                windows: 1,
-                count: h.count(),
-                min_ns: h.min(),
-                max_ns: h.max(),
-                p99_ns: h.percentile(99.0),
-                p99_9_ns: h.percentile(99.9),
-                missed: w.missed,
-                cpu_summary: w.cpu_summary.clone(),
-            },
-            covered,
-        );
+    for w in windows {
+        let window = WindowSummary::of_window(w, covered_ns);
         for span in ROLLUP_SPANS_NS {
-            let start = set.start_unix_ns / span * span;
+            let start = w.start_unix_ns / span * span;
             let stored = tx
                 .prepare_cached(&format!(
                     "SELECT {COLUMNS} FROM monitor_rollups

@@ -9,7 +9,7 @@ use crate::monitor::{MonitorWindowRow, SeriesId, WindowSetRow};
 use crate::rollups::WindowSummary;
 use crate::{Result, Store, decode_hist, from_json, from_sql, opt_from_sql, to_json, to_sql};
 use latlab_hist::Histogram;
-use latlab_model::monitor::WindowSet;
+use latlab_model::monitor::MonitorWindow;
 use latlab_model::samples::CpuSummary;
 use rusqlite::{OptionalExtension, Transaction, params};
 use std::collections::BTreeMap;
@@ -193,31 +193,22 @@ fn write(tx: &Transaction<'_>, series: SeriesId, t: &SeriesTotals) -> Result<()>
     Ok(())
 }
 
-/// Add a newly stored window set to its series' totals (inside the transaction storing it).
+/// Add a newly stored window set (its row, and its CPUs' windows) to its series' totals (inside
+/// the transaction storing it).
 pub(crate) fn add_window_set(
     tx: &Transaction<'_>,
     series: SeriesId,
-    set: &WindowSet,
+    set: &WindowSetRow,
+    cpus: &[MonitorWindow],
 ) -> Result<()> {
     let mut totals = read(tx, series)?.unwrap_or_default();
-    let covered_ns = set.end_unix_ns - set.start_unix_ns;
-    totals.add_set(&WindowSetRow {
-        start_unix_ns: set.start_unix_ns,
-        end_unix_ns: set.end_unix_ns,
-        window_index: set.index,
-        last_window_index: set.index,
-        windows: 1,
-        covered_ns,
-        power: set.power.clone(),
-        thermal: None,
-        cost_cpu_time_ns: set.cost_cpu_time_ns,
-    });
-    for w in &set.cpus {
+    totals.add_set(set);
+    for w in cpus {
         totals.cpus.entry(w.cpu).or_default().add(
             &w.histogram,
             w.missed,
             w.cpu_summary.as_ref(),
-            covered_ns,
+            set.covered_ns,
         );
     }
     write(tx, series, &totals)
