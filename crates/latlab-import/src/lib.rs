@@ -122,14 +122,12 @@ pub fn import(text: &str, format: Option<Format>, source: &str) -> Result<RunRes
         ),
     );
     // The same file always gets the same id, so importing it twice is noticed.
-    r.id = format!("import-{}-{:016x}", format.name(), fnv64(text));
+    r.id = format!(
+        "import-{}-{:016x}",
+        format.name(),
+        latlab_model::rng::fnv1a64(text)
+    );
     Ok(r)
-}
-
-fn fnv64(text: &str) -> u64 {
-    text.bytes().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
-    })
 }
 
 /// One thread's samples as read: histogram rows in µs, overflow beyond the range.

@@ -393,12 +393,7 @@ pub(crate) fn decode_hist(bytes: &[u8], what: &str) -> Result<Histogram> {
 /// FNV-1a, 64 bits, as 16 hex digits: a stable content hash for deduplication indexes (equality is
 /// always confirmed on the full content).
 pub(crate) fn fnv64(text: &str) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    format!("{:016x}", latlab_model::rng::fnv1a64(text))
 }
 
 /// Now as RFC 3339 UTC.

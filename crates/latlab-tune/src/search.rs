@@ -668,13 +668,6 @@ fn front(pts: Vec<Point>, higher_better: bool) -> Vec<Point> {
         .collect()
 }
 
-/// A stable 64-bit hash (FNV-1a), for a seed derived from a search's description.
-pub fn seed_of(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// A cell of a comparison: its key in the store and what is applied for it.
 struct Cell<'a> {
     key: String,

@@ -287,7 +287,7 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
         run_length,
         cpus: cpus.clone(),
         state_dir: state_dir.clone(),
-        seed: search::seed_of(&text),
+        seed: latlab_model::rng::fnv1a64(&text),
     };
     let Some(fit) = spec.screenable(candidates.len()) else {
         let need = run_length * (spec.confirmation_runs() + 2 * args.repeats);
