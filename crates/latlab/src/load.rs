@@ -2,11 +2,12 @@
 
 use crate::cli_error::{CliError, CliResult};
 use clap::Args;
-use latlab_load::{LoadError, LoadOptions, LoadSet, LoadSpec, ScheduleRunner, parse_schedule};
+use latlab_load::{LoadOptions, LoadSet, LoadSpec, ScheduleRunner, parse_schedule};
 use latlab_measure::StopSignal;
 use latlab_model::StopReason;
 use latlab_model::load::{LoadReport, Loads, Throughput};
 use latlab_model::units::{CpuList, format_duration, parse_duration};
+use latlab_session::load_error;
 use latlab_sys::Sys;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -53,14 +54,6 @@ struct LoadPlan {
     duration_ns: u64,
 }
 
-fn usage(e: LoadError) -> CliError {
-    if e.is_usage() {
-        CliError::Usage(e.to_string())
-    } else {
-        CliError::Failed(anyhow::anyhow!("{e}"))
-    }
-}
-
 impl LoadArgs {
     fn plan(&self, sys: &Sys) -> CliResult<LoadPlan> {
         if self.specs.is_empty() && self.schedule.is_none() {
@@ -75,13 +68,13 @@ impl LoadArgs {
             .iter()
             .map(|s| LoadSpec::parse(s))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(usage)?;
+            .map_err(load_error)?;
         let schedule = self
             .schedule
             .as_deref()
             .map(parse_schedule)
             .transpose()
-            .map_err(usage)?;
+            .map_err(load_error)?;
         let cpus = self
             .load_cpus
             .as_deref()
@@ -119,16 +112,16 @@ pub fn run(args: LoadArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
     let plan = args.plan(sys)?;
     // Every load is checked (CPU set, supported here) before anything starts.
-    LoadSet::check(&plan.specs, &plan.opts).map_err(usage)?;
+    LoadSet::check(&plan.specs, &plan.opts).map_err(load_error)?;
     if let Some(s) = &plan.schedule {
-        LoadSet::check(&s.specs(), &plan.opts).map_err(usage)?;
+        LoadSet::check(&s.specs(), &plan.opts).map_err(load_error)?;
     }
 
     // Signals are blocked before the load threads exist, so they inherit the mask.
     let stop = StopSignal::new();
     crate::signals::install(stop.clone());
 
-    let cpus = plan.opts.resolve_cpus().map_err(usage)?;
+    let cpus = plan.opts.resolve_cpus().map_err(load_error)?;
     let mut what: Vec<String> = plan.specs.iter().map(|s| s.text().to_string()).collect();
     if let Some(s) = &args.schedule {
         what.push(format!("schedule \"{s}\""));
@@ -140,10 +133,10 @@ pub fn run(args: LoadArgs, sys: &Sys) -> CliResult<ExitCode> {
         format_duration(plan.duration_ns)
     );
 
-    let set = LoadSet::start(&plan.specs, &plan.opts).map_err(usage)?;
+    let set = LoadSet::start(&plan.specs, &plan.opts).map_err(load_error)?;
     let origin = Instant::now();
     let runner = match &plan.schedule {
-        Some(s) => Some(ScheduleRunner::start(s, &plan.opts, origin).map_err(usage)?),
+        Some(s) => Some(ScheduleRunner::start(s, &plan.opts, origin).map_err(load_error)?),
         None => None,
     };
     let end = origin + Duration::from_nanos(plan.duration_ns);

@@ -3,7 +3,6 @@
 
 use crate::args::usage;
 use crate::cli_error::{CliError, CliResult};
-use anyhow::Context;
 use clap::Args;
 use latlab_hist::Histogram;
 use latlab_model::StopReason;
@@ -15,8 +14,6 @@ use latlab_model::units::{CpuList, format_duration, format_us, parse_duration};
 use latlab_sys::Sys;
 use latlab_trace::{EventGroup, TraceConfig, TraceError, Tracer};
 use std::fmt::Write as _;
-use std::fs::File;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -132,49 +129,14 @@ impl TraceArgs {
     }
 }
 
-/// The JSON output, created before tracing so a bad path fails first.
-enum JsonOut {
-    Stdout,
-    File(PathBuf, File),
-}
-
-impl JsonOut {
-    fn open(path: &Option<PathBuf>) -> CliResult<Option<JsonOut>> {
-        let Some(path) = path else { return Ok(None) };
-        if path.as_os_str() == "-" {
-            return Ok(Some(JsonOut::Stdout));
-        }
-        let f = File::create(path).map_err(|e| {
-            CliError::Usage(format!(
-                "--json {}: {e} (accepted: a writable file path)",
-                path.display()
-            ))
-        })?;
-        Ok(Some(JsonOut::File(path.clone(), f)))
-    }
-
-    fn write(self, text: &str) -> anyhow::Result<()> {
-        match self {
-            JsonOut::Stdout => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(text.as_bytes())?;
-                Ok(out.flush()?)
-            }
-            JsonOut::File(path, mut f) => f
-                .write_all(text.as_bytes())
-                .and_then(|_| f.sync_all())
-                .with_context(|| format!("writing --json {}", path.display())),
-        }
-    }
-}
-
 pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
     let online = sys
         .online_cpus()
         .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
     let plan = args.to_plan(&online)?;
-    let json = JsonOut::open(&args.json)?;
-    let json_to_stdout = matches!(json, Some(JsonOut::Stdout));
+    // Created before tracing, so a bad path fails first.
+    let json = crate::args::OutputFile::open("--json", &args.json)?;
+    let json_to_stdout = json.as_ref().is_some_and(|o| o.is_stdout());
 
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     crate::signals::install_with(move |name| {
