@@ -285,6 +285,13 @@ pub struct SystemInfo {
     pub smi_count: Option<system::Field<Vec<(u32, u64)>>>,
 }
 
+impl SystemInfo {
+    /// Whether the kernel is built with `option` ([`system::kernel_built_with`]).
+    pub fn kernel_built_with(&self, option: &str) -> bool {
+        system::kernel_built_with(&self.kernel_version, self.kernel_config.value(), option)
+    }
+}
+
 /// How the run went: what latlab could set up, and what it could not.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

@@ -47,6 +47,17 @@ impl<T, E: std::fmt::Display> From<Result<T, E>> for Field<T> {
     }
 }
 
+/// Whether a kernel is built with `option` (`PREEMPT_RT`, `PREEMPT_DYNAMIC`): named in its version
+/// string, or `CONFIG_<option>` among the preemption options of its configuration.
+pub fn kernel_built_with(version: &str, config: Option<&KernelConfig>, option: &str) -> bool {
+    version.contains(option)
+        || config.is_some_and(|c| {
+            c.preempt
+                .iter()
+                .any(|p| p.strip_prefix("CONFIG_") == Some(option))
+        })
+}
+
 /// Kernel build options that matter for latency.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]

@@ -148,8 +148,7 @@ pub fn advise(
         .unwrap_or_default();
     let config = sys.kernel_config();
     let config: Option<&KernelConfig> = config.value();
-    let rt = version.contains("PREEMPT_RT")
-        || config.is_some_and(|c| c.preempt.iter().any(|p| p == "CONFIG_PREEMPT_RT"));
+    let rt = latlab_model::system::kernel_built_with(&version, config, "PREEMPT_RT");
     let mut a = Advisor {
         current: sys.read_trim("/proc/cmdline").unwrap_or_default(),
         config,
@@ -531,12 +530,7 @@ pub struct Recommendation {
 pub fn recommend(sys: &Sys) -> Recommendation {
     let info = sys.system_info();
     let mut facts = Vec::new();
-    let rt = info.kernel_version.contains("PREEMPT_RT")
-        || info.preempt.starts_with("rt ")
-        || info
-            .kernel_config
-            .value()
-            .is_some_and(|c| c.preempt.iter().any(|p| p == "CONFIG_PREEMPT_RT"));
+    let rt = info.kernel_built_with("PREEMPT_RT");
     facts.push(format!(
         "kernel {} ({}), preempt model {}",
         info.kernel_release, info.kernel_version, info.preempt

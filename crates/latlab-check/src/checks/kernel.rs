@@ -4,23 +4,12 @@
 use super::{cpus, housekeeping};
 use crate::{Ctx, Facts, Fix, Outcome, Target, Verdict};
 
-/// Whether the kernel is built with `option` (`PREEMPT_RT`, `PREEMPT_DYNAMIC`): named in its
-/// version string, or `CONFIG_<option>` among the preemption options of its configuration.
-fn built_with(f: &Facts, option: &str) -> bool {
-    f.info.kernel_version.contains(option)
-        || f.info.kernel_config.value().is_some_and(|c| {
-            c.preempt
-                .iter()
-                .any(|p| p.strip_prefix("CONFIG_") == Some(option))
-        })
-}
-
 fn is_rt_kernel(f: &Facts) -> bool {
-    built_with(f, "PREEMPT_RT")
+    f.info.kernel_built_with("PREEMPT_RT")
 }
 
 fn is_dynamic(f: &Facts) -> bool {
-    built_with(f, "PREEMPT_DYNAMIC")
+    f.info.kernel_built_with("PREEMPT_DYNAMIC")
 }
 
 /// The model's first word: `full`, `rt`, `lazy`, `voluntary`, `none`, or `unknown`.
