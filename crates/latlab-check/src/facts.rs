@@ -293,9 +293,7 @@ pub fn parse_status(text: &str) -> Option<(u32, u32, u64)> {
     let mut it = uids.split_whitespace();
     let uid = it.next()?.parse().ok()?;
     let euid = it.next()?.parse().ok()?;
-    let cap = field("CapEff:")
-        .and_then(|c| u64::from_str_radix(&c, 16).ok())
-        .unwrap_or(0);
+    let cap = latlab_sys::procfs::cap_eff(text).unwrap_or(0);
     Some((uid, euid, cap))
 }
 

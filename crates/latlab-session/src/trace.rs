@@ -74,7 +74,7 @@ impl MeasureTrace {
                 let (collector, sender) = StoryCollector::start(
                     tracer.ring_reader()?,
                     STORY_QUEUE,
-                    Some(housekeeping.iter().map(|&c| c as usize).collect()),
+                    housekeeping.to_vec(),
                 )
                 .map_err(|e| TraceError::Load(format!("cannot start the story thread: {e}")))?;
                 let offset = match clock {

@@ -187,7 +187,6 @@ pub struct PmQosHold {
     pub us: u32,
 }
 
-/// The CPU model from `/proc/cpuinfo` (x86 `model name`, or ARM `Hardware` / `CPU part`).
 /// The wall clock now, ns since 1970 (0 for a clock set before it).
 pub fn unix_now_ns() -> u64 {
     std::time::SystemTime::now()
@@ -195,6 +194,12 @@ pub fn unix_now_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// `CLOCK_MONOTONIC` now, ns: the clock of the kernel's trace timestamps (`bpf_ktime_get_ns`).
+pub fn monotonic_ns() -> u64 {
+    thread::clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// The CPU model from `/proc/cpuinfo` (x86 `model name`, or ARM `Hardware` / `CPU part`).
 pub fn cpu_model(cpuinfo: &str) -> String {
     let field = |name: &str| {
         cpuinfo.lines().find_map(|l| {

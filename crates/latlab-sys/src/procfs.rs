@@ -1,6 +1,7 @@
 //! The text formats of procfs, parsed once for every crate: `/proc/interrupts` (and
-//! `/proc/softirqs`), `/proc/PID/stat` and the kernel's hex CPU masks (`smp_affinity`,
-//! `cpumask`). Pure functions over text: the callers read the files through `Sys`.
+//! `/proc/softirqs`), `/proc/PID/stat`, the capabilities of `/proc/PID/status` and the kernel's
+//! hex CPU masks (`smp_affinity`, `cpumask`). Pure functions over text: the callers read the
+//! files through `Sys`.
 
 use latlab_model::units::CpuList;
 use std::collections::BTreeMap;
@@ -156,10 +157,26 @@ pub fn format_hex_mask(cpus: &CpuList) -> String {
     out
 }
 
+/// The effective capability mask of `/proc/PID/status` text (its `CapEff:` line, hex).
+pub fn cap_eff(status: &str) -> Option<u64> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_effective_capabilities_of_a_status() {
+        let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
+        assert_eq!(cap_eff(status), Some(0x1ff_ffff_ffff));
+        assert_eq!(cap_eff("Name: x\n"), None);
+        assert_eq!(cap_eff("CapEff:\tzz\n"), None);
+    }
 
     const INTERRUPTS: &str = "           CPU0       CPU2       \n  \
   0:         40          0   IO-APIC   2-edge      timer\n  \

@@ -12,7 +12,7 @@ pub fn gettid() -> i32 {
     unsafe { libc::gettid() }
 }
 
-fn clock_ns(clock: libc::clockid_t) -> u64 {
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -180,10 +180,7 @@ pub fn set_scheduler(policy: libc::c_int, priority: i32) -> io::Result<()> {
 fn has_cap_sys_nice() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| {
-            let hex = s.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
-            u64::from_str_radix(hex.trim(), 16).ok()
-        })
+        .and_then(|s| crate::procfs::cap_eff(&s))
         .is_some_and(|caps| caps & (1 << 23) != 0)
 }
 

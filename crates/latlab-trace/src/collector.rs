@@ -72,20 +72,6 @@ pub struct StoryCollector {
     thread: Option<JoinHandle<Vec<TaggedStory>>>,
 }
 
-fn pin_to(cpus: &[usize]) {
-    // SAFETY: set is plain data initialised by CPU_ZERO/CPU_SET; 0 is the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        for &c in cpus {
-            if c < libc::CPU_SETSIZE as usize {
-                libc::CPU_SET(c, &mut set);
-            }
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 fn serve(
     reader: RingReader,
     rx: Receiver<Request>,
@@ -117,12 +103,12 @@ fn serve(
 }
 
 impl StoryCollector {
-    /// Start the collector thread (pinned to `cpus` when given: keep it off measured CPUs) with
+    /// Start the collector thread, kept on `cpus` (off the measured CPUs; none: anywhere), with
     /// room for `queue` pending requests.
     pub fn start(
         reader: RingReader,
         queue: usize,
-        cpus: Option<Vec<usize>>,
+        cpus: Vec<u32>,
     ) -> std::io::Result<(StoryCollector, StorySender)> {
         let (tx, rx) = sync_channel(queue.max(1));
         let stop = Arc::new(AtomicBool::new(false));
@@ -131,9 +117,7 @@ impl StoryCollector {
         let thread = std::thread::Builder::new()
             .name("latlab-stories".into())
             .spawn(move || {
-                if let Some(c) = cpus.filter(|c| !c.is_empty()) {
-                    pin_to(&c);
-                }
+                latlab_sys::thread::keep_on(&cpus);
                 serve(reader, rx, s, m)
             })?;
         Ok((

@@ -9,14 +9,6 @@ const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
-/// The effective capability mask from `/proc/self/status` text (`CapEff:`).
-pub fn parse_cap_eff(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-}
-
 /// Whether a capability mask allows loading and attaching tracing programs: CAP_SYS_ADMIN
 /// (root), or CAP_BPF with CAP_PERFMON.
 pub fn may_trace(cap_eff: u64) -> bool {
@@ -46,7 +38,7 @@ pub fn describe_caps(cap_eff: u64) -> String {
 pub fn cap_eff() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| parse_cap_eff(&s))
+        .and_then(|s| latlab_sys::procfs::cap_eff(&s))
         .unwrap_or(0)
 }
 
@@ -371,15 +363,11 @@ mod tests {
 
     #[test]
     fn capabilities_from_status() {
-        let root = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001ffffffffff\n";
-        let eff = parse_cap_eff(root);
-        assert_eq!(eff, Some(0x1ff_ffff_ffff));
         assert!(may_trace(0x1ff_ffff_ffff));
         assert!(!may_trace(0));
         assert!(may_trace((1 << CAP_BPF) | (1 << CAP_PERFMON)));
         assert!(!may_trace(1 << CAP_BPF));
         assert_eq!(describe_caps(0), "none of them");
         assert_eq!(describe_caps(1 << CAP_BPF), "only CAP_BPF");
-        assert_eq!(parse_cap_eff("Name: x\n"), None);
     }
 }

@@ -51,15 +51,7 @@ impl Default for TraceConfig {
 }
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the clock of the BPF timestamps and of spike stories.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use latlab_sys::monotonic_ns;
 
 /// An error and its causes on one line (verifier logs reduced to their last lines).
 fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
@@ -95,12 +87,6 @@ fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     text.replace('\n', " ")
 }
 
-fn cpu_list(text: &str) -> Vec<u32> {
-    latlab_model::units::CpuList::parse(text.trim())
-        .map(|l| l.cpus().to_vec())
-        .unwrap_or_default()
-}
-
 /// A tracing session: programs attached until [`Tracer::finish`] (or drop).
 pub struct Tracer {
     ebpf: Ebpf,
@@ -129,8 +115,10 @@ impl Tracer {
         let possible = aya::util::nr_cpus().map_err(|(what, e)| {
             TraceError::Load(format!("reading the possible CPUs ({what}): {e}"))
         })?;
-        let online_cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
-            .map(|t| cpu_list(&t))
+        // The real sysfs: the CPUs the programs run on, whatever tree a test redirects to.
+        let online_cpus = latlab_sys::Sys::default()
+            .online_cpus()
+            .map(|l| l.cpus().to_vec())
             .unwrap_or_default();
         let cpus = traced_cpus(config, possible, &online_cpus)?;
 

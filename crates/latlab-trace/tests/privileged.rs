@@ -477,7 +477,7 @@ fn the_collector_tells_the_story_of_a_requested_spike() {
     })
     .unwrap();
     let (collector, sender) =
-        StoryCollector::start(tracer.ring_reader().unwrap(), 64, Some(vec![1])).unwrap();
+        StoryCollector::start(tracer.ring_reader().unwrap(), 64, vec![1]).unwrap();
     let s2 = sender.clone();
     provoke_spike(cpu, move |deadline, woke| {
         assert!(s2.request(7, cpu as u32, deadline, woke));

@@ -682,7 +682,8 @@ fn recommendations_follow_the_facts() {
             "{tree}: {:?}",
             r.facts
         );
-    }    // A `preempt=rt` on the command line of a PREEMPT_DYNAMIC kernel (no such model) does not
+    }
+    // A `preempt=rt` on the command line of a PREEMPT_DYNAMIC kernel (no such model) does not
     // make it a real-time kernel.
     let t = Tree::new("vm");
     t.write("/proc/cmdline", "console=ttyS0 preempt=rt\n");
