@@ -12,7 +12,7 @@ use latlab_model::samples::{CpuSummary, PowerSource, ThermalSummary};
 use std::collections::VecDeque;
 
 /// Time of windows the backlog always keeps, whatever their size.
-pub const KEEP_AT_LEAST_NS: u64 = 3_600_000_000_000;
+pub const KEEP_AT_LEAST_NS: u64 = latlab_store::HOUR_NS;
 /// Bytes of parked windows beyond which sets older than [`KEEP_AT_LEAST_NS`] are given up.
 pub const MEMORY_BOUND: usize = 64 << 20;
 

@@ -38,8 +38,7 @@ const LE: [&str; 16] = [
 /// The content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Largest time the store's signed columns take.
-pub const END_OF_TIME: u64 = i64::MAX as u64;
+pub use latlab_store::END_OF_TIME;
 
 #[derive(Debug, Clone, Default)]
 struct CpuAcc {

@@ -3,9 +3,7 @@
 
 use std::fmt::Write;
 
-use latlab_model::{
-    Clock, Policy, RunResult, Stats, StopReason, units::CpuList, units::format_duration,
-};
+use latlab_model::{Policy, RunResult, Stats, StopReason, units::CpuList, units::format_duration};
 
 /// How a latency column reads its value from [`Stats`].
 type Column = (&'static str, fn(&Stats) -> u64);
@@ -72,11 +70,7 @@ fn header(out: &mut String, r: &RunResult) {
     } else {
         "absolute"
     };
-    let clock = match c.clock {
-        Clock::Monotonic => "monotonic",
-        Clock::Realtime => "realtime",
-    };
-    let mut method = format!("{} ({timing}, {clock} clock)", c.method.name());
+    let mut method = format!("{} ({timing}, {} clock)", c.method.name(), c.clock.name());
     if c.method.is_wakeup() {
         match c.waker_cpu {
             Some(cpu) => {

@@ -30,7 +30,7 @@ pub use check::CheckReport;
 pub use experiments::{Cell, CellRef, CellStatus, Experiment, ExperimentId, ExperimentStatus};
 pub use latlab_model::RunResult;
 pub use monitor::{
-    Annotation, COARSE_SHIFT, FULL_RESOLUTION_NS, HOUR_NS, MergeSummary, MonitorSpike,
+    Annotation, COARSE_SHIFT, END_OF_TIME, FULL_RESOLUTION_NS, HOUR_NS, MergeSummary, MonitorSpike,
     MonitorWindow, MonitorWindowRow, SeriesConfig, SeriesExtent, SeriesId, SeriesSpec, SeriesState,
     WindowSet, WindowSetRow,
 };

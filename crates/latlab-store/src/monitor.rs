@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 /// Length of a retention row.
 pub const HOUR_NS: u64 = 3_600_000_000_000;
 
+/// The latest time the store's signed columns hold (unix ns): the end of an open range.
+pub const END_OF_TIME: u64 = i64::MAX as u64;
+
 /// The store's number for a monitoring series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(transparent)]

@@ -225,8 +225,7 @@ pub(crate) fn rebuild_all(tx: &Transaction<'_>) -> Result<()> {
         let series = SeriesId(id);
         let mut totals = SeriesTotals::default();
         let mut covered = BTreeMap::new();
-        // Every set (a bound SQLite's integers hold).
-        for set in crate::monitor::sets_ending_by(tx, series, i64::MAX as u64)? {
+        for set in crate::monitor::sets_ending_by(tx, series, crate::monitor::END_OF_TIME)? {
             totals.add_set(&set);
             covered.insert(to_sql(set.start_unix_ns), set.covered_ns);
         }
