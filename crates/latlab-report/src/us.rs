@@ -44,18 +44,24 @@ pub(crate) fn us_buckets(h: &Histogram, range_us: u32) -> UsBuckets {
             _ => out.in_range.push((us, count)),
         }
     };
-    let (min, max) = (h.min(), h.max());
-    for b in h.buckets() {
-        let low = b.low.max(min);
-        if b.high >= max {
-            // The last bucket (values above the bucketed range are counted in it too).
-            add(low / 1000, b.count - 1);
-            add(max / 1000, 1);
-        } else {
-            add(low / 1000, b.count);
-        }
+    for (ns, count) in placed(h) {
+        add(ns / 1000, count);
     }
     out
+}
+
+/// The samples of `h` as `(value ns, count)`, placed as the reports place them: each bucket's
+/// count at its lowest value raised to the exact minimum; in the bucket holding the maximum (the
+/// last: values above the bucketed range are counted in it too), one sample at the maximum.
+pub(crate) fn placed(h: &Histogram) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let (min, max) = (h.min(), h.max());
+    h.buckets().flat_map(move |b| {
+        let last = b.high >= max;
+        let here = if last { b.count - 1 } else { b.count };
+        [Some((b.low.max(min), here)), last.then_some((max, 1))]
+            .into_iter()
+            .flatten()
+    })
 }
 
 /// cyclictest's `min` of a thread, in whole µs. cyclictest starts `min` at 1 000 000 and only

@@ -38,27 +38,16 @@ pub(crate) fn bin_width(max_ns: u64) -> u64 {
     nice_ceil(max_ns.div_ceil(TARGET_BINS).max(1))
 }
 
-/// Counts of `h` in `nbins` bins of `width` ns from 0. Each bucket is placed at its lowest value
-/// raised to the exact minimum; in the bucket holding the maximum, one sample is placed at the
-/// maximum (as cyclictest's histogram text does), so the last non-empty bin holds the maximum.
+/// Counts of `h` in `nbins` bins of `width` ns from 0, its samples placed as in cyclictest's
+/// histogram text ([`crate::us::placed`]), so the last non-empty bin holds the maximum.
 pub(crate) fn bin_counts(h: &Histogram, width: u64, nbins: usize) -> Vec<u64> {
     let mut bins = vec![0u64; nbins];
     if nbins == 0 {
         return bins;
     }
-    let (min, max) = (h.min(), h.max());
-    let mut add = |v: u64, c: u64| {
+    for (v, c) in crate::us::placed(h) {
         let i = ((v / width.max(1)) as usize).min(nbins - 1);
         bins[i] += c;
-    };
-    for b in h.buckets() {
-        let low = b.low.max(min);
-        if b.high >= max {
-            add(low, b.count - 1);
-            add(max, 1);
-        } else {
-            add(low, b.count);
-        }
     }
     bins
 }
