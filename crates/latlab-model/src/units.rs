@@ -17,6 +17,17 @@ const CPU_LIST_FORM: &str = "CPU numbers and ranges, e.g. 0-3,6 or 0-7:2";
 /// Largest CPU number a list may name.
 pub const MAX_CPU: u32 = 8191;
 
+/// The units of a duration, longest first, in nanoseconds.
+const DURATION_UNITS: [(u64, &str); 7] = [
+    (86_400_000_000_000, "d"),
+    (3_600_000_000_000, "h"),
+    (60_000_000_000, "m"),
+    (1_000_000_000, "s"),
+    (1_000_000, "ms"),
+    (1_000, "us"),
+    (1, "ns"),
+];
+
 /// Parse a duration into nanoseconds. `default_unit` applies to a bare number (`None`: a unit is
 /// required). Fractions are allowed (`1.5ms`); the result must be a whole number of nanoseconds
 /// and fit in 64 bits.
@@ -38,15 +49,14 @@ pub fn parse_duration(text: &str, default_unit: Option<&str>) -> Result<u64, Par
         ("", None) => return Err(err(format!("duration {s:?} has no unit"))),
         (u, _) => u,
     };
-    let scale: u64 = match unit {
-        "ns" => 1,
-        "us" | "µs" => 1_000,
-        "ms" => 1_000_000,
-        "s" | "sec" => 1_000_000_000,
-        "m" | "min" => 60_000_000_000,
-        "h" => 3_600_000_000_000,
-        "d" => 86_400_000_000_000,
-        other => return Err(err(format!("unknown unit {other:?} in duration {s:?}"))),
+    let name = match unit {
+        "µs" => "us",
+        "sec" => "s",
+        "min" => "m",
+        u => u,
+    };
+    let Some(&(scale, _)) = DURATION_UNITS.iter().find(|(_, n)| *n == name) else {
+        return Err(err(format!("unknown unit {unit:?} in duration {s:?}")));
     };
     let (int_part, frac_part) = match num.split_once('.') {
         Some((i, f)) => (i, f),
@@ -82,19 +92,10 @@ pub fn parse_duration(text: &str, default_unit: Option<&str>) -> Result<u64, Par
 
 /// Format nanoseconds with the largest unit that keeps it short and exact where possible.
 pub fn format_duration(ns: u64) -> String {
-    const UNITS: [(u64, &str); 7] = [
-        (86_400_000_000_000, "d"),
-        (3_600_000_000_000, "h"),
-        (60_000_000_000, "m"),
-        (1_000_000_000, "s"),
-        (1_000_000, "ms"),
-        (1_000, "us"),
-        (1, "ns"),
-    ];
     if ns == 0 {
         return "0s".into();
     }
-    for (scale, name) in UNITS {
+    for (scale, name) in DURATION_UNITS {
         if ns.is_multiple_of(scale) {
             return format!("{}{name}", ns / scale);
         }
@@ -284,6 +285,8 @@ mod tests {
             ("0.5us", 500),
             (".5s", 500_000_000),
             ("7µs", 7_000),
+            ("2sec", 2_000_000_000),
+            ("3min", 180_000_000_000),
             (" 3s ", 3_000_000_000),
         ];
         for (s, want) in ok {
