@@ -552,15 +552,9 @@ impl Facts {
 }
 
 fn irq_affinity(sys: &Sys) -> Vec<(u32, CpuList)> {
-    sys.numbered("/proc/irq", "")
+    sys.irq_affinities()
         .into_iter()
-        .filter_map(|irq| {
-            let l = sys
-                .read_trim(&format!("/proc/irq/{irq}/effective_affinity_list"))
-                .or_else(|_| sys.read_trim(&format!("/proc/irq/{irq}/smp_affinity_list")))
-                .ok()?;
-            Some((irq, CpuList::parse(&l).ok()?))
-        })
+        .filter_map(|(irq, l)| Some((irq, l?)))
         .collect()
 }
 

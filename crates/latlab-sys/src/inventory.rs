@@ -428,28 +428,31 @@ impl Sys {
         }
     }
 
+    /// Every IRQ of `/proc/irq`, in order, with the CPUs it is delivered to: its effective
+    /// affinity, else the affinity asked for; `None` where neither reads as a CPU list.
+    pub fn irq_affinities(&self) -> Vec<(u32, Option<CpuList>)> {
+        self.numbered("/proc/irq", "")
+            .into_iter()
+            .map(|irq| {
+                let list = self
+                    .read_trim(&format!("/proc/irq/{irq}/effective_affinity_list"))
+                    .or_else(|_| self.read_trim(&format!("/proc/irq/{irq}/smp_affinity_list")));
+                (irq, list.ok().and_then(|l| CpuList::parse(&l).ok()))
+            })
+            .collect()
+    }
+
     fn irq_affinity(&self, cpus: &[u32]) -> Field<IrqAffinity> {
         let default = match self.read_trim("/proc/irq/default_smp_affinity") {
             Ok(d) => d,
             Err(e) => return Field::unavailable(e.to_string()),
         };
-        let irqs: Vec<u32> = self
-            .list_dir("/proc/irq")
-            .iter()
-            .filter_map(|n| n.parse().ok())
-            .collect();
+        let irqs = self.irq_affinities();
         let mut per_cpu: Vec<(u32, u32)> = cpus.iter().map(|&c| (c, 0)).collect();
-        for irq in &irqs {
-            let list = self
-                .read_trim(&format!("/proc/irq/{irq}/effective_affinity_list"))
-                .or_else(|_| self.read_trim(&format!("/proc/irq/{irq}/smp_affinity_list")));
-            if let Ok(l) = list.map(|l| CpuList::parse(&l))
-                && let Ok(l) = l
-            {
-                for (c, n) in per_cpu.iter_mut() {
-                    if l.contains(*c) {
-                        *n += 1;
-                    }
+        for l in irqs.iter().filter_map(|(_, l)| l.as_ref()) {
+            for (c, n) in per_cpu.iter_mut() {
+                if l.contains(*c) {
+                    *n += 1;
                 }
             }
         }
