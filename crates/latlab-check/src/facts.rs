@@ -612,15 +612,11 @@ fn limits_entries(sys: &Sys) -> Vec<LimitEntry> {
         out.extend(parse_limits_conf(&t, conf));
     }
     let dir = "/etc/security/limits.d";
-    let mut files: Vec<String> = std::fs::read_dir(sys.path(dir))
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str().map(str::to_string))
-                .filter(|n| n.ends_with(".conf"))
-                .collect()
-        })
-        .unwrap_or_default();
-    files.sort();
-    for f in files {
+    for f in sys
+        .list_dir(dir)
+        .into_iter()
+        .filter(|n| n.ends_with(".conf"))
+    {
         let p = format!("{dir}/{f}");
         if let Ok(t) = sys.read(&p) {
             out.extend(parse_limits_conf(&t, &p));

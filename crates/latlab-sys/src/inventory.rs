@@ -463,15 +463,19 @@ impl Sys {
         })
     }
 
+    /// The command name (`comm`) of every process readable in `/proc`, in the order of their
+    /// PIDs' names.
+    pub fn process_names(&self) -> Vec<String> {
+        self.list_dir("/proc")
+            .into_iter()
+            .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+            .filter_map(|pid| self.read_trim(&format!("/proc/{pid}/comm")).ok())
+            .collect()
+    }
+
     fn services(&self) -> Services {
         let mut s = Services::default();
-        for pid in self.list_dir("/proc") {
-            if !pid.bytes().all(|b| b.is_ascii_digit()) {
-                continue;
-            }
-            let Ok(comm) = self.read_trim(&format!("/proc/{pid}/comm")) else {
-                continue;
-            };
+        for comm in self.process_names() {
             match comm.as_str() {
                 "irqbalance" => s.irqbalance = true,
                 "tuned" => s.tuned = true,

@@ -546,17 +546,7 @@ fn daemons(sys: &Sys) -> Vec<(String, &'static [Phase])> {
         Phase::Task,
     ];
     let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir(sys.path("/proc")) else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(comm) = sys.read_trim(&format!("/proc/{name}/comm")) else {
-            continue;
-        };
+    for comm in sys.process_names() {
         let phases: &'static [Phase] = match comm.as_str() {
             "tuned" => TUNED,
             "irqbalance" => &[Phase::Irq],

@@ -558,26 +558,19 @@ pub fn recommend(sys: &Sys) -> Recommendation {
     // Batteries and the mains.
     let mut battery = None;
     let mut on_ac = None;
-    if let Ok(dir) = std::fs::read_dir(sys.path("/sys/class/power_supply")) {
-        let mut names: Vec<String> = dir
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        for n in names {
-            let base = format!("/sys/class/power_supply/{n}");
-            match sys.read_trim(&format!("{base}/type")).as_deref() {
-                Ok("Battery") => {
-                    battery = Some(sys.read_trim(&format!("{base}/status")).unwrap_or_default())
-                }
-                Ok("Mains") => {
-                    on_ac = Some(
-                        sys.read_trim(&format!("{base}/online"))
-                            .is_ok_and(|v| v == "1"),
-                    )
-                }
-                _ => {}
+    for n in sys.list_dir("/sys/class/power_supply") {
+        let base = format!("/sys/class/power_supply/{n}");
+        match sys.read_trim(&format!("{base}/type")).as_deref() {
+            Ok("Battery") => {
+                battery = Some(sys.read_trim(&format!("{base}/status")).unwrap_or_default())
             }
+            Ok("Mains") => {
+                on_ac = Some(
+                    sys.read_trim(&format!("{base}/online"))
+                        .is_ok_and(|v| v == "1"),
+                )
+            }
+            _ => {}
         }
     }
     let discharging =

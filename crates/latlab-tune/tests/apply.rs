@@ -474,6 +474,15 @@ fn verify_names_expected_and_actual_and_restore_notices_the_change() {
         ("kernel.timer_migration", "0", "1")
     );
     assert!(c.who.as_ref().unwrap().contains("unknown"));
+    // A tuning daemon running is named as the likely cause.
+    std::fs::create_dir_all(t.root.join("proc/4242")).unwrap();
+    t.write("/proc/4242/comm", "tuned\n");
+    let v = latlab_tune::verify(&t.sys(), &t.state).unwrap();
+    let c = v.checks.iter().find(|c| !c.ok).unwrap();
+    assert_eq!(
+        c.who.as_deref(),
+        Some("probably tuned (running, sets this kind of knob)")
+    );
     // Without a journal, against the profile.
     let vp = latlab_tune::verify_profile(&t.sys(), &p, None).unwrap();
     assert_eq!(vp.drifted(), 1);
