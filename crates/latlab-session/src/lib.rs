@@ -28,6 +28,16 @@ impl From<anyhow::Error> for Error {
     }
 }
 
+/// One line: the bad input as said, or the failure with its causes.
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Usage(m) => f.write_str(m),
+            Error::Failed(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
 impl From<MeasureError> for Error {
     fn from(e: MeasureError) -> Self {
         match e {

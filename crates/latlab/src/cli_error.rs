@@ -16,6 +16,16 @@ impl From<anyhow::Error> for CliError {
     }
 }
 
+/// One line: the bad input as said, or the failure with its causes.
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Usage(m) => f.write_str(m),
+            CliError::Failed(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
 impl From<latlab_session::Error> for CliError {
     fn from(e: latlab_session::Error) -> Self {
         match e {

@@ -114,13 +114,13 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
-        Err(CliError::Usage(msg)) => {
-            eprintln!("latlab: error: {msg}");
-            ExitCode::from(2)
-        }
-        Err(CliError::Failed(e)) => {
-            eprintln!("latlab: error: {e:#}");
-            ExitCode::from(1)
+        Err(e) => {
+            eprintln!("latlab: error: {e}");
+            ExitCode::from(if matches!(e, CliError::Usage(_)) {
+                2
+            } else {
+                1
+            })
         }
     }
 }

@@ -124,10 +124,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         let margs = measure_args(&cell).map_err(|e| {
             CliError::Usage(format!("{}: cell {}: {e}", args.plan.display(), cell.key))
         })?;
-        let prepared = margs.prepare(sys).map_err(|e| match e {
-            CliError::Usage(m) => m,
-            CliError::Failed(e) => format!("{e:#}"),
-        });
+        let prepared = margs.prepare(sys).map_err(|e| e.to_string());
         checked.push(Checked { cell, prepared });
     }
     let runnable: Vec<&Checked> = checked.iter().filter(|c| c.prepared.is_ok()).collect();
@@ -238,10 +235,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             }
             Err(e) => {
                 failures += 1;
-                let why = match e {
-                    latlab_session::Error::Usage(m) => m,
-                    latlab_session::Error::Failed(e) => format!("{e:#}"),
-                };
+                let why = e.to_string();
                 progress.note(&format!("cell {} repeat {r} failed: {why}", cell.cell.key));
                 store.record_cell(
                     &cell_ref(experiment, &cell.cell, r),

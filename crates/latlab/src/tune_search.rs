@@ -170,10 +170,7 @@ impl Lab for StoreLab<'_> {
         let result = self
             .interrupts
             .measuring(|stop| measurement.run(sys, stop, &mut |_| {}));
-        result.map_err(|e| match e {
-            latlab_session::Error::Usage(m) => m,
-            latlab_session::Error::Failed(e) => format!("{e:#}"),
-        })
+        result.map_err(|e| e.to_string())
     }
 
     fn saved(&mut self, cell: &str, repeat: u32) -> Option<RunResult> {
