@@ -215,20 +215,29 @@ impl Metric {
     }
 }
 
+/// A whole-nanosecond statistic of `s` (min, a percentile, max); 0 for any other metric.
+pub(crate) fn int_stat(s: &Stats, m: Metric) -> u64 {
+    match m {
+        Metric::Min => s.min,
+        Metric::P50 => s.p50,
+        Metric::P90 => s.p90,
+        Metric::P99 => s.p99,
+        Metric::P99_9 => s.p99_9,
+        Metric::P99_99 => s.p99_99,
+        Metric::Max => s.max,
+        _ => 0,
+    }
+}
+
+/// Any latency statistic of `s` ([`LATENCY`]); `None` without samples or for another metric.
 fn stat(s: &Stats, m: Metric) -> Option<f64> {
     if s.count == 0 {
         return None;
     }
     Some(match m {
-        Metric::Min => s.min as f64,
-        Metric::P50 => s.p50 as f64,
-        Metric::P90 => s.p90 as f64,
-        Metric::P99 => s.p99 as f64,
-        Metric::P99_9 => s.p99_9 as f64,
-        Metric::P99_99 => s.p99_99 as f64,
-        Metric::Max => s.max as f64,
         Metric::Mean => s.mean,
         Metric::Stdev => s.stdev,
+        m if m.is_latency() => int_stat(s, m) as f64,
         _ => return None,
     })
 }

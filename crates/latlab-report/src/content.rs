@@ -5,7 +5,9 @@ use latlab_model::system::Field;
 use latlab_model::units::{CpuList, format_duration};
 use latlab_model::{Policy, RunResult, Stats};
 
-use crate::analysis::{ALPHA, Analysis, CellFigures, LATENCY, MIN_REPEATS, Metric, RunFigures};
+use crate::analysis::{
+    ALPHA, Analysis, CellFigures, LATENCY, MIN_REPEATS, Metric, RunFigures, int_stat,
+};
 use crate::doc::{Block, TCell, Table};
 use crate::html::plots::{
     HistSeries, SpectrumLine, TradePoint, histogram_chart, spectrum_chart, timeline, tradeoff_chart,
@@ -392,19 +394,6 @@ fn latency_row(
     ]);
     lead.extend(stat_cells(stats));
     t.row_with(attrs, lead);
-}
-
-pub(crate) fn int_stat(s: &Stats, m: Metric) -> u64 {
-    match m {
-        Metric::Min => s.min,
-        Metric::P50 => s.p50,
-        Metric::P90 => s.p90,
-        Metric::P99 => s.p99,
-        Metric::P99_9 => s.p99_9,
-        Metric::P99_99 => s.p99_99,
-        Metric::Max => s.max,
-        _ => 0,
-    }
 }
 
 fn latency(b: &mut Vec<Block>, a: &Analysis) {

@@ -39,11 +39,7 @@ fn names(list: &[&str]) -> Vec<String> {
 fn stat_headers() -> Vec<String> {
     LATENCY
         .iter()
-        .map(|(m, name)| match m {
-            Metric::P99_9 => "p99_9_ns".to_string(),
-            Metric::P99_99 => "p99_99_ns".to_string(),
-            _ => format!("{name}_ns"),
-        })
+        .map(|(m, _)| format!("{}_ns", m.key(&[])))
         .collect()
 }
 
@@ -51,17 +47,14 @@ fn stat_fields(s: &Stats) -> Vec<String> {
     if s.count == 0 {
         return vec![String::new(); LATENCY.len()];
     }
-    vec![
-        s.min.to_string(),
-        s.p50.to_string(),
-        s.p90.to_string(),
-        s.p99.to_string(),
-        s.p99_9.to_string(),
-        s.p99_99.to_string(),
-        s.max.to_string(),
-        s.mean.to_string(),
-        s.stdev.to_string(),
-    ]
+    LATENCY
+        .iter()
+        .map(|(m, _)| match m {
+            Metric::Mean => s.mean.to_string(),
+            Metric::Stdev => s.stdev.to_string(),
+            m => crate::analysis::int_stat(s, *m).to_string(),
+        })
+        .collect()
 }
 
 /// The report's statistics: a `cell` row per cell (latency of the pooled histogram; power,
