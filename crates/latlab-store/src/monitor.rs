@@ -558,38 +558,9 @@ impl Store {
     ) -> Result<Vec<MonitorWindowRow>> {
         let mut stmt = self.conn.prepare(sql)?;
         let rows = stmt
-            .query_map(params![series.0, to_sql(from), to_sql(to), cpu], |r| {
-                Ok((
-                    MonitorWindowRow {
-                        start_unix_ns: from_sql(r.get(0)?),
-                        end_unix_ns: from_sql(r.get(1)?),
-                        cpu: r.get(2)?,
-                        windows: from_sql(r.get(3)?),
-                        count: from_sql(r.get(4)?),
-                        min_ns: from_sql(r.get(5)?),
-                        max_ns: from_sql(r.get(6)?),
-                        p99_ns: from_sql(r.get(7)?),
-                        p99_9_ns: from_sql(r.get(8)?),
-                        missed: from_sql(r.get(9)?),
-                        cpu_summary: None,
-                    },
-                    r.get::<_, Option<String>>(10)?,
-                ))
-            })?
+            .query_map(params![series.0, to_sql(from), to_sql(to), cpu], window_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter()
-            .map(|(mut row, summary)| {
-                row.cpu_summary = summary
-                    .map(|s| {
-                        from_json(
-                            &s,
-                            &format!("monitor window {} cpu{}", row.start_unix_ns, row.cpu),
-                        )
-                    })
-                    .transpose()?;
-                Ok(row)
-            })
-            .collect()
+        rows.into_iter().map(finish_window).collect()
     }
 
     /// One CPU's window starting at `start_unix_ns`: its histogram and spikes.
@@ -1029,6 +1000,42 @@ fn merge_thermal(group: &[WindowSetRow], weights: &[f64]) -> Option<Vec<ThermalS
 /// window) and each set's windows are looked up: 6 hours at the end of 30 days of 256 CPUs read
 /// 72 sets and their 18 432 windows, not the 2.2 million windows before them. With a hint the
 /// windows lead, in the hinted index's order.
+/// The columns of a window row ([`window_row`]), `w` the window and `s` its set; its sampler
+/// summary follows them.
+pub(crate) const WINDOW_COLUMNS: &str = "w.start_unix_ns, s.end_unix_ns, w.cpu, s.windows, w.count,
+    w.min_ns, w.max_ns, w.p99_ns, w.p99_9_ns, w.missed";
+
+/// A window row read from [`WINDOW_COLUMNS`] and its summary's column, the summary's JSON apart
+/// (parsed by [`finish_window`], where it is wanted).
+pub(crate) fn window_row(
+    r: &rusqlite::Row<'_>,
+) -> rusqlite::Result<(MonitorWindowRow, Option<String>)> {
+    Ok((
+        MonitorWindowRow {
+            start_unix_ns: from_sql(r.get(0)?),
+            end_unix_ns: from_sql(r.get(1)?),
+            cpu: r.get(2)?,
+            windows: from_sql(r.get(3)?),
+            count: from_sql(r.get(4)?),
+            min_ns: from_sql(r.get(5)?),
+            max_ns: from_sql(r.get(6)?),
+            p99_ns: from_sql(r.get(7)?),
+            p99_9_ns: from_sql(r.get(8)?),
+            missed: from_sql(r.get(9)?),
+            cpu_summary: None,
+        },
+        r.get(10)?,
+    ))
+}
+
+pub(crate) fn finish_window(
+    (mut row, summary): (MonitorWindowRow, Option<String>),
+) -> Result<MonitorWindowRow> {
+    let what = format!("monitor window {} cpu{}", row.start_unix_ns, row.cpu);
+    row.cpu_summary = summary.map(|s| from_json(&s, &what)).transpose()?;
+    Ok(row)
+}
+
 fn window_query(hint: &str, tail: &str, summary: bool) -> String {
     let summary = if summary { "w.cpu_summary" } else { "NULL" };
     let join = if hint.is_empty() {
@@ -1044,8 +1051,7 @@ fn window_query(hint: &str, tail: &str, summary: bool) -> String {
         )
     };
     format!(
-        "SELECT w.start_unix_ns, s.end_unix_ns, w.cpu, s.windows, w.count, w.min_ns, w.max_ns,
-             w.p99_ns, w.p99_9_ns, w.missed, {summary}
+        "SELECT {WINDOW_COLUMNS}, {summary}
          {join} AND (?4 IS NULL OR w.cpu = ?4) {tail}"
     )
 }

@@ -5,7 +5,7 @@
 //! 64 CPUs is millions of them). Retention merges leave them as they are: a merge changes how
 //! windows are kept, not what was measured. `db check` compares them with the windows.
 
-use crate::monitor::{MonitorWindowRow, SeriesId, WindowSetRow};
+use crate::monitor::{SeriesId, WINDOW_COLUMNS, WindowSetRow, finish_window, window_row};
 use crate::rollups::WindowSummary;
 use crate::{Result, Store, decode_hist, from_json, from_sql, opt_from_sql, to_json, to_sql};
 use latlab_hist::Histogram;
@@ -229,36 +229,19 @@ pub(crate) fn rebuild_all(tx: &Transaction<'_>) -> Result<()> {
             totals.add_set(&set);
             covered.insert(to_sql(set.start_unix_ns), set.covered_ns);
         }
-        let mut stmt = tx.prepare(
-            "SELECT w.start_unix_ns, w.cpu, w.missed, w.histogram, w.cpu_summary, w.count,
-                 w.min_ns, w.max_ns, w.p99_ns, w.p99_9_ns, s.windows, s.end_unix_ns
+        let mut stmt = tx.prepare(&format!(
+            "SELECT {WINDOW_COLUMNS}, w.cpu_summary, w.histogram
              FROM monitor_windows w JOIN monitor_sets s
                  ON s.series_id = w.series_id AND s.start_unix_ns = w.start_unix_ns
-             WHERE w.series_id = ?1 ORDER BY w.start_unix_ns, w.cpu",
-        )?;
+             WHERE w.series_id = ?1 ORDER BY w.start_unix_ns, w.cpu"
+        ))?;
         let mut rollups = crate::rollups::Rebuild::default();
         let mut rows = stmt.query([id])?;
         while let Some(r) = rows.next()? {
-            let start: i64 = r.get(0)?;
-            let cpu: u32 = r.get(1)?;
-            let what = format!("monitor window {} cpu{cpu}", from_sql(start));
-            let h = decode_hist(&r.get::<_, Vec<u8>>(3)?, &what)?;
-            let window = MonitorWindowRow {
-                start_unix_ns: from_sql(start),
-                end_unix_ns: from_sql(r.get(11)?),
-                cpu,
-                windows: from_sql(r.get(10)?),
-                count: from_sql(r.get(5)?),
-                min_ns: from_sql(r.get(6)?),
-                max_ns: from_sql(r.get(7)?),
-                p99_ns: from_sql(r.get(8)?),
-                p99_9_ns: from_sql(r.get(9)?),
-                missed: from_sql(r.get(2)?),
-                cpu_summary: r
-                    .get::<_, Option<String>>(4)?
-                    .map(|s| from_json(&s, &what))
-                    .transpose()?,
-            };
+            let window = finish_window(window_row(r)?)?;
+            let (start, cpu) = (to_sql(window.start_unix_ns), window.cpu);
+            let what = format!("monitor window {} cpu{cpu}", window.start_unix_ns);
+            let h = decode_hist(&r.get::<_, Vec<u8>>(11)?, &what)?;
             let covered = covered.get(&start).copied().unwrap_or(0);
             totals.cpus.entry(cpu).or_default().add(
                 &h,
