@@ -410,23 +410,7 @@ impl Store {
             )));
         }
         let row = WindowSetRow::of(set);
-        tx.execute(
-            "INSERT INTO monitor_sets (series_id, start_unix_ns, end_unix_ns, window_index,
-                 last_window_index, windows, covered_ns, power, thermal, cost_cpu_time_ns)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            params![
-                series.0,
-                to_sql(row.start_unix_ns),
-                to_sql(row.end_unix_ns),
-                to_sql(row.window_index),
-                to_sql(row.last_window_index),
-                to_sql(row.windows),
-                to_sql(row.covered_ns),
-                row.power.as_ref().map(to_json),
-                row.thermal.as_ref().map(to_json),
-                opt_to_sql(row.cost_cpu_time_ns),
-            ],
-        )?;
+        write_set(&tx, series, &row)?;
         let mut windows = Vec::with_capacity(set.cpus.len());
         {
             let mut wstmt = tx.prepare(WINDOW_UPSERT)?;
@@ -743,6 +727,33 @@ impl Store {
     }
 }
 
+/// Write a set's row: a new set, or the first set of a merged hour taking the whole hour.
+fn write_set(conn: &rusqlite::Connection, series: SeriesId, row: &WindowSetRow) -> Result<()> {
+    conn.execute(
+        "INSERT INTO monitor_sets (series_id, start_unix_ns, end_unix_ns, window_index,
+             last_window_index, windows, covered_ns, power, thermal, cost_cpu_time_ns)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT (series_id, start_unix_ns) DO UPDATE SET
+             end_unix_ns = excluded.end_unix_ns, window_index = excluded.window_index,
+             last_window_index = excluded.last_window_index, windows = excluded.windows,
+             covered_ns = excluded.covered_ns, power = excluded.power,
+             thermal = excluded.thermal, cost_cpu_time_ns = excluded.cost_cpu_time_ns",
+        params![
+            series.0,
+            to_sql(row.start_unix_ns),
+            to_sql(row.end_unix_ns),
+            to_sql(row.window_index),
+            to_sql(row.last_window_index),
+            to_sql(row.windows),
+            to_sql(row.covered_ns),
+            row.power.as_ref().map(to_json),
+            row.thermal.as_ref().map(to_json),
+            opt_to_sql(row.cost_cpu_time_ns),
+        ],
+    )?;
+    Ok(())
+}
+
 const WINDOW_UPSERT: &str = "INSERT INTO monitor_windows (series_id, start_unix_ns, cpu, count,
         min_ns, max_ns, p99_ns, p99_9_ns, missed, histogram, cpu_summary)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
@@ -858,23 +869,7 @@ fn merge_group(
             params![series.0, to_sql(s.start_unix_ns)],
         )?;
     }
-    tx.execute(
-        "UPDATE monitor_sets SET end_unix_ns = ?3, window_index = ?4, last_window_index = ?5,
-             windows = ?6, covered_ns = ?7, power = ?8, thermal = ?9, cost_cpu_time_ns = ?10
-         WHERE series_id = ?1 AND start_unix_ns = ?2",
-        params![
-            series.0,
-            to_sql(merged.start_unix_ns),
-            to_sql(merged.end_unix_ns),
-            to_sql(merged.window_index),
-            to_sql(merged.last_window_index),
-            to_sql(merged.windows),
-            to_sql(merged.covered_ns),
-            merged.power.as_ref().map(to_json),
-            merged.thermal.as_ref().map(to_json),
-            opt_to_sql(merged.cost_cpu_time_ns),
-        ],
-    )?;
+    write_set(tx, series, &merged)?;
     Ok(())
 }
 
