@@ -175,6 +175,7 @@ mod tests {
             cpus,
             window_ns: 300_000_000_000,
             span_ns: days * 86_400_000_000_000,
+            end_unix_ns: None,
             interval_ns: 1_000_000,
             retention_ns: 90 * 86_400_000_000_000,
             seed: 9,

@@ -27,8 +27,10 @@ pub struct Synthetic {
     pub name: String,
     pub cpus: u32,
     pub window_ns: u64,
-    /// The series ends now and starts this long before.
+    /// The series ends at `end_unix_ns` and starts this long before.
     pub span_ns: u64,
+    /// Where the series ends (rounded down to a window); `None`: now.
+    pub end_unix_ns: Option<u64>,
     pub interval_ns: u64,
     pub retention_ns: u64,
     pub seed: u64,
@@ -136,7 +138,8 @@ pub fn fill(
             (id, first, t.last_window_index.map_or(0, |k| k + 1))
         }
         (None, false) => {
-            let end = crate::unix_now_ns() / spec.window_ns * spec.window_ns;
+            let end = spec.end_unix_ns.unwrap_or_else(crate::unix_now_ns) / spec.window_ns
+                * spec.window_ns;
             let first = end - total * spec.window_ns;
             (create(store, spec, system, first)?, first, 0)
         }
@@ -261,6 +264,7 @@ mod tests {
             cpus: 2,
             window_ns: 300_000_000_000,
             span_ns: 86_400_000_000_000,
+            end_unix_ns: None,
             interval_ns: 200_000,
             retention_ns: 43_200_000_000_000,
             seed: 7,
@@ -295,6 +299,8 @@ mod tests {
             cpus: 2,
             window_ns: 300_000_000_000,
             span_ns: 48 * hour,
+            // One end for both fills (now could cross a window between them).
+            end_unix_ns: Some(1_795_000_000 * 1_000_000_000),
             interval_ns: 200_000,
             retention_ns: 24 * hour,
             seed: 5,
@@ -337,6 +343,7 @@ mod tests {
             cpus: 2,
             window_ns: 300_000_000_000,
             span_ns,
+            end_unix_ns: None,
             interval_ns: 1_000_000,
             retention_ns: 90 * 24 * hour,
             seed: 4,
@@ -422,6 +429,7 @@ mod tests {
             cpus: 1,
             window_ns: hour,
             span_ns: 8 * 24 * hour,
+            end_unix_ns: None,
             interval_ns: 200_000,
             retention_ns: 90 * 24 * hour,
             seed: 3,

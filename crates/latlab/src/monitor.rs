@@ -139,6 +139,7 @@ pub fn fill(args: FillArgs, sys: &Sys) -> CliResult<ExitCode> {
         cpus: args.cpus,
         window_ns: args.window.0,
         span_ns: args.span.0,
+        end_unix_ns: None,
         interval_ns: args.interval.0,
         retention_ns: args.retention.0,
         seed: args.seed,
