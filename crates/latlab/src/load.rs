@@ -1,12 +1,13 @@
 //! `latlab load`: run load generators alone for a while and report their throughput.
 
+use crate::args::Ns;
 use crate::cli_error::{CliError, CliResult};
 use clap::Args;
 use latlab_load::{LoadOptions, LoadSet, LoadSpec, ScheduleRunner, parse_schedule};
 use latlab_measure::StopSignal;
 use latlab_model::StopReason;
 use latlab_model::load::{LoadReport, Loads, Throughput};
-use latlab_model::units::{CpuList, format_duration, parse_duration};
+use latlab_model::units::{CpuList, format_duration};
 use latlab_session::load_error;
 use latlab_sys::Sys;
 use std::process::ExitCode;
@@ -23,11 +24,11 @@ pub struct LoadArgs {
 
     /// CPUs the loads run on (default: every online CPU); workers default to one per CPU.
     #[arg(long = "load-cpus", value_name = "LIST")]
-    load_cpus: Option<String>,
+    load_cpus: Option<CpuList>,
 
     /// How long to run (default 10s, or the length of --schedule). A bare number is seconds.
-    #[arg(short = 'D', long, value_name = "DURATION")]
-    duration: Option<String>,
+    #[arg(short = 'D', long, value_name = "DURATION", value_parser = crate::args::secs)]
+    duration: Option<Ns>,
 
     /// Phases run one after another, e.g. "idle 30s, memory 30s, io:bs=1M 30s, procfs 30s".
     #[arg(long, value_name = "PHASES")]
@@ -75,15 +76,9 @@ impl LoadArgs {
             .map(parse_schedule)
             .transpose()
             .map_err(load_error)?;
-        let cpus = self
-            .load_cpus
-            .as_deref()
-            .map(CpuList::parse)
-            .transpose()
-            .map_err(|e| CliError::Usage(format!("--load-cpus: {e}")))?;
-        let duration_ns = match (&self.duration, &schedule) {
-            (Some(d), _) => parse_duration(d, Some("s"))
-                .map_err(|e| CliError::Usage(format!("--duration: {e}")))?,
+        let cpus = self.load_cpus.clone();
+        let duration_ns = match (self.duration, &schedule) {
+            (Some(Ns(d)), _) => d,
             (None, Some(s)) => s.total_ns(),
             (None, None) => 10_000_000_000,
         };
