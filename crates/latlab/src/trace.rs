@@ -1,7 +1,7 @@
 //! `latlab trace`: kernel deferred-work, interrupt, timer and wake-up latencies traced with eBPF,
 //! printed per family (per CPU and overall; top work functions) and written as JSON.
 
-use crate::args::usage;
+use crate::args::{Cpus, Ns, usage};
 use crate::cli_error::{CliError, CliResult};
 use clap::Args;
 use latlab_hist::Histogram;
@@ -10,7 +10,7 @@ use latlab_model::trace::{
     Family, FamilyResult, KeyResult, TRACE_SCHEMA, TRACE_SCHEMA_VERSION, TraceResult, TraceRun,
     WakeupFilter,
 };
-use latlab_model::units::{CpuList, format_duration, format_us, parse_duration};
+use latlab_model::units::{CpuList, format_duration, format_us};
 use latlab_sys::Sys;
 use latlab_trace::{EventGroup, TraceConfig, TraceError, Tracer};
 use std::fmt::Write as _;
@@ -25,12 +25,12 @@ local-timer, hardirq (or all). Needs root, or CAP_BPF and CAP_PERFMON, and a ker
 )]
 pub struct TraceArgs {
     /// Length of the run (default: until Ctrl-C; a bare number is seconds).
-    #[arg(short = 'D', long, value_name = "DUR")]
-    duration: Option<String>,
+    #[arg(short = 'D', long, value_name = "DUR", value_parser = crate::args::secs)]
+    duration: Option<Ns>,
 
-    /// Record events on these CPUs only (default: every CPU).
+    /// Record events on these CPUs only, or all (default: every CPU).
     #[arg(short = 'a', long = "cpus", value_name = "LIST")]
-    cpus: Option<String>,
+    cpus: Option<Cpus>,
 
     /// Event groups to trace, comma-separated.
     #[arg(short = 'e', long, default_value = "all", value_name = "LIST")]
@@ -68,25 +68,19 @@ pub struct TracePlan {
 impl TraceArgs {
     /// Turn the raw arguments into a plan, checking every value (nothing is touched).
     pub fn to_plan(&self, online: &CpuList) -> CliResult<TracePlan> {
-        let duration_ns = self
-            .duration
-            .as_deref()
-            .map(|d| parse_duration(d, Some("s")))
-            .transpose()
-            .map_err(usage("--duration"))?;
+        let duration_ns = self.duration.map(|Ns(d)| d);
         if duration_ns == Some(0) {
             return Err(CliError::Usage(
                 "--duration 0: too short (accepted: e.g. 100ms, 10s, 5m)".into(),
             ));
         }
         let groups = EventGroup::parse_list(&self.events).map_err(usage("--events"))?;
-        let cpus = match self.cpus.as_deref() {
-            None | Some("all") => None,
-            Some(list) => {
-                let l = CpuList::parse(list).map_err(usage("--cpus"))?;
+        let cpus = match &self.cpus {
+            None | Some(Cpus::All) => None,
+            Some(Cpus::List(l)) => {
                 if let Some(c) = l.cpus().iter().find(|c| !online.contains(**c)) {
                     return Err(CliError::Usage(format!(
-                        "--cpus {list}: CPU {c} is not online (accepted: a list of online CPUs, {online})"
+                        "--cpus {l}: CPU {c} is not online (accepted: a list of online CPUs, {online})"
                     )));
                 }
                 Some(l.cpus().to_vec())
