@@ -376,10 +376,9 @@ mod tests {
     use super::*;
     use latlab_model::trace::{CpuCount, CpuHistogram, TraceCost};
 
+    /// The plan of `args`, refused as `main` refuses it: when parsed, or when checked.
     fn plan(args: &[&str]) -> CliResult<TracePlan> {
-        crate::cli_error::parse_args::<TraceArgs>(args)
-            .unwrap()
-            .to_plan(&CpuList::parse("0-3").unwrap())
+        crate::cli_error::parse_args::<TraceArgs>(args)?.to_plan(&CpuList::parse("0-3").unwrap())
     }
 
     #[test]
