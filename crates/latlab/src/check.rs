@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::Args;
 use latlab_check::{Finding, FixPlan, Report, Target, UserChoice, Verdict};
 use latlab_model::RunResult;
-use latlab_model::units::{format_duration, format_us, parse_duration};
+use latlab_model::units::{format_duration, format_us};
 use latlab_sys::Sys;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -53,8 +53,8 @@ pub struct CheckArgs {
 
     /// Run `latlab measure` for DURATION before (and after --fix) and print p99 and max side by
     /// side.
-    #[arg(long, value_name = "DURATION")]
-    measure: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = crate::args::secs)]
+    measure: Option<crate::args::Ns>,
 
     /// Write JUnit XML to FILE: one test case per check (a failure fails it, a warning passes
     /// with its evidence, a check that does not apply is skipped).
@@ -115,19 +115,12 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         Target::parse(&args.target).map_err(|e| CliError::Usage(format!("--target: {e}")))?;
     let skip = latlab_check::resolve_skip(&args.skip)
         .map_err(|e| CliError::Usage(format!("--skip: {e}")))?;
-    let measure_ns = match &args.measure {
-        Some(d) => {
-            let ns = parse_duration(d, Some("s"))
-                .map_err(|e| CliError::Usage(format!("--measure: {e}")))?;
-            if ns == 0 {
-                return Err(CliError::Usage(
-                    "--measure: the duration must be above 0 (e.g. 2s)".into(),
-                ));
-            }
-            Some(ns)
-        }
-        None => None,
-    };
+    let measure_ns = args.measure.map(|d| d.0);
+    if measure_ns == Some(0) {
+        return Err(CliError::Usage(
+            "--measure: the duration must be above 0 (e.g. 2s)".into(),
+        ));
+    }
     if args.state_dir.is_some() && !args.fix {
         return Err(CliError::Usage(
             "--state-dir is only used with --fix".into(),
