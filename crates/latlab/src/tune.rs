@@ -5,7 +5,7 @@
 use crate::cli_error::{CliError, CliResult};
 use anyhow::anyhow;
 use clap::{Args, Subcommand};
-use latlab_model::units::{CpuList, parse_duration};
+use latlab_model::units::{CpuList, format_duration};
 use latlab_sys::Sys;
 use latlab_tune::boot::{self, BootStatus};
 use latlab_tune::{
@@ -66,7 +66,7 @@ struct ProfileArgs {
     /// CPUs whose per-CPU settings are touched (default: every online CPU); for a profile
     /// with isolation, also the CPUs isolated.
     #[arg(long, value_name = "LIST")]
-    cpus: Option<String>,
+    cpus: Option<CpuList>,
 }
 
 #[derive(Args, Debug)]
@@ -74,7 +74,7 @@ struct VerifyArgs {
     /// Compare with this profile instead of the journal.
     profile: Option<String>,
     #[arg(long, value_name = "LIST")]
-    cpus: Option<String>,
+    cpus: Option<CpuList>,
 }
 
 #[derive(Args, Debug)]
@@ -83,7 +83,7 @@ struct BootArgs {
     #[arg(required_unless_present = "remove")]
     profile: Option<String>,
     #[arg(long, value_name = "LIST")]
-    cpus: Option<String>,
+    cpus: Option<CpuList>,
     /// Write the options to /etc/default/grub.d/latlab.cfg.
     #[arg(long, conflicts_with = "remove")]
     write: bool,
@@ -100,8 +100,8 @@ struct HoldArgs {
     #[arg(long, value_name = "US", conflicts_with = "profile")]
     us: Option<u32>,
     /// Release after this long (default: until Ctrl-C or SIGTERM).
-    #[arg(short = 'D', long, value_name = "DUR")]
-    duration: Option<String>,
+    #[arg(short = 'D', long, value_name = "DUR", value_parser = crate::args::secs)]
+    duration: Option<crate::args::Ns>,
 }
 
 /// Print a one-line notice when a tuning journal was left behind (a killed apply, a run that
@@ -124,11 +124,6 @@ fn usage(e: TuneError) -> CliError {
     } else {
         CliError::Failed(anyhow!(e))
     }
-}
-
-fn cpus(arg: Option<&str>) -> CliResult<Option<CpuList>> {
-    arg.map(|s| CpuList::parse(s).map_err(|e| CliError::Usage(format!("--cpus: {e}"))))
-        .transpose()
 }
 
 struct Ctx {
@@ -246,7 +241,7 @@ fn knob_lines(plan: &Plan) {
 
 fn show(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
     let profile = ctx.resolve(&a.profile)?;
-    let cpus = cpus(a.cpus.as_deref())?;
+    let cpus = a.cpus.clone();
     let plan = Plan::build(&ctx.sys, &profile, cpus.as_ref()).map_err(usage)?;
     header(&profile, &plan);
     knob_lines(&plan);
@@ -271,7 +266,7 @@ fn print_restore(report: &RestoreReport) {
 fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
     let profile = ctx.resolve(&a.profile)?;
     let opts = ApplyOptions {
-        cpus: cpus(a.cpus.as_deref())?,
+        cpus: a.cpus.clone(),
         temporary: false,
         restore_previous: true,
         hooks: TestHooks::from_env(),
@@ -378,7 +373,7 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
     let report = match &a.profile {
         Some(name) => {
             let profile = ctx.resolve(name)?;
-            let cpus = cpus(a.cpus.as_deref())?;
+            let cpus = a.cpus.clone();
             latlab_tune::verify_profile(&ctx.sys, &profile, cpus.as_ref()).map_err(usage)?
         }
         None => latlab_tune::verify(&ctx.sys, &ctx.state_dir).map_err(usage)?,
@@ -481,7 +476,7 @@ fn boot_cmd(ctx: &Ctx, a: &BootArgs) -> CliResult<ExitCode> {
         ));
     };
     let profile = ctx.resolve(name)?;
-    let cpus = cpus(a.cpus.as_deref())?;
+    let cpus = a.cpus.clone();
     let advice = boot::advise(&ctx.sys, &profile, cpus.as_ref()).map_err(usage)?;
     println!("kernel command line for profile {}", profile.name);
     println!("  now: {}", advice.current);
@@ -634,15 +629,7 @@ fn hold(ctx: &Ctx, a: &HoldArgs) -> CliResult<ExitCode> {
             ));
         }
     };
-    let limit = a
-        .duration
-        .as_deref()
-        .map(|d| {
-            parse_duration(d, Some("s"))
-                .map(std::time::Duration::from_nanos)
-                .map_err(|e| CliError::Usage(format!("--duration: {e}")))
-        })
-        .transpose()?;
+    let limit = a.duration.map(|d| std::time::Duration::from_nanos(d.0));
     let held = ctx.sys.hold_pm_qos(us).map_err(|e| {
         let hint = if e.raw_os_error() == Some(libc::EACCES) {
             " (needs root)"
@@ -654,7 +641,7 @@ fn hold(ctx: &Ctx, a: &HoldArgs) -> CliResult<ExitCode> {
     println!(
         "holding /dev/cpu_dma_latency at {us} µs {}; the request ends when latlab exits",
         match limit {
-            Some(_) => format!("for {}", a.duration.as_deref().unwrap_or_default()),
+            Some(d) => format!("for {}", format_duration(d.as_nanos() as u64)),
             None => "until Ctrl-C or SIGTERM".to_string(),
         }
     );
