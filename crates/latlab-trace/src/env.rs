@@ -34,6 +34,19 @@ pub fn describe_caps(cap_eff: u64) -> String {
     }
 }
 
+/// This process's effective capabilities where they allow tracing ([`may_trace`]); else the
+/// error naming what it has.
+pub fn privileged() -> Result<u64, crate::TraceError> {
+    let caps = cap_eff();
+    if may_trace(caps) {
+        Ok(caps)
+    } else {
+        Err(crate::TraceError::NoPrivilege {
+            have: describe_caps(caps),
+        })
+    }
+}
+
 /// This process's effective capabilities.
 pub fn cap_eff() -> u64 {
     std::fs::read_to_string("/proc/self/status")

@@ -549,12 +549,7 @@ fn preflight(config: &TraceConfig) -> Result<(u64, Btf), TraceError> {
             "the wake-up PID must be positive".into(),
         ));
     }
-    let caps = env::cap_eff();
-    if !env::may_trace(caps) {
-        return Err(TraceError::NoPrivilege {
-            have: env::describe_caps(caps),
-        });
-    }
+    let caps = env::privileged()?;
     if !Path::new(env::BTF_PATH).exists() {
         return Err(TraceError::NoBtf);
     }

@@ -307,15 +307,8 @@ impl MeasureArgs {
             Some(events) => {
                 let groups =
                     latlab_trace::EventGroup::parse_list(events).map_err(usage("--trace"))?;
-                let caps = latlab_trace::env::cap_eff();
-                if !latlab_trace::env::may_trace(caps) {
-                    return Err(CliError::Failed(anyhow::anyhow!(
-                        "--trace: {}",
-                        latlab_trace::TraceError::NoPrivilege {
-                            have: latlab_trace::env::describe_caps(caps)
-                        }
-                    )));
-                }
+                latlab_trace::env::privileged()
+                    .map_err(|e| CliError::Failed(anyhow::anyhow!("--trace: {e}")))?;
                 Some(latlab_trace::TraceConfig {
                     groups,
                     cpus: cfg.cpus.clone(),
