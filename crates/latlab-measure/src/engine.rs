@@ -52,12 +52,7 @@ pub(crate) struct Plan {
 /// Who runs where: measuring threads, their wakers, and the coordinator's CPUs.
 pub(crate) fn plan_threads(cfg: &MeasureConfig, online: &CpuList) -> (Vec<Plan>, Vec<u32>) {
     let all = online.cpus().to_vec();
-    let measured: Vec<u32> = cfg.cpus.clone().unwrap_or_default();
-    let free: Vec<u32> = all
-        .iter()
-        .copied()
-        .filter(|c| !measured.contains(c))
-        .collect();
+    let free = online.except(cfg.cpus.as_deref().unwrap_or_default());
     let waker_for = |cpu: Option<u32>| -> Vec<u32> {
         if let Some(w) = cfg.waker_cpu {
             return vec![w];

@@ -195,6 +195,16 @@ impl CpuList {
     pub fn cpus(&self) -> &[u32] {
         &self.0
     }
+    /// The CPUs of this list outside `others`, in order (the online CPUs not measured: where
+    /// latlab's own threads go).
+    pub fn except(&self, others: &[u32]) -> Vec<u32> {
+        self.cpus()
+            .iter()
+            .copied()
+            .filter(|c| !others.contains(c))
+            .collect()
+    }
+
     pub fn contains(&self, cpu: u32) -> bool {
         self.0.binary_search(&cpu).is_ok()
     }
@@ -325,6 +335,10 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
+        assert_eq!(
+            CpuList::parse("0-3,6").unwrap().except(&[1, 6, 9]),
+            [0, 2, 3]
+        );
         assert_eq!(CpuList::parse("0-3,6").unwrap().cpus(), &[0, 1, 2, 3, 6]);
         assert_eq!(CpuList::parse("0-7:2").unwrap().cpus(), &[0, 2, 4, 6]);
         assert_eq!(CpuList::parse("3,1,1").unwrap().cpus(), &[1, 3]);

@@ -118,7 +118,8 @@ pub struct MonitorPlan {
 impl MonitorPlan {
     /// The online CPUs not measured (where latlab's own threads run).
     pub fn housekeeping(&self) -> Vec<u32> {
-        latlab_session::housekeeping(&self.online, self.cfg.cpus.as_deref().unwrap_or_default())
+        self.online
+            .except(self.cfg.cpus.as_deref().unwrap_or_default())
     }
 
     /// The one line that starts the daemon's log and its first annotation.

@@ -98,7 +98,7 @@ impl Measurement {
     /// unpinned).
     pub fn housekeeping(&self) -> Vec<u32> {
         match &self.cfg.cpus {
-            Some(measured) => housekeeping(&self.online, measured),
+            Some(measured) => self.online.except(measured),
             None => Vec::new(),
         }
     }
@@ -113,16 +113,6 @@ impl Measurement {
     ) -> Result<RunResult, Error> {
         run(self, sys, stop, observer)
     }
-}
-
-/// The online CPUs outside `measured`.
-pub fn housekeeping(online: &CpuList, measured: &[u32]) -> Vec<u32> {
-    online
-        .cpus()
-        .iter()
-        .filter(|c| !measured.contains(c))
-        .copied()
-        .collect()
 }
 
 fn run(
