@@ -156,14 +156,7 @@ fn timeline_reading(
             })
             .merge(w);
     }
-    let mut power_names: Vec<String> = Vec::new();
-    for s in &sets {
-        for p in s.power.iter().flatten() {
-            if !power_names.contains(&p.name) {
-                power_names.push(p.name.clone());
-            }
-        }
-    }
+    let power_names = latlab_store::power_names(&sets);
     let rows: Vec<TimelineRow> = src
         .groups
         .iter()

@@ -32,7 +32,7 @@ pub use latlab_model::RunResult;
 pub use monitor::{
     Annotation, COARSE_SHIFT, END_OF_TIME, FULL_RESOLUTION_NS, HOUR_NS, MergeSummary, MonitorSpike,
     MonitorWindow, MonitorWindowRow, SeriesConfig, SeriesExtent, SeriesId, SeriesSpec, SeriesState,
-    WindowSet, WindowSetRow,
+    WindowSet, WindowSetRow, power_names,
 };
 pub use rollups::{DAY_NS, ROLLUP_SPANS_NS, Weighted, WindowSummary};
 pub use runs::{RunFilter, RunId, RunSummary};

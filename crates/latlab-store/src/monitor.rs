@@ -915,13 +915,19 @@ pub(crate) fn merge_cpu_summaries(cpu: u32, items: &[(f64, CpuSummary)]) -> Opti
     })
 }
 
-fn merge_power(group: &[WindowSetRow], weights: &[f64]) -> Option<Vec<PowerSource>> {
+/// The power sources of `sets`, in the order they first appear.
+pub fn power_names(sets: &[WindowSetRow]) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for s in group.iter().filter_map(|s| s.power.as_ref()).flatten() {
-        if !names.contains(&s.name) {
-            names.push(s.name.clone());
+    for p in sets.iter().filter_map(|s| s.power.as_ref()).flatten() {
+        if !names.contains(&p.name) {
+            names.push(p.name.clone());
         }
     }
+    names
+}
+
+fn merge_power(group: &[WindowSetRow], weights: &[f64]) -> Option<Vec<PowerSource>> {
+    let names = power_names(group);
     if group.iter().all(|s| s.power.is_none()) {
         return None;
     }
