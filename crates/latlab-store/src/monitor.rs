@@ -996,11 +996,6 @@ fn merge_thermal(group: &[WindowSetRow], weights: &[f64]) -> Option<Vec<ThermalS
     )
 }
 
-/// The query of [`Store::window_rows`]. Without a hint the sets in the range lead (found by
-/// their end; the `+` keeps the planner from turning `start < to` into a scan of every earlier
-/// window) and each set's windows are looked up: 6 hours at the end of 30 days of 256 CPUs read
-/// 72 sets and their 18 432 windows, not the 2.2 million windows before them. With a hint the
-/// windows lead, in the hinted index's order.
 /// The columns of a window row ([`window_row`]), `w` the window and `s` its set; its sampler
 /// summary follows them.
 pub(crate) const WINDOW_COLUMNS: &str = "w.start_unix_ns, s.end_unix_ns, w.cpu, s.windows, w.count,
@@ -1029,6 +1024,7 @@ pub(crate) fn window_row(
     ))
 }
 
+/// A window row with its sampler summary parsed.
 pub(crate) fn finish_window(
     (mut row, summary): (MonitorWindowRow, Option<String>),
 ) -> Result<MonitorWindowRow> {
@@ -1037,6 +1033,11 @@ pub(crate) fn finish_window(
     Ok(row)
 }
 
+/// The query of [`Store::window_rows`]. Without a hint the sets in the range lead (found by
+/// their end; the `+` keeps the planner from turning `start < to` into a scan of every earlier
+/// window) and each set's windows are looked up: 6 hours at the end of 30 days of 256 CPUs read
+/// 72 sets and their 18 432 windows, not the 2.2 million windows before them. With a hint the
+/// windows lead, in the hinted index's order.
 fn window_query(hint: &str, tail: &str, summary: bool) -> String {
     let summary = if summary { "w.cpu_summary" } else { "NULL" };
     let join = if hint.is_empty() {

@@ -227,7 +227,7 @@ pub(crate) fn rebuild_all(tx: &Transaction<'_>) -> Result<()> {
         let mut covered = BTreeMap::new();
         for set in crate::monitor::sets_ending_by(tx, series, crate::monitor::END_OF_TIME)? {
             totals.add_set(&set);
-            covered.insert(to_sql(set.start_unix_ns), set.covered_ns);
+            covered.insert(set.start_unix_ns, set.covered_ns);
         }
         let mut stmt = tx.prepare(&format!(
             "SELECT {WINDOW_COLUMNS}, w.cpu_summary, w.histogram
@@ -239,11 +239,10 @@ pub(crate) fn rebuild_all(tx: &Transaction<'_>) -> Result<()> {
         let mut rows = stmt.query([id])?;
         while let Some(r) = rows.next()? {
             let window = finish_window(window_row(r)?)?;
-            let (start, cpu) = (to_sql(window.start_unix_ns), window.cpu);
-            let what = format!("monitor window {} cpu{cpu}", window.start_unix_ns);
+            let what = format!("monitor window {} cpu{}", window.start_unix_ns, window.cpu);
             let h = decode_hist(&r.get::<_, Vec<u8>>(11)?, &what)?;
-            let covered = covered.get(&start).copied().unwrap_or(0);
-            totals.cpus.entry(cpu).or_default().add(
+            let covered = covered.get(&window.start_unix_ns).copied().unwrap_or(0);
+            totals.cpus.entry(window.cpu).or_default().add(
                 &h,
                 window.missed,
                 window.cpu_summary.as_ref(),
