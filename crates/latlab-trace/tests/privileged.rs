@@ -68,21 +68,11 @@ fn timer_sleeps(n: u32) {
 }
 
 fn set_fifo(prio: i32) -> bool {
-    let p = libc::sched_param {
-        sched_priority: prio,
-    };
-    // SAFETY: p is a valid sched_param; 0 is the calling thread.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0 }
+    latlab_sys::thread::set_scheduler(libc::SCHED_FIFO, prio).is_ok()
 }
 
-fn pin_to(cpu: usize) {
-    // SAFETY: set is plain data, initialised by CPU_ZERO/CPU_SET; 0 is the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_ZERO(&mut set);
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+fn pin_to(cpu: u32) {
+    latlab_sys::thread::set_affinity(&[cpu]).expect("pinning a test thread");
 }
 
 /// A SCHED_FIFO thread that sleeps and wakes: real-time wake-ups.
@@ -372,7 +362,7 @@ fn missing_tracepoints_skip_their_group_and_the_rest_runs() {
 
 /// A thread pinned to `cpu` sleeps until a deadline 2 ms ahead while a SCHED_FIFO hog spins
 /// 6 ms on that CPU: the thread wakes late. `on_wake(deadline, woke)` runs in the woken thread.
-fn provoke_spike(cpu: usize, on_wake: impl FnOnce(u64, u64) + Send + 'static) -> (u64, u64) {
+fn provoke_spike(cpu: u32, on_wake: impl FnOnce(u64, u64) + Send + 'static) -> (u64, u64) {
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
     let hog = std::thread::Builder::new()
         .name("latlab-hog".into())
@@ -446,7 +436,7 @@ fn a_spike_story_names_the_task_that_held_the_cpu() {
         return;
     }
     let _s = serial();
-    let cpu = 0usize;
+    let cpu = 0u32;
     let tracer = Tracer::start(&TraceConfig {
         groups: vec![],
         ring: true,
@@ -455,7 +445,7 @@ fn a_spike_story_names_the_task_that_held_the_cpu() {
     .unwrap();
     let reader = tracer.ring_reader().unwrap();
     let (deadline, woke) = provoke_spike(cpu, |_, _| {});
-    check_hog_story(&reader.story(cpu as u32, deadline, woke).unwrap());
+    check_hog_story(&reader.story(cpu, deadline, woke).unwrap());
     drop(reader);
     let r = tracer.finish().unwrap();
     assert!(r.families.is_empty(), "no histograms asked for");
@@ -469,7 +459,7 @@ fn the_collector_tells_the_story_of_a_requested_spike() {
         return;
     }
     let _s = serial();
-    let cpu = 0usize;
+    let cpu = 0u32;
     let tracer = Tracer::start(&TraceConfig {
         groups: vec![EventGroup::Wakeup, EventGroup::Hrtimer],
         ring: true,
@@ -480,7 +470,7 @@ fn the_collector_tells_the_story_of_a_requested_spike() {
         StoryCollector::start(tracer.ring_reader().unwrap(), 64, vec![1]).unwrap();
     let s2 = sender.clone();
     provoke_spike(cpu, move |deadline, woke| {
-        assert!(s2.request(7, cpu as u32, deadline, woke));
+        assert!(s2.request(7, cpu, deadline, woke));
     });
     drop(sender);
     let got = collector.finish();

@@ -201,32 +201,29 @@ pub(crate) fn write_value(sys: &Sys, target: &Target, value: &str) -> std::io::R
                 _ => return Err(std::io::Error::from_raw_os_error(libc::ESRCH)),
             }
             let list = CpuList::parse(value.trim())
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-            // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET stay within it (checked below).
-            unsafe {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_ZERO(&mut set);
-                for &c in list.cpus() {
-                    if (c as usize) < libc::CPU_SETSIZE as usize {
-                        libc::CPU_SET(c as usize, &mut set);
-                    }
-                }
-                if libc::sched_setaffinity(*pid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+            // A CPU beyond what a CPU set holds refuses the move (see `refusal`) rather than
+            // narrowing it in silence.
+            latlab_sys::thread::set_task_affinity(*pid, list.cpus())
         }
     }
 }
 
-/// The kernel refusing a best-effort value (a managed IRQ, a pinned thread, a task gone).
+/// A best-effort value refused: by the kernel (a managed IRQ, a pinned thread, a task gone), or
+/// a task's CPUs that a CPU set cannot hold.
 fn refusal(e: &std::io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EIO | libc::EPERM | libc::EINVAL | libc::ESRCH)
-    )
+    match e.raw_os_error() {
+        Some(code) => matches!(code, libc::EIO | libc::EPERM | libc::EINVAL | libc::ESRCH),
+        None => e.kind() == std::io::ErrorKind::InvalidInput,
+    }
+}
+
+/// Why a refused best-effort value was skipped.
+fn refused(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(_) => format!("the kernel refused: {}", describe_io_error(e)),
+        None => format!("refused: {e}"),
+    }
 }
 
 /// Check, before anything is written, that every target can be written.
@@ -347,7 +344,7 @@ fn apply_inner(
                          isolcpus=managed_irq moves",
                         describe_io_error(&e)
                     ),
-                    _ => format!("the kernel refused: {}", describe_io_error(&e)),
+                    _ => refused(&e),
                 };
                 let _ = journal.append(&Line::Skipped {
                     seq,
@@ -502,9 +499,7 @@ fn restore_locked(
                     from: now.trim().to_string(),
                     to: old,
                 },
-                Err(e) if c.best_effort && refusal(&e) => Outcome::Skipped {
-                    why: format!("the kernel refused: {}", describe_io_error(&e)),
-                },
+                Err(e) if c.best_effort && refusal(&e) => Outcome::Skipped { why: refused(&e) },
                 Err(e) => Outcome::Failed {
                     why: format!("writing {}: {}", c.target, describe_io_error(&e)),
                 },
@@ -886,5 +881,52 @@ impl Drop for TuningGuard {
                 self.applied.plan.profile
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A live thread of this process, as a plan names it.
+    fn this_thread(sys: &Sys) -> Target {
+        let pid = latlab_sys::thread::gettid();
+        let (comm, _, start_time) = task_stat(sys, pid).expect("this thread's stat");
+        Target::TaskAffinity {
+            pid,
+            comm,
+            start_time,
+        }
+    }
+
+    #[test]
+    fn a_task_affinity_a_cpu_set_cannot_hold_is_a_refusal_said_not_a_narrowed_move() {
+        let sys = Sys::default();
+        // Run on a thread of its own: the affinity it may set dies with it.
+        std::thread::spawn(move || {
+            let target = this_thread(&sys);
+            let e = write_value(&sys, &target, "0,5000").unwrap_err();
+            assert!(refusal(&e), "{e}");
+            assert_eq!(
+                refused(&e),
+                "refused: CPU 5000 is beyond the 1024 a CPU set holds"
+            );
+            let e = write_value(&sys, &target, "five").unwrap_err();
+            assert!(!refusal(&e), "a value that is no CPU list fails: {e}");
+            let before = latlab_sys::thread::affinity().unwrap();
+            let first = before[0].to_string();
+            write_value(&sys, &target, &first).unwrap();
+            assert_eq!(latlab_sys::thread::affinity().unwrap(), [before[0]]);
+            let e = std::io::Error::from_raw_os_error(libc::ESRCH);
+            assert!(refusal(&e));
+            assert!(
+                refused(&e).starts_with("the kernel refused: "),
+                "{}",
+                refused(&e)
+            );
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-fn last_online_cpu() -> usize {
+fn last_online_cpu() -> u32 {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
     let last = text.trim().rsplit([',', '-']).next().unwrap();
     last.parse().unwrap()
@@ -18,21 +18,12 @@ fn last_online_cpu() -> usize {
 
 /// A SCHED_FIFO 99 thread named `provoker`, pinned to `cpu`, that holds the CPU for 2 ms every
 /// 150 ms until `stop`: each burst delays a lower-priority measuring thread on that CPU.
-fn provoker(cpu: usize, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u32> {
+fn provoker(cpu: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u32> {
     std::thread::Builder::new()
         .name("provoker".into())
         .spawn(move || {
-            // SAFETY: plain data initialised by CPU_ZERO/CPU_SET and sched_param; 0 is this thread.
-            unsafe {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut set);
-                assert_eq!(
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-                    0
-                );
-                let p = libc::sched_param { sched_priority: 99 };
-                assert_eq!(libc::sched_setscheduler(0, libc::SCHED_FIFO, &p), 0);
-            }
+            latlab_sys::thread::set_affinity(&[cpu]).expect("pinning the provoker");
+            latlab_sys::thread::set_scheduler(libc::SCHED_FIFO, 99).expect("SCHED_FIFO 99");
             let mut bursts = 0;
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(150));
@@ -76,7 +67,7 @@ fn a_provoked_spike_gets_a_story_that_names_the_provoking_task() {
 
     let r = RunResult::from_json(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let t = r.trace.as_ref().expect("a traced run has its trace");
-    assert_eq!(t.cpus, [cpu as u32]);
+    assert_eq!(t.cpus, [cpu]);
     // Kernel histograms beside the measurement: every timer wake-up of the measuring thread
     // runs an hrtimer handler and a wake-up.
     for fam in [Family::Hrtimer, Family::Wakeup] {
@@ -115,7 +106,7 @@ fn a_provoked_spike_gets_a_story_that_names_the_provoking_task() {
         told.iter().map(|(_, st)| st.summary()).collect::<Vec<_>>()
     );
     for (s, st) in &told {
-        assert_eq!(st.cpu, cpu as u32);
+        assert_eq!(st.cpu, cpu);
         assert_eq!(st.to_ns - st.from_ns, s.value_ns);
     }
     // The text tells the stories too.
