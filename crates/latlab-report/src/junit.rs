@@ -91,21 +91,19 @@ impl Counts {
     }
 }
 
-/// Text for an XML attribute or element: the five entities escaped, and characters XML 1.0
-/// cannot carry (controls other than tab and newlines) dropped.
+/// Text for an XML attribute or element: the five entities escaped as the HTML report escapes
+/// them, and characters XML 1.0 cannot carry (controls other than tab and newlines) dropped.
 fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
             '\n' => out.push_str("&#10;"),
             '\t' | '\r' => out.push(' '),
             c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {}
-            c => out.push(c),
+            c => match crate::html::svg::entity(c) {
+                Some(e) => out.push_str(e),
+                None => out.push(c),
+            },
         }
     }
     out
@@ -390,7 +388,7 @@ mod tests {
     #[test]
     fn a_suite_counts_its_cases_and_escapes_what_it_quotes() {
         let suite = TestSuite {
-            name: "a <b> & \"c\"".into(),
+            name: "a <b> & \"c\" 'd'".into(),
             cases: vec![
                 TestCase {
                     classname: "k".into(),
@@ -430,7 +428,11 @@ mod tests {
         assert_eq!(root.attribute("skipped"), Some("1"));
         assert_eq!(root.attribute("time"), Some("3.000"));
         let s = root.first_element_child().unwrap();
-        assert_eq!(s.attribute("name"), Some("a <b> & \"c\""));
+        assert_eq!(s.attribute("name"), Some("a <b> & \"c\" 'd'"));
+        assert!(
+            xml.contains("name=\"a &lt;b&gt; &amp; &quot;c&quot; &#39;d&#39;\""),
+            "{xml}"
+        );
         let f = s.descendants().find(|n| n.has_tag_name("failure")).unwrap();
         assert_eq!(f.attribute("message"), Some("x > y"));
         assert_eq!(f.text(), Some("one\ntwo"));

@@ -20,19 +20,30 @@ pub(crate) fn style(i: usize) -> (&'static str, Option<&'static str>) {
     (PALETTE[i % PALETTE.len()], dash)
 }
 
+/// The entity that stands for `c` in XML and HTML text and attribute values, for the five
+/// characters that need one.
+pub(crate) fn entity(c: char) -> Option<&'static str> {
+    Some(match c {
+        '&' => "&amp;",
+        '<' => "&lt;",
+        '>' => "&gt;",
+        '"' => "&quot;",
+        '\'' => "&#39;",
+        _ => return None,
+    })
+}
+
 /// Escape text for XML content and attribute values.
 pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
+        match (entity(ch), ch) {
+            (Some(e), _) => out.push_str(e),
             // Characters XML 1.0 does not allow.
-            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push('\u{fffd}'),
-            c => out.push(c),
+            (None, c) if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => {
+                out.push('\u{fffd}')
+            }
+            (None, c) => out.push(c),
         }
     }
     out
