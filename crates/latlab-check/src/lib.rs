@@ -28,7 +28,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub enum CheckError {
     #[error("unknown target {0:?} (accepted: audio, control, throughput)")]
     UnknownTarget(String),
-    #[error("unknown check id {0:?} (`latlab check --list` shows the ids)")]
+    #[error("unknown check id {0:?} (accepted: the ids `latlab check --list` shows)")]
     UnknownCheck(String),
 }
 

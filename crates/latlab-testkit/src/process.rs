@@ -52,29 +52,42 @@ pub fn signal_after(
     sig: libc::c_int,
     limit: Duration,
 ) -> (Output, Duration) {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
-    let pid = child.id() as libc::pid_t;
+    let child = spawn_kept(cmd);
     std::thread::sleep(after);
     // SAFETY: a pid of a child this test started and has not reaped.
-    unsafe { libc::kill(pid, sig) };
+    unsafe { libc::kill(child.id() as libc::pid_t, sig) };
     let sent = Instant::now();
+    let out = output_by(cmd, child, limit, "of the signal");
+    (out, sent.elapsed())
+}
+
+/// Run `cmd` to its end, which must come within `limit` (else it is killed and the test fails:
+/// for commands that must stop by themselves, such as ones refusing their input); its output.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
+    let child = spawn_kept(cmd);
+    output_by(cmd, child, limit, "of its start")
+}
+
+fn spawn_kept(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"))
+}
+
+/// `child`'s output once it exits; it is killed and the test fails if that takes over `limit`.
+fn output_by(cmd: &Command, child: Child, limit: Duration, since: &str) -> Output {
+    let pid = child.id() as libc::pid_t;
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
     match rx.recv_timeout(limit) {
-        Ok(out) => (
-            out.unwrap_or_else(|e| panic!("waiting for {cmd:?}: {e}")),
-            sent.elapsed(),
-        ),
+        Ok(out) => out.unwrap_or_else(|e| panic!("waiting for {cmd:?}: {e}")),
         Err(_) => {
-            // SAFETY: as above: the waiting thread has not reaped it.
+            // SAFETY: a pid of a child this test started; the waiting thread has not reaped it.
             unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("{cmd:?} did not exit within {limit:?} of the signal");
+            panic!("{cmd:?} did not exit within {limit:?} {since}");
         }
     }
 }

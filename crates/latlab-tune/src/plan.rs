@@ -200,7 +200,9 @@ impl Plan {
                     if let Some(bad) = l.cpus().iter().find(|c| !possible.contains(**c)) {
                         return Err(TuneError::Invalid {
                             at: rule.at.clone(),
-                            message: format!("CPU {bad} does not exist here (CPUs: {possible})"),
+                            message: format!(
+                                "CPU {bad} does not exist here (accepted: CPUs {possible})"
+                            ),
                         });
                     }
                 }
@@ -386,7 +388,7 @@ fn split(
                         line: 0,
                         key: "isolation.isolated".into(),
                     }),
-                    message: format!("CPU {bad} does not exist here (CPUs: {possible})"),
+                    message: format!("CPU {bad} does not exist here (accepted: CPUs {possible})"),
                 });
             }
             (intersect(&l, online), "named by the profile".to_string())

@@ -376,7 +376,7 @@ fn profiles_that_do_not_fit_the_machine_are_rejected_with_file_line_and_key() {
     assert!(e.is_usage());
     let msg = e.to_string();
     assert!(
-        msg.contains("seven.toml:3: cpu.7: CPU 7 does not exist here (CPUs: 0-3)"),
+        msg.contains("seven.toml:3: cpu.7: CPU 7 does not exist here (accepted: CPUs 0-3)"),
         "{msg}"
     );
     // One cpufreq policy for CPUs 0-3 on the ARM board: per-CPU governors cannot differ.

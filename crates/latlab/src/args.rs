@@ -211,7 +211,9 @@ impl WebArgs {
             && !self.insecure_listen
         {
             return Err(CliError::Usage(format!(
-                "--listen {addr}: reachable from other machines without TLS or authentication                  (accepted: --web-config FILE with tls_server_config and basic_auth_users, or                  --insecure-listen to serve plain HTTP anyway)"
+                "--listen {addr}: reachable from other machines without TLS or authentication \
+                 (accepted: --web-config FILE with tls_server_config and basic_auth_users, or \
+                 --insecure-listen to serve plain HTTP anyway)"
             )));
         }
         Ok(config)

@@ -118,12 +118,13 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     let measure_ns = args.measure.map(|d| d.0);
     if measure_ns == Some(0) {
         return Err(CliError::Usage(
-            "--measure: the duration must be above 0 (e.g. 2s)".into(),
+            "--measure 0: too short (accepted: a duration above 0, e.g. 2s)".into(),
         ));
     }
     if args.state_dir.is_some() && !args.fix {
         return Err(CliError::Usage(
-            "--state-dir is only used with --fix".into(),
+            "--state-dir without --fix: nothing to journal (accepted: --state-dir DIR with --fix)"
+                .into(),
         ));
     }
     let junit = crate::args::OutputFile::open("--junit", &args.junit)?;

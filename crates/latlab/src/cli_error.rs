@@ -68,7 +68,28 @@ pub fn clap_line(e: &clap::Error) -> String {
             (e.get(ContextKind::InvalidArg), std::error::Error::source(e))
     {
         let flag = arg.split_whitespace().next().unwrap_or(arg);
-        return format!("{flag}: {source}");
+        // A number clap parsed itself says only what went wrong: name the value and the form.
+        let accepted = if source.is::<std::num::ParseIntError>() {
+            Some("a whole number, e.g. 10")
+        } else if source.is::<std::num::ParseFloatError>() {
+            Some("a number, e.g. 1.5")
+        } else {
+            None
+        };
+        return match (accepted, e.get(ContextKind::InvalidValue)) {
+            (Some(form), Some(ContextValue::String(value))) => {
+                format!("{flag} {value:?}: {source} (accepted: {form})")
+            }
+            _ => format!("{flag}: {source}"),
+        };
+    }
+    if e.kind() == ErrorKind::MissingRequiredArgument
+        && let Some(ContextValue::Strings(missing)) = e.get(ContextKind::InvalidArg)
+    {
+        return format!(
+            "the following required arguments were not provided: {}",
+            missing.join(", ")
+        );
     }
     let text = e.to_string();
     let first = text

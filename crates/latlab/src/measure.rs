@@ -237,7 +237,7 @@ impl MeasureArgs {
         latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
         if self.histfile_range == 0 {
             return Err(CliError::Usage(
-                "--histfile-range 0 (accepted: 1 or more rows of 1 us)".into(),
+                "--histfile-range 0: no rows to write (accepted: 1 or more rows of 1 us)".into(),
             ));
         }
         let sample_period = self.opts.sample_period_ns()?;
@@ -518,19 +518,5 @@ mod tests {
         );
         assert_eq!(c.priority, 0);
         assert!(cfg(&["--dl-period", "1ms"]).is_err());
-    }
-
-    #[test]
-    fn bad_values_are_usage_errors() {
-        for args in [
-            &["--method", "sleepy"][..],
-            &["--policy", "fast"],
-            &["--clock", "tai"],
-            &["-i", "abc"],
-            &["-D", "5x"],
-            &["-a", "3-1"],
-        ] {
-            assert!(matches!(cfg(args), Err(CliError::Usage(_))), "{args:?}");
-        }
     }
 }

@@ -37,11 +37,20 @@ const RUNNER_OWNED: &[&str] = &[
 ];
 
 #[derive(Debug, thiserror::Error)]
-#[error("{file}:{line}: {message}")]
+#[error("{file}{}: {message}", at_line(*.line))]
 pub struct PlanError {
     pub file: String,
     pub line: usize,
     pub message: String,
+}
+
+/// `:LINE` for a problem on a line of the plan; nothing for one with the whole file (line 0).
+fn at_line(line: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}")
+    }
 }
 
 #[derive(Deserialize)]
@@ -173,7 +182,7 @@ impl ExperimentPlan {
         let text = std::fs::read_to_string(path).map_err(|e| PlanError {
             file: file.clone(),
             line: 0,
-            message: format!("cannot read the plan: {e}"),
+            message: format!("cannot read the plan: {e} (accepted: a readable TOML plan file)"),
         })?;
         let mut plan = ExperimentPlan::parse(&text, &file)?;
         // Profile files and directories named in a plan are relative to the plan's directory.

@@ -324,7 +324,7 @@ pub fn export(args: ExportArgs) -> CliResult<ExitCode> {
     };
     if args.range == 0 {
         return Err(CliError::Usage(
-            "--range 0 (accepted: 1 or more rows)".into(),
+            "--range 0: no rows to show (accepted: 1 or more rows)".into(),
         ));
     }
     let stores = open_stores(args.db.as_slice())?;

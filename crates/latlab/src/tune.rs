@@ -625,7 +625,9 @@ fn hold(ctx: &Ctx, a: &HoldArgs) -> CliResult<ExitCode> {
         }
         (None, None) => {
             return Err(CliError::Usage(
-                "tune hold needs --us N or a PROFILE that sets system.cpu_dma_latency_us".into(),
+                "tune hold: no latency limit given (accepted: --us N, or a PROFILE that sets \
+                 system.cpu_dma_latency_us)"
+                    .into(),
             ));
         }
     };

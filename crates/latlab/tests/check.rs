@@ -53,28 +53,6 @@ fn finding<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
 }
 
 #[test]
-fn bad_input_exits_2_with_one_line() {
-    let root = tree("vm");
-    for (args, needle) in [
-        (vec!["--target", "x"], "--target"),
-        (vec!["--skip", "unknown-id"], "unknown-id"),
-        (vec!["--skip", "kernel.preempt,nope"], "nope"),
-        (vec!["--measure", "soon"], "--measure"),
-        (vec!["--measure", "0"], "--measure"),
-        (vec!["--state-dir", "/tmp"], "--fix"),
-        (vec!["--bogus"], "--bogus"),
-    ] {
-        let out = check(root.path(), &args);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: one line, got {err:?}");
-        assert!(err.starts_with("latlab: error: "), "{err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
-    }
-}
-
-#[test]
 fn list_names_every_check() {
     let ids = ids();
     assert!(ids.len() >= 25);

@@ -177,61 +177,6 @@ fn break_stops_the_run_with_its_reason() {
     assert!(r["elapsed_ns"].as_u64().unwrap() < 2_000_000_000);
 }
 
-#[test]
-fn bad_input_exits_2_with_one_line_before_anything_runs() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("never.json");
-    let j = json.to_str().unwrap();
-    let cases: &[(&[&str], &str)] = &[
-        (&["-i", "0"], "below the minimum"),
-        (&["-i", "500ns"], "below the minimum"),
-        (&["-i", "1x"], "unknown unit"),
-        (&["-p", "0"], "out of range"),
-        (&["-p", "100"], "out of range"),
-        (&["-a", "999"], "absent or offline"),
-        (&["-a", "3-1"], "runs backwards"),
-        (&["-D", "soon"], "--duration"),
-        (&["--method", "sleepy"], "unknown method"),
-        (&["--policy", "deadline"], "needs --dl-runtime"),
-        (
-            &[
-                "--policy",
-                "deadline",
-                "--dl-runtime",
-                "2ms",
-                "--dl-period",
-                "1ms",
-            ],
-            "inconsistent deadline",
-        ),
-        (&["--sample-period", "1ms"], "too short"),
-        (&["--sample-period", "often"], "--sample-period"),
-        (&["--bogus"], "unexpected argument"),
-    ];
-    for (args, want) in cases {
-        let out = run_exit(
-            latlab!()
-                .arg("measure")
-                .args(*args)
-                .args(["-D", "1s", "--json", j]),
-            2,
-        );
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
-        assert!(err.contains(want), "{args:?}: {err} should say {want}");
-        assert!(
-            err.contains("accepted") || err.contains("see --help"),
-            "{err}"
-        );
-        assert!(!json.exists(), "{args:?}: nothing written");
-    }
-    let out = run_exit(
-        latlab!().args(["measure", "-D", "1s", "--json", "/nonexistent-dir/x.json"]),
-        2,
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--json"));
-}
-
 /// Without the rights for SCHED_FIFO, the error names the capability and suggests
 /// `--policy other`. As root this drops privileges with setpriv; otherwise it runs as is.
 #[test]

@@ -5,7 +5,7 @@
 
 use latlab_model::RunResult;
 use latlab_model::trace::Family;
-use latlab_testkit::{is_root, latlab, run_exit};
+use latlab_testkit::{is_root, latlab};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -124,17 +124,6 @@ fn a_provoked_spike_gets_a_story_that_names_the_provoking_task() {
     let back = RunResult::from_json(&String::from_utf8_lossy(&exported.stdout)).unwrap();
     assert_eq!(back.trace, r.trace);
     assert_eq!(back.spikes, r.spikes);
-}
-
-#[test]
-fn bad_trace_events_exit_2_with_one_line() {
-    let out = run_exit(
-        latlab!().args(["measure", "-D", "1s", "--trace", "wakeup,irqs"]),
-        2,
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("--trace") && err.contains("irqs"), "{err}");
 }
 
 /// Without the privileges to trace, the run stops before anything is changed: the profile

@@ -899,7 +899,7 @@ fn a_profile_is_held_while_monitoring_and_restored_on_sigterm() {
 }
 
 #[test]
-fn check_config_touches_nothing_and_bad_input_is_one_line_exit_2() {
+fn check_config_says_what_would_run_and_touches_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let root = laptop_tree(dir.path());
     let db = dir.path().join("new.db");
@@ -930,34 +930,6 @@ fn check_config_touches_nothing_and_bad_input_is_one_line_exit_2() {
     assert!(!db.exists(), "no store created");
     assert_eq!(governor(&root), "powersave");
     assert!(!root.join("var/lib/latlab").exists(), "no journal written");
-
-    for args in [
-        &["--interval", "0"][..],
-        &["--window", "abc"],
-        &["--schedule", "25:00 cpu2:performance"],
-        &["--schedule", "05:05 cpu2:turbo"],
-        &["--listen", "everywhere"],
-        &["--cpus", "0-99"],
-        &["--profile", "nonexistent"],
-    ] {
-        let out = latlab!()
-            .arg("--sysroot")
-            .arg(&root)
-            .arg("monitor")
-            .args(args)
-            .arg("--db")
-            .arg(&db)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        let lines: Vec<&str> = err
-            .lines()
-            .filter(|l| l.starts_with("latlab: error:"))
-            .collect();
-        assert_eq!(lines.len(), 1, "{args:?}: {err}");
-        assert!(!db.exists());
-    }
 }
 
 #[test]

@@ -23,31 +23,6 @@ fn provoke() {
     latlab_testkit::udp_ping_pong(200, Duration::from_micros(500));
 }
 
-#[test]
-fn bad_input_exits_2_with_one_line_before_anything_runs() {
-    let mounts = tracefs_mounts();
-    for (args, names) in [
-        (&["-D", "5x"][..], "--duration"),
-        (&["-D", "0"], "--duration"),
-        (&["--events", "softirq,irqs"], "irqs"),
-        (&["--cpus", "4096"], "--cpus"),
-        (&["--pid", "0"], "--pid"),
-        (&["--pid", "2147483646"], "no such process"),
-        (&["--rt-only", "--events", "softirq"], "wakeup"),
-        (&["--top", "0"], "--top"),
-        (&["--json", "/nonexistent-dir/t.json"], "--json"),
-        (&["--bogus"], "--bogus"),
-    ] {
-        let out = latlab!().arg("trace").args(args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
-        assert!(err.starts_with("latlab: error:"), "{err}");
-        assert!(err.contains(names), "{args:?}: {err}");
-    }
-    assert_eq!(tracefs_mounts(), mounts);
-}
-
 /// Without root (as root: through setpriv as nobody with no capabilities), one line names
 /// what is missing.
 #[test]

@@ -64,61 +64,6 @@ fn ok(cmd: &mut Command) -> String {
 }
 
 #[test]
-fn bad_input_is_one_line_with_exit_2_and_touches_nothing() {
-    let t = Tree::new();
-    let before = latlab_sys::fixture::snapshot(&t.root).unwrap();
-    let cases: &[(&[&str], &str)] = &[
-        (
-            &["--knobs", "pm_qos,nope"],
-            "--knobs nope: unknown knob (accepted: pm_qos,",
-        ),
-        (&["--skip", "idel"], "--skip idel: unknown knob"),
-        (
-            &["--objective", "p95"],
-            "--objective p95: unknown objective (accepted: p50, p99",
-        ),
-        (
-            &["--target", "video"],
-            "--target video: unknown target (accepted: audio",
-        ),
-        (
-            &["--budget", "10s"],
-            "--budget 10s: too small for one candidate and its confirmation (accepted: at least",
-        ),
-        (&["--budget", "soon"], "--budget soon:"),
-        (
-            &["--repeats", "3"],
-            "--repeats 3: too few for a verdict (accepted: 4 or more",
-        ),
-        (&["--load", "nosuch"], "unknown load kind \"nosuch\""),
-        (
-            &["--target", "throughput"],
-            "--target throughput needs a load whose throughput it keeps",
-        ),
-        (
-            &["--objective", "p99-per-watt"],
-            "--objective p99-per-watt: no power meter here",
-        ),
-        (
-            &["--write-profile", "realtime"],
-            "--write-profile realtime: the name of a built-in profile",
-        ),
-        (&["--write-profile", "a b"], "not a profile name"),
-        (&["--cpus", "7"], "CPU 7"),
-    ];
-    for (args, needle) in cases {
-        let out = t.search(args).output().unwrap();
-        latlab_testkit::assert_one_line_error(&out, 2, needle);
-        assert!(!t.db.exists(), "{args:?} created the store");
-        assert!(!t.state.join(latlab_tune::journal::JOURNAL_FILE).exists());
-    }
-    assert!(
-        latlab_sys::fixture::snapshot(&t.root).unwrap() == before,
-        "bad input changed the tree"
-    );
-}
-
-#[test]
 fn without_root_the_search_is_refused_before_anything_is_touched() {
     let Some(mut cmd) =
         latlab_testkit::unprivileged(env!("CARGO_BIN_EXE_latlab"), "-sys_nice,-sys_admin")

@@ -1,0 +1,321 @@
+//! Bad input, for every command, in one table: one line on standard error that names the problem
+//! and the accepted form, exit code 2, nothing on standard output, and nothing touched. Every
+//! row runs against a copy of a fixture tree (`--sysroot`), with the state directory and the
+//! working directory beside it; after the table, that whole directory and the tracefs mounts are
+//! as they were. What each command does with good input is in its own test file.
+#![allow(clippy::unwrap_used)]
+
+use latlab_testkit::process::output_within;
+use latlab_testkit::{latlab, stderr, tracefs_mounts};
+use std::time::Duration;
+
+/// The rows: the arguments (after `--sysroot laptop` unless a row names its own tree) and what the
+/// line must say.
+const ROWS: &[(&[&str], &str)] = &[
+    // measure: the measuring options, its outputs and its limits.
+    (
+        &["measure", "-i", "0"],
+        "interval 0 ns is below the minimum",
+    ),
+    (&["measure", "-i", "500ns"], "below the minimum"),
+    (&["measure", "-i", "1x"], "--interval: unknown unit \"x\""),
+    (&["measure", "-p", "0"], "priority 0 is out of range"),
+    (&["measure", "-p", "100"], "priority 100 is out of range"),
+    (&["measure", "-p", "1.5"], "--priority \"1.5\""),
+    (&["measure", "-a", "999"], "CPU 999 is absent or offline"),
+    (&["measure", "-a", "3-1"], "range \"3-1\" runs backwards"),
+    (&["measure", "-D", "soon"], "--duration: unknown unit"),
+    (
+        &["measure", "--method", "sleepy"],
+        "unknown method \"sleepy\"",
+    ),
+    (&["measure", "--policy", "fast"], "unknown policy \"fast\""),
+    (&["measure", "--clock", "tai"], "unknown clock \"tai\""),
+    (&["measure", "--policy", "deadline"], "needs --dl-runtime"),
+    (
+        &[
+            "measure",
+            "--policy",
+            "deadline",
+            "--dl-runtime",
+            "2ms",
+            "--dl-period",
+            "1ms",
+        ],
+        "inconsistent deadline parameters",
+    ),
+    (&["measure", "--sample-period", "1ms"], "too short"),
+    (&["measure", "--sample-period", "often"], "--sample-period"),
+    (&["measure", "--histfile-range", "0"], "--histfile-range 0"),
+    (
+        &["measure", "--trace", "wakeup,irqs"],
+        "unknown event group \"irqs\"",
+    ),
+    (
+        &["measure", "--json", "/nonexistent-dir/x.json"],
+        "--json /nonexistent-dir/x.json",
+    ),
+    (
+        &["measure", "--max-latency", "0"],
+        "no wake-up takes no time",
+    ),
+    (&["measure", "--max-p99", "fast"], "--max-p99: "),
+    (
+        &["measure", "--max-missed", "many"],
+        "\"many\" is not a count",
+    ),
+    (
+        &["measure", "--junit", "/nonexistent-dir/j.xml"],
+        "--junit /nonexistent-dir/j.xml: ",
+    ),
+    (&["measure", "--bogus"], "unexpected argument '--bogus'"),
+    // monitor: the same measuring options, and its own.
+    (
+        &["monitor", "--interval", "abc"],
+        "--interval: unknown unit",
+    ),
+    (&["monitor", "--interval", "0"], "below the minimum"),
+    (&["monitor", "--window", "10ms"], "--window 10ms: too short"),
+    (&["monitor", "--window", "abc"], "--window: unknown unit"),
+    (
+        &["monitor", "--retention", "5m"],
+        "--retention 5m: too short",
+    ),
+    (&["monitor", "--method", "busy"], "not for monitoring"),
+    (&["monitor", "--method", "sleepy"], "unknown method"),
+    (
+        &["monitor", "--policy", "deadline"],
+        "not supported by monitor",
+    ),
+    (
+        &["monitor", "--priority", "0"],
+        "priority 0 is out of range",
+    ),
+    (&["monitor", "--cpus", "7"], "CPU 7 is absent or offline"),
+    (&["monitor", "--cpus", "0-99"], "is absent or offline"),
+    (&["monitor", "--listen", "localhost"], "is not an address"),
+    (
+        &["monitor", "--listen", "0.0.0.0:9464"],
+        "reachable from other machines without TLS or authentication (accepted: --web-config",
+    ),
+    (&["monitor", "--profile", "nonexistent"], "unknown profile"),
+    (
+        &["monitor", "--schedule", "25:00 cpu2:performance"],
+        "\"25:00\" is not a time of day",
+    ),
+    (
+        &["monitor", "--schedule", "5 o'clock"],
+        "is not a time of day",
+    ),
+    (
+        &["monitor", "--schedule", "05:05 cpu2:turbo"],
+        "cpu2 does not offer the turbo governor",
+    ),
+    (
+        &["monitor", "--schedule", "05:05 cpu9:performance"],
+        "CPU 9 is absent or offline",
+    ),
+    (&["serve", "--listen", "everywhere"], "is not an address"),
+    // trace
+    (&["trace", "-D", "5x"], "--duration: unknown unit"),
+    (&["trace", "-D", "0"], "--duration 0: too short"),
+    (
+        &["trace", "--events", "softirq,irqs"],
+        "unknown event group \"irqs\"",
+    ),
+    (&["trace", "--events", ""], "no event group given"),
+    (&["trace", "--cpus", "4096"], "CPU 4096 is not online"),
+    (&["trace", "--cpus", "3-1"], "runs backwards"),
+    (&["trace", "--pid", "0"], "--pid 0: not a process id"),
+    (&["trace", "--pid", "2147483646"], "no such process"),
+    (
+        &["trace", "--rt-only", "--events", "softirq"],
+        "filter wake-ups",
+    ),
+    (&["trace", "--top", "0"], "--top 0: no rows to show"),
+    (&["trace", "--top", "x"], "--top \"x\""),
+    (
+        &["trace", "--json", "/nonexistent-dir/t.json"],
+        "--json /nonexistent-dir/t.json",
+    ),
+    // check
+    (&["check", "--target", "x"], "unknown target \"x\""),
+    (
+        &["check", "--skip", "unknown-id"],
+        "unknown check id \"unknown-id\"",
+    ),
+    (&["check", "--skip", "kernel.preempt,nope"], "\"nope\""),
+    (&["check", "--measure", "soon"], "--measure: unknown unit"),
+    (&["check", "--measure", "0"], "--measure 0: too short"),
+    (
+        &["check", "--state-dir", "state"],
+        "--state-dir without --fix",
+    ),
+    // load
+    (&["load", "gpu"], "unknown load kind \"gpu\""),
+    (&["load", "cpu:workers=0"], "0 is out of range"),
+    (&["load", "io:bs=4q"], "\"4q\" is not a size"),
+    (&["load"], "no load given"),
+    (
+        &["load", "cpu", "--load-cpus", "x"],
+        "\"x\" is not a CPU number",
+    ),
+    (
+        &["load", "cpu", "--load-cpus", "4000"],
+        "CPU 4000 is not online",
+    ),
+    (
+        &["load", "cpu", "--duration", "5q"],
+        "--duration: unknown unit",
+    ),
+    (
+        &["load", "--schedule", "idle 30"],
+        "duration \"30\" has no unit",
+    ),
+    // tune
+    (
+        &["tune", "apply", "nonesuch"],
+        "unknown profile \"nonesuch\"",
+    ),
+    (
+        &["tune", "apply", "./bad.toml"],
+        "bad.toml:3: cpu.all.governor",
+    ),
+    (
+        &["tune", "apply", "./seven.toml"],
+        "seven.toml:1: cpu.7: CPU 7 does not exist here",
+    ),
+    (
+        &["tune", "show", "./typo.toml"],
+        "typo.toml:2: system.timer_migraton: unknown field",
+    ),
+    (
+        &["tune", "apply", "lowlatency", "--cpus", "9"],
+        "--cpus 9: CPU 9 is absent or offline",
+    ),
+    (&["tune", "apply", "lowlatency", "--cpus", "x"], "--cpus"),
+    (&["tune", "verify", "--cpus", "x"], "--cpus"),
+    (&["tune", "hold"], "no latency limit given"),
+    (&["tune", "hold", "--us", "x"], "--us \"x\""),
+    (&["tune", "frobnicate"], "unrecognized subcommand"),
+    // tune search
+    (
+        &["tune", "search", "--knobs", "pm_qos,nope"],
+        "--knobs nope: unknown knob",
+    ),
+    (
+        &["tune", "search", "--skip", "idel"],
+        "--skip idel: unknown knob",
+    ),
+    (
+        &["tune", "search", "--objective", "p95"],
+        "--objective p95: unknown objective",
+    ),
+    (
+        &["tune", "search", "--target", "video"],
+        "--target video: unknown target",
+    ),
+    (
+        &["tune", "search", "--budget", "10s"],
+        "--budget 10s: too small",
+    ),
+    (&["tune", "search", "--budget", "soon"], "--budget soon:"),
+    (
+        &["tune", "search", "--repeats", "3"],
+        "--repeats 3: too few for a verdict",
+    ),
+    (
+        &["tune", "search", "--load", "nosuch"],
+        "unknown load kind \"nosuch\"",
+    ),
+    (
+        &["tune", "search", "--target", "throughput"],
+        "needs a load whose throughput it keeps",
+    ),
+    (
+        &[
+            "--sysroot",
+            "vm",
+            "tune",
+            "search",
+            "--objective",
+            "p99-per-watt",
+        ],
+        "--objective p99-per-watt: no power meter here",
+    ),
+    (
+        &["tune", "search", "--write-profile", "realtime"],
+        "the name of a built-in profile",
+    ),
+    (
+        &["tune", "search", "--write-profile", "a b"],
+        "not a profile name",
+    ),
+    (&["tune", "search", "--cpus", "7"], "CPU 7"),
+    // the commands over stored results
+    (&["run", "nosuch.toml"], "nosuch.toml: cannot read the plan"),
+    (&["report", "--format", "pdf", "1"], "--format pdf: unknown"),
+    (
+        &["compare"],
+        "required arguments were not provided: <A>, <B>",
+    ),
+    (&["export"], "required arguments were not provided: <RUN>"),
+    (&["import"], "required arguments were not provided: <FILES>"),
+    (&["db", "frob"], "unrecognized subcommand 'frob'"),
+    (
+        &["sysinfo", "--format", "yaml"],
+        "unexpected argument '--format'",
+    ),
+];
+
+/// How a line names the accepted form: its own words, clap's pointer to the help, a governor's
+/// offer, or a profile file's expected type.
+const FORMS: [&str; 4] = ["(accepted: ", "(see --help)", "(offered: ", "expected "];
+
+#[test]
+fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path();
+    latlab_testkit::copy_machine_to("laptop-intel", &["tune"], &at.join("laptop"));
+    latlab_testkit::copy_machine_to("vm", &["tune"], &at.join("vm"));
+    for (name, text) in [
+        ("bad.toml", "description = \"x\"\n[cpu.all]\ngovernor = 3\n"),
+        ("seven.toml", "[cpu.7]\nmax_idle_latency_us = 0\n"),
+        ("typo.toml", "[system]\ntimer_migraton = false\n"),
+    ] {
+        std::fs::write(at.join(name), text).unwrap();
+    }
+    let before = latlab_sys::fixture::snapshot(at).unwrap();
+    let mounts = tracefs_mounts();
+    for (args, needle) in ROWS {
+        let mut cmd = latlab!();
+        cmd.current_dir(at)
+            .env("LATLAB_STATE_DIR", at.join("state"));
+        if args[0] != "--sysroot" {
+            cmd.args(["--sysroot", "laptop"]);
+        }
+        // A row the command accepted would run on (a measurement, a hold): it fails instead.
+        let out = output_within(cmd.args(*args), Duration::from_secs(60));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?}: nothing on standard output"
+        );
+        assert_eq!(err.lines().count(), 1, "{args:?}: one line: {err}");
+        assert!(err.starts_with("latlab: error: "), "{args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: {err} should say {needle:?}"
+        );
+        assert!(
+            FORMS.iter().any(|f| err.contains(f)),
+            "{args:?}: the accepted form is not named: {err}"
+        );
+    }
+    assert!(
+        latlab_sys::fixture::snapshot(at).unwrap() == before,
+        "bad input wrote into the tree, the state directory or the working directory"
+    );
+    assert_eq!(tracefs_mounts(), mounts, "tracefs mounts as before");
+}
