@@ -88,6 +88,21 @@ impl PidLock {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Who holds the lock at `path` without taking it: `None` when no one does, `Some(pid)`
+    /// when a process does (`Some(None)`: its PID is unknown).
+    pub fn holder(path: &Path) -> Option<Option<u32>> {
+        let mut file = OpenOptions::new().read(true).open(path).ok()?;
+        // SAFETY: flock on a descriptor this function owns; no pointers are passed.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+            // SAFETY: as above. Closing the file would release it too; this says so.
+            unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+            return None;
+        }
+        let mut text = String::new();
+        let _ = file.read_to_string(&mut text);
+        Some(text.trim().parse().ok())
+    }
 }
 
 impl Drop for PidLock {
@@ -117,8 +132,16 @@ mod tests {
             Err(LockError::Held { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
             other => panic!("second lock: {other:?}"),
         }
+        assert_eq!(PidLock::holder(&path), Some(Some(std::process::id())));
         drop(first);
         assert!(!path.exists(), "the file goes with the lock");
+        assert_eq!(PidLock::holder(&path), None);
+        std::fs::write(&path, "4242\n").unwrap();
+        assert_eq!(
+            PidLock::holder(&path),
+            None,
+            "a file nobody locks is no holder"
+        );
         let again = PidLock::acquire(&path).unwrap();
         assert_eq!(again.path(), path);
     }

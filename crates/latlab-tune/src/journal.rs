@@ -7,17 +7,18 @@
 //! when the apply finished, and `undone` for each value restore (or rollback) put back. A torn
 //! last line (a crash in the middle of appending) is ignored: its write never happened.
 //!
-//! The lock (`tune.lock`) is an exclusive `flock`, held by `tune apply` while it writes, by
-//! `tune restore`, and by a temporary tuning for as long as it lives. The kernel drops it when the
-//! holder dies, which is how a journal left by a killed process is told apart.
+//! The lock (`tune.lock`, a `latlab_sys::pidlock::PidLock` naming its holder) is an exclusive
+//! `flock`, held by `tune apply` while it writes, by `tune restore`, and by a temporary tuning for
+//! as long as it lives. Its file goes when it is released. The kernel drops it when the holder
+//! dies, which is how a journal left by a killed process is told apart.
 
 use crate::TuneError;
 use crate::plan::Change;
+use latlab_sys::pidlock::{LockError, PidLock};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 pub const JOURNAL_FILE: &str = "tune.journal";
@@ -218,64 +219,31 @@ impl Journal {
     }
 }
 
-/// The exclusive tuning lock; released when dropped (or when the process dies).
+/// The exclusive tuning lock (a [`PidLock`] on `tune.lock`); released, and its file removed,
+/// when dropped (or released by the kernel when the process dies).
 #[derive(Debug)]
-pub struct StateLock {
-    _file: File,
-    path: PathBuf,
-}
+pub struct StateLock(PidLock);
 
 impl StateLock {
     /// Take the lock without waiting; `Busy` names the holder's pid when it is known.
     pub fn acquire(dir: &Path) -> Result<StateLock, TuneError> {
         std::fs::create_dir_all(dir).map_err(|e| TuneError::io(dir, e))?;
-        let path = dir.join(LOCK_FILE);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| TuneError::io(&path, e))?;
-        // SAFETY: flock on a valid open descriptor.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                let mut text = String::new();
-                let _ = file.read_to_string(&mut text);
-                return Err(TuneError::Busy {
-                    pid: text.trim().parse().ok(),
-                    lock: path,
-                });
-            }
-            return Err(TuneError::io(&path, e));
-        }
-        let pid = std::process::id().to_string();
-        let _ = file.set_len(0);
-        let _ = file.write_all(pid.as_bytes());
-        Ok(StateLock { _file: file, path })
+        PidLock::acquire(&dir.join(LOCK_FILE))
+            .map(StateLock)
+            .map_err(|e| match e {
+                LockError::Held { path, pid } => TuneError::Busy { pid, lock: path },
+                LockError::Io { path, source } => TuneError::io(&path, source),
+            })
     }
 
-    /// The pid holding the lock in `dir`, if another open file holds it (`Some(None)`: held,
-    /// pid unknown).
+    /// The pid holding the lock in `dir`, if a process holds it (`Some(None)`: held, pid
+    /// unknown).
     pub fn holder(dir: &Path) -> Option<Option<u32>> {
-        let path = dir.join(LOCK_FILE);
-        let mut file = OpenOptions::new().read(true).open(&path).ok()?;
-        // SAFETY: flock on a valid open descriptor.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-        if r == 0 {
-            // SAFETY: as above.
-            unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
-            return None;
-        }
-        let mut text = String::new();
-        let _ = file.read_to_string(&mut text);
-        Some(text.trim().parse().ok())
+        PidLock::holder(&dir.join(LOCK_FILE))
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.0.path()
     }
 }
 
@@ -361,6 +329,10 @@ mod tests {
         }
         drop(lock);
         assert_eq!(StateLock::holder(dir.path()), None);
+        assert!(
+            !dir.path().join(LOCK_FILE).exists(),
+            "released with its file"
+        );
         StateLock::acquire(dir.path()).unwrap();
     }
 }
