@@ -122,6 +122,28 @@ pub fn format_us(ns: u64, decimals: u32) -> String {
     )
 }
 
+/// A rate (finite, not negative) with three significant digits and a k/M/G suffix from 10 000
+/// up (`48.2`, `3100`, `152M`): the one rate format of `latlab load` and the reports.
+pub fn format_rate(v: f64) -> String {
+    let (v, suffix) = if v >= 1e9 {
+        (v / 1e9, "G")
+    } else if v >= 1e6 {
+        (v / 1e6, "M")
+    } else if v >= 1e4 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let prec = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.prec$}{suffix}")
+}
+
 impl std::str::FromStr for CpuList {
     type Err = ParseError;
     fn from_str(s: &str) -> Result<CpuList, ParseError> {
@@ -258,6 +280,22 @@ pub fn fuzz_check(data: &[u8]) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn rates_have_three_significant_digits_and_a_suffix_from_ten_thousand() {
+        for (v, text) in [
+            (0.0, "0.00"),
+            (48.2, "48.2"),
+            (999.0, "999"),
+            (3_100.0, "3100"),
+            (12_345.0, "12.3k"),
+            (1.5e6, "1.50M"),
+            (152_300_000.0, "152M"),
+            (2.5e9, "2.50G"),
+        ] {
+            assert_eq!(format_rate(v), text, "{v}");
+        }
+    }
 
     #[test]
     fn microseconds_round_half_up_in_integers() {

@@ -56,29 +56,7 @@ pub(crate) fn si(v: f64) -> String {
         return "-".into();
     }
     let sign = if v < 0.0 { "-" } else { "" };
-    format!("{sign}{}", si_unsigned(v.abs()))
-}
-
-/// [`si`] of a value meant to be finite and not negative (a rate), with no check: scaled to
-/// three significant digits with a k/M/G suffix from 10 000 up; anything else is printed as is.
-pub(crate) fn si_unsigned(v: f64) -> String {
-    let (v, suffix) = if v >= 1e9 {
-        (v / 1e9, "G")
-    } else if v >= 1e6 {
-        (v / 1e6, "M")
-    } else if v >= 1e4 {
-        (v / 1e3, "k")
-    } else {
-        (v, "")
-    };
-    let prec = if v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{v:.prec$}{suffix}")
+    format!("{sign}{}", latlab_model::units::format_rate(v.abs()))
 }
 
 /// A p-value: three significant decimals, `< 0.001` below.

@@ -7,7 +7,7 @@ use latlab_load::{LoadOptions, LoadSet, LoadSpec, ScheduleRunner, parse_schedule
 use latlab_measure::StopSignal;
 use latlab_model::StopReason;
 use latlab_model::load::{LoadReport, Loads, Throughput};
-use latlab_model::units::{CpuList, format_duration};
+use latlab_model::units::{CpuList, format_duration, format_rate};
 use latlab_session::load_error;
 use latlab_sys::Sys;
 use std::process::ExitCode;
@@ -173,28 +173,8 @@ pub fn run(args: LoadArgs, sys: &Sys) -> CliResult<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A rate with an SI prefix: `152.3M`, `48.20`, `3.1k`.
-fn si(x: f64) -> String {
-    let (v, p) = if x >= 1e9 {
-        (x / 1e9, "G")
-    } else if x >= 1e6 {
-        (x / 1e6, "M")
-    } else if x >= 1e3 {
-        (x / 1e3, "k")
-    } else {
-        (x, "")
-    };
-    if v >= 100.0 {
-        format!("{v:.0}{p}")
-    } else if v >= 10.0 {
-        format!("{v:.1}{p}")
-    } else {
-        format!("{v:.2}{p}")
-    }
-}
-
 fn rate(t: &Throughput) -> String {
-    format!("{} {} ({})", si(t.rate), t.unit, t.what)
+    format!("{} {} ({})", format_rate(t.rate), t.unit, t.what)
 }
 
 fn secs(ns: u64) -> String {
@@ -264,15 +244,6 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use latlab_model::load::LoadPhase;
-
-    #[test]
-    fn si_prefixes() {
-        assert_eq!(si(0.0), "0.00");
-        assert_eq!(si(48.2), "48.2");
-        assert_eq!(si(3_100.0), "3.10k");
-        assert_eq!(si(152_300_000.0), "152M");
-        assert_eq!(si(2.5e9), "2.50G");
-    }
 
     #[test]
     fn table_lists_each_rate_and_the_phases() {
