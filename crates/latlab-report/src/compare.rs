@@ -25,14 +25,7 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
         let params = if c.params.is_empty() {
             String::new()
         } else {
-            format!(
-                "; {}",
-                c.params
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+            format!("; {}", c.params_text())
         };
         let ids = c
             .runs

@@ -273,12 +273,7 @@ fn configuration(b: &mut Vec<Block>, a: &Analysis) {
         let params = if c.cell.params.is_empty() {
             "-".to_string()
         } else {
-            c.cell
-                .params
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            c.cell.params_text()
         };
         let mut row: Vec<TCell> = vec![
             c.cell.name.as_str().into(),
@@ -1101,12 +1096,7 @@ fn cell_section(b: &mut Vec<Block>, c: &CellFigures) {
     if !c.cell.params.is_empty() {
         b.push(Block::Para(format!(
             "Parameters: {}.",
-            c.cell
-                .params
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            c.cell.params_text()
         )));
     }
     let series: Vec<HistSeries> = c
@@ -1241,7 +1231,13 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
         return;
     }
     let per_cell: Vec<Vec<TracedFamily>> = a.cells.iter().map(traced_families).collect();
-    let stat_names = ["p50", "p90", "p99", "p99.9", "max"];
+    let stats = [
+        Metric::P50,
+        Metric::P90,
+        Metric::P99,
+        Metric::P99_9,
+        Metric::Max,
+    ];
     let mut headers: Vec<(String, bool)> = vec![
         ("cell".into(), false),
         ("family".into(), false),
@@ -1249,7 +1245,11 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
         ("runs".into(), true),
         ("samples".into(), true),
     ];
-    headers.extend(stat_names.iter().map(|n| (format!("{n} (µs)"), true)));
+    headers.extend(
+        stats
+            .iter()
+            .map(|m| (format!("{} (µs)", m.name(&[])), true)),
+    );
     headers.push(("dropped".into(), true));
     let mut t = Table::with_headers("trace", headers);
     let mut keys = Table::new(
@@ -1273,19 +1273,13 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
                 f.runs.to_string().into(),
                 s.count.to_string().into(),
             ];
-            for (m, name) in [
-                (Metric::P50, "p50"),
-                (Metric::P90, "p90"),
-                (Metric::P99, "p99"),
-                (Metric::P99_9, "p99.9"),
-                (Metric::Max, "max"),
-            ] {
+            for m in stats {
                 let v = int_stat(&s, m);
                 row.push(if s.count == 0 {
                     TCell::new("-")
                 } else {
                     TCell::new(numfmt::us(v))
-                        .attr("data-stat", name)
+                        .attr("data-stat", m.name(&[]))
                         .attr("data-ns", v.to_string())
                 });
             }

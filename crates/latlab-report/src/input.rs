@@ -27,6 +27,16 @@ pub struct CellInput {
 }
 
 impl CellInput {
+    /// The cell's parameters as written in reports: `governor=performance, interval=1ms`
+    /// (empty without parameters).
+    pub fn params_text(&self) -> String {
+        self.params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// A cell of one run, named by the run's id.
     pub fn single(run: RunResult) -> CellInput {
         CellInput {
