@@ -20,7 +20,7 @@ use super::hotplug::Hotplug;
 use super::schedule::{GovernorTuner, Switch, Switcher, WallClock};
 use super::web::LiveStatus;
 use latlab_measure::ClosedWindow;
-use latlab_model::samples::{PowerSource, Sample, ThermalSummary};
+use latlab_model::samples::{PowerSource, Sample};
 use latlab_model::units::format_duration;
 use latlab_store::{
     Annotation, COARSE_SHIFT, FULL_RESOLUTION_NS, FileFate, MergeSummary, MonitorSpike,
@@ -688,19 +688,7 @@ impl Keeper {
                 })
                 .collect()
         });
-        let thermal: Vec<ThermalSummary> = self
-            .setup
-            .thermal_names
-            .iter()
-            .zip(&summary.temps)
-            .filter_map(|(zone, t)| {
-                t.map(|(avg_c, max_c)| ThermalSummary {
-                    zone: zone.clone(),
-                    avg_c,
-                    max_c,
-                })
-            })
-            .collect();
+        let thermal = summary.thermal(&self.setup.thermal_names);
         let now_cpu = process_cpu_time_ns();
         let cost = now_cpu.saturating_sub(self.cpu_time_mark);
         self.cpu_time_mark = now_cpu;

@@ -397,18 +397,7 @@ impl Sampler {
             ),
             Err(why) => Field::unavailable(why),
         };
-        let thermal = self
-            .thermal
-            .iter()
-            .zip(&summary.temps)
-            .filter_map(|((zone, _), t)| {
-                t.map(|(avg_c, max_c)| ThermalSummary {
-                    zone: zone.clone(),
-                    avg_c,
-                    max_c,
-                })
-            })
-            .collect();
+        let thermal = summary.thermal(self.thermal.iter().map(|(zone, _)| zone));
         let cpus = summary.cpus;
         Samples {
             period_ns: self.period_ns,
@@ -442,6 +431,24 @@ pub struct SeriesSummary {
     pub cpus: Vec<CpuSummary>,
     pub power: Vec<(Option<f64>, Option<f64>)>,
     pub temps: Vec<Option<(f64, f64)>>,
+}
+
+impl SeriesSummary {
+    /// The thermal zones, named in sampling order by `zones`, with their average and highest
+    /// temperature; a zone with no reading in the stretch is left out.
+    pub fn thermal<'a>(&self, zones: impl IntoIterator<Item = &'a String>) -> Vec<ThermalSummary> {
+        zones
+            .into_iter()
+            .zip(&self.temps)
+            .filter_map(|(zone, t)| {
+                t.map(|(avg_c, max_c)| ThermalSummary {
+                    zone: zone.clone(),
+                    avg_c,
+                    max_c,
+                })
+            })
+            .collect()
+    }
 }
 
 /// Sum up samples (a whole run, or one monitoring window). Offline periods count for nothing;

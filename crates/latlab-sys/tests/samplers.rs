@@ -413,3 +413,20 @@ fn a_sampler_without_end_keeps_only_its_last_sample() {
         "only the last (partial) period is kept"
     );
 }
+
+#[test]
+fn a_summary_names_its_thermal_zones_and_leaves_out_those_without_readings() {
+    let summary = latlab_sys::sample::SeriesSummary {
+        temps: vec![Some((41.5, 47.0)), None, Some((60.0, 72.5))],
+        ..Default::default()
+    };
+    let zones: Vec<String> = ["x86_pkg_temp", "acpitz", "nvme"]
+        .map(String::from)
+        .to_vec();
+    let t = summary.thermal(&zones);
+    let got: Vec<(&str, f64, f64)> = t
+        .iter()
+        .map(|z| (z.zone.as_str(), z.avg_c, z.max_c))
+        .collect();
+    assert_eq!(got, [("x86_pkg_temp", 41.5, 47.0), ("nvme", 60.0, 72.5)]);
+}
