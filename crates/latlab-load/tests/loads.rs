@@ -452,6 +452,7 @@ fn rt_fixture(runtime: Option<&str>) -> tempfile::TempDir {
     std::fs::create_dir_all(&kernel).unwrap();
     if let Some(v) = runtime {
         std::fs::write(kernel.join("sched_rt_runtime_us"), format!("{v}\n")).unwrap();
+        std::fs::write(kernel.join("sched_rt_period_us"), "1000000\n").unwrap();
     }
     let cpu = root.path().join("sys/devices/system/cpu");
     std::fs::create_dir_all(&cpu).unwrap();
@@ -478,6 +479,21 @@ fn rt_hog_refuses_to_run_without_rt_throttling() {
     );
     assert!(m.contains("--force"), "{m}");
     assert_eq!(leftover_load_threads(), Vec::<String>::new());
+
+    // A runtime as long as the period leaves no time to anything else either.
+    let full = rt_fixture(Some("1000000"));
+    let e = (spec.descriptor().supported)(
+        &spec,
+        &LoadOptions {
+            sys: Sys::new(full.path()),
+            ..o.clone()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("RT throttling is disabled (sched_rt_runtime_us 1000000 is not below sched_rt_period_us 1000000)"),
+        "{e}"
+    );
 
     // Forced, the throttling check passes (privileges are checked next).
     o.force = true;

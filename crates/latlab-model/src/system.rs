@@ -178,6 +178,14 @@ pub struct RtThrottling {
     pub fair_server: Field<Vec<(u32, u64, u64)>>,
 }
 
+impl RtThrottling {
+    /// Whether real-time tasks may use the whole of every period, so that busy ones can starve
+    /// everything else: `sched_rt_runtime_us` of -1, or not below `sched_rt_period_us`.
+    pub fn off(runtime_us: i64, period_us: i64) -> bool {
+        runtime_us < 0 || runtime_us >= period_us
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct IrqAffinity {

@@ -6,7 +6,7 @@
 //! "caused by": the evidence is in the sentence so the reader can check it.
 
 use latlab_model::RunResult;
-use latlab_model::system::Field;
+use latlab_model::system::{Field, RtThrottling};
 
 use crate::analysis::{ALPHA, Analysis, CellFigures, MIN_REPEATS, Metric, Support, Verdict};
 use crate::numfmt;
@@ -279,7 +279,7 @@ fn rt_reservation(r: &RunResult) -> Option<(f64, String)> {
         _ => None,
     };
     let throttling = match (&t.runtime_us, &t.period_us) {
-        (Field::Value(rt), Field::Value(p)) if *rt >= 0 && rt < p => {
+        (Field::Value(rt), Field::Value(p)) if !RtThrottling::off(*rt, *p) => {
             Some(((p - rt) as f64 * 1e3, *p as f64 * 1e3, *rt, *p))
         }
         _ => None,

@@ -2,6 +2,7 @@
 
 use crate::facts::{Identity, Limit, LimitSource, UserLimits};
 use crate::{Ctx, Facts, Fix, Knob, Outcome, Target, Verdict};
+use latlab_model::system::RtThrottling;
 
 const LIMITS_FILE: &str = "/etc/security/limits.d/95-latlab.conf";
 
@@ -230,7 +231,7 @@ pub fn rt_throttling(f: &Facts, ctx: &Ctx) -> Outcome {
             )
         })
         .unwrap_or_default();
-    if runtime < 0 || runtime >= period {
+    if RtThrottling::off(runtime, period) {
         return Outcome::pass(format!(
             "off (sched_rt_runtime_us {runtime}, period {period}){fair}"
         ));

@@ -13,6 +13,7 @@ use crate::pool::{Pool, Worker};
 use crate::registry::LoadDescriptor;
 use crate::spec::{OptDefault, OptKind, OptionDesc};
 use crate::{Ctx, Finished, LoadOptions, LoadSpec, Running};
+use latlab_model::system::RtThrottling;
 use latlab_model::units::format_duration;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
@@ -67,6 +68,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
 
 /// Where the kernel keeps the RT throttling budget (-1: throttling disabled).
 pub const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
+pub const RT_PERIOD: &str = "/proc/sys/kernel/sched_rt_period_us";
 
 fn policy_of(spec: &LoadSpec) -> (libc::c_int, &'static str) {
     match spec.choice("policy") {
@@ -89,12 +91,24 @@ fn privilege_hint(name: &str, priority: i32, e: &std::io::Error) -> String {
 }
 
 fn supported(spec: &LoadSpec, opts: &LoadOptions) -> Result<(), String> {
-    match opts.sys.read_trim(RT_RUNTIME) {
-        Ok(v) if v == "-1" && !opts.force => {
+    let read = |path: &str| -> Result<i64, String> {
+        let text = opts.sys.read_trim(path).map_err(|e| e.to_string())?;
+        text.parse()
+            .map_err(|_| format!("{path}: {text:?} is not a number"))
+    };
+    // -1 is off whatever the period; otherwise the period decides.
+    let period = |runtime: i64| if runtime < 0 { Ok(0) } else { read(RT_PERIOD) };
+    match read(RT_RUNTIME).and_then(|runtime| Ok((runtime, period(runtime)?))) {
+        Ok((runtime, period)) if RtThrottling::off(runtime, period) && !opts.force => {
+            let why = if runtime < 0 {
+                format!("sched_rt_runtime_us is {runtime}")
+            } else {
+                format!("sched_rt_runtime_us {runtime} is not below sched_rt_period_us {period}")
+            };
             return Err(format!(
-                "RT throttling is disabled ({RT_RUNTIME} is -1), so busy real-time threads could \
-                 starve everything else and lock the machine; enable it (write 950000 there) or \
-                 pass --force"
+                "RT throttling is disabled ({why}), so busy real-time threads could starve \
+                 everything else and lock the machine; enable it (write 950000 to {RT_RUNTIME}) \
+                 or pass --force"
             ));
         }
         Err(e) if !opts.force => {
