@@ -527,6 +527,12 @@ pub fn known_time(ns: u64) -> Option<u64> {
     (ns != 0).then_some(ns)
 }
 
+/// A run's `started_at` text where its start is known: `None` for an import from a format
+/// without a start time, whatever an older store kept as its text (the epoch, once).
+pub fn known_start(start_unix_ns: u64, started_at: &str) -> Option<&str> {
+    known_time(start_unix_ns).map(|_| started_at)
+}
+
 impl Default for MeasureConfig {
     /// `latlab measure`'s defaults: one thread every 1ms, fifo 95, clock-nanosleep, memory
     /// locked, 1s windows, until interrupted.
@@ -572,6 +578,11 @@ pub struct RunHead {
 }
 
 impl RunResult {
+    /// [`known_start`] of this run.
+    pub fn known_start(&self) -> Option<&str> {
+        known_start(self.start_unix_ns, &self.started_at)
+    }
+
     /// The one constructor of a result from its threads, for a measurement and an import alike:
     /// the overall histograms are the threads' merged, missed periods their sum, the worst
     /// thread the last with the greatest maximum. One thread's statistics are the overall ones

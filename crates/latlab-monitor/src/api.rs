@@ -395,8 +395,7 @@ pub fn experiments(store: &Store) -> Result<Value, StoreError> {
             "id": r.id.0,
             "uid": r.uid,
             // Empty when unknown (an import from a format without a start time), as in a result.
-            "started_at": latlab_model::known_time(r.start_unix_ns)
-                .map_or("", |_| r.started_at.as_str()),
+            "started_at": latlab_model::known_start(r.start_unix_ns, &r.started_at).unwrap_or(""),
             "method": r.method,
             "interval_ns": r.interval_ns,
             "cpus": r.cpus,

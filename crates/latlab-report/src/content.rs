@@ -955,9 +955,7 @@ fn runs(b: &mut Vec<Block>, a: &Analysis) {
                     r.repeat.to_string().into(),
                     r.run.id.as_str().into(),
                     // "-" where an imported run's format gave no start time or length.
-                    latlab_model::known_time(r.run.start_unix_ns)
-                        .map_or("-", |_| r.run.started_at.as_str())
-                        .into(),
+                    r.run.known_start().unwrap_or("-").into(),
                     latlab_model::known_time(r.run.elapsed_ns)
                         .map_or_else(|| "-".to_string(), |ns| format!("{:.3}", ns as f64 / 1e9))
                         .into(),

@@ -59,7 +59,7 @@
 
 use std::fmt::Write;
 
-use latlab_model::{Clock, RunResult, units::CpuList, units::format_duration};
+use latlab_model::{Clock, RunResult, known_time, units::CpuList, units::format_duration};
 
 use crate::cyclictest_hist::HIST_MAX_US;
 use crate::us::{max_us, mean_centi_us, min_us, us_buckets};
@@ -81,16 +81,23 @@ pub fn cyclictest_json_with_range(result: &RunResult, range_us: u32) -> String {
     let range = range_us.min(HIST_MAX_US);
     let sys = &result.system;
     let realtime = u8::from(sys.preempt.split_whitespace().next() == Some("rt"));
-    let start_s = result.start_unix_ns / 1_000_000_000;
-    let end_s = result.start_unix_ns.saturating_add(result.elapsed_ns) / 1_000_000_000;
+    // Empty where the run does not know them (an import from a format without a start time
+    // or length), rather than a date in 1970.
+    let start = known_time(result.start_unix_ns);
+    let start_time = start.map_or_else(String::new, |ns| rfc2822_utc(ns / 1_000_000_000));
+    let end_time = start
+        .zip(known_time(result.elapsed_ns))
+        .map_or_else(String::new, |(s, e)| {
+            rfc2822_utc(s.saturating_add(e) / 1_000_000_000)
+        });
 
     let mut f = String::with_capacity(1024 + 64 * result.threads.len());
     f.push_str("{\n");
     f.push_str("  \"file_version\": 1,\n");
     let _ = writeln!(f, "  \"cmdline:\": {},", json_str(&cmdline(result)));
     let _ = writeln!(f, "  \"rt_test_version:\": \"{RT_TESTS_VERSION}\",");
-    let _ = writeln!(f, "  \"start_time\": \"{}\",", rfc2822_utc(start_s));
-    let _ = writeln!(f, "  \"end_time\": \"{}\",", rfc2822_utc(end_s));
+    let _ = writeln!(f, "  \"start_time\": \"{start_time}\",");
+    let _ = writeln!(f, "  \"end_time\": \"{end_time}\",");
     f.push_str("  \"return_code\": 0,\n");
     f.push_str("  \"sysinfo\": {\n");
     f.push_str("    \"sysname\": \"Linux\",\n");
@@ -213,6 +220,30 @@ fn rfc2822_utc(unix_s: u64) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn start_and_end_are_empty_where_the_run_does_not_know_them() {
+        use latlab_testkit::run::{hist, result, thread};
+        let t0 = thread("cpu0", Some(0), 10, 0, hist(&[(5_000, 100)]));
+        let mut r = result(
+            "x",
+            (0, 0),
+            Default::default(),
+            Default::default(),
+            vec![t0],
+        );
+        let time = |r: &RunResult, key: &str| {
+            let v: serde_json::Value = serde_json::from_str(&cyclictest_json(r)).unwrap();
+            v[key].as_str().unwrap().to_string()
+        };
+        assert_eq!(time(&r, "start_time"), "");
+        assert_eq!(time(&r, "end_time"), "");
+        r.start_unix_ns = 1_795_362_304_000_000_000;
+        assert_eq!(time(&r, "start_time"), "Sun, 22 Nov 2026 15:45:04 +0000");
+        assert_eq!(time(&r, "end_time"), "", "the length is unknown");
+        r.elapsed_ns = 2_000_000_000;
+        assert_eq!(time(&r, "end_time"), "Sun, 22 Nov 2026 15:45:06 +0000");
+    }
 
     #[test]
     fn rfc2822_dates() {

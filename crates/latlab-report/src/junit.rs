@@ -247,7 +247,7 @@ pub fn run_cases(
 pub fn measure_suite(result: &RunResult, limits: &Limits) -> TestSuite {
     TestSuite {
         name: "latlab measure".into(),
-        timestamp: result.started_at.clone(),
+        timestamp: result.known_start().unwrap_or_default().into(),
         hostname: hostname(result),
         time_s: Some(result.elapsed_ns as f64 / 1e9),
         properties: vec![
@@ -356,7 +356,10 @@ pub fn experiment_suite(
     let first = cells.iter().flat_map(|c| c.runs.iter()).next();
     let suite = TestSuite {
         name: format!("latlab run {name}"),
-        timestamp: first.map(|(_, r)| r.started_at.clone()).unwrap_or_default(),
+        timestamp: first
+            .and_then(|(_, r)| r.known_start())
+            .unwrap_or_default()
+            .into(),
         hostname: first.map(|(_, r)| hostname(r)).unwrap_or_default(),
         time_s: Some(
             cells
@@ -436,6 +439,26 @@ mod tests {
         let f = s.descendants().find(|n| n.has_tag_name("failure")).unwrap();
         assert_eq!(f.attribute("message"), Some("x > y"));
         assert_eq!(f.text(), Some("one\ntwo"));
+    }
+
+    #[test]
+    fn a_run_without_a_known_start_has_no_timestamp_whatever_its_text() {
+        let t0 = thread("cpu0", Some(0), 10, 0, hist(&[(5_000, 100)]));
+        let mut r = result(
+            "imported",
+            (0, 0),
+            Default::default(),
+            Default::default(),
+            vec![t0],
+        );
+        // What an older store kept for an import without a start time.
+        r.started_at = "1970-01-01T00:00:00Z".into();
+        let xml = render(&[measure_suite(&r, &Limits::default())]);
+        assert!(!xml.contains("timestamp="), "{xml}");
+        r.start_unix_ns = 1_795_362_304_000_000_000;
+        r.started_at = "2026-11-22T15:45:04Z".into();
+        let xml = render(&[measure_suite(&r, &Limits::default())]);
+        assert!(xml.contains("timestamp=\"2026-11-22T15:45:04Z\""), "{xml}");
     }
 
     #[test]

@@ -48,8 +48,8 @@ fn header(out: &mut String, r: &RunResult) {
     };
 
     // An import from a format without a start time or length knows neither (recorded as 0).
-    let started = match latlab_model::known_time(r.start_unix_ns) {
-        Some(_) => format!("started {}", r.started_at),
+    let started = match r.known_start() {
+        Some(at) => format!("started {at}"),
         None => "start time unknown".to_string(),
     };
     let mut run = format!("{}, latlab {}, {started}", r.id, r.latlab_version);

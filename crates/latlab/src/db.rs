@@ -197,9 +197,9 @@ fn list_table(runs: &[RunSummary]) -> String {
 /// `2026-11-22T15:59:32.661619Z` → `2026-11-22 15:59:32`; `-` when the start is unknown (an
 /// import from a format without one).
 fn started(start_unix_ns: u64, rfc3339: &str) -> String {
-    if latlab_model::known_time(start_unix_ns).is_none() {
+    let Some(rfc3339) = latlab_model::known_start(start_unix_ns, rfc3339) else {
         return "-".into();
-    }
+    };
     let s = rfc3339.replacen('T', " ", 1);
     s.split('.')
         .next()
