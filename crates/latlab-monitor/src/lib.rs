@@ -66,35 +66,18 @@ pub fn store_state(path: &Path) -> Result<String, String> {
         }
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    let mut head = [0u8; 100];
+    let mut head = [0u8; 1];
     let n = f
         .read(&mut head)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     if n == 0 {
         return Ok("empty file; it will be set up as a store".into());
     }
-    if n < 100 || &head[..16] != b"SQLite format 3\0" {
-        return Err(format!(
-            "{} is not a latlab store (not an SQLite database); it would be left untouched",
-            path.display()
-        ));
+    // The store's own rules, read without writing to the file.
+    match latlab_store::identify(path).map_err(|e| e.to_string())? {
+        0 => Ok("an empty SQLite database; it will be set up as a store".into()),
+        version => Ok(format!("a latlab store, schema version {version}")),
     }
-    let be = |o: usize| u32::from_be_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
-    let (version, app) = (be(60), be(68) as i32);
-    if app != latlab_store::APPLICATION_ID && app != 0 {
-        return Err(format!(
-            "{} is an SQLite database of another application (id {app:#x}); it would be left untouched",
-            path.display()
-        ));
-    }
-    if version > latlab_store::SCHEMA_VERSION {
-        return Err(format!(
-            "{} has schema version {version}, newer than this latlab supports ({}); upgrade latlab",
-            path.display(),
-            latlab_store::SCHEMA_VERSION
-        ));
-    }
-    Ok(format!("a latlab store, schema version {version}"))
 }
 
 /// Everything `latlab monitor` will do, checked (built from the command line by the CLI).
@@ -267,5 +250,44 @@ fn series_config(p: &MonitorPlan, system: &latlab_model::SystemInfo) -> SeriesCo
         retention_ns: p.retention_ns,
         sample_period_ns: p.sample_period_ns,
         ..SeriesConfig::new(system, p.cfg.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The daemon's check before it touches anything answers as the store will when it opens
+    /// the file: an SQLite database of other tables is refused here, not after a profile has
+    /// been applied.
+    #[test]
+    fn store_state_refuses_what_the_store_would_refuse() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = dir.path().join("contacts.db");
+        rusqlite::Connection::open(&other)
+            .unwrap()
+            .execute_batch("CREATE TABLE contacts (name TEXT)")
+            .unwrap();
+        let before = std::fs::read(&other).unwrap();
+        let e = store_state(&other).unwrap_err();
+        assert!(
+            e.contains("is not a latlab store (an SQLite database with 1 other tables)"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(&other).unwrap(), before);
+
+        let store = dir.path().join("s.db");
+        drop(latlab_store::Store::open(&store).unwrap());
+        assert_eq!(
+            store_state(&store).unwrap(),
+            format!(
+                "a latlab store, schema version {}",
+                latlab_store::SCHEMA_VERSION
+            )
+        );
+        let empty = dir.path().join("empty.db");
+        std::fs::write(&empty, "").unwrap();
+        assert!(store_state(&empty).unwrap().starts_with("empty file"));
     }
 }

@@ -203,20 +203,7 @@ impl Store {
             }
             e => open_err(e),
         })?;
-        if app_id != APPLICATION_ID && (app_id != 0 || tables > 0) {
-            return Err(not_a_store(if app_id == 0 {
-                format!("an SQLite database with {tables} other tables")
-            } else {
-                format!("an SQLite database of another application (id {app_id:#x})")
-            }));
-        }
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::TooNew {
-                path: path.to_path_buf(),
-                found: version,
-                supported: SCHEMA_VERSION,
-            });
-        }
+        check_identity(path, (app_id, version, tables))?;
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
             .map_err(open_err)?;
@@ -339,6 +326,66 @@ impl Store {
         checkpoint(&self.conn)?;
         Ok(())
     }
+}
+
+/// What the SQLite file at `path` is, read without writing to it: the schema version of a
+/// latlab store (0: an empty database a store can be set up in), or why it is none
+/// (`NotAStore`, `TooNew`), by the rules [`Store::open`] applies.
+pub fn identify(path: &Path) -> Result<u32> {
+    let open_err = |source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    // Immutable: SQLite reads the file as it is, without locks and without the WAL's `-shm`
+    // and `-wal` files, which even a read-only connection would otherwise create beside it.
+    // The path as a URI: `%`, `?` and `#` escaped, every other byte as it is.
+    let mut uri = b"file:".to_vec();
+    for &b in path.as_os_str().as_encoded_bytes() {
+        match b {
+            b'%' | b'?' | b'#' => uri.extend(format!("%{b:02X}").bytes()),
+            b => uri.push(b),
+        }
+    }
+    uri.extend(b"?immutable=1");
+    // SAFETY: the bytes of an OsStr with ASCII bytes added and replaced by ASCII.
+    let uri = unsafe { std::ffi::OsString::from_encoded_bytes_unchecked(uri) };
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(&uri, flags).map_err(open_err)?;
+    let identity = read_identity(&conn).map_err(|e| match e {
+        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
+            StoreError::NotAStore {
+                path: path.to_path_buf(),
+                reason: "not an SQLite database".into(),
+            }
+        }
+        e => open_err(e),
+    })?;
+    check_identity(path, identity)
+}
+
+/// A database's application id, schema version and table count checked against what a latlab
+/// store is: its schema version.
+fn check_identity(path: &Path, (app_id, version, tables): (i32, u32, u32)) -> Result<u32> {
+    if app_id != APPLICATION_ID && (app_id != 0 || tables > 0) {
+        return Err(StoreError::NotAStore {
+            path: path.to_path_buf(),
+            reason: if app_id == 0 {
+                format!("an SQLite database with {tables} other tables")
+            } else {
+                format!("an SQLite database of another application (id {app_id:#x})")
+            },
+        });
+    }
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(version)
 }
 
 fn read_identity(conn: &Connection) -> rusqlite::Result<(i32, u32, u32)> {

@@ -564,6 +564,55 @@ fn files_that_are_not_latlab_stores_are_refused_untouched() {
     assert!(!missing.exists());
 }
 
+/// `identify` (what `latlab monitor` checks before it touches anything) answers as `open` would,
+/// and writes nothing: not the file, and no file beside it.
+#[test]
+fn identify_applies_the_rules_of_open_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    // A name SQLite's URIs would read otherwise.
+    let store = dir.path().join("s 100%?#.db");
+    drop(Store::open(&store).unwrap());
+    let (before, files) = (std::fs::read(&store).unwrap(), listing());
+    assert_eq!(latlab_store::identify(&store).unwrap(), SCHEMA_VERSION);
+    assert_eq!(std::fs::read(&store).unwrap(), before);
+    assert_eq!(listing(), files, "nothing created beside it");
+    // Open elsewhere (a running daemon), it still reads.
+    let held = Store::open(&store).unwrap();
+    assert_eq!(latlab_store::identify(&store).unwrap(), SCHEMA_VERSION);
+    drop(held);
+
+    let other = dir.path().join("other.db");
+    raw(&other)
+        .execute_batch("CREATE TABLE contacts (name TEXT)")
+        .unwrap();
+    let e = latlab_store::identify(&other).unwrap_err();
+    assert!(matches!(e, StoreError::NotAStore { .. }), "{e}");
+    assert!(e.to_string().contains("1 other tables"), "{e}");
+
+    let text = dir.path().join("notes.txt");
+    std::fs::write(
+        &text,
+        "this is not a database, it is a text file of some length\n",
+    )
+    .unwrap();
+    let e = latlab_store::identify(&text).unwrap_err();
+    assert!(e.to_string().contains("not an SQLite database"), "{e}");
+
+    raw(&store)
+        .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
+    let e = latlab_store::identify(&store).unwrap_err();
+    assert!(matches!(e, StoreError::TooNew { .. }), "{e}");
+}
+
 #[test]
 fn check_finds_a_corrupted_histogram() {
     let (_dir, path, mut store) = new_store();
