@@ -3,6 +3,7 @@
 //!
 //! Times here are unix nanoseconds (wall clock), since a series outlives any one process.
 
+use crate::rollups::Weighted;
 use crate::{
     Result, Store, StoreError, decode_hist, from_json, from_sql, now_rfc3339, opt_from_sql,
     opt_to_sql, system_id, to_json, to_sql,
@@ -873,18 +874,14 @@ fn merge_group(
     Ok(())
 }
 
-/// Weighted mean of the values present (`None` when none is; a plain mean when every weight is 0).
+/// Time-weighted mean of the values present, as the rollups take it ([`Weighted`]): `None` when
+/// none is, or when they cover no time.
 fn wmean(values: impl Iterator<Item = (f64, Option<f64>)>) -> Option<f64> {
-    let present: Vec<(f64, f64)> = values.filter_map(|(w, v)| v.map(|v| (w, v))).collect();
-    if present.is_empty() {
-        return None;
+    let mut mean = Weighted::default();
+    for (weight, value) in values {
+        mean.add(value, weight);
     }
-    let weight: f64 = present.iter().map(|(w, _)| w).sum();
-    if weight > 0.0 {
-        Some(present.iter().map(|(w, v)| w * v).sum::<f64>() / weight)
-    } else {
-        Some(present.iter().map(|(_, v)| v).sum::<f64>() / present.len() as f64)
-    }
+    mean.mean()
 }
 
 /// Element-wise weighted mean of vectors (an element averages over the windows that have it).
