@@ -44,12 +44,12 @@ impl LiveView {
         )];
         for t in &live.threads {
             lines.push(format!(
-                "{:<10} {:>12} {:>8} {:>10} {:>10.1} {:>10} {:>10}",
+                "{:<10} {:>12} {:>8} {:>10} {:>10} {:>10} {:>10}",
                 t.label,
                 t.count,
                 t.missed,
                 format_us(t.min, 1),
-                t.mean / 1000.0,
+                format_us(t.mean.round() as u64, 1),
                 format_us(t.max, 1),
                 format_us(t.window_max, 1)
             ));

@@ -7,6 +7,7 @@ use crate::live::LiveView;
 use clap::Args;
 use latlab_measure::StopSignal;
 use latlab_model::units::CpuList;
+use latlab_model::units::format_us;
 use latlab_model::{Clock, DeadlineParams, MeasureConfig, Policy, RunResult, StopReason};
 use latlab_session::{Measurement, load_error};
 use latlab_sys::Sys;
@@ -379,9 +380,9 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
     if let StopReason::Break { thread, value_ns } = &result.stop {
         eprintln!(
-            "latlab: break: {} saw {:.1} us",
+            "latlab: break: {} saw {} us",
             result.threads[*thread as usize].label,
-            *value_ns as f64 / 1000.0
+            format_us(*value_ns, 1)
         );
     }
     let breaches = limits.check(&result);
@@ -420,9 +421,9 @@ fn story_lines(result: &RunResult, n: usize) -> String {
     for s in told.into_iter().take(n) {
         if let Some(story) = &s.story {
             out.push_str(&format!(
-                "  +{:.3}s {:.1}us  {}\n",
+                "  +{:.3}s {}us  {}\n",
                 s.at_ns as f64 / 1e9,
-                s.value_ns as f64 / 1000.0,
+                format_us(s.value_ns, 1),
                 story.summary()
             ));
         }
@@ -483,6 +484,36 @@ mod tests {
     fn cfg(args: &[&str]) -> CliResult<MeasureConfig> {
         crate::cli_error::parse_args::<MeasureArgs>(args)?
             .to_config(&CpuList::parse("0-3").unwrap())
+    }
+
+    #[test]
+    fn story_lines_give_microseconds_as_every_table_rounds_them() {
+        use latlab_model::trace::{SpikeStory, StoryTotals};
+        let mut r = latlab_testkit::run::result(
+            "r",
+            (1, 1),
+            MeasureConfig::default(),
+            Default::default(),
+            vec![],
+        );
+        r.spikes.kept.push(latlab_model::Spike {
+            thread: 0,
+            cpu: Some(0),
+            at_ns: 2_000_000_000,
+            // 1.15 µs: half up, as format_us rounds (an f64's 1.15 would print 1.1).
+            value_ns: 1_150,
+            story: Some(SpikeStory {
+                cpu: 0,
+                from_ns: 0,
+                to_ns: 1_150,
+                complete: true,
+                events: vec![],
+                totals: StoryTotals::default(),
+                tasks: vec![],
+            }),
+        });
+        let text = story_lines(&r, 10);
+        assert!(text.contains("  +2.000s 1.2us  "), "{text}");
     }
 
     #[test]

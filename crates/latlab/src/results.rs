@@ -8,6 +8,7 @@ use crate::cli_error::{CliError, CliResult};
 use anyhow::Context;
 use clap::Args;
 use latlab_model::RunResult;
+use latlab_model::units::format_us;
 use latlab_report::{CellInput, ReportFormat, ReportInput};
 use latlab_store::{CellStatus, ExperimentId, Store};
 use std::collections::BTreeMap;
@@ -406,12 +407,12 @@ fn save_imported(db: Option<&Path>, results: Vec<(&PathBuf, RunResult)>) -> CliR
             .save_run(&r, None)
             .with_context(|| format!("{}: saving to {}", f.display(), path.display()))?;
         println!(
-            "{}: saved as run {} ({} threads, {} samples, max {:.1} us)",
+            "{}: saved as run {} ({} threads, {} samples, max {} us)",
             f.display(),
             id.0,
             r.threads.len(),
             r.overall.stats.count,
-            r.overall.stats.max as f64 / 1000.0
+            format_us(r.overall.stats.max, 1)
         );
         for w in &r.environment.warnings {
             println!("  note: {w}");

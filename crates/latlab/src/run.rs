@@ -6,6 +6,7 @@ use crate::measure::MeasureArgs;
 use crate::plan::{Cell, ExperimentPlan};
 use anyhow::Context;
 use clap::{Args, Command, FromArgMatches};
+use latlab_model::units::format_us;
 use latlab_session::Measurement;
 use latlab_store::{CellRef, CellStatus, ExperimentStatus};
 use latlab_sys::Sys;
@@ -428,9 +429,9 @@ impl Progress {
             bar.inc(self.remaining[n].as_millis() as u64);
         } else {
             eprintln!(
-                "latlab:   p99 {:.1} us, max {:.1} us",
-                result.overall.stats.p99 as f64 / 1000.0,
-                result.overall.stats.max as f64 / 1000.0
+                "latlab:   p99 {} us, max {} us",
+                format_us(result.overall.stats.p99, 1),
+                format_us(result.overall.stats.max, 1)
             );
         }
     }
