@@ -103,6 +103,19 @@ pub fn format_duration(ns: u64) -> String {
     format!("{ns}ns")
 }
 
+/// A length of time for people, short and to the tenth of a second at most: `20.3s`, `3m02s`,
+/// `2h03m` (plans, searches, the runs of `db list`).
+pub fn format_elapsed(ns: u64) -> String {
+    let s = ns / 1_000_000_000;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{:.1}s", ns as f64 / 1e9)
+    }
+}
+
 /// Nanoseconds as microseconds with `decimals` (at most 3) decimals, rounded half up in integer
 /// arithmetic (no binary rounding of an f64): `format_us(31_250, 1)` is `31.3`. The one µs format
 /// of every table, report and line latlab prints.
@@ -280,6 +293,18 @@ pub fn fuzz_check(data: &[u8]) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn elapsed_times_are_short() {
+        for (ns, text) in [
+            (300_000_000, "0.3s"),
+            (20_340_000_000, "20.3s"),
+            (125_000_000_000, "2m05s"),
+            (3_725_000_000_000, "1h02m"),
+        ] {
+            assert_eq!(format_elapsed(ns), text, "{ns}");
+        }
+    }
 
     #[test]
     fn rates_have_three_significant_digits_and_a_suffix_from_ten_thousand() {

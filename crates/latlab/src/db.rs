@@ -208,19 +208,9 @@ fn started(start_unix_ns: u64, rfc3339: &str) -> String {
         .to_string()
 }
 
-/// A run's length, short: `0.3s`, `10.0s`, `5m 03s`, `2h 05m`; `-` when unknown.
+/// A run's length, short: `0.3s`, `10.0s`, `5m03s`, `2h05m`; `-` when unknown.
 fn elapsed(ns: u64) -> String {
-    if latlab_model::known_time(ns).is_none() {
-        return "-".into();
-    }
-    let s = ns / 1_000_000_000;
-    if s < 60 {
-        format!("{:.1}s", ns as f64 / 1e9)
-    } else if s < 3600 {
-        format!("{}m {:02}s", s / 60, s % 60)
-    } else {
-        format!("{}h {:02}m", s / 3600, (s % 3600) / 60)
-    }
+    latlab_model::known_time(ns).map_or_else(|| "-".into(), latlab_model::units::format_elapsed)
 }
 
 fn show(path: &Path, id: &str, json: bool) -> CliResult<ExitCode> {

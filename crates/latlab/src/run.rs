@@ -338,14 +338,7 @@ fn experiment_suite(
 
 /// `2h03m`, `3m02s`, `20.3s`.
 pub(crate) fn human(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else if s >= 60 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
+    latlab_model::units::format_elapsed(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
 /// Take an interrupted experiment up again: say what is saved, and mark it running.
