@@ -63,10 +63,29 @@ pub fn parse_kernel_config(text: &str, source: &str) -> KernelConfig {
     }
 }
 
-/// Parse the latency-relevant options of a kernel command line.
+/// The words of a kernel command line that the kernel reads itself: those before a lone `--`
+/// (the rest are init's).
+pub fn kernel_words(cmdline: &str) -> impl Iterator<Item = &str> {
+    cmdline.split_whitespace().take_while(|w| *w != "--")
+}
+
+/// The value of `key` on a kernel command line as the kernel takes it: the last occurrence wins,
+/// and words after `--` are init's (`Some("")` for a bare flag).
+pub fn cmdline_value(cmdline: &str, key: &str) -> Option<String> {
+    kernel_words(cmdline)
+        .filter_map(|w| match w.split_once('=') {
+            Some((k, v)) if k == key => Some(v.to_string()),
+            None if w == key => Some(String::new()),
+            _ => None,
+        })
+        .last()
+}
+
+/// Parse the latency-relevant options of a kernel command line (as [`cmdline_value`] reads
+/// each).
 pub fn parse_boot_options(cmdline: &str) -> BootOptions {
     let mut b = BootOptions::default();
-    for word in cmdline.split_whitespace() {
+    for word in kernel_words(cmdline) {
         let (key, value) = match word.split_once('=') {
             Some((k, v)) => (k, Some(v.to_string())),
             None => (word, None),
@@ -654,6 +673,21 @@ mod tests {
         assert_eq!(b.idle.as_deref(), Some("poll"));
         assert_eq!(b.mitigations, None);
         assert!(!parse_boot_options("quiet").threadirqs);
+        // What follows `--` is init's, not the kernel's.
+        let b = parse_boot_options("quiet nohz_full=1 -- nohz_full=2-3 threadirqs");
+        assert_eq!(b.nohz_full.as_deref(), Some("1"));
+        assert!(!b.threadirqs);
+    }
+
+    #[test]
+    fn command_line_values_as_the_kernel_takes_them() {
+        let c =
+            "BOOT_IMAGE=/v ro preempt=none quiet preempt=full threadirqs -- init=x threadirqs=9";
+        assert_eq!(cmdline_value(c, "preempt").as_deref(), Some("full"));
+        assert_eq!(cmdline_value(c, "threadirqs").as_deref(), Some(""));
+        assert_eq!(cmdline_value(c, "init"), None);
+        assert_eq!(cmdline_value(c, "nohz_full"), None);
+        assert_eq!(cmdline_value("quiet --", "quiet").as_deref(), Some(""));
     }
 
     #[test]

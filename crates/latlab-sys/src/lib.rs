@@ -17,7 +17,8 @@ pub mod procfs;
 pub mod sample;
 pub mod thread;
 pub use inventory::{
-    dynamic_preempt_from_log, parse_boot_options, parse_kernel_config, selected, steal_percent,
+    cmdline_value, dynamic_preempt_from_log, kernel_words, parse_boot_options, parse_kernel_config,
+    selected, steal_percent,
 };
 pub use msr::{MSR_SMI_COUNT, SMI_SOURCE};
 
@@ -227,10 +228,7 @@ pub fn preempt_model(version: &str, debugfs: Option<&str>, cmdline: &str) -> Str
         return format!("{sel} (sched/preempt)");
     }
     if version.contains("PREEMPT_DYNAMIC") {
-        if let Some(opt) = cmdline
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("preempt="))
-        {
+        if let Some(opt) = cmdline_value(cmdline, "preempt") {
             return format!("{opt} (preempt= boot option)");
         }
         return "dynamic, current model unreadable (debugfs not mounted)".into();
@@ -311,6 +309,11 @@ mod tests {
             "full (kernel version)"
         );
         assert!(preempt_model("#1 SMP PREEMPT_DYNAMIC", None, "").starts_with("dynamic"));
+        // The kernel takes the last preempt= it is given.
+        assert_eq!(
+            preempt_model("#1 SMP PREEMPT_DYNAMIC", None, "preempt=none preempt=full"),
+            "full (preempt= boot option)"
+        );
         assert!(preempt_model("#1 SMP", None, "").starts_with("none"));
     }
 

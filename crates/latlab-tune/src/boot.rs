@@ -8,7 +8,7 @@ use crate::plan::{Plan, Split};
 use crate::profile::{BootSettings, CpuSet, Profile};
 use latlab_model::system::KernelConfig;
 use latlab_model::units::CpuList;
-use latlab_sys::Sys;
+use latlab_sys::{Sys, cmdline_value};
 use std::path::PathBuf;
 
 /// The GRUB drop-in `tune boot --write` writes (Debian and Ubuntu source
@@ -103,19 +103,6 @@ fn cpus_phrase(list: &str) -> String {
         Ok(l) if l.len() == 1 => format!("CPU {l}"),
         _ => format!("CPUs {list}"),
     }
-}
-
-/// The value of `key` on a command line (`Some("")` for a bare flag).
-fn cmdline_value(cmdline: &str, key: &str) -> Option<String> {
-    let cmdline = cmdline.split(" -- ").next().unwrap_or(cmdline);
-    cmdline
-        .split_whitespace()
-        .rev()
-        .find_map(|w| match w.split_once('=') {
-            Some((k, v)) if k == key => Some(v.to_string()),
-            None if w == key => Some(String::new()),
-            _ => None,
-        })
 }
 
 /// The command that makes a changed GRUB configuration take effect here.
@@ -622,20 +609,5 @@ pub fn recommend(sys: &Sys) -> Recommendation {
         profile: profile.into(),
         facts,
         reason: reason.into(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn command_line_values() {
-        let c =
-            "BOOT_IMAGE=/v ro preempt=none quiet preempt=full threadirqs -- init=x threadirqs=9";
-        assert_eq!(cmdline_value(c, "preempt").as_deref(), Some("full"));
-        assert_eq!(cmdline_value(c, "threadirqs").as_deref(), Some(""));
-        assert_eq!(cmdline_value(c, "init"), None);
-        assert_eq!(cmdline_value(c, "nohz_full"), None);
     }
 }

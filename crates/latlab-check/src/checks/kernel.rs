@@ -130,11 +130,8 @@ pub fn hz(f: &Facts, ctx: &Ctx) -> Outcome {
 
 pub fn hrtimers(f: &Facts, ctx: &Ctx) -> Outcome {
     let bound = ctx.bounds.timer_resolution_max_ns;
-    let off_by_boot = f
-        .info
-        .cmdline
-        .split_whitespace()
-        .any(|w| w == "highres=off");
+    let off_by_boot =
+        latlab_sys::cmdline_value(&f.info.cmdline, "highres").as_deref() == Some("off");
     let config = f.info.kernel_config.value().map(|c| c.high_res_timers);
     let fix = if config == Some(false) {
         Fix::manual("use a kernel built with CONFIG_HIGH_RES_TIMERS")
