@@ -80,7 +80,7 @@ pub fn cyclictest_json(result: &RunResult) -> String {
 pub fn cyclictest_json_with_range(result: &RunResult, range_us: u32) -> String {
     let range = range_us.min(HIST_MAX_US);
     let sys = &result.system;
-    let realtime = u8::from(sys.preempt.split_whitespace().next() == Some("rt"));
+    let realtime = u8::from(sys.kernel_built_with("PREEMPT_RT"));
     // Empty where the run does not know them (an import from a format without a start time
     // or length), rather than a date in 1970.
     let start = known_time(result.start_unix_ns);
@@ -243,6 +243,31 @@ mod tests {
         assert_eq!(time(&r, "end_time"), "", "the length is unknown");
         r.elapsed_ns = 2_000_000_000;
         assert_eq!(time(&r, "end_time"), "Sun, 22 Nov 2026 15:45:06 +0000");
+    }
+
+    #[test]
+    fn realtime_is_a_kernel_built_with_preempt_rt_by_its_version_or_configuration() {
+        use latlab_model::system::{Field, KernelConfig};
+        use latlab_testkit::run::{hist, result, thread};
+        let t0 = thread("cpu0", Some(0), 10, 0, hist(&[(5_000, 100)]));
+        let mut r = result(
+            "x",
+            (1, 1),
+            Default::default(),
+            Default::default(),
+            vec![t0],
+        );
+        let realtime = |r: &RunResult| {
+            let v: serde_json::Value = serde_json::from_str(&cyclictest_json(r)).unwrap();
+            v["sysinfo"]["realtime"].as_u64().unwrap()
+        };
+        r.system.kernel_version = "#1 SMP PREEMPT_DYNAMIC".into();
+        assert_eq!(realtime(&r), 0);
+        r.system.kernel_config = Field::Value(KernelConfig {
+            preempt: vec!["CONFIG_PREEMPT_RT".into()],
+            ..KernelConfig::default()
+        });
+        assert_eq!(realtime(&r), 1);
     }
 
     #[test]

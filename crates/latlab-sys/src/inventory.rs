@@ -554,7 +554,13 @@ impl Sys {
             .map(|l| l.cpus().to_vec())
             .unwrap_or_default();
         let debugfs = self.read_trim("/sys/kernel/debug/sched/preempt").ok();
-        let mut preempt = preempt_model(&version, debugfs.as_deref(), &cmdline);
+        let kernel_config = self.kernel_config();
+        let mut preempt = preempt_model(
+            &version,
+            kernel_config.value(),
+            debugfs.as_deref(),
+            &cmdline,
+        );
         if preempt.starts_with("dynamic")
             && let Some(mode) = read_kernel_log(self)
                 .ok()
@@ -571,7 +577,7 @@ impl Sys {
             clocksource: or_reason(
                 self.read_trim("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
             ),
-            kernel_config: self.kernel_config(),
+            kernel_config,
             boot: parse_boot_options(&cmdline),
             cpu: self.topology(&cpuinfo),
             cpufreq: self.cpufreq(&online),

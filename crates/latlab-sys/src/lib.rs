@@ -4,6 +4,7 @@
 //! Reading is separated from deciding: functions here return raw facts or typed values; a field
 //! that cannot be read is reported with the reason, never invented.
 
+use latlab_model::system::KernelConfig;
 use latlab_model::units::{CpuList, ParseError};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -214,11 +215,22 @@ pub fn cpu_model(cpuinfo: &str) -> String {
         .unwrap_or_else(|| "unavailable: no model name in /proc/cpuinfo".into())
 }
 
-/// The preempt model: the debugfs switch (its parenthesised entry) when readable, else a
-/// `preempt=` boot option, else the kernel version string. Returned as `model (source)`.
-pub fn preempt_model(version: &str, debugfs: Option<&str>, cmdline: &str) -> String {
-    if version.contains("PREEMPT_RT") {
-        return "rt (kernel version)".into();
+/// The preempt model: `rt` for a kernel built with PREEMPT_RT (its version string or its
+/// configuration, as [`latlab_model::SystemInfo::kernel_built_with`] answers), else the debugfs switch (its
+/// parenthesised entry) when readable, else a `preempt=` boot option, else the kernel version
+/// string. Returned as `model (source)`.
+pub fn preempt_model(
+    version: &str,
+    config: Option<&KernelConfig>,
+    debugfs: Option<&str>,
+    cmdline: &str,
+) -> String {
+    if latlab_model::system::kernel_built_with(version, config, "PREEMPT_RT") {
+        return if version.contains("PREEMPT_RT") {
+            "rt (kernel version)".into()
+        } else {
+            "rt (kernel configuration)".into()
+        };
     }
     if let Some(sel) = debugfs.and_then(|d| {
         let start = d.find('(')?;
@@ -295,26 +307,41 @@ mod tests {
         assert_eq!(
             preempt_model(
                 "#1 SMP PREEMPT_DYNAMIC",
+                None,
                 Some("none voluntary (full) lazy"),
                 ""
             ),
             "full (sched/preempt)"
         );
         assert_eq!(
-            preempt_model("#1 SMP PREEMPT_RT", None, ""),
+            preempt_model("#1 SMP PREEMPT_RT", None, None, ""),
             "rt (kernel version)"
         );
         assert_eq!(
-            preempt_model("#1 SMP PREEMPT Tue", None, ""),
+            preempt_model("#1 SMP PREEMPT Tue", None, None, ""),
             "full (kernel version)"
         );
-        assert!(preempt_model("#1 SMP PREEMPT_DYNAMIC", None, "").starts_with("dynamic"));
+        assert!(preempt_model("#1 SMP PREEMPT_DYNAMIC", None, None, "").starts_with("dynamic"));
         // The kernel takes the last preempt= it is given.
         assert_eq!(
-            preempt_model("#1 SMP PREEMPT_DYNAMIC", None, "preempt=none preempt=full"),
+            preempt_model(
+                "#1 SMP PREEMPT_DYNAMIC",
+                None,
+                None,
+                "preempt=none preempt=full"
+            ),
             "full (preempt= boot option)"
         );
-        assert!(preempt_model("#1 SMP", None, "").starts_with("none"));
+        assert!(preempt_model("#1 SMP", None, None, "").starts_with("none"));
+        // An RT kernel whose version string does not say so: its configuration does.
+        let rt = KernelConfig {
+            preempt: vec!["CONFIG_PREEMPT_RT".into()],
+            ..KernelConfig::default()
+        };
+        assert_eq!(
+            preempt_model("#1 SMP PREEMPT RT Tue", Some(&rt), None, ""),
+            "rt (kernel configuration)"
+        );
     }
 
     #[test]
