@@ -181,29 +181,15 @@ pub fn parse_timer_resolution(text: &str) -> Option<u64> {
         .min()
 }
 
-/// Numbered IRQ rows of `/proc/interrupts` with their handlers' names. The handler list is what
-/// follows the last run of two or more spaces (the kernel prints `  name, name` after the flow).
+/// Numbered IRQ rows of `/proc/interrupts` with their handlers' names
+/// ([`procfs::InterruptRow::chip_and_actions`]).
 pub fn parse_interrupts(text: &str) -> Vec<IrqLine> {
     procfs::parse_interrupts(text)
         .rows
         .into_iter()
         .filter_map(|row| {
             let irq = row.irq()?;
-            let (chip, actions) = match row.desc.rfind("  ") {
-                Some(i) => (
-                    row.desc[..i]
-                        .split_whitespace()
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    row.desc[i..]
-                        .trim()
-                        .split(", ")
-                        .map(|s| s.trim().to_string())
-                        .filter(|s| !s.is_empty())
-                        .collect(),
-                ),
-                None => (row.desc.to_string(), Vec::new()),
-            };
+            let (chip, actions) = row.chip_and_actions();
             Some(IrqLine {
                 irq,
                 total: row.counts.iter().sum(),

@@ -20,6 +20,27 @@ impl InterruptRow<'_> {
     pub fn irq(&self) -> Option<u32> {
         self.label.parse().ok()
     }
+
+    /// The chip, hardware IRQ and flow (`IR-IO-APIC 16-fasteoi`), and the handlers' names
+    /// (`ehci_hcd:usb1`, `snd_hda_intel:card0`): the kernel prints the handlers after the last
+    /// run of two or more spaces, separated by `, `.
+    pub fn chip_and_actions(&self) -> (String, Vec<String>) {
+        match self.desc.rfind("  ") {
+            Some(i) => (
+                self.desc[..i]
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                self.desc[i..]
+                    .trim()
+                    .split(", ")
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            ),
+            None => (self.desc.to_string(), Vec::new()),
+        }
+    }
 }
 
 /// `/proc/interrupts` or `/proc/softirqs`: the CPUs of the header and every row.
@@ -169,6 +190,26 @@ pub fn cap_eff(status: &str) -> Option<u64> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn an_interrupt_row_names_its_chip_and_every_handler() {
+        let text = "           CPU0       CPU1\n \
+                     29:      91246          0     GICv2 158 Level     mmc1, mmc0\n \
+                     35:          0          0  PCI-MSI-0000:00:01.1    0-edge      PCIe PME, aerdrv\n";
+        let rows = parse_interrupts(text).rows;
+        let got: Vec<(String, Vec<String>)> = rows.iter().map(|r| r.chip_and_actions()).collect();
+        assert_eq!(
+            got[0],
+            ("GICv2 158 Level".into(), vec!["mmc1".into(), "mmc0".into()])
+        );
+        assert_eq!(
+            got[1],
+            (
+                "PCI-MSI-0000:00:01.1 0-edge".into(),
+                vec!["PCIe PME".into(), "aerdrv".into()]
+            )
+        );
+    }
 
     #[test]
     fn the_effective_capabilities_of_a_status() {

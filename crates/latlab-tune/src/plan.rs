@@ -973,13 +973,17 @@ fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
     }
 }
 
-/// IRQ number → its action name, from `/proc/interrupts`.
+/// IRQ number → its handlers' names (`ehci_hcd:usb1, snd_hda_intel:card0`), from
+/// `/proc/interrupts`.
 fn irq_names(sys: &Sys) -> BTreeMap<u32, String> {
     let text = sys.read("/proc/interrupts").unwrap_or_default();
     procfs::parse_interrupts(&text)
         .rows
         .into_iter()
-        .filter_map(|r| Some((r.irq()?, r.desc.split_whitespace().last()?.to_string())))
+        .filter_map(|r| {
+            let (_, actions) = r.chip_and_actions();
+            Some((r.irq()?, actions.join(", "))).filter(|(_, names)| !names.is_empty())
+        })
         .collect()
 }
 

@@ -357,3 +357,12 @@ fn lowlatency_on_the_real_machine_changes_idle_states_and_restore_puts_them_back
     assert_eq!(common::idle_disable_files(), before);
     drop(guard);
 }
+
+/// A shared IRQ is named by every handler on it, as `/proc/interrupts` lists them.
+#[test]
+fn a_shared_irq_is_named_by_all_its_handlers() {
+    let t = Tree::new("arm-board");
+    let out = ok(&t.run(&["tune", "show", "realtime"]));
+    assert!(out.contains("irq 29 (mmc1, mmc0) affinity"), "{out}");
+    assert!(out.contains("irq 35 (PCIe PME, aerdrv) affinity"), "{out}");
+}
