@@ -106,6 +106,22 @@ fn highest_of(i: usize) -> u64 {
     value_of(i) + (1u64 << bucket) - 1
 }
 
+/// The bucket index of a value in this layout (values above [`HIGHEST_NS`] in the top bucket):
+/// what `latlab trace`'s kernel programs compute, so each of their buckets is one of these.
+pub fn bucket_index(value: u64) -> u32 {
+    index_of(value.min(HIGHEST_NS)) as u32
+}
+
+/// The lowest value of bucket `index`.
+pub fn bucket_low(index: u32) -> u64 {
+    value_of(index as usize)
+}
+
+/// The highest value of bucket `index`.
+pub fn bucket_high(index: u32) -> u64 {
+    highest_of(index as usize)
+}
+
 /// Errors of decoding or combining histograms.
 #[derive(Debug, thiserror::Error)]
 pub enum HistError {

@@ -3,7 +3,7 @@
 //! The BPF programs compute the bucket index of HdrHistogram's layout for lowest value 1 ns and
 //! 3 significant digits — the layout of `latlab_hist::Histogram` — from the position of the
 //! value's highest set bit and its top 11 bits (`hist_index` in `bpf/trace.bpf.c`;
-//! [`bucket_index`] here is the same computation). So every kernel bucket is exactly one
+//! [`bucket_index`], the histogram's own, is the same computation). So every kernel bucket is exactly one
 //! bucket of the shared histogram: [`to_histogram`] records each bucket's count at the bucket's
 //! lowest value and, with the exact count, sum, minimum and maximum kept beside the buckets,
 //! rebuilds the very histogram that recording every value would have made.
@@ -11,37 +11,12 @@
 use crate::layout::StatVal;
 use latlab_hist::{Histogram, SparseHistogram};
 
-const SUB_HALF_MAG: u32 = 10;
-const SUB_HALF: u64 = 1 << SUB_HALF_MAG;
-const SUB_MASK: u64 = (2 << SUB_HALF_MAG) - 1;
 /// Values above this land in the top bucket (the shared histogram's range).
 pub const HIGHEST_NS: u64 = latlab_hist::HIGHEST_NS;
 
-/// The bucket index of a value, as the BPF programs compute it.
-pub fn bucket_index(value: u64) -> u32 {
-    let v = value.min(HIGHEST_NS);
-    let x = v | SUB_MASK;
-    let msb = 63 - x.leading_zeros();
-    let bucket = msb - SUB_HALF_MAG;
-    let sub = (v >> bucket) as u32;
-    ((bucket + 1) << SUB_HALF_MAG) + sub - SUB_HALF as u32
-}
-
-/// The lowest value of a bucket (the value its count is recorded at).
-pub fn bucket_low(index: u32) -> u64 {
-    let bucket = i64::from(index >> SUB_HALF_MAG) - 1;
-    let sub = u64::from(index) & (SUB_HALF - 1);
-    if bucket < 0 {
-        return sub;
-    }
-    (sub + SUB_HALF) << bucket
-}
-
-/// The highest value of a bucket.
-pub fn bucket_high(index: u32) -> u64 {
-    let bucket = (i64::from(index >> SUB_HALF_MAG) - 1).max(0);
-    bucket_low(index) + (1u64 << bucket) - 1
-}
+/// The bucket index of a value (as the BPF programs compute it), and a bucket's lowest and
+/// highest value: the shared histogram's layout.
+pub use latlab_hist::{bucket_high, bucket_index, bucket_low};
 
 /// Combine per-CPU statistics.
 pub fn merge_stats(a: StatVal, b: StatVal) -> StatVal {
