@@ -27,8 +27,8 @@ use crate::input::{CellInput, ReportInput};
 use crate::mann_whitney::{MannWhitney, mann_whitney};
 use crate::numfmt;
 
-/// Significance level of the verdicts.
-pub(crate) const ALPHA: f64 = 0.05;
+/// Significance level of the verdicts (the reports' and `tune search`'s).
+pub const ALPHA: f64 = 0.05;
 /// Repeats each cell needs before a comparison can get a verdict: with n repeats a side, the
 /// smallest two-sided exact Mann-Whitney p-value is 2 / C(2n, n) (0.333 at 2, 0.1 at 3, 0.029 at
 /// 4), so fewer than 4 can never go below [`ALPHA`].

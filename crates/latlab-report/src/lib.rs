@@ -60,12 +60,13 @@ mod numfmt;
 mod pareto;
 mod table_formats;
 
-pub use analysis::{MIN_REPEATS, run_power_w, run_throughput};
+pub use analysis::{ALPHA, MIN_REPEATS, run_power_w, run_throughput};
 pub use compare::compare_text;
 pub use csv::{histogram_csv, report_csv, run_csv, spikes_csv, windows_csv};
 pub use html::html_report;
 pub use input::{CellInput, ReportInput};
 pub use mann_whitney::{MannWhitney, mann_whitney};
+pub use numfmt::p_value as format_p_value;
 pub use pareto::pareto_front;
 pub use table_formats::{
     REPORT_SCHEMA, REPORT_SCHEMA_VERSION, ReportFormat, report_json, report_markdown, report_text,

@@ -60,7 +60,7 @@ pub(crate) fn si(v: f64) -> String {
 }
 
 /// A p-value: three significant decimals, `< 0.001` below.
-pub(crate) fn p_value(p: f64) -> String {
+pub fn p_value(p: f64) -> String {
     if p < 0.001 {
         "< 0.001".into()
     } else if p < 0.01 {

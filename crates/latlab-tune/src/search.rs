@@ -424,8 +424,8 @@ pub struct Spec {
     pub seed: u64,
 }
 
-/// The level at which an effect counts as shown.
-pub const ALPHA: f64 = 0.05;
+/// The level at which an effect counts as shown: the reports' own.
+pub use latlab_report::ALPHA;
 
 impl Spec {
     /// Runs of the confirmation (baseline and final, `repeats` each).

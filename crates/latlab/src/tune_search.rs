@@ -479,9 +479,14 @@ fn print_plan(
     println!("  {}", search::BOOT_ADVICE);
 }
 
-/// `-3.1` / `+0.4`, µs with one decimal.
+/// `-3.1` / `+0.4`, µs with one decimal (`0.0` for what rounds to nothing, as in the reports).
 fn signed(v: f64) -> String {
-    format!("{v:+.1}")
+    let s = format!("{v:+.1}");
+    if s == "+0.0" || s == "-0.0" {
+        "0.0".into()
+    } else {
+        s
+    }
 }
 
 fn delta_cell(d: Option<&search::Delta>) -> String {
@@ -518,7 +523,7 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
             d.value,
             signed(d.diff()),
             d.percent(),
-            d.p.map_or_else(|| "-".into(), |p| format!("{p:.3}")),
+            d.p.map_or_else(|| "-".into(), latlab_report::format_p_value),
             delta_cell(r.p99.as_ref()),
             delta_cell(r.max.as_ref()),
             r.power
@@ -620,4 +625,18 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
             .map(|w| format!("; ended early: {w}"))
             .unwrap_or_default()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differences_and_p_values_read_as_in_the_reports() {
+        assert_eq!(signed(-3.12), "-3.1");
+        assert_eq!(signed(0.46), "+0.5");
+        assert_eq!(signed(-0.04), "0.0", "no negative zero");
+        assert_eq!(latlab_report::format_p_value(0.0004), "< 0.001");
+        assert_eq!(latlab_report::format_p_value(0.0052), "0.0052");
+    }
 }
