@@ -481,15 +481,7 @@ impl Facts {
         };
         let user = gather_user(sys, who, identity.value(), &passwd, &group);
         let online = sys.online_cpus().unwrap_or_default();
-        let mut isolated = CpuList::parse(&info.cpu.isolated)
-            .map(|l| l.cpus().to_vec())
-            .unwrap_or_default();
-        if let Some(nf) = info.cpu.nohz_full.as_deref()
-            && let Ok(l) = CpuList::parse(nf)
-        {
-            isolated.extend_from_slice(l.cpus());
-        }
-        let isolated = CpuList::from_cpus(isolated);
+        let isolated = sys.isolated_cpus();
         let uid_name = |uid: u32| name_of(uid);
         Facts {
             identity,

@@ -124,6 +124,18 @@ impl Sys {
         self.read_cpu_list("/sys/devices/system/cpu/possible")
     }
 
+    /// The CPUs the kernel keeps apart from general work: `isolated` (isolcpus=) and `nohz_full`
+    /// together (empty where neither is set or readable).
+    pub fn isolated_cpus(&self) -> CpuList {
+        let mut cpus = Vec::new();
+        for file in ["isolated", "nohz_full"] {
+            if let Ok(l) = self.read_cpu_list(&format!("/sys/devices/system/cpu/{file}")) {
+                cpus.extend_from_slice(l.cpus());
+            }
+        }
+        CpuList::from_cpus(cpus)
+    }
+
     /// CPU time of one thread in nanoseconds (first field of its schedstat).
     pub fn thread_cpu_time_ns(&self, pid: i32, tid: i32) -> Result<u64, SysError> {
         let rel = format!("/proc/{pid}/task/{tid}/schedstat");

@@ -394,16 +394,12 @@ fn split(
             (intersect(&l, online), "named by the profile".to_string())
         }
         (IsolatedSpec::Auto, _) => {
-            let kernel = sys
-                .read_trim(&format!("{CPU}/isolated"))
-                .ok()
-                .filter(|s| !s.is_empty())
-                .and_then(|s| CpuList::parse(&s).ok());
+            let kernel = Some(sys.isolated_cpus()).filter(|l| !l.is_empty());
             match (cpus, kernel) {
                 (Some(c), _) if c != online => (c.clone(), "given with --cpus".to_string()),
                 (_, Some(k)) => (
                     intersect(&k, online),
-                    "isolated by the kernel (isolcpus=)".to_string(),
+                    "isolated by the kernel (isolcpus= or nohz_full=)".to_string(),
                 ),
                 _ => {
                     let first = online.cpus().first().copied().unwrap_or(0);

@@ -366,3 +366,20 @@ fn a_shared_irq_is_named_by_all_its_handlers() {
     assert!(out.contains("irq 29 (mmc1, mmc0) affinity"), "{out}");
     assert!(out.contains("irq 35 (PCIe PME, aerdrv) affinity"), "{out}");
 }
+
+/// A kernel that keeps CPUs apart with nohz_full= alone (no isolcpus=) has them isolated too:
+/// the realtime profile's split takes them, as `latlab check` counts them.
+#[test]
+fn the_realtime_split_takes_the_cpus_nohz_full_keeps_apart() {
+    let t = Tree::new("arm-board");
+    let cpu = t.root.join("sys/devices/system/cpu");
+    std::fs::write(cpu.join("isolated"), "\n").unwrap();
+    std::fs::write(cpu.join("nohz_full"), "2-3\n").unwrap();
+    let out = ok(&t.run(&["tune", "show", "realtime"]));
+    assert!(
+        out.contains(
+            "isolated 2-3 (isolated by the kernel (isolcpus= or nohz_full=)), housekeeping 0-1"
+        ),
+        "{out}"
+    );
+}
