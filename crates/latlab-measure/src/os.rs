@@ -59,11 +59,7 @@ pub fn lock_memory() -> io::Result<()> {
     check(unsafe { libc::mlockall(libc::MCL_CURRENT) })
 }
 
-/// Effective user id.
-pub fn euid() -> u32 {
-    // SAFETY: no preconditions.
-    unsafe { libc::geteuid() }
-}
+pub use latlab_sys::thread::euid;
 
 /// A signal set holding one signal.
 pub fn sigset_of(signals: &[libc::c_int]) -> libc::sigset_t {

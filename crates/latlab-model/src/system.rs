@@ -163,10 +163,16 @@ pub struct CpuIdle {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PmQos {
-    /// The current aggregate `/dev/cpu_dma_latency` value in µs (2000000000: no constraint).
+    /// The current aggregate `/dev/cpu_dma_latency` value in µs ([`PmQos::NO_REQUEST_US`]: no
+    /// constraint).
     pub cpu_dma_latency_us: Field<i64>,
     /// Per CPU `pm_qos_resume_latency_us` as the kernel shows it (`0`: none, `n/a`: 0 µs).
     pub resume_latency_us: Vec<(u32, String)>,
+}
+
+impl PmQos {
+    /// What `/dev/cpu_dma_latency` reads with no request held (the kernel's default, 2 000 s).
+    pub const NO_REQUEST_US: i64 = 2_000_000_000;
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

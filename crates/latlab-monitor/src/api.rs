@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 
 /// Most points a timeline returns per CPU unless asked for fewer.
-pub const MAX_POINTS: usize = 2000;
+pub use crate::report::MAX_POINTS;
 
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
@@ -137,7 +137,7 @@ fn timeline_reading(
     points: usize,
     raw_limit: usize,
 ) -> Result<Timeline, StoreError> {
-    let points = points.clamp(10, MAX_POINTS);
+    let points = points.clamp(10, MAX_POINTS as usize);
     let sets = store.monitor_sets(series, from, to)?;
     let (_, idle) = store.series_meta(series)?;
     let src = source(store, series, &sets, (from, to), points, raw_limit)?;

@@ -227,7 +227,7 @@ fn limits(out: &mut String, s: &SystemInfo) {
             (
                 "cpu_dma_latency",
                 field(&q.cpu_dma_latency_us, |v| {
-                    if *v >= 2_000_000_000 {
+                    if *v >= latlab_model::system::PmQos::NO_REQUEST_US {
                         format!("{v} us (no constraint)")
                     } else {
                         format!("{v} us (held by some process)")

@@ -10,6 +10,8 @@ use latlab_model::system::{
 use latlab_model::units::CpuList;
 use std::io::Read;
 
+/// The host name, as the kernel keeps it.
+pub(crate) const HOSTNAME: &str = "/proc/sys/kernel/hostname";
 const CPU: &str = "/sys/devices/system/cpu";
 const OSRELEASE: &str = "/proc/sys/kernel/osrelease";
 
@@ -569,7 +571,7 @@ impl Sys {
             preempt = format!("{mode} (boot log)");
         }
         SystemInfo {
-            hostname: or_reason(self.read_trim("/proc/sys/kernel/hostname")),
+            hostname: or_reason(self.read_trim(HOSTNAME)),
             machine: or_reason(self.read_trim("/proc/sys/kernel/arch")),
             cpu_model: cpu_model(&cpuinfo),
             cpus_possible: self.possible_cpus().map(|l| l.len() as u32).unwrap_or(0),

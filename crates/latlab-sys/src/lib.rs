@@ -119,6 +119,11 @@ impl Sys {
         self.read_cpu_list("/sys/devices/system/cpu/online")
     }
 
+    /// The machine's host name (`/proc/sys/kernel/hostname`), where readable.
+    pub fn hostname(&self) -> Option<String> {
+        self.read_trim(inventory::HOSTNAME).ok()
+    }
+
     /// CPUs that may ever exist.
     pub fn possible_cpus(&self) -> Result<CpuList, SysError> {
         self.read_cpu_list("/sys/devices/system/cpu/possible")

@@ -6,6 +6,12 @@
 use latlab_model::{DeadlineParams, Policy};
 use std::io;
 
+/// This process's effective user id.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
 /// The calling thread's id (what `/proc/self/task/TID` and `sigev_notify_thread_id` name).
 pub fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions.

@@ -229,8 +229,7 @@ fn refused(e: &std::io::Error) -> String {
 /// Check, before anything is written, that every target can be written.
 fn check_permissions(sys: &Sys, plan: &Plan) -> Result<(), TuneError> {
     let changes = plan.changes();
-    // SAFETY: no preconditions.
-    let euid = unsafe { libc::geteuid() };
+    let euid = latlab_sys::thread::euid();
     if sys.is_live()
         && euid != 0
         && let Some(first) = changes.first()

@@ -245,14 +245,8 @@ fn junit_xml(report: &Report, sys: &Sys) -> String {
         .collect();
     render(&[TestSuite {
         name: "latlab check".into(),
-        timestamp: latlab_model::rfc3339_utc(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
-        ),
-        hostname: sys
-            .read_trim("/proc/sys/kernel/hostname")
-            .unwrap_or_default(),
+        timestamp: latlab_model::rfc3339_utc(latlab_sys::unix_now_ns()),
+        hostname: sys.hostname().unwrap_or_default(),
         time_s: None,
         properties: vec![("target".into(), report.target.name().into())],
         cases,
@@ -532,8 +526,7 @@ fn measure_table(m: &MeasureOutcome) -> String {
 }
 
 pub(crate) fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    latlab_sys::thread::euid() == 0
 }
 
 /// Run `latlab measure` on the live system (never a fixture root) and read its result.

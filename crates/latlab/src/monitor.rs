@@ -211,8 +211,7 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
         }
         Some(n) => n.clone(),
         None => sys
-            .read_trim("/proc/sys/kernel/hostname")
-            .ok()
+            .hostname()
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "monitor".into()),
     };

@@ -2,7 +2,7 @@
 
 use super::cpus;
 use crate::{Ctx, Facts, Fix, Knob, Outcome, Target, Verdict};
-use latlab_model::system::CpuFreq;
+use latlab_model::system::{CpuFreq, PmQos};
 
 /// Drivers whose `powersave` governor hands the choice to the hardware (HWP / CPPC) instead of
 /// pinning the lowest frequency.
@@ -167,7 +167,7 @@ fn qos_limit(f: &Facts, cpu: u32) -> Option<i64> {
         .cpu_dma_latency_us
         .value()
         .copied()
-        .filter(|v| *v < 2_000_000_000);
+        .filter(|v| *v < PmQos::NO_REQUEST_US);
     let per_cpu = f
         .info
         .pm_qos
@@ -268,7 +268,7 @@ pub fn pm_qos(f: &Facts, ctx: &Ctx) -> Outcome {
         .cloned()
         .collect();
     let g = match global {
-        Some(v) if v >= 2_000_000_000 => "cpu_dma_latency: no request".to_string(),
+        Some(v) if v >= PmQos::NO_REQUEST_US => "cpu_dma_latency: no request".to_string(),
         Some(v) => format!("cpu_dma_latency: {v} µs requested"),
         None => format!(
             "unavailable: {}",
