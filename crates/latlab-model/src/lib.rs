@@ -533,6 +533,36 @@ pub fn known_start(start_unix_ns: u64, started_at: &str) -> Option<&str> {
     known_time(start_unix_ns).map(|_| started_at)
 }
 
+impl MeasureConfig {
+    /// The policy as tables and lines write it: `fifo 95`, `other`, `deadline 100us/1ms/1ms`
+    /// (runtime, deadline, period).
+    pub fn policy_text(&self) -> String {
+        use units::format_duration;
+        match (self.policy, &self.deadline) {
+            (Policy::Deadline, Some(d)) => format!(
+                "deadline {}/{}/{}",
+                format_duration(d.runtime_ns),
+                format_duration(d.deadline_ns),
+                format_duration(d.period_ns)
+            ),
+            (p, _) if p.is_realtime() => format!("{} {}", p.name(), self.priority),
+            (p, _) => p.name().to_string(),
+        }
+    }
+
+    /// The length asked for: `10s`, `1000 loops`, `10s or 1000 loops` (whichever ends first),
+    /// `None` for until interrupted.
+    pub fn length_text(&self) -> Option<String> {
+        use units::format_duration;
+        match (self.duration_ns, self.loops) {
+            (Some(d), Some(l)) => Some(format!("{} or {l} loops", format_duration(d))),
+            (Some(d), None) => Some(format_duration(d)),
+            (None, Some(l)) => Some(format!("{l} loops")),
+            (None, None) => None,
+        }
+    }
+}
+
 impl Default for MeasureConfig {
     /// `latlab measure`'s defaults: one thread every 1ms, fifo 95, clock-nanosleep, memory
     /// locked, 1s windows, until interrupted.

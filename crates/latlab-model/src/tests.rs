@@ -193,3 +193,26 @@ fn zero_start_and_length_are_unknown() {
         Some(1_795_362_304_000_000_000)
     );
 }
+
+#[test]
+fn a_configuration_says_its_policy_and_length_one_way() {
+    let mut c = MeasureConfig::default();
+    assert_eq!(c.policy_text(), "fifo 95");
+    assert_eq!(c.length_text(), None);
+    c.policy = Policy::Other;
+    c.priority = 0;
+    assert_eq!(c.policy_text(), "other", "no priority outside fifo and rr");
+    c.policy = Policy::Deadline;
+    c.deadline = Some(DeadlineParams {
+        runtime_ns: 100_000,
+        deadline_ns: 1_000_000,
+        period_ns: 1_000_000,
+    });
+    assert_eq!(c.policy_text(), "deadline 100us/1ms/1ms");
+    c.duration_ns = Some(10_000_000_000);
+    assert_eq!(c.length_text().as_deref(), Some("10s"));
+    c.loops = Some(1000);
+    assert_eq!(c.length_text().as_deref(), Some("10s or 1000 loops"));
+    c.duration_ns = None;
+    assert_eq!(c.length_text().as_deref(), Some("1000 loops"));
+}

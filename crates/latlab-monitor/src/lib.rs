@@ -109,14 +109,13 @@ impl MonitorPlan {
     pub fn describe(&self) -> String {
         let c = &self.cfg;
         format!(
-            "latlab monitor {} (pid {}): {} every {} on CPUs {}, {} {}, windows of {}, retention {}{}{}",
+            "latlab monitor {} (pid {}): {} every {} on CPUs {}, {}, windows of {}, retention {}{}{}",
             env!("CARGO_PKG_VERSION"),
             std::process::id(),
             c.method.name(),
             format_duration(c.interval_ns),
             CpuList::from_cpus(c.cpus.clone().unwrap_or_default()),
-            c.policy.name(),
-            c.priority,
+            c.policy_text(),
             format_duration(c.window_ns),
             format_duration(self.retention_ns),
             self.profile
@@ -139,12 +138,11 @@ pub fn check_config_text(p: &MonitorPlan) -> String {
     line(
         "measure",
         format!(
-            "{} every {} on CPUs {}, {} {}, memory {}, {}",
+            "{} every {} on CPUs {}, {}, memory {}, {}",
             c.method.name(),
             format_duration(c.interval_ns),
             CpuList::from_cpus(c.cpus.clone().unwrap_or_default()),
-            c.policy.name(),
-            c.priority,
+            c.policy_text(),
             if c.mlock { "locked" } else { "not locked" },
             if c.stagger {
                 "phases staggered"

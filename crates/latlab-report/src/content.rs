@@ -3,7 +3,7 @@
 
 use latlab_model::system::Field;
 use latlab_model::units::{CpuList, format_duration};
-use latlab_model::{Policy, RunResult, Stats};
+use latlab_model::{RunResult, Stats};
 
 use crate::analysis::{
     ALPHA, Analysis, CellFigures, LATENCY, MIN_REPEATS, Metric, RunFigures, int_stat,
@@ -200,33 +200,10 @@ fn runs_of(a: &Analysis, runs: &[(usize, usize)]) -> String {
         .join(", ")
 }
 
-fn policy_text(r: &RunResult) -> String {
-    let c = &r.config;
-    match (c.policy, &c.deadline) {
-        (Policy::Deadline, Some(d)) => format!(
-            "deadline {}/{}/{}",
-            format_duration(d.runtime_ns),
-            format_duration(d.deadline_ns),
-            format_duration(d.period_ns)
-        ),
-        (p, _) if p.is_realtime() => format!("{} {}", p.name(), c.priority),
-        (p, _) => p.name().to_string(),
-    }
-}
-
 fn cpus_text(r: &RunResult) -> String {
     match &r.config.cpus {
         Some(cpus) => CpuList::from_cpus(cpus.clone()).to_string(),
         None => format!("{} unpinned", r.config.threads),
-    }
-}
-
-fn duration_text(r: &RunResult) -> String {
-    match (r.config.duration_ns, r.config.loops) {
-        (Some(d), Some(l)) => format!("{} or {l} loops", format_duration(d)),
-        (Some(d), None) => format_duration(d),
-        (None, Some(l)) => format!("{l} loops"),
-        (None, None) => "until interrupted".into(),
     }
 }
 
@@ -286,9 +263,12 @@ fn configuration(b: &mut Vec<Block>, a: &Analysis) {
                 row.extend([
                     r.config.method.name().into(),
                     format_duration(r.config.interval_ns).into(),
-                    policy_text(r).into(),
+                    r.config.policy_text().into(),
                     cpus_text(r).into(),
-                    duration_text(r).into(),
+                    r.config
+                        .length_text()
+                        .unwrap_or_else(|| "until interrupted".into())
+                        .into(),
                     loads_text(r).into(),
                 ]);
             }

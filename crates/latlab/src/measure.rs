@@ -461,17 +461,14 @@ fn describe(cfg: &MeasureConfig) -> String {
         Some(c) => format!("CPUs {}", CpuList::from_cpus(c.clone())),
         None => format!("{} unpinned threads", cfg.threads),
     };
-    let length = match (cfg.duration_ns, cfg.loops) {
-        (Some(d), _) => format!("for {}", format_duration(d)),
-        (None, Some(l)) => format!("for {l} loops"),
-        (None, None) => "until Ctrl-C".into(),
-    };
+    let length = cfg
+        .length_text()
+        .map_or_else(|| "until Ctrl-C".into(), |l| format!("for {l}"));
     format!(
-        "latlab: measuring {} every {} on {place}, {} {}, {length}",
+        "latlab: measuring {} every {} on {place}, {}, {length}",
         cfg.method.name(),
         format_duration(cfg.interval_ns),
-        cfg.policy.name(),
-        cfg.priority
+        cfg.policy_text()
     )
 }
 
