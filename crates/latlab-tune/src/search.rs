@@ -253,14 +253,17 @@ fn values(sys: &Sys, knob: &str, cpus: &CpuList, online: &CpuList) -> Vec<(Strin
         "resume_latency" => one("0", format!("{table}\npm_qos_resume_latency_us = 0\n")),
         "idle" => {
             // Each exit latency short of the deepest state: keep states up to it.
-            let mut lat: Vec<u64> = (0..16)
-                .map_while(|s| {
-                    sys.read_trim(&format!(
-                        "/sys/devices/system/cpu/cpu{cpu0}/cpuidle/state{s}/latency"
-                    ))
-                    .ok()
+            // Every state the kernel lists, as the profile's `idle` rule reads them.
+            let base = format!("/sys/devices/system/cpu/cpu{cpu0}/cpuidle");
+            let mut lat: Vec<u64> = sys
+                .numbered(&base, "state")
+                .into_iter()
+                .filter_map(|s| {
+                    sys.read_trim(&format!("{base}/state{s}/latency"))
+                        .ok()?
+                        .parse()
+                        .ok()
                 })
-                .filter_map(|v| v.parse().ok())
                 .collect();
             lat.sort_unstable();
             lat.dedup();

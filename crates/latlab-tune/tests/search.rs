@@ -424,3 +424,17 @@ fn a_tuning_applied_by_another_process_meanwhile_stops_the_search() {
         "{msg}"
     );
 }
+
+/// The idle knob's values are the shallowest exit latencies of the idle states the kernel lists,
+/// short of the deepest, wherever the numbering has gaps.
+#[test]
+fn idle_values_come_from_every_listed_state() {
+    let dir = latlab_testkit::copy_machine("laptop-intel", &[]);
+    let idle = dir.path().join("sys/devices/system/cpu/cpu0/cpuidle");
+    std::fs::rename(idle.join("state1"), idle.join("state17")).unwrap();
+    let sys = latlab_sys::Sys::new(dir.path());
+    let cpus = latlab_model::units::CpuList::parse("0").unwrap();
+    let (found, _) = latlab_tune::search::candidates(&sys, &["idle"], &cpus).unwrap();
+    let values: Vec<&str> = found.iter().map(|c| c.value.as_str()).collect();
+    assert_eq!(values, ["0us", "2us", "10us"]);
+}
