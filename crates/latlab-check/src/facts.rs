@@ -57,11 +57,11 @@ pub struct Identity {
 }
 
 impl Identity {
-    pub const CAP_IPC_LOCK: u32 = 14;
-    pub const CAP_SYS_NICE: u32 = 23;
+    pub const CAP_IPC_LOCK: u32 = procfs::cap::IPC_LOCK;
+    pub const CAP_SYS_NICE: u32 = procfs::cap::SYS_NICE;
 
     pub fn has_cap(&self, cap: u32) -> bool {
-        self.cap_eff & (1u64 << cap) != 0
+        procfs::has_cap(self.cap_eff, cap)
     }
     pub fn is_root(&self) -> bool {
         self.euid == 0

@@ -186,6 +186,29 @@ pub fn cap_eff(status: &str) -> Option<u64> {
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
 }
 
+/// This process's effective capability mask (0 where unreadable). The process's own, so read
+/// from the live `/proc`, whatever root a [`crate::Sys`] reads.
+pub fn own_cap_eff() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| cap_eff(&s))
+        .unwrap_or(0)
+}
+
+/// Capability numbers (`linux/capability.h`) latlab asks about.
+pub mod cap {
+    pub const IPC_LOCK: u32 = 14;
+    pub const SYS_ADMIN: u32 = 21;
+    pub const SYS_NICE: u32 = 23;
+    pub const PERFMON: u32 = 38;
+    pub const BPF: u32 = 39;
+}
+
+/// Whether the capability mask `cap_eff` holds capability `cap` (a [`cap`] number).
+pub fn has_cap(cap_eff: u64, cap: u32) -> bool {
+    cap < 64 && cap_eff & (1u64 << cap) != 0
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -217,6 +240,9 @@ mod tests {
         assert_eq!(cap_eff(status), Some(0x1ff_ffff_ffff));
         assert_eq!(cap_eff("Name: x\n"), None);
         assert_eq!(cap_eff("CapEff:\tzz\n"), None);
+        assert!(has_cap(1 << cap::SYS_NICE, cap::SYS_NICE));
+        assert!(!has_cap(1 << cap::SYS_NICE, cap::IPC_LOCK));
+        assert!(!has_cap(u64::MAX, 64), "no capability beyond the mask");
     }
 
     const INTERRUPTS: &str = "           CPU0       CPU2       \n  \

@@ -184,10 +184,7 @@ pub fn set_scheduler(policy: libc::c_int, priority: i32) -> io::Result<()> {
 
 /// Whether this process holds CAP_SYS_NICE (bit 23 of `CapEff` in `/proc/self/status`).
 fn has_cap_sys_nice() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| crate::procfs::cap_eff(&s))
-        .is_some_and(|caps| caps & (1 << 23) != 0)
+    crate::procfs::has_cap(crate::procfs::own_cap_eff(), crate::procfs::cap::SYS_NICE)
 }
 
 /// This process's cpu cgroup and its real-time budget, where the kernel schedules real-time

@@ -5,26 +5,24 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-const CAP_SYS_ADMIN: u32 = 21;
-const CAP_PERFMON: u32 = 38;
-const CAP_BPF: u32 = 39;
+use latlab_sys::procfs::{cap, has_cap};
 
 /// Whether a capability mask allows loading and attaching tracing programs: CAP_SYS_ADMIN
 /// (root), or CAP_BPF with CAP_PERFMON.
 pub fn may_trace(cap_eff: u64) -> bool {
-    let has = |c: u32| cap_eff & (1u64 << c) != 0;
-    has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON))
+    let has = |c: u32| has_cap(cap_eff, c);
+    has(cap::SYS_ADMIN) || (has(cap::BPF) && has(cap::PERFMON))
 }
 
 /// The capabilities that matter, as text (for the error message).
 pub fn describe_caps(cap_eff: u64) -> String {
     let names: Vec<&str> = [
-        (CAP_SYS_ADMIN, "CAP_SYS_ADMIN"),
-        (CAP_BPF, "CAP_BPF"),
-        (CAP_PERFMON, "CAP_PERFMON"),
+        (cap::SYS_ADMIN, "CAP_SYS_ADMIN"),
+        (cap::BPF, "CAP_BPF"),
+        (cap::PERFMON, "CAP_PERFMON"),
     ]
     .into_iter()
-    .filter(|(c, _)| cap_eff & (1u64 << c) != 0)
+    .filter(|(c, _)| has_cap(cap_eff, *c))
     .map(|(_, n)| n)
     .collect();
     if names.is_empty() {
@@ -48,12 +46,7 @@ pub fn privileged() -> Result<u64, crate::TraceError> {
 }
 
 /// This process's effective capabilities.
-pub fn cap_eff() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| latlab_sys::procfs::cap_eff(&s))
-        .unwrap_or(0)
-}
+pub use latlab_sys::procfs::own_cap_eff as cap_eff;
 
 /// Where the kernel publishes its BTF.
 pub const BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
@@ -378,9 +371,9 @@ mod tests {
     fn capabilities_from_status() {
         assert!(may_trace(0x1ff_ffff_ffff));
         assert!(!may_trace(0));
-        assert!(may_trace((1 << CAP_BPF) | (1 << CAP_PERFMON)));
-        assert!(!may_trace(1 << CAP_BPF));
+        assert!(may_trace((1 << cap::BPF) | (1 << cap::PERFMON)));
+        assert!(!may_trace(1 << cap::BPF));
         assert_eq!(describe_caps(0), "none of them");
-        assert_eq!(describe_caps(1 << CAP_BPF), "only CAP_BPF");
+        assert_eq!(describe_caps(1 << cap::BPF), "only CAP_BPF");
     }
 }
