@@ -286,14 +286,11 @@ pub fn parse_status(text: &str) -> Option<(u32, u32, u64)> {
 /// `Max realtime priority` and `Max locked memory` (soft values) from `/proc/PID/limits`.
 pub fn parse_proc_limits(text: &str) -> (Option<Limit>, Option<Limit>) {
     let soft = |name: &str| {
-        text.lines().find_map(|l| {
-            let rest = l.strip_prefix(name)?;
-            let v = rest.split_whitespace().next()?;
-            Some(if v == "unlimited" {
-                Limit::Unlimited
-            } else {
-                Limit::Value(v.parse().ok()?)
-            })
+        let (v, _, _) = procfs::limit(text, name)?;
+        Some(if v == "unlimited" {
+            Limit::Unlimited
+        } else {
+            Limit::Value(v.parse().ok()?)
         })
     };
     (soft("Max realtime priority"), soft("Max locked memory"))

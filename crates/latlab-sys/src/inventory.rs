@@ -528,13 +528,9 @@ impl Sys {
     /// `Max locked memory` of latlab's own process.
     fn memlock_limit(&self) -> Field<String> {
         match self.read("/proc/self/limits") {
-            Ok(text) => text
-                .lines()
-                .find(|l| l.starts_with("Max locked memory"))
-                .map(|l| {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    let n = f.len();
-                    Field::Value(format!("soft {} hard {} {}", f[n - 3], f[n - 2], f[n - 1]))
+            Ok(text) => crate::procfs::limit(&text, "Max locked memory")
+                .map(|(soft, hard, unit)| {
+                    Field::Value(format!("soft {soft} hard {hard} {unit}").trim_end().into())
                 })
                 .unwrap_or_else(|| Field::unavailable("no Max locked memory line")),
             Err(e) => Field::unavailable(e.to_string()),

@@ -186,6 +186,15 @@ pub fn cap_eff(status: &str) -> Option<u64> {
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
 }
 
+/// One limit of `/proc/PID/limits` text, e.g. `Max locked memory`: its soft and hard values as
+/// printed (a number or `unlimited`) and its unit (`bytes`, `us`, or empty).
+pub fn limit<'a>(limits: &'a str, name: &str) -> Option<(&'a str, &'a str, &'a str)> {
+    limits.lines().find_map(|l| {
+        let mut f = l.strip_prefix(name)?.split_whitespace();
+        Some((f.next()?, f.next()?, f.next().unwrap_or("")))
+    })
+}
+
 /// This process's effective capability mask (0 where unreadable). The process's own, so read
 /// from the live `/proc`, whatever root a [`crate::Sys`] reads.
 pub fn own_cap_eff() -> u64 {
@@ -243,6 +252,20 @@ mod tests {
         assert!(has_cap(1 << cap::SYS_NICE, cap::SYS_NICE));
         assert!(!has_cap(1 << cap::SYS_NICE, cap::IPC_LOCK));
         assert!(!has_cap(u64::MAX, 64), "no capability beyond the mask");
+    }
+
+    #[test]
+    fn a_limit_of_a_limits_file() {
+        let text = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                    Max locked memory         8388608              unlimited            bytes     \n\
+                    Max realtime priority     0                    0                    \n";
+        assert_eq!(
+            limit(text, "Max locked memory"),
+            Some(("8388608", "unlimited", "bytes"))
+        );
+        assert_eq!(limit(text, "Max realtime priority"), Some(("0", "0", "")));
+        assert_eq!(limit(text, "Max nice priority"), None);
+        assert_eq!(limit("Max locked memory\n", "Max locked memory"), None);
     }
 
     const INTERRUPTS: &str = "           CPU0       CPU2       \n  \
