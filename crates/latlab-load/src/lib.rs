@@ -75,16 +75,8 @@ impl LoadOptions {
         })?;
         match &self.cpus {
             Some(list) => {
-                if list.is_empty() {
-                    return Err(LoadError::Invalid(
-                        "an empty load CPU list (accepted: CPU numbers and ranges, e.g. 0-3,6)"
-                            .into(),
-                    ));
-                }
-                if let Some(c) = list.cpus().iter().find(|c| !online.contains(**c)) {
-                    return Err(LoadError::Invalid(format!(
-                        "load CPUs {list}: CPU {c} is not online (accepted: CPUs of {online})"
-                    )));
+                if let Some(why) = list.not_within(&online) {
+                    return Err(LoadError::Invalid(format!("load CPUs {list}: {why}")));
                 }
                 Ok(list.cpus().to_vec())
             }

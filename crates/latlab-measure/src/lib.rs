@@ -115,15 +115,8 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
         ));
     }
     if let Some(cpus) = &cfg.cpus {
-        if cpus.is_empty() {
-            return bad("empty CPU list (accepted: CPU numbers and ranges, e.g. 0-3,6)".into());
-        }
-        for c in cpus {
-            if !online.contains(*c) {
-                return bad(format!(
-                    "CPU {c} is absent or offline (accepted: online CPUs {online})"
-                ));
-            }
+        if let Some(why) = CpuList::from_cpus(cpus.clone()).not_within(online) {
+            return bad(why);
         }
     } else if cfg.threads == 0 || cfg.threads > 1024 {
         return bad(format!("{} threads (accepted: 1..1024)", cfg.threads));

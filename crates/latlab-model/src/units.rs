@@ -230,6 +230,19 @@ impl CpuList {
     pub fn cpus(&self) -> &[u32] {
         &self.0
     }
+    /// Why this list cannot be used where `online` are the online CPUs: it is empty, or names a
+    /// CPU absent or offline (each with the accepted form); `None` when every CPU is online.
+    /// The one wording of measure, trace, load and tune.
+    pub fn not_within(&self, online: &CpuList) -> Option<String> {
+        if self.is_empty() {
+            return Some("empty CPU list (accepted: CPU numbers and ranges, e.g. 0-3,6)".into());
+        }
+        self.0
+            .iter()
+            .find(|c| !online.contains(**c))
+            .map(|c| format!("CPU {c} is absent or offline (accepted: online CPUs {online})"))
+    }
+
     /// The CPUs of this list outside `others`, in order (the online CPUs not measured: where
     /// latlab's own threads go).
     pub fn except(&self, others: &[u32]) -> Vec<u32> {

@@ -176,18 +176,10 @@ impl Plan {
         let possible = sys.possible_cpus().unwrap_or_else(|_| online.clone());
         let scope = match cpus {
             Some(list) => {
-                if list.is_empty() {
+                if let Some(message) = list.not_within(&online) {
                     return Err(TuneError::Cpus {
                         cpus: list.to_string(),
-                        message: "empty CPU list (accepted: online CPUs, e.g. 0-3,6)".into(),
-                    });
-                }
-                if let Some(bad) = list.cpus().iter().find(|c| !online.contains(**c)) {
-                    return Err(TuneError::Cpus {
-                        cpus: list.to_string(),
-                        message: format!(
-                            "CPU {bad} is absent or offline (accepted: online CPUs, here {online})"
-                        ),
+                        message,
                     });
                 }
                 list.clone()

@@ -78,10 +78,8 @@ impl TraceArgs {
         let cpus = match &self.cpus {
             None | Some(Cpus::All) => None,
             Some(Cpus::List(l)) => {
-                if let Some(c) = l.cpus().iter().find(|c| !online.contains(**c)) {
-                    return Err(CliError::Usage(format!(
-                        "--cpus {l}: CPU {c} is not online (accepted: a list of online CPUs, {online})"
-                    )));
+                if let Some(why) = l.not_within(online) {
+                    return Err(CliError::Usage(format!("--cpus {l}: {why}")));
                 }
                 Some(l.cpus().to_vec())
             }

@@ -124,7 +124,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "unknown event group \"irqs\"",
     ),
     (&["trace", "--events", ""], "no event group given"),
-    (&["trace", "--cpus", "4096"], "CPU 4096 is not online"),
+    (
+        &["trace", "--cpus", "4096"],
+        "CPU 4096 is absent or offline",
+    ),
     (&["trace", "--cpus", "3-1"], "runs backwards"),
     (&["trace", "--pid", "0"], "--pid 0: not a process id"),
     (&["trace", "--pid", "2147483646"], "no such process"),
@@ -162,7 +165,7 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (
         &["load", "cpu", "--load-cpus", "4000"],
-        "CPU 4000 is not online",
+        "CPU 4000 is absent or offline",
     ),
     (
         &["load", "cpu", "--duration", "5q"],
