@@ -327,6 +327,18 @@ pub enum StopReason {
     Break { thread: u32, value_ns: u64 },
 }
 
+impl StopReason {
+    /// Its name, as the JSON's `reason` tag writes it (the store's `stop` column too).
+    pub fn name(&self) -> &'static str {
+        match self {
+            StopReason::Duration => "duration",
+            StopReason::Loops => "loops",
+            StopReason::Signal { .. } => "signal",
+            StopReason::Break { .. } => "break",
+        }
+    }
+}
+
 /// Summary statistics of one histogram, in nanoseconds.
 ///
 /// A cache, not the truth: the histogram is the truth, with the exact percentiles an import

@@ -216,3 +216,21 @@ fn a_configuration_says_its_policy_and_length_one_way() {
     c.duration_ns = None;
     assert_eq!(c.length_text().as_deref(), Some("1000 loops"));
 }
+
+#[test]
+fn a_stop_reason_is_named_as_its_json_tag() {
+    for stop in [
+        StopReason::Duration,
+        StopReason::Loops,
+        StopReason::Signal {
+            signal: "SIGINT".into(),
+        },
+        StopReason::Break {
+            thread: 1,
+            value_ns: 2,
+        },
+    ] {
+        let json = serde_json::to_value(&stop).unwrap();
+        assert_eq!(json["reason"], stop.name(), "{stop:?}");
+    }
+}

@@ -8,7 +8,7 @@ use crate::{
 use latlab_model::load::{LoadPhase, LoadReport, Loads, Throughput};
 use latlab_model::trace::{Family, FamilyResult, TraceResult};
 use latlab_model::units::CpuList;
-use latlab_model::{Overall, RunResult, Spike, Spikes, Stats, StopReason, ThreadResult, Window};
+use latlab_model::{Overall, RunResult, Spike, Spikes, Stats, ThreadResult, Window};
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 /// Name of the `trace_results` row holding a trace without its families.
@@ -68,15 +68,6 @@ pub struct RunSummary {
     pub experiment_id: Option<crate::ExperimentId>,
     /// Cell key and repeat within the experiment.
     pub cell: Option<(String, u32)>,
-}
-
-fn stop_name(s: &StopReason) -> &'static str {
-    match s {
-        StopReason::Duration => "duration",
-        StopReason::Loops => "loops",
-        StopReason::Signal { .. } => "signal",
-        StopReason::Break { .. } => "break",
-    }
 }
 
 /// NaN cannot be stored as an SQLite REAL (it reads back as NULL): NULL stands for it.
@@ -644,7 +635,7 @@ fn insert_run_row(
             cfg.priority,
             cpus,
             cfg.threads,
-            stop_name(&result.stop),
+            result.stop.name(),
             to_sql(o.stats.count),
             to_sql(o.missed),
             to_sql(o.stats.min),
