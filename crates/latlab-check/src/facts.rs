@@ -534,18 +534,11 @@ fn irq_affinity(sys: &Sys) -> Vec<(u32, CpuList)> {
 }
 
 fn rt_tasks(sys: &Sys, name_of: &dyn Fn(u32) -> Option<String>) -> Field<Vec<Task>> {
-    let dir = match std::fs::read_dir(sys.path("/proc")) {
-        Ok(d) => d,
-        Err(e) => return Field::unavailable(format!("/proc: {e}")),
-    };
     let own = sys.is_live().then(std::process::id);
-    let mut pids: Vec<u32> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-        .collect();
+    let pids = sys.pids();
     if pids.is_empty() {
-        return Field::unavailable("no process directories under /proc");
+        return Field::unavailable("no process directories under /proc (unreadable or empty)");
     }
-    pids.sort_unstable();
     let mut out = Vec::new();
     for pid in pids {
         if Some(pid) == own {

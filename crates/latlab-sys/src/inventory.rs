@@ -487,11 +487,15 @@ impl Sys {
     /// The command name (`comm`) of every process readable in `/proc`, in the order of their
     /// PIDs' names.
     pub fn process_names(&self) -> Vec<String> {
-        self.list_dir("/proc")
+        self.pids()
             .into_iter()
-            .filter(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
             .filter_map(|pid| self.read_trim(&format!("/proc/{pid}/comm")).ok())
             .collect()
+    }
+
+    /// The processes under `/proc`, by PID, lowest first (empty where `/proc` is unreadable).
+    pub fn pids(&self) -> Vec<u32> {
+        self.numbered("/proc", "")
     }
 
     fn services(&self) -> Services {

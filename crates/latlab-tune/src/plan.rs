@@ -995,14 +995,8 @@ pub(crate) fn task_affinity(sys: &Sys, pid: i32) -> Option<CpuList> {
 
 fn kthreads(sys: &Sys, split: &Split, plan: &mut Plan) {
     let hk = &split.housekeeping;
-    let mut pids: Vec<i32> = sys
-        .list_dir("/proc")
-        .iter()
-        .filter_map(|n| n.parse().ok())
-        .collect();
-    pids.sort_unstable();
     let (mut moved, mut already) = (0, 0);
-    for pid in pids {
+    for pid in sys.pids().into_iter().filter_map(|p| i32::try_from(p).ok()) {
         let Some((comm, flags, start_time)) = task_stat(sys, pid) else {
             continue;
         };
