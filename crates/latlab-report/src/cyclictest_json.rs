@@ -223,15 +223,7 @@ mod tests {
 
     #[test]
     fn start_and_end_are_empty_where_the_run_does_not_know_them() {
-        use latlab_testkit::run::{hist, result, thread};
-        let t0 = thread("cpu0", Some(0), 10, 0, hist(&[(5_000, 100)]));
-        let mut r = result(
-            "x",
-            (0, 0),
-            Default::default(),
-            Default::default(),
-            vec![t0],
-        );
+        let mut r = latlab_testkit::run::one_cpu("x", (0, 0));
         let time = |r: &RunResult, key: &str| {
             let v: serde_json::Value = serde_json::from_str(&cyclictest_json(r)).unwrap();
             v[key].as_str().unwrap().to_string()
@@ -248,15 +240,7 @@ mod tests {
     #[test]
     fn realtime_is_a_kernel_built_with_preempt_rt_by_its_version_or_configuration() {
         use latlab_model::system::{Field, KernelConfig};
-        use latlab_testkit::run::{hist, result, thread};
-        let t0 = thread("cpu0", Some(0), 10, 0, hist(&[(5_000, 100)]));
-        let mut r = result(
-            "x",
-            (1, 1),
-            Default::default(),
-            Default::default(),
-            vec![t0],
-        );
+        let mut r = latlab_testkit::run::one_cpu("x", (1, 1));
         let realtime = |r: &RunResult| {
             let v: serde_json::Value = serde_json::from_str(&cyclictest_json(r)).unwrap();
             v["sysinfo"]["realtime"].as_u64().unwrap()

@@ -443,14 +443,7 @@ mod tests {
 
     #[test]
     fn a_run_without_a_known_start_has_no_timestamp_whatever_its_text() {
-        let t0 = thread("cpu0", Some(0), 10, 0, hist(&[(5_000, 100)]));
-        let mut r = result(
-            "imported",
-            (0, 0),
-            Default::default(),
-            Default::default(),
-            vec![t0],
-        );
+        let mut r = latlab_testkit::run::one_cpu("imported", (0, 0));
         // What an older store kept for an import without a start time.
         r.started_at = "1970-01-01T00:00:00Z".into();
         let xml = render(&[measure_suite(&r, &Limits::default())]);

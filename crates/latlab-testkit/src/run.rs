@@ -62,3 +62,17 @@ pub fn result(
         threads,
     )
 }
+
+/// A run `id` of one thread on CPU 0 that saw 100 samples of 5 µs, started at `start_unix_ns`
+/// and lasting `elapsed_ns` (0: unknown, as for an import without them), every other part at its
+/// default: for tests of what a format writes of a run's head.
+pub fn one_cpu(id: &str, (start_unix_ns, elapsed_ns): (u64, u64)) -> RunResult {
+    let t0 = thread("cpu0", Some(0), 10, 0, hist(&[(5_000, 100)]));
+    result(
+        id,
+        (start_unix_ns, elapsed_ns),
+        MeasureConfig::default(),
+        SystemInfo::default(),
+        vec![t0],
+    )
+}
