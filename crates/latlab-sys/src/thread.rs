@@ -218,8 +218,20 @@ fn rt_group_budget(
         .map(|runtime| (path, runtime))
 }
 
-/// Describe a scheduling failure the way a user can act on it.
+/// Describe a scheduling failure of a measuring thread the way a user can act on it.
 pub fn explain_policy_error(policy: Policy, priority: u32, err: &io::Error) -> String {
+    explain_policy_refusal(policy, priority, err, "use --policy other")
+}
+
+/// Describe a scheduling failure the way a user can act on it: a cgroup without a real-time
+/// budget, a missing capability (with RLIMIT_RTPRIO), the deadline admission; `instead` is the
+/// way round it that the caller offers last (`use --policy other`).
+pub fn explain_policy_refusal(
+    policy: Policy,
+    priority: u32,
+    err: &io::Error,
+    instead: &str,
+) -> String {
     if matches!(policy, Policy::Fifo | Policy::Rr)
         && err.raw_os_error() == Some(libc::EPERM)
         && has_cap_sys_nice()
@@ -231,7 +243,7 @@ pub fn explain_policy_error(policy: Policy, priority: u32, err: &io::Error) -> S
             "cannot use SCHED_{} priority {priority}: the cpu cgroup {cgroup} has no real-time \
              budget (cpu.rt_runtime_us is 0: this kernel schedules real-time tasks per group); \
              give the cgroup one (e.g. podman or docker run --cpu-rt-runtime 100000), run \
-             outside it, or use --policy other",
+             outside it, or {instead}",
             policy.name().to_uppercase()
         );
     }
@@ -244,7 +256,7 @@ pub fn explain_policy_error(policy: Policy, priority: u32, err: &io::Error) -> S
     match (policy, err.raw_os_error()) {
         (Policy::Fifo | Policy::Rr, Some(libc::EPERM)) => format!(
             "cannot use SCHED_{} priority {priority}: missing capability CAP_SYS_NICE \
-             (RLIMIT_RTPRIO is {}); run as root, grant CAP_SYS_NICE, or use --policy other",
+             (RLIMIT_RTPRIO is {}); run as root, grant CAP_SYS_NICE, or {instead}",
             policy.name().to_uppercase(),
             rlim.rlim_cur
         ),

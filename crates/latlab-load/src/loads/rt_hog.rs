@@ -13,6 +13,7 @@ use crate::pool::{Pool, Worker};
 use crate::registry::LoadDescriptor;
 use crate::spec::{OptDefault, OptKind, OptionDesc};
 use crate::{Ctx, Finished, LoadOptions, LoadSpec, Running};
+use latlab_model::Policy;
 use latlab_model::system::RtThrottling;
 use latlab_model::units::format_duration;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -70,10 +71,10 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
 pub const RT_RUNTIME: &str = "/proc/sys/kernel/sched_rt_runtime_us";
 pub const RT_PERIOD: &str = "/proc/sys/kernel/sched_rt_period_us";
 
-fn policy_of(spec: &LoadSpec) -> (libc::c_int, &'static str) {
+fn policy_of(spec: &LoadSpec) -> libc::c_int {
     match spec.choice("policy") {
-        Some("fifo") => (libc::SCHED_FIFO, "SCHED_FIFO"),
-        _ => (libc::SCHED_RR, "SCHED_RR"),
+        Some("fifo") => libc::SCHED_FIFO,
+        _ => libc::SCHED_RR,
     }
 }
 
@@ -83,11 +84,15 @@ fn priority_of(spec: &LoadSpec) -> i32 {
         .unwrap_or(1)
 }
 
-fn privilege_hint(name: &str, priority: i32, e: &std::io::Error) -> String {
-    format!(
-        "setting {name} priority {priority}: {e} (real-time policies need root or CAP_SYS_NICE, \
-         or an RLIMIT_RTPRIO of at least {priority})"
-    )
+/// Why the hogs' (or the watchdog's) real-time policy was refused, as measuring explains it.
+fn privilege_hint(policy: libc::c_int, priority: i32, e: &std::io::Error) -> String {
+    let policy = if policy == libc::SCHED_FIFO {
+        Policy::Fifo
+    } else {
+        Policy::Rr
+    };
+    let priority = u32::try_from(priority).unwrap_or(0);
+    latlab_sys::thread::explain_policy_refusal(policy, priority, e, "leave out the rt-hog load")
 }
 
 fn supported(spec: &LoadSpec, opts: &LoadOptions) -> Result<(), String> {
@@ -120,7 +125,7 @@ fn supported(spec: &LoadSpec, opts: &LoadOptions) -> Result<(), String> {
     }
     // Try the policy on a throw-away thread: this covers root, CAP_SYS_NICE, RLIMIT_RTPRIO and
     // cgroup limits alike.
-    let (policy, name) = policy_of(spec);
+    let policy = policy_of(spec);
     let priority = priority_of(spec);
     let probe = std::thread::Builder::new()
         .name("ll-rt-probe".into())
@@ -128,7 +133,7 @@ fn supported(spec: &LoadSpec, opts: &LoadOptions) -> Result<(), String> {
         .map_err(|e| format!("starting a probe thread: {e}"))?;
     match probe.join() {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(privilege_hint(name, priority, &e)),
+        Ok(Err(e)) => Err(privilege_hint(policy, priority, &e)),
         Err(_) => Err("the probe thread panicked".into()),
     }
 }
@@ -138,7 +143,6 @@ fn supported(spec: &LoadSpec, opts: &LoadOptions) -> Result<(), String> {
 pub(crate) struct HogConfig {
     pub threads: usize,
     pub policy: libc::c_int,
-    pub policy_name: &'static str,
     pub priority: i32,
     pub bound: Duration,
     /// Test hook: while set, the heartbeat threads stop writing the time (as if starved).
@@ -147,14 +151,13 @@ pub(crate) struct HogConfig {
 
 struct Hog {
     policy: libc::c_int,
-    policy_name: &'static str,
     priority: i32,
 }
 
 impl Worker for Hog {
     fn setup(&mut self) -> Result<(), String> {
         latlab_sys::thread::set_scheduler(self.policy, self.priority)
-            .map_err(|e| privilege_hint(self.policy_name, self.priority, &e))
+            .map_err(|e| privilege_hint(self.policy, self.priority, &e))
     }
 
     fn run(&mut self, stop: &AtomicBool) -> Vec<u64> {
@@ -238,10 +241,9 @@ impl RtHog {
                 let _ = latlab_sys::thread::set_affinity(&watched);
                 let rt = latlab_sys::thread::set_scheduler(libc::SCHED_FIFO, watchdog_priority);
                 let ready = match rt {
-                    Err(e) if hogs_are_rt => Err(privilege_hint(
-                        "the watchdog's SCHED_FIFO",
-                        watchdog_priority,
-                        &e,
+                    Err(e) if hogs_are_rt => Err(format!(
+                        "the watchdog: {}",
+                        privilege_hint(libc::SCHED_FIFO, watchdog_priority, &e)
                     )),
                     _ => Ok(()),
                 };
@@ -286,7 +288,6 @@ impl RtHog {
             .map(|_| {
                 Box::new(Hog {
                     policy: cfg.policy,
-                    policy_name: cfg.policy_name,
                     priority: cfg.priority,
                 }) as Box<dyn Worker>
             })
@@ -335,11 +336,9 @@ impl Drop for RtHog {
 }
 
 fn start(spec: &LoadSpec, ctx: &Ctx<'_>) -> Result<Box<dyn Running>, String> {
-    let (policy, policy_name) = policy_of(spec);
     let cfg = HogConfig {
         threads: spec.workers("threads", ctx.cpus.len()),
-        policy,
-        policy_name,
+        policy: policy_of(spec),
         priority: priority_of(spec),
         bound: Duration::from_nanos(spec.duration_ns("watchdog").unwrap_or(2_000_000_000)),
         pause_heartbeat: Arc::new(AtomicBool::new(false)),
@@ -364,20 +363,30 @@ mod tests {
 
     /// As root the hogs run SCHED_RR priority 1 (on one CPU, briefly); otherwise SCHED_OTHER.
     fn config(bound: Duration, pause: bool) -> HogConfig {
-        let (policy, policy_name, priority) = if latlab_testkit::is_root() {
-            (libc::SCHED_RR, "SCHED_RR", 1)
+        let (policy, priority) = if latlab_testkit::is_root() {
+            (libc::SCHED_RR, 1)
         } else {
             eprintln!("not root: hogs at SCHED_OTHER, the watchdog logic is the same");
-            (libc::SCHED_OTHER, "SCHED_OTHER", 0)
+            (libc::SCHED_OTHER, 0)
         };
         HogConfig {
             threads: 1,
             policy,
-            policy_name,
             priority,
             bound,
             pause_heartbeat: Arc::new(AtomicBool::new(pause)),
         }
+    }
+
+    /// A refused policy is explained as measuring explains it (the cgroup's budget or the
+    /// capability), with the way round it that fits a load.
+    #[test]
+    fn a_refused_policy_names_the_policy_and_the_way_round_it() {
+        let e = std::io::Error::from_raw_os_error(libc::EPERM);
+        let why = privilege_hint(libc::SCHED_RR, 7, &e);
+        assert!(why.starts_with("cannot use SCHED_RR priority 7: "), "{why}");
+        assert!(why.ends_with("or leave out the rt-hog load"), "{why}");
+        assert!(!why.contains("--policy"), "{why}");
     }
 
     #[test]
