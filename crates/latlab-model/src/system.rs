@@ -173,6 +173,26 @@ pub struct PmQos {
 impl PmQos {
     /// What `/dev/cpu_dma_latency` reads with no request held (the kernel's default, 2 000 s).
     pub const NO_REQUEST_US: i64 = 2_000_000_000;
+
+    /// A `pm_qos_resume_latency_us` file's text as a limit in µs: `n/a` is 0 (polling only), `0`
+    /// no limit (`None`), a number that many µs.
+    pub fn resume_limit_us(text: &str) -> Option<u64> {
+        match text.trim() {
+            "n/a" => Some(0),
+            "0" => None,
+            n => n.parse().ok(),
+        }
+    }
+
+    /// The text the file takes for a limit (`None`: no limit): the inverse of
+    /// [`PmQos::resume_limit_us`].
+    pub fn resume_text(limit_us: Option<u64>) -> String {
+        match limit_us {
+            Some(0) => "n/a".into(),
+            Some(n) => n.to_string(),
+            None => "0".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -234,3 +234,13 @@ fn a_stop_reason_is_named_as_its_json_tag() {
         assert_eq!(json["reason"], stop.name(), "{stop:?}");
     }
 }
+
+#[test]
+fn resume_latency_texts_read_and_write_one_way() {
+    use system::PmQos;
+    for (text, limit) in [("n/a", Some(0)), ("0", None), ("20", Some(20))] {
+        assert_eq!(PmQos::resume_limit_us(text), limit, "{text}");
+        assert_eq!(PmQos::resume_text(limit), text);
+    }
+    assert_eq!(PmQos::resume_limit_us("x"), None);
+}

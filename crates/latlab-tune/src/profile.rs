@@ -77,11 +77,10 @@ pub enum ResumeLatency {
 impl ResumeLatency {
     /// The value as the kernel's `pm_qos_resume_latency_us` file takes it (inverted for 0).
     pub fn kernel_value(self) -> String {
-        match self {
-            ResumeLatency::Us(0) => "n/a".into(),
-            ResumeLatency::Us(n) => n.to_string(),
-            ResumeLatency::NoConstraint => "0".into(),
-        }
+        latlab_model::system::PmQos::resume_text(match self {
+            ResumeLatency::Us(n) => Some(n),
+            ResumeLatency::NoConstraint => None,
+        })
     }
 }
 

@@ -174,11 +174,8 @@ fn qos_limit(f: &Facts, cpu: u32) -> Option<i64> {
         .resume_latency_us
         .iter()
         .find(|(c, _)| *c == cpu)
-        .and_then(|(_, v)| match v.as_str() {
-            "n/a" => Some(0),
-            "0" => None,
-            n => n.parse::<i64>().ok(),
-        });
+        .and_then(|(_, v)| PmQos::resume_limit_us(v))
+        .and_then(|us| i64::try_from(us).ok());
     match (global, per_cpu) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -297,7 +294,7 @@ pub fn pm_qos(f: &Facts, ctx: &Ctx) -> Outcome {
     let tight = global.is_some_and(|v| v < 10)
         || per_cpu
             .iter()
-            .any(|(_, v)| v == "n/a" || v.parse::<u32>().is_ok_and(|n| n < 10));
+            .any(|(_, v)| PmQos::resume_limit_us(v).is_some_and(|n| n < 10));
     if ctx.target == Target::Throughput && tight {
         return Outcome::warn(
             format!("{evidence}: CPUs cannot sleep deeply, turbo headroom and power suffer"),
