@@ -381,34 +381,7 @@ fn sysinfo_of(v: &Value) -> SystemInfo {
 }
 
 /// "Sun, 22 Nov 2026 17:49:19 +0000" (cyclictest's start_time) → unix ns.
-pub fn parse_rfc2822(text: &str) -> Option<u64> {
-    let parts: Vec<&str> = text.split_whitespace().collect();
-    let [_, day, month, year, hms, zone] = parts.as_slice() else {
-        return None;
-    };
-    let month = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ]
-    .iter()
-    .position(|m| m == month)? as i64
-        + 1;
-    let (day, year): (i64, i64) = (day.parse().ok()?, year.parse().ok()?);
-    let mut t = hms.split(':').map(|x| x.parse::<i64>().ok());
-    let (h, m, s) = (t.next()??, t.next()??, t.next()??);
-    let sign = if zone.starts_with('-') { -1 } else { 1 };
-    let z: i64 = zone.trim_start_matches(['+', '-']).parse().ok()?;
-    let offset = sign * ((z / 100) * 3600 + (z % 100) * 60);
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146097 + doe - 719468;
-    let secs = days * 86400 + h * 3600 + m * 60 + s - offset;
-    u64::try_from(secs).ok().map(|s| s * 1_000_000_000)
-}
+pub use latlab_model::parse_rfc2822;
 
 /// Rows keyed by whole units (µs, or the resolution) as `(key, count)`.
 fn histogram_rows(v: &Value) -> Result<Vec<(u64, u64)>, ImportError> {

@@ -20,7 +20,7 @@ pub mod system;
 mod time;
 pub mod trace;
 pub mod units;
-pub use time::{civil_from_days, rfc3339_utc};
+pub use time::{civil_from_days, days_from_civil, parse_rfc2822, rfc2822_utc, rfc3339_utc};
 
 /// The value of [`RunResult::schema`].
 pub const SCHEMA: &str = "latlab.run";

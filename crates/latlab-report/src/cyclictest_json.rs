@@ -59,7 +59,9 @@
 
 use std::fmt::Write;
 
-use latlab_model::{Clock, RunResult, known_time, units::CpuList, units::format_duration};
+use latlab_model::{
+    Clock, RunResult, known_time, rfc2822_utc, units::CpuList, units::format_duration,
+};
 
 use crate::cyclictest_hist::HIST_MAX_US;
 use crate::us::{max_us, mean_centi_us, min_us, us_buckets};
@@ -197,25 +199,6 @@ fn cmdline(result: &RunResult) -> String {
     s
 }
 
-/// `strftime("%a, %d %b %Y %T %z")` of a Unix time in UTC, e.g. `Sun, 22 Nov 2026 15:45:04 +0000`.
-fn rfc2822_utc(unix_s: u64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let days = unix_s / 86_400;
-    let rem = unix_s % 86_400;
-    let (y, m, d) = latlab_model::civil_from_days(days as i64);
-    format!(
-        "{}, {d:02} {} {y} {:02}:{:02}:{:02} +0000",
-        DAYS[(days % 7) as usize],
-        MONTHS[(m - 1) as usize],
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -252,22 +235,6 @@ mod tests {
             ..KernelConfig::default()
         });
         assert_eq!(realtime(&r), 1);
-    }
-
-    #[test]
-    fn rfc2822_dates() {
-        assert_eq!(rfc2822_utc(0), "Thu, 01 Jan 1970 00:00:00 +0000");
-        // 2000-02-29 12:34:56 (a leap day, a Tuesday)
-        assert_eq!(rfc2822_utc(951_827_696), "Tue, 29 Feb 2000 12:34:56 +0000");
-        assert_eq!(
-            rfc2822_utc(1_795_362_304),
-            "Sun, 22 Nov 2026 15:45:04 +0000"
-        );
-        // 2100-03-01 (2100 is not a leap year), a Monday
-        assert_eq!(
-            rfc2822_utc(4_107_542_400),
-            "Mon, 01 Mar 2100 00:00:00 +0000"
-        );
     }
 
     #[test]
