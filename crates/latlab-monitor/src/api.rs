@@ -16,8 +16,14 @@ use std::collections::{BTreeMap, HashMap};
 /// Most points a timeline returns per CPU unless asked for fewer.
 pub use crate::report::MAX_POINTS;
 
-fn ms(ns: u64) -> f64 {
+/// Unix nanoseconds as the dashboard's times: milliseconds, as JavaScript's `Date` counts.
+pub(crate) fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
+}
+
+/// The inverse of [`ms`], for times the page sends (negative ones read as the epoch).
+pub(crate) fn ns_of_ms(ms: f64) -> u64 {
+    (ms.max(0.0) * 1e6) as u64
 }
 
 /// `/api/series`: every series with its configuration and stored span.

@@ -243,7 +243,7 @@ fn live_status(
         series: series.name.clone(),
         series_id: series.id.0,
         pid: std::process::id(),
-        started_ms: unix_now_ns() as f64 / 1e6,
+        started_ms: crate::api::ms(unix_now_ns()),
         describe: describe.to_string(),
         profile: plan.profile.as_ref().map(|(p, _)| p.name.clone()),
         schedule: plan.schedule.as_ref().map(|s| s.describe()),

@@ -534,7 +534,7 @@ impl Keeper {
         store.insert_window_set(self.setup.series.id, set)?;
         if let Ok(mut l) = self.live.lock() {
             l.windows_written += 1;
-            l.last_window_end_ms = Some(set.end_unix_ns as f64 / 1e6);
+            l.last_window_end_ms = Some(crate::api::ms(set.end_unix_ns));
         }
         Ok(())
     }

@@ -328,7 +328,7 @@ async fn status(State(state): State<Shared>) -> Response {
         Ok(serde_json::json!({
             "version": env!("CARGO_PKG_VERSION"),
             "mode": if live.is_some() { "monitor" } else { "serve" },
-            "now_ms": super::unix_now_ns() as f64 / 1e6,
+            "now_ms": crate::api::ms(super::unix_now_ns()),
             "live": live,
             "series": spans,
         }))
@@ -366,9 +366,8 @@ fn parsed<T>(q: Result<Query<T>, QueryRejection>, accepted: &str) -> Result<T, S
 /// problem.
 fn range(q: Result<Query<RangeQ>, QueryRejection>) -> Result<(RangeQ, u64, u64), String> {
     let q = parsed(q, RANGE_FORM)?;
-    let to =
-        q.to.map_or(metrics::END_OF_TIME, |t| (t.max(0.0) * 1e6) as u64);
-    let from = q.from.map_or(0, |f| (f.max(0.0) * 1e6) as u64);
+    let to = q.to.map_or(metrics::END_OF_TIME, crate::api::ns_of_ms);
+    let from = q.from.map_or(0, crate::api::ns_of_ms);
     if from >= to {
         return Err("from must be before to (unix milliseconds)".into());
     }
