@@ -20,6 +20,52 @@ fn set() -> libc::sigset_t {
     }
 }
 
+fn name(sig: libc::c_int) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        _ => "SIGHUP",
+    }
+}
+
+/// Block the stop signals in the calling thread and wait for one, at most `limit` (`tune hold`):
+/// its name, or `None` when the time ran out.
+pub fn wait(limit: Option<std::time::Duration>) -> Option<&'static str> {
+    let set = set();
+    // SAFETY: set is initialised; the mask is this thread's.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    let deadline = limit.map(|l| std::time::Instant::now() + l);
+    loop {
+        let sig = match deadline {
+            None => {
+                let mut sig = 0;
+                // SAFETY: set is initialised; sig is a valid out pointer.
+                if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                    continue;
+                }
+                sig
+            }
+            Some(d) => {
+                let left = d.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return None;
+                }
+                let ts = libc::timespec {
+                    tv_sec: left.as_secs() as libc::time_t,
+                    tv_nsec: left.subsec_nanos() as libc::c_long,
+                };
+                // SAFETY: set and ts are initialised; no siginfo is asked for.
+                let r = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
+                if r < 0 {
+                    continue;
+                }
+                r
+            }
+        };
+        return Some(name(sig));
+    }
+}
+
 /// Block the stop signals in the calling thread (call before any other thread starts) and start
 /// the thread that turns them into a stop request.
 pub fn install(stop: Arc<StopSignal>) {
@@ -52,12 +98,7 @@ pub fn install_with(on_signal: impl Fn(&str) + Send + 'static) {
                     std::process::exit(130);
                 }
                 first = false;
-                let name = match sig {
-                    libc::SIGINT => "SIGINT",
-                    libc::SIGTERM => "SIGTERM",
-                    _ => "SIGHUP",
-                };
-                on_signal(name);
+                on_signal(name(sig));
             }
         });
     if let Err(e) = spawned {

@@ -562,51 +562,6 @@ fn recommend(ctx: &Ctx) -> CliResult<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Wait for SIGINT, SIGTERM or SIGHUP, at most `limit`.
-fn wait_for_signal(limit: Option<std::time::Duration>) -> Option<&'static str> {
-    // SAFETY: sigset_t is plain data initialised by sigemptyset; the mask is this thread's.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-            libc::sigaddset(&mut set, s);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        let deadline = limit.map(|l| std::time::Instant::now() + l);
-        loop {
-            let sig = match deadline {
-                None => {
-                    let mut sig = 0;
-                    if libc::sigwait(&set, &mut sig) != 0 {
-                        continue;
-                    }
-                    sig
-                }
-                Some(d) => {
-                    let left = d.saturating_duration_since(std::time::Instant::now());
-                    if left.is_zero() {
-                        return None;
-                    }
-                    let ts = libc::timespec {
-                        tv_sec: left.as_secs() as libc::time_t,
-                        tv_nsec: left.subsec_nanos() as libc::c_long,
-                    };
-                    let r = libc::sigtimedwait(&set, std::ptr::null_mut(), &ts);
-                    if r < 0 {
-                        continue;
-                    }
-                    r
-                }
-            };
-            return Some(match sig {
-                libc::SIGINT => "SIGINT",
-                libc::SIGTERM => "SIGTERM",
-                _ => "SIGHUP",
-            });
-        }
-    }
-}
-
 fn hold(ctx: &Ctx, a: &HoldArgs) -> CliResult<ExitCode> {
     let us = match (&a.profile, a.us) {
         (_, Some(us)) => us,
@@ -647,7 +602,7 @@ fn hold(ctx: &Ctx, a: &HoldArgs) -> CliResult<ExitCode> {
             None => "until Ctrl-C or SIGTERM".to_string(),
         }
     );
-    let why = wait_for_signal(limit);
+    let why = crate::signals::wait(limit);
     drop(held);
     println!(
         "released ({})",
