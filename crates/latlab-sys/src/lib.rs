@@ -23,6 +23,9 @@ pub use inventory::{
 };
 pub use msr::{MSR_SMI_COUNT, SMI_SOURCE};
 
+/// Where tracefs is mounted: its own mount point first, then under debugfs.
+pub const TRACEFS_PATHS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
 /// Errors of system access, each naming the path and the cause.
 #[derive(Debug, thiserror::Error)]
 pub enum SysError {
@@ -156,13 +159,10 @@ impl Sys {
 
     /// The tracefs `trace_marker` file, if tracefs is mounted.
     pub fn trace_marker(&self) -> Option<PathBuf> {
-        [
-            "/sys/kernel/tracing/trace_marker",
-            "/sys/kernel/debug/tracing/trace_marker",
-        ]
-        .into_iter()
-        .map(|p| self.path(p))
-        .find(|p| p.exists())
+        TRACEFS_PATHS
+            .into_iter()
+            .map(|p| self.path(&format!("{p}/trace_marker")))
+            .find(|p| p.exists())
     }
 
     /// Write one line to tracefs `trace_marker`; returns where it went.

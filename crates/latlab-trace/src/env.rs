@@ -52,7 +52,7 @@ pub use latlab_sys::procfs::own_cap_eff as cap_eff;
 pub const BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
 
 /// The places tracefs is looked for, in order (as the loader looks).
-const TRACEFS_PATHS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+use latlab_sys::TRACEFS_PATHS;
 
 fn is_mounted_tracefs(p: &Path) -> bool {
     p.join("events").is_dir()
