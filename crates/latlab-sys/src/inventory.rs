@@ -12,7 +12,7 @@ use std::io::Read;
 
 /// The host name, as the kernel keeps it.
 pub(crate) const HOSTNAME: &str = "/proc/sys/kernel/hostname";
-const CPU: &str = "/sys/devices/system/cpu";
+use crate::CPU_SYSFS as CPU;
 const OSRELEASE: &str = "/proc/sys/kernel/osrelease";
 
 /// Options of interest in a kernel configuration.

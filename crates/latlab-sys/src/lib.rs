@@ -23,6 +23,9 @@ pub use inventory::{
 };
 pub use msr::{MSR_SMI_COUNT, SMI_SOURCE};
 
+/// The CPUs' directory in sysfs (online lists, topology, cpufreq, cpuidle).
+pub const CPU_SYSFS: &str = "/sys/devices/system/cpu";
+
 /// Where tracefs is mounted: its own mount point first, then under debugfs.
 pub const TRACEFS_PATHS: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
 

@@ -20,7 +20,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const CPU_DIR: &str = "/sys/devices/system/cpu";
+use crate::CPU_SYSFS as CPU_DIR;
 
 /// Per-CPU counters of one snapshot.
 #[derive(Debug, Clone, Default)]

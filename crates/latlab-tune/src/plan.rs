@@ -13,7 +13,7 @@ use latlab_sys::procfs::{self, format_hex_mask, parse_hex_mask};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-const CPU: &str = "/sys/devices/system/cpu";
+use latlab_sys::CPU_SYSFS as CPU;
 
 /// Apply order. Restore goes the other way, except that a CPU's governor is put back before its
 /// energy-performance preference (intel_pstate and amd-pstate-epp hold EPP at performance while
