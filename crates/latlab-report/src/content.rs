@@ -937,7 +937,7 @@ fn runs(b: &mut Vec<Block>, a: &Analysis) {
                     // "-" where an imported run's format gave no start time or length.
                     r.run.known_start().unwrap_or("-").into(),
                     latlab_model::known_time(r.run.elapsed_ns)
-                        .map_or_else(|| "-".to_string(), |ns| format!("{:.3}", ns as f64 / 1e9))
+                        .map_or_else(|| "-".to_string(), numfmt::secs3)
                         .into(),
                 ],
                 &r.stats,

@@ -35,6 +35,16 @@ pub(crate) fn secs(ns: u64) -> String {
     format!("{:.1}", ns as f64 / 1e9)
 }
 
+/// Nanoseconds as seconds with three decimals, truncated in integer arithmetic (`10.002`): a
+/// run's measured length, in the summary and the runs table alike.
+pub(crate) fn secs3(ns: u64) -> String {
+    format!(
+        "{}.{:03}",
+        ns / 1_000_000_000,
+        (ns % 1_000_000_000) / 1_000_000
+    )
+}
+
 /// A relative difference in percent with one decimal and a sign.
 pub(crate) fn percent_signed(p: f64) -> String {
     if !p.is_finite() {

@@ -116,7 +116,7 @@ fn header(out: &mut String, r: &RunResult) {
     line(out, "policy", &policy);
 
     let mut duration = match latlab_model::known_time(r.elapsed_ns) {
-        Some(ns) => format!("{} measured", seconds(ns)),
+        Some(ns) => format!("{} s measured", crate::numfmt::secs3(ns)),
         None => "unknown".to_string(),
     };
     match (c.duration_ns, c.loops) {
@@ -222,23 +222,12 @@ fn row(out: &mut String, label_w: usize, label: &str, missed: u64, s: &Stats) {
     out.push('\n');
 }
 
-/// Nanoseconds as seconds with three decimals, truncated: `10.002 s`.
-fn seconds(ns: u64) -> String {
-    format!(
-        "{}.{:03} s",
-        ns / 1_000_000_000,
-        (ns % 1_000_000_000) / 1_000_000
-    )
-}
-
 fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn microseconds_with_one_decimal() {
         assert_eq!(crate::numfmt::us(0), "0.0");
@@ -251,7 +240,8 @@ mod tests {
 
     #[test]
     fn seconds_truncate() {
-        assert_eq!(seconds(10_002_345_678), "10.002 s");
-        assert_eq!(seconds(999_999), "0.000 s");
+        assert_eq!(crate::numfmt::secs3(10_002_345_678), "10.002");
+        assert_eq!(crate::numfmt::secs3(999_999), "0.000");
+        assert_eq!(crate::numfmt::secs3(999_999_999), "0.999");
     }
 }
