@@ -358,20 +358,16 @@ fn lowlatency_on_the_real_machine_changes_idle_states_and_restore_puts_them_back
     drop(guard);
 }
 
-/// A shared IRQ is named by every handler on it, as `/proc/interrupts` lists them.
+/// On the ARM board: a shared IRQ is named by every handler on it, as `/proc/interrupts` lists
+/// them; and a kernel that keeps CPUs apart with nohz_full= alone (no isolcpus=) has them
+/// isolated too: the realtime profile's split takes them, as `latlab check` counts them.
 #[test]
-fn a_shared_irq_is_named_by_all_its_handlers() {
+fn shared_irqs_are_named_by_all_handlers_and_nohz_full_cpus_are_isolated() {
     let t = Tree::new("arm-board");
     let out = ok(&t.run(&["tune", "show", "realtime"]));
     assert!(out.contains("irq 29 (mmc1, mmc0) affinity"), "{out}");
     assert!(out.contains("irq 35 (PCIe PME, aerdrv) affinity"), "{out}");
-}
 
-/// A kernel that keeps CPUs apart with nohz_full= alone (no isolcpus=) has them isolated too:
-/// the realtime profile's split takes them, as `latlab check` counts them.
-#[test]
-fn the_realtime_split_takes_the_cpus_nohz_full_keeps_apart() {
-    let t = Tree::new("arm-board");
     let cpu = t.root.join("sys/devices/system/cpu");
     std::fs::write(cpu.join("isolated"), "\n").unwrap();
     std::fs::write(cpu.join("nohz_full"), "2-3\n").unwrap();
