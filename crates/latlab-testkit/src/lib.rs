@@ -176,6 +176,17 @@ pub fn run_ok(cmd: &mut Command) -> Output {
     o
 }
 
+/// Run `cmd`, which must succeed; its stdout.
+pub fn run_stdout(cmd: &mut Command) -> String {
+    stdout(&run_ok(cmd))
+}
+
+/// The stdout of a command that must have succeeded.
+pub fn ok_stdout(o: &Output) -> String {
+    assert_ok(o);
+    stdout(o)
+}
+
 /// Run `cmd`, which must end with exit code `code`; its output.
 pub fn run_exit(cmd: &mut Command, code: i32) -> Output {
     let o = cmd

@@ -24,10 +24,7 @@ fn check(root: &Path, args: &[&str]) -> Output {
 }
 
 fn ids() -> Vec<String> {
-    let out = latlab!().args(["check", "--list"]).output().unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout)
-        .unwrap()
+    latlab_testkit::run_stdout(latlab!().args(["check", "--list"]))
         .lines()
         .map(|l| l.split_whitespace().next().unwrap().to_string())
         .collect()

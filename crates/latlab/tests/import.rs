@@ -23,13 +23,7 @@ fn import(store: &Path, args: &[&Path], keep_going: bool) -> Output {
 }
 
 fn list(store: &Path) -> String {
-    let o = latlab!()
-        .args(["db", "list", "--db"])
-        .arg(store)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    latlab_testkit::run_stdout(latlab!().args(["db", "list", "--db"]).arg(store))
 }
 
 /// A directory with a file latlab does not read and a histogram cut in the middle of its rows.

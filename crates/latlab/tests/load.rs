@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn list_shows_every_load_with_options_and_units() {
-    let out = latlab!().args(["load", "--list"]).output().unwrap();
-    assert!(out.status.success());
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = latlab_testkit::run_stdout(latlab!().args(["load", "--list"]));
     // Every kind the registry has (its own tests pin the list).
     for kind in latlab_load::registry::names() {
         assert!(

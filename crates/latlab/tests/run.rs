@@ -27,16 +27,12 @@ fn a_two_axis_plan_with_repeats_runs_into_the_store() {
     );
     let db = dir.path().join("t.db");
     let started = Instant::now();
-    let out = latlab!()
-        .args(["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = latlab_testkit::run_stdout(latlab!().args([
+        "run",
+        plan.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ]));
     assert!(started.elapsed() < Duration::from_secs(60));
     // 8 cells, 4 of them on an absent CPU: skipped with the reason, the others run twice.
     // The cells that run are counted apart from the skipped ones.
@@ -132,13 +128,7 @@ fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
     child.kill().unwrap();
     child.wait().unwrap();
 
-    let out = latlab!().args(args).arg("--resume").output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = latlab_testkit::run_stdout(latlab!().args(args).arg("--resume"));
     assert!(text.contains("1 runs already saved"), "{text}");
     let store = Store::open_existing(&db).unwrap();
     let exps = store.list_experiments().unwrap();

@@ -3,8 +3,8 @@
 //! cannot be found said once.
 #![allow(clippy::unwrap_used)]
 
+use latlab_testkit::latlab;
 use std::path::Path;
-use std::process::Command;
 
 use latlab_testkit::machine as fixture;
 
@@ -14,22 +14,12 @@ fn copy(name: &str) -> tempfile::TempDir {
 }
 
 fn sysinfo(root: &Path, json: bool) -> String {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_latlab"));
-    c.env_remove("LATLAB_SYSROOT")
-        .arg("--sysroot")
-        .arg(root)
-        .arg("sysinfo");
+    let mut c = latlab!();
+    c.arg("--sysroot").arg(root).arg("sysinfo");
     if json {
         c.arg("--json");
     }
-    let out = c.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
+    latlab_testkit::run_stdout(&mut c)
 }
 
 /// The rows of one section of the text (title line to blank line).

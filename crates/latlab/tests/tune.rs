@@ -40,14 +40,7 @@ fn text(b: &[u8]) -> String {
 }
 
 fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}: {}{}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
+    latlab_testkit::ok_stdout(out)
 }
 
 #[test]

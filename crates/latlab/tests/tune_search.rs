@@ -58,10 +58,7 @@ impl Tree {
     }
 }
 
-/// Run `cmd`, which must succeed; its stdout.
-fn ok(cmd: &mut Command) -> String {
-    latlab_testkit::stdout(&latlab_testkit::run_ok(cmd))
-}
+use latlab_testkit::run_stdout as ok;
 
 #[test]
 fn without_root_the_search_is_refused_before_anything_is_touched() {
