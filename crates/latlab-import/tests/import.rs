@@ -262,8 +262,7 @@ fn live_jitterdebugger_output() {
     if !have("jitterdebugger") {
         return;
     }
-    if !is_root() {
-        eprintln!("skipped: jitterdebugger needs real-time priority (root)");
+    if !latlab_testkit::root_or_skip("jitterdebugger (real-time priority)") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -276,9 +276,14 @@ pub fn golden_at(dir: &Path, name: &str, actual: &str) {
 /// show on each).
 pub const MACHINES: [&str; 4] = ["laptop-intel", "arm-board", "amd-desktop", "vm"];
 
+/// The repository's root (packaging, examples, the README).
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
 /// The workspace's one fixture tree (`fixtures/`; its README says what each machine is).
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+    repo().join("fixtures")
 }
 
 /// A machine's tree, to read in place.

@@ -5,7 +5,7 @@
 //! when cargo-deb or dpkg-deb is missing.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 fn works(cmd: &str, args: &[&str]) -> bool {
@@ -15,9 +15,7 @@ fn works(cmd: &str, args: &[&str]) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use latlab_testkit::repo;
 
 #[test]
 fn the_deb_holds_binary_man_pages_completions_unit_and_profiles() {

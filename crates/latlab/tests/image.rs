@@ -6,12 +6,10 @@
 #![allow(clippy::unwrap_used)]
 
 use latlab_testkit::{have, output_text, root_or_skip, stderr, stdout};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use latlab_testkit::repo;
 
 /// Build the image (or, without buildah, the root file system only) from the tests' latlab.
 fn build(rootfs: &Path, tag: &str) -> bool {

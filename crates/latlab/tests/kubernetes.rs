@@ -13,9 +13,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use latlab_testkit::repo;
 
 /// Every document of every manifest, with its file name.
 fn manifests() -> Vec<(String, Value)> {

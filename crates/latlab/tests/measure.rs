@@ -245,8 +245,7 @@ fn failed_memory_lock_is_recorded_not_fatal() {
 /// SCHED_DEADLINE threads (unpinned, as the kernel requires) measure like any other policy.
 #[test]
 fn deadline_policy_runs_as_root() {
-    if !is_root() {
-        eprintln!("skipped: SCHED_DEADLINE needs root");
+    if !latlab_testkit::root_or_skip("SCHED_DEADLINE") {
         return;
     }
     let out = run_ok(&[
@@ -412,8 +411,7 @@ fn a_bad_or_impossible_load_fails_before_measuring() {
 /// and everything is back afterwards.
 #[test]
 fn a_profile_is_applied_for_the_run_and_restored() {
-    if !is_root() {
-        eprintln!("skipped: applying a profile needs root");
+    if !latlab_testkit::root_or_skip("applying a profile") {
         return;
     }
     let snapshot = || {

@@ -5,7 +5,7 @@
 
 use latlab_model::RunResult;
 use latlab_model::trace::Family;
-use latlab_testkit::{is_root, latlab};
+use latlab_testkit::latlab;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -40,8 +40,7 @@ fn provoker(cpu: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u32> {
 
 #[test]
 fn a_provoked_spike_gets_a_story_that_names_the_provoking_task() {
-    if !is_root() {
-        eprintln!("skipped: tracing and SCHED_FIFO need root");
+    if !latlab_testkit::root_or_skip("tracing with SCHED_FIFO") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -2,11 +2,7 @@
 //! machine without sudo, and the test command must be exactly what CI runs.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use latlab_testkit::repo;
 
 /// The commands of the README's "Two commands" block, without comments.
 fn two_commands() -> Vec<String> {

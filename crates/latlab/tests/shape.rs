@@ -4,9 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use latlab_testkit::repo;
 
 /// The longest a library function may be, in lines from its `fn` to its closing brace.
 const MOST_LINES: usize = 160;
