@@ -16,9 +16,7 @@ use latlab_model::samples::{
 use latlab_model::system::{
     CpuFreq, CpuIdle, CpuIdleCpu, Field, IdleState, KernelConfig, Virtualization,
 };
-use latlab_model::trace::{
-    CpuCount, CpuHistogram, Family, FamilyResult, KeyResult, SkippedEvent, TraceCost, TraceResult,
-};
+use latlab_model::trace::{Family, TraceResult};
 use latlab_model::{
     MeasureConfig, RunEnvironment, RunResult, Spike, Spikes, Stats, SystemInfo, ThreadResult,
     Window,
@@ -285,87 +283,41 @@ fn run(p: &Profile, seed: u64, with_samples: bool) -> RunResult {
     }
 }
 
-/// Softirq latency (two vectors) and wake-up latency (one class) on both CPUs.
+/// Softirq latency (two vectors) and wake-up latency (one class) on both CPUs, over 10 s.
 fn trace(p: &Profile, rng: &mut Rng) -> TraceResult {
-    let family = |family: Family, keys: &[(&str, u64, u64)], rng: &mut Rng| {
-        let mut all = Histogram::new();
-        let mut per_cpu = vec![Histogram::new(), Histogram::new()];
-        let mut key_results = Vec::new();
-        for (k, (name, n, base)) in keys.iter().enumerate() {
-            let mut kh = Histogram::new();
-            let mut kcpu = vec![Histogram::new(), Histogram::new()];
-            for i in 0..*n {
-                let v = base + rng.below(p.spread_ns) + rng.below(p.tail_ns / 10 + 1);
-                let cpu = (i % 2) as usize;
-                kh.record(v);
-                kcpu[cpu].record(v);
-                per_cpu[cpu].record(v);
-                all.record(v);
-            }
-            key_results.push(KeyResult {
-                key: k as u64,
-                name: (*name).into(),
-                histogram: kh,
-                per_cpu: kcpu
-                    .into_iter()
-                    .enumerate()
-                    .filter(|(_, h)| h.count() > 0)
-                    .map(|(c, h)| CpuCount {
-                        cpu: c as u32,
-                        count: h.count(),
-                        max_ns: h.max(),
+    // Each key's samples alternate between CPUs 0 and 1.
+    let mut keys = |keys: &[(&'static str, u64, u64)]| {
+        keys.iter()
+            .enumerate()
+            .map(|(k, (name, n, base))| {
+                let samples = (0..*n)
+                    .map(|i| {
+                        let v = base + rng.below(p.spread_ns) + rng.below(p.tail_ns / 10 + 1);
+                        ((i % 2) as u32, v)
                     })
-                    .collect(),
-            });
-        }
-        FamilyResult {
-            family,
-            histogram: all,
-            per_cpu: per_cpu
-                .into_iter()
-                .enumerate()
-                .map(|(c, h)| CpuHistogram {
-                    cpu: c as u32,
-                    histogram: h,
-                })
-                .collect(),
-            keys: key_results,
-            dropped: 0,
-        }
+                    .collect();
+                (k as u64, *name, samples)
+            })
+            .collect::<Vec<_>>()
     };
-    TraceResult {
-        events: vec!["softirq".into(), "wakeup".into()],
-        cpus: vec![0, 1],
-        wakeup_filter: Default::default(),
-        start_monotonic_ns: 1_000_000_000,
-        end_monotonic_ns: 11_000_000_000,
-        elapsed_ns: 10_000_000_000,
-        families: vec![
-            family(
-                Family::SoftirqLatency,
-                &[
-                    ("TIMER", 4000, p.base_ns / 3),
-                    ("NET_RX", 1500, p.base_ns / 2),
-                ],
-                rng,
-            ),
-            family(Family::Wakeup, &[("rt", 3000, p.base_ns / 2)], rng),
+    let softirq = keys(&[
+        ("TIMER", 4000, p.base_ns / 3),
+        ("NET_RX", 1500, p.base_ns / 2),
+    ]);
+    let wakeup = keys(&[("rt", 3000, p.base_ns / 2)]);
+    let mut t = latlab_testkit::run::trace(
+        &["softirq", "wakeup"],
+        vec![
+            latlab_testkit::run::family(Family::SoftirqLatency, &softirq),
+            latlab_testkit::run::family(Family::Wakeup, &wakeup),
         ],
-        skipped: vec![SkippedEvent {
-            group: "tasklet".into(),
-            event: "irq:tasklet_entry".into(),
-            reason: "tracepoint absent in this kernel".into(),
-        }],
-        cost: TraceCost {
-            source: "BPF_ENABLE_STATS".into(),
-            available: true,
-            programs: vec![],
-            run_count: 8500,
-            run_time_ns: 2_100_000,
-            cpu_fraction: 0.000_105,
-        },
-        warnings: vec![],
-    }
+        (8500, 2_100_000),
+    );
+    t.end_monotonic_ns = 11_000_000_000;
+    t.elapsed_ns = 10_000_000_000;
+    t.cost.cpu_fraction = 0.000_105;
+    t.skipped[0].reason = "tracepoint absent in this kernel".into();
+    t
 }
 
 fn samples(p: &Profile, rng: &mut Rng) -> Samples {

@@ -100,64 +100,33 @@ fn a_minimal_run_without_samples_loads_or_spikes_round_trips() {
 
 /// A trace with two families and the story of one spike.
 fn traced(mut r: latlab_model::RunResult) -> latlab_model::RunResult {
-    use latlab_hist::Histogram;
     use latlab_model::trace::*;
-    let hist = |v: &[u64]| {
-        let h: Histogram = v.iter().copied().collect();
-        h
-    };
-    let family = |family, v: &[u64]| FamilyResult {
-        family,
-        histogram: hist(v),
-        per_cpu: vec![CpuHistogram {
-            cpu: 1,
-            histogram: hist(v),
-        }],
-        keys: vec![KeyResult {
-            key: 7,
-            name: "NET_RX".into(),
-            histogram: hist(v),
-            per_cpu: vec![CpuCount {
-                cpu: 1,
-                count: v.len() as u64,
-                max_ns: *v.iter().max().unwrap(),
-            }],
-        }],
-        dropped: 0,
-    };
-    r.trace = Some(TraceResult {
-        events: vec!["softirq".into(), "hardirq".into()],
-        cpus: vec![0, 1],
-        wakeup_filter: WakeupFilter::default(),
-        start_monotonic_ns: 5,
-        end_monotonic_ns: 1_000_000_005,
-        elapsed_ns: 1_000_000_000,
-        // Not in Family::ALL order: reading back gives that order.
-        families: vec![
-            family(Family::SoftirqRuntime, &[1200, 3400, 99_000]),
-            family(Family::SoftirqLatency, &[800, 900]),
+    use latlab_testkit::run::{family, trace};
+    let on_cpu1 = |v: &[u64]| v.iter().map(|&v| (1, v)).collect::<Vec<_>>();
+    // Not in Family::ALL order: reading back gives that order.
+    let mut t = trace(
+        &["softirq", "hardirq"],
+        vec![
+            family(
+                Family::SoftirqRuntime,
+                &[(7, "NET_RX", on_cpu1(&[1200, 3400, 99_000]))],
+            ),
+            family(
+                Family::SoftirqLatency,
+                &[(7, "NET_RX", on_cpu1(&[800, 900]))],
+            ),
         ],
-        skipped: vec![SkippedEvent {
-            group: "tasklet".into(),
-            event: "irq:tasklet_entry".into(),
-            reason: "tracepoint not in this kernel".into(),
-        }],
-        cost: TraceCost {
-            source: "BPF_ENABLE_STATS".into(),
-            available: true,
-            programs: vec![ProgramCost {
-                program: "softirq_entry".into(),
-                event: "irq:softirq_entry".into(),
-                run_count: 12,
-                run_time_ns: 3456,
-                recursion_misses: Some(0),
-            }],
-            run_count: 12,
-            run_time_ns: 3456,
-            cpu_fraction: 1.728e-6,
-        },
-        warnings: vec!["1 of 12 kept spikes have no story".into()],
-    });
+        (12, 3456),
+    );
+    t.cost.programs = vec![ProgramCost {
+        program: "softirq_entry".into(),
+        event: "irq:softirq_entry".into(),
+        run_count: 12,
+        run_time_ns: 3456,
+        recursion_misses: Some(0),
+    }];
+    t.warnings = vec!["1 of 12 kept spikes have no story".into()];
+    r.trace = Some(t);
     r.spikes.kept[3].story = Some(SpikeStory {
         cpu: 1,
         from_ns: 100,

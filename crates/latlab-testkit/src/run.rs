@@ -76,3 +76,90 @@ pub fn one_cpu(id: &str, (start_unix_ns, elapsed_ns): (u64, u64)) -> RunResult {
         vec![t0],
     )
 }
+
+/// One key of a traced family: its number, its name, and its samples as `(cpu, ns)`.
+pub type KeySamples<'a> = (u64, &'a str, Vec<(u32, u64)>);
+
+/// A traced family of `keys`, each `(key, name, samples)` with its samples as `(cpu, ns)`: the
+/// family's histogram, its per-CPU histograms and each key's per-CPU counts agree with the
+/// samples, as the tracer's are.
+pub fn family(
+    family: latlab_model::trace::Family,
+    keys: &[KeySamples<'_>],
+) -> latlab_model::trace::FamilyResult {
+    use latlab_model::trace::{CpuCount, CpuHistogram, FamilyResult, KeyResult};
+    use std::collections::BTreeMap;
+    let mut all = Histogram::new();
+    let mut per_cpu: BTreeMap<u32, Histogram> = BTreeMap::new();
+    let keys = keys
+        .iter()
+        .map(|(key, name, samples)| {
+            let mut h = Histogram::new();
+            let mut cpus: BTreeMap<u32, Histogram> = BTreeMap::new();
+            for &(cpu, v) in samples {
+                h.record(v);
+                cpus.entry(cpu).or_default().record(v);
+                per_cpu.entry(cpu).or_default().record(v);
+                all.record(v);
+            }
+            KeyResult {
+                key: *key,
+                name: (*name).into(),
+                histogram: h,
+                per_cpu: cpus
+                    .into_iter()
+                    .map(|(cpu, h)| CpuCount {
+                        cpu,
+                        count: h.count(),
+                        max_ns: h.max(),
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    FamilyResult {
+        family,
+        histogram: all,
+        per_cpu: per_cpu
+            .into_iter()
+            .map(|(cpu, histogram)| CpuHistogram { cpu, histogram })
+            .collect(),
+        keys,
+        dropped: 0,
+    }
+}
+
+/// A trace of the event groups `events` with `families`, over one second on CPUs 0 and 1, the
+/// tasklet tracepoint skipped as on a kernel without it, and its cost counted by
+/// `BPF_ENABLE_STATS` at `run_count` runs taking `run_time_ns`; the rest for the test to set.
+pub fn trace(
+    events: &[&str],
+    families: Vec<latlab_model::trace::FamilyResult>,
+    (run_count, run_time_ns): (u64, u64),
+) -> latlab_model::trace::TraceResult {
+    use latlab_model::trace::{SkippedEvent, TraceCost, TraceResult};
+    TraceResult {
+        events: events.iter().map(|e| e.to_string()).collect(),
+        cpus: vec![0, 1],
+        wakeup_filter: Default::default(),
+        start_monotonic_ns: 1_000_000_000,
+        end_monotonic_ns: 2_000_000_000,
+        elapsed_ns: 1_000_000_000,
+        families,
+        skipped: vec![SkippedEvent {
+            group: "tasklet".into(),
+            event: "irq:tasklet_entry".into(),
+            reason: "tracepoint not in this kernel".into(),
+        }],
+        cost: TraceCost {
+            source: "BPF_ENABLE_STATS".into(),
+            available: true,
+            programs: vec![],
+            run_count,
+            run_time_ns,
+            // Over two CPUs for the second.
+            cpu_fraction: run_time_ns as f64 / 2e9,
+        },
+        warnings: vec![],
+    }
+}

@@ -374,7 +374,6 @@ fn render_family(out: &mut String, f: &FamilyResult, top: usize, per_cpu: bool) 
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use latlab_model::trace::{CpuCount, CpuHistogram, TraceCost};
 
     /// The plan of `args`, refused as `main` refuses it: when parsed, or when checked.
     fn plan(args: &[&str]) -> CliResult<TracePlan> {
@@ -415,64 +414,20 @@ mod tests {
         assert_eq!(p.top, 3);
     }
 
-    fn hist(values: &[u64]) -> Histogram {
-        let h: Histogram = values.iter().copied().collect();
-        h
-    }
-
     #[test]
     fn the_report_shows_cpus_keys_skips_and_cost() {
-        let key = |key: u64, name: &str, v: &[u64]| KeyResult {
-            key,
-            name: name.into(),
-            histogram: hist(v),
-            per_cpu: vec![CpuCount {
-                cpu: 0,
-                count: v.len() as u64,
-                max_ns: *v.iter().max().unwrap(),
-            }],
-        };
-        let r = TraceResult {
-            events: vec!["workqueue".into()],
-            cpus: vec![0, 1],
-            wakeup_filter: WakeupFilter::default(),
-            start_monotonic_ns: 0,
-            end_monotonic_ns: 1_000_000_000,
-            elapsed_ns: 1_000_000_000,
-            families: vec![FamilyResult {
-                family: Family::WorkqueueLatency,
-                histogram: hist(&[1000, 2000, 3000, 900_000]),
-                per_cpu: vec![
-                    CpuHistogram {
-                        cpu: 0,
-                        histogram: hist(&[1000, 2000, 3000, 900_000]),
-                    },
-                    CpuHistogram {
-                        cpu: 1,
-                        histogram: Histogram::new(),
-                    },
+        let on_cpu0 = |v: &[u64]| v.iter().map(|&v| (0, v)).collect::<Vec<_>>();
+        let r = latlab_testkit::run::trace(
+            &["workqueue"],
+            vec![latlab_testkit::run::family(
+                Family::WorkqueueLatency,
+                &[
+                    (1, "vmstat_update", on_cpu0(&[1000, 2000, 3000])),
+                    (2, "slow_work", on_cpu0(&[900_000])),
                 ],
-                keys: vec![
-                    key(1, "vmstat_update", &[1000, 2000, 3000]),
-                    key(2, "slow_work", &[900_000]),
-                ],
-                dropped: 0,
-            }],
-            skipped: vec![latlab_model::trace::SkippedEvent {
-                group: "tasklet".into(),
-                event: "irq:tasklet_entry".into(),
-                reason: "tracepoint not in this kernel".into(),
-            }],
-            cost: TraceCost {
-                source: "BPF_ENABLE_STATS".into(),
-                available: true,
-                programs: vec![],
-                run_count: 10,
-                run_time_ns: 5000,
-                cpu_fraction: 0.0000025,
-            },
-            warnings: vec![],
-        };
+            )],
+            (10, 5000),
+        );
         let text = render(&r, 1, true);
         assert!(
             text.contains("workqueue: queue -> execute (workqueue-latency)"),
