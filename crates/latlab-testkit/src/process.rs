@@ -28,6 +28,24 @@ pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Wait until `f` holds while `child` runs, polling; fails (naming `what`) if `child` exits
+/// first or `timeout` passes.
+pub fn wait_while_running(
+    child: &mut Child,
+    what: &str,
+    timeout: Duration,
+    mut f: impl FnMut() -> bool,
+) {
+    let t = Instant::now();
+    while !f() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the command exited ({status}) before {what}");
+        }
+        assert!(t.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Wait for `child` to exit; kills it and panics after `timeout`.
 pub fn wait_exit(child: &mut Child, timeout: Duration) -> ExitStatus {
     let t = Instant::now();
@@ -121,6 +139,25 @@ impl Proc {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// [`wait_while_running`] on this process; a failure shows its log.
+    pub fn wait_until(&mut self, what: &str, timeout: Duration, f: impl FnMut() -> bool) {
+        let log = self.log.clone();
+        let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            wait_while_running(&mut self.child, what, timeout, f)
+        }));
+        if let Err(e) = waited {
+            let why = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!(
+                "{why}; its log: {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+    }
+
     pub fn signal(&mut self, sig: libc::c_int) {
         // SAFETY: a pid of a child this test started and has not reaped.
         unsafe { libc::kill(self.child.id() as i32, sig) };
@@ -161,5 +198,36 @@ impl Drop for Proc {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "exited (exit status: 3) before the file")]
+    fn a_wait_fails_as_soon_as_the_command_has_ended() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .unwrap();
+        wait_while_running(&mut child, "the file", Duration::from_secs(30), || false);
+    }
+
+    #[test]
+    fn a_wait_ends_when_the_condition_holds() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut polls = 0;
+        wait_while_running(&mut child, "three polls", Duration::from_secs(30), || {
+            polls += 1;
+            polls == 3
+        });
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

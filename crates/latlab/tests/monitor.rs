@@ -55,11 +55,11 @@ fn listening_monitor(dir: &Path, name: &str, extra: &[&str]) -> (Proc, PathBuf, 
 fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m.db");
-    let d = Proc::start(
+    let mut d = Proc::start(
         monitor(&db, &["--name", "t", "--listen", "off"]),
         dir.path().join("1.log"),
     );
-    wait_for("3 stored windows", Duration::from_secs(30), || {
+    d.wait_until("3 stored windows", Duration::from_secs(30), || {
         set_count(&db, "t") >= 3
     });
     std::thread::sleep(Duration::from_millis(400));
@@ -113,12 +113,12 @@ fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
     drop(store);
 
     // Restarted with the same name: the series continues.
-    let d = Proc::start(
+    let mut d = Proc::start(
         monitor(&db, &["--name", "t", "--listen", "off"]),
         dir.path().join("2.log"),
     );
     let before = sets.len();
-    wait_for("2 more windows", Duration::from_secs(30), || {
+    d.wait_until("2 more windows", Duration::from_secs(30), || {
         set_count(&db, "t") >= before + 2
     });
     let log2 = d.stop();

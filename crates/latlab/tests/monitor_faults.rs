@@ -29,22 +29,11 @@ fn monitor(db: &Path, name: &str) -> Command {
 /// Fails with the daemon's log if it exits first or has not stored them within 30 s.
 fn started(db: &Path, dir: &Path, n: usize) -> Proc {
     let mut d = Proc::start(monitor(db, "t"), dir.join("1.log"));
-    let t = std::time::Instant::now();
-    while sets(db, "t").len() < n {
-        if let Ok(Some(status)) = d.child.try_wait() {
-            panic!(
-                "the daemon exited ({status}) before {n} window(s): {}",
-                d.log()
-            );
-        }
-        if t.elapsed() > Duration::from_secs(30) {
-            panic!(
-                "timed out waiting for {n} stored window(s); the daemon's log: {}",
-                d.log()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    d.wait_until(
+        &format!("{n} stored window(s)"),
+        Duration::from_secs(30),
+        || sets(db, "t").len() >= n,
+    );
     d
 }
 

@@ -136,12 +136,12 @@ fn a_cpu_offline_stops_its_windows_and_back_online_it_is_measured_again() {
     };
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m.db");
-    let d = Proc::start(
+    let mut d = Proc::start(
         common::monitor(&db, &["--listen", "off", "--name", "t"]),
         dir.path().join("log"),
     );
     let name = format!("latlab-cpu{cpu}");
-    wait_for("2 stored windows", Duration::from_secs(30), || {
+    d.wait_until("2 stored windows", Duration::from_secs(30), || {
         sets_with_cpus(&db).len() >= 2
     });
     let before = thread_state(d.pid(), &name).unwrap();

@@ -110,21 +110,20 @@ fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
         .spawn()
         .unwrap();
     // Kill it as soon as the first run is saved, in the middle of the second.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        std::thread::sleep(Duration::from_millis(50));
-        let done = Store::open_existing(&db)
-            .ok()
-            .and_then(|s| {
-                let e = s.list_experiments().ok()?.pop()?;
-                s.done_cells(e.id).ok()
-            })
-            .map_or(0, |d| d.len());
-        if done >= 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no run saved in time");
-    }
+    latlab_testkit::process::wait_while_running(
+        &mut child,
+        "a saved run",
+        Duration::from_secs(20),
+        || {
+            Store::open_existing(&db)
+                .ok()
+                .and_then(|s| {
+                    let e = s.list_experiments().ok()?.pop()?;
+                    s.done_cells(e.id).ok()
+                })
+                .is_some_and(|d| !d.is_empty())
+        },
+    );
     child.kill().unwrap();
     child.wait().unwrap();
 

@@ -8,7 +8,7 @@ use latlab_testkit::{is_root, latlab, policy_args};
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 struct Tree {
     dir: tempfile::TempDir,
@@ -213,18 +213,12 @@ fn a_search_killed_with_a_candidate_applied_is_undone_by_tune_restore() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while t.read(knob).trim() != "0" {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the candidate was never applied"
-        );
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the search ended first"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    latlab_testkit::process::wait_while_running(
+        &mut child,
+        "the candidate applied",
+        Duration::from_secs(60),
+        || t.read(knob).trim() == "0",
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(t.read(knob).trim(), "0", "SIGKILL cannot restore");
