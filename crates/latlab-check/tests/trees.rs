@@ -306,11 +306,7 @@ fn json_carries_every_id_and_fix() {
 
 use latlab_testkit::check_tree as copy_tree;
 
-fn write(root: &Path, rel: &str, content: &[u8]) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, content).unwrap();
-}
+use latlab_testkit::write_file as write;
 
 fn verdict_at(root: &Path, target: Target, id: &str) -> (Verdict, String) {
     let r = report_at(root, target, &UserChoice::default());
@@ -342,12 +338,12 @@ fn an_irq_on_an_isolated_cpu() {
 #[test]
 fn a_pm_qos_request_holds_deep_states_off() {
     let t = copy_tree("laptop-intel");
-    write(t.path(), "dev/cpu_dma_latency", &50i32.to_le_bytes());
+    write(t.path(), "dev/cpu_dma_latency", 50i32.to_le_bytes());
     let (v, ev) = verdict_at(t.path(), Target::Audio, "cpu.idle-depth");
     assert_eq!(v, Verdict::Pass, "{ev}");
     assert!(ev.contains("held off by a PM QoS request"), "{ev}");
     // A tight request costs throughput.
-    write(t.path(), "dev/cpu_dma_latency", &0i32.to_le_bytes());
+    write(t.path(), "dev/cpu_dma_latency", 0i32.to_le_bytes());
     assert_eq!(
         verdict_at(t.path(), Target::Throughput, "cpu.pm-qos").0,
         Verdict::Warn

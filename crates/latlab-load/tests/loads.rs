@@ -450,16 +450,20 @@ fn unsupported_and_invalid_fail_before_anything_starts() {
 
 /// A fixture system root whose RT throttling is off (and two online CPUs).
 fn rt_fixture(runtime: Option<&str>) -> tempfile::TempDir {
-    let root = tempfile::tempdir().unwrap();
-    let kernel = root.path().join("proc/sys/kernel");
-    std::fs::create_dir_all(&kernel).unwrap();
+    let root = latlab_testkit::tree_of(&[("/sys/devices/system/cpu/online", "0-1\n")]);
     if let Some(v) = runtime {
-        std::fs::write(kernel.join("sched_rt_runtime_us"), format!("{v}\n")).unwrap();
-        std::fs::write(kernel.join("sched_rt_period_us"), "1000000\n").unwrap();
+        let kernel = "/proc/sys/kernel";
+        latlab_testkit::write_file(
+            root.path(),
+            &format!("{kernel}/sched_rt_runtime_us"),
+            format!("{v}\n"),
+        );
+        latlab_testkit::write_file(
+            root.path(),
+            &format!("{kernel}/sched_rt_period_us"),
+            "1000000\n",
+        );
     }
-    let cpu = root.path().join("sys/devices/system/cpu");
-    std::fs::create_dir_all(&cpu).unwrap();
-    std::fs::write(cpu.join("online"), "0-1\n").unwrap();
     root
 }
 

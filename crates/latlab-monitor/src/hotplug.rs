@@ -133,10 +133,7 @@ mod tests {
     use super::*;
 
     fn tree(online: &str) -> (tempfile::TempDir, Sys) {
-        let t = tempfile::tempdir().unwrap();
-        let dir = t.path().join("sys/devices/system/cpu");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("online"), online).unwrap();
+        let t = latlab_testkit::tree_of(&[("/sys/devices/system/cpu/online", online)]);
         let sys = Sys::new(t.path());
         (t, sys)
     }

@@ -279,15 +279,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        for (p, content) in files {
-            let path = dir.path().join(p.trim_start_matches('/'));
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, content).unwrap();
-        }
-        dir
-    }
+    use latlab_testkit::tree_of as tree;
 
     #[test]
     fn reads_through_the_root() {

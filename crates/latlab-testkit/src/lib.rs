@@ -297,6 +297,24 @@ pub fn overlay(variant: &str, name: &str) -> PathBuf {
     fixtures().join("overlays").join(variant).join(name)
 }
 
+/// Write `content` at `rel` under `root` (a leading `/` ignored), making its directories.
+pub fn write_file(root: &Path, rel: &str, content: impl AsRef<[u8]>) {
+    let path = root.join(rel.trim_start_matches('/'));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    }
+    std::fs::write(&path, content).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+}
+
+/// A temporary system tree of just `files`, each `(path as on the system, content)`.
+pub fn tree_of(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary directory: {e}"));
+    for (rel, content) in files {
+        write_file(dir.path(), rel, content);
+    }
+    dir
+}
+
 /// Copy the tree `from` into `to` (created), keeping symlinks as symlinks and file modes.
 pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;

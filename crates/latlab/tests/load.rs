@@ -39,13 +39,10 @@ fn a_load_that_cannot_run_here_fails_before_running() {
 
 #[test]
 fn rt_hog_is_refused_when_rt_throttling_is_off() {
-    let root = tempfile::tempdir().unwrap();
-    let kernel = root.path().join("proc/sys/kernel");
-    std::fs::create_dir_all(&kernel).unwrap();
-    std::fs::write(kernel.join("sched_rt_runtime_us"), "-1\n").unwrap();
-    let cpu = root.path().join("sys/devices/system/cpu");
-    std::fs::create_dir_all(&cpu).unwrap();
-    std::fs::write(cpu.join("online"), "0\n").unwrap();
+    let root = latlab_testkit::tree_of(&[
+        ("/proc/sys/kernel/sched_rt_runtime_us", "-1\n"),
+        ("/sys/devices/system/cpu/online", "0\n"),
+    ]);
     let out = run_exit(
         latlab!().args(["--sysroot", root.path().to_str().unwrap(), "load", "rt-hog"]),
         1,
