@@ -386,6 +386,17 @@ impl TuneTree {
         let state = dir.path().join("state");
         TuneTree { dir, root, state }
     }
+
+    /// The file at `rel` (as on the system) in the tree.
+    pub fn read(&self, rel: &str) -> String {
+        let path = self.root.join(rel.trim_start_matches('/'));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// Write `text` at `rel` (as on the system) in the tree.
+    pub fn write(&self, rel: &str, text: &str) {
+        write_file(&self.root, rel, text);
+    }
 }
 
 /// The trees `latlab check`'s tests read: each machine with the `check` overlay (users, limits,

@@ -22,18 +22,13 @@ use latlab_testkit::TuneTree as Tree;
 /// What these tests do with a tree.
 trait Use {
     fn sys(&self) -> Sys;
-    fn read(&self, rel: &str) -> String;
     fn idle_disabled(&self, cpu: u32, states: u32) -> String;
     fn apply(&self, p: &Profile) -> Applied;
-    fn write(&self, rel: &str, text: &str);
 }
 
 impl Use for Tree {
     fn sys(&self) -> Sys {
         Sys::new(&self.root)
-    }
-    fn read(&self, rel: &str) -> String {
-        std::fs::read_to_string(self.root.join(rel.trim_start_matches('/'))).unwrap()
     }
     /// The `disable` files of the first `states` idle states of `cpu`, one after the other.
     fn idle_disabled(&self, cpu: u32, states: u32) -> String {
@@ -48,9 +43,6 @@ impl Use for Tree {
     /// Apply `p` with the default options.
     fn apply(&self, p: &Profile) -> Applied {
         latlab_tune::apply(&self.sys(), p, &self.state, &opts()).unwrap()
-    }
-    fn write(&self, rel: &str, text: &str) {
-        std::fs::write(self.root.join(rel.trim_start_matches('/')), text).unwrap();
     }
 }
 

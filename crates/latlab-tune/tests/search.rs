@@ -103,11 +103,10 @@ impl Lab for Simulated {
     }
 }
 
+/// A writable laptop tree (`root`) with its state directory (`state`) beside it.
 fn tree() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    latlab_testkit::copy_machine_to("laptop-intel", &["tune"], &root);
-    (dir, root)
+    let t = latlab_testkit::TuneTree::new("laptop-intel");
+    (t.dir, t.root)
 }
 
 fn read_all(root: &Path) -> Vec<String> {

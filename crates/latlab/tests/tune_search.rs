@@ -19,10 +19,7 @@ struct Tree {
 
 impl Tree {
     fn new() -> Tree {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("root");
-        latlab_testkit::copy_machine_to("vm", &["tune"], &root);
-        let state = dir.path().join("state");
+        let latlab_testkit::TuneTree { dir, root, state } = latlab_testkit::TuneTree::new("vm");
         let db = dir.path().join("search.db");
         Tree {
             dir,
