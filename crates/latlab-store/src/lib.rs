@@ -340,15 +340,14 @@ pub fn identify(path: &Path) -> Result<u32> {
     // and `-wal` files, which even a read-only connection would otherwise create beside it.
     // The path as a URI: `%`, `?` and `#` escaped, every other byte as it is.
     let mut uri = b"file:".to_vec();
-    for &b in path.as_os_str().as_encoded_bytes() {
+    for &b in std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()) {
         match b {
             b'%' | b'?' | b'#' => uri.extend(format!("%{b:02X}").bytes()),
             b => uri.push(b),
         }
     }
     uri.extend(b"?immutable=1");
-    // SAFETY: the bytes of an OsStr with ASCII bytes added and replaced by ASCII.
-    let uri = unsafe { std::ffi::OsString::from_encoded_bytes_unchecked(uri) };
+    let uri = <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(uri);
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
