@@ -51,11 +51,7 @@ pub fn store_state(path: &Path) -> Result<String, String> {
                     dir.display()
                 ));
             }
-            // SAFETY: access() with a NUL-terminated path.
-            let writable = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-                .map(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
-                .unwrap_or(false);
-            if !writable {
+            if !latlab_sys::can_write(dir) {
                 return Err(format!(
                     "{}: directory {} is not writable",
                     path.display(),

@@ -209,6 +209,15 @@ pub struct PmQosHold {
     pub us: u32,
 }
 
+/// Whether this process may write `path` (a file to replace, or a directory to create one in),
+/// as `access(2)` answers for the live system; nothing is opened or created.
+pub fn can_write(path: &Path) -> bool {
+    std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        // SAFETY: access() with a NUL-terminated path; it only reads it.
+        .map(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
+        .unwrap_or(false)
+}
+
 /// The wall clock now, ns since 1970 (0 for a clock set before it).
 pub fn unix_now_ns() -> u64 {
     std::time::SystemTime::now()

@@ -276,56 +276,70 @@ pub fn gate_exit(breaches: &[latlab_report::gate::Breach]) -> std::process::Exit
     }
 }
 
-/// An output file named on the command line (`-` is stdout), created before anything runs so a
-/// bad path fails as bad input before anything is measured.
+/// An output file named on the command line (`-` is stdout). Checked before anything runs, so a
+/// path that cannot be written fails as bad input before anything is measured; written (created
+/// or replaced) only at the end, so a refused command line never truncates an earlier file.
 pub struct OutputFile {
     flag: &'static str,
     path: std::path::PathBuf,
-    file: Option<std::fs::File>,
 }
 
 impl OutputFile {
     pub fn open(flag: &'static str, path: &Option<std::path::PathBuf>) -> CliResult<Option<Self>> {
         let Some(path) = path else { return Ok(None) };
-        if path.as_os_str() == "-" {
-            return Ok(Some(OutputFile {
-                flag,
-                path: path.clone(),
-                file: None,
-            }));
-        }
-        let file = std::fs::File::create(path).map_err(|e| {
-            CliError::Usage(format!(
-                "{flag} {}: {e} (accepted: a writable file path)",
-                path.display()
-            ))
-        })?;
-        Ok(Some(OutputFile {
+        let out = OutputFile {
             flag,
             path: path.clone(),
-            file: Some(file),
-        }))
+        };
+        if out.is_stdout() {
+            return Ok(Some(out));
+        }
+        let refused = |why: String| {
+            CliError::Usage(format!(
+                "{flag} {}: {why} (accepted: a writable file path)",
+                path.display()
+            ))
+        };
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_dir() => return Err(refused("a directory".into())),
+            Ok(_) if !latlab_sys::can_write(path) => return Err(refused("not writable".into())),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let dir = path
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                if !dir.is_dir() {
+                    return Err(refused(format!("no directory {}", dir.display())));
+                }
+                if !latlab_sys::can_write(dir) {
+                    return Err(refused(format!("directory {} not writable", dir.display())));
+                }
+            }
+            Err(e) => return Err(refused(e.to_string())),
+        }
+        Ok(Some(out))
     }
 
     /// Whether this output goes to stdout.
     pub fn is_stdout(&self) -> bool {
-        self.file.is_none()
+        self.path.as_os_str() == "-"
     }
 
     pub fn write(self, text: &str) -> anyhow::Result<()> {
         use anyhow::Context;
         use std::io::Write;
-        match self.file {
-            Some(mut f) => f
-                .write_all(text.as_bytes())
-                .and_then(|_| f.sync_all())
-                .with_context(|| format!("writing {} {}", self.flag, self.path.display())),
-            None => {
-                let mut out = std::io::stdout().lock();
-                out.write_all(text.as_bytes())?;
-                Ok(out.flush()?)
-            }
+        if self.is_stdout() {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            return Ok(out.flush()?);
         }
+        std::fs::File::create(&self.path)
+            .and_then(|mut f| {
+                f.write_all(text.as_bytes())?;
+                f.sync_all()
+            })
+            .with_context(|| format!("writing {} {}", self.flag, self.path.display()))
     }
 }
 

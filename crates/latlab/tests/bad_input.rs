@@ -68,6 +68,21 @@ const ROWS: &[(&[&str], &str)] = &[
         &["measure", "--junit", "/nonexistent-dir/j.xml"],
         "--junit /nonexistent-dir/j.xml: ",
     ),
+    // A good output beside a bad one: the earlier result file is left as it was.
+    (
+        &[
+            "measure",
+            "--json",
+            "earlier.json",
+            "--junit",
+            "/nonexistent-dir/j.xml",
+        ],
+        "--junit /nonexistent-dir/j.xml: ",
+    ),
+    (
+        &["measure", "--json", "laptop"],
+        "--json laptop: a directory",
+    ),
     (&["measure", "--bogus"], "unexpected argument '--bogus'"),
     // monitor: the same measuring options, and its own.
     (
@@ -273,7 +288,13 @@ const ROWS: &[(&[&str], &str)] = &[
 
 /// How a line names the accepted form: its own words, clap's pointer to the help, a governor's
 /// offer, or a profile file's expected type.
-const FORMS: [&str; 4] = ["(accepted: ", "(see --help)", "(offered: ", "expected "];
+const FORMS: [&str; 5] = [
+    "(accepted: ",
+    "(see --help)",
+    "(offered: ",
+    ": expected ",
+    ", expected ",
+];
 
 #[test]
 fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
@@ -285,6 +306,7 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
         ("bad.toml", "description = \"x\"\n[cpu.all]\ngovernor = 3\n"),
         ("seven.toml", "[cpu.7]\nmax_idle_latency_us = 0\n"),
         ("typo.toml", "[system]\ntimer_migraton = false\n"),
+        ("earlier.json", "{\"a result\": \"kept\"}\n"),
     ] {
         std::fs::write(at.join(name), text).unwrap();
     }
