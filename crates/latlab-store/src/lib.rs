@@ -56,6 +56,13 @@ pub enum StoreError {
     },
     #[error("{path} is not a latlab store ({reason}); it was left untouched")]
     NotAStore { path: PathBuf, reason: String },
+    /// The file could not be read (to identify it).
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(
         "the store {path} has schema version {found}, newer than this latlab supports ({supported}); \
          upgrade latlab (the store was left untouched)"
@@ -98,7 +105,7 @@ impl StoreError {
         use rusqlite::ErrorCode as C;
         let sql = match self {
             StoreError::Sql(e) | StoreError::Open { source: e, .. } => e,
-            StoreError::Missing(_) => return true,
+            StoreError::Missing(_) | StoreError::Read { .. } => return true,
             _ => return false,
         };
         matches!(
@@ -332,36 +339,61 @@ impl Store {
 /// latlab store (0: an empty database a store can be set up in), or why it is none
 /// (`NotAStore`, `TooNew`), by the rules [`Store::open`] applies.
 pub fn identify(path: &Path) -> Result<u32> {
-    let open_err = |source| StoreError::Open {
+    use std::io::Read;
+    let io = |source| StoreError::Read {
         path: path.to_path_buf(),
         source,
     };
-    // Immutable: SQLite reads the file as it is, without locks and without the WAL's `-shm`
-    // and `-wal` files, which even a read-only connection would otherwise create beside it.
-    // The path as a URI: `%`, `?` and `#` escaped, every other byte as it is.
-    let mut uri = b"file:".to_vec();
-    for &b in std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()) {
+    // The application id and the schema version are in the file's 100-byte header: read there,
+    // a store that a daemon is writing is never opened.
+    let mut head = [0u8; 100];
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let n = f.read(&mut head).map_err(io)?;
+    if n < head.len() || &head[..16] != b"SQLite format 3\0" {
+        return Err(StoreError::NotAStore {
+            path: path.to_path_buf(),
+            reason: "not an SQLite database".into(),
+        });
+    }
+    let be = |o: usize| u32::from_be_bytes([head[o], head[o + 1], head[o + 2], head[o + 3]]);
+    let (version, app_id) = (be(60), be(68) as i32);
+    // Only a database of no application says nothing by its header: count its tables.
+    let tables = if app_id == 0 { count_tables(path)? } else { 0 };
+    check_identity(path, (app_id, version, tables))
+}
+
+/// The tables of an SQLite file that is no latlab store, read immutable: SQLite reads the file
+/// as it is, without locks and without the WAL's `-shm` and `-wal` files, which even a read-only
+/// connection would create beside it.
+fn count_tables(path: &Path) -> Result<u32> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let bytes = path.as_os_str().as_bytes();
+    // An absolute path after `file://` (an empty authority), so `//x` stays a path; `%`, `?`
+    // and `#` escaped, every other byte as it is.
+    let mut uri = if bytes.starts_with(b"/") {
+        b"file://".to_vec()
+    } else {
+        b"file:".to_vec()
+    };
+    for &b in bytes {
         match b {
             b'%' | b'?' | b'#' => uri.extend(format!("%{b:02X}").bytes()),
             b => uri.push(b),
         }
     }
     uri.extend(b"?immutable=1");
-    let uri = <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(uri);
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(&uri, flags).map_err(open_err)?;
-    let identity = read_identity(&conn).map_err(|e| match e {
-        rusqlite::Error::SqliteFailure(f, _) if f.code == rusqlite::ErrorCode::NotADatabase => {
-            StoreError::NotAStore {
-                path: path.to_path_buf(),
-                reason: "not an SQLite database".into(),
-            }
-        }
-        e => open_err(e),
-    })?;
-    check_identity(path, identity)
+    let open_err = |source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn =
+        Connection::open_with_flags(std::ffi::OsString::from_vec(uri), flags).map_err(open_err)?;
+    read_identity(&conn)
+        .map(|(_, _, tables)| tables)
+        .map_err(open_err)
 }
 
 /// A database's application id, schema version and table count checked against what a latlab

@@ -558,13 +558,22 @@ fn identify_applies_the_rules_of_open_and_writes_nothing() {
     assert_eq!(latlab_store::identify(&store).unwrap(), SCHEMA_VERSION);
     drop(held);
 
-    let other = dir.path().join("other.db");
+    // A database of no application is opened to count its tables: under names SQLite's URIs
+    // would read otherwise, and under a path that starts with `//`.
+    let other = dir.path().join("other 100%?#.db");
     raw(&other)
         .execute_batch("CREATE TABLE contacts (name TEXT)")
         .unwrap();
-    let e = latlab_store::identify(&other).unwrap_err();
-    assert!(matches!(e, StoreError::NotAStore { .. }), "{e}");
-    assert!(e.to_string().contains("1 other tables"), "{e}");
+    let files = listing();
+    let doubled = PathBuf::from(format!("/{}", other.display()));
+    for path in [&other, &doubled] {
+        let e = latlab_store::identify(path).unwrap_err();
+        assert!(matches!(e, StoreError::NotAStore { .. }), "{e}");
+        assert!(e.to_string().contains("1 other tables"), "{e}");
+    }
+    assert_eq!(listing(), files, "nothing created beside it");
+    let e = latlab_store::identify(&dir.path().join("missing.db")).unwrap_err();
+    assert!(matches!(e, StoreError::Read { .. }), "{e}");
 
     let text = dir.path().join("notes.txt");
     std::fs::write(
