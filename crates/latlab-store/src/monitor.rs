@@ -874,12 +874,15 @@ fn merge_group(
     Ok(())
 }
 
-/// Time-weighted mean of the values present, as the rollups take it ([`Weighted`]): `None` when
-/// none is, or when they cover no time.
+/// Time-weighted mean of the values present, as the rollups take it ([`Weighted`]); `None` when
+/// none is. Sets that cover no time count alike, rather than leave a merged value unknown that
+/// readings exist for.
 fn wmean(values: impl Iterator<Item = (f64, Option<f64>)>) -> Option<f64> {
+    let present: Vec<(f64, f64)> = values.filter_map(|(w, v)| Some((w, v?))).collect();
+    let timeless = present.iter().all(|(w, _)| *w <= 0.0);
     let mut mean = Weighted::default();
-    for (weight, value) in values {
-        mean.add(value, weight);
+    for (weight, value) in present {
+        mean.add(Some(value), if timeless { 1.0 } else { weight });
     }
     mean.mean()
 }
@@ -1059,6 +1062,23 @@ fn window_query(hint: &str, tail: &str, summary: bool) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_means_weigh_by_covered_time_and_count_timeless_sets_alike() {
+        assert_eq!(
+            wmean([(1.0, Some(40.0)), (3.0, Some(50.0))].into_iter()),
+            Some(47.5)
+        );
+        assert_eq!(
+            wmean([(2.0, Some(40.0)), (5.0, None)].into_iter()),
+            Some(40.0)
+        );
+        assert_eq!(
+            wmean([(0.0, Some(40.0)), (0.0, Some(50.0))].into_iter()),
+            Some(45.0)
+        );
+        assert_eq!(wmean([(2.0, None)].into_iter()), None);
+    }
 
     #[test]
     fn a_range_of_windows_looks_each_set_up_instead_of_scanning_what_came_before() {

@@ -484,8 +484,7 @@ impl Sys {
         })
     }
 
-    /// The command name (`comm`) of every process readable in `/proc`, in the order of their
-    /// PIDs' names.
+    /// The command name (`comm`) of every process readable in `/proc`, lowest PID first.
     pub fn process_names(&self) -> Vec<String> {
         self.pids()
             .into_iter()

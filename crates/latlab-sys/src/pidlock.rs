@@ -36,12 +36,17 @@ impl PidLock {
     /// PID into it.
     pub fn acquire(path: &Path) -> Result<PidLock, LockError> {
         // A holder removes the file as it lets go: a lock taken on a file that has just been
-        // removed is worth nothing, so take it again on the file now at the path.
-        loop {
+        // removed is worth nothing, so take it again on the file now at the path. A file
+        // system where the two never agree is an error, not a spin.
+        for _ in 0..100 {
             if let Some(lock) = Self::try_once(path)? {
                 return Ok(lock);
             }
         }
+        Err(LockError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other("the lock file kept changing under the lock (100 tries)"),
+        })
     }
 
     fn try_once(path: &Path) -> Result<Option<PidLock>, LockError> {

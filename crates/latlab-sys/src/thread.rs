@@ -260,10 +260,11 @@ pub fn explain_policy_refusal(
             policy.name().to_uppercase(),
             rlim.rlim_cur
         ),
-        (Policy::Deadline, Some(libc::EPERM)) => "cannot use SCHED_DEADLINE: missing capability \
-             CAP_SYS_NICE, or the threads' CPU affinity is narrower than their root domain; \
-             run as root with unpinned threads (-t), or use --policy other"
-            .to_string(),
+        (Policy::Deadline, Some(libc::EPERM)) => format!(
+            "cannot use SCHED_DEADLINE: missing capability CAP_SYS_NICE, or the threads' CPU \
+             affinity is narrower than their root domain; run as root with unpinned threads \
+             (-t), or {instead}"
+        ),
         (Policy::Deadline, Some(libc::EBUSY)) => "cannot use SCHED_DEADLINE: the kernel's \
              deadline bandwidth is exhausted (admission control refused); lower --dl-runtime"
             .to_string(),
