@@ -489,6 +489,11 @@ fn signed(v: f64) -> String {
     }
 }
 
+/// The p-value column: the reports' form (`< 0.001`), `-` without a test.
+fn p_cell(p: Option<f64>) -> String {
+    p.map_or_else(|| "-".into(), latlab_report::format_p_value)
+}
+
 fn delta_cell(d: Option<&search::Delta>) -> String {
     d.map_or_else(|| "-".into(), |d| signed(d.diff()))
 }
@@ -523,7 +528,7 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
             d.value,
             signed(d.diff()),
             d.percent(),
-            d.p.map_or_else(|| "-".into(), latlab_report::format_p_value),
+            p_cell(d.p),
             delta_cell(r.p99.as_ref()),
             delta_cell(r.max.as_ref()),
             r.power
@@ -636,7 +641,8 @@ mod tests {
         assert_eq!(signed(-3.12), "-3.1");
         assert_eq!(signed(0.46), "+0.5");
         assert_eq!(signed(-0.04), "0.0", "no negative zero");
-        assert_eq!(latlab_report::format_p_value(0.0004), "< 0.001");
-        assert_eq!(latlab_report::format_p_value(0.0052), "0.0052");
+        assert_eq!(p_cell(Some(0.0004)), "< 0.001");
+        assert_eq!(p_cell(Some(0.0052)), "0.0052");
+        assert_eq!(p_cell(None), "-");
     }
 }
