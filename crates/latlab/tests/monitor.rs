@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{END, get, get_json, http, monitor, prom_query};
+use common::{END, chromium, console_lines, get, get_json, http, monitor, prom_query};
 use latlab_hist::Histogram;
 use latlab_store::{MonitorWindow, SeriesConfig, SeriesId, SeriesSpec, Store, WindowSet};
 use latlab_testkit::process::{Proc, free_addr, wait_for};
@@ -406,35 +406,6 @@ fn metrics_scraped_by_prometheus_match_the_store() {
 /// `latlab serve` of `db` on a free loopback port, once it accepts connections (log in `dir`).
 fn serve(db: &Path, dir: &Path) -> (Proc, SocketAddr) {
     common::serve(db, dir, &[])
-}
-
-fn chromium(args: &[String]) -> (String, String) {
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--virtual-time-budget=15000",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "{log}");
-    (String::from_utf8_lossy(&out.stdout).to_string(), log)
-}
-
-fn console_lines(log: &str) -> Vec<&str> {
-    log.lines()
-        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
-        .collect()
 }
 
 /// The tick labels of class `class` (`ytick`, `xtick`) of one chart in a dumped DOM.

@@ -3,11 +3,12 @@
 //! Chromium renders it without console errors.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use latlab_hist::Histogram;
 use latlab_store::Store;
 use latlab_testkit::{is_root, latlab, run_exit};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// One store with a two-cell experiment of three repeats each, shared by the tests.
@@ -102,39 +103,17 @@ fn html_report_is_self_contained_and_well_formed() {
 
 /// Chromium (Debian's package) renders the report to a PNG without console errors.
 fn render_in_chromium(html: &Path, dir: &Path) {
-    let browser = ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|b| {
-            Command::new("sh")
-                .args(["-c", &format!("command -v {b}")])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    let Some(browser) = browser else {
-        eprintln!("skipped: no chromium to render the report");
+    if !latlab_testkit::require("chromium") {
         return;
-    };
+    }
     let png = dir.join("report.png");
-    let out = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1280,2000",
-        ])
-        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
-        .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .unwrap();
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{log}");
-    let console: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
-        .collect();
+    let (_, log) = common::chromium(&[
+        "--window-size=1280,2000".into(),
+        format!("--user-data-dir={}", dir.join("profile").display()),
+        format!("--screenshot={}", png.display()),
+        format!("file://{}", html.display()),
+    ]);
+    let console = common::console_lines(&log);
     assert!(console.is_empty(), "console messages: {console:?}");
     let meta = std::fs::metadata(&png).unwrap();
     assert!(meta.len() > 10_000, "a rendered page, not a blank one");

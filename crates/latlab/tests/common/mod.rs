@@ -245,3 +245,35 @@ pub fn synthetic_store(dir: &Path, span: &str) -> PathBuf {
     );
     db
 }
+
+/// Headless Chromium with `args` (logging on stderr, virtual time for scripts to settle), which
+/// must succeed: its stdout (`--dump-dom`) and its log.
+pub fn chromium(args: &[String]) -> (String, String) {
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=15000",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{log}");
+    (String::from_utf8_lossy(&out.stdout).to_string(), log)
+}
+
+/// The page's console messages and uncaught errors in a Chromium log.
+pub fn console_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+        .collect()
+}
