@@ -454,27 +454,18 @@ mod tests {
                         2_000_000 - k * 1000
                     });
                     MonitorWindow {
-                        cpu,
-                        histogram: h,
-                        missed: k % 2,
                         cpu_summary: Some(CpuSummary {
                             cpu: cpu as usize,
                             avg_freq_khz: Some(1_000_000 + k * 1000),
                             ..Default::default()
                         }),
-                        spikes: vec![],
+                        ..latlab_testkit::run::monitor_window(cpu, h, k % 2)
                     }
                 })
                 .collect();
-            let start = T0 + k * MIN5;
             let set = WindowSet {
-                index: k,
-                start_unix_ns: start,
-                end_unix_ns: start + MIN5,
-                cpus,
-                power: None,
-                thermal: None,
                 cost_cpu_time_ns: Some(3_000_000),
+                ..latlab_testkit::run::window_set(k, (T0 + k * MIN5, MIN5), cpus)
             };
             store.insert_window_set(id, &set).unwrap();
         }
@@ -522,21 +513,11 @@ mod tests {
             let start = T0 + (3 + j) * HOUR_NS;
             let mut h = Histogram::new();
             h.record(7_000);
-            let set = WindowSet {
-                index: 30 + j,
-                start_unix_ns: start,
-                end_unix_ns: start + MIN5,
-                cpus: vec![MonitorWindow {
-                    cpu: 0,
-                    histogram: h,
-                    missed: 0,
-                    cpu_summary: None,
-                    spikes: vec![],
-                }],
-                power: None,
-                thermal: None,
-                cost_cpu_time_ns: None,
-            };
+            let set = latlab_testkit::run::window_set(
+                30 + j,
+                (start, MIN5),
+                vec![latlab_testkit::run::monitor_window(0, h, 0)],
+            );
             store.insert_window_set(id, &set).unwrap();
         }
         let day = (T0, T0 + 13 * HOUR_NS);

@@ -182,32 +182,25 @@ mod tests {
     const MIN: u64 = 60_000_000_000;
 
     fn set(k: u64, cpus: u32, len_ns: u64) -> WindowSet {
+        let cpus = (0..cpus)
+            .map(|cpu| {
+                let mut h = Histogram::new();
+                // Values spread over many buckets, like a real window's.
+                for v in 0..2_000u64 {
+                    h.record(2_000 + v * 37 * u64::from(cpu + 1));
+                }
+                MonitorWindow {
+                    spikes: vec![MonitorSpike {
+                        at_unix_ns: k * len_ns + 5,
+                        value_ns: 90_000,
+                    }],
+                    ..latlab_testkit::run::monitor_window(cpu, h, u64::from(cpu))
+                }
+            })
+            .collect();
         WindowSet {
-            index: k,
-            start_unix_ns: k * len_ns,
-            end_unix_ns: (k + 1) * len_ns,
-            cpus: (0..cpus)
-                .map(|cpu| {
-                    let mut h = Histogram::new();
-                    // Values spread over many buckets, like a real window's.
-                    for v in 0..2_000u64 {
-                        h.record(2_000 + v * 37 * u64::from(cpu + 1));
-                    }
-                    MonitorWindow {
-                        cpu,
-                        histogram: h,
-                        missed: u64::from(cpu),
-                        cpu_summary: None,
-                        spikes: vec![MonitorSpike {
-                            at_unix_ns: k * len_ns + 5,
-                            value_ns: 90_000,
-                        }],
-                    }
-                })
-                .collect(),
-            power: None,
-            thermal: None,
             cost_cpu_time_ns: Some(k),
+            ..latlab_testkit::run::window_set(k, (k * len_ns, len_ns), cpus)
         }
     }
 

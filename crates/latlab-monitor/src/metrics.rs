@@ -501,31 +501,25 @@ mod tests {
         h.record_n(1_500, 10);
         h.record_n(30_000, 5);
         h.record(150_000 + k);
-        WindowSet {
-            index: k,
-            start_unix_ns: start,
-            end_unix_ns: start + 1_000_000_000,
-            cpus: vec![MonitorWindow {
+        let cpu0 = MonitorWindow {
+            cpu_summary: Some(CpuSummary {
                 cpu: 0,
-                histogram: h,
-                missed: 1,
-                cpu_summary: Some(CpuSummary {
-                    cpu: 0,
-                    avg_freq_khz: Some(2_000_000 + k),
-                    idle_residency_pct: vec![10.0, 50.0],
-                    idle_entries_per_s: vec![100.0, 20.0],
-                    ..Default::default()
-                }),
-                spikes: vec![],
-            }],
+                avg_freq_khz: Some(2_000_000 + k),
+                idle_residency_pct: vec![10.0, 50.0],
+                idle_entries_per_s: vec![100.0, 20.0],
+                ..Default::default()
+            }),
+            ..latlab_testkit::run::monitor_window(0, h, 1)
+        };
+        WindowSet {
             power: Some(vec![PowerSource {
                 name: "rapl:package-0".into(),
                 avg_w: Some(5.0),
                 energy_j: Some(5.0),
                 wraps: 0,
             }]),
-            thermal: None,
             cost_cpu_time_ns: Some(1_000_000),
+            ..latlab_testkit::run::window_set(k, (start, 1_000_000_000), vec![cpu0])
         }
     }
 

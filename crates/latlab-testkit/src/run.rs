@@ -163,3 +163,37 @@ pub fn trace(
         warnings: vec![],
     }
 }
+
+/// A monitoring window of `cpu` whose samples are `histogram`, with `missed` periods; no sampler
+/// summary and no spikes (for the test to add).
+pub fn monitor_window(
+    cpu: u32,
+    histogram: Histogram,
+    missed: u64,
+) -> latlab_model::monitor::MonitorWindow {
+    latlab_model::monitor::MonitorWindow {
+        cpu,
+        histogram,
+        missed,
+        cpu_summary: None,
+        spikes: Vec::new(),
+    }
+}
+
+/// Window set `index`, `len_ns` long from `start_unix_ns`, of the windows `cpus`; no power,
+/// thermal or cost readings (for the test to add).
+pub fn window_set(
+    index: u64,
+    (start_unix_ns, len_ns): (u64, u64),
+    cpus: Vec<latlab_model::monitor::MonitorWindow>,
+) -> latlab_model::monitor::WindowSet {
+    latlab_model::monitor::WindowSet {
+        index,
+        start_unix_ns,
+        end_unix_ns: start_unix_ns + len_ns,
+        cpus,
+        power: None,
+        thermal: None,
+        cost_cpu_time_ns: None,
+    }
+}

@@ -969,21 +969,13 @@ fn seed_series(
         let (missed, spikes) = window(k);
         let cpus = (0..2)
             .map(|cpu| MonitorWindow {
-                cpu,
-                histogram: hist(k + u64::from(cpu)),
-                missed,
-                cpu_summary: None,
                 spikes: spikes.clone(),
+                ..latlab_testkit::run::monitor_window(cpu, hist(k + u64::from(cpu)), missed)
             })
             .collect();
         let set = WindowSet {
-            index: k,
-            start_unix_ns: start + k * window_ns,
-            end_unix_ns: start + (k + 1) * window_ns,
-            cpus,
-            power: None,
-            thermal: None,
             cost_cpu_time_ns: Some(5_000_000),
+            ..latlab_testkit::run::window_set(k, (start + k * window_ns, window_ns), cpus)
         };
         store.insert_window_set(st.id, &set).unwrap();
     }
