@@ -252,9 +252,9 @@ fn values(sys: &Sys, knob: &str, cpus: &CpuList, online: &CpuList) -> Vec<(Strin
         "pm_qos" => one("0", "[system]\ncpu_dma_latency_us = 0\n".into()),
         "resume_latency" => one("0", format!("{table}\npm_qos_resume_latency_us = 0\n")),
         "idle" => {
-            // Each exit latency short of the deepest state: keep states up to it.
-            // Every state the kernel lists, as the profile's `idle` rule reads them.
-            let base = format!("/sys/devices/system/cpu/cpu{cpu0}/cpuidle");
+            // Each exit latency short of the deepest state: keep states up to it. Every state
+            // the kernel lists, as the profile's `idle` rule reads them.
+            let base = format!("{}/cpu{cpu0}/cpuidle", latlab_sys::CPU_SYSFS);
             let mut lat: Vec<u64> = sys
                 .numbered(&base, "state")
                 .into_iter()
