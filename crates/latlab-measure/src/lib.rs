@@ -12,7 +12,7 @@ mod thread;
 mod window;
 
 use latlab_hist::Histogram;
-use latlab_model::units::CpuList;
+use latlab_model::units::{CpuList, format_duration};
 use latlab_model::{MeasureConfig, Method, Policy, RunResult, Spike, StopReason};
 use latlab_sys::Sys;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -104,13 +104,13 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
     let bad = |m: String| Err(MeasureError::Invalid(m));
     if cfg.method != Method::Busy && cfg.interval_ns < 1_000 {
         return bad(format!(
-            "interval {} ns is below the minimum (accepted: 1us or more, e.g. 100us, 1ms)",
-            cfg.interval_ns
+            "--interval {}: below the minimum (accepted: 1us or more, e.g. 100us, 1ms)",
+            format_duration(cfg.interval_ns)
         ));
     }
     if cfg.policy.is_realtime() && !(1..=99).contains(&cfg.priority) {
         return bad(format!(
-            "priority {} is out of range (accepted: 1..99 for fifo and rr)",
+            "--priority {}: out of range (accepted: 1..99 for fifo and rr)",
             cfg.priority
         ));
     }
@@ -119,13 +119,16 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
             return bad(why);
         }
     } else if cfg.threads == 0 || cfg.threads > 1024 {
-        return bad(format!("{} threads (accepted: 1..1024)", cfg.threads));
+        return bad(format!(
+            "--threads {}: out of range (accepted: 1..1024)",
+            cfg.threads
+        ));
     }
     if let Some(w) = cfg.waker_cpu
         && !online.contains(w)
     {
         return bad(format!(
-            "waker CPU {w} is absent or offline (accepted: online CPUs {online})"
+            "--waker-cpu {w}: absent or offline (accepted: online CPUs {online})"
         ));
     }
     if cfg.policy == Policy::Deadline {
@@ -138,9 +141,11 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
         };
         if dl.runtime_ns < 1024 || dl.runtime_ns > dl.deadline_ns || dl.deadline_ns > dl.period_ns {
             return bad(format!(
-                "inconsistent deadline parameters runtime {} ns, deadline {} ns, period {} ns \
-                 (accepted: 1us <= runtime <= deadline <= period)",
-                dl.runtime_ns, dl.deadline_ns, dl.period_ns
+                "--dl-runtime {}, --dl-deadline {}, --dl-period {}: inconsistent deadline \
+                 parameters (accepted: 1us <= runtime <= deadline <= period)",
+                format_duration(dl.runtime_ns),
+                format_duration(dl.deadline_ns),
+                format_duration(dl.period_ns)
             ));
         }
         if cfg.cpus.is_some() {
@@ -154,8 +159,10 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
     if cfg.window_ns < 1_000_000 || (cfg.method != Method::Busy && cfg.window_ns < cfg.interval_ns)
     {
         return bad(format!(
-            "window {} ns is too short (accepted: at least 1ms and at least one interval)",
-            cfg.window_ns
+            "--window {}: too short for --interval {} (accepted: at least 1ms and at least one \
+             interval)",
+            format_duration(cfg.window_ns),
+            format_duration(cfg.interval_ns)
         ));
     }
     if let Some(d) = cfg.duration_ns
@@ -163,8 +170,9 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
         && d < cfg.interval_ns
     {
         return bad(format!(
-            "duration {d} ns is shorter than one interval ({} ns)",
-            cfg.interval_ns
+            "--duration {}: shorter than one interval, {} (accepted: at least one interval)",
+            format_duration(d),
+            format_duration(cfg.interval_ns)
         ));
     }
     if cfg.loops == Some(0) {

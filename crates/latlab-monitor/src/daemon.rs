@@ -19,18 +19,28 @@ use std::time::Duration;
 /// Run the monitor of `plan` until `stop` is requested (install the signal handling first:
 /// every thread started here inherits the blocked mask).
 pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result<(), Error> {
+    // What can refuse comes first, before the store or the system is touched: the series' lock
+    // (held until this function returns: one daemon per series of a store), the port, the
+    // tuning lock.
+    let _lock = lock_series(&plan.db, &plan.name)?;
+    let listener = plan
+        .listen
+        .map(web::Server::bind)
+        .transpose()
+        .map_err(Error::Failed)?;
+    let system = sys.system_info();
+    let mut notes = Vec::new();
+    let guard = take_over_tuning(&plan, sys, &mut notes)?;
+    let describe = plan.describe();
+    eprintln!("latlab: {describe}");
+    let housekeeping = plan.housekeeping();
+
     let mut store = Store::open(&plan.db)
         .with_context(|| format!("opening the store {}", plan.db.display()))?;
     // A window reported stored is on the disk, whatever happens to the file system after.
     store
         .sync_every_commit()
         .with_context(|| format!("opening the store {}", plan.db.display()))?;
-    // Held until this function returns: one daemon per series of a store.
-    let _lock = lock_series(&plan.db, &plan.name)?;
-    let describe = plan.describe();
-    eprintln!("latlab: {describe}");
-    let system = sys.system_info();
-    let housekeeping = plan.housekeeping();
 
     // Samplers (their idle-state names are the columns of every window's residency).
     let probe = latlab_sys::sample::Sampler::new(sys, plan.sample_period_ns);
@@ -73,22 +83,16 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
             series.name, series.next_window_index
         );
     }
+    for note in &notes {
+        annotate(&mut store, series.id, note);
+    }
     let live = live_status(&plan, &series, &describe);
-    let server = match start_server(&plan, &live, &housekeeping) {
-        Ok(s) => s,
-        Err(e) => {
+    let server = match listener.map(|l| start_server(&plan, l, &live, &housekeeping)) {
+        None => None,
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
             sampler.stop();
             return Err(Error::Failed(e));
-        }
-    };
-    let guard = match take_over_tuning(&plan, sys, &mut store, series.id) {
-        Ok(g) => g,
-        Err(e) => {
-            sampler.stop();
-            if let Some(s) = server {
-                s.stop();
-            }
-            return Err(e);
         }
     };
 
@@ -165,7 +169,7 @@ fn wind_down(
             unstored = end.lost;
             let mut store = end.store;
             let mut note = |kind: &str, text: &str| match store.as_mut() {
-                Some(s) => annotate(s, end.series, kind, text),
+                Some(s) => annotate(s, end.series, &note(kind, text)),
                 None => eprintln!("latlab: monitor: no store for the annotation {text:?}"),
             };
             if let Some(g) = guard {
@@ -252,18 +256,16 @@ fn live_status(
     }))
 }
 
-/// The web server on `--listen` (none with `off`), reading the store on its own connection.
+/// The web server on `--listen`'s socket, reading the store on its own connection.
 fn start_server(
     plan: &MonitorPlan,
+    listener: std::net::TcpListener,
     live: &Arc<Mutex<web::LiveStatus>>,
     housekeeping: &[u32],
-) -> anyhow::Result<Option<web::Server>> {
-    let Some(addr) = plan.listen else {
-        return Ok(None);
-    };
+) -> anyhow::Result<web::Server> {
     let reader = Store::open_existing(&plan.db)?;
-    let s = web::Server::start(
-        addr,
+    let s = web::Server::serve(
+        listener,
         web::AppState::new(plan.db.clone(), reader, Some(live.clone())),
         housekeeping.to_vec(),
         plan.web_config.clone(),
@@ -275,7 +277,7 @@ fn start_server(
         s.addr,
         security_note(plan.web_config.as_deref())
     );
-    Ok(Some(s))
+    Ok(s)
 }
 
 /// ` (TLS 1.2–1.3; basic auth (1 user))` after the address the server listens on.
@@ -284,31 +286,35 @@ fn security_note(w: Option<&crate::web_config::WebConfigWatch>) -> String {
         .unwrap_or_default()
 }
 
-/// Store an annotation on the series (a failure is said, not fatal).
-fn annotate(store: &mut Store, series: SeriesId, kind: &str, text: &str) {
-    let a = Annotation {
+/// A note for the series' annotations, made now.
+fn note(kind: &str, text: &str) -> Annotation {
+    Annotation {
         at_unix_ns: unix_now_ns(),
         cpu: None,
         kind: kind.into(),
         text: text.into(),
-    };
-    if let Err(e) = store.add_annotation(series, &a) {
-        eprintln!("latlab: monitor: storing the annotation {text:?}: {e}");
     }
 }
 
-/// Tuning: first put back what a killed daemon left behind (schedule and profile), then apply
-/// `--profile`; each step is said and annotated. The guard restores the profile when dropped.
+/// Store an annotation on the series (a failure is said, not fatal).
+fn annotate(store: &mut Store, series: SeriesId, a: &Annotation) {
+    if let Err(e) = store.add_annotation(series, a) {
+        eprintln!("latlab: monitor: storing the annotation {:?}: {e}", a.text);
+    }
+}
+
+/// Tuning, before the store is opened: first put back what a killed daemon left behind
+/// (schedule and profile), then apply `--profile`; each step is said and added to `notes` for
+/// the series. The guard restores the profile when dropped.
 fn take_over_tuning(
     plan: &MonitorPlan,
     sys: &Sys,
-    store: &mut Store,
-    series: SeriesId,
+    notes: &mut Vec<Annotation>,
 ) -> Result<Option<latlab_tune::TuningGuard>, Error> {
     if plan.schedule.is_some() {
         for line in schedule::restore_stale(sys, &plan.state_dir) {
             eprintln!("latlab: schedule: {line}");
-            annotate(store, series, "schedule", &format!("schedule: {line}"));
+            notes.push(note("schedule", &format!("schedule: {line}")));
         }
     }
     let Some((profile, _)) = &plan.profile else {
@@ -328,7 +334,7 @@ fn take_over_tuning(
             r.lines.len()
         );
         eprintln!("latlab: {text}");
-        annotate(store, series, "profile", &text);
+        notes.push(note("profile", &text));
     }
     let g =
         latlab_tune::TemporaryTuning::apply(sys, profile, None, &plan.state_dir).map_err(|e| {
@@ -347,7 +353,7 @@ fn take_over_tuning(
             .unwrap_or_default()
     );
     eprintln!("latlab: {text}");
-    annotate(store, series, "profile", &text);
+    notes.push(note("profile", &text));
     Ok(Some(g))
 }
 

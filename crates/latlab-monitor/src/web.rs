@@ -14,7 +14,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use latlab_store::{SeriesId, Store, StoreError};
+use latlab_store::{FileFate, SeriesId, Store, StoreError};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -63,10 +63,19 @@ struct Pool {
 }
 
 impl Pool {
+    /// Run `f` on a connection to the file now at the path: when the file a pooled connection
+    /// reads was deleted or replaced (the daemon goes on in a new one), every pooled connection
+    /// is let go, so none serves the old file or keeps its space from the file system.
     fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T, Fail>) -> Result<T, Fail> {
         let taken = self.free.lock().ok().and_then(|mut v| v.pop());
         let store = match taken {
-            Some(s) => s,
+            Some(s) if s.file_fate() == FileFate::InPlace => s,
+            Some(_) => {
+                if let Ok(mut v) = self.free.lock() {
+                    v.clear();
+                }
+                Store::open_existing(&self.path)?
+            }
             None => Store::open_existing(&self.path)?,
         };
         let out = f(&store);
@@ -81,6 +90,8 @@ impl Pool {
 
 struct MetricsCache {
     metrics: metrics::Metrics,
+    /// The store file the metrics were read from: another file starts them again.
+    file: Option<(u64, u64)>,
     text: Arc<String>,
     refreshed: Option<Instant>,
 }
@@ -100,6 +111,7 @@ impl AppState {
             },
             cache: Mutex::new(MetricsCache {
                 metrics: metrics::Metrics::new(),
+                file: None,
                 text: Arc::new(String::new()),
                 refreshed: None,
             }),
@@ -122,7 +134,14 @@ impl AppState {
                 .as_ref()
                 .and_then(|l| l.lock().ok().map(|l| l.clone()));
             let c = &mut *cache;
-            let changed = self.pool.with(|s| Ok(c.metrics.refresh(s)?))?;
+            let changed = self.pool.with(|s| {
+                let other_file = s.file_id() != c.file;
+                if other_file {
+                    c.metrics = metrics::Metrics::new();
+                    c.file = s.file_id();
+                }
+                Ok(c.metrics.refresh(s)? || other_file)
+            })?;
             if changed || c.refreshed.is_none() || live.is_some() {
                 let live_profile = live.as_ref().map(|l| {
                     (
@@ -431,13 +450,26 @@ async fn not_found() -> Response {
 
 /// What `--web-config` asks of every request, before anything else: within the rate limit
 /// (else 429), with credentials that verify where users are configured (else 401 asking for
-/// them); and the file's headers on every answer.
+/// them); and the file's headers on every answer, refusals included.
 async fn guard(
     State(watch): State<Arc<WebConfigWatch>>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
     let sec = watch.current();
+    let mut resp = admitted(&sec, req, next).await;
+    for (name, value) in &sec.headers {
+        resp.headers_mut().insert(name.clone(), value.clone());
+    }
+    resp
+}
+
+/// The answer to a request under `sec`: a refusal (429, 401) or what the routes answer.
+async fn admitted(
+    sec: &Arc<crate::web_config::WebSecurity>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
     if let Some(rate) = sec.rate
         && !RATE.allow(rate)
     {
@@ -464,11 +496,7 @@ async fn guard(
                 .into_response();
         }
     }
-    let mut resp = next.run(req).await;
-    for (name, value) in &sec.headers {
-        resp.headers_mut().insert(name.clone(), value.clone());
-    }
-    resp
+    next.run(req).await
 }
 
 /// The rate limit of `--web-config` (one server per process).
@@ -492,18 +520,20 @@ async fn read_only(req: axum::extract::Request, next: axum::middleware::Next) ->
     if has_body {
         return (StatusCode::PAYLOAD_TOO_LARGE, "no request bodies\n").into_response();
     }
+    next.run(req).await
+}
+
+/// No sniffing and only the page's own scripts and styles, on every answer (refusals and
+/// timeouts included), where `--web-config` did not set them: the outermost layer.
+async fn standard_headers(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
+    h.entry(header::X_CONTENT_TYPE_OPTIONS)
+        .or_insert(HeaderValue::from_static("nosniff"));
+    h.entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(
             "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'",
-        ),
-    );
+        ));
     resp
 }
 
@@ -520,16 +550,17 @@ pub fn router(state: Shared, security: Option<Arc<WebConfigWatch>>) -> Router {
         .route("/api/window", get(window))
         .route("/api/experiments", get(experiments))
         .fallback(not_found)
-        .layer(axum::middleware::from_fn(read_only));
+        .layer(axum::middleware::from_fn(read_only))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            REQUEST_TIMEOUT,
+        ));
     let app = match security {
         Some(watch) => app.layer(axum::middleware::from_fn_with_state(watch, guard)),
         None => app,
     };
-    app.layer(tower_http::timeout::TimeoutLayer::with_status_code(
-        StatusCode::SERVICE_UNAVAILABLE,
-        REQUEST_TIMEOUT,
-    ))
-    .with_state(state)
+    app.layer(axum::middleware::from_fn(standard_headers))
+        .with_state(state)
 }
 
 /// A server running on its own threads.
@@ -540,17 +571,30 @@ pub struct Server {
 }
 
 impl Server {
-    /// Bind `addr` (so a taken port fails here, before anything else starts) and serve on a
-    /// runtime whose threads run on `cpus` (empty: anywhere), with TLS, authentication and the
-    /// rest of `security` where given.
+    /// Bind `addr`: a taken port fails here, so a daemon can refuse before it touches anything.
+    pub fn bind(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+        std::net::TcpListener::bind(addr)
+            .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
+    }
+
+    /// Bind `addr` and serve on it: see [`Server::serve`].
     pub fn start(
         addr: SocketAddr,
         state: AppState,
         cpus: Vec<u32>,
         security: Option<Arc<WebConfigWatch>>,
     ) -> anyhow::Result<Server> {
-        let std_listener = std::net::TcpListener::bind(addr)
-            .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+        Server::serve(Server::bind(addr)?, state, cpus, security)
+    }
+
+    /// Serve on `std_listener` on a runtime whose threads run on `cpus` (empty: anywhere), with
+    /// TLS, authentication and the rest of `security` where given.
+    pub fn serve(
+        std_listener: std::net::TcpListener,
+        state: AppState,
+        cpus: Vec<u32>,
+        security: Option<Arc<WebConfigWatch>>,
+    ) -> anyhow::Result<Server> {
         std_listener.set_nonblocking(true)?;
         let addr = std_listener.local_addr()?;
         let cpus2 = cpus.clone();
@@ -676,6 +720,41 @@ async fn accept_loop(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A store at `path` with one series, `name`, and no windows.
+    fn store_with_series(path: &std::path::Path, name: &str) {
+        let mut s = Store::open(path).unwrap();
+        s.open_series(&latlab_store::SeriesSpec {
+            name: name.into(),
+            window_ns: 1_000_000_000,
+            config: latlab_store::SeriesConfig::new(&Default::default(), Default::default()),
+            system: None,
+            idle_states: Vec::new(),
+        })
+        .unwrap();
+    }
+
+    /// The daemon makes a new store where one was deleted: the server reads the new file, and
+    /// its metrics start again from it (no series of the old file stays).
+    #[test]
+    fn the_server_follows_a_store_file_deleted_and_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        store_with_series(&path, "old");
+        let state = AppState::new(path.clone(), Store::open_existing(&path).unwrap(), None);
+        let text = state.metrics_text().ok().unwrap();
+        assert!(text.contains("series=\"old\""), "{text}");
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+        store_with_series(&path, "new");
+        std::thread::sleep(METRICS_REFRESH);
+        let text = state.metrics_text().ok().unwrap();
+        assert!(
+            text.contains("series=\"new\"") && !text.contains("series=\"old\""),
+            "{text}"
+        );
+    }
 
     /// A web thread's CPU time counts while it runs (from its schedstat) and after it ends.
     #[test]

@@ -234,6 +234,21 @@ impl WebSecurity {
         !self.users.is_empty()
     }
 
+    /// What this configuration lacks to serve an address other machines reach (TLS, and
+    /// users or verified client certificates), `None` when it lacks nothing.
+    pub fn exposure_gap(&self) -> Option<&'static str> {
+        if self.tls.is_none() {
+            Some("has no tls_server_config (plain HTTP)")
+        } else if self.users.is_empty() && self.client_auth != ClientAuth::Required {
+            Some(
+                "has neither basic_auth_users nor client_auth_type RequireAndVerifyClientCert \
+                 (no authentication)",
+            )
+        } else {
+            None
+        }
+    }
+
     /// `TLS 1.2–1.3, client certificates required; basic auth (2 users)`, or `plain HTTP`.
     pub fn describe(&self) -> String {
         let mut parts = vec![match (&self.tls, self.client_auth) {
@@ -629,6 +644,9 @@ fn tls_config(
 pub struct WebConfigWatch {
     path: PathBuf,
     state: Mutex<(Arc<WebSecurity>, Instant, Option<String>)>,
+    /// Served on an address other machines reach: a change that drops TLS or authentication
+    /// is refused as a file that does not load is.
+    exposed: std::sync::atomic::AtomicBool,
 }
 
 /// How often the files are looked at for a change, at most.
@@ -653,7 +671,15 @@ impl WebConfigWatch {
         WebConfigWatch {
             path: path.to_path_buf(),
             state: Mutex::new((Arc::new(first), Instant::now(), None)),
+            exposed: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// From now on, keep TLS and authentication: a change that drops either is refused (the
+    /// configuration before stays). For an address other machines reach.
+    pub fn keep_protected(&self) {
+        self.exposed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The configuration in force, read again if a file changed since (a new one that does not
@@ -666,7 +692,17 @@ impl WebConfigWatch {
         if s.1.elapsed() >= RECHECK {
             s.1 = Instant::now();
             if s.0.changed() {
-                match WebSecurity::load(&self.path) {
+                let exposed = self.exposed.load(std::sync::atomic::Ordering::Relaxed);
+                let loaded = WebSecurity::load(&self.path).and_then(|new| {
+                    match new.exposure_gap().filter(|_| exposed) {
+                        Some(gap) => Err(format!(
+                            "{} {gap}: refused on an address other machines reach",
+                            self.path.display()
+                        )),
+                        None => Ok(new),
+                    }
+                });
+                match loaded {
                     Ok(new) => {
                         eprintln!(
                             "latlab: web config {} read again: {}",

@@ -307,6 +307,11 @@ impl Store {
         }
     }
 
+    /// The device and inode of the file this store opened (`None` where it could not be read).
+    pub fn file_id(&self) -> Option<(u64, u64)> {
+        self.file
+    }
+
     /// The schema version of the open store (the number of migrations applied).
     pub fn schema_version(&self) -> Result<u32> {
         Ok(self

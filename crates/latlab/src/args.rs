@@ -205,18 +205,30 @@ impl WebArgs {
                     .map_err(|e| CliError::Usage(format!("--web-config {e}")))?,
             )),
         };
-        if let Some(addr) = listen
-            && !addr.ip().is_loopback()
-            && config.is_none()
-            && !self.insecure_listen
-        {
-            return Err(CliError::Usage(format!(
-                "--listen {addr}: reachable from other machines without TLS or authentication \
-                 (accepted: --web-config FILE with tls_server_config and basic_auth_users, or \
-                 --insecure-listen to serve plain HTTP anyway)"
-            )));
-        }
-        Ok(config)
+        let Some(addr) = listen.filter(|a| !a.ip().is_loopback() && !self.insecure_listen) else {
+            return Ok(config);
+        };
+        let gap = match &config {
+            None => "without TLS or authentication".to_string(),
+            Some(c) => match c.current().exposure_gap() {
+                None => {
+                    c.keep_protected();
+                    return Ok(config);
+                }
+                Some(gap) => format!(
+                    "while --web-config {} {gap}",
+                    self.web_config
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new(""))
+                        .display()
+                ),
+            },
+        };
+        Err(CliError::Usage(format!(
+            "--listen {addr}: reachable from other machines {gap} (accepted: --web-config FILE \
+             with tls_server_config and basic_auth_users or client_auth_type \
+             RequireAndVerifyClientCert, or --insecure-listen to serve it anyway)"
+        )))
     }
 }
 

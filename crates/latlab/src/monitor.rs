@@ -183,6 +183,14 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
             format_duration(retention_ns)
         )));
     }
+    if retention_ns < window_ns {
+        return Err(CliError::Usage(format!(
+            "--retention {}: shorter than --window {} (accepted: a retention of at least one \
+             window, e.g. 90d)",
+            format_duration(retention_ns),
+            format_duration(window_ns)
+        )));
+    }
     if args.opts.method == Method::Busy {
         return Err(CliError::Usage(
             "--method busy spins without end and is not for monitoring (accepted: a waiting \

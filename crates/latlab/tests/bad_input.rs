@@ -13,14 +13,11 @@ use std::time::Duration;
 /// line must say.
 const ROWS: &[(&[&str], &str)] = &[
     // measure: the measuring options, its outputs and its limits.
-    (
-        &["measure", "-i", "0"],
-        "interval 0 ns is below the minimum",
-    ),
+    (&["measure", "-i", "0"], "--interval 0s: below the minimum"),
     (&["measure", "-i", "500ns"], "below the minimum"),
     (&["measure", "-i", "1x"], "--interval: unknown unit \"x\""),
-    (&["measure", "-p", "0"], "priority 0 is out of range"),
-    (&["measure", "-p", "100"], "priority 100 is out of range"),
+    (&["measure", "-p", "0"], "--priority 0: out of range"),
+    (&["measure", "-p", "100"], "--priority 100: out of range"),
     (&["measure", "-p", "1.5"], "--priority \"1.5\""),
     (&["measure", "-a", "999"], "CPU 999 is absent or offline"),
     (&["measure", "-a", "3-1"], "range \"3-1\" runs backwards"),
@@ -93,6 +90,14 @@ const ROWS: &[(&[&str], &str)] = &[
     (&["monitor", "--window", "10ms"], "--window 10ms: too short"),
     (&["monitor", "--window", "abc"], "--window: unknown unit"),
     (
+        &["monitor", "--window", "1s", "--interval", "2s"],
+        "--window 1s: too short for --interval 2s",
+    ),
+    (
+        &["monitor", "--window", "2h", "--retention", "1h"],
+        "--retention 1h: shorter than --window 2h",
+    ),
+    (
         &["monitor", "--retention", "5m"],
         "--retention 5m: too short",
     ),
@@ -104,7 +109,7 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (
         &["monitor", "--priority", "0"],
-        "priority 0 is out of range",
+        "--priority 0: out of range",
     ),
     (&["monitor", "--cpus", "7"], "CPU 7 is absent or offline"),
     (&["monitor", "--cpus", "0-99"], "is absent or offline"),

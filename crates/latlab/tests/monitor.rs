@@ -13,7 +13,7 @@ use common::{END, chromium, console_lines, get, get_json, http, monitor, prom_qu
 use latlab_hist::Histogram;
 use latlab_store::{MonitorWindow, SeriesConfig, SeriesId, SeriesSpec, Store, WindowSet};
 use latlab_testkit::process::{Proc, free_addr, wait_for};
-use latlab_testkit::{latlab, policy_args, require};
+use latlab_testkit::{assert_one_line_error, latlab, policy_args, require, stderr};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -834,6 +834,29 @@ fn a_profile_is_held_while_monitoring_and_restored_on_sigterm() {
         "the profile applied and a window",
         Duration::from_secs(30),
         || governor(&root) == "performance" && set_count(&db, "prof") >= 1,
+    );
+    // A second daemon with a profile is refused while this one tunes, before it makes a store.
+    let other = dir.path().join("other.db");
+    let out = latlab!()
+        .arg("--sysroot")
+        .arg(&root)
+        .args([
+            "monitor", "--cpus", "0", "--window", "1s", "--listen", "off",
+        ])
+        .args(["--name", "second", "--profile", "lowlatency", "--db"])
+        .arg(&other)
+        .args(policy_args())
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, 1, "--profile lowlatency: ");
+    assert!(
+        stderr(&out).contains(&format!("(pid {})", d.pid())),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !other.exists(),
+        "a store made by a daemon that did not start"
     );
     let log = d.term();
     assert_eq!(governor(&root), "powersave");

@@ -37,6 +37,15 @@ fn started(db: &Path, dir: &Path, n: usize) -> Proc {
     d
 }
 
+/// `latlab_monitor_windows_total` of series `t` as `/metrics` at `addr` serves it (0 if absent).
+fn windows_served(addr: std::net::SocketAddr) -> u64 {
+    let (_, _, text) = common::get(addr, "/metrics");
+    text.lines()
+        .find_map(|l| l.strip_prefix("latlab_monitor_windows_total{series=\"t\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Annotations of series `name` of kind `kind`.
 fn annotations(db: &Path, name: &str, kind: &str) -> Vec<String> {
     common::annotations(db, name, kind)
@@ -99,6 +108,43 @@ fn a_second_daemon_on_the_series_is_refused_naming_the_first() {
         "the lock file goes with the daemon"
     );
     db_check(&db);
+}
+
+#[test]
+fn a_second_daemon_on_a_taken_port_refuses_before_it_touches_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let other = dir.path().join("other.db");
+    let addr = latlab_testkit::process::free_addr();
+    let listen = ["--listen", &addr.to_string()];
+    let mut first = Proc::start(
+        common::monitor(&db, &[&listen[..], &["--name", "t"]].concat()),
+        dir.path().join("1.log"),
+    );
+    first.wait_until("a stored window", Duration::from_secs(30), || {
+        !sets(&db, "t").is_empty()
+    });
+    // Another series of the same store, and another store: one line, and neither the series
+    // nor the file made.
+    for (store, name) in [(&db, "oops"), (&other, "t")] {
+        let out = common::monitor(store, &[&listen[..], &["--name", name]].concat())
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, 1, &format!("cannot listen on {addr}"));
+    }
+    assert!(
+        !other.exists(),
+        "a store made by a daemon that did not start"
+    );
+    let names: Vec<String> = Store::open_existing(&db)
+        .unwrap()
+        .list_series()
+        .unwrap()
+        .into_iter()
+        .map(|(_, name, _)| name)
+        .collect();
+    assert_eq!(names, ["t"]);
+    first.term();
 }
 
 #[test]
@@ -371,7 +417,17 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
 fn a_deleted_store_is_made_again_and_a_foreign_file_in_its_place_waited_out() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m.db");
-    let d = started(&db, dir.path(), 2);
+    let addr = latlab_testkit::process::free_addr();
+    let mut d = Proc::start(
+        common::monitor(&db, &["--listen", &addr.to_string(), "--name", "t"]),
+        dir.path().join("1.log"),
+    );
+    d.wait_until("2 stored windows", Duration::from_secs(30), || {
+        sets(&db, "t").len() >= 2
+    });
+    assert!(windows_served(addr) >= 1, "{}", d.log());
+    // No count served from the old file can reach the new one's once it has more windows.
+    let old_count = sets(&db, "t").len() + 1;
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
@@ -383,6 +439,23 @@ fn a_deleted_store_is_made_again_and_a_foreign_file_in_its_place_waited_out() {
         marks.iter().any(|m| m.contains("was deleted")),
         "the new store says why it starts here: {marks:?}"
     );
+    // The web server follows: /metrics counts the new store's windows, and no connection keeps
+    // the deleted file (and its space) open.
+    wait_for(
+        "/metrics reading the new store",
+        Duration::from_secs(30),
+        || {
+            let stored = sets(&db, "t").len();
+            stored > old_count && windows_served(addr) == stored as u64
+        },
+    );
+    let held: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", d.pid()))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|p| p.display().to_string())
+        .filter(|p| p.contains("m.db") && p.ends_with("(deleted)"))
+        .collect();
+    assert!(held.is_empty(), "the deleted store held open: {held:?}");
     // Another application's file takes the store's place: nothing is written into it.
     let foreign = dir.path().join("foreign");
     std::fs::write(&foreign, b"not a store\n").unwrap();

@@ -271,6 +271,132 @@ fn a_web_config_that_does_not_load_and_an_open_address_are_refused_before_servin
         text.contains("https://0.0.0.0:9464/metrics — TLS 1.2–1.3; basic auth (1 user)"),
         "{text}"
     );
+    // A web config that lacks TLS or authentication does not open the address either; client
+    // certificates required count as authentication; --insecure-listen serves it all the same.
+    let tls = "tls_server_config:\n  cert_file: server.pem\n  key_file: server.key\n";
+    let mtls = "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.pem\n";
+    for (text, refusal) in [
+        ("", Some("has no tls_server_config (plain HTTP)")),
+        (
+            "http_server_config:\n  headers:\n    X-Frame-Options: deny\n",
+            Some("has no tls_server_config (plain HTTP)"),
+        ),
+        (
+            tls,
+            Some("has neither basic_auth_users nor client_auth_type"),
+        ),
+        (&format!("{tls}{mtls}"), None),
+    ] {
+        let file = dir.path().join("partial.yml");
+        std::fs::write(&file, text).unwrap();
+        let check = |extra: &[&str]| {
+            latlab!()
+                .args(["monitor", "--check-config", "--listen", "0.0.0.0:9464"])
+                .args(extra)
+                .arg("--web-config")
+                .arg(&file)
+                .output()
+                .unwrap()
+        };
+        let insecure = check(&["--insecure-listen"]);
+        assert!(insecure.status.success(), "{text:?}: {insecure:?}");
+        let out = check(&[]);
+        match refusal {
+            Some(why) => {
+                assert_one_line_error(
+                    &out,
+                    2,
+                    "--listen 0.0.0.0:9464: reachable from other machines",
+                );
+                assert!(
+                    latlab_testkit::stderr(&out).contains(why),
+                    "{text:?}: {out:?}"
+                );
+            }
+            None => assert!(out.status.success(), "{text:?}: {out:?}"),
+        }
+    }
+}
+
+#[test]
+fn on_an_open_address_a_change_that_drops_authentication_is_refused() {
+    if !require("curl") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let web = web_config(dir.path(), "");
+    let db = store(dir.path());
+    let port = latlab_testkit::process::free_port();
+    let mut c = latlab!();
+    c.args(["serve", "--listen", &format!("0.0.0.0:{port}"), "--db"])
+        .arg(&db)
+        .arg("--web-config")
+        .arg(&web);
+    let server = Proc::start(c, dir.path().join("serve.log"));
+    wait_for("listening", Duration::from_secs(20), || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let url = format!("https://localhost:{port}/metrics");
+    assert_eq!(curl(dir.path(), &url, &[]).1, 401, "{}", server.log());
+    // Emptied in place, as a tool rewriting the file does for a moment: plain HTTP without
+    // users would open the metrics to anyone who reaches the address.
+    std::fs::write(&web, "").unwrap();
+    wait_for("the change refused", Duration::from_secs(20), || {
+        curl(dir.path(), &url, &[]);
+        server
+            .log()
+            .contains("refused on an address other machines reach")
+    });
+    let (rc, code, body) = curl(dir.path(), &url, &[]);
+    assert_eq!((rc, code), (0, 401), "TLS and authentication stay: {body}");
+    let (_, code, body) = curl(dir.path(), &url, &["-u", &format!("prometheus:{PASSWORD}")]);
+    assert_eq!(code, 200, "{body}");
+    let log = server.term();
+    assert!(log.contains("the one before stays"), "{log}");
+}
+
+#[test]
+fn the_web_configs_headers_are_on_every_answer_refusals_included() {
+    if !require("curl") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    certificates(dir.path());
+    let web = web_config(dir.path(), "");
+    let mut text = std::fs::read_to_string(&web).unwrap();
+    // Four requests at once, then one an hour: the fifth is refused.
+    text.push_str(
+        "http_server_config:\n  headers:\n    X-Frame-Options: deny\n    \
+         Strict-Transport-Security: max-age=31536000\nrate_limit:\n  interval: 1h\n  burst: 4\n",
+    );
+    std::fs::write(&web, text).unwrap();
+    let db = store(dir.path());
+    let (server, addr) =
+        common::serve(&db, dir.path(), &["--web-config".as_ref(), web.as_os_str()]);
+    let url = format!("https://localhost:{}/metrics", addr.port());
+    let user = format!("prometheus:{PASSWORD}");
+    for (args, status) in [
+        (&[][..], 401),
+        (&["-u", &user][..], 200),
+        (&["-u", &user, "-X", "POST"][..], 405),
+        (&["-u", &user, "-X", "GET", "-d", "x"][..], 413),
+        (&["-u", &user][..], 429),
+    ] {
+        let mut with_head = vec!["-D", "-"];
+        with_head.extend_from_slice(args);
+        let (rc, code, out) = curl(dir.path(), &url, &with_head);
+        assert_eq!((rc, code), (0, status), "{args:?}: {out}\n{}", server.log());
+        let head = out.to_ascii_lowercase();
+        for h in [
+            "x-frame-options: deny",
+            "strict-transport-security: max-age=31536000",
+            "x-content-type-options: nosniff",
+            "content-security-policy: default-src 'self'",
+        ] {
+            assert!(head.contains(h), "{status} without {h}: {out}");
+        }
+    }
 }
 
 #[test]
