@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use latlab_sys::procfs::{cap, has_cap};
@@ -144,18 +145,53 @@ impl Tracefs {
 
 /// The calling thread's way back from a private mount namespace (taken on drop).
 pub struct PrivateNs {
-    original: Option<OwnedFd>,
+    original: Option<Original>,
+}
+
+/// Where a thread was before it entered a private mount namespace: the namespace, and the
+/// working directory (entering a namespace with `setns` moves a thread to its root, so relative
+/// paths would then name files under `/`).
+struct Original {
+    ns: OwnedFd,
+    cwd: OwnedFd,
+}
+
+impl Original {
+    /// The calling thread's mount namespace and working directory.
+    fn here() -> Result<Original, String> {
+        let ns = File::open("/proc/thread-self/ns/mnt")
+            .map_err(|e| format!("opening /proc/thread-self/ns/mnt: {e}"))?
+            .into();
+        let cwd = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(".")
+            .map_err(|e| format!("opening the working directory: {e}"))?
+            .into();
+        Ok(Original { ns, cwd })
+    }
+
+    /// Return the calling thread to the namespace and working directory.
+    fn go_back(&self) -> Result<(), String> {
+        // SAFETY: setns on a valid namespace fd; affects only the calling thread.
+        if unsafe { libc::setns(self.ns.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
+            return Err(last_os_error("returning to the original mount namespace"));
+        }
+        // SAFETY: fchdir on a valid directory fd; the calling thread has its own filesystem
+        // context since its unshare.
+        if unsafe { libc::fchdir(self.cwd.as_raw_fd()) } != 0 {
+            return Err(last_os_error("returning to the working directory"));
+        }
+        Ok(())
+    }
 }
 
 impl PrivateNs {
     fn leave(&mut self) -> Result<(), String> {
-        if let Some(fd) = self.original.take() {
-            // SAFETY: setns on a valid namespace fd; affects only the calling thread.
-            if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNS) } != 0 {
-                return Err(last_os_error("returning to the original mount namespace"));
-            }
+        match self.original.take() {
+            Some(o) => o.go_back(),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -166,20 +202,19 @@ impl Drop for PrivateNs {
 }
 
 /// Enter a private mount namespace (this thread only) and mount tracefs at `target` there.
-/// Returns the original namespace to go back to.
-fn mount_private(target: &Path) -> Result<OwnedFd, String> {
-    let original: OwnedFd = File::open("/proc/thread-self/ns/mnt")
-        .map_err(|e| format!("opening /proc/thread-self/ns/mnt: {e}"))?
-        .into();
+/// Returns the original namespace and working directory to go back to.
+fn mount_private(target: &Path) -> Result<Original, String> {
+    let original = Original::here()?;
     // SAFETY: unshare has no memory preconditions; it affects only the calling thread (which
     // gets its own filesystem context).
     if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
         return Err(last_os_error("unshare(CLONE_NEWNS)"));
     }
     let back = |msg: String| -> String {
-        // SAFETY: as in Tracefs::leave.
-        unsafe { libc::setns(original.as_raw_fd(), libc::CLONE_NEWNS) };
-        msg
+        match original.go_back() {
+            Ok(()) => msg,
+            Err(e) => format!("{msg}; {e}"),
+        }
     };
     let root = c"/";
     // SAFETY: valid NUL-terminated strings; null fs type and data are allowed for a

@@ -89,6 +89,58 @@ fn capabilities_without_root_give_a_partial_run_that_says_what_was_skipped() {
     assert_eq!(tracefs_mounts(), mounts, "tracefs mounts as before");
 }
 
+/// Where tracefs is not mounted latlab mounts it in a private namespace of its own, and going
+/// back from there must not move the working directory: relative output paths (and the store)
+/// stay where the user is, not under `/`.
+#[test]
+fn relative_outputs_stay_in_the_working_directory_when_tracefs_is_mounted_privately() {
+    if !root_or_skip("tracing") || !latlab_testkit::require("unshare") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // tracefs unmounted in a mount namespace of the test's own (the system's mounts stay).
+    let script = "for m in $(awk '$3 == \"tracefs\" {print $2}' /proc/mounts | sort -r); do \
+                  umount -l \"$m\" || exit 9; done; exec \"$@\"";
+    // Names no other file has, so that one found under `/` can only come from here.
+    let tag = format!("latlab-cwd-{}", std::process::id());
+    let [t, mj, mx, db] = ["t.json", "m.json", "m.xml", "m.db"].map(|n| format!("{tag}-{n}"));
+    for args in [
+        vec!["trace", "-D", "1s", "-e", "workqueue", "--json", &t],
+        vec![
+            "measure", "-D", "1s", "-q", "--trace", "--json", &mj, "--junit", &mx, "--db", &db,
+        ],
+    ] {
+        let out = latlab_testkit::command("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
+            .arg(env!("CARGO_BIN_EXE_latlab"))
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    let astray: Vec<String> = std::fs::read_dir("/")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().contains(&tag))
+        .map(|p| {
+            let _ = std::fs::remove_file(&p);
+            p.display().to_string()
+        })
+        .collect();
+    assert!(
+        astray.is_empty(),
+        "written under / (now removed): {astray:?}"
+    );
+    for name in [t, mj, mx, db] {
+        assert!(
+            dir.path().join(&name).is_file(),
+            "{name} in the working directory"
+        );
+    }
+}
+
 #[test]
 fn a_traced_run_prints_tables_and_writes_consistent_json() {
     if !root_or_skip("tracing") {
