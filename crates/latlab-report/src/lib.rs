@@ -4,7 +4,8 @@
 //! returns the text as a `String`; the caller decides where it goes. The crate is pure: no I/O, no
 //! clock, no system access, so every format is tested with golden files.
 //!
-//! - [`summary_table`]: the fixed-width table `latlab measure` prints at the end of a run.
+//! - [`summary_table`]: the fixed-width table `latlab measure` prints at the end of a run
+//!   ([`latency_table`]: the table alone, for `-q`).
 //! - [`samples_text`] / [`loads_text`]: what the run cost (power, frequency, idle residency) and
 //!   the throughput of the loads beside it.
 //! - [`histfile`]: cyclictest's `-h N -q` / `--histfile` histogram text (rt-tests 2.4 layout), so
@@ -39,7 +40,7 @@ pub use cost::{loads_text, samples_text};
 pub use cyclictest_hist::{HIST_MAX_US, histfile};
 pub use cyclictest_json::{RT_TESTS_VERSION, cyclictest_json, cyclictest_json_with_range};
 pub use sysinfo::sysinfo_text;
-pub use text::summary_table;
+pub use text::{latency_table, summary_table};
 
 // Pass/fail limits of a run and the JUnit XML that CI systems read.
 pub mod gate;

@@ -28,14 +28,22 @@ pub fn summary_table(result: &RunResult) -> String {
     let mut out = String::new();
     header(&mut out, result);
     out.push('\n');
+    out.push_str(&latency_table(result));
+    if let Some(samples) = &result.samples {
+        out.push('\n');
+        out.push_str(&crate::samples_text(samples));
+    }
+    out
+}
+
+/// What `latlab measure -q` prints: the table of [`summary_table`] without its header block or
+/// the samplers', with the loads' throughput where loads ran.
+pub fn latency_table(result: &RunResult) -> String {
+    let mut out = String::new();
     table(&mut out, result);
     if !result.loads.is_empty() {
         out.push('\n');
         out.push_str(&crate::loads_text(&result.loads));
-    }
-    if let Some(samples) = &result.samples {
-        out.push('\n');
-        out.push_str(&crate::samples_text(samples));
     }
     out
 }

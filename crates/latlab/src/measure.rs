@@ -89,7 +89,8 @@ pub struct MeasureArgs {
     #[arg(short = 'b', long = "break", value_name = "DUR", value_parser = args::us)]
     brk: Option<Ns>,
 
-    /// Print only the summary table at the end.
+    /// No opening line and no live view; at the end only the latency table (with the loads'
+    /// throughput and, with --trace, the kernel's tables where asked for).
     #[arg(short = 'q', long)]
     quiet: bool,
 
@@ -131,8 +132,8 @@ pub struct MeasureArgs {
     no_samplers: bool,
 
     /// Save the result to the results store (default ./latlab.db, or LATLAB_DB).
-    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "")]
-    db: Option<PathBuf>,
+    #[arg(long, value_name = "PATH", num_args = 0..=1)]
+    db: Option<Option<PathBuf>>,
 
     /// Trace kernel events with eBPF beside the measurement (event groups as in `latlab trace
     /// --events`; default all). With --spike, each spike gets the kernel's story: what ran on
@@ -230,12 +231,26 @@ impl MeasureArgs {
     }
 
     /// Check everything (configuration, samplers, loads, profile) before anything is touched.
-    pub fn prepare(&self, sys: &Sys) -> CliResult<Measurement> {
-        let online = sys
-            .online_cpus()
-            .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
-        let cfg = self.to_config(&online)?;
-        latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
+    /// Whether the options could make a measurement on some machine: a value [`prepare`]
+    /// refuses that no machine accepts (a priority of 500, a window shorter than the interval)
+    /// is bad input; what only this machine lacks is not (a plan's cell is then skipped).
+    pub fn check_values(&self) -> CliResult<()> {
+        // Every CPU a kernel can have.
+        let any = CpuList::from_cpus((0..8192).collect());
+        let cfg = self.to_config(&any)?;
+        latlab_measure::validate(&cfg, &any).map_err(|e| CliError::Usage(e.to_string()))?;
+        self.own_values().map(drop)
+    }
+
+    /// The values checked apart from the measuring configuration: the samplers' period, the
+    /// loads and their schedule (parsed), the histogram file's rows.
+    fn own_values(
+        &self,
+    ) -> CliResult<(
+        u64,
+        Vec<latlab_load::LoadSpec>,
+        Option<latlab_load::Schedule>,
+    )> {
         if self.histfile_range == 0 {
             return Err(CliError::Usage(
                 "--histfile-range 0: no rows to write (accepted: 1 or more rows of 1 us)".into(),
@@ -254,6 +269,16 @@ impl MeasureArgs {
             .map(latlab_load::parse_schedule)
             .transpose()
             .map_err(load_error)?;
+        Ok((sample_period, loads, schedule))
+    }
+
+    pub fn prepare(&self, sys: &Sys) -> CliResult<Measurement> {
+        let online = sys
+            .online_cpus()
+            .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
+        let cfg = self.to_config(&online)?;
+        latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
+        let (sample_period, loads, schedule) = self.own_values()?;
         let load_options = latlab_load::LoadOptions {
             cpus: self.load_cpus.clone(),
             force: self.force,
@@ -346,8 +371,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
     // A store that cannot be opened fails now, not after the measurement.
     if let Some(db) = &args.db {
-        let path = latlab_store::resolve_path((!db.as_os_str().is_empty()).then_some(db.as_path()));
-        crate::args::open_store(&path)?;
+        crate::args::open_store(&latlab_store::resolve_path(db.as_deref()))?;
     }
 
     let stop = StopSignal::new();
@@ -365,14 +389,17 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
 
     write_outputs(&result, &args, json, histfile, ctjson)?;
     if let Some(db) = &args.db {
-        let path = (!db.as_os_str().is_empty()).then_some(db.as_path());
-        let saved = crate::db::save_result(path, &result)?;
+        let saved = crate::db::save_result(db.as_deref(), &result)?;
         if !json_to_stdout {
             eprintln!("latlab: {saved}");
         }
     }
     if !json_to_stdout {
-        print!("{}", latlab_report::summary_table(&result));
+        if args.quiet {
+            print!("{}", latlab_report::latency_table(&result));
+        } else {
+            print!("{}", latlab_report::summary_table(&result));
+        }
         if let Some(t) = &result.trace {
             print!("\n{}", crate::trace::render_brief(t));
             print!("{}", story_lines(&result, STORIES_SHOWN));

@@ -125,7 +125,16 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         let margs = measure_args(&cell).map_err(|e| {
             CliError::Usage(format!("{}: cell {}: {e}", args.plan.display(), cell.key))
         })?;
-        let prepared = margs.prepare(sys).map_err(|e| e.to_string());
+        let bad = |e: CliError| {
+            CliError::Usage(format!("{}: cell {}: {e}", args.plan.display(), cell.key))
+        };
+        let prepared = match margs.prepare(sys) {
+            Ok(p) => Ok(p),
+            Err(e) => {
+                margs.check_values().map_err(bad)?;
+                Err(e.to_string())
+            }
+        };
         checked.push(Checked { cell, prepared });
     }
     let runnable: Vec<&Checked> = checked.iter().filter(|c| c.prepared.is_ok()).collect();

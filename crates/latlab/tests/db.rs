@@ -276,3 +276,31 @@ fn the_store_is_named_by_latlab_db_when_no_option_is_given() {
     assert_ok(&o);
     assert!(dir.path().join("latlab.db").exists());
 }
+
+/// `measure --db` without a path saves to `$LATLAB_DB`, else to `./latlab.db`.
+#[test]
+fn measure_db_without_a_path_takes_the_default_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let named = dir.path().join("env.db");
+    for (env, store) in [
+        (Some(&named), named.clone()),
+        (None, dir.path().join("latlab.db")),
+    ] {
+        let mut c = latlab!();
+        c.args([
+            "measure", "-D", "0.2s", "-a", "0", "-q", "--policy", "other",
+        ])
+        .args(["--no-mlock", "--no-samplers", "--db"])
+        .current_dir(dir.path());
+        if let Some(path) = env {
+            c.env("LATLAB_DB", path);
+        }
+        let o = c.output().unwrap();
+        assert_ok(&o);
+        assert!(
+            db_ok(&store, &["list"]).contains("clock-nanosleep"),
+            "{}",
+            store.display()
+        );
+    }
+}

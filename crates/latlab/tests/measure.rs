@@ -86,7 +86,18 @@ fn a_real_run_writes_consistent_json_and_cyclictest_files() {
     args.extend([j, "--histfile", h, "--cyclictest-json", c]);
     let out = measure(&args);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("p99.9"), "summary table printed: {stdout}");
+    // -q: the latency table alone (its header row first), no opening line.
+    assert!(
+        stdout.starts_with("thread ") && stdout.contains("p99.9"),
+        "the table alone: {stdout}"
+    );
+    for block in ["run:", "kernel:", "duration:", "samplers"] {
+        assert!(!stdout.contains(block), "-q printed {block}: {stdout}");
+    }
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("latlab: measuring"),
+        "{out:?}"
+    );
     let r = read_json(&json);
     check_invariants(&r, 2000, 4);
     assert_eq!(r["stop"]["reason"], "duration");

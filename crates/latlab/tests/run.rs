@@ -162,6 +162,15 @@ fn malformed_plans_name_file_line_and_reason() {
             "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\ninterval = [\"1ms\"]\nload = [\"bogus\"]\n",
             "",
         ),
+        // Values no machine accepts are bad input, not cells this machine skips.
+        (
+            "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\npriority = [2, 500]\n",
+            "cell priority=500: --priority 500: out of range (accepted: 1..99",
+        ),
+        (
+            "name = \"x\"\n[settings]\nduration = \"1s\"\nwindow = \"1ms\"\n[axes]\ninterval = [\"10ms\"]\n",
+            "--window 1ms: too short for --interval 10ms",
+        ),
     ] {
         let plan = write_plan(dir.path(), body);
         let out = run_exit(
