@@ -51,11 +51,12 @@ pub fn store_state(path: &Path) -> Result<String, String> {
                     dir.display()
                 ));
             }
-            if !latlab_sys::can_write(dir) {
+            if let Err(e) = latlab_sys::probe_write(dir) {
                 return Err(format!(
-                    "{}: directory {} is not writable",
+                    "{}: directory {} is not writable: {}",
                     path.display(),
-                    dir.display()
+                    dir.display(),
+                    latlab_tune::describe_io_error(&e)
                 ));
             }
             return Ok("absent; it will be created".into());

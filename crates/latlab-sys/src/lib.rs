@@ -209,13 +209,29 @@ pub struct PmQosHold {
     pub us: u32,
 }
 
-/// Whether this process may write `path` (a file to replace, or a directory to create one in),
-/// as `access(2)` answers for the live system; nothing is opened or created.
-pub fn can_write(path: &Path) -> bool {
-    std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        // SAFETY: access() with a NUL-terminated path; it only reads it.
-        .map(|c| unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0)
-        .unwrap_or(false)
+/// Whether this process can write `path`, tried for real (`access(2)` says yes to root even on
+/// a read-only file system or in sysfs): an existing file is opened for writing, neither
+/// truncated nor changed; a missing one is created and removed again; in a directory a file of
+/// its own is created and removed.
+pub fn probe_write(path: &Path) -> std::io::Result<()> {
+    use std::fs::OpenOptions;
+    let probe = |file: &Path| {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(file)
+            .and_then(|_| std::fs::remove_file(file))
+    };
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => probe(&path.join(format!(
+            ".latlab-write-probe-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ))),
+        Ok(_) => OpenOptions::new().write(true).open(path).map(drop),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => probe(path),
+        Err(e) => Err(e),
+    }
 }
 
 /// The wall clock now, ns since 1970 (0 for a clock set before it).

@@ -314,7 +314,6 @@ impl OutputFile {
         };
         match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => return Err(refused("a directory".into())),
-            Ok(_) if !latlab_sys::can_write(path) => return Err(refused("not writable".into())),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let dir = path
@@ -324,12 +323,15 @@ impl OutputFile {
                 if !dir.is_dir() {
                     return Err(refused(format!("no directory {}", dir.display())));
                 }
-                if !latlab_sys::can_write(dir) {
-                    return Err(refused(format!("directory {} not writable", dir.display())));
-                }
             }
             Err(e) => return Err(refused(e.to_string())),
         }
+        latlab_sys::probe_write(path).map_err(|e| {
+            refused(format!(
+                "not writable: {}",
+                latlab_tune::describe_io_error(&e)
+            ))
+        })?;
         Ok(Some(out))
     }
 

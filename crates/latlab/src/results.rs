@@ -4,6 +4,7 @@
 //! `eN/KEY` one cell of it, `latest` the newest experiment. With several `--db`, items are
 //! looked up in each store in turn, and experiments of every store are shown side by side.
 
+use crate::args::OutputFile;
 use crate::cli_error::{CliError, CliResult};
 use anyhow::Context;
 use clap::Args;
@@ -60,8 +61,10 @@ pub struct ExportArgs {
     /// Rows of 1 µs for cyclictest-hist.
     #[arg(long, default_value_t = 400, value_name = "US")]
     range: u32,
+    /// Output file (default: standard output).
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// The results store (default ./latlab.db, or LATLAB_DB).
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
 }
@@ -79,6 +82,7 @@ pub struct ImportArgs {
     /// code 2 (without it, one refused file stops the import and nothing is saved).
     #[arg(long)]
     keep_going: bool,
+    /// The results store (default ./latlab.db, or LATLAB_DB).
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
 }
@@ -231,6 +235,11 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
             args.format
         ))
     })?;
+    let output = args
+        .output
+        .clone()
+        .or_else(|| (format == ReportFormat::Html).then(|| PathBuf::from("report.html")));
+    let out = OutputFile::open("--output", &output)?;
     let stores = open_stores(&args.db)?;
     let items = if args.items.is_empty() {
         vec!["latest".to_string()]
@@ -257,23 +266,18 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
         cells,
         skipped,
     });
-    let output = args
-        .output
-        .clone()
-        .or_else(|| (format == ReportFormat::Html).then(|| PathBuf::from("report.html")));
-    write_out(output.as_deref(), &text)?;
-    if let Some(p) = output {
+    write_out(out, &text)?;
+    if let Some(p) = output.filter(|p| p.as_os_str() != "-") {
         eprintln!("latlab: wrote {}", p.display());
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_out(path: Option<&Path>, text: &str) -> CliResult<()> {
-    match path {
-        Some(p) if p.as_os_str() != "-" => std::fs::write(p, text)
-            .with_context(|| format!("writing {}", p.display()))
-            .map_err(CliError::from),
-        _ => {
+/// Write `text` to `out` (checked before the command did anything), or to standard output.
+fn write_out(out: Option<OutputFile>, text: &str) -> CliResult<()> {
+    match out {
+        Some(o) => o.write(text).map_err(CliError::from),
+        None => {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
             out.write_all(text.as_bytes())
@@ -328,6 +332,7 @@ pub fn export(args: ExportArgs) -> CliResult<ExitCode> {
             "--range 0: no rows to show (accepted: 1 or more rows)".into(),
         ));
     }
+    let out = OutputFile::open("--output", &args.output)?;
     let stores = open_stores(args.db.as_slice())?;
     let (_, store) = &stores[0];
     let id = store.find_run(&args.run)?.ok_or_else(|| {
@@ -337,7 +342,7 @@ pub fn export(args: ExportArgs) -> CliResult<ExitCode> {
         ))
     })?;
     let run = store.load_run(id)?;
-    write_out(args.output.as_deref(), &render(&run, args.range))?;
+    write_out(out, &render(&run, args.range))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -49,6 +49,19 @@ const ROWS: &[(&[&str], &str)] = &[
         "unknown event group \"irqs\"",
     ),
     (
+        &["report", "1", "-o", "/nonexistent-dir/r.html"],
+        "--output /nonexistent-dir/r.html: no directory /nonexistent-dir (accepted: a writable",
+    ),
+    (
+        &["export", "1", "-o", "/nonexistent-dir/x.json"],
+        "--output /nonexistent-dir/x.json: no directory /nonexistent-dir (accepted: a writable",
+    ),
+    // Written for real, not asked of access(2), which says yes to root: sysfs takes no files.
+    (
+        &["measure", "--json", "/sys/r.json"],
+        "--json /sys/r.json: not writable: ",
+    ),
+    (
         &["measure", "--json", "/nonexistent-dir/x.json"],
         "--json /nonexistent-dir/x.json",
     ),
