@@ -180,10 +180,18 @@ fn io_writes_in_a_chosen_directory_and_removes_its_files() {
     let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let spec = format!("io:bs=4k,size=1M,workers=2,dir={}", dir.path().display());
-    // The files exist while the load runs.
+    // While the load runs, its two files are open and already unlinked, so their space
+    // returns however the process ends.
     let set = LoadSet::start(&[LoadSpec::parse(&spec).unwrap()], &opts(None)).unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(io_files(dir.path()).len(), 2);
+    assert_eq!(io_files(dir.path()), Vec::<PathBuf>::new(), "named files");
+    let open_unlinked = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter(|p| p.starts_with(dir.path()) && p.to_string_lossy().ends_with(" (deleted)"))
+        .count();
+    assert_eq!(open_unlinked, 2);
     let r = set.stop().remove(0);
     assert_eq!(io_files(dir.path()), Vec::<PathBuf>::new(), "files left");
     assert_rates(&r, &["IOPS", "MB/s"]);

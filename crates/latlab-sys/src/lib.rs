@@ -10,6 +10,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod exit_hooks;
 pub mod fixture;
 mod inventory;
 mod msr;

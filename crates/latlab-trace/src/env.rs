@@ -265,7 +265,11 @@ pub const BPF_STATS_SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 /// 1 and its original value written back on drop.
 pub enum BpfStats {
     Fd(OwnedFd),
-    Sysctl { original: String },
+    Sysctl {
+        original: String,
+        /// Writes the original back should the process have to end at once.
+        on_exit: Option<latlab_sys::exit_hooks::Registration>,
+    },
     Unavailable(String),
 }
 
@@ -287,10 +291,22 @@ impl BpfStats {
                     }
                 };
                 if original == "1" {
-                    return BpfStats::Sysctl { original };
+                    return BpfStats::Sysctl {
+                        original,
+                        on_exit: None,
+                    };
                 }
                 match std::fs::write(BPF_STATS_SYSCTL, "1") {
-                    Ok(()) => BpfStats::Sysctl { original },
+                    Ok(()) => {
+                        let back = original.clone();
+                        let on_exit = latlab_sys::exit_hooks::register(move || {
+                            let _ = std::fs::write(BPF_STATS_SYSCTL, back.as_bytes());
+                        });
+                        BpfStats::Sysctl {
+                            original,
+                            on_exit: Some(on_exit),
+                        }
+                    }
                     Err(e2) => BpfStats::Unavailable(format!(
                         "BPF_ENABLE_STATS failed ({e}) and {BPF_STATS_SYSCTL} is not writable ({e2})"
                     )),
@@ -307,10 +323,10 @@ impl BpfStats {
     pub fn describe(&self) -> String {
         match self {
             BpfStats::Fd(_) => "BPF_ENABLE_STATS (on while traced, off when latlab exits)".into(),
-            BpfStats::Sysctl { original } if original == "1" => {
+            BpfStats::Sysctl { original, .. } if original == "1" => {
                 "kernel.bpf_stats_enabled (already 1, left as is)".into()
             }
-            BpfStats::Sysctl { original } => {
+            BpfStats::Sysctl { original, .. } => {
                 format!("kernel.bpf_stats_enabled (1 while traced, then restored to {original})")
             }
             BpfStats::Unavailable(why) => format!("unavailable: {why}"),
@@ -320,7 +336,7 @@ impl BpfStats {
 
 impl Drop for BpfStats {
     fn drop(&mut self) {
-        if let BpfStats::Sysctl { original } = self
+        if let BpfStats::Sysctl { original, .. } = self
             && original != "1"
         {
             let _ = std::fs::write(BPF_STATS_SYSCTL, original.as_bytes());

@@ -15,6 +15,7 @@ use latlab_model::units::CpuList;
 use latlab_sys::{PmQosHold, Sys};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// Hooks for tests: make the N-th write fail with EIO, or stop (sleep until killed) after K
 /// writes. `from_env` reads `LATLAB_TUNE_FAIL_AT_WRITE` and `LATLAB_TUNE_PAUSE_AFTER_WRITES`.
@@ -774,17 +775,38 @@ impl TemporaryTuning {
             hooks: TestHooks::from_env(),
         };
         let (applied, lock) = apply_inner(sys, profile, state_dir, &opts)?;
-        let mut guard = TuningGuard {
+        let held = Arc::new(Mutex::new(Held {
             sys: sys.clone(),
             state_dir: state_dir.to_path_buf(),
             lock: Some(lock),
             pm_qos: None,
-            applied,
             done: false,
+        }));
+        // Put back should the process have to end before the guard does it.
+        let on_exit = {
+            let (held, name) = (held.clone(), applied.plan.profile.clone());
+            latlab_sys::exit_hooks::register(move || {
+                let mut h = held.lock().unwrap_or_else(|p| p.into_inner());
+                if h.done {
+                    return;
+                }
+                match h.restore_now() {
+                    Ok(r) => eprintln!(
+                        "latlab: profile {name} restored ({} value(s))",
+                        r.lines.len()
+                    ),
+                    Err(e) => eprintln!("latlab: restoring profile {name} failed: {e}"),
+                }
+            })
+        };
+        let mut guard = TuningGuard {
+            held,
+            applied,
+            _on_exit: on_exit,
         };
         if let Some(us) = guard.applied.plan.dma_latency_us {
             match sys.hold_pm_qos(us) {
-                Ok(h) => guard.pm_qos = Some(h),
+                Ok(h) => guard.held().pm_qos = Some(h),
                 Err(e) => {
                     let _ = guard.restore_now();
                     return Err(TuneError::Io {
@@ -800,12 +822,34 @@ impl TemporaryTuning {
 
 /// A temporary tuning in force; see [`TemporaryTuning`].
 pub struct TuningGuard {
+    /// Shared with the exit hook, which restores if the process must end first.
+    held: Arc<Mutex<Held>>,
+    applied: Applied,
+    _on_exit: latlab_sys::exit_hooks::Registration,
+}
+
+/// What a temporary tuning holds until it is restored.
+struct Held {
     sys: Sys,
     state_dir: PathBuf,
     lock: Option<StateLock>,
     pm_qos: Option<PmQosHold>,
-    applied: Applied,
     done: bool,
+}
+
+impl Held {
+    /// Put back what the journal holds, release the PM QoS request and the lock.
+    fn restore_now(&mut self) -> Result<RestoreReport, TuneError> {
+        self.done = true;
+        self.pm_qos = None;
+        let result = match Journal::read(&self.state_dir) {
+            Ok(Some(js)) => restore_locked(&self.sys, &self.state_dir, js),
+            Ok(None) => Ok(RestoreReport::default()),
+            Err(e) => Err(e),
+        };
+        self.lock = None;
+        result
+    }
 }
 
 impl fmt::Debug for TuningGuard {
@@ -813,7 +857,6 @@ impl fmt::Debug for TuningGuard {
         f.debug_struct("TuningGuard")
             .field("profile", &self.applied.plan.profile)
             .field("written", &self.applied.written.len())
-            .field("done", &self.done)
             .finish()
     }
 }
@@ -847,7 +890,7 @@ impl TuningGuard {
 
     /// The PM QoS request held, in µs.
     pub fn pm_qos_us(&self) -> Option<u32> {
-        self.pm_qos.as_ref().map(|h| h.us)
+        self.held().pm_qos.as_ref().map(|h| h.us)
     }
 
     /// Restore now and say what was put back.
@@ -855,22 +898,24 @@ impl TuningGuard {
         self.restore_now()
     }
 
+    /// What is held (a poisoned lock still holds it: restoring must go on).
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Restore, unless the exit hook already did.
     fn restore_now(&mut self) -> Result<RestoreReport, TuneError> {
-        self.done = true;
-        self.pm_qos = None;
-        let result = match Journal::read(&self.state_dir) {
-            Ok(Some(js)) => restore_locked(&self.sys, &self.state_dir, js),
-            Ok(None) => Ok(RestoreReport::default()),
-            Err(e) => Err(e),
-        };
-        self.lock = None;
-        result
+        let mut held = self.held();
+        if held.done {
+            return Ok(RestoreReport::default());
+        }
+        held.restore_now()
     }
 }
 
 impl Drop for TuningGuard {
     fn drop(&mut self) {
-        if self.done {
+        if self.held().done {
             return;
         }
         if let Err(e) = self.restore_now() {

@@ -1,5 +1,7 @@
 //! Ctrl-C and SIGTERM end a run cleanly: the signals are blocked in every thread and taken by
-//! one thread with `sigwait`, which asks the run to stop. A second signal exits at once.
+//! one thread with `sigwait`, which asks the run to stop. A second signal puts back what the
+//! process changed (the hooks of `latlab_sys::exit_hooks`) and exits without writing results;
+//! a third exits at once.
 
 use latlab_measure::StopSignal;
 use latlab_model::StopReason;
@@ -86,19 +88,42 @@ pub fn install_with(on_signal: impl Fn(&str) + Send + 'static) {
         .name("latlab-signals".into())
         .stack_size(64 * 1024)
         .spawn(move || {
-            let mut first = true;
+            let mut seen = 0;
             loop {
                 let mut sig: libc::c_int = 0;
                 // SAFETY: set is initialised; sig is a valid out pointer.
                 if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
                     continue;
                 }
-                if !first {
-                    eprintln!("latlab: second signal, exiting without writing results");
-                    std::process::exit(130);
+                seen += 1;
+                match seen {
+                    1 => on_signal(name(sig)),
+                    2 => {
+                        eprintln!(
+                            "latlab: second signal: putting back what was changed, then exiting \
+                             without writing results (a third exits at once)"
+                        );
+                        // On a thread of its own, so that a third signal is still heard.
+                        let put_back = || {
+                            latlab_sys::exit_hooks::run();
+                            std::process::exit(130);
+                        };
+                        if std::thread::Builder::new()
+                            .name("latlab-exit".into())
+                            .spawn(put_back)
+                            .is_err()
+                        {
+                            put_back();
+                        }
+                    }
+                    _ => {
+                        eprintln!(
+                            "latlab: third signal: exiting now; if a profile stays applied, \
+                             `latlab tune restore` puts it back"
+                        );
+                        std::process::exit(130);
+                    }
                 }
-                first = false;
-                on_signal(name(sig));
             }
         });
     if let Err(e) = spawned {

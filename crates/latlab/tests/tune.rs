@@ -189,6 +189,68 @@ fn sigkill_in_the_middle_of_apply_then_restore_puts_the_tree_back() {
     assert!(!err.contains("tune restore"), "notice gone: {err}");
 }
 
+/// Processes whose command line is exactly `args`.
+fn running(args: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = args
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .collect()
+}
+
+/// Two Ctrl-Cs in quick succession: the second ends latlab without writing results, but only
+/// after the profile is put back and the command load is stopped.
+#[test]
+fn a_second_ctrl_c_still_puts_back_the_profile_and_stops_the_loads() {
+    let t = Tree::new("laptop-intel");
+    let before = snapshot(&t.root);
+    let load = ["sleep", "3217"];
+    let mut child = t
+        .cmd(&[
+            "measure",
+            "-D",
+            "60s",
+            "-q",
+            "-a",
+            "0",
+            "--profile",
+            "lowlatency",
+        ])
+        .args(["--load", &format!("cmd:{}", load.join(" "))])
+        .args(latlab_testkit::policy_args())
+        .stdout(Stdio::null())
+        // A file, not a pipe: a load left running would hold a pipe open.
+        .stderr(std::fs::File::create(t.dir.path().join("err")).unwrap())
+        .spawn()
+        .unwrap();
+    latlab_testkit::process::wait_for(
+        "the profile applied and the load started",
+        std::time::Duration::from_secs(30),
+        || snapshot(&t.root) != before && !running(&load).is_empty(),
+    );
+    let pid = child.id() as libc::pid_t;
+    for _ in 0..2 {
+        // SAFETY: plain system call to the child's pid.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    child.wait().unwrap();
+    let err = std::fs::read_to_string(t.dir.path().join("err")).unwrap();
+    let left = running(&load);
+    for pid in &left {
+        // SAFETY: plain system call; the test's own leftover.
+        unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+    }
+    assert_eq!(left, Vec::<u32>::new(), "the load stopped: {err}");
+    assert_eq!(snapshot(&t.root), before, "put back: {err}");
+    assert!(!t.state.join("tune.journal").exists(), "{err}");
+}
+
 #[test]
 fn without_root_nothing_is_written() {
     let t = Tree::new("vm");

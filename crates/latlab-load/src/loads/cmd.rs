@@ -53,6 +53,9 @@ struct CmdLoad {
     exited: ExitSeen,
     monitor: Option<JoinHandle<()>>,
     term_sent: AtomicBool,
+    /// Kills the group should latlab have to end at once (the group id stays reserved until
+    /// the child is reaped, so it names no other processes).
+    _on_exit: latlab_sys::exit_hooks::Registration,
 }
 
 fn kill_group(pgid: u32, sig: libc::c_int) {
@@ -246,6 +249,7 @@ fn start(spec: &LoadSpec, ctx: &Ctx<'_>) -> Result<Box<dyn Running>, String> {
         exited,
         monitor: None,
         term_sent: AtomicBool::new(false),
+        _on_exit: latlab_sys::exit_hooks::register(move || kill_group(pid, libc::SIGKILL)),
     };
     match monitor {
         Ok(m) => load.monitor = Some(m),

@@ -1,6 +1,7 @@
 //! `io`: per worker, write a file block by block to its size, then rewrite it from the start,
 //! and again, optionally with an `fsync` after every block. Files live in a chosen directory (or
-//! a fresh temporary one) and are removed when the load stops.
+//! a fresh temporary one) and are unlinked as soon as they are open: written through the open
+//! file, their space returns when the load stops, also if latlab is killed.
 
 use super::{PoolLoad, region_size_option, workers_option};
 use crate::pool::{Pool, Worker};
@@ -121,15 +122,19 @@ struct Writer {
 }
 
 impl Writer {
-    /// Close and remove the file; an error is kept as the worker's warning.
-    fn remove(&mut self) {
-        if self.file.take().is_some()
-            && let Err(e) = std::fs::remove_file(&self.path)
+    /// Remove the file's name; an error is kept as the worker's warning.
+    fn remove_name(&mut self) {
+        if let Err(e) = std::fs::remove_file(&self.path)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             self.failure
                 .get_or_insert(format!("removing {}: {e}", self.path.display()));
         }
+    }
+
+    /// Close the file (its space returns).
+    fn close(&mut self) {
+        self.file = None;
     }
 }
 
@@ -140,7 +145,10 @@ impl Worker for Writer {
             .create_new(true)
             .open(&self.path)
             .map_err(|e| format!("creating {}: {e}", self.path.display()))?;
+        // Written through the open file only: unlinked now, its space returns when it is
+        // closed, also if latlab is killed.
         self.file = Some(file);
+        self.remove_name();
         Ok(())
     }
 
@@ -166,7 +174,7 @@ impl Worker for Writer {
                 }
             }
         }
-        self.remove();
+        self.close();
         vec![writes, bytes]
     }
 
@@ -177,7 +185,7 @@ impl Worker for Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        self.remove();
+        self.close();
     }
 }
 
