@@ -387,11 +387,14 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
     })?;
 
-    write_outputs(&result, &args, json, histfile, ctjson)?;
+    // Every output and the store are tried, whichever fails: what was measured reaches all that
+    // take it, and each that does not is said.
+    let mut failures = write_outputs(&result, &args, json, histfile, ctjson);
     if let Some(db) = &args.db {
-        let saved = crate::db::save_result(db.as_deref(), &result)?;
-        if !json_to_stdout {
-            eprintln!("latlab: {saved}");
+        match crate::db::save_result(db.as_deref(), &result) {
+            Ok(saved) if !json_to_stdout => eprintln!("latlab: {saved}"),
+            Ok(_) => {}
+            Err(e) => failures.push(e),
         }
     }
     if !json_to_stdout {
@@ -415,9 +418,19 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     let breaches = limits.check(&result);
     if let Some(o) = junit {
         let suite = latlab_report::junit::measure_suite(&result, &limits);
-        o.write(&latlab_report::junit::render(&[suite]))?;
+        if let Err(e) = o.write(&latlab_report::junit::render(&[suite])) {
+            failures.push(e.into());
+        }
     }
-    Ok(args::gate_exit(&breaches))
+    match failures.pop() {
+        None => Ok(args::gate_exit(&breaches)),
+        Some(last) => {
+            for e in failures {
+                eprintln!("latlab: error: {e}");
+            }
+            Err(last)
+        }
+    }
 }
 
 /// Stories printed after a traced run (the largest spikes); all are in the JSON and the store.
@@ -464,22 +477,25 @@ fn write_outputs(
     json: Option<Output>,
     histfile: Option<Output>,
     ctjson: Option<Output>,
-) -> anyhow::Result<()> {
-    if let Some(o) = json {
+) -> Vec<CliError> {
+    let json_text = || {
         let mut text = result.to_json_pretty();
         text.push('\n');
-        o.write(&text)?;
-    }
-    if let Some(o) = histfile {
-        o.write(&latlab_report::histfile(result, args.histfile_range))?;
-    }
-    if let Some(o) = ctjson {
-        o.write(&latlab_report::cyclictest_json_with_range(
-            result,
-            args.histfile_range.max(latlab_report::HIST_MAX_US),
-        ))?;
-    }
-    Ok(())
+        text
+    };
+    let outputs = [
+        json.map(|o| (o, json_text())),
+        histfile.map(|o| (o, latlab_report::histfile(result, args.histfile_range))),
+        ctjson.map(|o| {
+            let range = args.histfile_range.max(latlab_report::HIST_MAX_US);
+            (o, latlab_report::cyclictest_json_with_range(result, range))
+        }),
+    ];
+    outputs
+        .into_iter()
+        .flatten()
+        .filter_map(|(o, text)| o.write(&text).err().map(CliError::from))
+        .collect()
 }
 
 fn describe(cfg: &MeasureConfig) -> String {

@@ -304,3 +304,39 @@ fn measure_db_without_a_path_takes_the_default_store() {
         );
     }
 }
+
+/// An output that cannot be written (a full disk) does not keep the run from the store, nor
+/// the other outputs from their files; each failure is said and the exit code is 1.
+#[test]
+fn a_failed_output_still_leaves_the_run_in_the_store_and_the_other_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, hist) = (dir.path().join("s.db"), dir.path().join("h.txt"));
+    let o = latlab!()
+        .args([
+            "measure", "-D", "0.2s", "-a", "0", "-q", "--policy", "other",
+        ])
+        .args([
+            "--no-mlock",
+            "--no-samplers",
+            "--json",
+            "/dev/full",
+            "--histfile",
+        ])
+        .arg(&hist)
+        .arg("--db")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("writing --json /dev/full"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(db_ok(&store, &["list"]).contains("clock-nanosleep"));
+    assert!(
+        std::fs::read_to_string(&hist)
+            .unwrap()
+            .contains("# Max Latencies")
+    );
+}
