@@ -402,6 +402,16 @@ pub trait Lab {
     fn keep(&mut self, _cell: &str, _repeat: u32, _run: &RunResult) -> Result<(), String> {
         Ok(())
     }
+    /// Keep a run a signal cut short: not a repeat of its cell (a resumed search measures the
+    /// cell again), but what it measured (the store keeps it outside the search).
+    fn keep_cut_short(
+        &mut self,
+        _cell: &str,
+        _repeat: u32,
+        _run: &RunResult,
+    ) -> Result<(), String> {
+        Ok(())
+    }
     /// Stop as soon as possible (a signal came).
     fn stop_requested(&self) -> bool {
         false
@@ -751,6 +761,17 @@ impl<L: Lab> Searcher<'_, L> {
             (name, lines, g.restore())
         });
         if self.lab.stop_requested() {
+            if let Ok(mut run) = measured {
+                if let Some((name, lines, _)) = &tuning {
+                    run.environment.profile = Some(name.clone());
+                    run.environment.tuning = lines.clone();
+                }
+                self.lab
+                    .keep_cut_short(&cell.key, repeat, &run)
+                    .map_err(|e| {
+                        TuneError::Search(format!("keeping the cut-short run of {}: {e}", cell.key))
+                    })?;
+            }
             if let Some((_, _, restored)) = tuning {
                 restored?;
             }

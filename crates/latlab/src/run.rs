@@ -232,7 +232,18 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         progress.start(n, cell, r, plan.repeat);
         let result = interrupts.measuring(|stop| prepared.run(sys, stop, &mut |_| {}));
         if interrupts.interrupted() {
-            // A cut-short run is not a repeat of its cell: it is redone by --resume.
+            // A cut-short run is not a repeat of its cell (--resume measures the cell again),
+            // but what it measured is kept: saved as a run of its own, outside the experiment.
+            progress.clear();
+            if let Ok(result) = &result {
+                let id = store.save_run(result, None).with_context(|| {
+                    format!("saving the cut-short run of cell {}", cell.cell.key)
+                })?;
+                eprintln!(
+                    "{}",
+                    cut_short_line(&cell.cell.key, r, result, id.0, "the experiment")
+                );
+            }
             break;
         }
         match result {
@@ -348,6 +359,22 @@ fn experiment_suite(
 /// `2h03m`, `3m02s`, `20.3s`.
 pub(crate) fn human(d: Duration) -> String {
     latlab_model::units::format_elapsed(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// What became of a run a signal cut short: saved as run `id`, outside `whole` (the experiment or
+/// the search, whose cell `--resume` measures again).
+pub fn cut_short_line(
+    cell: &str,
+    repeat: u32,
+    run: &latlab_model::RunResult,
+    id: i64,
+    whole: &str,
+) -> String {
+    format!(
+        "latlab: the run cut short (cell {cell} repeat {repeat}, {} measured) is saved as run {id} \
+         outside {whole}; --resume measures the cell again",
+        latlab_model::units::format_elapsed(run.elapsed_ns)
+    )
 }
 
 /// Take an interrupted experiment up again: say what is saved, and mark it running.

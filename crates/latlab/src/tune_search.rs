@@ -185,6 +185,15 @@ impl Lab for StoreLab<'_> {
             .map_err(|e| e.to_string())
     }
 
+    fn keep_cut_short(&mut self, cell: &str, repeat: u32, run: &RunResult) -> Result<(), String> {
+        let id = self.store.save_run(run, None).map_err(|e| e.to_string())?;
+        eprintln!(
+            "{}",
+            crate::run::cut_short_line(cell, repeat, run, id.0, "the search")
+        );
+        Ok(())
+    }
+
     fn stop_requested(&self) -> bool {
         self.interrupts.interrupted()
     }

@@ -142,6 +142,57 @@ fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
     run_exit(latlab!().args(args).arg("--resume"), 2);
 }
 
+/// Ctrl-C in the middle of a run: the cut-short run is kept as a run of its own (outside the
+/// experiment, whose cell --resume measures again), and the line says so.
+#[test]
+fn ctrl_c_keeps_the_cut_short_run_outside_the_experiment() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        &format!(
+            "name = \"cut\"\n[settings]\nduration = \"2s\"\nno-samplers = true\n{}\
+             [axes]\ninterval = [\"1ms\", \"500us\"]\n",
+            policy_toml()
+        ),
+    );
+    let (db, err) = (dir.path().join("c.db"), dir.path().join("err"));
+    let mut child = latlab!()
+        .args(["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let saved = || {
+        Store::open_existing(&db)
+            .ok()
+            .and_then(|s| s.list_runs(&Default::default()).ok())
+            .map_or(0, |r| r.len())
+    };
+    latlab_testkit::process::wait_while_running(
+        &mut child,
+        "a saved run",
+        Duration::from_secs(20),
+        || saved() == 1,
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: plain system call to the child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let err = std::fs::read_to_string(&err).unwrap();
+    assert!(
+        err.contains("is saved as run 2 outside the experiment"),
+        "{err}"
+    );
+    assert_eq!(saved(), 2, "{err}");
+    let store = Store::open_existing(&db).unwrap();
+    let e = store.list_experiments().unwrap().pop().unwrap();
+    assert_eq!(
+        store.done_cells(e.id).unwrap().len(),
+        1,
+        "one repeat of the cells"
+    );
+}
+
 #[test]
 fn malformed_plans_name_file_line_and_reason() {
     let dir = tempfile::tempdir().unwrap();

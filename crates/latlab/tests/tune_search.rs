@@ -145,6 +145,12 @@ fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it
         seen.iter().any(|l| l.contains("--resume")),
         "no word on how to continue: {seen:?}"
     );
+    // The fourth run, cut short, is kept all the same, outside the search.
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("is saved as run") && l.contains("outside the search")),
+        "the cut-short run: {seen:?}"
+    );
     assert!(
         latlab_sys::fixture::snapshot(&t.root).unwrap() == before,
         "the interrupted search left the tree changed"
