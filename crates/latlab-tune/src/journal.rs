@@ -102,11 +102,20 @@ impl Journal {
     pub fn create(dir: &Path, header: Header) -> Result<Journal, TuneError> {
         std::fs::create_dir_all(dir).map_err(|e| TuneError::io(dir, e))?;
         let path = Journal::path_in(dir);
-        let file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| TuneError::io(&path, e))?;
+        let open = || OpenOptions::new().create_new(true).append(true).open(&path);
+        let file = match open() {
+            // A journal cut before its header was whole (a crash, a full disk): nothing was
+            // written to the system under it, and it must not block every later tuning.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AlreadyExists
+                    && Journal::read(dir)?.is_none() =>
+            {
+                std::fs::remove_file(&path).map_err(|e| TuneError::io(&path, e))?;
+                open()
+            }
+            r => r,
+        }
+        .map_err(|e| TuneError::io(&path, e))?;
         let mut j = Journal { path, file };
         j.append(&Line::Header(header))?;
         sync_dir(dir);
@@ -313,6 +322,19 @@ mod tests {
         assert!(s.live_entries().is_empty());
         Journal::remove(dir.path()).unwrap();
         assert!(Journal::read(dir.path()).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_journal_cut_before_its_header_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        for torn in ["", "{\"header\":{\"journal\":\"latlab.t"] {
+            std::fs::write(Journal::path_in(dir.path()), torn).unwrap();
+            assert!(Journal::read(dir.path()).unwrap().is_none());
+            drop(Journal::create(dir.path(), header()).unwrap());
+            let js = Journal::read(dir.path()).unwrap().unwrap();
+            assert_eq!(js.header, header());
+            Journal::remove(dir.path()).unwrap();
+        }
     }
 
     #[test]
