@@ -545,6 +545,22 @@ fn measure(ns: u64) -> anyhow::Result<Latency> {
     if !is_root() {
         cmd.args(["--policy", "other", "--no-mlock"]);
     }
+    // Should `check` end first (a SIGTERM, a kill), the measurement is stopped the way Ctrl-C
+    // stops it, not left running with its real-time threads.
+    // SAFETY: only prctl, which is async-signal-safe, runs between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGTERM as libc::c_ulong,
+                0,
+                0,
+                0,
+            );
+            Ok(())
+        });
+    }
     let out = cmd.output().context("running latlab measure")?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);

@@ -8,6 +8,7 @@ use latlab_testkit::latlab;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::Duration;
 
 use latlab_testkit::CHECK_TREES as TREES;
 
@@ -361,5 +362,56 @@ fn the_real_machine_gives_a_complete_table() {
             ids.len(),
             "{target}: one row per check\n{text}"
         );
+    }
+}
+
+/// `check --measure` killed while it measures: its `latlab measure` child is stopped with it, not
+/// left running with real-time threads on every CPU.
+#[test]
+fn the_measurement_ends_with_a_killed_check() {
+    let root = tree("vm");
+    let mut child = latlab!()
+        .arg("--sysroot")
+        .arg(root.path())
+        .args(["check", "--measure", "30s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let parent = child.id();
+    // The measuring child: `latlab measure -D 30000000000ns …` started by this check.
+    let measuring = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .find(|pid| {
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                String::from_utf8_lossy(&cmd).contains("30000000000ns")
+                    && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                        s.rsplit(')')
+                            .next()
+                            .and_then(|r| r.split_whitespace().nth(1))
+                            == Some(&parent.to_string())
+                    })
+            })
+    };
+    let mut pid = None;
+    latlab_testkit::process::wait_for("the measuring child", Duration::from_secs(20), || {
+        pid = measuring();
+        pid.is_some()
+    });
+    let pid = pid.unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let alive = || std::path::Path::new(&format!("/proc/{pid}")).exists();
+    let t = std::time::Instant::now();
+    while alive() && t.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    if alive() {
+        // SAFETY: plain system call; the test's own leftover.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        panic!("latlab measure {pid} kept running after its check was killed");
     }
 }
