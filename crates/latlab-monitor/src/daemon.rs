@@ -304,18 +304,17 @@ fn annotate(store: &mut Store, series: SeriesId, a: &Annotation) {
 }
 
 /// Tuning, before the store is opened: first put back what a killed daemon left behind
-/// (schedule and profile), then apply `--profile`; each step is said and added to `notes` for
+/// (schedule, with or without --schedule now, and profile), then apply `--profile`; each step is said and added to `notes` for
 /// the series. The guard restores the profile when dropped.
 fn take_over_tuning(
     plan: &MonitorPlan,
     sys: &Sys,
     notes: &mut Vec<Annotation>,
 ) -> Result<Option<latlab_tune::TuningGuard>, Error> {
-    if plan.schedule.is_some() {
-        for line in schedule::restore_stale(sys, &plan.state_dir) {
-            eprintln!("latlab: schedule: {line}");
-            notes.push(note("schedule", &format!("schedule: {line}")));
-        }
+    // Also without --schedule now: a killed daemon's governors go back whatever this one does.
+    for line in schedule::restore_stale(sys, &plan.state_dir) {
+        eprintln!("latlab: schedule: {line}");
+        notes.push(note("schedule", &format!("schedule: {line}")));
     }
     let Some((profile, _)) = &plan.profile else {
         return Ok(None);

@@ -478,32 +478,39 @@ impl Tuner for GovernorTuner {
 /// Restore the journals a killed daemon left in the schedule's directories; returns what was
 /// done, one line per CPU.
 pub fn restore_stale(sys: &Sys, state_dir: &Path) -> Vec<String> {
-    let base = schedule_dir(state_dir);
-    let Ok(entries) = std::fs::read_dir(&base) else {
+    stale(sys, state_dir)
+        .into_iter()
+        .map(|(name, dir)| match latlab_tune::restore(sys, &dir) {
+            Ok(r) => format!(
+                "{name}: restored {} value(s) a previous run left",
+                r.lines.len()
+            ),
+            Err(e) => format!("{name}: restore failed: {e}"),
+        })
+        .collect()
+}
+
+/// The schedule's journals a daemon that ended without restoring left (`cpu1` and its
+/// directory), in CPU order; none held by a running daemon.
+pub fn stale(sys: &Sys, state_dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(schedule_dir(state_dir)) else {
         return Vec::new();
     };
-    let mut out = Vec::new();
     let mut dirs: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     dirs.sort();
-    for dir in dirs {
-        match latlab_tune::status(sys, &dir) {
-            Ok(st) if st.journal.is_some() && st.holder.is_none() => {
-                let name = dir
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                match latlab_tune::restore(sys, &dir) {
-                    Ok(r) => out.push(format!(
-                        "{name}: restored {} value(s) a previous run left",
-                        r.lines.len()
-                    )),
-                    Err(e) => out.push(format!("{name}: restore failed: {e}")),
-                }
-            }
-            _ => {}
-        }
-    }
-    out
+    dirs.into_iter()
+        .filter(|dir| {
+            latlab_tune::status(sys, dir)
+                .is_ok_and(|st| st.journal.is_some() && st.holder.is_none())
+        })
+        .map(|dir| {
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (name, dir)
+        })
+        .collect()
 }
 
 #[cfg(test)]

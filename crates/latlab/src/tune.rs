@@ -108,6 +108,9 @@ struct HoldArgs {
 /// did not finish, a tuning from before a reboot). Never fails.
 pub fn stale_journal_notice(sys: &Sys) {
     let dir = latlab_tune::default_state_dir(sys);
+    if let Some(notice) = schedule_notice(sys, &dir) {
+        eprintln!("latlab: note: {notice}");
+    }
     if !dir.join(latlab_tune::journal::JOURNAL_FILE).exists() {
         return;
     }
@@ -116,6 +119,21 @@ pub fn stale_journal_notice(sys: &Sys) {
     {
         eprintln!("latlab: note: {notice}");
     }
+}
+
+/// What a monitor's `--schedule` that ended without restoring left, if anything.
+fn schedule_notice(sys: &Sys, dir: &std::path::Path) -> Option<String> {
+    let left: Vec<String> = latlab_monitor::schedule::stale(sys, dir)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    (!left.is_empty()).then(|| {
+        format!(
+            "a monitor's --schedule ended without restoring the governor of {}; `latlab tune \
+             restore` puts it back",
+            left.join(", ")
+        )
+    })
 }
 
 fn usage(e: TuneError) -> CliError {
@@ -323,6 +341,9 @@ fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
 }
 
 fn status(ctx: &Ctx) -> CliResult<ExitCode> {
+    if let Some(n) = schedule_notice(&ctx.sys, &ctx.state_dir) {
+        print!("{}", wrap(&n, 0, 100));
+    }
     let st = latlab_tune::status(&ctx.sys, &ctx.state_dir).map_err(usage)?;
     let Some(j) = &st.journal else {
         println!(
@@ -422,13 +443,20 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
 }
 
 fn restore(ctx: &Ctx) -> CliResult<ExitCode> {
+    // What a killed monitor's --schedule left comes back too.
+    let schedule = latlab_monitor::schedule::restore_stale(&ctx.sys, &ctx.state_dir);
+    for line in &schedule {
+        println!("monitor schedule: {line}");
+    }
     match latlab_tune::restore(&ctx.sys, &ctx.state_dir) {
         Ok(report) => {
             let Some(profile) = &report.profile else {
-                println!(
-                    "nothing to restore (no journal in {})",
-                    ctx.state_dir.display()
-                );
+                if schedule.is_empty() {
+                    println!(
+                        "nothing to restore (no journal in {})",
+                        ctx.state_dir.display()
+                    );
+                }
                 return Ok(ExitCode::SUCCESS);
             };
             let how = if report.rebooted {

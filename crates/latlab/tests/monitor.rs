@@ -715,7 +715,7 @@ fn the_schedule_switches_a_fixture_governor_and_a_restart_restores_a_killed_swit
         return;
     };
     let schedule = format!("{t1} cpu2:performance; {t2} cpu2:restore");
-    let run = |schedule: &str, log: &str| {
+    let run = |schedule: Option<&str>, log: &str| {
         let mut c = latlab!();
         c.env("TZ", "UTC")
             .arg("--sysroot")
@@ -731,12 +731,14 @@ fn the_schedule_switches_a_fixture_governor_and_a_restart_restores_a_killed_swit
             ])
             .args(["--listen", "off", "--name", "s", "--db"])
             .arg(&db)
-            .args(policy_args())
-            .args(["--schedule", schedule]);
+            .args(policy_args());
+        if let Some(s) = schedule {
+            c.args(["--schedule", s]);
+        }
         Proc::start(c, dir.path().join(log))
     };
     // Phase 1: switched at t1, put back at t2.
-    let d = run(&schedule, "1.log");
+    let d = run(Some(&schedule), "1.log");
     let started = Instant::now();
     wait_for("performance", Duration::from_secs(15), || {
         governor(&root) == "performance"
@@ -772,14 +774,45 @@ fn the_schedule_switches_a_fixture_governor_and_a_restart_restores_a_killed_swit
         return;
     };
     let schedule = format!("{t3} cpu2:performance; {t4} cpu2:restore");
-    let d = run(&schedule, "2.log");
+    let d = run(Some(&schedule), "2.log");
     wait_for("performance", Duration::from_secs(15), || {
         governor(&root) == "performance"
     });
     d.kill9();
     assert_eq!(governor(&root), "performance", "a SIGKILL restores nothing");
-    std::thread::sleep(Duration::from_millis(3500));
-    let d = run(&schedule, "3.log");
+    // Every command says so, `tune status` names it and `tune restore` puts it back.
+    let at = |args: &[&str]| {
+        latlab!()
+            .arg("--sysroot")
+            .arg(&root)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let left = "--schedule ended without restoring the governor of cpu2";
+    assert!(stderr(&at(&["sysinfo"])).contains(left));
+    assert!(latlab_testkit::stdout(&at(&["tune", "status"])).contains(left));
+    let out = latlab_testkit::stdout(&at(&["tune", "restore"]));
+    assert!(
+        out.contains("monitor schedule: cpu2: restored 1 value(s)"),
+        "{out}"
+    );
+    assert_eq!(governor(&root), "powersave");
+    assert!(!stderr(&at(&["sysinfo"])).contains(left));
+
+    // Killed again: a restart puts it back, also without --schedule.
+    let (Some(t5), Some(t6)) = (at_in(1), at_in(3)) else {
+        return;
+    };
+    let d = run(
+        Some(&format!("{t5} cpu2:performance; {t6} cpu2:restore")),
+        "3.log",
+    );
+    wait_for("performance", Duration::from_secs(15), || {
+        governor(&root) == "performance"
+    });
+    d.kill9();
+    let d = run(None, "4.log");
     wait_for(
         "restored after the restart",
         Duration::from_secs(15),
