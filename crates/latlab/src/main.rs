@@ -94,7 +94,38 @@ fn main() -> ExitCode {
     if !matches!(cli.command, Command::Tune(_)) {
         tune::stale_journal_notice(&sys);
     }
-    let result = match cli.command {
+    quiet_broken_pipe();
+    // Unwinding runs the guards (a profile applied for a run is put back) before this returns.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(cli.command, &sys))) {
+        Ok(code) => code,
+        // The reader of the output went away (`latlab db show 3 | head`): end quietly, with the
+        // status a shell gives a program SIGPIPE ended.
+        Err(payload) if is_broken_pipe(payload.as_ref()) => ExitCode::from(141),
+        Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
+/// `print!` panics when standard output is a pipe its reader closed; that panic is not a fault
+/// of latlab and is not reported as one (every other panic is, as before).
+fn quiet_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !is_broken_pipe(info.payload()) {
+            default(info);
+        }
+    }));
+}
+
+fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
+    let text = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied());
+    text.is_some_and(|t| t.starts_with("failed printing to stdout") && t.contains("Broken pipe"))
+}
+
+fn dispatch(command: Command, sys: &latlab_sys::Sys) -> ExitCode {
+    let result = match command {
         Command::Measure(args) => measure::run(*args, &sys),
         Command::Sysinfo(args) => sysinfo::run(args, &sys),
         Command::Tune(args) => tune::run(args, &sys),

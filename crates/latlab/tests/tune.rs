@@ -434,3 +434,19 @@ fn shared_irqs_are_named_by_all_handlers_and_nohz_full_cpus_are_isolated() {
         "{out}"
     );
 }
+
+/// Output to a reader that went away (`latlab tune show lowlatency | head -1`): latlab ends
+/// quietly with the status a shell gives SIGPIPE, not with a panic.
+#[test]
+fn a_closed_pipe_on_stdout_ends_quietly() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = latlab!()
+        .args(["tune", "show", "lowlatency"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "");
+}
