@@ -41,11 +41,14 @@ pub type CliResult<T> = Result<T, CliError>;
 pub fn clap_exit(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match e.kind() {
-        ErrorKind::DisplayHelp
-        | ErrorKind::DisplayVersion
-        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let _ = e.print();
             ExitCode::SUCCESS
+        }
+        // `latlab` or `latlab tune` alone: the help, on stderr, and the usage exit code.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(2)
         }
         _ => {
             let hint = if e.kind() == ErrorKind::ValueValidation {
@@ -83,6 +86,25 @@ pub fn clap_line(e: &clap::Error) -> String {
             _ => format!("{flag}: {source}"),
         };
     }
+    if e.kind() == ErrorKind::UnknownArgument
+        && let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg)
+    {
+        let flag = arg.split('=').next().unwrap_or(arg);
+        let tip = match (
+            cyclictest_equivalent(flag),
+            e.get(ContextKind::SuggestedArg),
+        ) {
+            (Some(t), _) => Some(format!("cyclictest's {flag}: {t}")),
+            (None, Some(ContextValue::String(similar))) => {
+                Some(format!("a similar one exists: {similar}"))
+            }
+            (None, _) => None,
+        };
+        return match tip {
+            Some(tip) => format!("unexpected argument '{arg}' found ({tip})"),
+            None => format!("unexpected argument '{arg}' found"),
+        };
+    }
     if e.kind() == ErrorKind::MissingRequiredArgument
         && let Some(ContextValue::Strings(missing)) = e.get(ContextKind::InvalidArg)
     {
@@ -98,6 +120,19 @@ pub fn clap_line(e: &clap::Error) -> String {
         .unwrap_or("invalid arguments")
         .trim_start_matches("error: ");
     first.to_string()
+}
+
+/// What latlab does where cyclictest has an option latlab does not take.
+fn cyclictest_equivalent(flag: &str) -> Option<&'static str> {
+    Some(match flag {
+        "-S" | "--smp" => "every online CPU is measured by default; -a LIST picks CPUs",
+        "-n" | "--nanosleep" => "clock_nanosleep is the default method (-m)",
+        "--mlockall" => "memory is locked by default (--no-mlock leaves it unlocked)",
+        "-H" | "--histofall" | "--histogram" => "--histfile FILE, with --histfile-range ROWS",
+        "-d" | "--distance" => "threads share one interval; --stagger spreads their phases",
+        "--latency" => "--pm-qos US holds /dev/cpu_dma_latency",
+        _ => return None,
+    })
 }
 
 /// A subcommand's arguments parsed from `args` as `main` parses them (tests): a value its type

@@ -94,6 +94,14 @@ const ROWS: &[(&[&str], &str)] = &[
         "--json laptop: a directory",
     ),
     (&["measure", "--bogus"], "unexpected argument '--bogus'"),
+    (
+        &["measure", "--durtion", "5s"],
+        "unexpected argument '--durtion' found (a similar one exists: --duration)",
+    ),
+    (
+        &["measure", "--smp"],
+        "(cyclictest's --smp: every online CPU is measured by default; -a LIST picks CPUs)",
+    ),
     // monitor: the same measuring options, and its own.
     (
         &["monitor", "--interval", "abc"],
@@ -361,4 +369,18 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
         "bad input wrote into the tree, the state directory or the working directory"
     );
     assert_eq!(tracefs_mounts(), mounts, "tracefs mounts as before");
+}
+
+/// A command line without its command (`latlab`, `latlab tune`): the help on stderr, exit 2.
+#[test]
+fn a_missing_command_shows_the_help_and_exits_2() {
+    for args in [&[][..], &["tune"], &["db"]] {
+        let out = latlab!().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Usage: latlab"),
+            "{args:?}: {out:?}"
+        );
+    }
 }
