@@ -126,22 +126,22 @@ fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
 
 fn dispatch(command: Command, sys: &latlab_sys::Sys) -> ExitCode {
     let result = match command {
-        Command::Measure(args) => measure::run(*args, &sys),
-        Command::Sysinfo(args) => sysinfo::run(args, &sys),
-        Command::Tune(args) => tune::run(args, &sys),
-        Command::Check(args) => check::run(args, &sys),
-        Command::Trace(args) => trace::run(args, &sys),
-        Command::Load(args) => load::run(args, &sys),
-        Command::Run(args) => run::run(args, &sys),
+        Command::Measure(args) => measure::run(*args, sys),
+        Command::Sysinfo(args) => sysinfo::run(args, sys),
+        Command::Tune(args) => tune::run(args, sys),
+        Command::Check(args) => check::run(args, sys),
+        Command::Trace(args) => trace::run(args, sys),
+        Command::Load(args) => load::run(args, sys),
+        Command::Run(args) => run::run(args, sys),
         Command::Db(args) => db::run(args),
         Command::Report(args) => results::report(args),
         Command::Compare(args) => results::compare(args),
         Command::Export(args) => results::export(args),
         Command::Import(args) => results::import(args),
-        Command::Monitor(args) => monitor::run(*args, &sys),
+        Command::Monitor(args) => monitor::run(*args, sys),
         Command::Serve(args) => monitor::serve(args),
         Command::GenDocs(args) => gendocs::gen_docs(args),
-        Command::FillMonitor(args) => monitor::fill(args, &sys),
+        Command::FillMonitor(args) => monitor::fill(args, sys),
     };
     match result {
         Ok(code) => code,
