@@ -89,6 +89,18 @@ pub(crate) fn plan_threads(cfg: &MeasureConfig, online: &CpuList) -> (Vec<Plan>,
     (plans, free)
 }
 
+/// The waker CPU a run used: the one asked for, or the one every waker ran on by default;
+/// `None` where each waker ran on a CPU of its own (every CPU measured: the next one).
+fn waker_used(cfg: &MeasureConfig, plans: &[Plan]) -> Option<u32> {
+    if !cfg.method.is_wakeup() || cfg.waker_cpu.is_some() {
+        return cfg.waker_cpu;
+    }
+    match plans.first()?.waker_affinity.as_slice() {
+        &[w] if plans.iter().all(|p| p.waker_affinity == [w]) => Some(w),
+        _ => None,
+    }
+}
+
 /// A timer method's loop, prepared in the measuring thread before the start barrier.
 type TimerRun = Box<dyn FnMut(&Ctx, &mut WindowSink) -> std::io::Result<()>>;
 
@@ -849,7 +861,10 @@ fn assemble(
         ),
         start_unix_ns,
         elapsed_ns,
-        config: cfg.clone(),
+        config: MeasureConfig {
+            waker_cpu: waker_used(cfg, plans),
+            ..cfg.clone()
+        },
         system: sys.system_info(),
         environment: env,
         stop: stop_reason,

@@ -235,7 +235,9 @@ pub struct MeasureConfig {
     /// Most spikes kept over the run; further ones are only counted.
     pub spike_limit: u32,
     pub break_threshold_ns: Option<u64>,
-    /// CPU of the waker threads for thread-to-thread methods.
+    /// CPU of the waker threads for thread-to-thread methods: as asked, and in a result the
+    /// one every waker ran on (`None` there: each waker ran on the CPU after its thread's, as
+    /// every CPU was measured).
     pub waker_cpu: Option<u32>,
     /// Spread thread phases: thread `i` of `n` is offset by `i * interval / n`, so CPUs do not
     /// all take their timers at the same instant (by default every thread shares one phase).
@@ -545,6 +547,15 @@ pub fn known_start(start_unix_ns: u64, started_at: &str) -> Option<&str> {
     known_time(start_unix_ns).map(|_| started_at)
 }
 
+/// An interval as tables and lines write it: `1ms`, or `-` for 0 (unknown).
+pub fn interval_text(interval_ns: u64) -> String {
+    if interval_ns == 0 {
+        "-".into()
+    } else {
+        units::format_duration(interval_ns)
+    }
+}
+
 impl MeasureConfig {
     /// The policy as tables and lines write it: `fifo 95`, `other`, `deadline 100us/1ms/1ms`
     /// (runtime, deadline, period).
@@ -560,6 +571,12 @@ impl MeasureConfig {
             (p, _) if p.is_realtime() => format!("{} {}", p.name(), self.priority),
             (p, _) => p.name().to_string(),
         }
+    }
+
+    /// The interval as tables and lines write it: `1ms`, or `-` where it is unknown (0: an
+    /// import from a format that does not record it).
+    pub fn interval_text(&self) -> String {
+        interval_text(self.interval_ns)
     }
 
     /// The length asked for: `10s`, `1000 loops`, `10s or 1000 loops` (whichever ends first),

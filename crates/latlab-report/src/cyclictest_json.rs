@@ -149,8 +149,8 @@ fn json_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-/// The measuring configuration as a `latlab measure` command line. It describes what was in
-/// effect; it is not necessarily the literal argument list the user typed.
+/// The measuring configuration as a `latlab measure` command line that measures the same way
+/// again (not necessarily the literal argument list the user typed).
 fn cmdline(result: &RunResult) -> String {
     let c = &result.config;
     let mut s = String::from("latlab measure");
@@ -172,7 +172,7 @@ fn cmdline(result: &RunResult) -> String {
     if let Some(d) = &c.deadline {
         let _ = write!(
             s,
-            " --runtime {} --deadline {} --period {}",
+            " --dl-runtime {} --dl-deadline {} --dl-period {}",
             format_duration(d.runtime_ns),
             format_duration(d.deadline_ns),
             format_duration(d.period_ns)
@@ -188,11 +188,21 @@ fn cmdline(result: &RunResult) -> String {
         let _ = write!(s, " --loops {l}");
     }
     if let Some(q) = c.pm_qos_us {
-        let _ = write!(s, " --pm-qos {q}us");
+        let _ = write!(s, " --pm-qos {q}");
     }
-    if c.mlock {
-        s.push_str(" --mlock");
+    if !c.mlock {
+        s.push_str(" --no-mlock");
     }
+    if c.timer_slack_ns > 0 {
+        let _ = write!(s, " --timer-slack {}", format_duration(c.timer_slack_ns));
+    }
+    if let Some(w) = c.waker_cpu.filter(|_| c.method.is_wakeup()) {
+        let _ = write!(s, " --waker-cpu {w}");
+    }
+    if c.stagger {
+        s.push_str(" --stagger");
+    }
+    let _ = write!(s, " --window {}", format_duration(c.window_ns));
     if let Some(b) = c.break_threshold_ns {
         let _ = write!(s, " --break {}", format_duration(b));
     }

@@ -84,11 +84,13 @@ fn header(out: &mut String, r: &RunResult) {
             Some(cpu) => {
                 let _ = write!(method, ", waker on CPU {cpu}");
             }
+            // Every CPU measured: each waker ran on the CPU after its thread's.
+            None if c.cpus.is_some() => method.push_str(", each waker on the next measured CPU"),
             None => method.push_str(", waker unpinned"),
         }
     }
     line(out, "method", &method);
-    let mut interval = format_duration(c.interval_ns);
+    let mut interval = c.interval_text();
     if c.timer_slack_ns > 0 {
         let _ = write!(
             interval,

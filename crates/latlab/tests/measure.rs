@@ -125,6 +125,29 @@ fn a_real_run_writes_consistent_json_and_cyclictest_files() {
         ctj["thread"]["0"]["cycles"].as_u64(),
         r["threads"][0]["stats"]["count"].as_u64()
     );
+    // Its "cmdline:" measures the same way again.
+    let line = ctj["cmdline:"].as_str().unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[..2], ["latlab", "measure"], "{line}");
+    let again = latlab_testkit::run_stdout(latlab!().args(&words[1..]).args([
+        "-q",
+        "--no-samplers",
+        "--json",
+        "-",
+    ]));
+    let again: serde_json::Value = serde_json::from_str(&again).unwrap();
+    for key in [
+        "method",
+        "interval_ns",
+        "duration_ns",
+        "cpus",
+        "policy",
+        "priority",
+        "mlock",
+        "window_ns",
+    ] {
+        assert_eq!(again["config"][key], r["config"][key], "{key}: {line}");
+    }
 }
 
 #[test]
@@ -147,6 +170,11 @@ fn thread_wakeup_method_measures_from_wake_call() {
     measure(&args);
     let r = read_json(&json);
     assert_eq!(r["config"]["method"], "futex");
+    // The waker ran where the engine put it by default: the first CPU not measured (CPU 0
+    // itself on a machine of one CPU). The result says so; it said nothing.
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let waker = if online.trim() == "0" { 0 } else { 1 };
+    assert_eq!(r["config"]["waker_cpu"], waker, "{}", r["config"]);
     let t = &r["threads"][0];
     let count = t["stats"]["count"].as_u64().unwrap();
     assert_eq!(count + t["missed"].as_u64().unwrap(), 1000);
@@ -285,7 +313,8 @@ fn deadline_policy_runs_as_root() {
 fn samplers_run_beside_the_measurement() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.json");
-    let mut args = vec!["-D", "1.1s", "--sample-period", "200ms", "-q", "--json"];
+    // Without -q: the summary with its samplers block.
+    let mut args = vec!["-D", "1.1s", "--sample-period", "200ms", "--json"];
     let p = path.to_str().unwrap().to_string();
     args.push(&p);
     let out = measure(&args);
@@ -401,6 +430,30 @@ fn a_load_schedule_records_its_phases() {
     assert_eq!(phases[1]["spec"], "cpu");
     let reports = r["loads"]["reports"].as_array().unwrap();
     assert!(reports.iter().any(|x| x["kind"] == "cpu"));
+    let warned = |r: &serde_json::Value| {
+        r["environment"]["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with("the load schedule lasts"))
+    };
+    assert!(!warned(&r), "the schedule fit: {}", r["environment"]);
+    // A run shorter than its schedule says which phases did not run.
+    let out = run_ok(&[
+        "measure",
+        "-D",
+        "0.3s",
+        "--load-schedule",
+        "idle 300ms, cpu 300ms",
+        "--no-samplers",
+        "--policy",
+        "other",
+        "--no-mlock",
+        "-q",
+        "--json",
+        "-",
+    ]);
+    assert!(warned(&json(&out)), "{}", json(&out)["environment"]);
 }
 
 #[test]
