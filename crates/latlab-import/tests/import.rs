@@ -410,6 +410,24 @@ fn truncated_cyclictest_histogram_names_the_line_and_what_was_expected() {
     assert!(import(&text, None, "x").is_ok());
 }
 
+/// A JSON capture cut short is still told apart by its opening keys, so the error says where
+/// it ends, as with `--format`.
+#[test]
+fn truncated_json_captures_are_recognised_and_refused_with_their_line() {
+    for (name, format) in [
+        ("cyclictest.json", Format::CyclictestJson),
+        ("jitterdebugger-results.json", Format::Jitterdebugger),
+    ] {
+        let text = data(name);
+        let cut = &text[..600];
+        assert_eq!(detect(cut), Some(format), "{name}");
+        let e = import(cut, None, name).unwrap_err();
+        let with_format = import(cut, Some(format), name).unwrap_err();
+        assert_eq!(e.to_string(), with_format.to_string(), "{name}");
+        assert!(e.line > 0, "{name}: {e}");
+    }
+}
+
 #[test]
 fn stress_ng_percentiles_beyond_its_histogram_are_kept_exact() {
     // `stress-ng --cyclic 1 --cyclic-ops 1000 -v --cyclic-dist 1000 --cyclic-samples 500

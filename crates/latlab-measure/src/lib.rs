@@ -154,7 +154,11 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
                 .into());
         }
     } else if cfg.deadline.is_some() {
-        return bad("--dl-runtime/--dl-period need --policy deadline".into());
+        return bad(
+            "--dl-runtime/--dl-period need --policy deadline (accepted: --policy deadline \
+             --dl-runtime 100us, or neither)"
+                .into(),
+        );
     }
     if cfg.window_ns < 1_000_000 || (cfg.method != Method::Busy && cfg.window_ns < cfg.interval_ns)
     {

@@ -2,7 +2,7 @@
 //! HTML) figures, built from an [`Analysis`].
 
 use latlab_model::system::Field;
-use latlab_model::units::{CpuList, format_duration};
+use latlab_model::units::CpuList;
 use latlab_model::{RunResult, Stats};
 
 use crate::analysis::{
@@ -262,7 +262,7 @@ fn configuration(b: &mut Vec<Block>, a: &Analysis) {
                 let r = r.run;
                 row.extend([
                     r.config.method.name().into(),
-                    format_duration(r.config.interval_ns).into(),
+                    r.config.interval_text().into(),
                     r.config.policy_text().into(),
                     cpus_text(r).into(),
                     r.config

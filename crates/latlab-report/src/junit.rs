@@ -254,10 +254,7 @@ pub fn measure_suite(result: &RunResult, limits: &Limits) -> TestSuite {
             ("run_id".into(), result.id.clone()),
             ("limits".into(), limits.describe()),
             ("method".into(), result.config.method.name().into()),
-            (
-                "interval".into(),
-                latlab_model::units::format_duration(result.config.interval_ns),
-            ),
+            ("interval".into(), result.config.interval_text()),
         ],
         cases: run_cases(result, limits, "latlab.measure", ""),
     }

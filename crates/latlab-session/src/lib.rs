@@ -191,6 +191,17 @@ fn run(
     });
     let mut result = result?;
     result.loads = loads;
+    if let Some(s) = &p.schedule
+        && s.total_ns() > result.elapsed_ns
+    {
+        // Said, not silent: the phases that fall after the end did not run.
+        result.environment.warnings.push(format!(
+            "the load schedule lasts {} but the run ended after {}: the phases from there on \
+             did not run",
+            latlab_model::units::format_duration(s.total_ns()),
+            latlab_model::units::format_elapsed(result.elapsed_ns)
+        ));
+    }
     match traced {
         Some(Ok(t)) => result.trace = Some(t),
         Some(Err(e)) => result

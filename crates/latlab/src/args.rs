@@ -365,6 +365,17 @@ pub fn usage<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CliError + '
 /// Open (or create) the store at `path` for writing. A file that is not a store, or one too new,
 /// is bad input for `--db`; the commands that measure call this before measuring.
 pub fn open_store(path: &Path) -> CliResult<Store> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(CliError::Usage(format!(
+            "--db {}: no directory {} (accepted: a latlab store or a new file)",
+            path.display(),
+            dir.display()
+        )));
+    }
     Store::open(path).map_err(|e| match e {
         StoreError::Migration { .. } => CliError::Failed(anyhow::Error::new(e)),
         e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {

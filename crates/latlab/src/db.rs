@@ -134,7 +134,7 @@ fn list_table(runs: &[RunSummary]) -> String {
                 format!(
                     "{}/{}",
                     r.method,
-                    latlab_model::units::format_duration(r.interval_ns)
+                    latlab_model::interval_text(r.interval_ns)
                 ),
                 r.cpus
                     .clone()

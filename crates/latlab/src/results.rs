@@ -71,8 +71,8 @@ pub struct ExportArgs {
 
 #[derive(Args, Debug)]
 pub struct ImportArgs {
-    /// Files written by cyclictest (--json or -h text), stress-ng --cyclic (-v or --log-file)
-    /// or jitterdebugger (results.json).
+    /// Files written by cyclictest (--json or -h text), stress-ng --cyclic with --cyclic-dist N
+    /// (-v or --log-file) or jitterdebugger (results.json).
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// cyclictest-json, cyclictest-hist, stress-ng or jitterdebugger (default: recognised).
