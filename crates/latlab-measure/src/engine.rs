@@ -138,6 +138,9 @@ fn timer_waiter(cfg: &MeasureConfig, clock: libc::clockid_t) -> Result<TimerRun,
 struct ThreadEnd {
     tid: i32,
     cpu_time_ns: u64,
+    /// When it stopped measuring (0: it never started): the run's end is the last of these,
+    /// not when the coordinator got to run (under a real-time load that can be much later).
+    ended_ns: u64,
     /// A failure after the start (a timer that could not be armed).
     error: Option<String>,
 }
@@ -467,7 +470,12 @@ pub fn run_hooked(
     if let Some(e) = ends.iter().find_map(|e| e.error.clone()) {
         return Err(MeasureError::Setup(e));
     }
-    let end = os::now(clock);
+    let end = ends
+        .iter()
+        .map(|e| e.ended_ns)
+        .max()
+        .filter(|&e| e > 0)
+        .unwrap_or_else(|| os::now(clock));
     let elapsed_ns = end.saturating_sub(start.mono);
     Ok(assemble(
         &job,
@@ -642,6 +650,7 @@ fn spawn_measuring(
                 return ThreadEnd {
                     tid,
                     cpu_time_ns: 0,
+                    ended_ns: 0,
                     error: None,
                 };
             };
@@ -659,12 +668,14 @@ fn spawn_measuring(
                 }
                 (None, None) => {}
             }
+            let ended_ns = os::now(clock);
             let cpu_time_ns = latlab_sys::thread::cpu_time_ns();
             sink.finish();
             stop2.wake_coordinator();
             ThreadEnd {
                 tid,
                 cpu_time_ns,
+                ended_ns,
                 error,
             }
         })
@@ -797,6 +808,7 @@ fn coordinate(
             h.join().unwrap_or(ThreadEnd {
                 tid: 0,
                 cpu_time_ns: 0,
+                ended_ns: 0,
                 error: Some("a measuring thread panicked".into()),
             })
         })

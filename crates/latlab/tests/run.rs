@@ -13,6 +13,18 @@ fn write_plan(dir: &Path, body: &str) -> std::path::PathBuf {
     path
 }
 
+/// A plan `name` of runs of `duration`, without samplers, with one axis: `intervals` (TOML).
+fn interval_plan(dir: &Path, name: &str, duration: &str, intervals: &str) -> std::path::PathBuf {
+    write_plan(
+        dir,
+        &format!(
+            "name = \"{name}\"\n[settings]\nduration = \"{duration}\"\nno-samplers = true\n{}\
+             [axes]\ninterval = [{intervals}]\n",
+            policy_toml()
+        ),
+    )
+}
+
 #[test]
 fn a_two_axis_plan_with_repeats_runs_into_the_store() {
     let dir = tempfile::tempdir().unwrap();
@@ -93,14 +105,7 @@ fn a_two_axis_plan_with_repeats_runs_into_the_store() {
 #[test]
 fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
     let dir = tempfile::tempdir().unwrap();
-    let plan = write_plan(
-        dir.path(),
-        &format!(
-            "name = \"resume\"\n[settings]\nduration = \"1s\"\nno-samplers = true\n{}\
-             [axes]\ninterval = [\"1ms\", \"500us\", \"250us\"]\n",
-            policy_toml()
-        ),
-    );
+    let plan = interval_plan(dir.path(), "resume", "1s", "\"1ms\", \"500us\", \"250us\"");
     let db = dir.path().join("r.db");
     let args = ["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()];
     let mut child = latlab!()
@@ -147,14 +152,7 @@ fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
 #[test]
 fn ctrl_c_keeps_the_cut_short_run_outside_the_experiment() {
     let dir = tempfile::tempdir().unwrap();
-    let plan = write_plan(
-        dir.path(),
-        &format!(
-            "name = \"cut\"\n[settings]\nduration = \"2s\"\nno-samplers = true\n{}\
-             [axes]\ninterval = [\"1ms\", \"500us\"]\n",
-            policy_toml()
-        ),
-    );
+    let plan = interval_plan(dir.path(), "cut", "2s", "\"1ms\", \"500us\"");
     let (db, err) = (dir.path().join("c.db"), dir.path().join("err"));
     let mut child = latlab!()
         .args(["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()])

@@ -20,13 +20,19 @@ fn store(dir: &Path) -> PathBuf {
     common::synthetic_store(dir, "2h")
 }
 
-/// In a new directory: the test CA and certificates, a web config with TLS, one user and
-/// `extra_tls`, a synthetic store, and `latlab serve` of it with that config.
-fn tls_server(extra_tls: &str) -> (tempfile::TempDir, Proc, SocketAddr) {
+/// A new directory with the test CA and certificates, a web config with TLS, one user and
+/// `extra_tls` (its path), and a synthetic store (its path).
+fn tls_files(extra_tls: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     certificates(dir.path());
     let web = web_config(dir.path(), extra_tls);
     let db = store(dir.path());
+    (dir, web, db)
+}
+
+/// [`tls_files`] and `latlab serve` of the store with that config.
+fn tls_server(extra_tls: &str) -> (tempfile::TempDir, Proc, SocketAddr) {
+    let (dir, web, db) = tls_files(extra_tls);
     let (server, addr) =
         common::serve(&db, dir.path(), &["--web-config".as_ref(), web.as_os_str()]);
     (dir, server, addr)
@@ -323,10 +329,7 @@ fn on_an_open_address_a_change_that_drops_authentication_is_refused() {
     if !require("curl") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    certificates(dir.path());
-    let web = web_config(dir.path(), "");
-    let db = store(dir.path());
+    let (dir, web, db) = tls_files("");
     let port = latlab_testkit::process::free_port();
     let mut c = latlab!();
     c.args(["serve", "--listen", &format!("0.0.0.0:{port}"), "--db"])
@@ -361,9 +364,7 @@ fn the_web_configs_headers_are_on_every_answer_refusals_included() {
     if !require("curl") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    certificates(dir.path());
-    let web = web_config(dir.path(), "");
+    let (dir, web, db) = tls_files("");
     let mut text = std::fs::read_to_string(&web).unwrap();
     // Four requests at once, then one an hour: the fifth is refused.
     text.push_str(
@@ -371,7 +372,6 @@ fn the_web_configs_headers_are_on_every_answer_refusals_included() {
          Strict-Transport-Security: max-age=31536000\nrate_limit:\n  interval: 1h\n  burst: 4\n",
     );
     std::fs::write(&web, text).unwrap();
-    let db = store(dir.path());
     let (server, addr) =
         common::serve(&db, dir.path(), &["--web-config".as_ref(), web.as_os_str()]);
     let url = format!("https://localhost:{}/metrics", addr.port());
