@@ -395,7 +395,7 @@ impl Histogram {
         (acc / self.count as f64).sqrt()
     }
 
-    /// Nearest-rank percentile, `q` in `0.0..=100.0`: the smallest recorded value such that at
+    /// Nearest-rank percentile (see [`nearest_rank`]), `q` in `0.0..=100.0`: the smallest recorded value such that at
     /// least `q` % of all values are at or below it, to the bucket's resolution; clamped to the
     /// exact min and max, so `percentile(0.0) == min()` and `percentile(100.0) == max()`.
     pub fn percentile(&self, q: f64) -> u64 {
@@ -408,7 +408,7 @@ impl Histogram {
         if q <= 0.0 {
             return self.min;
         }
-        let rank = ((q / 100.0) * self.count as f64).ceil().max(1.0) as u64;
+        let rank = nearest_rank(q, self.count);
         let range = self.occupied();
         let base = range.start;
         let mut seen = 0u64;
@@ -721,6 +721,16 @@ impl<'de> Deserialize<'de> for Histogram {
         let sparse = SparseHistogram::deserialize(d)?;
         Histogram::from_sparse(&sparse).map_err(serde::de::Error::custom)
     }
+}
+
+/// The nearest rank of percentile `q` (`0.0..=100.0`) among `count` values: the smallest
+/// rank at or below which at least `q` % of the values lie, at least 1. Computed in integers
+/// (`q` to 1e-6 %): in floating point `99.9 / 100 * 1000` is `999.0000000000001`, whose ceiling
+/// would take the 1000th value for the 999th.
+pub fn nearest_rank(q: f64, count: u64) -> u64 {
+    let q_e8 = (q.clamp(0.0, 100.0) * 1e6).round() as u128;
+    let rank = (q_e8 * u128::from(count)).div_ceil(100_000_000);
+    (rank as u64).max(1)
 }
 
 #[cfg(test)]

@@ -8,9 +8,30 @@ fn tolerance(v: u64) -> u64 {
     if v < 100_000 { 100 } else { v / 1000 }
 }
 
+/// The smallest value with at least `q` % of the values at or below it (counted, with a margin
+/// for the rounding of `q` itself).
 fn reference_percentile(sorted: &[u64], q: f64) -> u64 {
-    let rank = ((q / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1]
+    let need = q * sorted.len() as f64 / 100.0 - 1e-9;
+    let rank = (1..=sorted.len()).find(|&r| r as f64 >= need).unwrap_or(sorted.len());
+    sorted[rank - 1]
+}
+
+#[test]
+fn nearest_ranks_are_exact_where_floating_point_is_not() {
+    // 99.9 / 100 * 1000 is 999.0000000000001 in f64: its ceiling took the 1000th value.
+    assert_eq!(nearest_rank(99.9, 1000), 999);
+    assert_eq!(nearest_rank(99.99, 10_000), 9999);
+    assert_eq!(nearest_rank(99.9, 10_000), 9990);
+    assert_eq!(nearest_rank(50.0, 3), 2);
+    assert_eq!(nearest_rank(0.0, 5), 1);
+    assert_eq!(nearest_rank(100.0, 5), 5);
+    let mut h = Histogram::new();
+    for v in 1..=1000u64 {
+        h.record(v * 1000);
+    }
+    // The 999th value, to the bucket's resolution; not the maximum.
+    let p = h.percentile(99.9);
+    assert!((999_000..1_000_000).contains(&p), "{p}");
 }
 
 fn latency_like(rng: &mut StdRng) -> u64 {

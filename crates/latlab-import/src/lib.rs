@@ -198,7 +198,7 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
         .printed
         .iter()
         .filter(|p| {
-            let rank = ((p.percentile / 100.0) * t.total as f64).ceil().max(1.0) as u64;
+            let rank = latlab_hist::nearest_rank(p.percentile, t.total);
             rank > in_rows
         })
         .copied()

@@ -646,6 +646,27 @@ impl RunResult {
     /// the overall histograms are the threads' merged, missed periods their sum, the worst
     /// thread the last with the greatest maximum. One thread's statistics are the overall ones
     /// as they are (an import's exact percentiles stay exact; several threads' cannot).
+    /// Compute the cached [`Stats`] again from the histograms (keeping the exact percentiles an
+    /// import carries): for results stored by a version whose statistics differ (p99.9 of a
+    /// count that is a multiple of 1000 took the maximum before the rank was computed exactly).
+    pub fn refresh_stats(&mut self) {
+        let again = |s: &Stats, h: &Histogram| Stats::of(h).with_exact(&s.exact_percentiles);
+        let mut corrected = Histogram::new();
+        for t in &mut self.threads {
+            t.stats = again(&t.stats, &t.histogram);
+            t.corrected = again(&t.corrected, &t.corrected_histogram);
+            corrected.merge(&t.corrected_histogram);
+        }
+        let o = &mut self.overall;
+        match self.threads.as_slice() {
+            [only] => (o.stats, o.corrected) = (only.stats.clone(), only.corrected.clone()),
+            _ => {
+                o.stats = again(&o.stats, &o.histogram);
+                o.corrected = again(&o.corrected, &corrected);
+            }
+        }
+    }
+
     pub fn from_threads(head: RunHead, threads: Vec<ThreadResult>) -> RunResult {
         let mut histogram = Histogram::new();
         let mut corrected = Histogram::new();

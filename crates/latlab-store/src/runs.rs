@@ -153,7 +153,7 @@ impl Store {
             })
             .optional()?;
 
-        Ok(RunResult {
+        let mut run = RunResult {
             schema: head.schema,
             schema_version: head.schema_version,
             latlab_version: head.latlab_version,
@@ -185,7 +185,10 @@ impl Store {
                 .transpose()?,
             loads: Loads { reports, phases },
             trace,
-        })
+        };
+        // The histograms are the truth; the stored statistics a cache of them.
+        run.refresh_stats();
+        Ok(run)
     }
 
     /// The `runs` row of run `run` with its system record; [`StoreError::UnknownRun`] when there
