@@ -12,7 +12,9 @@ fn tolerance(v: u64) -> u64 {
 /// for the rounding of `q` itself).
 fn reference_percentile(sorted: &[u64], q: f64) -> u64 {
     let need = q * sorted.len() as f64 / 100.0 - 1e-9;
-    let rank = (1..=sorted.len()).find(|&r| r as f64 >= need).unwrap_or(sorted.len());
+    let rank = (1..=sorted.len())
+        .find(|&r| r as f64 >= need)
+        .unwrap_or(sorted.len());
     sorted[rank - 1]
 }
 

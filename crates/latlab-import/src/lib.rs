@@ -637,14 +637,21 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
             None => err(0, "no histogram rows (accepted: cyclictest -h N output)"),
         };
     }
-    let (maxes, overflows) = h.footer()?;
+    let (mut maxes, mut overflows) = h.footer()?;
     let HistText {
-        rows,
+        mut rows,
         last_row,
         skipped,
         first_skipped,
         ..
     } = h;
+    // `cyclictest -H` adds a column (and footer value) summing every thread: not a thread.
+    let histofall = is_histofall(&rows);
+    if histofall {
+        rows.pop();
+        maxes.pop();
+        overflows.pop();
+    }
     let threads: Vec<Thread> = rows
         .into_iter()
         .enumerate()
@@ -665,6 +672,13 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
          the text carries no command line, CPUs, interval or system"
             .to_string(),
     ];
+    if histofall {
+        warnings.push(
+            "the last column, cyclictest -H's sum of every thread, is left out (it is not a \
+             thread)"
+                .into(),
+        );
+    }
     if let Some((line, first)) = first_skipped {
         warnings.push(format!(
             "skipped {skipped} line{} before the histogram that {} not cyclictest -h output; \
@@ -680,6 +694,22 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
         0,
         warnings,
     ))
+}
+
+/// Whether the last of `rows` (per column: `(value, count)` where the count is not 0) is the sum
+/// of the others on every row, as `cyclictest -H` writes it, with samples in it.
+fn is_histofall(rows: &[Vec<(u64, u64)>]) -> bool {
+    let Some((all, threads)) = rows.split_last() else {
+        return false;
+    };
+    if threads.is_empty() || all.is_empty() {
+        return false;
+    }
+    let mut sums: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();
+    for (value, count) in threads.iter().flatten() {
+        *sums.entry(*value).or_default() += count;
+    }
+    sums.len() == all.len() && all.iter().all(|(v, c)| sums.get(v) == Some(c))
 }
 
 /// The whitespace-separated numbers of `text` (up to a `#`); `expected` says what the line holds.

@@ -410,6 +410,30 @@ fn truncated_cyclictest_histogram_names_the_line_and_what_was_expected() {
     assert!(import(&text, None, "x").is_ok());
 }
 
+/// `cyclictest -D1 -q -a0-1 -t2 -p50 -i 1000 -H 50`: a third column sums both threads on every
+/// row (and the maxima and overflows have a third value); it is left out, not read as a thread.
+#[test]
+fn cyclictest_histofall_is_not_a_thread() {
+    let r = import(&data("cyclictest-H50.txt"), None, "h.txt").unwrap();
+    assert_eq!(r.threads.len(), 2);
+    // "# Total:" counts the rows; the overflows (1 and 3) add to them.
+    assert_eq!(r.threads[0].stats.count, 1000);
+    assert_eq!(r.threads[1].stats.count, 1000);
+    assert_eq!(r.overall.stats.count, 2000);
+    assert_eq!(r.overall.stats.max, 477_500);
+    assert!(
+        r.environment
+            .warnings
+            .iter()
+            .any(|w| w.contains("cyclictest -H's sum of every thread")),
+        "{:?}",
+        r.environment.warnings
+    );
+    // Without -H, two threads stay two.
+    let plain = import(&data("cyclictest-h50.txt"), None, "h.txt").unwrap();
+    assert_eq!(plain.threads.len(), 2);
+}
+
 /// A JSON capture cut short is still told apart by its opening keys, so the error says where
 /// it ends, as with `--format`.
 #[test]

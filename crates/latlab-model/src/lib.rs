@@ -582,7 +582,14 @@ impl MeasureConfig {
     /// The length asked for: `10s`, `1000 loops`, `10s or 1000 loops` (whichever ends first),
     /// `None` for until interrupted.
     pub fn length_text(&self) -> Option<String> {
-        use units::format_duration;
+        // A length asked for is round; one measured (a monitor's series) reads as elapsed time.
+        let format_duration = |d: u64| {
+            if d.is_multiple_of(1_000_000) {
+                units::format_duration(d)
+            } else {
+                units::format_elapsed(d)
+            }
+        };
         match (self.duration_ns, self.loops) {
             (Some(d), Some(l)) => Some(format!("{} or {l} loops", format_duration(d))),
             (Some(d), None) => Some(format_duration(d)),

@@ -215,6 +215,10 @@ fn a_configuration_says_its_policy_and_length_one_way() {
     assert_eq!(c.length_text().as_deref(), Some("10s or 1000 loops"));
     c.duration_ns = None;
     assert_eq!(c.length_text().as_deref(), Some("1000 loops"));
+    // A length measured, not asked for (a monitor's series): elapsed time, not raw ns.
+    c.loops = None;
+    c.duration_ns = Some(13_984_029_585);
+    assert_eq!(c.length_text().as_deref(), Some("14.0s"));
 }
 
 #[test]

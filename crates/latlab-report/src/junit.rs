@@ -310,10 +310,12 @@ pub fn experiment_suite(
             let mut output = Vec::new();
             let mut breaches = Vec::new();
             let mut messages = Vec::new();
-            for (repeat, r) in &cell.runs {
+            for (stored, r) in &cell.runs {
                 let Some(t) = r.threads.iter().find(|t| t.label == label) else {
                     continue;
                 };
+                // Repeats are counted from 1, as the run's progress and the reports count them.
+                let repeat = stored + 1;
                 time_s += r.elapsed_ns as f64 / 1e9;
                 output.push(format!("repeat {repeat}: {}; run {}", thread_line(t), r.id));
                 for mut b in limits.check_thread(t) {
@@ -338,10 +340,10 @@ pub fn experiment_suite(
             });
             all.extend(breaches);
         }
-        for (repeat, why) in &cell.failed {
+        for (stored, why) in &cell.failed {
             cases.push(TestCase {
                 classname: classname.clone(),
-                name: format!("{} repeat {repeat}", cell.key),
+                name: format!("{} repeat {}", cell.key, stored + 1),
                 time_s: 0.0,
                 outcome: Outcome::Error {
                     message: why.clone(),

@@ -142,7 +142,7 @@ fn list_table(runs: &[RunSummary]) -> String {
                 format_us(r.p99_ns, 1),
                 format_us(r.max_ns, 1),
                 match (&r.experiment, &r.cell) {
-                    (Some(e), Some((key, repeat))) => format!("{e}: {key} #{repeat}"),
+                    (Some(e), Some((key, repeat))) => format!("{e}: {key} #{}", repeat + 1),
                     (Some(e), None) => e.clone(),
                     (None, _) => "-".into(),
                 },
@@ -236,7 +236,7 @@ fn show(path: &Path, id: &str, json: bool) -> CliResult<ExitCode> {
     {
         let _ = write!(out, ", experiment {eid} ({e})");
         if let Some((key, repeat)) = cell {
-            let _ = write!(out, ", cell {key} repeat {repeat}");
+            let _ = write!(out, ", cell {key} repeat {}", repeat + 1);
         }
     }
     println!("{out}");

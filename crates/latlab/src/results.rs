@@ -93,16 +93,34 @@ fn open_stores(dbs: &[PathBuf]) -> CliResult<Vec<(String, Store)>> {
     } else {
         dbs.to_vec()
     };
+    let names = store_names(&paths);
     paths
         .iter()
-        .map(|p| {
-            let store = crate::args::open_existing(p)?;
-            let name = p
-                .file_stem()
-                .map_or_else(|| p.display().to_string(), |s| s.to_string_lossy().into());
-            Ok((name, store))
-        })
+        .zip(names)
+        .map(|(p, name)| Ok((name, crate::args::open_existing(p)?)))
         .collect()
+}
+
+/// What each store is called in a report: its file's stem (`hz250` for `hz250.db`), with its
+/// directory where two stems are alike (`node1/latlab`, `node2/latlab`: machines that each keep
+/// the default name), else its whole path.
+fn store_names(paths: &[PathBuf]) -> Vec<String> {
+    fn stem(p: &Path) -> Option<String> {
+        p.file_stem().map(|s| s.to_string_lossy().into_owned())
+    }
+    fn with_dir(p: &Path) -> Option<String> {
+        let dir = p.parent()?.file_name()?;
+        Some(format!("{}/{}", dir.to_string_lossy(), stem(p)?))
+    }
+    let ways: [fn(&Path) -> Option<String>; 2] = [stem, with_dir];
+    for way in ways {
+        let names: Vec<Option<String>> = paths.iter().map(|p| way(p)).collect();
+        let distinct: std::collections::BTreeSet<_> = names.iter().collect();
+        if names.iter().all(Option::is_some) && distinct.len() == names.len() {
+            return names.into_iter().flatten().collect();
+        }
+    }
+    paths.iter().map(|p| p.display().to_string()).collect()
 }
 
 /// Cells of an experiment that did not run, `(cell, reason)`, once per cell.
@@ -431,4 +449,23 @@ fn import_file(f: &Path, format: Option<latlab_import::Format>) -> Result<RunRes
     let text =
         std::fs::read_to_string(f).map_err(|e| format!("{e} (accepted: a readable file)"))?;
     latlab_import::import(&text, format, &f.display().to_string()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stores_alike_in_name_are_told_apart_by_their_directory() {
+        let names = |ps: &[&str]| {
+            super::store_names(&ps.iter().map(std::path::PathBuf::from).collect::<Vec<_>>())
+        };
+        assert_eq!(names(&["a/hz250.db", "b/hz1000.db"]), ["hz250", "hz1000"]);
+        assert_eq!(
+            names(&["node1/latlab.db", "node2/latlab.db"]),
+            ["node1/latlab", "node2/latlab"]
+        );
+        assert_eq!(
+            names(&["x/n/latlab.db", "y/n/latlab.db"]),
+            ["x/n/latlab.db", "y/n/latlab.db"]
+        );
+    }
 }

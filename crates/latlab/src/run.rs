@@ -251,13 +251,17 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
                 let cref = cell_ref(experiment, &cell.cell, r);
                 store
                     .save_run(&result, Some(&cref))
-                    .with_context(|| format!("saving cell {} repeat {}", cell.cell.key, r))?;
+                    .with_context(|| format!("saving cell {} repeat {}", cell.cell.key, r + 1))?;
                 progress.finish(n, &result);
             }
             Err(e) => {
                 failures += 1;
                 let why = e.to_string();
-                progress.note(&format!("cell {} repeat {r} failed: {why}", cell.cell.key));
+                progress.note(&format!(
+                    "cell {} repeat {} failed: {why}",
+                    cell.cell.key,
+                    r + 1
+                ));
                 store.record_cell(
                     &cell_ref(experiment, &cell.cell, r),
                     CellStatus::Failed,
@@ -361,7 +365,8 @@ pub(crate) fn human(d: Duration) -> String {
     latlab_model::units::format_elapsed(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// What became of a run a signal cut short: saved as run `id`, outside `whole` (the experiment or
+/// What became of a run a signal cut short (`repeat` as stored, from 0; said from 1, as the
+/// progress counts): saved as run `id`, outside `whole` (the experiment or
 /// the search, whose cell `--resume` measures again).
 pub fn cut_short_line(
     cell: &str,
@@ -371,8 +376,9 @@ pub fn cut_short_line(
     whole: &str,
 ) -> String {
     format!(
-        "latlab: the run cut short (cell {cell} repeat {repeat}, {} measured) is saved as run {id} \
+        "latlab: the run cut short (cell {cell} repeat {}, {} measured) is saved as run {id} \
          outside {whole}; --resume measures the cell again",
+        repeat + 1,
         latlab_model::units::format_elapsed(run.elapsed_ns)
     )
 }

@@ -142,8 +142,9 @@ fn run_gives_a_case_per_cell_and_cpu_and_exits_4_on_a_limit() {
     // A case per cell and CPU over both repeats, failed; the cells on the absent CPU skipped.
     let (tests, failures, skipped, messages) = xml_counts(&junit);
     assert_eq!((tests, failures, skipped), (4, 2, 2), "{messages:?}");
-    assert!(messages.iter().all(|m| m.contains("repeat 0: cpu0: p99 ")
-        && m.contains("repeat 1: cpu0: p99 ")
+    // Repeats counted from 1, as the progress and the reports count them.
+    assert!(messages.iter().all(|m| m.contains("repeat 1: cpu0: p99 ")
+        && m.contains("repeat 2: cpu0: p99 ")
         && m.contains("exceeds the limit 0.0 us (--max-p99); run ")));
     if let Some(suites) = junit_read(&junit) {
         let s = &suites[0];
