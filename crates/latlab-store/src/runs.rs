@@ -483,7 +483,8 @@ impl Store {
         Ok(Some(trace))
     }
 
-    /// Runs matching `filter`, oldest first.
+    /// Runs matching `filter`, oldest first by when they started (runs of an unknown start, from
+    /// imports, first); `limit` keeps the newest.
     pub fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunSummary>> {
         let mut sql = String::from(
             "SELECT r.id, r.uid, r.started_at, r.start_unix_ns, r.elapsed_ns, r.method,
@@ -497,7 +498,7 @@ impl Store {
              WHERE (?1 IS NULL OR r.experiment_id = ?1)
                AND (?2 IS NULL OR s.hostname = ?2)
                AND (?3 IS NULL OR r.start_unix_ns >= ?3)
-             ORDER BY r.id DESC",
+             ORDER BY r.start_unix_ns DESC, r.id DESC",
         );
         if let Some(n) = filter.limit {
             sql.push_str(&format!(" LIMIT {n}"));

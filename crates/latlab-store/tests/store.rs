@@ -693,3 +693,30 @@ fn vacuum_keeps_every_run() {
     assert!(store.check().unwrap().is_ok());
     assert_eq!(store.journal_mode().unwrap(), "wal");
 }
+
+/// A run saved after another but measured before it (an import, a JSON file taken in later)
+/// lists before it; `limit` keeps the newest by when they started.
+#[test]
+fn runs_list_by_when_they_started() {
+    let (_dir, _, mut store) = new_store();
+    let mut later = common::result("later", 1);
+    let mut earlier = common::result("earlier", 1);
+    later.start_unix_ns += 60_000_000_000;
+    earlier.start_unix_ns -= 60_000_000_000;
+    store.save_run(&later, None).unwrap();
+    store.save_run(&earlier, None).unwrap();
+    let uids = |limit| -> Vec<String> {
+        let filter = latlab_store::RunFilter {
+            limit,
+            ..Default::default()
+        };
+        store
+            .list_runs(&filter)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.uid)
+            .collect()
+    };
+    assert_eq!(uids(None), ["earlier", "later"]);
+    assert_eq!(uids(Some(1)), ["later"]);
+}

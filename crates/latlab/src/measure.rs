@@ -145,7 +145,8 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "FILE")]
     histfile: Option<PathBuf>,
 
-    /// Rows of 1 µs in --histfile (and the range of --cyclictest-json's histogram).
+    /// Rows of 1 µs in --histfile (--cyclictest-json's histogram keeps every sample below 1 s,
+    /// whatever this is).
     #[arg(long, default_value_t = 400, value_name = "US")]
     histfile_range: u32,
 
