@@ -286,7 +286,23 @@ impl ExperimentPlan {
             if items.is_empty() {
                 return Err(err(
                     value.span().start,
-                    format!("axis {:?} has no values", key.get_ref()),
+                    format!(
+                        "axis {:?} has no values (accepted: [v1, v2, ...], one value or more)",
+                        key.get_ref()
+                    ),
+                ));
+            }
+            // An option given once for every cell and again per cell would be given twice (but
+            // loads add up: a fixed load beside the ones compared).
+            if key.get_ref() != "load" && raw.settings.keys().any(|k| k.get_ref() == key.get_ref())
+            {
+                return Err(err(
+                    key.span().start,
+                    format!(
+                        "{:?} is both in [settings] and in [axes] (accepted: one of them: a fixed \
+                         value in [settings], or the values to compare in [axes])",
+                        key.get_ref()
+                    ),
                 ));
             }
             let mut values = Vec::new();

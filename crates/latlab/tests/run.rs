@@ -211,6 +211,14 @@ fn malformed_plans_name_file_line_and_reason() {
             "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\ninterval = [\"1ms\"]\nload = [\"bogus\"]\n",
             "",
         ),
+        (
+            "name = \"x\"\n[settings]\nduration = \"1s\"\ninterval = \"1ms\"\n[axes]\ninterval = [\"2ms\"]\n",
+            "plan.toml:6: \"interval\" is both in [settings] and in [axes] (accepted: one of them",
+        ),
+        (
+            "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\ninterval = []\n",
+            "axis \"interval\" has no values (accepted: [v1, v2, ...]",
+        ),
         // Values no machine accepts are bad input, not cells this machine skips.
         (
             "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\npriority = [2, 500]\n",
