@@ -335,14 +335,20 @@ fn take_over_tuning(
         eprintln!("latlab: {text}");
         notes.push(note("profile", &text));
     }
-    let g =
-        latlab_tune::TemporaryTuning::apply(sys, profile, None, &plan.state_dir).map_err(|e| {
-            if e.is_usage() {
-                Error::Usage(format!("--profile {}: {e}", profile.name))
-            } else {
-                Error::Failed(anyhow::anyhow!("--profile {}: {e}", profile.name))
-            }
-        })?;
+    // Per-CPU settings (and a realtime profile's isolated CPUs) are the measured CPUs.
+    let measured = plan
+        .cfg
+        .cpus
+        .as_ref()
+        .map(|c| latlab_model::units::CpuList::from_cpus(c.clone()));
+    let g = latlab_tune::TemporaryTuning::apply(sys, profile, measured.as_ref(), &plan.state_dir)
+        .map_err(|e| {
+        if e.is_usage() {
+            Error::Usage(format!("--profile {}: {e}", profile.name))
+        } else {
+            Error::Failed(anyhow::anyhow!("--profile {}: {e}", profile.name))
+        }
+    })?;
     let text = format!(
         "profile {} applied ({} value(s) written{})",
         profile.name,

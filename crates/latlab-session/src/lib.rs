@@ -142,9 +142,18 @@ fn run(
     };
     // The profile goes first and is restored last (also on errors and panics: the guard).
     let tuning = match &p.profile {
+        // Per-CPU settings (and a realtime profile's isolated CPUs) are the measured CPUs.
         Some((profile, state_dir)) => Some(
-            latlab_tune::TemporaryTuning::apply(sys, profile, None, state_dir)
-                .map_err(|e| Error::Failed(anyhow::anyhow!("applying the profile: {e}")))?,
+            latlab_tune::TemporaryTuning::apply(
+                sys,
+                profile,
+                cfg.cpus
+                    .as_ref()
+                    .map(|c| latlab_model::units::CpuList::from_cpus(c.clone()))
+                    .as_ref(),
+                state_dir,
+            )
+            .map_err(|e| Error::Failed(anyhow::anyhow!("applying the profile: {e}")))?,
         ),
         None => None,
     };
@@ -186,8 +195,9 @@ fn run(
     let tuning = tuning.map(|guard| {
         let name = guard.profile().to_string();
         let lines = guard.change_lines();
+        let pm_qos = guard.pm_qos_us();
         let restored = guard.restore();
-        (name, lines, restored)
+        (name, lines, pm_qos, restored)
     });
     let mut result = result?;
     result.loads = loads;
@@ -210,9 +220,15 @@ fn run(
             .push(format!("reading the trace failed: {e}")),
         None => {}
     }
-    if let Some((name, lines, restored)) = tuning {
+    if let Some((name, lines, pm_qos, restored)) = tuning {
         result.environment.profile = Some(name);
         result.environment.tuning = lines;
+        // The profile's /dev/cpu_dma_latency request was held too: the lower request rules.
+        let env = &mut result.environment;
+        env.pm_qos_held_us = match (env.pm_qos_held_us, pm_qos) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match restored {
             Ok(report) if report.failures().is_empty() => {}
             Ok(report) => result.environment.warnings.push(format!(

@@ -303,7 +303,8 @@ impl MeasureArgs {
                 let profile = profiles
                     .resolve(name)
                     .map_err(|e| CliError::Usage(format!("--profile {name}: {e}")))?;
-                let plan = latlab_tune::Plan::build(sys, &profile, None)
+                let measured = cfg.cpus.as_ref().map(|c| CpuList::from_cpus(c.clone()));
+                let plan = latlab_tune::Plan::build(sys, &profile, measured.as_ref())
                     .map_err(|e| CliError::Failed(anyhow::anyhow!("--profile {name}: {e}")))?;
                 // A profile none of whose settings exist here cannot make the run it names.
                 let unsupported: Vec<String> = plan

@@ -450,3 +450,39 @@ fn a_closed_pipe_on_stdout_ends_quietly() {
     assert_eq!(out.status.code(), Some(141), "{}", text(&out.stderr));
     assert_eq!(text(&out.stderr), "");
 }
+
+/// A profile applied for a run tunes the measured CPUs only (`-a 0`: the governor of CPU 0's
+/// policy, not the others'), and its /dev/cpu_dma_latency request is recorded as held.
+#[test]
+fn a_profile_for_a_run_tunes_the_measured_cpus_and_records_its_pm_qos_hold() {
+    let t = Tree::new("laptop-intel");
+    let profile = t.dir.path().join("hold.toml");
+    std::fs::write(
+        &profile,
+        "description = \"hold\"\n[cpu.all]\ngovernor = \"performance\"\n[system]\ncpu_dma_latency_us = 0\n",
+    )
+    .unwrap();
+    let out = t
+        .cmd(&["measure", "-D", "0.2s", "-a", "0", "--no-samplers", "-q"])
+        .args(latlab_testkit::policy_args())
+        .arg("--profile")
+        .arg(&profile)
+        .args(["--json", "-"])
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let env = &r["environment"];
+    assert_eq!(env["pm_qos_held_us"], 0, "{env}");
+    let tuning: Vec<&str> = env["tuning"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    let governors: Vec<&&str> = tuning.iter().filter(|l| l.contains("governor")).collect();
+    assert_eq!(
+        governors,
+        [&"cpufreq policy0 (CPU 0) governor: powersave -> performance"],
+        "only the measured CPU's policy: {tuning:?}"
+    );
+}
