@@ -333,6 +333,21 @@ fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
     for n in &applied.plan.notes {
         print!("{}", wrap(&format!("note: {n}"), 2, 100));
     }
+    if let Some(us) = applied.plan.dma_latency_us {
+        print!(
+            "{}",
+            wrap(
+                &format!(
+                    "not held: system.cpu_dma_latency_us = {us}: a /dev/cpu_dma_latency request \
+                     lasts only while a process keeps it open; `latlab tune hold {}` holds it, \
+                     and `latlab measure --profile` holds it for a run",
+                    applied.plan.profile
+                ),
+                2,
+                100
+            )
+        );
+    }
     println!(
         "journal: {}; `latlab tune restore` puts every value back",
         applied.journal.display()

@@ -301,7 +301,8 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
             "--budget {}: too small for one candidate and its confirmation (accepted: at least \
              {} with --repeats {} and runs of {})",
             args.budget,
-            human(need),
+            // In whole seconds, a form --budget reads back.
+            latlab_model::units::format_duration(need.as_secs_f64().ceil() as u64 * 1_000_000_000),
             args.repeats,
             human(run_length)
         )));
@@ -428,10 +429,16 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
             }
             std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
             let name = args.write_profile.as_deref().unwrap_or_default();
-            println!(
-                "profile written: {} (apply with: latlab tune apply {name})",
-                path.display()
-            );
+            // A /dev/cpu_dma_latency request is held by a process, not written: `tune hold`.
+            let how = if text.contains("cpu_dma_latency_us") {
+                format!(
+                    "apply with: latlab tune apply {name}, and hold its cpu_dma_latency_us with: \
+                     latlab tune hold {name}"
+                )
+            } else {
+                format!("apply with: latlab tune apply {name}")
+            };
+            println!("profile written: {} ({how})", path.display());
         }
         (None, Some(_)) => println!("no profile written: no combination confirmed an effect"),
         (Some(text), None) => {

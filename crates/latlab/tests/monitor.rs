@@ -875,7 +875,11 @@ fn a_profile_is_held_while_monitoring_and_restored_on_sigterm() {
         // The measured CPU's policy only (CPU 0's).
         || policy_governor(&root, 0) == "performance" && set_count(&db, "prof") >= 1,
     );
-    assert_eq!(governor(&root), "powersave", "a CPU not measured is left alone");
+    assert_eq!(
+        governor(&root),
+        "powersave",
+        "a CPU not measured is left alone"
+    );
     // A second daemon with a profile is refused while this one tunes, before it makes a store.
     let other = dir.path().join("other.db");
     let out = latlab!()

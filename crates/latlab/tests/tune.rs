@@ -485,4 +485,14 @@ fn a_profile_for_a_run_tunes_the_measured_cpus_and_records_its_pm_qos_hold() {
         [&"cpufreq policy0 (CPU 0) governor: powersave -> performance"],
         "only the measured CPU's policy: {tuning:?}"
     );
+    // `tune apply` cannot hold the request (it lasts while a process keeps the file open): it
+    // says so and how, rather than saying nothing.
+    let before = snapshot(&t.root);
+    let out = ok(&t.run(&["tune", "apply", profile.to_str().unwrap()]));
+    assert!(
+        out.contains("not held: system.cpu_dma_latency_us = 0") && out.contains("latlab tune hold"),
+        "{out}"
+    );
+    ok(&t.run(&["tune", "restore"]));
+    assert_eq!(snapshot(&t.root), before);
 }

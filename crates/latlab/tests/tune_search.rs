@@ -110,6 +110,16 @@ fn the_dry_run_lists_candidates_reasons_and_time() {
     // A budget for fewer candidates says which are left out.
     let out = ok(&mut t.search(&["--dry-run", "--budget", "40s"]));
     assert!(out.contains("(not measured: beyond the budget)"), "{out}");
+    // A budget too small names the least that does, in a form --budget takes back.
+    let out = t.search(&["--dry-run", "--budget", "5s"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let least = err
+        .split("(accepted: at least ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{err}"));
+    ok(&mut t.search(&["--dry-run", "--budget", least]));
 }
 
 #[test]
