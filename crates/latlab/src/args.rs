@@ -403,3 +403,22 @@ pub fn open_existing(path: &Path) -> CliResult<Store> {
         e => CliError::Failed(anyhow::Error::new(e)),
     })
 }
+
+/// The profile directories to read: the default ones, then each `--profile-dir` (which wins
+/// over them, as later directories do); a `--profile-dir` that is not a directory is bad input.
+pub fn profile_dirs(
+    sys: &latlab_sys::Sys,
+    given: &[std::path::PathBuf],
+) -> CliResult<Vec<std::path::PathBuf>> {
+    let mut dirs = latlab_tune::Profiles::default_dirs(sys);
+    for d in given {
+        if !d.is_dir() {
+            return Err(CliError::Usage(format!(
+                "--profile-dir {}: no such directory (accepted: a directory of profile files)",
+                d.display()
+            )));
+        }
+        dirs.push(d.clone());
+    }
+    Ok(dirs)
+}

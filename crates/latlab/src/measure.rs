@@ -294,10 +294,7 @@ impl MeasureArgs {
         let profile = match &self.profile {
             None => None,
             Some(name) => {
-                let mut dirs = latlab_tune::Profiles::default_dirs(sys);
-                if let Some(d) = &self.profile_dir {
-                    dirs.insert(0, d.clone());
-                }
+                let dirs = args::profile_dirs(sys, self.profile_dir.as_slice())?;
                 let profiles = latlab_tune::Profiles::load(&dirs)
                     .map_err(|e| CliError::Usage(format!("--profile: {e}")))?;
                 let profile = profiles

@@ -157,8 +157,7 @@ impl Ctx {
 }
 
 pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
-    let mut dirs = Profiles::default_dirs(sys);
-    dirs.extend(args.profile_dir.iter().cloned());
+    let dirs = crate::args::profile_dirs(sys, &args.profile_dir)?;
     let ctx = Ctx {
         sys: sys.clone(),
         state_dir: args

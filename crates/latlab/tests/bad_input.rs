@@ -56,6 +56,20 @@ const ROWS: &[(&[&str], &str)] = &[
         &["export", "1", "-o", "/nonexistent-dir/x.json"],
         "--output /nonexistent-dir/x.json: no directory /nonexistent-dir (accepted: a writable",
     ),
+    (
+        &[
+            "measure",
+            "--profile",
+            "lowlatency",
+            "--profile-dir",
+            "/nonexistent-dir",
+        ],
+        "--profile-dir /nonexistent-dir: no such directory (accepted: a directory of profile files)",
+    ),
+    (
+        &["tune", "--profile-dir", "/nonexistent-dir", "list"],
+        "--profile-dir /nonexistent-dir: no such directory",
+    ),
     // Written for real, not asked of access(2), which says yes to root: sysfs takes no files.
     (
         &["measure", "--json", "/sys/r.json"],

@@ -496,3 +496,39 @@ fn a_profile_for_a_run_tunes_the_measured_cpus_and_records_its_pm_qos_hold() {
     ok(&t.run(&["tune", "restore"]));
     assert_eq!(snapshot(&t.root), before);
 }
+
+/// A profile in `--profile-dir` wins over one of the same name in /etc/latlab/profiles, for
+/// `tune` and for `measure --profile` alike.
+#[test]
+fn profile_dir_wins_over_the_system_profiles_everywhere() {
+    let t = Tree::new("laptop-intel");
+    let etc = t.root.join("etc/latlab/profiles");
+    let given = t.dir.path().join("given");
+    for (dir, governor) in [(&etc, "powersave"), (&given, "performance")] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(
+            dir.join("same.toml"),
+            format!("description = \"{governor}\"\n[cpu.all]\ngovernor = \"{governor}\"\n"),
+        )
+        .unwrap();
+    }
+    let given_arg = given.to_str().unwrap();
+    let shown = ok(&t.run(&["tune", "--profile-dir", given_arg, "show", "same"]));
+    assert!(shown.contains(given_arg), "{shown}");
+    let out = t
+        .cmd(&["measure", "-D", "0.2s", "-a", "0", "--no-samplers", "-q"])
+        .args(latlab_testkit::policy_args())
+        .args([
+            "--profile",
+            "same",
+            "--profile-dir",
+            given_arg,
+            "--json",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    let r: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    let tuning = r["environment"]["tuning"].to_string();
+    assert!(tuning.contains("powersave -> performance"), "{tuning}");
+}
