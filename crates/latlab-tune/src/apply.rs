@@ -693,13 +693,16 @@ impl Status {
             return None;
         }
         let h = &j.header;
-        let what = if self.rebooted {
-            format!(
-                "profile {} was applied before the last reboot (since {})",
+        if self.rebooted {
+            return Some(format!(
+                "the journal of profile {}, applied before the last reboot (since {}), is in {}; \
+                 the reboot reset its values, and `latlab tune restore` clears the journal",
                 h.profile,
-                since(h)
-            )
-        } else if !j.complete {
+                since(h),
+                state_dir.display()
+            ));
+        }
+        let what = if !j.complete {
             format!(
                 "a tuning journal left by latlab pid {} (profile {}, killed while applying, \
                  since {})",

@@ -420,7 +420,8 @@ fn restore_after_a_reboot_writes_nothing_and_says_what_the_reboot_reset() {
     assert!(status.rebooted && status.stale);
     let notice = status.stale_notice(&t.state).unwrap();
     assert!(
-        notice.contains("before the last reboot") && notice.contains("latlab tune restore"),
+        notice.starts_with("the journal of profile lowlatency, applied before the last reboot")
+            && notice.contains("the reboot reset its values, and `latlab tune restore` clears"),
         "{notice}"
     );
     let v = latlab_tune::verify(&t.sys(), &t.state).unwrap();
