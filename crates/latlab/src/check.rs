@@ -133,6 +133,15 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
             "--json and --junit - both write to stdout (accepted: --junit FILE)".into(),
         ));
     }
+    if let (Some(name), Ok(passwd)) = (&args.user, sys.read("/etc/passwd"))
+        && !passwd
+            .lines()
+            .any(|l| l.split(':').next() == Some(name.as_str()))
+    {
+        return Err(CliError::Usage(format!(
+            "--user {name}: no such user in /etc/passwd (accepted: a user name from /etc/passwd)"
+        )));
+    }
     let who = UserChoice {
         explicit: args.user.clone(),
         sudo_user: std::env::var("SUDO_USER").ok().filter(|s| !s.is_empty()),

@@ -70,6 +70,10 @@ const ROWS: &[(&[&str], &str)] = &[
         &["tune", "--profile-dir", "/nonexistent-dir", "list"],
         "--profile-dir /nonexistent-dir: no such directory",
     ),
+    (
+        &["check", "--user", "nosuchuser"],
+        "--user nosuchuser: no such user in /etc/passwd (accepted:",
+    ),
     // Written for real, not asked of access(2), which says yes to root: sysfs takes no files.
     (
         &["measure", "--json", "/sys/r.json"],
@@ -342,6 +346,12 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
     let at = dir.path();
     latlab_testkit::copy_machine_to("laptop-intel", &["tune"], &at.join("laptop"));
     latlab_testkit::copy_machine_to("vm", &["tune"], &at.join("vm"));
+    // The users `check --user` knows.
+    latlab_testkit::write_file(
+        &at.join("laptop"),
+        "/etc/passwd",
+        "root:x:0:0::/root:/bin/sh\n",
+    );
     for (name, text) in [
         ("bad.toml", "description = \"x\"\n[cpu.all]\ngovernor = 3\n"),
         ("seven.toml", "[cpu.7]\nmax_idle_latency_us = 0\n"),
