@@ -253,6 +253,12 @@ fn assemble(
         warnings,
         ..RunEnvironment::default()
     };
+    // What the command line bounded the run by, where it says (cyclictest's -D or -l).
+    let stop = if config.duration_ns.is_some() {
+        StopReason::Duration
+    } else {
+        StopReason::Loops
+    };
     let mut results = Vec::new();
     for (i, t) in threads.iter().enumerate() {
         let label = match t.cpu {
@@ -290,7 +296,8 @@ fn assemble(
         config,
         system,
         environment: env,
-        stop: StopReason::Loops,
+        // What the command line bounded the run by, where it says (cyclictest's -D or -l).
+        stop,
         spikes: Spikes::default(),
     };
     RunResult::from_threads(head, results)

@@ -558,7 +558,7 @@ pub fn interval_text(interval_ns: u64) -> String {
 
 impl MeasureConfig {
     /// The policy as tables and lines write it: `fifo 95`, `other`, `deadline 100us/1ms/1ms`
-    /// (runtime, deadline, period).
+    /// (runtime, deadline, period), `-` where an import did not know it.
     pub fn policy_text(&self) -> String {
         use units::format_duration;
         match (self.policy, &self.deadline) {
@@ -568,6 +568,8 @@ impl MeasureConfig {
                 format_duration(d.deadline_ns),
                 format_duration(d.period_ns)
             ),
+            // A real-time policy has a priority of 1 or more: 0 is one an import did not know.
+            (p, _) if p.is_realtime() && self.priority == 0 => "-".into(),
             (p, _) if p.is_realtime() => format!("{} {}", p.name(), self.priority),
             (p, _) => p.name().to_string(),
         }

@@ -533,14 +533,14 @@ mod tests {
                 "load=none cpu1",
                 "load=io cpu0",
                 "load=io cpu1",
-                "load=io repeat 1",
+                "load=io repeat 2",
                 "method=busy"
             ]
         );
         match &suite.cases[0].outcome {
             Outcome::Failed { message, .. } => assert_eq!(
                 message,
-                "repeat 1: cpu0: max 70.0 us exceeds the limit 50.0 us (--max-latency); run b"
+                "repeat 2: cpu0: max 70.0 us exceeds the limit 50.0 us (--max-latency); run b"
             ),
             o => panic!("{o:?}"),
         }
@@ -552,7 +552,7 @@ mod tests {
         assert!(
             breaches[0]
                 .line()
-                .starts_with("cell load=none repeat 1 cpu0: max 70.0 us")
+                .starts_with("cell load=none repeat 2 cpu0: max 70.0 us")
         );
     }
 }
