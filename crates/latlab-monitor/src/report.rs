@@ -10,7 +10,8 @@
 use latlab_model::monitor::SeriesConfig;
 use latlab_model::units::format_duration;
 use latlab_model::{
-    RunEnvironment, RunHead, RunResult, Spikes, Stats, StopReason, SystemInfo, ThreadResult, Window,
+    RunEnvironment, RunHead, RunResult, Spike, Spikes, Stats, StopReason, SystemInfo, ThreadResult,
+    Window,
 };
 use latlab_store::{Store, StoreError};
 use std::collections::BTreeMap;
@@ -91,7 +92,7 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
         from = to;
         index += 1;
     }
-    let threads = totals
+    let threads: Vec<ThreadResult> = totals
         .cpus
         .into_iter()
         .map(|(cpu, t)| {
@@ -157,9 +158,46 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
             ..RunEnvironment::default()
         },
         stop: StopReason::Duration,
-        spikes: Spikes::default(),
+        spikes: series_spikes(
+            store,
+            id,
+            &threads,
+            first,
+            config.measure.spike_threshold_ns,
+        )?,
     };
     Ok(Some(RunResult::from_threads(head, threads)))
+}
+
+/// The series' spikes as a run's: on the thread of their CPU, times from the series' start, at
+/// most the spike limit of a measurement, the others counted.
+fn series_spikes(
+    store: &Store,
+    id: latlab_store::SeriesId,
+    threads: &[ThreadResult],
+    first: u64,
+    threshold_ns: Option<u64>,
+) -> Result<Spikes, StoreError> {
+    let limit = latlab_model::MeasureConfig::default().spike_limit;
+    let (rows, total) = store.series_spikes(id, limit)?;
+    let kept: Vec<Spike> = rows
+        .into_iter()
+        .filter_map(|(cpu, s)| {
+            let thread = threads.iter().position(|t| t.cpu == Some(cpu))?;
+            Some(Spike {
+                thread: thread as u32,
+                cpu: Some(cpu),
+                at_ns: s.at_unix_ns.saturating_sub(first),
+                value_ns: s.value_ns,
+                story: None,
+            })
+        })
+        .collect();
+    Ok(Spikes {
+        threshold_ns,
+        not_kept: total.saturating_sub(kept.len() as u64),
+        kept,
+    })
 }
 
 #[cfg(test)]
@@ -222,6 +260,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = series(dir.path(), 1, 8);
         let r = series_result(&store, "s").unwrap().unwrap();
+        // The series' spikes are the result's, each on its CPU's thread within the series.
+        let id = store.find_series("s").unwrap().unwrap();
+        let (stored, total) = store.series_spikes(id, u32::MAX).unwrap();
+        assert!(total > 0 && total == stored.len() as u64, "{total}");
+        let kept = &r.spikes.kept;
+        assert_eq!(kept.len() as u64 + r.spikes.not_kept, total);
+        for s in kept {
+            assert_eq!(r.threads[s.thread as usize].cpu, s.cpu);
+            assert!(s.at_ns <= r.elapsed_ns, "{s:?}");
+        }
         let t = &r.threads[0];
         // 2304 windows of 5 minutes: two to a point.
         assert_eq!(r.config.window_ns, 600_000_000_000);

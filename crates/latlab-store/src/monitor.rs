@@ -584,6 +584,36 @@ impl Store {
         Ok(Some((h, spikes)))
     }
 
+    /// Every spike of a series, `(cpu, spike)`, in time order (at most `limit`), and how many
+    /// there are in all.
+    pub fn series_spikes(
+        &self,
+        series: SeriesId,
+        limit: u32,
+    ) -> Result<(Vec<(u32, MonitorSpike)>, u64)> {
+        let total: i64 = self.conn.query_row(
+            "SELECT COUNT(*) FROM monitor_spikes WHERE series_id = ?1",
+            [series.0],
+            |r| r.get(0),
+        )?;
+        let mut stmt = self.conn.prepare(
+            "SELECT cpu, at_unix_ns, value_ns FROM monitor_spikes
+             WHERE series_id = ?1 ORDER BY at_unix_ns, id LIMIT ?2",
+        )?;
+        let spikes = stmt
+            .query_map(params![series.0, limit], |r| {
+                Ok((
+                    r.get::<_, u32>(0)?,
+                    MonitorSpike {
+                        at_unix_ns: from_sql(r.get(1)?),
+                        value_ns: from_sql(r.get(2)?),
+                    },
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok((spikes, from_sql(total)))
+    }
+
     /// Add an annotation to a series.
     pub fn add_annotation(&mut self, series: SeriesId, a: &Annotation) -> Result<()> {
         self.conn.execute(
