@@ -437,18 +437,24 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         .map(|(k, t)| (k.parse().unwrap_or(u32::MAX), t))
         .collect();
     keys.sort_by_key(|k| k.0);
-    // Histogram rows go up to the -h range; cyclictest writes no range, so the largest row + 1.
+    // Histogram rows go up to the -h range of the command line (else, the largest row + 1);
+    // samples beyond it are recorded at its end, or at the file's minimum when that lies above
+    // (a file without -h has no rows at all: its samples are only bounded below by it).
+    let range_us = histogram_range_us(cmdline);
     for (_, t) in keys {
         let keyed = histogram_rows(t.get("histogram").unwrap_or(&Value::Null))?;
         let total = t.get("cycles").and_then(Value::as_u64).unwrap_or(0);
         let max = t.get("max").and_then(Value::as_u64).map(mid_us);
-        let range_end_ns = keyed.last().map_or(0, |r| (r.0 + 1) * 1000);
+        let min = t.get("min").and_then(Value::as_u64).map(mid_us);
+        let rows_end = range_us.or(keyed.last().map(|r| r.0 + 1)).unwrap_or(0) * 1000;
+        let range_end_ns = rows_end.max(min.unwrap_or(0));
         let rows = keyed.into_iter().map(|(us, n)| (mid_us(us), n)).collect();
         list.push(Thread {
             cpu: t.get("cpu").and_then(Value::as_u64).map(|c| c as u32),
             rows,
             total,
             max_ns: max,
+            min_ns: min,
             range_end_ns,
             ..Thread::default()
         });
@@ -473,6 +479,23 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     }
     let sys = sysinfo_of(v.get("sysinfo").unwrap_or(&Value::Null));
     Ok(assemble(list, cfg, sys, started, warnings))
+}
+
+/// The histogram's range in µs a cyclictest command line asks for (`-h N`, `-hN`,
+/// `--histogram N`, `--histogram=N`), if it does.
+fn histogram_range_us(cmdline: &str) -> Option<u64> {
+    let words: Vec<&str> = cmdline.split_whitespace().collect();
+    words.iter().enumerate().find_map(|(i, w)| {
+        let inline = w
+            .strip_prefix("--histogram=")
+            .or_else(|| w.strip_prefix("-h").filter(|v| !v.is_empty()));
+        let value = match inline {
+            Some(v) => Some(v),
+            None if *w == "-h" || *w == "--histogram" => words.get(i + 1).copied(),
+            None => None,
+        };
+        value?.parse().ok()
+    })
 }
 
 /// A truncated whole-microsecond value at the middle of its microsecond.
@@ -944,4 +967,20 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
         "values at {res} ns resolution; results.json carries no interval, policy or start time"
     )];
     Ok(assemble(threads, cfg, sys, 0, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_histogram_range_is_read_from_every_spelling_of_h() {
+        for line in [
+            "cyclictest -p 80 -h 400 -q",
+            "cyclictest -p 80 -h400 -q",
+            "cyclictest --histogram 400",
+            "cyclictest --histogram=400 -q",
+        ] {
+            assert_eq!(super::histogram_range_us(line), Some(400), "{line}");
+        }
+        assert_eq!(super::histogram_range_us("cyclictest -p 80 -q"), None);
+    }
 }

@@ -434,6 +434,19 @@ fn cyclictest_histofall_is_not_a_thread() {
     assert_eq!(plain.threads.len(), 2);
 }
 
+/// `cyclictest -D1 -q -a0-1 -t2 -p50 -i 1000 --json=ct.json`, without -h: no histogram rows, only
+/// each thread's cycles, min and max. The samples are bounded below by the minimum, not put at 0.
+#[test]
+fn cyclictest_json_without_a_histogram_keeps_its_minimum() {
+    let r = import(&data("cyclictest-no-hist.json"), None, "ct.json").unwrap();
+    for (t, (min_us, max_us, cycles)) in r.threads.iter().zip([(8, 280, 1000), (9, 22, 667)]) {
+        assert_eq!(t.stats.count, cycles);
+        assert_eq!(t.stats.min, min_us * 1000 + 500, "{}", t.label);
+        assert_eq!(t.stats.max, max_us * 1000 + 500, "{}", t.label);
+        assert!(t.stats.p50 >= t.stats.min, "{}: {:?}", t.label, t.stats);
+    }
+}
+
 /// A JSON capture cut short is still told apart by its opening keys, so the error says where
 /// it ends, as with `--format`.
 #[test]
