@@ -25,7 +25,9 @@ h3 { font-size: 1.05em; margin-top: 1.4em; }
 table { border-collapse: collapse; font-size: 12.5px; margin: .5em 0; }
 th, td { border: 1px solid #dcdcdc; padding: 2px 7px; text-align: left; vertical-align: top; }
 th { background: #eef1f5; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
+th.num { max-width: 14em; overflow-wrap: anywhere; }
 tbody tr:nth-child(even) { background: #f8f9fb; }
 .table-wrap { overflow-x: auto; }
 p.note { color: #5d5d5d; font-style: italic; margin: .25em 0; }
