@@ -224,12 +224,21 @@ mod tests {
         store
     }
 
-    #[test]
-    fn a_series_is_one_thread_per_cpu_with_every_window_in_it() {
+    /// A synthetic series "s" of `cpus` CPUs over `days`, and its result.
+    fn reported(
+        cpus: u32,
+        days: u64,
+    ) -> (tempfile::TempDir, Store, RunResult, latlab_store::SeriesId) {
         let dir = tempfile::tempdir().unwrap();
-        let store = series(dir.path(), 2, 1);
+        let store = series(dir.path(), cpus, days);
         let r = series_result(&store, "s").unwrap().unwrap();
         let id = store.find_series("s").unwrap().unwrap();
+        (dir, store, r, id)
+    }
+
+    #[test]
+    fn a_series_is_one_thread_per_cpu_with_every_window_in_it() {
+        let (_dir, store, r, id) = reported(2, 1);
         let rows = store.monitor_windows(id, 0, u64::MAX >> 1, None).unwrap();
         assert_eq!(r.threads.len(), 2);
         for t in &r.threads {
@@ -257,11 +266,8 @@ mod tests {
 
     #[test]
     fn a_long_series_folds_its_windows_into_at_most_max_points_exactly() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = series(dir.path(), 1, 8);
-        let r = series_result(&store, "s").unwrap().unwrap();
+        let (_dir, store, r, id) = reported(1, 8);
         // The series' spikes are the result's, each on its CPU's thread within the series.
-        let id = store.find_series("s").unwrap().unwrap();
         let (stored, total) = store.series_spikes(id, u32::MAX).unwrap();
         assert!(total > 0 && total == stored.len() as u64, "{total}");
         let kept = &r.spikes.kept;
