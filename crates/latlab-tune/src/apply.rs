@@ -814,7 +814,7 @@ impl TemporaryTuning {
                     let _ = guard.restore_now();
                     return Err(TuneError::Io {
                         path: sys.path("/dev/cpu_dma_latency"),
-                        source: std::io::Error::other(e.to_string()),
+                        error: std::io::Error::other(e.to_string()),
                     });
                 }
             }

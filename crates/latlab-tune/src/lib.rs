@@ -116,11 +116,11 @@ pub enum TuneError {
     /// A journal that cannot be read or written.
     #[error("journal {}: {message}", path.display())]
     Journal { path: PathBuf, message: String },
-    #[error("{}: {source}", path.display())]
+    /// Said in one line with its cause (not also as a source, which would say it twice).
+    #[error("{}: {error}", path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{0}")]
     Sys(#[from] latlab_sys::SysError),
@@ -148,10 +148,10 @@ impl TuneError {
         )
     }
 
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> TuneError {
+    pub(crate) fn io(path: &Path, error: std::io::Error) -> TuneError {
         TuneError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         }
     }
 }

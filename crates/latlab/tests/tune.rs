@@ -532,3 +532,22 @@ fn profile_dir_wins_over_the_system_profiles_everywhere() {
     let tuning = r["environment"]["tuning"].to_string();
     assert!(tuning.contains("powersave -> performance"), "{tuning}");
 }
+
+/// A file where the state directory should be: its cause is said once, not twice.
+#[test]
+fn a_state_dir_that_is_a_file_says_why_once() {
+    let t = Tree::new("vm");
+    let file = t.dir.path().join("not-a-dir");
+    std::fs::write(&file, "").unwrap();
+    let out = latlab!()
+        .arg("--sysroot")
+        .arg(&t.root)
+        .args(["tune", "--state-dir"])
+        .arg(&file)
+        .arg("status")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(err.matches("Not a directory").count(), 1, "{err}");
+}
