@@ -445,6 +445,12 @@ fn cyclictest_json_without_a_histogram_keeps_its_minimum() {
         assert_eq!(t.stats.max, max_us * 1000 + 500, "{}", t.label);
         assert!(t.stats.p50 >= t.stats.min, "{}: {:?}", t.label, t.stats);
     }
+    // Bounded by -D, and said so.
+    assert_eq!(r.stop, latlab_model::StopReason::Duration);
+    // jitterdebugger records no policy or priority: unknown, not "fifo 0".
+    let j = import(&data("jitterdebugger-results.json"), None, "results.json").unwrap();
+    assert_eq!(j.config.policy_text(), "-");
+    assert_eq!(j.config.interval_text(), "-");
 }
 
 /// A JSON capture cut short is still told apart by its opening keys, so the error says where
