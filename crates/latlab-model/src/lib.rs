@@ -547,6 +547,19 @@ pub fn known_start(start_unix_ns: u64, started_at: &str) -> Option<&str> {
     known_time(start_unix_ns).map(|_| started_at)
 }
 
+/// The overall statistics and corrected statistics of `threads`, whose histograms merge to
+/// `histogram` and `corrected`: a single thread's own (with any exact percentiles it carries).
+fn overall_stats(
+    threads: &[ThreadResult],
+    histogram: &Histogram,
+    corrected: &Histogram,
+) -> (Stats, Stats) {
+    match threads {
+        [only] => (only.stats.clone(), only.corrected.clone()),
+        _ => (Stats::of(histogram), Stats::of(corrected)),
+    }
+}
+
 /// An interval as tables and lines write it: `1ms`, or `-` for 0 (unknown).
 pub fn interval_text(interval_ns: u64) -> String {
     if interval_ns == 0 {
@@ -667,13 +680,7 @@ impl RunResult {
             corrected.merge(&t.corrected_histogram);
         }
         let o = &mut self.overall;
-        match self.threads.as_slice() {
-            [only] => (o.stats, o.corrected) = (only.stats.clone(), only.corrected.clone()),
-            _ => {
-                o.stats = again(&o.stats, &o.histogram);
-                o.corrected = again(&o.corrected, &corrected);
-            }
-        }
+        (o.stats, o.corrected) = overall_stats(&self.threads, &o.histogram, &corrected);
     }
 
     pub fn from_threads(head: RunHead, threads: Vec<ThreadResult>) -> RunResult {
@@ -687,10 +694,7 @@ impl RunResult {
                 (max, max_at_ns, max_thread) = (t.stats.max, t.max_at_ns, i as u32);
             }
         }
-        let (stats, corrected) = match threads.as_slice() {
-            [only] => (only.stats.clone(), only.corrected.clone()),
-            _ => (Stats::of(&histogram), Stats::of(&corrected)),
-        };
+        let (stats, corrected) = overall_stats(&threads, &histogram, &corrected);
         let start = known_time(head.start_unix_ns);
         let end = start.zip(known_time(head.elapsed_ns));
         RunResult {
