@@ -11,7 +11,8 @@
 //!   histogram's for that run, and for its cell and CPUs when the cell has that one run.
 //! - power, energy, frequency, idle residency and throughput of a cell are the median over its
 //!   repeats; a run without the data says why, never a number.
-//! - comparisons are against the first cell (the baseline); a verdict needs at least
+//! - comparisons are against the first cell (the baseline), or the cell a cell names as its
+//!   baseline ([`CellInput::baseline`]); a verdict needs at least
 //!   [`MIN_REPEATS`] repeats of both cells, and then rests on a two-sided Mann-Whitney U test of the
 //!   per-repeat values at [`ALPHA`].
 
@@ -576,18 +577,28 @@ impl<'a> Analysis<'a> {
         m
     }
 
-    /// Every cell after the first against the first, statistic by statistic.
-    pub fn comparisons(&self) -> Vec<(usize, Vec<MetricComparison>)> {
-        let Some(base) = self.cells.first() else {
-            return Vec::new();
-        };
+    /// The cell `ci` is compared against: the one it names, else the first.
+    pub fn baseline_of(&self, ci: usize) -> usize {
+        self.cells[ci]
+            .cell
+            .baseline
+            .as_deref()
+            .and_then(|name| self.cells.iter().position(|c| c.cell.name == name))
+            .filter(|&b| b != ci)
+            .unwrap_or(0)
+    }
+
+    /// Every cell after the first against its baseline, statistic by statistic:
+    /// `(cell, baseline, rows)`.
+    pub fn comparisons(&self) -> Vec<(usize, usize, Vec<MetricComparison>)> {
         let metrics = self.metrics();
-        self.cells
-            .iter()
-            .skip(1)
-            .map(|c| {
+        (1..self.cells.len())
+            .map(|ci| {
+                let bi = self.baseline_of(ci);
+                let (base, c) = (&self.cells[bi], &self.cells[ci]);
                 (
                     c.index,
+                    bi,
                     metrics.iter().map(|&m| compare(base, c, m)).collect(),
                 )
             })

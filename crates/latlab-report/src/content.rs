@@ -90,9 +90,24 @@ fn overview(b: &mut Vec<Block>, a: &Analysis) {
         && a.cells.len() > 1
     {
         text.push_str(&format!(
-            " Every other cell is compared against the first, {}.",
+            " Every other cell is compared against the first, {}",
             first.cell.name
         ));
+        let own: Vec<String> = (1..a.cells.len())
+            .filter_map(|ci| {
+                let bi = a.baseline_of(ci);
+                (bi != 0).then(|| {
+                    format!(
+                        "{} against {}",
+                        a.cells[ci].cell.name, a.cells[bi].cell.name
+                    )
+                })
+            })
+            .collect();
+        if !own.is_empty() {
+            text.push_str(&format!(", except {}", own.join("; ")));
+        }
+        text.push('.');
     }
     b.push(Block::Para(text));
 }
@@ -446,12 +461,24 @@ fn comparisons(b: &mut Vec<Block>, a: &Analysis) {
         b.push(Block::Note("one cell: nothing to compare".into()));
         return;
     }
+    let comparisons = a.comparisons();
+    let against = if comparisons.iter().all(|&(_, bi, _)| bi == 0) {
+        format!(
+            "against {0}: latency values are the pooled statistics, the others medians over the repeats; difference = cell − {0}",
+            base.cell.name
+        )
+    } else {
+        format!(
+            "against its baseline, named in its heading ({} unless it names another): latency values are the pooled statistics, the others medians over the repeats; difference = cell − baseline",
+            base.cell.name
+        )
+    };
     b.push(Block::Para(format!(
-        "Each cell against {}: latency values are the pooled statistics, the others medians over the repeats; difference = cell − {}. Support: a two-sided Mann-Whitney U test of the per-repeat values (exact permutation p-value), a verdict only where both cells have at least {MIN_REPEATS} repeats and p < {ALPHA}.",
-        base.cell.name, base.cell.name
+        "Each cell {against}. Support: a two-sided Mann-Whitney U test of the per-repeat values (exact permutation p-value), a verdict only where both cells have at least {MIN_REPEATS} repeats and p < {ALPHA}."
     )));
-    for (ci, rows) in a.comparisons() {
+    for (ci, bi, rows) in comparisons {
         let c = &a.cells[ci];
+        let base = &a.cells[bi];
         h3(
             b,
             format!("{} against {}", c.cell.name, base.cell.name),

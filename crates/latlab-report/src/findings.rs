@@ -86,11 +86,11 @@ fn pct_text(p: Option<f64>) -> String {
 }
 
 fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
-    let Some(base) = a.cells.first() else { return };
     let mut supported = Vec::new();
     let mut open = Vec::new();
-    for (ci, rows) in a.comparisons() {
+    for (ci, bi, rows) in a.comparisons() {
         let c = &a.cells[ci].cell.name;
+        let base = &a.cells[bi];
         for r in rows {
             let (Some(va), Some(vb)) = (r.a, r.b) else {
                 continue;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use latlab_model::RunResult;
 
 /// Everything one report shows: a title and the cells it compares. The first cell is the
-/// baseline every other cell is compared against.
+/// baseline every other cell is compared against, unless a cell names its own.
 #[derive(Debug, Clone, Default)]
 pub struct ReportInput {
     pub title: String,
@@ -24,6 +24,10 @@ pub struct CellInput {
     pub params: BTreeMap<String, String>,
     /// Its repeats, in the order they ran.
     pub runs: Vec<RunResult>,
+    /// The cell it is compared against, by name, where that is not the first cell (a tuning
+    /// search's confirmation is compared with the baseline measured beside it). A name no cell
+    /// has falls back to the first cell.
+    pub baseline: Option<String>,
 }
 
 impl CellInput {
@@ -43,6 +47,7 @@ impl CellInput {
             name: run.id.clone(),
             params: BTreeMap::new(),
             runs: vec![run],
+            baseline: None,
         }
     }
 }

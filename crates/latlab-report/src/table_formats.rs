@@ -200,13 +200,11 @@ fn run_json(a: &Analysis, r: &RunFigures) -> Value {
 }
 
 fn comparisons_json(a: &Analysis) -> Value {
-    let Some(base) = a.cells.first() else {
-        return json!([]);
-    };
     a.comparisons()
         .into_iter()
-        .map(|(ci, rows)| {
+        .map(|(ci, bi, rows)| {
             let c = &a.cells[ci];
+            let base = &a.cells[bi];
             json!({
                 "baseline": base.cell.name,
                 "cell": c.cell.name,

@@ -472,6 +472,7 @@ fn cell(name: &str, p: &Profile, seeds: &[u64]) -> CellInput {
         name: name.into(),
         params: BTreeMap::from([("governor".to_string(), p.governor.to_string())]),
         runs: seeds.iter().map(|&s| run(p, s, true)).collect(),
+        baseline: None,
     }
 }
 
@@ -1103,6 +1104,57 @@ fn csv_parses_with_the_right_columns() {
 
 // ---------------------------------------------------------------------------------------------
 // compare
+
+/// A cell that names its baseline (a search's confirmation) is compared with that cell in every
+/// format; a name no cell has falls back to the first cell.
+#[test]
+fn a_cell_is_compared_with_the_baseline_it_names() {
+    let mut input = experiment();
+    input.cells[2] = cell("schedutil", &schedutil(), &[21, 22, 23, 24]);
+    input.cells[2].baseline = Some("powersave".into());
+    input.cells[1].baseline = Some("no such cell".into());
+    let v = report_json(&input);
+    let base_p99 = |i: usize| {
+        let mut pooled = Histogram::new();
+        for r in &input.cells[i].runs {
+            pooled.merge(&r.overall.histogram);
+        }
+        Stats::of(&pooled).p99
+    };
+    for (k, cell, base) in [(0, "powersave", 0), (1, "schedutil", 1)] {
+        let cmp = &v["comparisons"][k];
+        assert_eq!(cmp["cell"], cell);
+        assert_eq!(cmp["baseline"], input.cells[base].name.as_str());
+        let p99 = cmp["statistics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["statistic"] == "p99")
+            .unwrap();
+        assert_eq!(
+            p99["baseline"].as_f64(),
+            Some(base_p99(base) as f64),
+            "{cell}"
+        );
+    }
+    let text = report_text(&input);
+    assert!(text.contains("schedutil against powersave"), "{text}");
+    assert!(text.contains("powersave against performance"), "{text}");
+    assert!(
+        text.contains(
+            "Every other cell is compared against the first, performance, except schedutil \
+             against powersave."
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("Each cell against its baseline, named in its heading"),
+        "{text}"
+    );
+    // Without a named baseline the wording is the one every report had.
+    let plain = report_text(&experiment());
+    assert!(plain.contains("Each cell against performance:"), "{plain}");
+}
 
 #[test]
 fn compare_says_what_supports_a_difference() {

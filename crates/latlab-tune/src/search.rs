@@ -971,11 +971,11 @@ impl<L: Lab> Searcher<'_, L> {
             let (cur, tri) = (profile_of(&kept, "current")?, profile_of(&with, "trial")?);
             let cells = [
                 Cell {
-                    key: format!("combine: {}", labels(&kept)),
+                    key: combine_key(&kept),
                     profile: Some(&cur),
                 },
                 Cell {
-                    key: format!("combine: {}", labels(&with)),
+                    key: combine_key(&with),
                     profile: Some(&tri),
                 },
             ];
@@ -1010,11 +1010,11 @@ impl<L: Lab> Searcher<'_, L> {
         let final_profile = profile_of(kept, "final")?;
         let cells = [
             Cell {
-                key: "confirm: baseline".into(),
+                key: CONFIRM_BASELINE.into(),
                 profile: None,
             },
             Cell {
-                key: format!("confirm: {}", labels(kept)),
+                key: confirm_key(kept),
                 profile: Some(&final_profile),
             },
         ];
@@ -1085,6 +1085,30 @@ fn labels(cs: &[&Candidate]) -> String {
     cs.iter().map(|c| c.label()).collect::<Vec<_>>().join(" + ")
 }
 
+/// The name a search's experiment has in the store.
+pub const EXPERIMENT_NAME: &str = "tune search";
+/// The baseline cell measured beside the final combination.
+const CONFIRM_BASELINE: &str = "confirm: baseline";
+
+fn combine_key(cs: &[&Candidate]) -> String {
+    format!("combine: {}", labels(cs))
+}
+
+fn confirm_key(cs: &[&Candidate]) -> String {
+    format!("confirm: {}", labels(cs))
+}
+
+/// The cell a search measured cell `key` against, where it is not the first (`baseline`): a
+/// combination against the combination without its last candidate, the final combination
+/// against the baseline measured beside it. Reports compare them so, as the search did.
+pub fn compared_with(key: &str) -> Option<String> {
+    if let Some(kept) = key.strip_prefix("combine: ") {
+        let (before, _) = kept.rsplit_once(" + ")?;
+        return Some(format!("combine: {before}"));
+    }
+    (key.starts_with("confirm: ") && key != CONFIRM_BASELINE).then(|| CONFIRM_BASELINE.into())
+}
+
 /// Run a search over `candidates` (screening, combination, confirmation) within the budget;
 /// candidates beyond what the budget can screen are listed as not measured.
 pub fn search<L: Lab>(
@@ -1141,6 +1165,24 @@ fn profile_of(cs: &[&Candidate], name: &str) -> Result<Profile, TuneError> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_search_cell_names_what_it_was_measured_against() {
+        for (key, against) in [
+            ("baseline", None),
+            ("pm_qos=0", None),
+            ("combine: pm_qos=0", None),
+            (
+                "combine: pm_qos=0 + timer_migration=0",
+                Some("combine: pm_qos=0"),
+            ),
+            ("combine: a=1 + b=2 + c=3", Some("combine: a=1 + b=2")),
+            ("confirm: baseline", None),
+            ("confirm: a=1 + b=2", Some("confirm: baseline")),
+        ] {
+            assert_eq!(compared_with(key).as_deref(), against, "{key}");
+        }
+    }
 
     #[test]
     fn fragments_merge_table_by_table() {

@@ -136,6 +136,8 @@ fn experiment_cells(
 ) -> CliResult<Vec<CellInput>> {
     let mut cells: Vec<CellInput> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    // A search compares some cells with others than its first: the report does the same.
+    let search = store.experiment(id)?.name == latlab_tune::search::EXPERIMENT_NAME;
     for c in store.cells(id)? {
         if only.is_some_and(|k| !crate::plan::same_key(k, &c.key)) {
             continue;
@@ -164,6 +166,9 @@ fn experiment_cells(
                 name: c.key.clone(),
                 params,
                 runs: Vec::new(),
+                baseline: search
+                    .then(|| latlab_tune::search::compared_with(&c.key))
+                    .flatten(),
             });
             cells.len() - 1
         });
@@ -453,6 +458,8 @@ fn import_file(f: &Path, format: Option<latlab_import::Format>) -> Result<RunRes
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     #[test]
     fn stores_alike_in_name_are_told_apart_by_their_directory() {
         let names = |ps: &[&str]| {
@@ -467,5 +474,54 @@ mod tests {
             names(&["x/n/latlab.db", "y/n/latlab.db"]),
             ["x/n/latlab.db", "y/n/latlab.db"]
         );
+    }
+
+    /// A search's cells name what the search measured them against; other experiments' cells
+    /// are compared with their first.
+    #[test]
+    fn a_search_report_compares_each_cell_as_the_search_did() {
+        use latlab_store::{CellRef, Store};
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("s.db")).unwrap();
+        let keys = [
+            "baseline",
+            "a=1",
+            "combine: a=1",
+            "combine: a=1 + b=2",
+            "confirm: baseline",
+            "confirm: a=1 + b=2",
+        ];
+        let mut n = 0;
+        for name in [latlab_tune::search::EXPERIMENT_NAME, "plan"] {
+            let e = store.create_experiment(name, name).unwrap();
+            for key in keys {
+                n += 1;
+                let run = latlab_testkit::run::one_cpu(&format!("r{n}"), (n, 1_000_000));
+                let cell = CellRef {
+                    experiment: e,
+                    key: key.into(),
+                    params: serde_json::json!({ "candidate": key }),
+                    repeat: 0,
+                };
+                store.save_run(&run, Some(&cell)).unwrap();
+            }
+            let cells = super::experiment_cells(&store, e, None, &mut Vec::new()).unwrap();
+            let against: Vec<Option<&str>> = cells.iter().map(|c| c.baseline.as_deref()).collect();
+            if name == "plan" {
+                assert!(against.iter().all(Option::is_none), "{against:?}");
+            } else {
+                assert_eq!(
+                    against,
+                    [
+                        None,
+                        None,
+                        None,
+                        Some("combine: a=1"),
+                        None,
+                        Some("confirm: baseline")
+                    ]
+                );
+            }
+        }
     }
 }

@@ -354,7 +354,7 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
         crate::run::resume(&mut store, &e, "search", saved.len())?;
         (e.id, saved)
     } else {
-        let e = store.create_experiment("tune search", &text)?;
+        let e = store.create_experiment(search::EXPERIMENT_NAME, &text)?;
         // The cells in the order reports show them: the baseline first, the one compared with.
         for key in std::iter::once("baseline".to_string()).chain(labels.iter().cloned()) {
             for repeat in 0..args.repeats {
