@@ -398,6 +398,10 @@ pub trait Lab {
     fn saved(&mut self, _cell: &str, _repeat: u32) -> Option<RunResult> {
         None
     }
+    /// Whether [`Lab::saved`] has a run of this cell and repeat (without loading it).
+    fn is_saved(&self, _cell: &str, _repeat: u32) -> bool {
+        false
+    }
     /// Keep a finished run (the store).
     fn keep(&mut self, _cell: &str, _repeat: u32, _run: &RunResult) -> Result<(), String> {
         Ok(())
@@ -624,6 +628,8 @@ pub struct Outcome {
     /// Why the search ended early (budget, a signal), if it did.
     pub cut_short: Option<String>,
     pub interrupted: bool,
+    /// What the search spent of its budget: its time, and the measured time of the runs an
+    /// earlier, interrupted search saved.
     pub elapsed: Duration,
     pub runs_done: u32,
     /// The final settings as a profile (TOML), when the confirmation showed its effect.
@@ -694,6 +700,9 @@ struct Searcher<'a, L: Lab> {
     lab: &'a mut L,
     order: SplitMix64,
     started: Instant,
+    /// The measured time of the runs reloaded from an earlier, interrupted search: a resumed
+    /// search has the budget that search left, not a fresh one.
+    spent_before: Duration,
     runs_done: u32,
     stop: Option<String>,
     /// Cells whose profile could not be applied, with why.
@@ -708,9 +717,14 @@ impl<L: Lab> Searcher<'_, L> {
             .map(|(_, why)| why.as_str())
     }
 
+    /// What the search has spent of its budget.
+    fn spent(&self) -> Duration {
+        self.spent_before + self.started.elapsed()
+    }
+
     /// Time left in the budget.
     fn left(&self) -> Duration {
-        self.spec.budget.saturating_sub(self.started.elapsed())
+        self.spec.budget.saturating_sub(self.spent())
     }
 
     /// One run of a cell: the profile applied through the journal, measured, restored. `None`:
@@ -718,6 +732,7 @@ impl<L: Lab> Searcher<'_, L> {
     /// the cell's profile could not be applied (then it is in `not_applied`).
     fn run(&mut self, cell: &Cell, repeat: u32) -> Result<Option<Figures>, TuneError> {
         if let Some(run) = self.lab.saved(&cell.key, repeat) {
+            self.spent_before += Duration::from_nanos(run.elapsed_ns);
             return Figures::of(self.spec.objective, &run, Duration::ZERO)
                 .map(Some)
                 .map_err(|e| TuneError::Search(format!("cell {} repeat {repeat}: {e}", cell.key)));
@@ -812,8 +827,14 @@ impl<L: Lab> Searcher<'_, L> {
     ) -> Result<Vec<Vec<Figures>>, TuneError> {
         let mut out: Vec<Vec<Figures>> = vec![Vec::new(); cells.len()];
         for r in 0..self.spec.repeats {
-            let round = self.spec.run_length * cells.len() as u32;
-            if self.left() < round + reserve {
+            // What the round costs: its runs not saved by an earlier search (a round all saved
+            // costs nothing and is reloaded whatever is left).
+            let to_measure = cells
+                .iter()
+                .filter(|c| !self.lab.is_saved(&c.key, r))
+                .count();
+            let round = self.spec.run_length * to_measure as u32;
+            if to_measure > 0 && self.left() < round + reserve {
                 self.stop = Some(format!(
                     "the budget left no time for round {} of {} ({} runs)",
                     r + 1,
@@ -1124,6 +1145,7 @@ pub fn search<L: Lab>(
         lab,
         order: SplitMix64(spec.seed),
         started: Instant::now(),
+        spent_before: Duration::ZERO,
         runs_done: 0,
         stop: None,
         not_applied: Vec::new(),
@@ -1148,7 +1170,7 @@ pub fn search<L: Lab>(
         confirmation,
         cut_short: s.stop.clone(),
         interrupted,
-        elapsed: s.started.elapsed(),
+        elapsed: s.spent(),
         runs_done: s.runs_done,
         profile,
     })

@@ -237,6 +237,98 @@ fn three_knobs() -> Vec<&'static str> {
     .unwrap()
 }
 
+/// A lab that keeps every run it is given, and hands back the runs of an earlier search as
+/// saved (what `--resume` does with the store).
+struct Resumed {
+    inner: Simulated,
+    kept: std::collections::BTreeMap<(String, u32), RunResult>,
+    saved: std::collections::BTreeMap<(String, u32), RunResult>,
+}
+
+impl Lab for Resumed {
+    fn measure(&mut self, cell: &str, repeat: u32) -> Result<RunResult, String> {
+        self.inner.measure(cell, repeat)
+    }
+    fn saved(&mut self, cell: &str, repeat: u32) -> Option<RunResult> {
+        self.saved.get(&(cell.to_string(), repeat)).cloned()
+    }
+    fn is_saved(&self, cell: &str, repeat: u32) -> bool {
+        self.saved.contains_key(&(cell.to_string(), repeat))
+    }
+    fn keep(&mut self, cell: &str, repeat: u32, run: &RunResult) -> Result<(), String> {
+        self.kept.insert((cell.to_string(), repeat), run.clone());
+        Ok(())
+    }
+}
+
+/// A resumed search has what the interrupted one left of the budget: the runs it reloads count
+/// with the time they measured (1 s each here), so 15 saved screening runs spend a 2.5 s budget
+/// and leave no time for the confirmation, which a fresh budget would have measured.
+#[test]
+fn a_resumed_search_has_the_budget_the_interrupted_one_left() {
+    let (dir, root) = tree();
+    let sys = Sys::new(&root);
+    let cpus = CpuList::parse("0").unwrap();
+    let lab = |saved| Resumed {
+        inner: Simulated {
+            root: root.clone(),
+            effect: one_helps,
+            rng: Rng(5),
+            seen: Vec::new(),
+            kept: Vec::new(),
+        },
+        kept: Default::default(),
+        saved,
+    };
+    let budget = Duration::from_millis(2500);
+    let spec = |budget| Spec {
+        budget,
+        ..spec(dir.path().join("state"))
+    };
+    let search = |lab: &mut Resumed, budget| {
+        let (candidates, not_tried) = search::candidates(&sys, &three_knobs(), &cpus).unwrap();
+        search::search(&sys, &spec(budget), candidates, not_tried, lab).unwrap()
+    };
+    let mut first = lab(Default::default());
+    let out = search(&mut first, budget);
+    assert!(out.confirmation.is_some(), "{:?}", out.cut_short);
+    // The screening's runs, as an interrupted search would have left them.
+    let screening: std::collections::BTreeMap<_, _> = first
+        .kept
+        .into_iter()
+        .filter(|((cell, _), _)| !cell.contains(": "))
+        .collect();
+    assert_eq!(screening.len(), 15);
+    assert!(screening.values().all(|r| r.elapsed_ns == 1_000_000_000));
+
+    let mut resumed = lab(screening.clone());
+    let out = search(&mut resumed, budget);
+    assert!(resumed.inner.seen.is_empty(), "{:?}", resumed.inner.seen);
+    assert!(out.confirmation.is_none());
+    let why = out.cut_short.unwrap_or_default();
+    assert!(why.contains("the budget left no time"), "{why}");
+    assert!(out.elapsed >= Duration::from_secs(15), "{:?}", out.elapsed);
+    assert_eq!(out.rows.len(), 2, "the saved screening is reported");
+
+    // With budget to spare, the same saved runs lead on to the confirmation (and to the
+    // candidate the small budget left out); no saved run is measured again.
+    let mut resumed = lab(screening.clone());
+    let out = search(&mut resumed, Duration::from_secs(60));
+    assert!(out.confirmation.is_some(), "{:?}", out.cut_short);
+    let seen = &resumed.inner.seen;
+    assert_eq!(
+        seen.iter()
+            .filter(|(c, _)| c.starts_with("confirm: "))
+            .count(),
+        10
+    );
+    assert!(
+        seen.iter()
+            .all(|(c, _)| !screening.keys().any(|(k, _)| k == c)),
+        "{seen:?}"
+    );
+}
+
 /// A search of the three knobs on a fresh tree under `effect`, for `goal`, within `budget`; the
 /// tree must be as it was afterwards, with no journal left.
 fn search_on_tree(

@@ -82,7 +82,8 @@ pub struct SearchArgs {
     #[arg(long)]
     dry_run: bool,
 
-    /// Continue the last unfinished search with these settings, reusing its saved runs.
+    /// Continue the last unfinished search with these settings, reusing its saved runs and
+    /// what is left of its budget.
     #[arg(long)]
     resume: bool,
 
@@ -176,6 +177,10 @@ impl Lab for StoreLab<'_> {
     fn saved(&mut self, cell: &str, repeat: u32) -> Option<RunResult> {
         let id = self.saved.get(&(cell.to_string(), repeat))?;
         self.store.load_run(*id).ok()
+    }
+
+    fn is_saved(&self, cell: &str, repeat: u32) -> bool {
+        self.saved.contains_key(&(cell.to_string(), repeat))
     }
 
     fn keep(&mut self, cell: &str, repeat: u32, run: &RunResult) -> Result<(), String> {
