@@ -635,11 +635,14 @@ pub fn verify(sys: &Sys, state_dir: &Path) -> Result<VerifyReport, TuneError> {
     Ok(report)
 }
 
-/// Compare what a profile wants with what the system has now, without a journal.
+/// Compare what a profile wants with what the system has now. A value the applied tuning's
+/// journal (in `state_dir`) records as refused by the kernel (a managed IRQ) is not drift: it
+/// is listed with why, as `tune apply` said it.
 pub fn verify_profile(
     sys: &Sys,
     profile: &Profile,
     cpus: Option<&CpuList>,
+    state_dir: &Path,
 ) -> Result<VerifyReport, TuneError> {
     let plan = Plan::build(sys, profile, cpus)?;
     let daemons = daemons(sys);
@@ -647,8 +650,21 @@ pub fn verify_profile(
         profile: Some(profile.name.clone()),
         ..VerifyReport::default()
     };
+    // A journal that cannot be read refuses nothing here; `tune status` says what is wrong.
+    let journal = Journal::read(state_dir).ok().flatten();
+    let refused = |c: &Change| {
+        let js = journal.as_ref()?;
+        js.entries.iter().find_map(|(seq, j)| {
+            (j.target == c.target && j.new_value() == c.new_value())
+                .then(|| js.skipped.get(seq))
+                .flatten()
+        })
+    };
     for item in plan.items {
         match item.state {
+            ItemState::Change(c) if let Some(why) = refused(&c) => report
+                .unsupported
+                .push((item.knob, format!("{why} (at `tune apply`)"))),
             ItemState::Change(c) => report.checks.push(VerifyCheck {
                 knob: item.knob,
                 expected: c.new_value().to_string(),

@@ -16,7 +16,7 @@ use crate::TuneError;
 use crate::plan::Change;
 use latlab_sys::pidlock::{LockError, PidLock};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -63,7 +63,8 @@ pub struct JournalState {
     pub header: Header,
     /// Every journaled change, in apply order.
     pub entries: Vec<(usize, Change)>,
-    pub skipped: BTreeSet<usize>,
+    /// Best-effort writes the kernel refused, with why.
+    pub skipped: BTreeMap<usize, String>,
     pub undone: BTreeSet<usize>,
     pub complete: bool,
 }
@@ -74,7 +75,7 @@ impl JournalState {
     pub fn live_entries(&self) -> Vec<(usize, &Change)> {
         self.entries
             .iter()
-            .filter(|(s, _)| !self.skipped.contains(s) && !self.undone.contains(s))
+            .filter(|(s, _)| !self.skipped.contains_key(s) && !self.undone.contains(s))
             .map(|(s, c)| (*s, c))
             .collect()
     }
@@ -188,7 +189,7 @@ impl Journal {
                         path: path.clone(),
                         header,
                         entries: Vec::new(),
-                        skipped: BTreeSet::new(),
+                        skipped: BTreeMap::new(),
                         undone: BTreeSet::new(),
                         complete: false,
                     });
@@ -198,8 +199,8 @@ impl Journal {
                 }
                 (_, None) => return Err(bad("no header".into())),
                 (Line::Entry { seq, change }, Some(s)) => s.entries.push((seq, change)),
-                (Line::Skipped { seq, .. }, Some(s)) => {
-                    s.skipped.insert(seq);
+                (Line::Skipped { seq, why }, Some(s)) => {
+                    s.skipped.insert(seq, why);
                 }
                 (Line::Complete { .. }, Some(s)) => s.complete = true,
                 (Line::Undone { seq }, Some(s)) => {

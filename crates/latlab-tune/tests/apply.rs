@@ -477,7 +477,7 @@ fn verify_names_expected_and_actual_and_restore_notices_the_change() {
         Some("probably tuned (running, sets this kind of knob)")
     );
     // Without a journal, against the profile.
-    let vp = latlab_tune::verify_profile(&t.sys(), &p, None).unwrap();
+    let vp = latlab_tune::verify_profile(&t.sys(), &p, None, &t.state).unwrap();
     assert_eq!(vp.drifted(), 1);
     assert!(!vp.unsupported.is_empty());
     // A journal is replayed only onto the root it was written under.
@@ -616,6 +616,52 @@ fn realtime_splits_cpus_and_moves_irqs_and_workqueues() {
         (s.isolated.to_string(), s.why.as_str()),
         ("2-3".to_string(), "given with --cpus")
     );
+}
+
+/// An IRQ the kernel refused to move at apply (a managed IRQ: here a write made to fail with
+/// EIO) is no drift for `verify PROFILE` while that tuning is applied: it is listed with the
+/// reason `tune apply` gave. Without the journal it is drift, as nothing says why it differs.
+#[test]
+fn verify_profile_lists_an_irq_the_kernel_refused_at_apply_not_as_drift() {
+    let t = Tree::new("vm");
+    let before = snapshot(&t.root);
+    let p = builtin("realtime");
+    let plan = Plan::build(&t.sys(), &p, None).unwrap();
+    let at = plan
+        .changes()
+        .iter()
+        .position(|c| c.best_effort && c.knob.starts_with("irq 2"))
+        .unwrap();
+    let knob = plan.changes()[at].knob.clone();
+    let o = ApplyOptions {
+        hooks: TestHooks {
+            fail_at_write: Some(at + 1),
+            ..TestHooks::default()
+        },
+        ..ApplyOptions::default()
+    };
+    let a = latlab_tune::apply(&t.sys(), &p, &t.state, &o).unwrap();
+    assert_eq!(a.skipped.len(), 1, "{:?}", a.skipped);
+    assert!(a.skipped[0].1.contains("managed IRQ"), "{:?}", a.skipped);
+
+    let vp = latlab_tune::verify_profile(&t.sys(), &p, None, &t.state).unwrap();
+    assert_eq!(vp.drifted(), 0, "{:?}", vp.checks);
+    let (_, why) = vp.unsupported.iter().find(|(k, _)| *k == knob).unwrap();
+    assert!(
+        why.starts_with("the kernel refused") && why.ends_with("(at `tune apply`)"),
+        "{why}"
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    let vp = latlab_tune::verify_profile(&t.sys(), &p, None, elsewhere.path()).unwrap();
+    assert_eq!(vp.drifted(), 1);
+    assert!(vp.checks.iter().any(|c| !c.ok && c.knob == knob));
+    // The journal's verify never counted it: it was not written.
+    assert_eq!(
+        latlab_tune::verify(&t.sys(), &t.state).unwrap().drifted(),
+        0
+    );
+    latlab_tune::restore(&t.sys(), &t.state).unwrap();
+    assert_same(&before, &t.root, "realtime with a refused IRQ");
 }
 
 #[test]

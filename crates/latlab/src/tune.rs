@@ -73,7 +73,9 @@ struct ProfileArgs {
 struct VerifyArgs {
     /// Compare with this profile instead of the journal.
     profile: Option<String>,
-    #[arg(long, value_name = "LIST")]
+    /// With a PROFILE: the CPUs its per-CPU settings are checked on, as given to `tune apply`
+    /// (default: every online CPU). The journal records its own.
+    #[arg(long, value_name = "LIST", requires = "profile")]
     cpus: Option<CpuList>,
 }
 
@@ -82,6 +84,8 @@ struct BootArgs {
     /// A profile name or the path of a .toml file.
     #[arg(required_unless_present = "remove")]
     profile: Option<String>,
+    /// CPUs the options are for, as `tune apply --cpus` takes them (the isolated CPUs of a
+    /// profile with isolation).
     #[arg(long, value_name = "LIST")]
     cpus: Option<CpuList>,
     /// Write the options to /etc/default/grub.d/latlab.cfg.
@@ -409,7 +413,8 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
         Some(name) => {
             let profile = ctx.resolve(name)?;
             let cpus = a.cpus.clone();
-            latlab_tune::verify_profile(&ctx.sys, &profile, cpus.as_ref()).map_err(usage)?
+            latlab_tune::verify_profile(&ctx.sys, &profile, cpus.as_ref(), &ctx.state_dir)
+                .map_err(usage)?
         }
         None => latlab_tune::verify(&ctx.sys, &ctx.state_dir).map_err(usage)?,
     };

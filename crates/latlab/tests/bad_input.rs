@@ -256,7 +256,9 @@ const ROWS: &[(&[&str], &str)] = &[
         "--cpus 9: CPU 9 is absent or offline",
     ),
     (&["tune", "apply", "lowlatency", "--cpus", "x"], "--cpus"),
-    (&["tune", "verify", "--cpus", "x"], "--cpus"),
+    (&["tune", "verify", "lowlatency", "--cpus", "x"], "--cpus"),
+    // The journal records its CPUs: --cpus is for a PROFILE.
+    (&["tune", "verify", "--cpus", "1"], "<PROFILE>"),
     (&["tune", "hold"], "no latency limit given"),
     (&["tune", "hold", "--us", "x"], "--us \"x\""),
     (&["tune", "frobnicate"], "unrecognized subcommand"),
