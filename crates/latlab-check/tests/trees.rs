@@ -361,6 +361,49 @@ fn a_pm_qos_request_holds_deep_states_off() {
     assert_eq!(v, Verdict::Pass, "{ev}");
 }
 
+/// The haltpoll governor (the VM tree) never reads `disable` and heeds only a latency limit
+/// of 0: a disabled state still counts as allowed, a 50 µs request holds nothing off, and no
+/// profile fix that disables states is offered.
+#[test]
+fn under_haltpoll_a_disabled_state_is_still_entered() {
+    let t = copy_tree("vm");
+    let state1 =
+        |cpu: u32, file: &str| format!("sys/devices/system/cpu/cpu{cpu}/cpuidle/state1/{file}");
+    for c in 0..2 {
+        write(t.path(), &state1(c, "disable"), b"1\n");
+    }
+    let (v, ev) = verdict_at(t.path(), Target::Audio, "cpu.idle-depth");
+    assert_eq!(v, Verdict::Pass, "{ev}");
+    assert!(
+        ev.starts_with("deepest allowed state haltpoll idle at 1 µs"),
+        "{ev}"
+    );
+    assert!(
+        ev.ends_with("the haltpoll governor ignores the disabled states"),
+        "{ev}"
+    );
+
+    // A halt slower than the bound fails, disabled or not, and a 50 µs request does not help.
+    for c in 0..2 {
+        write(t.path(), &state1(c, "latency"), b"200\n");
+    }
+    write(t.path(), "dev/cpu_dma_latency", 50i32.to_le_bytes());
+    let r = report_at(t.path(), Target::Audio, &UserChoice::default());
+    let o = &r.finding("cpu.idle-depth").unwrap().outcome;
+    assert_eq!(o.verdict, Verdict::Fail, "{}", o.evidence);
+    assert!(
+        o.evidence.contains("haltpoll idle (200 µs) on CPUs 0-1"),
+        "{}",
+        o.evidence
+    );
+    assert!(o.fixes.is_empty(), "{:?}", o.fixes);
+    // A limit of 0 makes haltpoll poll.
+    write(t.path(), "dev/cpu_dma_latency", 0i32.to_le_bytes());
+    let (v, ev) = verdict_at(t.path(), Target::Audio, "cpu.idle-depth");
+    assert_eq!(v, Verdict::Pass, "{ev}");
+    assert!(ev.contains("held off by a PM QoS request"), "{ev}");
+}
+
 #[test]
 fn an_unreadable_pm_qos_request_is_not_applicable_not_a_pass() {
     let t = copy_tree("laptop-intel");

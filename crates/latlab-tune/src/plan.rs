@@ -6,7 +6,9 @@
 //! index from cpu0.
 
 use crate::TuneError;
-use crate::profile::{At, CpuSelector, CpuSettings, IdleLimit, IsolatedSpec, Origin, Profile};
+use crate::profile::{
+    At, CpuSelector, CpuSettings, IdleLimit, IsolatedSpec, Origin, Profile, ResumeLatency,
+};
 use latlab_model::units::CpuList;
 use latlab_sys::Sys;
 use latlab_sys::procfs::{self, format_hex_mask, parse_hex_mask};
@@ -252,7 +254,7 @@ impl Plan {
             }
         }
         cpufreq(sys, &settings, &mut plan)?;
-        idle(sys, &settings, &mut plan);
+        idle(sys, &settings, profile, &mut plan);
         resume_latency(sys, &settings, &mut plan);
         system(sys, profile, &mut plan);
         isolation(sys, profile, &mut plan);
@@ -667,7 +669,8 @@ struct State {
     latency: u64,
 }
 
-fn idle(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) {
+fn idle(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, profile: &Profile, plan: &mut Plan) {
+    let mut disabled_cpus = Vec::new();
     for (&cpu, s) in settings {
         let Some(limit) = &s.idle else { continue };
         let base = format!("{CPU}/cpu{cpu}/cpuidle");
@@ -726,6 +729,14 @@ fn idle(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) {
             .map(|s| s.index);
         for st in &states {
             let disable = bound.is_some_and(|b| st.latency > b) && Some(st.index) != shallowest;
+            // A resume latency limit of 0 makes haltpoll poll: the note below is not for it.
+            let polls = s
+                .resume_latency
+                .as_ref()
+                .is_some_and(|r| r.value == ResumeLatency::Us(0));
+            if disable && !polls && disabled_cpus.last() != Some(&cpu) {
+                disabled_cpus.push(cpu);
+            }
             let knob = format!(
                 "cpu{cpu} idle {} (state{}, exit {} µs) disable",
                 st.name, st.index, st.latency
@@ -739,6 +750,24 @@ fn idle(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) {
                 Phase::IdleState,
             );
         }
+    }
+    // The haltpoll governor chooses between polling and halt by itself and never reads a
+    // state's `disable`; only a latency limit of 0 makes it poll.
+    let available = words(sys, &format!("{CPU}/cpuidle/available_governors"));
+    let governor = match &profile.system.cpuidle_governor {
+        Some(g) if available.contains(&g.value) => Some(g.value.clone()),
+        _ => sys
+            .read_trim(&format!("{CPU}/cpuidle/current_governor"))
+            .ok(),
+    };
+    if !disabled_cpus.is_empty() && governor.as_deref() == Some("haltpoll") {
+        plan.notes.push(format!(
+            "idle states disabled on CPUs {}: the haltpoll governor ignores a disabled state and \
+             halts as before; only a limit of 0 keeps a CPU polling (pm_qos_resume_latency_us = \
+             0 for those CPUs, or system.cpu_dma_latency_us = 0 held with `latlab tune hold`), \
+             or cpuidle_governor = \"menu\" where it is available",
+            CpuList::from_cpus(disabled_cpus)
+        ));
     }
 }
 
@@ -845,7 +874,7 @@ fn system(sys: &Sys, profile: &Profile, plan: &mut Plan) {
         );
         let fair = sys.exists("/sys/kernel/debug/sched/fair_server");
         plan.notes.push(format!(
-            "kernel.sched_rt_runtime_us: on kernels 6.12 and later without RT group scheduling \
+            "kernel.sched_rt_runtime_us: on kernels 6.12 and later without RT group scheduling, \
              RT throttling is replaced by the fair server, which still reserves 50 ms per second \
              for normal tasks on a CPU that has them (debugfs sched/fair_server/cpuN/runtime{}); \
              {} alone does not give real-time tasks the whole CPU there",

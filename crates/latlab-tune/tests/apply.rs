@@ -664,6 +664,58 @@ fn verify_profile_lists_an_irq_the_kernel_refused_at_apply_not_as_drift() {
     assert_same(&before, &t.root, "realtime with a refused IRQ");
 }
 
+/// Under the haltpoll governor (the VM tree) a disabled idle state does not stop the halt: a
+/// profile that only disables states is told what does, one that also sets a resume latency of
+/// 0 (lowlatency) is not, nor one that switches the governor.
+#[test]
+fn disabling_idle_states_under_haltpoll_says_it_takes_a_zero_limit() {
+    let t = Tree::new("vm");
+    let dir = tempfile::tempdir().unwrap();
+    let note = |text: &str| {
+        let path = profile_file(dir.path(), "p", text);
+        let p = Profiles::builtin().resolve(path.to_str().unwrap()).unwrap();
+        let plan = Plan::build(&t.sys(), &p, None).unwrap();
+        assert!(
+            plan.changes().iter().any(|c| c.knob.ends_with(") disable")),
+            "{text}: no idle state disabled"
+        );
+        plan.notes
+            .into_iter()
+            .find(|n| n.contains("the haltpoll governor ignores"))
+    };
+    let n = note("[cpu.all]\nmax_idle_latency_us = 0\n").unwrap();
+    assert!(n.starts_with("idle states disabled on CPUs 0-1:"), "{n}");
+    assert!(n.contains("pm_qos_resume_latency_us = 0"), "{n}");
+    assert_eq!(
+        note("[cpu.all]\nmax_idle_latency_us = 0\npm_qos_resume_latency_us = 0\n"),
+        None
+    );
+    assert_eq!(
+        note("[cpu.all]\nmax_idle_latency_us = 0\n[system]\ncpuidle_governor = \"menu\"\n"),
+        None
+    );
+    // A governor this kernel lacks leaves haltpoll in charge.
+    assert!(
+        note("[cpu.all]\nmax_idle_latency_us = 0\n[system]\ncpuidle_governor = \"teo\"\n")
+            .is_some()
+    );
+    // The laptop's governor honours disabled states.
+    let laptop = Tree::new("laptop-intel");
+    let p = Profiles::builtin()
+        .resolve(
+            profile_file(dir.path(), "q", "[cpu.all]\nmax_idle_latency_us = 0\n")
+                .to_str()
+                .unwrap(),
+        )
+        .unwrap();
+    let plan = Plan::build(&laptop.sys(), &p, None).unwrap();
+    assert!(
+        !plan.notes.iter().any(|n| n.contains("haltpoll")),
+        "{:?}",
+        plan.notes
+    );
+}
+
 #[test]
 fn boot_advice_for_this_kernel_and_the_grub_drop_in() {
     let profiles = Profiles::builtin();

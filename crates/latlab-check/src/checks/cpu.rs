@@ -189,14 +189,27 @@ pub fn idle_depth(f: &Facts, ctx: &Ctx) -> Outcome {
     if f.info.boot.idle.as_deref() == Some("poll") {
         return Outcome::pass("idle=poll: CPUs never enter an idle state");
     }
+    // The haltpoll governor never reads a state's `disable`, and of a latency limit it only
+    // heeds 0 (then it polls).
+    let haltpoll = idle.governor == "haltpoll";
+    let ignored = haltpoll
+        && idle
+            .cpus
+            .iter()
+            .any(|c| c.states.iter().any(|s| s.disabled));
     let deepest = idle
         .cpus
         .iter()
-        .flat_map(|c| c.states.iter().filter(|s| !s.disabled))
+        .flat_map(|c| c.states.iter().filter(|s| haltpoll || !s.disabled))
         .max_by_key(|s| s.exit_latency_us);
+    let ignored_note = if ignored {
+        "; the haltpoll governor ignores the disabled states"
+    } else {
+        ""
+    };
     let Some(bound) = ctx.bounds.idle_exit_latency_us else {
         return Outcome::pass(format!(
-            "no bound for throughput; deepest enabled state {}",
+            "no bound for throughput; deepest enabled state {}{ignored_note}",
             deepest
                 .map(|s| format!("{} ({} µs)", s.name, s.exit_latency_us))
                 .unwrap_or_else(|| "none".into())
@@ -206,11 +219,11 @@ pub fn idle_depth(f: &Facts, ctx: &Ctx) -> Outcome {
     let mut over: Vec<(String, u64, Vec<u32>)> = Vec::new();
     let mut limited_by_qos = false;
     for c in &idle.cpus {
-        let qos = qos_limit(f, c.cpu);
+        let qos = qos_limit(f, c.cpu).filter(|&q| !haltpoll || q == 0);
         for s in c
             .states
             .iter()
-            .filter(|s| !s.disabled && s.exit_latency_us > bound)
+            .filter(|s| (haltpoll || !s.disabled) && s.exit_latency_us > bound)
         {
             if qos.is_some_and(|q| i64::try_from(s.exit_latency_us).unwrap_or(i64::MAX) > q) {
                 limited_by_qos = true;
@@ -233,7 +246,7 @@ pub fn idle_depth(f: &Facts, ctx: &Ctx) -> Outcome {
             ""
         };
         return Outcome::pass(format!(
-            "deepest allowed state {} ({driver}), bound {bound} µs{why}",
+            "deepest allowed state {} ({driver}), bound {bound} µs{why}{ignored_note}",
             deepest
                 .map(|s| format!("{} at {} µs", s.name, s.exit_latency_us))
                 .unwrap_or_else(|| "none".into())
@@ -245,11 +258,20 @@ pub fn idle_depth(f: &Facts, ctx: &Ctx) -> Outcome {
         .map(|(n, l, c)| format!("{n} ({l} µs) on CPUs {}", cpus(c)))
         .collect::<Vec<_>>()
         .join(", ");
+    let evidence = format!(
+        "enabled beyond the {bound} µs bound for {}: {list}{ignored_note}",
+        ctx.target.name()
+    );
+    if haltpoll {
+        // Disabling states would change nothing: no profile fix is offered.
+        return Outcome::fail(
+            evidence,
+            "the haltpoll governor ignores disabled states: set pm_qos_resume_latency_us = 0 \
+             (the CPUs poll only) or cpuidle_governor = \"menu\", then limit the states",
+        );
+    }
     Outcome::fail(
-        format!(
-            "enabled beyond the {bound} µs bound for {}: {list}",
-            ctx.target.name()
-        ),
+        evidence,
         format!("disable idle states with exit latency above {bound} µs"),
     )
     .fix(Fix::knob(Knob::MaxIdleLatencyUs(bound)))
