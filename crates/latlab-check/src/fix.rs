@@ -49,12 +49,15 @@ pub fn default_state_dir(sys: &Sys) -> PathBuf {
     latlab_tune::default_state_dir(sys)
 }
 
-/// The profile text for the plan's knobs: one table per section, knobs in plan order.
+/// The profile text for the plan's knobs: one table per section, knobs in plan order; the boot
+/// options in `[boot] extra`, for `latlab tune boot` (`tune apply` leaves them alone).
 pub fn profile_text(plan: &FixPlan) -> String {
     let ids: Vec<&str> = plan
         .knobs
         .iter()
-        .flat_map(|(_, ids)| ids.iter().copied())
+        .map(|(_, ids)| ids)
+        .chain(plan.boot.iter().map(|(_, ids)| ids))
+        .flat_map(|ids| ids.iter().copied())
         .fold(Vec::new(), |mut acc, id| {
             if !acc.contains(&id) {
                 acc.push(id);
@@ -81,14 +84,27 @@ pub fn profile_text(plan: &FixPlan) -> String {
             out.push('\n');
         }
     }
+    if !plan.boot.is_empty() {
+        let options: Vec<String> = plan.boot.iter().map(|(b, _)| format!("{b:?}")).collect();
+        out.push_str(&format!("\n[boot]\nextra = [{}]\n", options.join(", ")));
+    }
     out
 }
 
 /// Apply the plan's knobs persistently through latlab tune. Refuses when a tuning is already
 /// applied (restoring it would silently undo someone's profile).
 pub fn apply(sys: &Sys, plan: &FixPlan, state_dir: &Path) -> Result<FixReport, FixError> {
-    if plan.knobs.is_empty() {
+    if plan.knobs.is_empty() && plan.boot.is_empty() {
         return Ok(FixReport::default());
+    }
+    let path = state_dir.join(format!("{PROFILE_NAME}.toml"));
+    if plan.knobs.is_empty() {
+        // Boot options only: the profile is for `latlab tune boot`; nothing is applied.
+        write_profile(&path, plan)?;
+        return Ok(FixReport {
+            profile: Some(path),
+            ..FixReport::default()
+        });
     }
     let status = latlab_tune::status(sys, state_dir)?;
     if let Some(j) = &status.journal {
@@ -97,13 +113,7 @@ pub fn apply(sys: &Sys, plan: &FixPlan, state_dir: &Path) -> Result<FixReport, F
             since: status.since().unwrap_or_default(),
         });
     }
-    let path = state_dir.join(format!("{PROFILE_NAME}.toml"));
-    std::fs::create_dir_all(state_dir)
-        .and_then(|()| std::fs::write(&path, profile_text(plan)))
-        .map_err(|source| FixError::Write {
-            path: path.clone(),
-            source,
-        })?;
+    write_profile(&path, plan)?;
     let profile = latlab_tune::Profiles::builtin().resolve(&path.to_string_lossy())?;
     let opts = latlab_tune::ApplyOptions {
         hooks: latlab_tune::TestHooks::from_env(),
@@ -132,6 +142,16 @@ pub fn apply(sys: &Sys, plan: &FixPlan, state_dir: &Path) -> Result<FixReport, F
     Ok(report)
 }
 
+fn write_profile(path: &Path, plan: &FixPlan) -> Result<(), FixError> {
+    path.parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(path, profile_text(plan)))
+        .map_err(|source| FixError::Write {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -156,5 +176,33 @@ mod tests {
         assert!(text.contains("[system]\nsched_rt_runtime_us = -1\n"));
         assert!(text.contains("[isolation]\nisolated = \"3\"\nirqs = true\n"));
         assert!(text.contains("cpu.governor, limits.rt-throttling, cpu.idle-depth"));
+        assert!(!text.contains("[boot]"));
+    }
+
+    /// Boot options go to `[boot] extra`, which `latlab tune boot` reads and the profile
+    /// parser accepts.
+    #[test]
+    fn boot_options_are_the_profile_s_boot_extra() {
+        let plan = FixPlan {
+            knobs: vec![(Knob::SchedRtRuntimeUs(-1), vec!["limits.rt-throttling"])],
+            boot: vec![
+                ("preempt=full".into(), vec!["kernel.preempt"]),
+                ("threadirqs".into(), vec!["kernel.threadirqs"]),
+            ],
+            ..FixPlan::default()
+        };
+        let text = profile_text(&plan);
+        assert!(
+            text.ends_with("\n[boot]\nextra = [\"preempt=full\", \"threadirqs\"]\n"),
+            "{text}"
+        );
+        assert!(text.contains("limits.rt-throttling, kernel.preempt, kernel.threadirqs"));
+        let p = latlab_tune::Profiles::builtin()
+            .resolve_text(PROFILE_NAME, &text)
+            .unwrap();
+        assert_eq!(
+            p.boot.extra.as_ref().unwrap().value,
+            ["preempt=full", "threadirqs"]
+        );
     }
 }

@@ -42,7 +42,8 @@ pub struct CheckArgs {
     user: Option<String>,
 
     /// Apply the tune knobs behind the failed checks (journaled; `latlab tune restore` undoes
-    /// them) and print the boot options and manual steps that remain.
+    /// them) and print the boot options and manual steps that remain (the boot options are
+    /// also in the profile it writes, for `latlab tune boot PROFILE --write`).
     #[arg(long)]
     fix: bool,
 
@@ -180,7 +181,7 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         plan: plan.clone(),
         ..FixOutcome::default()
     };
-    if !plan.knobs.is_empty() {
+    if !plan.knobs.is_empty() || !plan.boot.is_empty() {
         let state_dir = args
             .state_dir
             .clone()
@@ -471,8 +472,15 @@ fn fix_text(o: &FixOutcome) -> String {
         out.push_str(&format!("  not applied: {e}\n"));
     }
     if !o.plan.boot.is_empty() {
+        let how = match &done.profile {
+            Some(p) => format!(
+                "`latlab tune boot {} --write` puts them in a GRUB drop-in; then update GRUB and reboot",
+                p.display()
+            ),
+            None => "add them to the kernel command line and reboot".into(),
+        };
         out.push_str(&format!(
-            "  boot options (not applied; add to the kernel command line, e.g. with latlab tune boot --write, then reboot): {}\n",
+            "  boot options (not applied; {how}): {}\n",
             o.plan
                 .boot
                 .iter()

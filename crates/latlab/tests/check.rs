@@ -287,8 +287,10 @@ fn fix_prints_the_boot_options_it_cannot_apply() {
     assert!(restore(dir.path(), state.path()).status.success());
 }
 
+/// With only boot options to fix, nothing is applied: the system is untouched, no journal is
+/// written, and the profile it leaves is the one the printed `tune boot` command takes.
 #[test]
-fn fix_with_nothing_to_apply_writes_nothing() {
+fn fix_with_only_boot_options_applies_nothing_and_names_a_working_tune_boot() {
     // The VM fails only kernel.preempt for audio, whose fix is a boot option.
     let dir = copy_tree("vm");
     let state = tempfile::tempdir().unwrap();
@@ -296,9 +298,27 @@ fn fix_with_nothing_to_apply_writes_nothing() {
     let out = check_fix(dir.path(), state.path(), &[]);
     assert_eq!(out.status.code(), Some(3));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("preempt=full"), "{text}");
     assert_eq!(before, snapshot(dir.path()));
-    assert_eq!(std::fs::read_dir(state.path()).unwrap().count(), 0);
+    let files: Vec<_> = std::fs::read_dir(state.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(files, ["check-fix.toml"]);
+    let profile = state.path().join("check-fix.toml");
+    let line = format!(
+        "boot options (not applied; `latlab tune boot {} --write` puts them in a GRUB drop-in; \
+         then update GRUB and reboot): preempt=full",
+        profile.display()
+    );
+    assert!(text.contains(&line), "{text}");
+    let boot = latlab_testkit::run_stdout(
+        latlab!()
+            .arg("--sysroot")
+            .arg(dir.path())
+            .args(["tune", "boot"])
+            .arg(&profile),
+    );
+    assert!(boot.contains("to add: preempt=full"), "{boot}");
 }
 
 #[test]
