@@ -44,7 +44,8 @@ enum TuneCommand {
     Apply(ProfileArgs),
     /// What is applied, since when, and by whom.
     Status,
-    /// Check each applied value (or a PROFILE's targets): expected, actual; exit 1 on drift.
+    /// Check each applied value (or a PROFILE's targets): expected, actual; exit 1 on drift, or
+    /// when no profile is applied and none is given.
     Verify(VerifyArgs),
     /// Put back every value the journal recorded (also after a crash or a reboot).
     Restore,

@@ -107,6 +107,10 @@ fn apply_status_verify_restore_round_trip() {
     assert!(out.contains("nothing to restore"), "{out}");
     let out = ok(&t.run(&["tune", "status"]));
     assert!(out.contains("no profile applied"), "{out}");
+    // A gate on the tuning fails when nothing is applied, as its help says.
+    let out = t.run(&["tune", "verify"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).starts_with("nothing to verify: no profile is applied"));
 }
 
 #[test]
