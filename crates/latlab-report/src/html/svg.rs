@@ -77,6 +77,8 @@ pub(crate) struct Axis {
 }
 
 /// A "nice" step (1, 2 or 5 times a power of ten) giving about `target` intervals over `span`.
+/// A span just over a round one (a 12.07 s run) takes that one's step, one interval more,
+/// rather than the next step up, which would leave a fifth of the plot empty.
 pub(crate) fn nice_step(span: f64, target: f64) -> f64 {
     if span <= 0.0 || !span.is_finite() {
         return 1.0;
@@ -84,15 +86,10 @@ pub(crate) fn nice_step(span: f64, target: f64) -> f64 {
     let raw = span / target;
     let mag = 10f64.powf(raw.log10().floor());
     let f = raw / mag;
-    let m = if f <= 1.0 {
-        1.0
-    } else if f <= 2.0 {
-        2.0
-    } else if f <= 5.0 {
-        5.0
-    } else {
-        10.0
-    };
+    let m = [1.0, 2.0, 5.0]
+        .into_iter()
+        .find(|&m| f <= m * 1.05)
+        .unwrap_or(10.0);
     m * mag
 }
 
@@ -162,7 +159,8 @@ impl Axis {
             lo * 10.0
         };
         let d_lo = lo.log10().floor() as i32;
-        let mut d_hi = hi.log10().ceil() as i32;
+        // Strictly above the highest value: a maximum of exactly 1000 is not drawn on the frame.
+        let mut d_hi = hi.log10().floor() as i32 + 1;
         if d_hi <= d_lo {
             d_hi = d_lo + 1;
         }
@@ -250,6 +248,8 @@ pub(crate) struct Chart {
     pub y: Axis,
     title: String,
     legend: Vec<LegendItem>,
+    /// Band labels, drawn over the data so no line runs through them.
+    overlay: String,
 }
 
 pub(crate) const WIDTH: f64 = 760.0;
@@ -271,6 +271,7 @@ impl Chart {
             y,
             title: title.into(),
             legend: Vec::new(),
+            overlay: String::new(),
         }
     }
 
@@ -298,9 +299,10 @@ impl Chart {
             n(self.plot_h)
         );
         if !label.is_empty() {
+            // A white halo keeps the label readable where a line passes under it.
             let _ = write!(
-                self.out,
-                r##"<text x="{}" y="{}" font-size="10" fill="#555">{}</text>"##,
+                self.overlay,
+                r##"<text x="{}" y="{}" font-size="10" fill="#555" stroke="#fff" stroke-width="3" stroke-opacity="0.85" paint-order="stroke">{}</text>"##,
                 n(a + 3.0),
                 n(self.top + 11.0),
                 esc(label)
@@ -537,6 +539,7 @@ impl Chart {
             esc(&self.y.label)
         );
         s.push_str(&self.out);
+        s.push_str(&self.overlay);
         let _ = write!(
             s,
             r##"<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#999"/>"##,
@@ -644,5 +647,38 @@ mod tests {
         assert_eq!(tick_label(0.000_001), "1e-6", "six decimals would print 0");
         assert_eq!(tick_label(1e-10), "1e-10");
         assert_eq!(nice_step(37.0, 6.0), 10.0);
+        // A 12.07 s run: steps of 2 up to 14 s, not of 5 up to 15 s.
+        assert_eq!(nice_step(12.07, 6.0), 2.0);
+        assert_eq!(Axis::linear("t", 0.0, 12.07).hi, 14.0);
+        // A maximum of exactly a power of ten gets a decade above it, not the frame.
+        for hi in [1_000.0, 999.9, 1_000.1] {
+            let a = Axis::log("y", 10.0, hi);
+            assert!(a.frac(hi) < 1.0, "{hi}: {}", a.hi);
+        }
+        assert_eq!(Axis::log("y", 10.0, 1_000.0).hi, 10_000.0);
+    }
+
+    /// A band's label is drawn after the lines, with a halo, so a line never crosses it.
+    #[test]
+    fn band_labels_lie_over_the_data() {
+        let mut c = Chart::new(
+            "t",
+            100.0,
+            Axis::linear("x", 0.0, 10.0),
+            Axis::linear("y", 0.0, 10.0),
+        );
+        c.band(0.0, 5.0, "#eee", "memory");
+        c.line(
+            &[Some((0.0, 9.9)), Some((10.0, 9.9))],
+            "#00f",
+            None,
+            1.0,
+            1.0,
+        );
+        let svg = c.finish();
+        let line = svg.find("<path").expect("the line");
+        let label = svg.find(">memory<").expect("the label");
+        assert!(line < label, "{svg}");
+        assert!(svg.contains(r#"paint-order="stroke">memory<"#), "{svg}");
     }
 }
