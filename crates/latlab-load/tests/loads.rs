@@ -296,13 +296,14 @@ fn cmd_is_stopped_with_its_whole_process_group() {
     let pids = set.child_pids();
     assert_eq!(pids.len(), 1);
     let pid = pids[0];
-    // The shell and its two sleeps, in the shell's own process group.
+    // The supervisor and its watcher, the command's shell and its two sleeps, in the
+    // supervisor's own process group.
     let t = Instant::now();
-    while group_members(pid).len() < 3 && t.elapsed() < Duration::from_secs(3) {
+    while group_members(pid).len() < 5 && t.elapsed() < Duration::from_secs(3) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let members = group_members(pid);
-    assert_eq!(members.len(), 3, "{members:?}");
+    assert_eq!(members.len(), 5, "{members:?}");
     let t = Instant::now();
     let r = set.stop().remove(0);
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());

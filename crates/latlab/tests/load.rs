@@ -1,5 +1,5 @@
 //! `latlab load` run for real: the list, bad input, a short run read back as JSON, a schedule,
-//! and SIGTERM ending a run cleanly.
+//! SIGTERM ending a run cleanly, and a command load stopped after latlab is killed.
 #![allow(clippy::unwrap_used)]
 
 use latlab_testkit::process::signal_after;
@@ -144,4 +144,87 @@ fn sigterm_ends_a_run_cleanly() {
     }
     // The io load's file is gone.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// The live members of process group `pgid` (zombies do not count).
+fn group_members(pgid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // After the command name: state ppid pgrp ...
+            let rest: Vec<&str> = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r.split_whitespace().collect())
+                .unwrap_or_default();
+            rest.first() != Some(&"Z") && rest.get(2) == Some(&pgid.to_string().as_str())
+        })
+        .collect()
+}
+
+/// latlab killed with SIGKILL cannot stop its command load; the load's supervisor does, as
+/// latlab would have: what the command forked gets SIGTERM (noted in a file), and after the
+/// grace whatever is left gets SIGKILL. Nothing of the group outlives it.
+#[test]
+fn a_command_load_and_what_it_forked_end_when_latlab_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (term, pid_file) = (dir.path().join("term"), dir.path().join("pid"));
+    // The command traps SIGTERM (noting it) and then lingers, so only SIGKILL ends it; the sleep
+    // it forked is the process a killed latlab used to leave behind.
+    let spec = format!(
+        "cmd:trap 'echo term >> {}' TERM; sleep 300 & echo $! > {}; wait; sleep 30",
+        term.display(),
+        pid_file.display()
+    );
+    let mut child = latlab!()
+        .args(["load", &spec, "--duration", "60s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let forked: u32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{forked}/stat")).unwrap();
+    let pgid: u32 = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .nth(2)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(group_members(pgid).contains(&forked));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t = Instant::now();
+    while !group_members(pgid).is_empty() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = group_members(pgid);
+    for pid in &left {
+        // SAFETY: plain system call; do not leave the test's processes behind.
+        unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+    }
+    assert_eq!(left, Vec::<u32>::new(), "the load's group outlived latlab");
+    assert_eq!(
+        std::fs::read_to_string(&term).unwrap_or_default(),
+        "term\n",
+        "the command was not given SIGTERM first"
+    );
 }

@@ -4,9 +4,14 @@
 //! surrounding quotes is removed, so `cmd:"stress-ng --cpu 1"` works when the shell passed the
 //! quotes through). The command runs in its own process group, pinned to the load CPU set, with
 //! its output on latlab's standard error (standard output stays clean for JSON) and no input.
-//! Stopping sends SIGTERM to the whole group, then SIGKILL after a grace of 2 s; the child is
-//! also killed should the thread that started it (or latlab) die first. The report carries its
-//! elapsed time and how it ended.
+//! Stopping sends SIGTERM to the whole group, then SIGKILL after a grace of 2 s. The report
+//! carries its elapsed time and how it ended.
+//!
+//! A small shell supervisor leads the group: it runs the command, and a watcher beside it
+//! holds the read end of a pipe whose write end only latlab has. Should latlab die in any way
+//! (SIGKILL included), the pipe closes and the watcher stops the whole group as latlab would
+//! have: SIGTERM, then SIGKILL after the grace, so what the command forked does not outlive
+//! it. The supervisor ends as the command did (its exit status, or the signal that killed it).
 
 use crate::registry::LoadDescriptor;
 use crate::{Ctx, Finished, LoadOptions, LoadSpec, Running};
@@ -32,6 +37,23 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
 };
 
 const SHELL: &str = "/bin/sh";
+
+/// The group leader: runs the command (`$1`, with no input), watches the pipe on its standard
+/// input, and ends as the command ended. A SIGTERM to the group reaches the command; the
+/// supervisor waits for it, and the watcher ignores it (it is killed when the command ends).
+/// The watcher's `sleep 2` is [`GRACE`].
+const SUPERVISOR: &str = r#"trap : TERM
+exec 3<&0 0</dev/null
+sh -c "$1" 3<&- &
+cmd=$!
+{ trap '' TERM; read _ <&3; kill -TERM 0; sleep 2; kill -KILL 0; } &
+watch=$!
+exec 3<&-
+while :; do wait "$cmd"; s=$?; kill -0 "$cmd" 2>/dev/null || break; done
+kill -KILL "$watch" 2>/dev/null
+if [ "$s" -gt 128 ]; then trap - TERM; kill -$((s - 128)) $$ 2>/dev/null; fi
+exit "$s"
+"#;
 /// Time between SIGTERM and SIGKILL.
 pub const GRACE: Duration = Duration::from_secs(2);
 
@@ -53,9 +75,33 @@ struct CmdLoad {
     exited: ExitSeen,
     monitor: Option<JoinHandle<()>>,
     term_sent: AtomicBool,
+    /// The write end of the supervisor's pipe: closed when latlab ends (or dies), after the
+    /// group is stopped.
+    _lifeline: std::os::fd::OwnedFd,
     /// Kills the group should latlab have to end at once (the group id stays reserved until
     /// the child is reaped, so it names no other processes).
     _on_exit: latlab_sys::exit_hooks::Registration,
+}
+
+/// A pipe, both ends close-on-exec (the supervisor gets the read end as its standard input,
+/// which clears the flag there): `(read, write)`.
+fn lifeline() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd), String> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: fds is a valid array of two ints for pipe2 to fill.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+        return Err(format!(
+            "creating the command's pipe: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
+    Ok(unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    })
 }
 
 fn kill_group(pgid: u32, sig: libc::c_int) {
@@ -186,10 +232,13 @@ fn start(spec: &LoadSpec, ctx: &Ctx<'_>) -> Result<Box<dyn Running>, String> {
         .as_fd()
         .try_clone_to_owned()
         .map_err(|e| format!("duplicating standard error: {e}"))?;
+    let (lifeline_read, lifeline) = lifeline()?;
     let mut cmd = Command::new(SHELL);
     cmd.arg("-c")
+        .arg(SUPERVISOR)
+        .arg("latlab-cmd")
         .arg(&line)
-        .stdin(Stdio::null())
+        .stdin(Stdio::from(lifeline_read))
         .stdout(Stdio::from(stderr))
         .process_group(0);
     // SAFETY: only async-signal-safe system calls run between fork and exec.
@@ -201,13 +250,6 @@ fn start(spec: &LoadSpec, ctx: &Ctx<'_>) -> Result<Box<dyn Running>, String> {
             if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            );
             Ok(())
         });
     }
@@ -249,6 +291,7 @@ fn start(spec: &LoadSpec, ctx: &Ctx<'_>) -> Result<Box<dyn Running>, String> {
         exited,
         monitor: None,
         term_sent: AtomicBool::new(false),
+        _lifeline: lifeline,
         _on_exit: latlab_sys::exit_hooks::register(move || kill_group(pid, libc::SIGKILL)),
     };
     match monitor {
