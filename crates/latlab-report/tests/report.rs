@@ -937,6 +937,11 @@ fn text_and_markdown_carry_the_html_tables() {
     }
 }
 
+/// One statistic's row of a comparison in the JSON report.
+fn statistic<'a>(comparison: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    latlab_testkit::json_item(&comparison["statistics"], "statistic", name)
+}
+
 #[test]
 fn json_numbers_and_verdicts() {
     let input = experiment();
@@ -976,12 +981,7 @@ fn json_numbers_and_verdicts() {
     let cmp = &v["comparisons"][0];
     assert_eq!(cmp["baseline"], "performance");
     assert_eq!(cmp["cell"], "powersave");
-    let p99 = cmp["statistics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["statistic"] == "p99")
-        .unwrap();
+    let p99 = statistic(cmp, "p99");
     assert_eq!(p99["verdict"], "higher");
     assert_eq!(p99["test"]["name"], "mann-whitney-u");
     assert_eq!(p99["test"]["u"], 0.0);
@@ -1125,12 +1125,7 @@ fn a_cell_is_compared_with_the_baseline_it_names() {
         let cmp = &v["comparisons"][k];
         assert_eq!(cmp["cell"], cell);
         assert_eq!(cmp["baseline"], input.cells[base].name.as_str());
-        let p99 = cmp["statistics"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["statistic"] == "p99")
-            .unwrap();
+        let p99 = statistic(cmp, "p99");
         assert_eq!(
             p99["baseline"].as_f64(),
             Some(base_p99(base) as f64),

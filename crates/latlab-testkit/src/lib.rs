@@ -229,6 +229,15 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
 }
 
+/// The element of the JSON array `list` whose `key` is `value`; panics naming it when absent.
+pub fn json_item<'a>(list: &'a serde_json::Value, key: &str, value: &str) -> &'a serde_json::Value {
+    list.as_array()
+        .unwrap_or_else(|| panic!("not an array: {list}"))
+        .iter()
+        .find(|item| item[key] == value)
+        .unwrap_or_else(|| panic!("no element with {key} = {value:?} in {list}"))
+}
+
 /// Compare `actual` with the golden file `tests/golden/NAME` of the calling crate;
 /// `LATLAB_UPDATE_GOLDEN=1` writes it instead.
 #[macro_export]

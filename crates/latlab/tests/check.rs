@@ -42,12 +42,7 @@ fn finding_ids(doc: &serde_json::Value) -> Vec<&str> {
 }
 
 fn finding<'a>(doc: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == id)
-        .unwrap_or_else(|| panic!("{id} missing"))
+    latlab_testkit::json_item(&doc["findings"], "id", id)
 }
 
 #[test]
