@@ -26,6 +26,13 @@ const volatile __s32 wake_pid = 0;      /* wake-ups of this process or thread on
 const volatile __u32 filter_cpus = 0;   /* record only on CPUs set in cpu_mask */
 const volatile __u64 cpu_mask[16] = {}; /* CPUs 0..1023 */
 
+/*
+ * Set by the loader while the programs run: 1 from the start of the traced window to its end.
+ * Attaching and detaching take time (a classic tracepoint's detach tens of milliseconds): the
+ * programs run then too, but record nothing, so the results cover the window they are said to.
+ */
+volatile __u32 recording = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 32768);
@@ -140,6 +147,8 @@ static __always_inline void *lookup_or_init(void *map, const void *key, const vo
 
 static __always_inline void record(__u32 family, __u64 key, __u64 value)
 {
+	if (!recording)
+		return;
 	if (!((hist_mask >> family) & 1))
 		return;
 	if (!cpu_wanted(bpf_get_smp_processor_id()))
@@ -184,7 +193,7 @@ counted:
 
 static __always_inline struct ring_ev *ring_slot(__u32 kind, __u64 ts, __u64 dur)
 {
-	if (!ring_enabled)
+	if (!ring_enabled || !recording)
 		return 0;
 	__u32 cpu = bpf_get_smp_processor_id();
 	if (!cpu_wanted(cpu))

@@ -102,6 +102,9 @@ pub struct Tracer {
     stats: BpfStats,
     names: Arc<Names>,
     start_ns: u64,
+    /// Each program's (run time, runs, recursion misses) when the window opened: what it cost
+    /// while being attached is not the window's.
+    baseline: HashMap<&'static str, (u64, u64, u64)>,
     warnings: Vec<String>,
 }
 
@@ -178,7 +181,7 @@ impl Tracer {
                     .into(),
             );
         }
-        Ok(Tracer {
+        let mut tracer = Tracer {
             ebpf,
             requested,
             active,
@@ -191,9 +194,31 @@ impl Tracer {
             ring: config.ring,
             stats,
             names,
-            start_ns: monotonic_ns(),
+            start_ns: 0,
+            baseline: HashMap::new(),
             warnings,
-        })
+        };
+        // The window opens now: the programs record from here on, and their cost counts.
+        tracer.baseline = tracer
+            .program_stats()
+            .into_iter()
+            .map(|(p, stats)| (p.name, stats))
+            .collect();
+        tracer.start_ns = monotonic_ns();
+        tracer.set_recording(true)?;
+        Ok(tracer)
+    }
+
+    /// Open or close the traced window: the programs record only while it is open.
+    fn set_recording(&mut self, on: bool) -> Result<(), TraceError> {
+        let map = self
+            .ebpf
+            .map_mut(".bss")
+            .ok_or_else(|| TraceError::Load("map .bss missing from the object".into()))?;
+        let mut flag: aya::maps::Array<&mut MapData, u32> = aya::maps::Array::try_from(map)
+            .map_err(|e| TraceError::Load(format!("the recording flag: {e}")))?;
+        flag.set(0, u32::from(on), 0)
+            .map_err(|e| TraceError::Load(format!("setting the recording flag: {e}")))
     }
 
     /// Events that could not be traced, with the reason.
@@ -350,8 +375,9 @@ impl Tracer {
         }
     }
 
-    fn cost(&self, elapsed_ns: u64) -> TraceCost {
-        let mut programs = Vec::new();
+    /// Every attached program's (run time, runs, recursion misses) since it was loaded.
+    fn program_stats(&self) -> Vec<(&'static Program, (u64, u64, u64))> {
+        let mut out = Vec::new();
         for p in &self.attached {
             let Some(prog) = self.ebpf.program(p.name) else {
                 continue;
@@ -367,15 +393,25 @@ impl Tracer {
                     .map(|fd| fd.as_fd()),
             };
             let Some(fd) = fd else { continue };
-            if let Ok((run_time_ns, run_count, misses)) = env::program_stats(fd) {
-                programs.push(ProgramCost {
-                    program: p.name.to_string(),
-                    event: p.tracepoint(),
-                    run_count,
-                    run_time_ns,
-                    recursion_misses: Some(misses),
-                });
+            if let Ok(stats) = env::program_stats(fd) {
+                out.push((*p, stats));
             }
+        }
+        out
+    }
+
+    /// What the programs cost since the window opened, over `elapsed_ns`.
+    fn cost(&self, elapsed_ns: u64) -> TraceCost {
+        let mut programs = Vec::new();
+        for (p, (time, runs, misses)) in self.program_stats() {
+            let (t0, r0, m0) = self.baseline.get(p.name).copied().unwrap_or_default();
+            programs.push(ProgramCost {
+                program: p.name.to_string(),
+                event: p.tracepoint(),
+                run_count: runs.saturating_sub(r0),
+                run_time_ns: time.saturating_sub(t0),
+                recursion_misses: Some(misses.saturating_sub(m0)),
+            });
         }
         let run_time_ns: u64 = programs.iter().map(|p| p.run_time_ns).sum();
         let run_count: u64 = programs.iter().map(|p| p.run_count).sum();
@@ -428,11 +464,18 @@ impl Tracer {
         self.ring_reader()?.story(cpu, from_ns, to_ns)
     }
 
-    /// Stop tracing and read the final result: the programs are detached first, so the maps
-    /// hold exactly what was recorded; then everything is released (statistics off, as before).
+    /// Stop tracing and read the final result: the window is closed (the programs record
+    /// nothing more) and the programs detached before the maps are read, so they hold exactly
+    /// what the window recorded; then everything is released (statistics off, as before).
     pub fn finish(mut self) -> Result<TraceResult, TraceError> {
+        // Close the window first: detaching takes time, and nothing after this is recorded.
+        let closed = self.set_recording(false);
         let end = monotonic_ns();
         let cost = self.cost(end.saturating_sub(self.start_ns));
+        if let Err(e) = closed {
+            self.warnings
+                .push(format!("{e}: events after the end may be counted"));
+        }
         for p in &self.attached {
             if let Some(prog) = self.ebpf.program_mut(p.name) {
                 let _ = unload(prog, p.attach);

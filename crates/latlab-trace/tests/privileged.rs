@@ -279,6 +279,58 @@ fn wakeups_can_be_limited_to_rt_tasks_or_one_process() {
     assert!(key_count(&own, Family::Wakeup, "rt") >= 150);
 }
 
+/// The results cover the window they are said to: with timers firing before, during and after
+/// it (detaching the programs takes a while), no family has more samples than its recording
+/// program ran between the start and the end, as the cost reports it.
+#[test]
+fn samples_are_those_of_the_window_not_of_attaching_and_detaching() {
+    if !privileged() {
+        return;
+    }
+    let _s = serial();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ticking = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_micros(500));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let tracer = Tracer::start(&TraceConfig {
+        groups: vec![EventGroup::Hrtimer, EventGroup::Wakeup],
+        ..TraceConfig::default()
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let r = tracer.finish().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    ticking.join().unwrap();
+    let runs = |program: &str| {
+        r.cost
+            .programs
+            .iter()
+            .find(|p| p.program == program)
+            .map_or_else(
+                || panic!("no {program} in {:?}", r.cost.programs),
+                |p| p.run_count,
+            )
+    };
+    let (hrtimers, wakeups) = (count(&r, Family::Hrtimer), count(&r, Family::Wakeup));
+    assert!(hrtimers > 50, "the sleeps' timers: {hrtimers}");
+    assert!(
+        hrtimers <= runs("hrtimer_exit"),
+        "{hrtimers} samples, {:?}",
+        r.cost
+    );
+    assert!(
+        wakeups <= runs("sched_switch"),
+        "{wakeups} samples, {:?}",
+        r.cost
+    );
+}
+
 #[test]
 fn a_cpu_list_records_only_those_cpus() {
     if !privileged() {
