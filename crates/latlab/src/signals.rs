@@ -1,7 +1,8 @@
 //! Ctrl-C and SIGTERM end a run cleanly: the signals are blocked in every thread and taken by
 //! one thread with `sigwait`, which asks the run to stop. A second signal puts back what the
 //! process changed (the hooks of `latlab_sys::exit_hooks`) and exits without writing results;
-//! a third exits at once.
+//! a third exits at once. The same signal again within [`REPEAT`] is the same request, not a
+//! second one: `timeout` and service managers send it to the process and to its group at once.
 
 use latlab_measure::StopSignal;
 use latlab_model::StopReason;
@@ -9,6 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// How soon the same signal again counts as the same request (a person pressing Ctrl-C twice
+/// takes longer).
+pub const REPEAT: std::time::Duration = std::time::Duration::from_millis(100);
 
 fn set() -> libc::sigset_t {
     // SAFETY: sigset_t is plain data initialised by sigemptyset.
@@ -89,12 +94,18 @@ pub fn install_with(on_signal: impl Fn(&str) + Send + 'static) {
         .stack_size(64 * 1024)
         .spawn(move || {
             let mut seen = 0;
+            let mut last: Option<(libc::c_int, std::time::Instant)> = None;
             loop {
                 let mut sig: libc::c_int = 0;
                 // SAFETY: set is initialised; sig is a valid out pointer.
                 if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
                     continue;
                 }
+                let now = std::time::Instant::now();
+                if last.is_some_and(|(s, at)| s == sig && now.duration_since(at) < REPEAT) {
+                    continue;
+                }
+                last = Some((sig, now));
                 seen += 1;
                 match seen {
                     1 => on_signal(name(sig)),

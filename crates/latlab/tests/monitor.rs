@@ -868,7 +868,7 @@ fn a_profile_is_held_while_monitoring_and_restored_on_sigterm() {
         ])
         .arg(&db)
         .args(policy_args());
-    let d = Proc::start(c, dir.path().join("d.log"));
+    let mut d = Proc::start(c, dir.path().join("d.log"));
     wait_for(
         "the profile applied and a window",
         Duration::from_secs(30),
@@ -903,7 +903,12 @@ fn a_profile_is_held_while_monitoring_and_restored_on_sigterm() {
         !other.exists(),
         "a store made by a daemon that did not start"
     );
-    let log = d.term();
+    // SIGTERM twice in a row, as `timeout` sends it (to the process and its group): one stop,
+    // the open window stored, the profile restored and said so.
+    d.signal(libc::SIGTERM);
+    std::thread::sleep(std::time::Duration::from_micros(500));
+    let (status, log) = d.end(libc::SIGTERM);
+    assert!(status.success(), "exit {status:?}: {log}");
     assert_eq!(policy_governor(&root, 0), "powersave");
     let after = snapshot(&root);
     for (path, bytes) in &before {

@@ -238,13 +238,15 @@ fn a_second_ctrl_c_still_puts_back_the_profile_and_stops_the_loads() {
         || snapshot(&t.root) != before && !running(&load).is_empty(),
     );
     let pid = child.id() as libc::pid_t;
-    for _ in 0..2 {
+    // Two different signals (the same one twice within 100 ms is one request).
+    for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: plain system call to the child's pid.
-        unsafe { libc::kill(pid, libc::SIGINT) };
+        unsafe { libc::kill(pid, sig) };
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     child.wait().unwrap();
     let err = std::fs::read_to_string(t.dir.path().join("err")).unwrap();
+    assert!(err.contains("latlab: second signal"), "{err}");
     let left = running(&load);
     for pid in &left {
         // SAFETY: plain system call; the test's own leftover.
