@@ -659,6 +659,20 @@ pub struct RunHead {
 }
 
 impl RunResult {
+    /// Why the run is shorter than asked, where a signal stopped it before its length
+    /// (`stopped by SIGTERM after 1.813 s of the 5s asked`); `None` for a run that ended as
+    /// asked, or that was asked to run until interrupted.
+    pub fn cut_short(&self) -> Option<String> {
+        let StopReason::Signal { signal } = &self.stop else {
+            return None;
+        };
+        let asked = self.config.length_text()?;
+        Some(format!(
+            "stopped by {signal} after {} of the {asked} asked",
+            units::format_elapsed(self.elapsed_ns)
+        ))
+    }
+
     /// [`known_start`] of this run.
     pub fn known_start(&self) -> Option<&str> {
         known_start(self.start_unix_ns, &self.started_at)

@@ -245,6 +245,19 @@ pub fn run_cases(
 /// The suite of one `latlab measure` run: a case per CPU, the run's id, host and limits as
 /// properties.
 pub fn measure_suite(result: &RunResult, limits: &Limits) -> TestSuite {
+    let mut cases = run_cases(result, limits, "latlab.measure", "");
+    // A run a signal cut short measured less than the gate asked for: not a pass.
+    if let Some(why) = result.cut_short() {
+        cases.push(TestCase {
+            classname: "latlab.measure".into(),
+            name: "run length".into(),
+            time_s: result.elapsed_ns as f64 / 1e9,
+            outcome: Outcome::Error {
+                message: format!("the run is incomplete: {why}"),
+            },
+            output: format!("run {}", result.id),
+        });
+    }
     TestSuite {
         name: "latlab measure".into(),
         timestamp: result.known_start().unwrap_or_default().into(),
@@ -256,7 +269,28 @@ pub fn measure_suite(result: &RunResult, limits: &Limits) -> TestSuite {
             ("method".into(), result.config.method.name().into()),
             ("interval".into(), result.config.interval_text()),
         ],
-        cases: run_cases(result, limits, "latlab.measure", ""),
+        cases,
+    }
+}
+
+/// The suite of a `latlab measure` that could not measure: one case in error saying why, so a
+/// CI reporter sees the failure and not an absent file.
+pub fn measure_error_suite(message: &str) -> TestSuite {
+    TestSuite {
+        name: "latlab measure".into(),
+        timestamp: String::new(),
+        hostname: String::new(),
+        time_s: None,
+        properties: Vec::new(),
+        cases: vec![TestCase {
+            classname: "latlab.measure".into(),
+            name: "measure".into(),
+            time_s: 0.0,
+            outcome: Outcome::Error {
+                message: message.into(),
+            },
+            output: String::new(),
+        }],
     }
 }
 

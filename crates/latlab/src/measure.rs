@@ -20,7 +20,9 @@ use std::process::ExitCode;
     after_help = "Durations take a unit: ns, us, ms, s, m, h, d (e.g. 100us, 1.5ms, 30s). \
 A bare number is microseconds for --interval, --break and the limits, seconds for --duration.\n\n\
 Exit codes: 0 done within the limits, 1 a failure while measuring, 2 bad input (nothing was \
-touched), 4 a limit (--max-latency, --max-p99, --max-missed) exceeded."
+touched), 4 a limit (--max-latency, --max-p99, --max-missed) exceeded, 130 a signal stopped the \
+run before the --duration or --loops asked (its results are written all the same; a run without \
+either ends with 0 on Ctrl-C)."
 )]
 pub struct MeasureArgs {
     #[command(flatten)]
@@ -380,11 +382,23 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         eprintln!("{}", describe(&prepared.cfg));
     }
     let mut view = LiveView::new();
-    let result = prepared.run(sys, stop, &mut |live| {
+    let result = match prepared.run(sys, stop, &mut |live| {
         if live_allowed {
             view.draw(live);
         }
-    })?;
+    }) {
+        Ok(r) => r,
+        Err(e) => {
+            // A gate's reader sees the failure, not a missing file.
+            if let Some(o) = junit {
+                let suite = latlab_report::junit::measure_error_suite(&e.to_string());
+                if let Err(w) = o.write(&latlab_report::junit::render(&[suite])) {
+                    eprintln!("latlab: error: {w}");
+                }
+            }
+            return Err(e.into());
+        }
+    };
 
     // Every output and the store are tried, whichever fails: what was measured reaches all that
     // take it, and each that does not is said.
@@ -421,7 +435,15 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
             failures.push(e.into());
         }
     }
+    let cut_short = result.cut_short();
     match failures.pop() {
+        None if breaches.is_empty() && cut_short.is_some() => {
+            eprintln!(
+                "latlab: the run is incomplete: {}; its results are written",
+                cut_short.unwrap_or_default()
+            );
+            Ok(ExitCode::from(130))
+        }
         None => Ok(args::gate_exit(&breaches)),
         Some(last) => {
             for e in failures {

@@ -110,6 +110,77 @@ fn measure_within_its_limits_exits_0_and_every_case_passes() {
     }
 }
 
+/// A run a signal stops before its --duration measured less than the gate asked: exit 130 and
+/// a case in error, with its results written all the same (a CI timeout is not a pass).
+#[test]
+fn measure_cut_short_by_a_signal_is_not_a_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let (junit, json) = (dir.path().join("j.xml"), dir.path().join("r.json"));
+    let mut c = latlab!();
+    c.args([
+        "measure",
+        "-D",
+        "30s",
+        "-q",
+        "--max-latency",
+        "10s",
+        "--junit",
+    ])
+    .arg(&junit)
+    .arg("--json")
+    .arg(&json)
+    .args(policy_args());
+    let (out, _) = latlab_testkit::process::signal_after(
+        &mut c,
+        std::time::Duration::from_millis(1200),
+        libc::SIGTERM,
+        std::time::Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the run is incomplete: stopped by SIGTERM after"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(read_json(&json)["stop"]["signal"], "SIGTERM");
+    let suites = junit_read(&junit);
+    let Some(suites) = suites else { return };
+    assert_eq!(suites[0]["errors"], 1, "{suites}");
+    let case = latlab_testkit::json_item(&suites[0]["cases"], "name", "run length");
+    assert_eq!(case["result"], "error");
+    assert!(
+        case["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("of the 30s asked"),
+        "{case}"
+    );
+}
+
+/// A measure that cannot run still writes its JUnit file: one case in error saying why.
+#[test]
+fn measure_that_cannot_run_writes_a_junit_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("j.xml");
+    // A deadline runtime of 99 % of each period is more than admission control allows.
+    let out = gated_measure(
+        &["--policy", "deadline", "--dl-runtime", "990us", "-i", "1ms"],
+        &junit,
+    )
+    .output()
+    .unwrap();
+    if out.status.code() == Some(2) || !latlab_testkit::is_root() {
+        eprintln!("skipped: SCHED_DEADLINE needs root: {}", stderr(&out));
+        return;
+    }
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let (tests, failures, _, _) = xml_counts(&junit);
+    assert_eq!((tests, failures), (1, 0));
+    let text = std::fs::read_to_string(&junit).unwrap();
+    assert!(text.contains("errors=\"1\""), "{text}");
+    assert!(text.contains("deadline bandwidth"), "{text}");
+}
+
 #[test]
 fn run_gives_a_case_per_cell_and_cpu_and_exits_4_on_a_limit() {
     let dir = tempfile::tempdir().unwrap();
