@@ -225,6 +225,7 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
     };
     let db = latlab_store::resolve_path(args.db.as_deref());
     let store_state = store_state(&db).map_err(|e| CliError::Usage(format!("--db {e}")))?;
+    same_window(&db, &name, window_ns)?;
     let state_dir = latlab_tune::default_state_dir(sys);
     let profile = match &args.profile {
         None => None,
@@ -286,6 +287,31 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
         state_dir,
         store_state,
     })
+}
+
+/// A series continues with the window it was measured with: its windows, its report and its
+/// Prometheus series would otherwise mix two lengths under one name.
+fn same_window(db: &std::path::Path, name: &str, window_ns: u64) -> CliResult<()> {
+    if !db.exists() {
+        return Ok(());
+    }
+    let Ok(store) = latlab_store::Store::open_existing(db) else {
+        // Whatever is wrong with the file is said where the daemon opens it.
+        return Ok(());
+    };
+    let extents = store.series_extents().map_err(anyhow::Error::from)?;
+    match extents.iter().find(|e| e.name == name) {
+        Some(e) if e.windows > 0 && e.window_ns != window_ns => Err(CliError::Usage(format!(
+            "--window {}: series {name:?} in {} holds {} windows of {} (accepted: --window {} \
+             to continue it, or another --name for a new series)",
+            format_duration(window_ns),
+            db.display(),
+            e.windows,
+            format_duration(e.window_ns),
+            format_duration(e.window_ns)
+        ))),
+        _ => Ok(()),
+    }
 }
 
 pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {

@@ -1247,6 +1247,44 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
     assert!(store.annotations(id, 0, END).unwrap().is_empty());
 }
 
+/// A series continues with its window length: another --window is refused as bad input before
+/// anything runs, naming the series' window; another --name starts a new series.
+#[test]
+fn a_series_is_not_continued_with_another_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("w.db");
+    latlab_testkit::run_ok(&mut fill_monitor(
+        &db,
+        &[
+            "--cpus", "1", "--span", "1h", "--window", "5m", "--name", "five",
+        ],
+    ));
+    let before = std::fs::read(&db).unwrap();
+    let monitor = |name: &str| {
+        let mut c = latlab!();
+        c.args([
+            "monitor",
+            "--window",
+            "10s",
+            "--listen",
+            "off",
+            "--check-config",
+        ])
+        .args(["--name", name, "--db"])
+        .arg(&db);
+        c.output().unwrap()
+    };
+    let out = monitor("five");
+    latlab_testkit::assert_one_line_error(&out, 2, "--window 10s: series \"five\" in ");
+    assert!(
+        stderr(&out).contains("holds 12 windows of 5m (accepted: --window 5m to continue it"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the store was changed");
+    latlab_testkit::assert_ok(&monitor("ten"));
+}
+
 #[test]
 fn fill_monitor_writes_a_synthetic_series_the_store_checks_clean() {
     let dir = tempfile::tempdir().unwrap();
