@@ -127,10 +127,21 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
             format_duration(per_point)
         )
     };
+    // What was measured: the windows' time, not the span with the daemon's stops in it.
+    let measured = store.series_covered_ns(id)?.min(span);
+    let gaps = if measured < span {
+        format!(
+            "; the windows cover {} of the {} the series spans (the rest: the daemon not running)",
+            latlab_model::units::format_elapsed(measured),
+            latlab_model::units::format_elapsed(span)
+        )
+    } else {
+        String::new()
+    };
     let head = RunHead {
         id: format!("series:{name}"),
         start_unix_ns: first,
-        elapsed_ns: span,
+        elapsed_ns: measured,
         config: latlab_model::MeasureConfig {
             window_ns: per_point,
             duration_ns: Some(span),
@@ -144,8 +155,8 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
         }),
         environment: RunEnvironment {
             warnings: vec![format!(
-                "monitoring series {name:?}: {} windows; histograms are every window merged; \
-                 over time, {points}{}",
+                "monitoring series {name:?}: {} windows{gaps}; histograms are every window \
+                 merged; over time, {points}{}",
                 totals.windows,
                 if config.measure.mlock {
                     "; memory locking was asked for (whether it took is in the daemon's log)"

@@ -322,6 +322,16 @@ impl Store {
             .collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    /// The time a series' windows cover, gaps (the daemon not running) excluded.
+    pub fn series_covered_ns(&self, series: SeriesId) -> Result<u64> {
+        let sum: Option<i64> = self.conn.query_row(
+            "SELECT SUM(covered_ns) FROM monitor_sets WHERE series_id = ?1",
+            [series.0],
+            |r| r.get(0),
+        )?;
+        Ok(sum.map_or(0, from_sql))
+    }
+
     /// The series called `name`, if the store has one.
     pub fn find_series(&self, name: &str) -> Result<Option<SeriesId>> {
         Ok(self

@@ -150,6 +150,19 @@ fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
     );
     let stop = ann.iter().find(|a| a.kind == "stop").unwrap();
     assert!(stop.text.contains("SIGINT"), "{stop:?}");
+    // The series' report counts the time its windows cover, not the gap the SIGKILL left.
+    let covered: u64 = all.iter().map(|s| s.end_unix_ns - s.start_unix_ns).sum();
+    let span = last.end_unix_ns - all[0].start_unix_ns;
+    assert!(covered < span, "a gap between the runs");
+    drop(store);
+    let out = latlab_testkit::run_ok(
+        latlab!()
+            .args(["report", "series:t", "--format", "json", "--db"])
+            .arg(&db),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = &report["cells"][0]["repeats"][0];
+    assert_eq!(run["elapsed_ns"], covered, "{run}");
 }
 
 /// A histogram with a known shape for window `k`.
