@@ -333,6 +333,7 @@ impl Collector {
                     window_max: a.last_window_max,
                 })
                 .collect(),
+            setup_warnings: Vec::new(),
         }
     }
 }
@@ -464,6 +465,12 @@ pub fn run_hooked(
     }
 
     let start = release(&job, &spawned);
+    // The observer hears of the start now, not when the first window closes (minutes later for
+    // the monitor), with what the set-up could not do.
+    observer(&Live {
+        setup_warnings: env.warnings.clone(),
+        ..col.live(&labels, 0)
+    });
     let ends = coordinate(
         &job, spawned, &mut col, &labels, start.mono, observer, windows,
     );

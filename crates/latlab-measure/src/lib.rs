@@ -92,10 +92,15 @@ pub struct LiveThread {
     pub window_max: u64,
 }
 
+/// What the observer is shown: once as measuring starts (elapsed 0, with the set-up's
+/// warnings), then as windows close.
 #[derive(Debug, Clone, Default)]
 pub struct Live {
     pub elapsed_ns: u64,
     pub threads: Vec<LiveThread>,
+    /// At the start only: what the set-up could not do as asked (memory not locked, a thread
+    /// placed elsewhere), as the result's warnings will say it. Empty afterwards.
+    pub setup_warnings: Vec<String>,
 }
 
 /// Check a configuration against the online CPUs. Every problem is one line naming the accepted

@@ -380,6 +380,7 @@ fn measure(
             let _ = tx_obs.send(Msg::Start {
                 start_unix_ns: unix_now_ns().saturating_sub(l.elapsed_ns),
                 start_instant: now.checked_sub(elapsed).unwrap_or(now),
+                warnings: l.setup_warnings.clone(),
             });
         }
     };

@@ -87,6 +87,8 @@ pub enum Msg {
         start_unix_ns: u64,
         /// The same instant on the monotonic clock.
         start_instant: Instant,
+        /// What the set-up could not do as asked (memory not locked, …).
+        warnings: Vec<String>,
     },
     Windows(Vec<ClosedWindow>),
     /// Measuring ended at this unix time: write what is left.
@@ -246,6 +248,7 @@ impl Keeper {
                 Ok(Msg::Start {
                     start_unix_ns,
                     start_instant,
+                    warnings,
                 }) => {
                     self.start_unix_ns = Some(start_unix_ns);
                     self.start_instant = Some(start_instant);
@@ -258,6 +261,11 @@ impl Keeper {
                                 start_unix_ns.saturating_sub(last) / 1_000_000 * 1_000_000
                             )
                         ));
+                    }
+                    // In the log and in the store, where a series' report reads them.
+                    for w in &warnings {
+                        eprintln!("latlab: warning: {w}");
+                        text.push_str(&format!("; warning: {w}"));
                     }
                     self.annotate(start_unix_ns, None, "start", &text);
                 }

@@ -127,6 +127,11 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
             format_duration(per_point)
         )
     };
+    // A start whose set-up could not lock memory says so in its annotation.
+    let unlocked = store
+        .annotations(id, 0, u64::MAX >> 1)?
+        .iter()
+        .any(|a| a.kind == "start" && a.text.contains("memory is not locked"));
     // What was measured: the windows' time, not the span with the daemon's stops in it.
     let measured = store.series_covered_ns(id)?.min(span);
     let gaps = if measured < span {
@@ -158,14 +163,13 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
                 "monitoring series {name:?}: {} windows{gaps}; histograms are every window \
                  merged; over time, {points}{}",
                 totals.windows,
-                if config.measure.mlock {
-                    "; memory locking was asked for (whether it took is in the daemon's log)"
+                if unlocked {
+                    "; memory was not locked in a run of it (its start annotation says why)"
                 } else {
                     ""
                 }
             )],
-            // What was asked: a series does not record the outcome (said above).
-            memory_locked: config.measure.mlock,
+            memory_locked: config.measure.mlock && !unlocked,
             ..RunEnvironment::default()
         },
         stop: StopReason::Duration,
