@@ -21,7 +21,9 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 #[command(
     after_help = "Event groups: workqueue, softirq, tasklet, kthread, wakeup, hrtimer, \
-local-timer, hardirq (or all). Needs root, or CAP_BPF and CAP_PERFMON, and a kernel with BTF."
+local-timer, hardirq (or all). Needs root, or CAP_BPF and CAP_PERFMON, and a kernel with BTF.\n\n\
+Exit codes: 0 traced, 1 a failure, 2 bad input, 130 a signal stopped it before its --duration \
+(what was traced is still written)."
 )]
 pub struct TraceArgs {
     /// Length of the run (default: until Ctrl-C; a bare number is seconds).
@@ -180,7 +182,7 @@ pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
             started_at: latlab_model::rfc3339_utc(start_unix_ns),
             ended_at: latlab_model::rfc3339_utc(ended_unix_ns),
             start_unix_ns,
-            stop,
+            stop: stop.clone(),
             system: Some(sys.system_info()),
             trace: result.clone(),
         };
@@ -191,6 +193,15 @@ pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
     if !json_to_stdout {
         print!("{}", render(&result, plan.top, !args.quiet));
+    }
+    // A run a signal ended before its --duration is not what was asked: said, and exit 130.
+    if let (StopReason::Signal { signal }, Some(asked)) = (&stop, plan.duration_ns) {
+        eprintln!(
+            "latlab: stopped by {signal} after {} of the {} asked; what was traced is written",
+            latlab_model::units::format_elapsed(result.elapsed_ns),
+            format_duration(asked)
+        );
+        return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -243,6 +243,25 @@ fn ctrl_c_stops_the_run_and_every_output_is_written() {
     );
     assert_eq!(run.trace.events, ["softirq", "hrtimer"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("hrtimer handler duration"));
+
+    // Stopped before the --duration asked: said, exit 130, the outputs written all the same.
+    let (out, _) = signal_after(
+        latlab!()
+            .args(["trace", "-D", "30s", "-e", "hrtimer", "-q", "--json"])
+            .arg(&json),
+        Duration::from_millis(1500),
+        libc::SIGINT,
+        Duration::from_secs(10),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("latlab: stopped by SIGINT after "), "{err}");
+    assert!(
+        err.contains(" of the 30s asked; what was traced is written"),
+        "{err}"
+    );
+    let run: TraceRun = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(run.trace.events, ["hrtimer"]);
 }
 
 #[test]
