@@ -121,8 +121,11 @@ fn cpus(out: &mut String, s: &SystemInfo) {
                 "smt siblings",
                 if c.smt_siblings.is_empty() {
                     "-".into()
+                } else if c.smt_siblings.iter().all(|g| !g.contains([',', '-'])) {
+                    // Every CPU a core of its own: no CPU shares its core.
+                    "none (one thread per core)".into()
                 } else {
-                    c.smt_siblings.join(" ")
+                    c.smt_siblings.join("; ")
                 },
             ),
             ("smt control", opt(&c.smt_control)),
@@ -238,9 +241,17 @@ fn limits(out: &mut String, s: &SystemInfo) {
                 "resume latency",
                 q.resume_latency_us
                     .iter()
-                    .map(|(c, v)| format!("cpu{c}={v}"))
+                    .map(|(c, v)| {
+                        // The file's 0 means no limit, and `n/a` a limit of 0.
+                        let limit = match latlab_model::system::PmQos::resume_limit_us(v) {
+                            None => "no constraint".to_string(),
+                            Some(0) => "0 us (polling only)".to_string(),
+                            Some(us) => format!("{us} us"),
+                        };
+                        format!("cpu{c} {limit}")
+                    })
                     .collect::<Vec<_>>()
-                    .join(" "),
+                    .join(", "),
             ),
         ],
     );

@@ -46,9 +46,27 @@ impl Sys {
         }
     }
 
-    /// The SMI count of one CPU (the low 32 bits of MSR_SMI_COUNT).
+    /// The SMI count of one CPU (the low 32 bits of MSR_SMI_COUNT, an Intel register: another
+    /// vendor's CPU is said to have none before any file is tried).
     pub fn smi_count(&self, cpu: u32) -> Result<u64, String> {
+        if let Some(vendor) = self.cpu_vendor()
+            && vendor != "GenuineIntel"
+        {
+            return Err(format!(
+                "MSR_SMI_COUNT is an Intel register; this CPU is {vendor}"
+            ));
+        }
         self.read_msr(cpu, MSR_SMI_COUNT).map(|v| v & 0xffff_ffff)
+    }
+
+    /// The `vendor_id` of /proc/cpuinfo (x86 only), if it says one.
+    fn cpu_vendor(&self) -> Option<String> {
+        let text = self.read("/proc/cpuinfo").ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("vendor_id"))
+            .and_then(|rest| rest.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .filter(|v| !v.is_empty())
     }
 
     /// SMI counts of `cpus` since boot: the CPUs whose count can be read, or, when none can, why
@@ -98,14 +116,28 @@ mod tests {
             "{why}"
         );
         assert!(!why.contains(&*dir.path().to_string_lossy()), "{why}");
+        // An AMD CPU has no such register: said before any file is tried.
+        std::fs::create_dir_all(dir.path().join("proc")).unwrap();
+        std::fs::write(
+            dir.path().join("proc/cpuinfo"),
+            "processor\t: 0\nvendor_id\t: AuthenticAMD\n",
+        )
+        .unwrap();
+        assert_eq!(
+            sys.smi_counts(&[0, 1]).unwrap_err(),
+            "MSR_SMI_COUNT is an Intel register; this CPU is AuthenticAMD"
+        );
     }
 
-    /// On the live machine the count is read or says why (this VM has no msr module).
+    /// On the live machine the count is read or says why (this VM: an AMD CPU, no msr module).
     #[test]
     fn live_smi_count_or_reason() {
         match Sys::default().smi_count(0) {
             Ok(n) => assert!(n <= u64::from(u32::MAX)),
-            Err(why) => assert!(why.starts_with("/dev/cpu/0/msr"), "{why}"),
+            Err(why) => assert!(
+                why.starts_with("/dev/cpu/0/msr") || why.starts_with("MSR_SMI_COUNT is an Intel"),
+                "{why}"
+            ),
         }
     }
 }

@@ -123,3 +123,30 @@ fn without_a_kernel_release_the_config_files_are_named_once() {
     );
     assert_eq!(out.matches("/boot/config-").count(), 1, "{out}");
 }
+
+/// SMT siblings and per-CPU resume latencies read as what they mean: one thread per core is
+/// "none", and a resume latency file's 0 is no constraint while `n/a` is 0 µs.
+#[test]
+fn smt_siblings_and_resume_latencies_say_what_they_mean() {
+    let laptop = sysinfo(&fixture("laptop-intel"), false);
+    assert!(
+        laptop.contains("smt siblings           0,2; 1,3\n"),
+        "{laptop}"
+    );
+    let vm = copy("vm");
+    std::fs::write(
+        vm.path()
+            .join("sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us"),
+        "n/a\n",
+    )
+    .unwrap();
+    let text = sysinfo(vm.path(), false);
+    assert!(
+        text.contains("smt siblings           none (one thread per core)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("resume latency         cpu0 no constraint, cpu1 0 us (polling only)\n"),
+        "{text}"
+    );
+}
