@@ -478,7 +478,36 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         warnings.push("no start time in the file".into());
     }
     let sys = sysinfo_of(v.get("sysinfo").unwrap_or(&Value::Null));
-    Ok(assemble(list, cfg, sys, started, warnings))
+    let mut r = assemble(list, cfg, sys, started, warnings);
+    // cyclictest ends when -m's mlockall fails: a file it wrote had its memory locked.
+    r.environment.memory_locked = r.config.mlock;
+    // Without --laptop it holds /dev/cpu_dma_latency (at --latency, else 0) while it runs.
+    if !cmdline.split_whitespace().any(|w| w == "--laptop") {
+        let us = cyclictest_latency(cmdline).unwrap_or(0);
+        r.config.pm_qos_us = Some(us);
+        r.environment.pm_qos_held_us = Some(us);
+        r.environment.warnings.push(format!(
+            "PM QoS: cyclictest holds /dev/cpu_dma_latency at {us} µs without --laptop; the JSON \
+             does not record whether the device could be written"
+        ));
+    }
+    Ok(r)
+}
+
+/// The `--latency=N` (µs) of a cyclictest command line, if it gives one.
+fn cyclictest_latency(cmdline: &str) -> Option<u32> {
+    let words: Vec<&str> = cmdline.split_whitespace().collect();
+    words
+        .iter()
+        .enumerate()
+        .find_map(|(i, w)| match w.strip_prefix("--latency") {
+            Some(rest) => rest
+                .strip_prefix('=')
+                .or_else(|| rest.is_empty().then(|| words.get(i + 1).copied()).flatten())?
+                .parse()
+                .ok(),
+            None => None,
+        })
 }
 
 /// The histogram's range in µs a cyclictest command line asks for (`-h N`, `-hN`,
@@ -717,13 +746,25 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
             if skipped == 1 { "is" } else { "are" },
         ));
     }
-    Ok(assemble(
+    let mut r = assemble(
         threads,
         config(0, n, None),
         SystemInfo::default(),
         0,
         warnings,
-    ))
+    );
+    // cyclictest prints the PM QoS request it held above its histogram.
+    if let Some(us) = text.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix("# /dev/cpu_dma_latency set to ")?
+            .strip_suffix("us")?
+            .parse::<u32>()
+            .ok()
+    }) {
+        r.config.pm_qos_us = Some(us);
+        r.environment.pm_qos_held_us = Some(us);
+    }
+    Ok(r)
 }
 
 /// Whether the last of `rows` (per column: `(value, count)` where the count is not 0) is the sum

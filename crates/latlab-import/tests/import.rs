@@ -88,6 +88,25 @@ fn recorded_cyclictest_json() {
     assert!(w.contains("command line: cyclictest -m -p 80"), "{w}");
     // Same file, same id: a second import is recognisable.
     assert_eq!(r.id, import(&text, None, "again").unwrap().id);
+    // What cyclictest itself did: -m locked its memory (it ends when it cannot), and without
+    // --laptop it held /dev/cpu_dma_latency (at --latency, else 0), said to be inferred.
+    assert!(r.environment.memory_locked);
+    assert_eq!(r.environment.pm_qos_held_us, Some(0));
+    assert!(
+        w.contains("PM QoS: cyclictest holds /dev/cpu_dma_latency at 0 µs"),
+        "{w}"
+    );
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    for (line, held) in [
+        ("cyclictest -p 80 --latency=20 -l 5", Some(20)),
+        ("cyclictest -p 80 --latency 7 -l 5", Some(7)),
+        ("cyclictest -p 80 --laptop -l 5", None),
+    ] {
+        v["cmdline:"] = line.into();
+        let r = import(&v.to_string(), None, "ct.json").unwrap();
+        assert_eq!(r.environment.pm_qos_held_us, held, "{line}");
+        assert!(!r.environment.memory_locked, "{line}: no -m");
+    }
 }
 
 /// A cyclictest JSON's configuration comes from its command line, in every spelling rt-tests
@@ -143,6 +162,17 @@ fn recorded_cyclictest_histogram_text() {
         // The text and the JSON of the same run agree on counts and maxima.
         assert_eq!(t.stats.count, src["cycles"].as_u64().unwrap());
         assert_eq!(t.stats.max, src["max"].as_u64().unwrap() * 1000 + 500);
+    }
+    // The text says what PM QoS request cyclictest held; nothing says its policy or length.
+    assert_eq!(r.environment.pm_qos_held_us, Some(0));
+    let summary = latlab_report::summary_table(&r);
+    for line in [
+        "PM QoS:   held at 0 µs",
+        "policy:   not recorded;",
+        "duration: not recorded\n",
+        "stopped:  not recorded\n",
+    ] {
+        assert!(summary.contains(line), "{line:?} in\n{summary}");
     }
 }
 

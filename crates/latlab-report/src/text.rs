@@ -107,6 +107,8 @@ fn header(out: &mut String, r: &RunResult) {
             format_duration(d.deadline_ns),
             format_duration(d.period_ns)
         ),
+        // A real-time priority is 1 or more: 0 is one an import did not know.
+        (p, _) if p.is_realtime() && c.priority == 0 => "not recorded".to_string(),
         (p, _) if p.is_realtime() => format!("{}, priority {}", p.name(), c.priority),
         (p, _) => p.name().to_string(),
     };
@@ -139,12 +141,18 @@ fn header(out: &mut String, r: &RunResult) {
         (None, Some(l)) => {
             let _ = write!(duration, " (asked: {l} loops)");
         }
+        // Neither a length nor an end known: an import that records neither.
+        (None, None) if latlab_model::known_time(r.elapsed_ns).is_none() => {
+            duration = "not recorded".into();
+        }
         (None, None) => duration.push_str(" (asked: until interrupted)"),
     }
     line(out, "duration", &duration);
     let stop = match &r.stop {
         StopReason::Duration => "duration reached".to_string(),
-        StopReason::Loops => "loop count reached".to_string(),
+        StopReason::Loops if c.loops.is_some() => "loop count reached".to_string(),
+        // An import that records no loop count does not know how its run ended.
+        StopReason::Loops => "not recorded".to_string(),
         StopReason::Signal { signal } => format!("interrupted by {signal}"),
         StopReason::Break { thread, value_ns } => {
             let label = r

@@ -146,7 +146,7 @@ fn db_list_shows_a_dash_for_an_unknown_start_and_length() {
         .unwrap();
     let show = stdout(&o);
     assert!(
-        show.contains("start time unknown") && show.contains("duration: unknown"),
+        show.contains("start time unknown") && show.contains("duration: not recorded\n"),
         "{show}"
     );
 }
