@@ -1079,6 +1079,45 @@ fn small_store(db: &Path) -> (u64, u64) {
     (t0, t0 + 30 * 60 * SEC)
 }
 
+/// A line breaks where the daemon was not running, however short the gap: here one missing
+/// minute between two runs of a series of one-minute windows.
+#[test]
+fn the_dashboard_lines_break_where_no_window_was_measured() {
+    if !require("chromium") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("g.db");
+    let config = SeriesConfig::new(&Default::default(), Default::default());
+    let t0 = (unix_now() - 3_600 * SEC) / SEC * SEC;
+    seed_series(&db, config.clone(), ("g", 60 * SEC), (t0, 10), |_| {
+        (0, vec![])
+    });
+    seed_series(
+        &db,
+        config,
+        ("g", 60 * SEC),
+        (t0 + 11 * 60 * SEC, 10),
+        |_| (0, vec![]),
+    );
+    let (s, addr) = serve(&db, dir.path());
+    let profile = format!("--user-data-dir={}", dir.path().join("p").display());
+    let (dom, log) = chromium(&[profile, "--dump-dom".into(), format!("http://{addr}/")]);
+    drop(s);
+    assert!(console_lines(&log).is_empty(), "{log}");
+    let path = dom
+        .split("data-cpu=\"0\" data-kind=\"max\"")
+        .next()
+        .and_then(|before| before.rsplit("<path").next())
+        .unwrap_or_else(|| panic!("no max line of cpu0: {dom}"));
+    let d = path
+        .split(" d=\"")
+        .nth(1)
+        .and_then(|p| p.split('"').next())
+        .unwrap_or_else(|| panic!("no d in {path}"));
+    assert_eq!(d.matches('M').count(), 2, "two runs, two pieces: {d}");
+}
+
 #[test]
 fn serve_answers_read_only_within_limits_and_under_many_clients() {
     let dir = tempfile::tempdir().unwrap();

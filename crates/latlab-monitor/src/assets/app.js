@@ -176,13 +176,14 @@ function timeChart(container, opt) {
   for (const s of opt.lines) {
     let d = '';
     let prev = null;
-    for (const p of s.points) {
-      if (!p || p[1] === null || !isFinite(p[1]) || (opt.log && p[1] <= 0)) { prev = null; continue; }
+    s.points.forEach((p, i) => {
+      if (!p || p[1] === null || !isFinite(p[1]) || (opt.log && p[1] <= 0)) { prev = null; return; }
       const x = xs(p[0]).toFixed(1), y = ys(p[1]).toFixed(1);
-      const gap = prev !== null && opt.gap && p[0] - prev > opt.gap;
+      // A point whose row does not follow the one before (the daemon was not running) starts anew.
+      const gap = prev !== null && opt.breaks && opt.breaks.has(i);
       d += (prev === null || gap ? 'M' : 'L') + x + ' ' + y + ' ';
       prev = p[0];
-    }
+    });
     if (!d) continue;
     drawn++;
     const attrs = { class: 'series' + (s.dashed ? ' dashed' : ''), d: d.trim(), stroke: s.color };
@@ -235,10 +236,15 @@ function legend(container, items) {
 
 function rowsOf(data) { return data ? data.rows : []; }
 
-function gapOf(data) {
-  const s = st.seriesList.find((x) => x.id === st.series);
-  const w = s ? s.window_ns / 1e6 : 300000;
-  return Math.max(w, data && data.rows.length > 1 ? (data.rows[data.rows.length - 1].t1 - data.rows[0].t0) / data.rows.length : w) * 2.5;
+// The indexes of the rows that do not start where the row before ended: lines break there.
+function breaksOf(data) {
+  const out = new Set();
+  const rows = rowsOf(data);
+  for (let i = 1; i < rows.length; i++) {
+    const prev = rows[i - 1];
+    if (rows[i].t0 - prev.t1 > Math.max(1, (prev.t1 - prev.t0) / 100)) out.add(i);
+  }
+  return out;
 }
 
 // Past this many CPUs the line charts draw only the worst ones; the heat map shows them all.
@@ -282,7 +288,7 @@ function drawLatency(data, from, to) {
   if (note) items.push(note);
   legend($('legend-latency'), items);
   timeChart($('chart-latency'), {
-    from: from, to: to, log: true, height: 260, lines: lines, gap: gapOf(data), label: 'latency per window',
+    from: from, to: to, log: true, height: 260, lines: lines, breaks: breaksOf(data), label: 'latency per window',
     annotations: data.annotations,
     onClick: (t, sy, ys) => {
       let best = null;
@@ -453,7 +459,7 @@ function drawFreq(data, from, to) {
   const note = subsetNote(data);
   if (note) items.push(note);
   legend($('legend-freq'), items);
-  timeChart($('chart-freq'), { from: from, to: to, lines: lines, height: 180, gap: gapOf(data), label: 'frequency', annotations: data.annotations, empty: 'no frequency data (no cpufreq and no cpu MHz)' });
+  timeChart($('chart-freq'), { from: from, to: to, lines: lines, height: 180, breaks: breaksOf(data), label: 'frequency', annotations: data.annotations, empty: 'no frequency reading in this range (before the first window closes, or the machine has neither cpufreq nor a cpu MHz line)' });
 }
 
 function drawPower(data, from, to) {
@@ -462,9 +468,9 @@ function drawPower(data, from, to) {
     points: data.rows.map((r) => r.power[i] !== null && r.power[i] !== undefined ? [(r.t0 + r.t1) / 2, r.power[i]] : null),
   }));
   legend($('legend-power'), data.power_sources.map((n, i) => ({ color: COLORS[(i + 3) % COLORS.length], label: n })));
-  timeChart($('chart-power'), { from: from, to: to, lines: lines, height: 160, gap: gapOf(data), label: 'power', annotations: data.annotations, empty: 'no power source on this machine (RAPL, hwmon or battery)' });
+  timeChart($('chart-power'), { from: from, to: to, lines: lines, height: 160, breaks: breaksOf(data), label: 'power', annotations: data.annotations, empty: 'no power source on this machine (RAPL, hwmon or battery)' });
   const cost = [{ color: '#555555', points: data.rows.map((r) => r.cost_pct !== null ? [(r.t0 + r.t1) / 2, r.cost_pct] : null) }];
-  timeChart($('chart-cost'), { from: from, to: to, lines: cost, height: 120, gap: gapOf(data), label: 'latlab cpu use', annotations: [] });
+  timeChart($('chart-cost'), { from: from, to: to, lines: cost, height: 120, breaks: breaksOf(data), label: 'latlab cpu use', annotations: [] });
 }
 
 function drawAnnotationList(data) {
