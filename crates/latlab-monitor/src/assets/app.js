@@ -459,7 +459,7 @@ function drawFreq(data, from, to) {
   const note = subsetNote(data);
   if (note) items.push(note);
   legend($('legend-freq'), items);
-  timeChart($('chart-freq'), { from: from, to: to, lines: lines, height: 180, breaks: breaksOf(data), label: 'frequency', annotations: data.annotations, empty: 'no frequency reading in this range (before the first window closes, or the machine has neither cpufreq nor a cpu MHz line)' });
+  timeChart($('chart-freq'), { from: from, to: to, lines: lines, height: 180, breaks: breaksOf(data), label: 'frequency', annotations: data.annotations, empty: 'no frequency reading in this range' });
 }
 
 function drawPower(data, from, to) {
