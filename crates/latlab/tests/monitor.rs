@@ -180,13 +180,13 @@ fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
     let db = dir.path().join("m.db");
     let hour = 3_600 * SEC;
     let h0 = (unix_now() - 3 * hour) / hour * hour;
-    // Twelve five-minute windows of an hour three hours ago, as an earlier daemon left them:
-    // window k with k missed periods and one spike.
-    seed_series(
+    // Twelve one-second windows (the daemon's below) spread over an hour three hours ago, as
+    // an earlier daemon left them: window k with k missed periods and one spike.
+    seed_spaced(
         &db,
         SeriesConfig::new(&Default::default(), Default::default()),
-        ("r", 300 * SEC),
-        (h0, 12),
+        ("r", SEC),
+        (h0, 12, 300 * SEC),
         |k| {
             (
                 k,
@@ -237,7 +237,7 @@ fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
         ),
         (12, 0, 11)
     );
-    assert_eq!(old[0].covered_ns, hour);
+    assert_eq!(old[0].covered_ns, 12 * SEC, "the time the windows cover");
     assert_eq!(old[0].cost_cpu_time_ns, Some(12 * 5_000_000), "summed");
     for cpu in 0..2u32 {
         let mut merged = Histogram::new();
@@ -1041,6 +1041,17 @@ fn seed_series(
     (start, n): (u64, u64),
     window: impl Fn(u64) -> (u64, Vec<latlab_store::MonitorSpike>),
 ) {
+    seed_spaced(db, config, (name, window_ns), (start, n, window_ns), window);
+}
+
+/// [`seed_series`] with the windows `step` apart (a step longer than the window leaves gaps).
+fn seed_spaced(
+    db: &Path,
+    config: SeriesConfig,
+    (name, window_ns): (&str, u64),
+    (start, n, step): (u64, u64, u64),
+    window: impl Fn(u64) -> (u64, Vec<latlab_store::MonitorSpike>),
+) {
     let mut store = Store::open(db).unwrap();
     let st = store
         .open_series(&SeriesSpec {
@@ -1061,7 +1072,7 @@ fn seed_series(
             .collect();
         let set = WindowSet {
             cost_cpu_time_ns: Some(5_000_000),
-            ..latlab_testkit::run::window_set(k, (start + k * window_ns, window_ns), cpus)
+            ..latlab_testkit::run::window_set(k, (start + k * step, window_ns), cpus)
         };
         store.insert_window_set(st.id, &set).unwrap();
     }
