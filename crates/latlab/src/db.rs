@@ -115,7 +115,17 @@ fn list(path: &Path, experiment: Option<i64>, limit: Option<u32>) -> CliResult<E
         })
         .map_err(failed)?;
     if runs.is_empty() {
-        println!("no runs in {}", path.display());
+        let series = crate::results::series_items(&[(String::new(), store)]);
+        if series.is_empty() || experiment.is_some() {
+            println!("no runs in {}", path.display());
+        } else {
+            println!(
+                "no runs in {}; it holds monitoring windows: {} (latlab report {})",
+                path.display(),
+                series.join(", "),
+                series[0]
+            );
+        }
         return Ok(ExitCode::SUCCESS);
     }
     print!("{}", list_table(&runs));

@@ -179,6 +179,20 @@ fn experiment_cells(
     Ok(cells)
 }
 
+/// `series:NAME` of every monitoring series with stored windows in `stores`.
+pub fn series_items(stores: &[(String, Store)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for (_, s) in stores {
+        for e in s.series_extents().unwrap_or_default() {
+            let item = format!("series:{}", e.name);
+            if e.windows > 0 && !out.contains(&item) {
+                out.push(item);
+            }
+        }
+    }
+    out
+}
+
 /// Resolve one item in the stores: the cells it stands for.
 fn resolve(
     stores: &[(String, Store)],
@@ -212,9 +226,18 @@ fn resolve(
             }
         }
         if out.is_empty() {
-            return Err(CliError::Usage(format!(
-                "{item}: no monitoring series {name:?} with stored windows (accepted: {ITEM_FORM})"
-            )));
+            let series = series_items(stores);
+            return Err(CliError::Usage(if series.is_empty() {
+                format!(
+                    "{item}: no monitoring series {name:?} with stored windows (accepted: \
+                     {ITEM_FORM})"
+                )
+            } else {
+                format!(
+                    "{item}: no monitoring series {name:?} with stored windows (accepted: {})",
+                    series.join(", ")
+                )
+            }));
         }
         return Ok(out);
     }
@@ -275,10 +298,17 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
         cells.extend(resolve(&stores, item, &mut skipped)?);
     }
     if cells.is_empty() {
-        return Err(CliError::Usage(
+        let series = series_items(&stores);
+        return Err(CliError::Usage(if series.is_empty() {
             "nothing to report: the stores hold no experiment (name runs: latlab report N ...)"
-                .into(),
-        ));
+                .into()
+        } else {
+            format!(
+                "nothing to report: the stores hold no experiment (accepted: a run number, or a \
+                 monitoring series: {})",
+                series.join(", ")
+            )
+        }));
     }
     let title = args
         .title

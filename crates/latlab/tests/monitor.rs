@@ -1405,6 +1405,43 @@ fn the_start_and_an_unlocked_memory_are_stored_at_once() {
     );
 }
 
+/// A store that holds only monitoring windows says so where a user first looks: `db list`,
+/// `report` without items, and `report series:` of a name it does not hold.
+#[test]
+fn a_monitor_store_names_its_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    latlab_testkit::run_ok(&mut fill_monitor(
+        &db,
+        &["--cpus", "1", "--span", "1h", "--name", "node7"],
+    ));
+    let list = latlab_testkit::run_stdout(latlab!().args(["db", "list", "--db"]).arg(&db));
+    assert!(
+        list.contains("it holds monitoring windows: series:node7 (latlab report series:node7)"),
+        "{list}"
+    );
+    let out = latlab!()
+        .args(["report", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_one_line_error(
+        &out,
+        2,
+        "accepted: a run number, or a monitoring series: series:node7",
+    );
+    let out = latlab!()
+        .args(["report", "series:node8", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_one_line_error(
+        &out,
+        2,
+        "no monitoring series \"node8\" with stored windows (accepted: series:node7)",
+    );
+}
+
 #[test]
 fn fill_monitor_writes_a_synthetic_series_the_store_checks_clean() {
     let dir = tempfile::tempdir().unwrap();
