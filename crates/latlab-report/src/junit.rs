@@ -302,6 +302,9 @@ pub struct CellRuns {
     pub skipped: Option<String>,
     pub runs: Vec<(u32, RunResult)>,
     pub failed: Vec<(u32, String)>,
+    /// Repeats not measured yet (an interrupted run): each is a case in error, so a partly run
+    /// experiment does not read as a pass.
+    pub pending: Vec<u32>,
 }
 
 /// The suite of an experiment (`latlab run`): one case per cell and CPU over all its repeats,
@@ -381,6 +384,18 @@ pub fn experiment_suite(
                 time_s: 0.0,
                 outcome: Outcome::Error {
                     message: why.clone(),
+                },
+                output: String::new(),
+            });
+        }
+        for stored in &cell.pending {
+            cases.push(TestCase {
+                classname: classname.clone(),
+                name: format!("{} repeat {}", cell.key, stored + 1),
+                time_s: 0.0,
+                outcome: Outcome::Error {
+                    message: "not measured: the run was interrupted (continue with --resume)"
+                        .into(),
                 },
                 output: String::new(),
             });

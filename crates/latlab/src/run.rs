@@ -221,8 +221,11 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         .collect();
     let mut progress = Progress::new(todo.len(), &todo, &checked);
     let mut failures = 0;
+    // Where an interruption left the schedule: what is left is recorded as not measured.
+    let mut left_at = todo.len();
     for (n, &(c, r)) in todo.iter().enumerate() {
         if interrupts.interrupted() {
+            left_at = n;
             break;
         }
         let cell = &checked[c];
@@ -244,6 +247,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
                     cut_short_line(&cell.cell.key, r, result, id.0, "the experiment")
                 );
             }
+            left_at = n;
             break;
         }
         match result {
@@ -271,6 +275,13 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
     }
     progress.clear();
+    for &(c, r) in &todo[left_at..] {
+        store.record_cell(
+            &cell_ref(experiment, &checked[c].cell, r),
+            CellStatus::Pending,
+            None,
+        )?;
+    }
     // The verdicts of every saved run of the experiment (also those of earlier, resumed parts).
     let breaches = match junit {
         Some(out) => {
@@ -345,6 +356,7 @@ fn experiment_suite(
             CellStatus::Failed => cell
                 .failed
                 .push((c.repeat, c.reason.clone().unwrap_or_default())),
+            CellStatus::Pending if c.runs.is_empty() => cell.pending.push(c.repeat),
             CellStatus::Done | CellStatus::Pending => {
                 for id in c.runs {
                     cell.runs.push((c.repeat, store.load_run(id)?));

@@ -154,8 +154,11 @@ fn ctrl_c_keeps_the_cut_short_run_outside_the_experiment() {
     let dir = tempfile::tempdir().unwrap();
     let plan = interval_plan(dir.path(), "cut", "2s", "\"1ms\", \"500us\"");
     let (db, err) = (dir.path().join("c.db"), dir.path().join("err"));
+    let junit = dir.path().join("j.xml");
     let mut child = latlab!()
         .args(["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()])
+        .arg("--junit")
+        .arg(&junit)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
@@ -189,6 +192,22 @@ fn ctrl_c_keeps_the_cut_short_run_outside_the_experiment() {
         1,
         "one repeat of the cells"
     );
+    // The JUnit names what was not measured, in error: an interrupted run is not a pass.
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let errors: Vec<&str> = doc
+        .descendants()
+        .filter(|e| e.has_tag_name("error"))
+        .filter_map(|e| e.attribute("message"))
+        .collect();
+    assert!(!errors.is_empty(), "{xml}");
+    assert!(
+        errors
+            .iter()
+            .all(|m| *m == "not measured: the run was interrupted (continue with --resume)"),
+        "{xml}"
+    );
+    assert_ne!(doc.root_element().attribute("errors"), Some("0"), "{xml}");
 }
 
 #[test]
