@@ -234,7 +234,8 @@ fn resolve(
                 )
             } else {
                 format!(
-                    "{item}: no monitoring series {name:?} with stored windows (accepted: {})",
+                    "{item}: no monitoring series {name:?} with stored windows (accepted: \
+                     series:NAME of a series they hold: {})",
                     series.join(", ")
                 )
             }));

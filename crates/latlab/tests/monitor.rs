@@ -155,14 +155,25 @@ fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
     let span = last.end_unix_ns - all[0].start_unix_ns;
     assert!(covered < span, "a gap between the runs");
     drop(store);
-    let out = latlab_testkit::run_ok(
-        latlab!()
-            .args(["report", "series:t", "--format", "json", "--db"])
-            .arg(&db),
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = series_report(&db, "t");
     let run = &report["cells"][0]["repeats"][0];
     assert_eq!(run["elapsed_ns"], covered, "{run}");
+}
+
+/// `latlab report series:NAME --format json` of the store `db`.
+fn series_report(db: &Path, name: &str) -> serde_json::Value {
+    let out = latlab_testkit::run_ok(
+        latlab!()
+            .args([
+                "report",
+                &format!("series:{name}"),
+                "--format",
+                "json",
+                "--db",
+            ])
+            .arg(db),
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// A histogram with a known shape for window `k`.
@@ -1438,7 +1449,7 @@ fn a_monitor_store_names_its_series() {
     assert_one_line_error(
         &out,
         2,
-        "no monitoring series \"node8\" with stored windows (accepted: series:node7)",
+        "no monitoring series \"node8\" with stored windows (accepted: series:NAME of a series they hold: series:node7)",
     );
 }
 
@@ -1465,12 +1476,7 @@ fn fill_monitor_writes_a_synthetic_series_the_store_checks_clean() {
     // missed periods those of its stored windows.
     let rows = store.monitor_windows(id, 0, END, None).unwrap();
     drop(store);
-    let out = latlab_testkit::run_ok(
-        latlab!()
-            .args(["report", "series:big", "--format", "json", "--db"])
-            .arg(&db),
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report = series_report(&db, "big");
     let cell = &report["cells"][0];
     assert_eq!(cell["name"], "series:big");
     let cpus = cell["cpus"].as_array().unwrap();
