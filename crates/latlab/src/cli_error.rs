@@ -98,6 +98,11 @@ pub fn clap_line(e: &clap::Error) -> String {
             (None, Some(ContextValue::String(similar))) => {
                 Some(format!("a similar one exists: {similar}"))
             }
+            // `--max-latency -5`: the value was taken for an option.
+            (None, _) if arg.starts_with('-') && arg[1..].parse::<f64>().is_ok() => Some(
+                "a negative number: the durations, limits and counts latlab takes are 0 or more"
+                    .into(),
+            ),
             (None, _) => None,
         };
         return match tip {

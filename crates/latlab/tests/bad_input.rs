@@ -261,6 +261,11 @@ const ROWS: &[(&[&str], &str)] = &[
     (&["tune", "verify", "--cpus", "1"], "<PROFILE>"),
     (&["tune", "hold"], "no latency limit given"),
     (&["tune", "hold", "--us", "x"], "--us \"x\""),
+    (
+        &["measure", "--max-latency", "-5"],
+        "unexpected argument '-5' found (a negative number: the durations, limits and counts \
+         latlab takes are 0 or more)",
+    ),
     (&["tune", "frobnicate"], "unrecognized subcommand"),
     // tune search
     (
