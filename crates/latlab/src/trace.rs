@@ -258,7 +258,10 @@ fn has_keys(f: Family) -> bool {
 pub fn render(r: &TraceResult, top: usize, per_cpu: bool) -> String {
     let mut out = String::new();
     for f in &r.families {
-        render_family(&mut out, f, top, per_cpu);
+        let filter = (f.family == Family::Wakeup)
+            .then(|| wakeup_filter_text(&r.wakeup_filter))
+            .flatten();
+        render_family(&mut out, f, top, per_cpu, filter.as_deref());
     }
     if r.families.is_empty() {
         out.push_str("no event family was traced\n");
@@ -322,8 +325,29 @@ pub fn render_brief(r: &TraceResult) -> String {
     out
 }
 
-fn render_family(out: &mut String, f: &FamilyResult, top: usize, per_cpu: bool) {
+/// What a wake-up filter keeps, `None` for every task.
+fn wakeup_filter_text(w: &latlab_model::trace::WakeupFilter) -> Option<String> {
+    let mut parts = Vec::new();
+    if w.rt_only {
+        parts.push("real-time and deadline tasks".to_string());
+    }
+    if let Some(pid) = w.pid {
+        parts.push(format!("process or thread {pid}"));
+    }
+    (!parts.is_empty()).then(|| format!("only wake-ups of {}", parts.join(" of ")))
+}
+
+fn render_family(
+    out: &mut String,
+    f: &FamilyResult,
+    top: usize,
+    per_cpu: bool,
+    filter: Option<&str>,
+) {
     let _ = writeln!(out, "{} ({})", f.family.describe(), f.family.name());
+    if let Some(filter) = filter {
+        let _ = writeln!(out, "  {filter}");
+    }
     if f.histogram.is_empty() {
         out.push_str("  no samples\n\n");
         return;
@@ -423,6 +447,30 @@ mod tests {
         assert!(p.config.wakeup.rt_only);
         assert_eq!(p.config.wakeup.pid, Some(1));
         assert_eq!(p.top, 3);
+    }
+
+    #[test]
+    fn a_wakeup_filter_is_said_under_the_wakeup_table() {
+        let mut r = latlab_testkit::run::trace(
+            &["wakeup"],
+            vec![latlab_testkit::run::family(
+                Family::Wakeup,
+                &[(0, "other", vec![(0, 5000)])],
+            )],
+            (10, 5000),
+        );
+        assert!(!render(&r, 1, true).contains("only wake-ups"));
+        r.wakeup_filter = WakeupFilter {
+            rt_only: true,
+            pid: Some(1),
+        };
+        let text = render(&r, 1, true);
+        assert!(
+            text.contains(
+                "(wakeup)\n  only wake-ups of real-time and deadline tasks of process or thread 1\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
