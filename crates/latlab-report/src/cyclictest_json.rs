@@ -150,7 +150,9 @@ fn json_str(s: &str) -> String {
 }
 
 /// The measuring configuration as a `latlab measure` command line that measures the same way
-/// again (not necessarily the literal argument list the user typed).
+/// again (not necessarily the literal argument list the user typed). What an import did not
+/// know (an interval, priority or window of 0) is left to latlab's defaults, never written as a
+/// value latlab refuses.
 fn cmdline(result: &RunResult) -> String {
     let c = &result.config;
     let mut s = String::from("latlab measure");
@@ -158,16 +160,21 @@ fn cmdline(result: &RunResult) -> String {
     if c.relative && !c.method.always_relative() {
         s.push_str(" --relative");
     }
-    let _ = write!(s, " --interval {}", format_duration(c.interval_ns));
+    if c.interval_ns > 0 {
+        let _ = write!(s, " --interval {}", format_duration(c.interval_ns));
+    }
     if let Some(cpus) = &c.cpus {
         let list = CpuList::from_cpus(cpus.clone());
         let _ = write!(s, " --cpus {list}");
     } else {
         let _ = write!(s, " --threads {}", c.threads);
     }
-    let _ = write!(s, " --policy {}", c.policy.name());
-    if c.policy.is_realtime() {
-        let _ = write!(s, " --priority {}", c.priority);
+    // A real-time policy of priority 0 is one an import did not know.
+    if !(c.policy.is_realtime() && c.priority == 0) {
+        let _ = write!(s, " --policy {}", c.policy.name());
+        if c.policy.is_realtime() {
+            let _ = write!(s, " --priority {}", c.priority);
+        }
     }
     if let Some(d) = &c.deadline {
         let _ = write!(
@@ -202,7 +209,9 @@ fn cmdline(result: &RunResult) -> String {
     if c.stagger {
         s.push_str(" --stagger");
     }
-    let _ = write!(s, " --window {}", format_duration(c.window_ns));
+    if c.window_ns > 0 {
+        let _ = write!(s, " --window {}", format_duration(c.window_ns));
+    }
     if let Some(b) = c.break_threshold_ns {
         let _ = write!(s, " --break {}", format_duration(b));
     }

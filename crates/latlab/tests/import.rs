@@ -150,3 +150,34 @@ fn db_list_shows_a_dash_for_an_unknown_start_and_length() {
         "{show}"
     );
 }
+
+/// The command line an export of an imported run carries measures again: what the file did not
+/// record (interval, policy, window) is left to latlab's defaults, not written as 0.
+#[test]
+fn an_imported_run_exports_a_command_line_latlab_takes() {
+    if !latlab_testkit::root_or_skip("measuring at the default real-time policy") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let o = import(&store, &[&capture("cyclictest-h50.txt")], false);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = latlab_testkit::run_stdout(
+        latlab!()
+            .args(["export", "1", "--format", "cyclictest-json", "--db"])
+            .arg(&store),
+    );
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let line = v["cmdline:"].as_str().unwrap();
+    for unknown in ["--window 0s", "--interval 0s", "--priority 0"] {
+        assert!(!line.contains(unknown), "{line}");
+    }
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[..2], ["latlab", "measure"], "{line}");
+    latlab_testkit::run_ok(latlab!().args(&words[1..]).args([
+        "-D",
+        "200ms",
+        "-q",
+        "--no-samplers",
+    ]));
+}
