@@ -35,7 +35,7 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
     let Some(id) = store.find_series(name)? else {
         return Ok(None);
     };
-    let (config, _) = store.series_meta(id)?;
+    let (config, idle_states) = store.series_meta(id)?;
     let config: SeriesConfig = serde_json::from_value(config).map_err(|e| StoreError::Corrupt {
         what: format!("monitor series {name:?} configuration"),
         detail: e.to_string(),
@@ -181,7 +181,46 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
             config.measure.spike_threshold_ns,
         )?,
     };
-    Ok(Some(RunResult::from_threads(head, threads)))
+    let mut result = RunResult::from_threads(head, threads);
+    result.samples = series_samples(store, id, window_ns, idle_states)?;
+    Ok(Some(result))
+}
+
+/// What the samplers measured beside the windows, over the whole series: each CPU's frequency,
+/// utilisation and idle residency, and the power of each source, every window weighted by the
+/// time it covers. `None` for a series whose windows carry no sampler summary.
+fn series_samples(
+    store: &Store,
+    id: latlab_store::SeriesId,
+    window_ns: u64,
+    idle_states: Vec<latlab_model::samples::CpuIdleStates>,
+) -> Result<Option<latlab_model::samples::Samples>, StoreError> {
+    use latlab_model::system::Field;
+    let (cpus, power) = store.series_sampled(id)?;
+    if cpus.is_empty() {
+        return Ok(None);
+    }
+    let frequency = if cpus.iter().any(|c| c.avg_freq_khz.is_some()) {
+        Field::Value("the monitor's per-window means".to_string())
+    } else {
+        Field::unavailable("no frequency in the stored windows")
+    };
+    Ok(Some(latlab_model::samples::Samples {
+        period_ns: window_ns,
+        sampler_cpus: Vec::new(),
+        sampler_cpu_time_ns: 0,
+        idle_states,
+        power_sources: match power {
+            Some(p) if !p.is_empty() => Field::Value(p),
+            _ => Field::unavailable("no power source in the stored windows"),
+        },
+        thermal_zones: Vec::new(),
+        frequency,
+        smi: None,
+        cpus,
+        thermal: Vec::new(),
+        series: Vec::new(),
+    }))
 }
 
 /// The series' spikes as a run's: on the thread of their CPU, times from the series' start, at

@@ -332,6 +332,44 @@ impl Store {
         Ok(sum.map_or(0, from_sql))
     }
 
+    /// What the samplers measured over a whole series: each CPU's summaries and the power of
+    /// its window sets, every window weighted by the time it covers (as the rollups merge them).
+    pub fn series_sampled(
+        &self,
+        series: SeriesId,
+    ) -> Result<(Vec<CpuSummary>, Option<Vec<PowerSource>>)> {
+        let mut stmt = self.conn.prepare(
+            "SELECT w.cpu, w.cpu_summary, s.covered_ns FROM monitor_windows w
+               JOIN monitor_sets s ON s.series_id = w.series_id AND s.start_unix_ns = w.start_unix_ns
+              WHERE w.series_id = ?1 AND w.cpu_summary IS NOT NULL
+              ORDER BY w.cpu",
+        )?;
+        let rows = stmt
+            .query_map([series.0], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let mut by_cpu: BTreeMap<u32, Vec<(f64, CpuSummary)>> = BTreeMap::new();
+        for (cpu, summary, covered) in rows {
+            let summary: CpuSummary = from_json(&summary, "a monitor window's sampler summary")?;
+            by_cpu
+                .entry(from_sql(cpu) as u32)
+                .or_default()
+                .push((from_sql(covered) as f64, summary));
+        }
+        let cpus = by_cpu
+            .into_iter()
+            .filter_map(|(cpu, items)| merge_cpu_summaries(cpu, &items))
+            .collect();
+        let sets = self.monitor_sets(series, 0, i64::MAX as u64)?;
+        let weights: Vec<f64> = sets.iter().map(|s| s.covered_ns as f64).collect();
+        Ok((cpus, merge_power(&sets, &weights)))
+    }
+
     /// The series called `name`, if the store has one.
     pub fn find_series(&self, name: &str) -> Result<Option<SeriesId>> {
         Ok(self

@@ -1479,6 +1479,9 @@ fn fill_monitor_writes_a_synthetic_series_the_store_checks_clean() {
     let report = series_report(&db, "big");
     let cell = &report["cells"][0];
     assert_eq!(cell["name"], "series:big");
+    // What the samplers stored beside the windows is the series' too (time-weighted means).
+    let mhz = cell["repeats"][0]["frequency_mhz"].as_f64();
+    assert!(mhz.is_some_and(|f| f > 0.0), "{}", cell["repeats"][0]);
     let cpus = cell["cpus"].as_array().unwrap();
     assert_eq!(cpus.len(), 3);
     for (cpu, c) in cpus.iter().enumerate() {
