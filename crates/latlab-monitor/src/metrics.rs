@@ -168,7 +168,8 @@ impl Metrics {
         self.per_cpu(
             &mut o,
             ("latlab_cpu_frequency_hertz", "gauge"),
-            "Mean clock frequency of the CPU over the last closed window.",
+            "Mean clock frequency of the CPU over the last closed window (without cpufreq, \
+             /proc/cpuinfo's cpu MHz, which may be a fixed nominal value).",
             !window,
             &|c| c.freq_khz.map(|f| (f * 1000).to_string()),
         );
