@@ -218,8 +218,9 @@ fn create(
             cpu: None,
             kind: "start".into(),
             text: format!(
-                "synthetic series: {} CPUs, windows of {} ns, written by latlab's generator",
-                spec.cpus, spec.window_ns
+                "synthetic series: {} CPUs, windows of {}, written by latlab's generator",
+                spec.cpus,
+                latlab_model::units::format_duration(spec.window_ns)
             ),
         },
     )?;
