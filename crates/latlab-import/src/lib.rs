@@ -216,7 +216,7 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
     };
     let mut warning = format!(
         "{label}: {over} of {} samples lie beyond the histogram range ({} us) and are recorded \
-         there ({exact_part}); percentiles above p{:.3} are lower bounds",
+         there ({exact_part}); percentiles above p{:.3}, and the mean, are lower bounds",
         t.total,
         // Whole µs as before; a range of ns buckets (stress-ng --cyclic-dist 1) in decimals.
         if t.range_end_ns.is_multiple_of(1000) {
