@@ -307,6 +307,16 @@ impl Store {
         }
     }
 
+    /// Run `read` on one snapshot of the store: every query in it sees the same state, even
+    /// while a daemon writes windows meanwhile (a read transaction; nothing is written).
+    pub fn snapshot<T>(&self, read: impl FnOnce(&Store) -> Result<T>) -> Result<T> {
+        self.conn.execute_batch("BEGIN DEFERRED")?;
+        let out = read(self);
+        // A read transaction has nothing to keep: ending it cannot lose anything.
+        let _ = self.conn.execute_batch("ROLLBACK");
+        out
+    }
+
     /// The device and inode of the file this store opened (`None` where it could not be read).
     pub fn file_id(&self) -> Option<(u64, u64)> {
         self.file

@@ -713,3 +713,29 @@ fn coarsened_windows_move_to_the_end_of_the_table_so_their_pages_come_free() {
             .all(|p| p[0].start_unix_ns < p[1].start_unix_ns)
     );
 }
+
+/// A snapshot reads one state of the store: a set another connection stores meanwhile is not
+/// seen inside it, and is after it.
+#[test]
+fn a_snapshot_does_not_see_what_is_written_meanwhile() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.db");
+    let mut writer = Store::open(&path).unwrap();
+    let s = writer.open_series(&spec("host")).unwrap();
+    let sets = window_sets(3, 9);
+    writer.insert_window_set(s.id, &sets[0]).unwrap();
+    let reader = Store::open_existing(&path).unwrap();
+    let windows = |st: &Store| st.series_extents().unwrap()[0].windows;
+    let (before, during) = reader
+        .snapshot(|r| {
+            let before = windows(r);
+            writer.insert_window_set(s.id, &sets[1]).unwrap();
+            Ok((before, windows(r)))
+        })
+        .unwrap();
+    assert_eq!(before, during, "the snapshot saw a write made during it");
+    assert!(
+        windows(&reader) > during,
+        "the write is seen after the snapshot"
+    );
+}

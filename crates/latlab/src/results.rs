@@ -221,7 +221,8 @@ fn resolve(
     if let Some(name) = item.strip_prefix("series:") {
         let mut out = Vec::new();
         for (store_name, s) in stores {
-            if let Some(run) = latlab_monitor::report::series_result(s, name)? {
+            // One snapshot: a daemon writing meanwhile cannot make its parts disagree.
+            if let Some(run) = s.snapshot(|s| latlab_monitor::report::series_result(s, name))? {
                 out.extend(tag(store_name, vec![CellInput::single(run)]));
             }
         }
