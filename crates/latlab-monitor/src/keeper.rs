@@ -257,9 +257,7 @@ impl Keeper {
                     if let Some(last) = self.setup.series.last_end_unix_ns {
                         text.push_str(&format!(
                             "; continues the series after {} without measurement",
-                            latlab_model::units::format_duration(
-                                start_unix_ns.saturating_sub(last) / 1_000_000 * 1_000_000
-                            )
+                            latlab_model::units::format_elapsed(start_unix_ns.saturating_sub(last))
                         ));
                     }
                     // In the log and in the store, where a series' report reads them.
