@@ -1138,6 +1138,8 @@ fn the_dashboard_lines_break_where_no_window_was_measured() {
         .and_then(|p| p.split('"').next())
         .unwrap_or_else(|| panic!("no d in {path}"));
     assert_eq!(d.matches('M').count(), 2, "two runs, two pieces: {d}");
+    // Every time on the page is in the browser's zone, and the page says which.
+    assert!(dom.contains(" · times in UTC"), "{dom}");
 }
 
 #[test]

@@ -77,6 +77,13 @@ function fmtFull(ms) {
   return fmtTime(ms, true) + ':' + pad2(d.getSeconds());
 }
 
+// The browser's time zone, which every time on the page is in: `UTC+01:00`.
+function zoneName() {
+  const off = -new Date().getTimezoneOffset();
+  const a = Math.abs(off);
+  return 'UTC' + (off < 0 ? '-' : '+') + pad2(Math.floor(a / 60)) + ':' + pad2(a % 60);
+}
+
 function toLocalInput(ms) {
   const d = new Date(ms);
   return d.getFullYear() + '-' + pad2(d.getMonth() + 1) + '-' + pad2(d.getDate()) + 'T' +
@@ -614,6 +621,7 @@ function drawStatus() {
     parts.push('serving a store (latlab ' + s.version + ')');
   }
   if (series) parts.push('series ' + series.name + ': ' + (series.windows || 0) + ' windows' + (series.last_ms ? ', last ended ' + fmtFull(series.last_ms) : ''));
+  parts.push('times in ' + zoneName());
   $('status').textContent = parts.join(' · ');
 }
 
