@@ -296,14 +296,14 @@ fn cmd_is_stopped_with_its_whole_process_group() {
     let pids = set.child_pids();
     assert_eq!(pids.len(), 1);
     let pid = pids[0];
-    // The supervisor and its watcher, the command's shell and its two sleeps, in the
-    // supervisor's own process group.
+    // The command's shell, its two sleeps and the watcher of latlab's pipe, in the shell's own
+    // process group.
     let t = Instant::now();
-    while group_members(pid).len() < 5 && t.elapsed() < Duration::from_secs(3) {
+    while group_members(pid).len() < 4 && t.elapsed() < Duration::from_secs(3) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let members = group_members(pid);
-    assert_eq!(members.len(), 5, "{members:?}");
+    assert_eq!(members.len(), 4, "{members:?}");
     let t = Instant::now();
     let r = set.stop().remove(0);
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
@@ -366,6 +366,21 @@ fn cmd_that_ends_on_its_own_reports_its_status() {
         r.warnings
     );
     assert!(r.warnings[0].contains("exit status 3"), "{:?}", r.warnings);
+    // A status above 128 is an exit status, not a signal; SIGINT is the command's to handle.
+    for (line, how) in [
+        ("cmd:exit 147", "exit status 147"),
+        ("cmd:kill -INT $$; exit 0", "signal SIGINT"),
+    ] {
+        let set = LoadSet::start(&[LoadSpec::parse(line).unwrap()], &opts(Some("0"))).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let r = set.stop().remove(0);
+        assert!(
+            r.warnings[0].contains("ended on its own"),
+            "{line}: {:?}",
+            r.warnings
+        );
+        assert!(r.warnings[0].contains(how), "{line}: {:?}", r.warnings);
+    }
 }
 
 #[test]

@@ -227,4 +227,47 @@ fn a_command_load_and_what_it_forked_end_when_latlab_is_killed() {
         "term\n",
         "the command was not given SIGTERM first"
     );
+
+    // A command that ended on its own, leaving a process behind: stopped with the group too.
+    let spec = format!("cmd:sleep 300 & echo $! > {}", pid_file.display());
+    std::fs::remove_file(&pid_file).unwrap();
+    let mut child = latlab!()
+        .args(["load", &spec, "--duration", "60s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let left: u32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{left}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| !r.trim_start().starts_with('Z'))
+        })
+    };
+    let t = Instant::now();
+    while alive() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let still = alive();
+    if still {
+        // SAFETY: plain system call; do not leave the test's process behind.
+        unsafe { libc::kill(left as libc::pid_t, libc::SIGKILL) };
+    }
+    assert!(!still, "what the command left running outlived latlab");
 }

@@ -7,11 +7,11 @@
 //! Stopping sends SIGTERM to the whole group, then SIGKILL after a grace of 2 s. The report
 //! carries its elapsed time and how it ended.
 //!
-//! A small shell supervisor leads the group: it runs the command, and a watcher beside it
-//! holds the read end of a pipe whose write end only latlab has. Should latlab die in any way
-//! (SIGKILL included), the pipe closes and the watcher stops the whole group as latlab would
-//! have: SIGTERM, then SIGKILL after the grace, so what the command forked does not outlive
-//! it. The supervisor ends as the command did (its exit status, or the signal that killed it).
+//! A watcher in the group holds the read end of a pipe whose write end only latlab has. Should
+//! latlab die in any way (SIGKILL included), the pipe closes and the watcher stops the whole
+//! group as latlab would have: SIGTERM, then SIGKILL after the grace, so neither the command
+//! nor what it forked or left running outlives latlab. The command itself is the group's
+//! leader, with its own exit status and signal dispositions.
 
 use crate::registry::LoadDescriptor;
 use crate::{Ctx, Finished, LoadOptions, LoadSpec, Running};
@@ -38,21 +38,15 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
 
 const SHELL: &str = "/bin/sh";
 
-/// The group leader: runs the command (`$1`, with no input), watches the pipe on its standard
-/// input, and ends as the command ended. A SIGTERM to the group reaches the command; the
-/// supervisor waits for it, and the watcher ignores it (it is killed when the command ends).
-/// The watcher's `sleep 2` is [`GRACE`].
-const SUPERVISOR: &str = r#"trap : TERM
-exec 3<&0 0</dev/null
-sh -c "$1" 3<&- &
-cmd=$!
-{ trap '' TERM; read _ <&3; kill -TERM 0; sleep 2; kill -KILL 0; } &
-watch=$!
-exec 3<&-
-while :; do wait "$cmd"; s=$?; kill -0 "$cmd" 2>/dev/null || break; done
-kill -KILL "$watch" 2>/dev/null
-if [ "$s" -gt 128 ]; then trap - TERM; kill -$((s - 128)) $$ 2>/dev/null; fi
-exit "$s"
+/// The group's first process: it starts the watcher, a background subshell that holds the pipe
+/// on its standard input (as fd 3) and, when the pipe ends (latlab ended or died), stops the
+/// whole group as latlab would (SIGTERM, [`GRACE`], SIGKILL), then replaces itself with the
+/// command (`/bin/sh -c "$1"`, no input). So the command keeps the group leader's pid, its own
+/// exit status and its signal dispositions, and the watcher outlives it until latlab stops the
+/// group: what the command left running is stopped with it.
+const SUPERVISOR: &str = r#"exec 3<&0 0</dev/null
+{ trap '' TERM; read _ <&3; kill -TERM 0; /bin/sleep 2 2>/dev/null || sleep 2; kill -KILL 0; } &
+exec 3<&- /bin/sh -c "$1"
 "#;
 /// Time between SIGTERM and SIGKILL.
 pub const GRACE: Duration = Duration::from_secs(2);
