@@ -79,7 +79,7 @@ impl StopSignal {
     }
 }
 
-/// Per-thread figures for a live view, updated once per window.
+/// Per-thread figures for a live view, updated as measuring starts and once per window.
 #[derive(Debug, Clone, Default)]
 pub struct LiveThread {
     pub label: String,
@@ -214,7 +214,8 @@ pub struct ClosedWindow {
     pub spikes: Vec<Spike>,
 }
 
-/// Run one measurement. `observer` sees a [`Live`] snapshot once per window.
+/// Run one measurement. `observer` sees a [`Live`] snapshot as measuring starts, then once per
+/// window.
 pub fn run(
     cfg: &MeasureConfig,
     sys: &Sys,

@@ -149,7 +149,8 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
         elapsed_ns: measured,
         config: latlab_model::MeasureConfig {
             window_ns: per_point,
-            duration_ns: Some(span),
+            // A series' length is the time its windows cover, as its measured time.
+            duration_ns: Some(measured),
             ..config.measure
         },
         system: store.series_system(id)?.unwrap_or_else(|| SystemInfo {

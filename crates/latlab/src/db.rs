@@ -120,10 +120,11 @@ fn list(path: &Path, experiment: Option<i64>, limit: Option<u32>) -> CliResult<E
             println!("no runs in {}", path.display());
         } else {
             println!(
-                "no runs in {}; it holds monitoring windows: {} (latlab report {})",
+                "no runs in {}; it holds monitoring windows: {} (latlab report {} --db {})",
                 path.display(),
                 series.join(", "),
-                series[0]
+                series[0],
+                path.display()
             );
         }
         return Ok(ExitCode::SUCCESS);

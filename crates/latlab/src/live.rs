@@ -20,6 +20,10 @@ impl LiveView {
     }
 
     pub fn draw(&mut self, live: &Live) {
+        // The start, before any sample: nothing to show yet.
+        if live.threads.iter().all(|t| t.count == 0 && t.missed == 0) {
+            return;
+        }
         if self
             .last
             .is_some_and(|t| t.elapsed() < Duration::from_millis(100))

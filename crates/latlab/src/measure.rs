@@ -357,7 +357,17 @@ impl MeasureArgs {
 }
 
 pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
-    let prepared = args.prepare(sys)?;
+    let prepared = match args.prepare(sys) {
+        Ok(p) => p,
+        // Bad input is said on the command line; a failure also reaches the gate's reader.
+        Err(e @ CliError::Failed(_)) => {
+            if let Ok(junit) = Output::open("--junit", &args.gate.junit) {
+                junit_error(junit, &e.to_string());
+            }
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     let limits = args.gate.limits()?;
     let json = Output::open("--json", &args.json)?;
     let junit = Output::open("--junit", &args.gate.junit)?;
@@ -390,12 +400,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         Ok(r) => r,
         Err(e) => {
             // A gate's reader sees the failure, not a missing file.
-            if let Some(o) = junit {
-                let suite = latlab_report::junit::measure_error_suite(&e.to_string());
-                if let Err(w) = o.write(&latlab_report::junit::render(&[suite])) {
-                    eprintln!("latlab: error: {w}");
-                }
-            }
+            junit_error(junit, &e.to_string());
             return Err(e.into());
         }
     };
@@ -436,6 +441,10 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
     }
     let cut_short = result.cut_short();
+    if let Some(why) = cut_short.as_ref().filter(|_| !breaches.is_empty()) {
+        // The limit's exit code wins; the run is still said to be incomplete.
+        eprintln!("latlab: the run is incomplete: {why}; its results are written");
+    }
     match failures.pop() {
         None if breaches.is_empty() && cut_short.is_some() => {
             eprintln!(
@@ -450,6 +459,16 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
                 eprintln!("latlab: error: {e}");
             }
             Err(last)
+        }
+    }
+}
+
+/// The JUnit of a measure that could not measure, where one was asked for: one case in error.
+fn junit_error(junit: Option<Output>, message: &str) {
+    if let Some(o) = junit {
+        let suite = latlab_report::junit::measure_error_suite(message);
+        if let Err(w) = o.write(&latlab_report::junit::render(&[suite])) {
+            eprintln!("latlab: error: {w}");
         }
     }
 }

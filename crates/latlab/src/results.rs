@@ -204,6 +204,8 @@ fn resolve(
         if several {
             for c in &mut cells {
                 c.name = format!("{} [{name}]", c.name);
+                // The cell it is compared with is renamed alike (it is in the same store).
+                c.baseline = c.baseline.take().map(|b| format!("{b} [{name}]"));
                 c.params.insert("store".into(), name.to_string());
             }
         }
@@ -555,5 +557,31 @@ mod tests {
                 );
             }
         }
+        // Two stores: the cells are named with their store, and so are the cells they name.
+        drop(store);
+        let other = tempfile::tempdir().unwrap();
+        std::fs::copy(dir.path().join("s.db"), other.path().join("s.db")).unwrap();
+        let open = |d: &std::path::Path| Store::open(d.join("s.db")).unwrap();
+        let stores = vec![
+            ("a".to_string(), open(dir.path())),
+            ("b".to_string(), open(other.path())),
+        ];
+        let cells = super::resolve(&stores, "e1", &mut Vec::new()).unwrap();
+        let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+        for c in &cells {
+            if let Some(b) = &c.baseline {
+                assert!(
+                    names.contains(&b.as_str()),
+                    "{b} is no cell's name: {names:?}"
+                );
+                assert_eq!(
+                    b.ends_with(" [a]"),
+                    c.name.ends_with(" [a]"),
+                    "{}: {b}",
+                    c.name
+                );
+            }
+        }
+        assert_eq!(cells.iter().filter(|c| c.baseline.is_some()).count(), 4);
     }
 }

@@ -160,25 +160,45 @@ fn measure_cut_short_by_a_signal_is_not_a_pass() {
 /// A measure that cannot run still writes its JUnit file: one case in error saying why.
 #[test]
 fn measure_that_cannot_run_writes_a_junit_error() {
+    if !latlab_testkit::root_or_skip("SCHED_DEADLINE and a profile") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("j.xml");
     // A deadline runtime of 99 % of each period is more than admission control allows.
-    let out = gated_measure(
-        &["--policy", "deadline", "--dl-runtime", "990us", "-i", "1ms"],
-        &junit,
-    )
-    .output()
-    .unwrap();
-    if out.status.code() == Some(2) || !latlab_testkit::is_root() {
-        eprintln!("skipped: SCHED_DEADLINE needs root: {}", stderr(&out));
-        return;
-    }
+    let out = latlab!()
+        .args(["measure", "-D", "1s", "-q", "--policy", "deadline"])
+        .args(["--dl-runtime", "990us", "-i", "1ms", "-t", "2", "--junit"])
+        .arg(&junit)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let (tests, failures, _, _) = xml_counts(&junit);
     assert_eq!((tests, failures), (1, 0));
     let text = std::fs::read_to_string(&junit).unwrap();
     assert!(text.contains("errors=\"1\""), "{text}");
     assert!(text.contains("deadline bandwidth"), "{text}");
+
+    // A failure before measuring too: a profile that sets nothing the machine has.
+    let tree = latlab_testkit::TuneTree::new("vm");
+    let profile = tree.dir.path().join("g.toml");
+    std::fs::write(&profile, "[cpu.all]\ngovernor = \"performance\"\n").unwrap();
+    std::fs::remove_file(&junit).unwrap();
+    let out = latlab!()
+        .arg("--sysroot")
+        .arg(&tree.root)
+        .args(["measure", "-D", "1s", "-q", "--profile"])
+        .arg(&profile)
+        .arg("--state-dir")
+        .arg(&tree.state)
+        .arg("--junit")
+        .arg(&junit)
+        .args(policy_args())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&junit).unwrap();
+    assert!(text.contains("sets nothing this machine has"), "{text}");
 }
 
 #[test]

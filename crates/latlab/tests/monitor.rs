@@ -1430,7 +1430,10 @@ fn a_monitor_store_names_its_series() {
     ));
     let list = latlab_testkit::run_stdout(latlab!().args(["db", "list", "--db"]).arg(&db));
     assert!(
-        list.contains("it holds monitoring windows: series:node7 (latlab report series:node7)"),
+        list.contains(&format!(
+            "it holds monitoring windows: series:node7 (latlab report series:node7 --db {})",
+            db.display()
+        )),
         "{list}"
     );
     let out = latlab!()
