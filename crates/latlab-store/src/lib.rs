@@ -350,6 +350,46 @@ impl Store {
     }
 }
 
+/// The window length of series `name` in the store at `path` and how many windows it holds,
+/// read without writing anything (no migration, no journal set up): `None` where the store has
+/// no such series, or no monitor tables yet.
+pub fn series_window(path: &Path, name: &str) -> Result<Option<(u64, u64)>> {
+    let open_err = |source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    // Without a write-ahead log nobody is writing: read the file as it is, creating nothing
+    // beside it. With one, a daemon may be: read it through SQLite's locks.
+    let conn = if Path::new(&wal).exists() {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        Connection::open_with_flags(path, flags)
+    } else {
+        immutable(path)
+    }
+    .map_err(open_err)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    let has_tables: bool = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE name IN ('monitor_series', 'monitor_sets')",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n == 2),
+    )?;
+    if !has_tables {
+        return Ok(None);
+    }
+    Ok(conn
+        .query_row(
+            "SELECT s.window_ns, COALESCE(SUM(m.windows), 0) FROM monitor_series s
+               LEFT JOIN monitor_sets m ON m.series_id = s.id
+              WHERE s.name = ?1 GROUP BY s.id",
+            [name],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+        )
+        .optional()?
+        .map(|(w, n)| (w.max(0) as u64, n.max(0) as u64)))
+}
+
 /// What the SQLite file at `path` is, read without writing to it: the schema version of a
 /// latlab store (0: an empty database a store can be set up in), or why it is none
 /// (`NotAStore`, `TooNew`), by the rules [`Store::open`] applies.
@@ -381,6 +421,20 @@ pub fn identify(path: &Path) -> Result<u32> {
 /// as it is, without locks and without the WAL's `-shm` and `-wal` files, which even a read-only
 /// connection would create beside it.
 fn count_tables(path: &Path) -> Result<u32> {
+    let conn = immutable(path).map_err(|source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    read_identity(&conn)
+        .map(|(_, _, tables)| tables)
+        .map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// A read-only connection that takes the file as it is (SQLite's `immutable`).
+fn immutable(path: &Path) -> rusqlite::Result<Connection> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let bytes = path.as_os_str().as_bytes();
     // An absolute path after `file://` (an empty authority), so `//x` stays a path; `%`, `?`
@@ -400,15 +454,7 @@ fn count_tables(path: &Path) -> Result<u32> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let open_err = |source| StoreError::Open {
-        path: path.to_path_buf(),
-        source,
-    };
-    let conn =
-        Connection::open_with_flags(std::ffi::OsString::from_vec(uri), flags).map_err(open_err)?;
-    read_identity(&conn)
-        .map(|(_, _, tables)| tables)
-        .map_err(open_err)
+    Connection::open_with_flags(std::ffi::OsString::from_vec(uri), flags)
 }
 
 /// A database's application id, schema version and table count checked against what a latlab

@@ -827,13 +827,14 @@ impl<L: Lab> Searcher<'_, L> {
     ) -> Result<Vec<Vec<Figures>>, TuneError> {
         let mut out: Vec<Vec<Figures>> = vec![Vec::new(); cells.len()];
         for r in 0..self.spec.repeats {
-            // What the round costs: its runs not saved by an earlier search (a round all saved
-            // costs nothing and is reloaded whatever is left).
+            // A round all saved by an earlier search costs nothing and is reloaded whatever is
+            // left; one with a run to measure costs every run (the saved ones count their time
+            // when they are reloaded).
             let to_measure = cells
                 .iter()
                 .filter(|c| !self.lab.is_saved(&c.key, r))
                 .count();
-            let round = self.spec.run_length * to_measure as u32;
+            let round = self.spec.run_length * cells.len() as u32;
             if to_measure > 0 && self.left() < round + reserve {
                 self.stop = Some(format!(
                     "the budget left no time for round {} of {} ({} runs)",

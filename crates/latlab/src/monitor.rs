@@ -295,23 +295,22 @@ fn same_window(db: &std::path::Path, name: &str, window_ns: u64) -> CliResult<()
     if !db.exists() {
         return Ok(());
     }
-    let Ok(store) = latlab_store::Store::open_existing(db) else {
+    // Read only: `--check-config` touches nothing, and a store to migrate is the daemon's.
+    let Ok(Some((stored_ns, windows))) = latlab_store::series_window(db, name) else {
         // Whatever is wrong with the file is said where the daemon opens it.
         return Ok(());
     };
-    let extents = store.series_extents().map_err(anyhow::Error::from)?;
-    match extents.iter().find(|e| e.name == name) {
-        Some(e) if e.windows > 0 && e.window_ns != window_ns => Err(CliError::Usage(format!(
-            "--window {}: series {name:?} in {} holds {} windows of {} (accepted: --window {} \
-             to continue it, or another --name for a new series)",
+    if windows > 0 && stored_ns != window_ns {
+        return Err(CliError::Usage(format!(
+            "--window {}: series {name:?} in {} holds {windows} windows of {} (accepted: \
+             --window {} to continue it, or another --name for a new series)",
             format_duration(window_ns),
             db.display(),
-            e.windows,
-            format_duration(e.window_ns),
-            format_duration(e.window_ns)
-        ))),
-        _ => Ok(()),
+            format_duration(stored_ns),
+            format_duration(stored_ns)
+        )));
     }
+    Ok(())
 }
 
 pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {

@@ -1358,6 +1358,12 @@ fn a_series_is_not_continued_with_another_window() {
         stderr(&out)
     );
     assert_eq!(std::fs::read(&db).unwrap(), before, "the store was changed");
+    for beside in ["w.db-wal", "w.db-shm"] {
+        assert!(
+            !dir.path().join(beside).exists(),
+            "{beside} made by a check"
+        );
+    }
     latlab_testkit::assert_ok(&monitor("ten"));
 }
 
