@@ -97,8 +97,14 @@ fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
             };
             let unit = r.metric.unit(&a.keys);
             let metric = r.metric.name(&a.keys);
+            // A cell compared with another than the first names it.
+            let against = if bi == 0 {
+                String::new()
+            } else {
+                format!("{} ", base.cell.name)
+            };
             let values = format!(
-                "{} {unit} against {} {unit}{}",
+                "{} {unit} against {against}{} {unit}{}",
                 r.metric.format(vb),
                 r.metric.format(va),
                 pct_text(r.percent())

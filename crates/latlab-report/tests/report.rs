@@ -1110,7 +1110,8 @@ fn csv_parses_with_the_right_columns() {
 #[test]
 fn a_cell_is_compared_with_the_baseline_it_names() {
     let mut input = experiment();
-    input.cells[2] = cell("schedutil", &schedutil(), &[21, 22, 23, 24]);
+    // Two repeats: no verdict, so the findings set its values side by side, naming powersave.
+    input.cells[2] = cell("schedutil", &schedutil(), &[21, 22]);
     input.cells[2].baseline = Some("powersave".into());
     input.cells[1].baseline = Some("no such cell".into());
     let v = report_json(&input);
@@ -1146,6 +1147,15 @@ fn a_cell_is_compared_with_the_baseline_it_names() {
         text.contains("Each cell against its baseline, named in its heading"),
         "{text}"
     );
+    // Every line that sets schedutil against a value says against what.
+    let against: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("schedutil") && l.contains(" against ") && !l.contains("trade-off"))
+        .collect();
+    assert!(against.len() > 1, "{text}");
+    for l in against {
+        assert!(l.contains("powersave"), "{l}");
+    }
     // Without a named baseline the wording is the one every report had.
     let plain = report_text(&experiment());
     assert!(plain.contains("Each cell against performance:"), "{plain}");
