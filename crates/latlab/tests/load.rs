@@ -165,6 +165,34 @@ fn group_members(pgid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// `latlab load SPEC` for a minute, once its command has written a pid into `pid_file`: the
+/// child and that pid.
+// The child is returned to the caller, which kills and waits for it.
+#[allow(clippy::zombie_processes)]
+fn load_writing_a_pid(spec: &str, pid_file: &std::path::Path) -> (std::process::Child, u32) {
+    let mut child = latlab!()
+        .args(["load", spec, "--duration", "60s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    loop {
+        if let Some(p) = std::fs::read_to_string(pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return (child, p);
+        }
+        if t.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the command never started");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// latlab killed with SIGKILL cannot stop its command load; the load's supervisor does, as
 /// latlab would have: what the command forked gets SIGTERM (noted in a file), and after the
 /// grace whatever is left gets SIGKILL. Nothing of the group outlives it.
@@ -179,26 +207,7 @@ fn a_command_load_and_what_it_forked_end_when_latlab_is_killed() {
         term.display(),
         pid_file.display()
     );
-    let mut child = latlab!()
-        .args(["load", &spec, "--duration", "60s"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    let forked: u32 = loop {
-        if let Some(p) = std::fs::read_to_string(&pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            break p;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "the command never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (mut child, forked) = load_writing_a_pid(&spec, &pid_file);
     let stat = std::fs::read_to_string(format!("/proc/{forked}/stat")).unwrap();
     let pgid: u32 = stat
         .rsplit_once(')')
@@ -231,26 +240,7 @@ fn a_command_load_and_what_it_forked_end_when_latlab_is_killed() {
     // A command that ended on its own, leaving a process behind: stopped with the group too.
     let spec = format!("cmd:sleep 300 & echo $! > {}", pid_file.display());
     std::fs::remove_file(&pid_file).unwrap();
-    let mut child = latlab!()
-        .args(["load", &spec, "--duration", "60s"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    let left: u32 = loop {
-        if let Some(p) = std::fs::read_to_string(&pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            break p;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "the command never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (mut child, left) = load_writing_a_pid(&spec, &pid_file);
     std::thread::sleep(Duration::from_millis(300));
     child.kill().unwrap();
     child.wait().unwrap();
