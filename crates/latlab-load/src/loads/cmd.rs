@@ -69,16 +69,16 @@ struct CmdLoad {
     exited: ExitSeen,
     monitor: Option<JoinHandle<()>>,
     term_sent: AtomicBool,
-    /// The write end of the supervisor's pipe: closed when latlab ends (or dies), after the
-    /// group is stopped.
+    /// The write end of the watcher's pipe: closed when latlab ends (or dies), after the group
+    /// is stopped.
     _lifeline: std::os::fd::OwnedFd,
     /// Kills the group should latlab have to end at once (the group id stays reserved until
     /// the child is reaped, so it names no other processes).
     _on_exit: latlab_sys::exit_hooks::Registration,
 }
 
-/// A pipe, both ends close-on-exec (the supervisor gets the read end as its standard input,
-/// which clears the flag there): `(read, write)`.
+/// A pipe, both ends close-on-exec (the group's first process gets the read end as its
+/// standard input, which clears the flag there, and hands it to the watcher): `(read, write)`.
 fn lifeline() -> Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd), String> {
     use std::os::fd::FromRawFd;
     let mut fds = [0 as libc::c_int; 2];
