@@ -331,6 +331,43 @@ fn cmd_is_stopped_with_its_whole_process_group() {
     assert_eq!(leftover_load_threads(), Vec::<String>::new());
 }
 
+/// `pkill -f` with the command's text must find the command, not the watcher that stops the
+/// group should latlab die: no other process of the group carries that text. What carries it
+/// to the supervisor does not reach the command's environment.
+#[test]
+fn only_the_command_carries_its_text() {
+    let _g = serial();
+    let marker = format!("latlab-marker-{}", std::process::id());
+    let spec = LoadSpec::parse(&format!("cmd:\"sleep 30; : {marker}\"")).unwrap();
+    let set = LoadSet::start(&[spec], &opts(None)).unwrap();
+    let pid = set.child_pids()[0];
+    let t = Instant::now();
+    while group_members(pid).len() < 3 && t.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let members = group_members(pid);
+    assert_eq!(
+        members.len(),
+        3,
+        "the shell, its sleep, the watcher: {members:?}"
+    );
+    let carrying: Vec<u32> = members
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+        })
+        .collect();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    set.stop();
+    assert_eq!(carrying, vec![pid], "only the command's shell names it");
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(
+        !environ.contains("LATLAB_CMD"),
+        "the command's environment: {environ}"
+    );
+}
+
 #[test]
 fn cmd_that_ignores_sigterm_is_killed_after_the_grace() {
     let _g = serial();

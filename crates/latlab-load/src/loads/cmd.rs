@@ -41,13 +41,23 @@ const SHELL: &str = "/bin/sh";
 /// The group's first process: it starts the watcher, a background subshell that holds the pipe
 /// on its standard input (as fd 3) and, when the pipe ends (latlab ended or died), stops the
 /// whole group as latlab would (SIGTERM, [`GRACE`], SIGKILL), then replaces itself with the
-/// command (`/bin/sh -c "$1"`, no input). So the command keeps the group leader's pid, its own
+/// command (`/bin/sh -c LINE`, no input). So the command keeps the group leader's pid, its own
 /// exit status and its signal dispositions, and the watcher outlives it until latlab stops the
 /// group: what the command left running is stopped with it.
+///
+/// The script and the command line come in the environment ([`SCRIPT_VAR`], [`LINE_VAR`]),
+/// removed before the command runs, not as arguments: the watcher's command line is then only
+/// [`SUPERVISOR_ARGS`], so `pkill -f` with the command's text finds the command, not the watcher.
 const SUPERVISOR: &str = r#"exec 3<&0 0</dev/null
+line=$LATLAB_CMD_LINE
+unset LATLAB_CMD_LINE LATLAB_CMD_SUPERVISOR
 { trap '' TERM; read _ <&3; kill -TERM 0; /bin/sleep 2 2>/dev/null || sleep 2; kill -KILL 0; } &
-exec 3<&- /bin/sh -c "$1"
+exec 3<&- /bin/sh -c "$line"
 "#;
+const SCRIPT_VAR: &str = "LATLAB_CMD_SUPERVISOR";
+const LINE_VAR: &str = "LATLAB_CMD_LINE";
+/// `/bin/sh -c` these, with the script in [`SCRIPT_VAR`].
+const SUPERVISOR_ARGS: [&str; 3] = ["-c", "eval \"$LATLAB_CMD_SUPERVISOR\"", "latlab-cmd"];
 /// Time between SIGTERM and SIGKILL.
 pub const GRACE: Duration = Duration::from_secs(2);
 
@@ -228,10 +238,9 @@ fn start(spec: &LoadSpec, ctx: &Ctx<'_>) -> Result<Box<dyn Running>, String> {
         .map_err(|e| format!("duplicating standard error: {e}"))?;
     let (lifeline_read, lifeline) = lifeline()?;
     let mut cmd = Command::new(SHELL);
-    cmd.arg("-c")
-        .arg(SUPERVISOR)
-        .arg("latlab-cmd")
-        .arg(&line)
+    cmd.args(SUPERVISOR_ARGS)
+        .env(SCRIPT_VAR, SUPERVISOR)
+        .env(LINE_VAR, &line)
         .stdin(Stdio::from(lifeline_read))
         .stdout(Stdio::from(stderr))
         .process_group(0);
