@@ -278,6 +278,36 @@ fn resolve(
     )))
 }
 
+/// The cells of every item in order. Where two items have cells of the same name (two
+/// experiments of one plan), every cell is tagged with its item, `interval=1ms [e2]`, and the
+/// cell it names to be compared with alike, so a search's cells keep their own baseline. An
+/// item given twice is reported once.
+fn tag_items(groups: Vec<(String, Vec<CellInput>)>) -> Vec<CellInput> {
+    let mut names: BTreeMap<&str, usize> = BTreeMap::new();
+    for (gi, (_, cells)) in groups.iter().enumerate() {
+        for c in cells {
+            names.entry(c.name.as_str()).or_insert(gi);
+        }
+    }
+    let collide = groups.iter().enumerate().any(|(gi, (_, cells))| {
+        cells
+            .iter()
+            .any(|c| names.get(c.name.as_str()) != Some(&gi))
+    });
+    let mut out = Vec::new();
+    for (item, mut cells) in groups {
+        if collide {
+            for c in &mut cells {
+                c.name = format!("{} [{item}]", c.name);
+                c.baseline = c.baseline.take().map(|b| format!("{b} [{item}]"));
+                c.params.insert("item".into(), item.clone());
+            }
+        }
+        out.extend(cells);
+    }
+    out
+}
+
 pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
     let format = ReportFormat::from_name(&args.format).ok_or_else(|| {
         CliError::Usage(format!(
@@ -296,11 +326,14 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
     } else {
         args.items.clone()
     };
-    let mut cells = Vec::new();
     let mut skipped = Skipped::new();
+    let mut groups = Vec::new();
     for item in &items {
-        cells.extend(resolve(&stores, item, &mut skipped)?);
+        if !groups.iter().any(|(i, _)| i == item) {
+            groups.push((item.clone(), resolve(&stores, item, &mut skipped)?));
+        }
     }
+    let cells = tag_items(groups);
     if cells.is_empty() {
         let series = series_items(&stores);
         return Err(CliError::Usage(if series.is_empty() {
@@ -583,5 +616,48 @@ mod tests {
             }
         }
         assert_eq!(cells.iter().filter(|c| c.baseline.is_some()).count(), 4);
+    }
+
+    /// Two experiments of one plan in one report: every cell is told apart by its item, and a
+    /// search's cell names the baseline of its own search, not the first of that name.
+    #[test]
+    fn cells_alike_in_name_across_items_are_tagged_with_their_item() {
+        let cell = |name: &str, baseline: Option<&str>| latlab_report::CellInput {
+            baseline: baseline.map(String::from),
+            ..latlab_report::CellInput::single(latlab_testkit::run::one_cpu(name, (1, 1_000_000)))
+        };
+        let search = || {
+            vec![
+                super::CellInput {
+                    name: "confirm: baseline".into(),
+                    ..cell("x", None)
+                },
+                super::CellInput {
+                    name: "confirm: a=1".into(),
+                    ..cell("y", Some("confirm: baseline"))
+                },
+            ]
+        };
+        let cells = super::tag_items(vec![("e1".into(), search()), ("e3".into(), search())]);
+        let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "confirm: baseline [e1]",
+                "confirm: a=1 [e1]",
+                "confirm: baseline [e3]",
+                "confirm: a=1 [e3]"
+            ]
+        );
+        assert_eq!(cells[3].baseline.as_deref(), Some("confirm: baseline [e3]"));
+        assert_eq!(cells[2].params.get("item").map(String::as_str), Some("e3"));
+        // Names that differ are left as they are.
+        let cells = super::tag_items(vec![
+            ("e1".into(), vec![cell("r1", None)]),
+            ("e2".into(), vec![cell("r2", Some("r1"))]),
+        ]);
+        let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["r1", "r2"]);
+        assert!(cells[1].params.is_empty());
     }
 }

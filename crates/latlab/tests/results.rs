@@ -142,6 +142,27 @@ fn text_and_markdown_and_compare() {
     .stdout;
     let cmp = String::from_utf8_lossy(&cmp);
     assert!(cmp.contains("p99") && cmp.contains("Mann-Whitney"), "{cmp}");
+    // Items whose cells share names: each cell is told apart by its item; an item given twice
+    // is reported once.
+    let csv = |items: &[&str]| {
+        let mut args = vec!["report", "--db", db, "--format", "csv", "--title", "t"];
+        args.extend(items);
+        String::from_utf8(run_ok(&args).stdout).unwrap()
+    };
+    let both = csv(&["e1", "e1/interval=250us"]);
+    let cells: Vec<&str> = both
+        .lines()
+        .filter_map(|l| l.strip_prefix("cell,")?.split(',').next())
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            "interval=1ms [e1]",
+            "interval=250us [e1]",
+            "interval=250us [e1/interval=250us]"
+        ]
+    );
+    assert_eq!(csv(&["e1", "e1"]), csv(&["e1"]));
     // An experiment is not one cell.
     run_exit(latlab!().args(["compare", "--db", db, "e1", "1"]), 2);
     run_exit(latlab!().args(["report", "--db", db, "e99"]), 2);
