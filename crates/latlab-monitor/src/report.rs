@@ -47,51 +47,7 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
     let window_ns = config.measure.window_ns.max(1);
     let span = last.saturating_sub(first);
     let per_point = span.div_ceil(MAX_POINTS).div_ceil(window_ns).max(1) * window_ns;
-    // Point by point, each CPU's windows starting in it folded into one.
-    let mut windows: BTreeMap<u32, Vec<Window>> = BTreeMap::new();
-    let mut worst: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
-    let mut from = first;
-    let mut index = 0;
-    while from < last {
-        let to = from + per_point;
-        let mut folds: BTreeMap<u32, Fold> = BTreeMap::new();
-        for w in store.monitor_window_stats(id, from, to)? {
-            // A window (or merged hour) belongs to the point its start falls in.
-            if w.start_unix_ns < from || w.start_unix_ns >= to {
-                continue;
-            }
-            let f = folds.entry(w.cpu).or_insert(Fold {
-                min: u64::MAX,
-                ..Fold::default()
-            });
-            f.count += w.count;
-            f.missed += w.missed;
-            if w.count > 0 {
-                f.min = f.min.min(w.min_ns);
-                f.p99 = f.p99.max(w.p99_ns);
-                if w.max_ns >= f.max {
-                    (f.max, f.max_start) = (w.max_ns, w.start_unix_ns);
-                }
-            }
-        }
-        for (cpu, f) in folds {
-            let w = worst.entry(cpu).or_default();
-            if f.count > 0 && f.max >= w.0 {
-                *w = (f.max, f.max_start - first);
-            }
-            windows.entry(cpu).or_default().push(Window {
-                index,
-                start_ns: from - first,
-                count: f.count,
-                min: if f.count > 0 { f.min } else { 0 },
-                max: f.max,
-                p99: f.p99,
-                missed: f.missed,
-            });
-        }
-        from = to;
-        index += 1;
-    }
+    let (mut windows, worst) = series_points(store, id, first, last, per_point)?;
     let threads: Vec<ThreadResult> = totals
         .cpus
         .into_iter()
@@ -185,6 +141,65 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
     let mut result = RunResult::from_threads(head, threads);
     result.samples = series_samples(store, id, window_ns, idle_states)?;
     Ok(Some(result))
+}
+
+/// Each CPU's windows over time, point by point (`per_point` long, from `first` to `last`), the
+/// windows starting in a point folded into one; and each CPU's worst latency with its time from
+/// `first`.
+type Points = (BTreeMap<u32, Vec<Window>>, BTreeMap<u32, (u64, u64)>);
+
+fn series_points(
+    store: &Store,
+    id: latlab_store::SeriesId,
+    first: u64,
+    last: u64,
+    per_point: u64,
+) -> Result<Points, StoreError> {
+    let mut windows: BTreeMap<u32, Vec<Window>> = BTreeMap::new();
+    let mut worst: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    let mut from = first;
+    let mut index = 0;
+    while from < last {
+        let to = from + per_point;
+        let mut folds: BTreeMap<u32, Fold> = BTreeMap::new();
+        for w in store.monitor_window_stats(id, from, to)? {
+            // A window (or merged hour) belongs to the point its start falls in.
+            if w.start_unix_ns < from || w.start_unix_ns >= to {
+                continue;
+            }
+            let f = folds.entry(w.cpu).or_insert(Fold {
+                min: u64::MAX,
+                ..Fold::default()
+            });
+            f.count += w.count;
+            f.missed += w.missed;
+            if w.count > 0 {
+                f.min = f.min.min(w.min_ns);
+                f.p99 = f.p99.max(w.p99_ns);
+                if w.max_ns >= f.max {
+                    (f.max, f.max_start) = (w.max_ns, w.start_unix_ns);
+                }
+            }
+        }
+        for (cpu, f) in folds {
+            let w = worst.entry(cpu).or_default();
+            if f.count > 0 && f.max >= w.0 {
+                *w = (f.max, f.max_start - first);
+            }
+            windows.entry(cpu).or_default().push(Window {
+                index,
+                start_ns: from - first,
+                count: f.count,
+                min: if f.count > 0 { f.min } else { 0 },
+                max: f.max,
+                p99: f.p99,
+                missed: f.missed,
+            });
+        }
+        from = to;
+        index += 1;
+    }
+    Ok((windows, worst))
 }
 
 /// What the samplers measured beside the windows, over the whole series: each CPU's frequency,
