@@ -707,7 +707,7 @@ fn spawn_waker(
         .spawn(move || {
             let setup = setup_thread(&cfg2, &affinity).map_err(|e| format!("waker: {e}"));
             let Some(start) = gate.pass(setup) else {
-                slot.done.store(true, Ordering::Release);
+                slot.finish();
                 return;
             };
             let ctx = Ctx { start, ..base };

@@ -351,17 +351,24 @@ pub fn busy_loop(ctx: &Ctx, sink: &mut WindowSink) -> io::Result<()> {
     }
 }
 
+/// The waker overwrote stamps while the woken thread read them.
+struct Lapped;
+
+/// How many wakes' stamps a [`WakeSlot`] keeps.
+const STAMPS: u32 = 8;
+
 /// The state a waker thread shares with the thread it wakes.
 pub struct WakeSlot {
     /// Incremented once per wake; also the futex word.
     pub seq: AtomicU32,
-    /// Clock reading just before the wake call.
-    pub stamp: AtomicU64,
-    /// Deadline of the period (ns after start) the wake belongs to.
-    pub at: AtomicU64,
+    /// Per wake (at `seq % STAMPS`): the clock reading just before the wake call, and the
+    /// deadline of its period (ns after start). The last few are kept: the woken thread reads
+    /// its clock before it reads which wake is the newest, and a wake published in between is
+    /// not the one that woke it.
+    stamps: [(AtomicU64, AtomicU64); STAMPS as usize],
     /// Periods the waker itself skipped because it ran late.
     pub missed: AtomicU64,
-    pub done: AtomicBool,
+    done: AtomicBool,
     /// Thread id of the woken thread (for the signal method).
     pub tid: AtomicU32,
     pub efd: libc::c_int,
@@ -372,8 +379,7 @@ impl WakeSlot {
     pub fn new(method: Method) -> io::Result<WakeSlot> {
         let mut slot = WakeSlot {
             seq: AtomicU32::new(0),
-            stamp: AtomicU64::new(0),
-            at: AtomicU64::new(0),
+            stamps: std::array::from_fn(|_| (AtomicU64::new(0), AtomicU64::new(0))),
             missed: AtomicU64::new(0),
             done: AtomicBool::new(false),
             tid: AtomicU32::new(0),
@@ -395,6 +401,65 @@ impl WakeSlot {
             _ => {}
         }
         Ok(slot)
+    }
+
+    /// Publish the next wake: its stamp (the clock now) and its period's deadline `at`.
+    #[inline(always)]
+    fn publish(&self, clock: libc::clockid_t, at: u64) {
+        let seq = self.seq.load(Ordering::Relaxed).wrapping_add(1);
+        let (stamp, deadline) = &self.stamps[(seq % STAMPS) as usize];
+        // The slot's last reader must see it rewritten only after `seq` moved past it.
+        std::sync::atomic::fence(Ordering::Release);
+        deadline.store(at, Ordering::Relaxed);
+        stamp.store(os::now(clock), Ordering::Relaxed);
+        self.seq.store(seq, Ordering::Release);
+    }
+
+    /// The final wake: it carries no sample (its stamp is later than any clock reading), and
+    /// `done` is set after it, so a thread that sees `done` sees it too.
+    pub fn finish(&self) {
+        let seq = self.seq.load(Ordering::Relaxed).wrapping_add(1);
+        std::sync::atomic::fence(Ordering::Release);
+        self.stamps[(seq % STAMPS) as usize]
+            .0
+            .store(u64::MAX, Ordering::Relaxed);
+        self.seq.store(seq, Ordering::Release);
+        self.done.store(true, Ordering::Release);
+    }
+
+    /// The newest wake after `seen` (up to `newest`) stamped at or before `now`, the clock
+    /// reading of the thread it woke: `(wake, stamp, deadline)`. A wake stamped later was
+    /// published after that reading and did not wake it; it is left for the next turn. `None`
+    /// when every wake after `seen` is stamped later; `Err(Lapped)` when the waker moved on so
+    /// far meanwhile (the thread was off its CPU for several periods) that the stamps it read
+    /// may be overwritten: read the clock again.
+    #[inline(always)]
+    fn newest_before(
+        &self,
+        seen: u32,
+        newest: u32,
+        now: u64,
+    ) -> Result<Option<(u32, u64, u64)>, Lapped> {
+        let mut k = newest;
+        let found = loop {
+            if k == seen {
+                return Ok(None);
+            }
+            if newest.wrapping_sub(k) >= STAMPS - 2 {
+                return Err(Lapped);
+            }
+            let (stamp, deadline) = &self.stamps[(k % STAMPS) as usize];
+            let t = stamp.load(Ordering::Relaxed);
+            if t <= now {
+                break (k, t, deadline.load(Ordering::Relaxed));
+            }
+            k = k.wrapping_sub(1);
+        };
+        std::sync::atomic::fence(Ordering::Acquire);
+        if self.seq.load(Ordering::Relaxed).wrapping_sub(found.0) >= STAMPS - 1 {
+            return Err(Lapped);
+        }
+        Ok(Some(found))
     }
 
     /// Wake the measuring thread.
@@ -495,9 +560,7 @@ pub fn waker_loop(ctx: &Ctx, slot: &WakeSlot, method: Method) {
             period += skipped;
             next += skipped * interval;
         }
-        slot.at.store(next - start, Ordering::Relaxed);
-        slot.stamp.store(os::now(ctx.clock), Ordering::Relaxed);
-        slot.seq.fetch_add(1, Ordering::Release);
+        slot.publish(ctx.clock, next - start);
         slot.wake(method);
         period += 1;
         next += interval;
@@ -505,8 +568,7 @@ pub fn waker_loop(ctx: &Ctx, slot: &WakeSlot, method: Method) {
             break;
         }
     }
-    slot.done.store(true, Ordering::Release);
-    slot.seq.fetch_add(1, Ordering::Release);
+    slot.finish();
     slot.wake(method);
 }
 
@@ -518,15 +580,20 @@ pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowS
     let mut slow = 0u64;
     loop {
         slot.wait(method, seen, &sigset);
-        let now = os::now(ctx.clock);
-        let seq = slot.seq.load(Ordering::Acquire);
-        let done = slot.done.load(Ordering::Acquire);
-        // The final wake bumps seq without a sample.
-        let samples = seq.wrapping_sub(seen).saturating_sub(u32::from(done));
-        if samples > 0 {
-            let lat = now.saturating_sub(slot.stamp.load(Ordering::Relaxed));
+        let mut now = os::now(ctx.clock);
+        let (newest, done, woke) = loop {
+            // `done` first: once it is set, `seq` holds the final bump (a wake stamped "never").
+            let done = slot.done.load(Ordering::Acquire);
+            let seq = slot.seq.load(Ordering::Acquire);
+            let newest = seq.wrapping_sub(u32::from(done));
+            match slot.newest_before(seen, newest, now) {
+                Ok(woke) => break (newest, done, woke),
+                Err(Lapped) => now = os::now(ctx.clock),
+            }
+        };
+        if let Some((wake, stamp, at)) = woke {
+            let lat = now - stamp;
             // Nominal deadline (ns after this thread's start): windows count from it.
-            let at = slot.at.load(Ordering::Relaxed);
             if at > win_end {
                 sink.cur.missed += slot.missed.swap(0, Ordering::Relaxed);
                 let index = (at - 1) / ctx.window;
@@ -535,7 +602,7 @@ pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowS
                 slow = 0;
             }
             sink.cur.hist.record(lat);
-            let coalesced = u64::from(samples - 1);
+            let coalesced = u64::from(wake.wrapping_sub(seen) - 1);
             if lat > slow || coalesced > 0 {
                 ctx.slow_path(sink, lat, at + ctx.phase, now, (0, 0));
                 if coalesced > 0 {
@@ -546,11 +613,85 @@ pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowS
                 }
                 slow = ctx.threshold(sink.cur.hist.max());
             }
+            seen = wake;
         }
-        seen = seq;
-        if done {
+        // Wakes published after the clock was read are taken on the next turn (their wake
+        // calls are still to come, or pending); the end, once they are.
+        if done && seen == newest {
             break;
         }
     }
     sink.cur.missed += slot.missed.swap(0, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::{Lapped, STAMPS, WakeSlot};
+    use latlab_model::Method;
+    use std::sync::atomic::Ordering;
+
+    /// A slot whose wakes 1..=`stamps.len()` were stamped so, their deadlines 10 × the wake.
+    fn slot_with(stamps: &[u64]) -> WakeSlot {
+        let slot = WakeSlot::new(Method::Futex).unwrap();
+        for (i, &t) in stamps.iter().enumerate() {
+            let wake = i as u32 + 1;
+            let (stamp, at) = &slot.stamps[(wake % STAMPS) as usize];
+            stamp.store(t, Ordering::Relaxed);
+            at.store(u64::from(wake) * 10, Ordering::Relaxed);
+        }
+        slot.seq.store(stamps.len() as u32, Ordering::Relaxed);
+        slot
+    }
+
+    fn newest(slot: &WakeSlot, seen: u32, now: u64) -> Result<Option<(u32, u64, u64)>, Lapped> {
+        let n = slot.seq.load(Ordering::Relaxed);
+        slot.newest_before(seen, n, now)
+    }
+
+    /// The woken thread reads its clock, then which wake is the newest: a wake published in
+    /// between is not the one that woke it, and taking its stamp gave latencies of 0.
+    #[test]
+    fn a_wake_published_after_the_clock_reading_is_left_for_the_next_turn() {
+        let slot = slot_with(&[100, 200, 300, 400, 500]);
+        // Woken by wake 4 at 450; wake 5 was published at 500, after that reading.
+        assert!(matches!(newest(&slot, 3, 450), Ok(Some((4, 400, 40)))));
+        // Read at 550: wake 5 is the newest before it, wake 4 is coalesced with it.
+        assert!(matches!(newest(&slot, 3, 550), Ok(Some((5, 500, 50)))));
+        // Every wake after the last seen is later than the reading: nothing woke the thread.
+        assert!(matches!(newest(&slot, 4, 450), Ok(None)));
+        assert!(matches!(newest(&slot, 5, 999), Ok(None)));
+    }
+
+    /// Stamps far behind the newest may be overwritten: the thread reads its clock again.
+    #[test]
+    fn stamps_the_waker_may_have_overwritten_are_not_taken() {
+        let stamps: Vec<u64> = (1..=12).map(|w| w * 100).collect();
+        let slot = slot_with(&stamps);
+        // The newest stamps are all later than a reading taken before wake 5 was published.
+        assert!(matches!(newest(&slot, 0, 450), Err(Lapped)));
+        // One close to the newest is taken.
+        assert!(matches!(newest(&slot, 0, 1150), Ok(Some((11, 1100, 110)))));
+        // The waker moved on while the stamp was read: not taken.
+        let n = slot.seq.load(Ordering::Relaxed);
+        slot.seq.store(n + STAMPS - 1, Ordering::Relaxed);
+        assert!(matches!(slot.newest_before(0, n, 1150), Err(Lapped)));
+    }
+
+    /// The final wake carries no sample, and `done` implies it is counted in `seq`.
+    #[test]
+    fn the_final_wake_is_never_a_sample() {
+        let slot = slot_with(&[100, 200]);
+        slot.finish();
+        assert!(slot.done.load(Ordering::Acquire));
+        let seq = slot.seq.load(Ordering::Acquire);
+        assert_eq!(seq, 3);
+        // Counted as a wake it would still not be taken: its stamp is later than any reading.
+        assert!(matches!(slot.newest_before(2, seq, u64::MAX - 1), Ok(None)));
+        assert!(matches!(
+            slot.newest_before(0, seq - 1, 250),
+            Ok(Some((2, 200, 20)))
+        ));
+    }
 }
