@@ -138,6 +138,9 @@ fn experiment_cells(
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     // A search compares some cells with others than its first: the report does the same.
     let search = store.experiment(id)?.name == latlab_tune::search::EXPERIMENT_NAME;
+    // Per cell: its repeats, and those not measured (with a failed one's reason).
+    let mut repeats: BTreeMap<String, u32> = BTreeMap::new();
+    let mut unmeasured: BTreeMap<String, (u32, Option<String>)> = BTreeMap::new();
     for c in store.cells(id)? {
         if only.is_some_and(|k| !crate::plan::same_key(k, &c.key)) {
             continue;
@@ -149,6 +152,17 @@ fn experiment_cells(
                 .unwrap_or_else(|| "no reason recorded".into());
             skipped.push((c.key.clone(), reason));
         }
+        if matches!(c.status, CellStatus::Pending | CellStatus::Failed) {
+            let e = unmeasured.entry(c.key.clone()).or_default();
+            e.0 += 1;
+            if c.status == CellStatus::Failed {
+                e.1 =
+                    e.1.take()
+                        .or_else(|| c.reason.clone())
+                        .or(Some(String::new()));
+            }
+        }
+        *repeats.entry(c.key.clone()).or_default() += 1;
         if c.status != CellStatus::Done {
             continue;
         }
@@ -175,6 +189,21 @@ fn experiment_cells(
         for r in &c.runs {
             cells[at].runs.push(store.load_run(*r)?);
         }
+    }
+    for (key, (n, failed)) in unmeasured {
+        let of = repeats.get(&key).copied().unwrap_or(n);
+        let why = match failed {
+            Some(reason) if !reason.is_empty() => format!("one failed: {reason}"),
+            Some(_) => "one failed".into(),
+            None => "the experiment stopped before them; `latlab run PLAN --resume` measures them"
+                .into(),
+        };
+        let which = match (n, of) {
+            (1, 1) => "its repeat".to_string(),
+            (n, of) if n == of => format!("its {of} repeats"),
+            (n, of) => format!("{n} of its {of} repeats"),
+        };
+        skipped.push((key, format!("{which} ({why})")));
     }
     Ok(cells)
 }
@@ -659,5 +688,49 @@ mod tests {
         let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["r1", "r2"]);
         assert!(cells[1].params.is_empty());
+    }
+
+    /// Repeats an interrupted or failing experiment did not measure are said, per cell.
+    #[test]
+    fn repeats_not_measured_are_said() {
+        use latlab_store::{CellRef, CellStatus, Store};
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("s.db")).unwrap();
+        let e = store.create_experiment("p", "p").unwrap();
+        let cell = |key: &str, repeat| CellRef {
+            experiment: e,
+            key: key.into(),
+            params: serde_json::json!({ "x": key }),
+            repeat,
+        };
+        let run = latlab_testkit::run::one_cpu("r1", (1, 1_000_000));
+        store.save_run(&run, Some(&cell("x=a", 0))).unwrap();
+        store
+            .record_cell(&cell("x=a", 1), CellStatus::Pending, None)
+            .unwrap();
+        store
+            .record_cell(&cell("x=b", 0), CellStatus::Failed, Some("boom"))
+            .unwrap();
+        store
+            .record_cell(&cell("x=b", 1), CellStatus::Pending, None)
+            .unwrap();
+        let mut skipped = Vec::new();
+        let cells = super::experiment_cells(&store, e, None, &mut skipped).unwrap();
+        assert_eq!(cells.len(), 1);
+        assert_eq!(
+            skipped,
+            [
+                (
+                    "x=a".to_string(),
+                    "1 of its 2 repeats (the experiment stopped before them; `latlab run PLAN \
+                     --resume` measures them)"
+                        .to_string()
+                ),
+                (
+                    "x=b".to_string(),
+                    "its 2 repeats (one failed: boom)".to_string()
+                )
+            ]
+        );
     }
 }
