@@ -11,12 +11,13 @@ pub mod run;
 
 /// Every variable latlab reads, cleared from each command a test runs (a test sets what it
 /// needs after). `SUDO_USER` and `NO_COLOR` change what `check` prints.
-pub const LATLAB_ENV: [&str; 7] = [
+pub const LATLAB_ENV: [&str; 8] = [
     "LATLAB_SYSROOT",
     "LATLAB_STATE_DIR",
     "LATLAB_DB",
     "LATLAB_TUNE_FAIL_AT_WRITE",
     "LATLAB_TUNE_PAUSE_AFTER_WRITES",
+    "LATLAB_TUNE_PAUSE_SECONDS",
     "SUDO_USER",
     "NO_COLOR",
 ];

@@ -17,12 +17,14 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Hooks for tests: make the N-th write fail with EIO, or stop (sleep until killed) after K
-/// writes. `from_env` reads `LATLAB_TUNE_FAIL_AT_WRITE` and `LATLAB_TUNE_PAUSE_AFTER_WRITES`.
+/// Hooks for tests: make the N-th write fail with EIO, or stop after K writes (sleep until
+/// killed, or for S seconds). `from_env` reads `LATLAB_TUNE_FAIL_AT_WRITE`,
+/// `LATLAB_TUNE_PAUSE_AFTER_WRITES` and `LATLAB_TUNE_PAUSE_SECONDS`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TestHooks {
     pub fail_at_write: Option<usize>,
     pub pause_after_writes: Option<usize>,
+    pub pause_seconds: Option<u64>,
 }
 
 impl TestHooks {
@@ -31,6 +33,7 @@ impl TestHooks {
         TestHooks {
             fail_at_write: var("LATLAB_TUNE_FAIL_AT_WRITE"),
             pause_after_writes: var("LATLAB_TUNE_PAUSE_AFTER_WRITES"),
+            pause_seconds: var("LATLAB_TUNE_PAUSE_SECONDS").map(|s: usize| s as u64),
         }
     }
 }
@@ -282,8 +285,7 @@ fn apply_inner(
     opts: &ApplyOptions,
 ) -> Result<(Applied, StateLock), TuneError> {
     // Validate against the machine and check the rights before taking anything.
-    let first = Plan::build(sys, profile, opts.cpus.as_ref())?;
-    check_permissions(sys, &first)?;
+    check_permissions(sys, &Plan::build(sys, profile, opts.cpus.as_ref())?)?;
     let lock = StateLock::acquire(state_dir)?;
     let mut previous = None;
     if let Some(js) = Journal::read(state_dir)? {
@@ -296,13 +298,10 @@ fn apply_inner(
             });
         }
     }
-    let plan = if previous.is_some() {
-        let p = Plan::build(sys, profile, opts.cpus.as_ref())?;
-        check_permissions(sys, &p)?;
-        p
-    } else {
-        first
-    };
+    // The values to journal as the originals are read under the lock: a restore that finished
+    // since the check above (or the one just done) changed them.
+    let plan = Plan::build(sys, profile, opts.cpus.as_ref())?;
+    check_permissions(sys, &plan)?;
     let changes: Vec<Change> = plan.changes().into_iter().cloned().collect();
     let header = Header {
         journal: "latlab.tune".into(),
@@ -376,8 +375,11 @@ fn apply_inner(
                 "latlab: test hook: paused after {} writes (LATLAB_TUNE_PAUSE_AFTER_WRITES)",
                 written.len()
             );
-            loop {
-                std::thread::sleep(std::time::Duration::from_secs(3600));
+            match opts.hooks.pause_seconds {
+                Some(s) => std::thread::sleep(std::time::Duration::from_secs(s)),
+                None => loop {
+                    std::thread::sleep(std::time::Duration::from_secs(3600));
+                },
             }
         }
     }

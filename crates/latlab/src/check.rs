@@ -186,9 +186,13 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
             .state_dir
             .clone()
             .unwrap_or_else(|| latlab_check::fix::default_state_dir(sys));
-        match latlab_check::fix::apply(sys, &plan, &state_dir) {
-            Ok(done) => outcome.done = done,
-            Err(e) => outcome.error = Some(e.to_string()),
+        use crate::tune::{Held, held_off, interrupted_apply};
+        match held_off(sys, &state_dir, || {
+            latlab_check::fix::apply(sys, &plan, &state_dir)
+        }) {
+            Held::Done(Ok(done)) => outcome.done = done,
+            Held::Done(Err(e)) => outcome.error = Some(e.to_string()),
+            Held::Interrupted(restore) => return interrupted_apply("the fixes", restore),
         }
     }
     // Read the system again: the table after the fix shows what it changed.

@@ -285,6 +285,63 @@ fn print_restore(report: &RestoreReport) {
     }
 }
 
+/// How an apply with the stop signals held off ended.
+pub enum Held<T> {
+    Done(T),
+    /// A stop signal came while it wrote: what the restore that followed did.
+    Interrupted(Result<RestoreReport, TuneError>),
+}
+
+/// Run `apply`, a tuning until `tune restore`, with Ctrl-C, SIGTERM and SIGHUP held off until
+/// its writes are done: a signal among them then puts every value back from the journal, so no
+/// part of a profile is left applied. (A second signal exits at once; `tune status` then says
+/// what is left.)
+pub fn held_off<T>(sys: &Sys, state_dir: &std::path::Path, apply: impl FnOnce() -> T) -> Held<T> {
+    let interrupts = crate::signals::Interrupts::install();
+    let out = apply();
+    if !interrupts.interrupted() {
+        return Held::Done(out);
+    }
+    Held::Interrupted(latlab_tune::restore(sys, state_dir))
+}
+
+/// The error of an apply: a previous profile not fully restored, or the apply's own.
+fn held_error(e: TuneError, profile: &str) -> CliResult<ExitCode> {
+    match e {
+        TuneError::RestoreIncomplete { failed, report } => {
+            println!(
+                "restoring {} first:",
+                report.profile.as_deref().unwrap_or("the previous profile")
+            );
+            print_restore(&report);
+            Err(CliError::Failed(anyhow!(
+                "restore of the previous profile incomplete ({}); nothing of {profile} was \
+                 applied",
+                failed.join("; ")
+            )))
+        }
+        e => Err(usage(e)),
+    }
+}
+
+/// An apply a signal interrupted: what was put back; exit code 130.
+pub fn interrupted_apply(
+    profile: &str,
+    restore: Result<RestoreReport, TuneError>,
+) -> CliResult<ExitCode> {
+    match restore {
+        Ok(report) => {
+            println!("interrupted while applying {profile}: every value written is put back:");
+            print_restore(&report);
+            Ok(ExitCode::from(130))
+        }
+        Err(e) => Err(CliError::Failed(anyhow!(
+            "interrupted while applying {profile}, and putting its values back failed: {e}; \
+             run `latlab tune restore`"
+        ))),
+    }
+}
+
 fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
     let profile = ctx.resolve(&a.profile)?;
     let opts = ApplyOptions {
@@ -293,21 +350,12 @@ fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
         restore_previous: true,
         hooks: TestHooks::from_env(),
     };
-    let applied = match latlab_tune::apply(&ctx.sys, &profile, &ctx.state_dir, &opts) {
-        Ok(a) => a,
-        Err(TuneError::RestoreIncomplete { failed, report }) => {
-            println!(
-                "restoring {} first:",
-                report.profile.as_deref().unwrap_or("the previous profile")
-            );
-            print_restore(&report);
-            return Err(CliError::Failed(anyhow!(
-                "restore of the previous profile incomplete ({}); nothing of {} was applied",
-                failed.join("; "),
-                profile.name
-            )));
-        }
-        Err(e) => return Err(usage(e)),
+    let applied = match held_off(&ctx.sys, &ctx.state_dir, || {
+        latlab_tune::apply(&ctx.sys, &profile, &ctx.state_dir, &opts)
+    }) {
+        Held::Done(Ok(a)) => a,
+        Held::Interrupted(restore) => return interrupted_apply(&profile.name, restore),
+        Held::Done(Err(e)) => return held_error(e, &profile.name),
     };
     if let Some(prev) = &applied.previous {
         println!(

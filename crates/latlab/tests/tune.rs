@@ -137,12 +137,16 @@ fn an_injected_write_failure_rolls_back_and_names_knob_and_errno() {
     assert!(!t.state.join("tune.journal").exists());
 }
 
-/// Start `tune apply` that stops after `k` writes; returns once it says so.
-fn paused_apply(t: &Tree, profile: &str, k: usize) -> std::process::Child {
-    let mut child = t
-        .cmd(&["tune", "apply", profile])
+/// Start `tune apply` that stops after `k` writes (for `seconds`, or until killed); returns
+/// once it says so.
+fn paused_apply(t: &Tree, profile: &str, k: usize, seconds: Option<u64>) -> std::process::Child {
+    let mut cmd = t.cmd(&["tune", "apply", profile]);
+    if let Some(s) = seconds {
+        cmd.env("LATLAB_TUNE_PAUSE_SECONDS", s.to_string());
+    }
+    let mut child = cmd
         .env("LATLAB_TUNE_PAUSE_AFTER_WRITES", k.to_string())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -155,6 +159,8 @@ fn paused_apply(t: &Tree, profile: &str, k: usize) -> std::process::Child {
             _ => panic!("apply ended before pausing"),
         }
     }
+    // Whatever it says after is read, so that saying it never fails.
+    std::thread::spawn(move || lines.for_each(drop));
     child
 }
 
@@ -162,7 +168,7 @@ fn paused_apply(t: &Tree, profile: &str, k: usize) -> std::process::Child {
 fn sigkill_in_the_middle_of_apply_then_restore_puts_the_tree_back() {
     let t = Tree::new("laptop-intel");
     let before = snapshot(&t.root);
-    let mut child = paused_apply(&t, "lowlatency", 5);
+    let mut child = paused_apply(&t, "lowlatency", 5, None);
     assert_ne!(snapshot(&t.root), before, "five values written");
     // While it holds the lock, nobody else tunes.
     let out = t.run(&["tune", "restore"]);
@@ -191,6 +197,30 @@ fn sigkill_in_the_middle_of_apply_then_restore_puts_the_tree_back() {
     assert_eq!(snapshot(&t.root), before, "restored byte for byte");
     let err = text(&t.run(&["sysinfo"]).stderr);
     assert!(!err.contains("tune restore"), "notice gone: {err}");
+}
+
+/// Ctrl-C or SIGTERM while `tune apply` writes: the writes finish, then every value is put
+/// back, so no half of a profile stays applied; exit code 130.
+#[test]
+fn a_signal_in_the_middle_of_apply_puts_everything_back() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let t = Tree::new("laptop-intel");
+        let before = snapshot(&t.root);
+        let child = paused_apply(&t, "lowlatency", 3, Some(1));
+        assert_ne!(snapshot(&t.root), before, "three values written");
+        // SAFETY: plain system call to our own child.
+        unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+        let out = child.wait_with_output().unwrap();
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(130), "{stdout}");
+        assert!(
+            stdout
+                .contains("interrupted while applying lowlatency: every value written is put back"),
+            "{stdout}"
+        );
+        assert_eq!(snapshot(&t.root), before, "restored byte for byte");
+        assert!(!t.state.join("tune.journal").exists());
+    }
 }
 
 /// Processes whose command line is exactly `args`.
