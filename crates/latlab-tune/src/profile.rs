@@ -732,6 +732,15 @@ impl Ctx<'_> {
         sys.cpuidle_governor = s
             .cpuidle_governor
             .map(|v| self.at(v, "system.cpuidle_governor"));
+        if let Some(v) = &s.cpu_dma_latency_us
+            && i32::try_from(*v.get_ref()).is_err()
+        {
+            return Err(self.err(
+                v.span(),
+                "system.cpu_dma_latency_us",
+                "more than the kernel takes, expected µs from 0 to 2147483647",
+            ));
+        }
         sys.cpu_dma_latency_us = s
             .cpu_dma_latency_us
             .map(|v| self.at(v, "system.cpu_dma_latency_us"));

@@ -46,6 +46,22 @@ pub fn count(text: &str) -> Result<u64, String> {
     })
 }
 
+/// A `/dev/cpu_dma_latency` request in µs (`--pm-qos`, `tune hold --us`): the kernel takes a
+/// signed 32-bit value. Not a number reads as every refused number does.
+pub fn pm_qos_us(text: &str) -> Result<u32, Box<dyn std::error::Error + Send + Sync>> {
+    let us: u64 = text.trim().parse()?;
+    u32::try_from(us)
+        .ok()
+        .filter(|&u| i32::try_from(u).is_ok())
+        .ok_or_else(|| {
+            format!(
+                "{us} is more than the kernel takes (accepted: a whole number of µs from 0 to \
+                 2147483647, e.g. 10)"
+            )
+            .into()
+        })
+}
+
 /// `--cpus`: a CPU list, or `all` (every online CPU).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cpus {

@@ -76,7 +76,7 @@ pub struct MeasureArgs {
     timer_slack: Ns,
 
     /// Hold /dev/cpu_dma_latency at US microseconds for the run (default: leave PM QoS alone).
-    #[arg(long, value_name = "US")]
+    #[arg(long, value_name = "US", value_parser = args::pm_qos_us)]
     pm_qos: Option<u32>,
 
     /// Length of each window of the time series.

@@ -102,7 +102,7 @@ struct HoldArgs {
     /// Take the request from this profile's system.cpu_dma_latency_us.
     profile: Option<String>,
     /// The latency limit in µs (0: CPUs only poll when idle).
-    #[arg(long, value_name = "US", conflicts_with = "profile")]
+    #[arg(long, value_name = "US", conflicts_with = "profile", value_parser = crate::args::pm_qos_us)]
     us: Option<u32>,
     /// Release after this long (default: until Ctrl-C or SIGTERM).
     #[arg(short = 'D', long, value_name = "DUR", value_parser = crate::args::secs)]

@@ -247,6 +247,21 @@ const ROWS: &[(&[&str], &str)] = &[
         &["tune", "apply", "./seven.toml"],
         "seven.toml:1: cpu.7: CPU 7 does not exist here",
     ),
+    // The kernel takes a signed 32-bit PM QoS request.
+    (
+        &["tune", "apply", "./dma.toml"],
+        "dma.toml:2: system.cpu_dma_latency_us: more than the kernel takes, expected µs from 0 \
+         to 2147483647",
+    ),
+    (
+        &["tune", "hold", "--us", "4294967295"],
+        "--us: 4294967295 is more than the kernel takes (accepted: a whole number of µs from 0 \
+         to 2147483647",
+    ),
+    (
+        &["measure", "--pm-qos", "2147483648"],
+        "--pm-qos: 2147483648 is more than the kernel takes",
+    ),
     (
         &["tune", "show", "./typo.toml"],
         "typo.toml:2: system.timer_migraton: unknown field",
@@ -362,6 +377,7 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
     for (name, text) in [
         ("bad.toml", "description = \"x\"\n[cpu.all]\ngovernor = 3\n"),
         ("seven.toml", "[cpu.7]\nmax_idle_latency_us = 0\n"),
+        ("dma.toml", "[system]\ncpu_dma_latency_us = 3000000000\n"),
         ("typo.toml", "[system]\ntimer_migraton = false\n"),
         ("earlier.json", "{\"a result\": \"kept\"}\n"),
     ] {
