@@ -27,7 +27,7 @@ use latlab_store::{
     MonitorWindow, SeriesId, SeriesSpec, SeriesState, Store, StoreError, WindowSet,
 };
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -357,11 +357,26 @@ impl Keeper {
 
     /// Reopen the store if its file was deleted or replaced, and try the parked sets again.
     fn check_store(&mut self) {
-        let event = match self.store.as_ref().map(Store::file_fate) {
+        let fate = self.store.as_ref().map(Store::file_fate);
+        // A store renamed away keeps its name in this process's descriptors.
+        let renamed = match fate {
+            Some(FileFate::Deleted | FileFate::Replaced) => {
+                self.store.as_ref().and_then(Store::renamed_to)
+            }
+            _ => None,
+        };
+        let event = match fate {
             Some(FileFate::InPlace) if self.outage.is_none() => {
                 self.sidecars = self.store.as_ref().map(Store::sidecars).unwrap_or_default();
                 return;
             }
+            _ if renamed.is_some() => Some(format!(
+                "the store {} was renamed to {} under the running daemon: its journal goes \
+                 with it (the windows it holds stay there); a new store is made at the path \
+                 and the series starts again in it",
+                self.db.display(),
+                renamed.as_deref().unwrap_or(Path::new("")).display()
+            )),
             Some(FileFate::Deleted) => Some(format!(
                 "the store {} was deleted under the running daemon: a new store is made there \
                  and the series starts again in it",
@@ -379,7 +394,7 @@ impl Keeper {
             // Let go of the old file, then move its journal out of the new one's way: SQLite
             // would read the old pages from it into whatever file is now at the path.
             self.store = None;
-            self.set_aside_sidecars();
+            self.set_aside_sidecars(renamed.as_deref());
         }
         // A connection that failed may stay failed (a file system remounted read-only): start
         // again from the file at the path.
@@ -393,9 +408,11 @@ impl Keeper {
         self.drain();
     }
 
-    /// Rename the old store's sidecar files still at their paths to `NAME.orphaned` (kept, not
-    /// deleted: they may hold the last windows written to the old file).
-    fn set_aside_sidecars(&mut self) {
+    /// Move the old store's sidecar files still at their paths out of the new file's way: beside
+    /// the old file where it was renamed to (`renamed`), its journal then read with it; else to
+    /// `NAME.orphaned` (kept, not deleted: they may hold the last windows written to the old
+    /// file), never over an earlier one.
+    fn set_aside_sidecars(&mut self, renamed: Option<&Path>) {
         use std::os::unix::fs::MetadataExt;
         for (path, id) in std::mem::take(&mut self.sidecars) {
             let Ok(m) = std::fs::metadata(&path) else {
@@ -404,13 +421,25 @@ impl Keeper {
             if (m.dev(), m.ino()) != id {
                 continue;
             }
-            let mut aside = path.clone().into_os_string();
-            aside.push(".orphaned");
+            // `-wal` or `-shm` beside the renamed file, where nothing is there yet.
+            let suffix = if path.to_string_lossy().ends_with("-wal") {
+                "-wal"
+            } else {
+                "-shm"
+            };
+            let beside = renamed
+                .map(|r| {
+                    let mut p = r.as_os_str().to_os_string();
+                    p.push(suffix);
+                    PathBuf::from(p)
+                })
+                .filter(|p| std::fs::symlink_metadata(p).is_err());
+            let aside = beside.unwrap_or_else(|| unused_name(&path, ".orphaned"));
             match std::fs::rename(&path, &aside) {
                 Ok(()) => eprintln!(
                     "latlab: monitor: {} belonged to the old store: moved to {}",
                     path.display(),
-                    PathBuf::from(&aside).display()
+                    aside.display()
                 ),
                 Err(e) => self.error(format!("cannot move {} aside: {e}", path.display())),
             }
@@ -543,6 +572,13 @@ impl Keeper {
             l.last_window_end_ms = Some(crate::api::ms(set.end_unix_ns));
         }
         Ok(())
+    }
+
+    /// Whether the store's path still names the file it has open.
+    fn in_place(&self) -> bool {
+        self.store
+            .as_ref()
+            .is_some_and(|s| s.file_fate() == FileFate::InPlace)
     }
 
     /// Keep `set` (window `k` of this run) for when the store can be written again.
@@ -711,7 +747,22 @@ impl Keeper {
             self.park(k, set);
             return;
         }
+        // The file deleted, renamed or replaced since the last check: the set goes to the file
+        // at the path once it is opened, not to one no one will read.
+        if !self.in_place() {
+            self.park(k, set);
+            self.check_store();
+            return;
+        }
         match self.insert(&set) {
+            // Moved while it was written: it may be in the old file only; stored again.
+            Ok(()) if !self.in_place() => {
+                if let Ok(mut l) = self.live.lock() {
+                    l.windows_written = l.windows_written.saturating_sub(1);
+                }
+                self.park(k, set);
+                self.check_store();
+            }
             Ok(()) => {}
             Err(e) if e.is_storage_failure() => {
                 self.failing(e.to_string());
@@ -719,5 +770,39 @@ impl Keeper {
             }
             Err(e) => self.lost(format!("window {} not stored: {e}", set.index)),
         }
+    }
+}
+
+/// `PATH` + `suffix`, or with `.1`, `.2`, … after it where that is taken.
+fn unused_name(path: &Path, suffix: &str) -> PathBuf {
+    let base = |n: u32| {
+        let mut p = path.as_os_str().to_os_string();
+        p.push(suffix);
+        if n > 0 {
+            p.push(format!(".{n}"));
+        }
+        PathBuf::from(p)
+    };
+    (0..)
+        .map(base)
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .unwrap_or_else(|| base(0))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    /// A second file set aside never replaces the first (it may hold the only copy of windows).
+    #[test]
+    fn a_name_set_aside_is_never_taken_twice() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = dir.path().join("m.db-wal");
+        let name = |p| super::unused_name(p, ".orphaned");
+        assert_eq!(name(&wal), dir.path().join("m.db-wal.orphaned"));
+        std::fs::write(dir.path().join("m.db-wal.orphaned"), "1").unwrap();
+        assert_eq!(name(&wal), dir.path().join("m.db-wal.orphaned.1"));
+        std::fs::write(dir.path().join("m.db-wal.orphaned.1"), "2").unwrap();
+        assert_eq!(name(&wal), dir.path().join("m.db-wal.orphaned.2"));
     }
 }

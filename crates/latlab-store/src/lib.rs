@@ -307,6 +307,21 @@ impl Store {
         }
     }
 
+    /// Where the file this store opened is now, when it was moved away from its path (renamed,
+    /// not deleted): the name the kernel gives the descriptor open on it.
+    pub fn renamed_to(&self) -> Option<PathBuf> {
+        let opened = self.file?;
+        std::fs::read_dir("/proc/self/fd")
+            .ok()?
+            .flatten()
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .find(|target| {
+                target != &self.path
+                    && target.is_absolute()
+                    && file_identity(target) == Some(opened)
+            })
+    }
+
     /// Run `read` on one snapshot of the store: every query in it sees the same state, even
     /// while a daemon writes windows meanwhile (a read transaction; nothing is written).
     pub fn snapshot<T>(&self, read: impl FnOnce(&Store) -> Result<T>) -> Result<T> {

@@ -413,6 +413,52 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
     db_check(&copy);
 }
 
+/// A store renamed under the daemon (`mv` of the file alone, as log rotation does) keeps every
+/// window written to it: its journal goes with it. The windows written between the rename and
+/// the daemon noticing it are stored again in the new store at the path, so the two together
+/// hold every window of the run.
+#[test]
+fn a_renamed_store_keeps_its_windows_and_the_new_one_goes_on_without_a_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, moved) = (dir.path().join("m.db"), dir.path().join("moved.db"));
+    let mut d = started(&db, dir.path(), 2);
+    std::fs::rename(&db, &moved).unwrap();
+    d.wait_until("a window in the new store", Duration::from_secs(30), || {
+        db.exists() && !sets(&db, "t").is_empty()
+    });
+    d.wait_until(
+        "two windows in the new store",
+        Duration::from_secs(30),
+        || sets(&db, "t").len() >= 2,
+    );
+    let log = d.term();
+    assert!(
+        log.contains(&format!("was renamed to {}", moved.display())),
+        "{log}"
+    );
+    let (old, new) = (sets(&moved, "t"), sets(&db, "t"));
+    let mut all: Vec<u64> = old.iter().chain(&new).map(|s| s.window_index).collect();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.first(), Some(&0), "{log}");
+    assert_eq!(
+        all.len() as u64,
+        all.last().unwrap() + 1,
+        "every window in one of the two files: old {:?}, new {:?}: {log}",
+        old.iter().map(|s| s.window_index).collect::<Vec<_>>(),
+        new.iter().map(|s| s.window_index).collect::<Vec<_>>()
+    );
+    let orphaned: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("orphaned"))
+        .collect();
+    assert!(orphaned.is_empty(), "{orphaned:?}");
+    db_check(&moved);
+    db_check(&db);
+}
+
 #[test]
 fn a_deleted_store_is_made_again_and_a_foreign_file_in_its_place_waited_out() {
     let dir = tempfile::tempdir().unwrap();
