@@ -222,9 +222,25 @@ pub fn series_lock_path(db: &Path, name: &str) -> std::path::PathBuf {
     file.into()
 }
 
+/// The store's path with every link resolved (its directory's, when the file is still to be
+/// made): one lock for one file, however the path to it is spelled.
+fn resolved(db: &Path) -> std::path::PathBuf {
+    if let Ok(p) = std::fs::canonicalize(db) {
+        return p;
+    }
+    let dir = match db.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(dir), db.file_name()) {
+        (Ok(d), Some(file)) => d.join(file),
+        _ => db.to_path_buf(),
+    }
+}
+
 /// Take series `name`'s lock, or refuse naming the daemon that holds it.
 fn lock_series(db: &Path, name: &str) -> Result<PidLock, Error> {
-    PidLock::acquire(&series_lock_path(db, name)).map_err(|e| {
+    PidLock::acquire(&series_lock_path(&resolved(db), name)).map_err(|e| {
         Error::Failed(match e {
             LockError::Held { pid, .. } => anyhow::anyhow!(
                 "series {name:?} in {} is being recorded by another daemon ({}); stop it or \

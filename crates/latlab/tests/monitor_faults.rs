@@ -93,6 +93,14 @@ fn a_second_daemon_on_the_series_is_refused_naming_the_first() {
         "{}",
         stderr(&second)
     );
+    // The same file through a link, or another spelling of its path, is the same store.
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&db, &link).unwrap();
+    let dotted = dir.path().join(".").join("m.db");
+    for other in [&link, &dotted] {
+        let second = monitor(other, "t").output().unwrap();
+        assert_one_line_error(&second, 1, "series \"t\"");
+    }
     // Another series of the same store is another daemon's to record.
     let other = Proc::start(monitor(&db, "u"), dir.path().join("2.log"));
     wait_for(
