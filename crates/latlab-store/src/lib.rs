@@ -365,10 +365,20 @@ impl Store {
     }
 }
 
-/// The window length of series `name` in the store at `path` and how many windows it holds,
-/// read without writing anything (no migration, no journal set up): `None` where the store has
-/// no such series, or no monitor tables yet.
-pub fn series_window(path: &Path, name: &str) -> Result<Option<(u64, u64)>> {
+/// A stored series as a daemon about to continue it checks it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSeries {
+    pub window_ns: u64,
+    /// Windows it holds (merged ones counted one by one).
+    pub windows: u64,
+    /// How it was measured last (`None` where the stored configuration does not read).
+    pub measure: Option<latlab_model::MeasureConfig>,
+}
+
+/// Series `name` in the store at `path`: its window length, how many windows it holds and how
+/// it was measured, read without writing anything (no migration, no journal set up): `None`
+/// where the store has no such series, or no monitor tables yet.
+pub fn stored_series(path: &Path, name: &str) -> Result<Option<StoredSeries>> {
     let open_err = |source| StoreError::Open {
         path: path.to_path_buf(),
         source,
@@ -395,14 +405,26 @@ pub fn series_window(path: &Path, name: &str) -> Result<Option<(u64, u64)>> {
     }
     Ok(conn
         .query_row(
-            "SELECT s.window_ns, COALESCE(SUM(m.windows), 0) FROM monitor_series s
+            "SELECT s.window_ns, COALESCE(SUM(m.windows), 0), s.config FROM monitor_series s
                LEFT JOIN monitor_sets m ON m.series_id = s.id
               WHERE s.name = ?1 GROUP BY s.id",
             [name],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            },
         )
         .optional()?
-        .map(|(w, n)| (w.max(0) as u64, n.max(0) as u64)))
+        .map(|(w, n, config)| StoredSeries {
+            window_ns: w.max(0) as u64,
+            windows: n.max(0) as u64,
+            measure: serde_json::from_str::<latlab_model::monitor::SeriesConfig>(&config)
+                .ok()
+                .map(|c| c.measure),
+        }))
 }
 
 /// What the SQLite file at `path` is, read without writing to it: the schema version of a

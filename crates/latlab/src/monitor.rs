@@ -11,7 +11,7 @@ use crate::cli_error::{CliError, CliResult};
 use clap::Args;
 use latlab_measure::StopSignal;
 use latlab_model::units::format_duration;
-use latlab_model::{Method, Policy};
+use latlab_model::{MeasureConfig, Method, Policy};
 use latlab_monitor::schedule::{self, Schedule};
 use latlab_monitor::{MonitorPlan, check_config_text, store_state};
 use latlab_sys::Sys;
@@ -225,7 +225,7 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
     };
     let db = latlab_store::resolve_path(args.db.as_deref());
     let store_state = store_state(&db).map_err(|e| CliError::Usage(format!("--db {e}")))?;
-    same_window(&db, &name, window_ns)?;
+    same_series(&db, &name, &cfg)?;
     let state_dir = latlab_tune::default_state_dir(sys);
     let profile = match &args.profile {
         None => None,
@@ -289,28 +289,93 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
     })
 }
 
-/// A series continues with the window it was measured with: its windows, its report and its
-/// Prometheus series would otherwise mix two lengths under one name.
-fn same_window(db: &std::path::Path, name: &str, window_ns: u64) -> CliResult<()> {
+/// A series continues as it was measured: with its window length, interval, method, clock and
+/// scheduling. Its windows, its report and its Prometheus series would otherwise mix two kinds
+/// of numbers under one name. (The CPUs may differ: a machine's CPUs change, and every CPU has
+/// rows of its own; a profile or schedule is a change the series is there to show.)
+fn same_series(db: &std::path::Path, name: &str, cfg: &MeasureConfig) -> CliResult<()> {
     if !db.exists() {
         return Ok(());
     }
     // Read only: `--check-config` touches nothing, and a store to migrate is the daemon's.
-    let Ok(Some((stored_ns, windows))) = latlab_store::series_window(db, name) else {
+    let Ok(Some(stored)) = latlab_store::stored_series(db, name) else {
         // Whatever is wrong with the file is said where the daemon opens it.
         return Ok(());
     };
-    if windows > 0 && stored_ns != window_ns {
+    if stored.windows == 0 {
+        return Ok(());
+    }
+    if stored.window_ns != cfg.window_ns {
         return Err(CliError::Usage(format!(
-            "--window {}: series {name:?} in {} holds {windows} windows of {} (accepted: \
-             --window {} to continue it, or another --name for a new series)",
-            format_duration(window_ns),
+            "--window {}: series {name:?} in {} holds {} windows of {} (accepted: --window {} \
+             to continue it, or another --name for a new series)",
+            format_duration(cfg.window_ns),
             db.display(),
-            format_duration(stored_ns),
-            format_duration(stored_ns)
+            stored.windows,
+            format_duration(stored.window_ns),
+            format_duration(stored.window_ns)
         )));
     }
-    Ok(())
+    let Some(was) = stored.measure else {
+        return Ok(());
+    };
+    let differ = measured_otherwise(&was, cfg);
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "series {name:?} in {} was measured with {} (accepted: those options to continue it, \
+         or another --name for a new series)",
+        db.display(),
+        differ.join(", ")
+    )))
+}
+
+/// The measuring options of `now` that differ from `was`, as `--interval 200us (not 1ms)`.
+fn measured_otherwise(was: &MeasureConfig, now: &MeasureConfig) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut differ = |option: &str, a: String, b: String| {
+        if a != b {
+            out.push(format!("{option} {a} (not {b})"));
+        }
+    };
+    differ(
+        "--interval",
+        format_duration(was.interval_ns),
+        format_duration(now.interval_ns),
+    );
+    differ(
+        "--method",
+        was.method.name().into(),
+        now.method.name().into(),
+    );
+    differ("--clock", was.clock.name().into(), now.clock.name().into());
+    differ(
+        "--relative",
+        was.relative.to_string(),
+        now.relative.to_string(),
+    );
+    differ(
+        "--policy",
+        was.policy.name().into(),
+        now.policy.name().into(),
+    );
+    differ(
+        "--priority",
+        was.priority.to_string(),
+        now.priority.to_string(),
+    );
+    differ(
+        "--timer-slack",
+        format_duration(was.timer_slack_ns),
+        format_duration(now.timer_slack_ns),
+    );
+    differ(
+        "--stagger",
+        was.stagger.to_string(),
+        now.stagger.to_string(),
+    );
+    out
 }
 
 pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {

@@ -1323,8 +1323,9 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
     assert!(store.annotations(id, 0, END).unwrap().is_empty());
 }
 
-/// A series continues with its window length: another --window is refused as bad input before
-/// anything runs, naming the series' window; another --name starts a new series.
+/// A series continues with its window length and how it was measured: another --window,
+/// interval or method is refused as bad input before anything runs, naming what the series
+/// has; another --name starts a new series.
 #[test]
 fn a_series_is_not_continued_with_another_window() {
     let dir = tempfile::tempdir().unwrap();
@@ -1336,20 +1337,15 @@ fn a_series_is_not_continued_with_another_window() {
         ],
     ));
     let before = std::fs::read(&db).unwrap();
-    let monitor = |name: &str| {
+    let check = |name: &str, args: &[&str]| {
         let mut c = latlab!();
-        c.args([
-            "monitor",
-            "--window",
-            "10s",
-            "--listen",
-            "off",
-            "--check-config",
-        ])
-        .args(["--name", name, "--db"])
-        .arg(&db);
+        c.args(["monitor", "--listen", "off", "--check-config"])
+            .args(args)
+            .args(["--name", name, "--db"])
+            .arg(&db);
         c.output().unwrap()
     };
+    let monitor = |name: &str| check(name, &["--window", "10s"]);
     let out = monitor("five");
     latlab_testkit::assert_one_line_error(&out, 2, "--window 10s: series \"five\" in ");
     assert!(
@@ -1365,6 +1361,22 @@ fn a_series_is_not_continued_with_another_window() {
         );
     }
     latlab_testkit::assert_ok(&monitor("ten"));
+    // Nor with another interval or method: its numbers would mean something else.
+    let out = check(
+        "five",
+        &["--window", "5m", "--interval", "1ms", "-m", "timerfd"],
+    );
+    latlab_testkit::assert_one_line_error(&out, 2, "series \"five\" in ");
+    assert!(
+        stderr(&out).contains(
+            "was measured with --interval 200us (not 1ms), --method clock-nanosleep (not \
+             timerfd) (accepted: those options to continue it, or another --name"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    latlab_testkit::assert_ok(&check("five", &["--window", "5m"]));
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the store was changed");
 }
 
 /// The start is in the store as measuring starts, not when the first window closes (a SIGKILL
