@@ -392,6 +392,12 @@ pub fn open_store(path: &Path) -> CliResult<Store> {
             dir.display()
         )));
     }
+    if path.is_dir() {
+        return Err(CliError::Usage(format!(
+            "--db {}: a directory, not a store (accepted: a latlab store or a new file)",
+            path.display()
+        )));
+    }
     Store::open(path).map_err(|e| match e {
         StoreError::Migration { .. } => CliError::Failed(anyhow::Error::new(e)),
         e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {
@@ -407,10 +413,17 @@ pub fn open_store(path: &Path) -> CliResult<Store> {
 /// Open the existing store at `path` to read. A missing one, a foreign file or a newer schema is
 /// bad input (a wrong `--db`); anything else is a failure.
 pub fn open_existing(path: &Path) -> CliResult<Store> {
+    const WRITTEN_BY: &str = "a store written by `latlab measure --db`, `latlab run` or `latlab \
+                              monitor`; --db PATH or LATLAB_DB name another";
+    if path.is_dir() {
+        return Err(CliError::Usage(format!(
+            "--db {}: a directory, not a store (accepted: {WRITTEN_BY})",
+            path.display()
+        )));
+    }
     Store::open_existing(path).map_err(|e| match e {
         StoreError::Missing(_) => CliError::Usage(format!(
-            "no store at {} (accepted: a store written by `latlab measure --db` or `latlab run`; \
-             --db PATH or LATLAB_DB name another)",
+            "no store at {} (accepted: {WRITTEN_BY})",
             path.display()
         )),
         e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {

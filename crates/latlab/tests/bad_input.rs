@@ -247,6 +247,19 @@ const ROWS: &[(&[&str], &str)] = &[
         &["tune", "apply", "./seven.toml"],
         "seven.toml:1: cpu.7: CPU 7 does not exist here",
     ),
+    // A directory is no store, to read or to write.
+    (
+        &["report", "--db", "/tmp"],
+        "--db /tmp: a directory, not a store (accepted: a store written by",
+    ),
+    (
+        &["serve", "--db", "/tmp", "--listen", "127.0.0.1:0"],
+        "--db /tmp: a directory, not a store",
+    ),
+    (
+        &["measure", "--db", "/tmp"],
+        "--db /tmp: a directory, not a store (accepted: a latlab store or a new file)",
+    ),
     // The kernel takes a signed 32-bit PM QoS request.
     (
         &["tune", "apply", "./dma.toml"],
