@@ -627,8 +627,10 @@ impl Keeper {
         let more = step.more();
         match step.merged {
             Ok(m) if m.hours > 0 => eprintln!(
-                "latlab: retention: merged {} windows into {} hourly rows",
-                m.sets_merged, m.hours
+                "latlab: retention: merged {} windows into {} hourly row{}",
+                m.sets_merged,
+                m.hours,
+                if m.hours == 1 { "" } else { "s" }
             ),
             Ok(_) => {}
             Err(e) => self.error(format!("retention merge: {e}")),

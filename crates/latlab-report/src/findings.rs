@@ -327,6 +327,7 @@ fn signatures(c: &CellFigures, push: &mut impl FnMut(Kind, String)) {
     let name = &c.cell.name;
     let lo = maxima.iter().copied().fold(f64::MAX, f64::min);
     let hi = maxima.iter().copied().fold(f64::MIN, f64::max);
+    let lie = if maxima.len() == 1 { "lies" } else { "lie" };
     let every = if maxima.len() == 1 {
         format!("the run's maximum, {},", ms(lo))
     } else if lo == hi {
@@ -347,7 +348,7 @@ fn signatures(c: &CellFigures, push: &mut impl FnMut(Kind, String)) {
         push(
             Kind::Signature,
             format!(
-                "{name}: {every} lie within {:.0} % of {}: consistent with real-time threads that lose the CPU while normal tasks get their share, {how}",
+                "{name}: {every} {lie} within {:.0} % of {}: consistent with real-time threads that lose the CPU while normal tasks get their share, {how}",
                 FIT * 100.0,
                 ms(gap)
             ),
@@ -368,7 +369,7 @@ fn signatures(c: &CellFigures, push: &mut impl FnMut(Kind, String)) {
             push(
                 Kind::Signature,
                 format!(
-                    "{name}: {every} lie at whole multiples of the {} tick (HZ = {hz}), far above p99 ({} µs): consistent with a wake-up that waited for the next scheduler tick",
+                    "{name}: {every} {lie} at whole multiples of the {} tick (HZ = {hz}), far above p99 ({} µs): consistent with a wake-up that waited for the next scheduler tick",
                     ms(tick),
                     numfmt::us_f(p99)
                 ),

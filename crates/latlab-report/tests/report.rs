@@ -1685,6 +1685,23 @@ fn findings_name_a_signature_only_where_the_numbers_fit() {
         "{f:#?}"
     );
     assert!(!has(&f, "signature", &["performance:", "tick"]), "{f:#?}");
+    // One run: its maximum, in the singular.
+    let mut input = experiment();
+    input.cells[1].runs.truncate(1);
+    let r = &mut input.cells[1].runs[0];
+    r.system.kernel_release = "6.18.44".into();
+    r.system.rt_throttling.runtime_us = Field::Value(950_000);
+    r.system.rt_throttling.period_us = Field::Value(1_000_000);
+    spike(r, 0, 49_000_000, 10_000_000_000);
+    let f = findings(&input);
+    assert!(
+        has(
+            &f,
+            "signature",
+            &["powersave: the run's maximum, 49.0 ms, lies within 10 % of 50.0 ms"]
+        ),
+        "{f:#?}"
+    );
 
     // Every CPU's maximum inside the matrix phase of the load schedule, in every repeat.
     let mut input = experiment();

@@ -232,7 +232,7 @@ fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
     );
     let log = d.stop();
     assert!(
-        log.contains("merged 12 windows into 1 hourly rows"),
+        log.contains("merged 12 windows into 1 hourly row\n"),
         "{log}"
     );
 
