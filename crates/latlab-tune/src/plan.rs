@@ -211,6 +211,23 @@ impl Plan {
                 _ => {}
             }
         }
+        // The kernel refuses a runtime longer than its period: said here, before any write.
+        if let Some(v) = &profile.system.sched_rt_runtime_us
+            && let Some(period) = sys
+                .read_trim("/proc/sys/kernel/sched_rt_period_us")
+                .ok()
+                .and_then(|p| p.parse::<i64>().ok())
+            && v.value > period
+        {
+            return Err(TuneError::Invalid {
+                at: v.at.clone(),
+                message: format!(
+                    "{} is longer than sched_rt_period_us here, which the kernel refuses \
+                     (accepted: -1, or 0 to {period})",
+                    v.value
+                ),
+            });
+        }
         let mut plan = Plan {
             profile: profile.name.clone(),
             cpus: scope.clone(),

@@ -693,6 +693,14 @@ impl Ctx<'_> {
         if let Some(v) = raw.pm_qos_resume_latency_us {
             let key = k("pm_qos_resume_latency_us");
             let r = match self.us_or_none(&v, &key)? {
+                // The kernel takes a signed 32-bit value, its largest meaning "no constraint".
+                Some(n) if n >= i32::MAX as u64 => {
+                    return Err(self.err(
+                        v.span(),
+                        &key,
+                        "expected microseconds from 0 to 2147483646, or \"none\"",
+                    ));
+                }
                 Some(n) => ResumeLatency::Us(n),
                 None => ResumeLatency::NoConstraint,
             };
@@ -713,17 +721,22 @@ impl Ctx<'_> {
             .timer_migration
             .map(|v| self.at(v, "system.timer_migration"));
         if let Some(v) = s.vmstat_interval_s {
-            if *v.get_ref() == 0 {
-                return Err(self.err(v.span(), "system.vmstat_interval_s", "expected seconds ≥ 1"));
+            // The kernel keeps it as jiffies in an int: at HZ 1000, at most 2147483 s.
+            if !(1..=2_147_483).contains(v.get_ref()) {
+                return Err(self.err(
+                    v.span(),
+                    "system.vmstat_interval_s",
+                    "expected seconds from 1 to 2147483",
+                ));
             }
             sys.vmstat_interval_s = Some(self.at(v, "system.vmstat_interval_s"));
         }
         if let Some(v) = s.sched_rt_runtime_us {
-            if *v.get_ref() < -1 {
+            if !(-1..=i64::from(i32::MAX)).contains(v.get_ref()) {
                 return Err(self.err(
                     v.span(),
                     "system.sched_rt_runtime_us",
-                    "expected microseconds ≥ 0, or -1 for no RT throttling",
+                    "expected microseconds from 0 to 2147483647, or -1 for no RT throttling",
                 ));
             }
             sys.sched_rt_runtime_us = Some(self.at(v, "system.sched_rt_runtime_us"));
@@ -1250,6 +1263,44 @@ mod tests {
         assert_eq!((line, key.as_str()), (3, "cpu.all.governor"));
         let (line, key, _) = invalid("[system]\nvmstat_interval_s = 1.5\n");
         assert_eq!((line, key.as_str()), (2, "system.vmstat_interval_s"));
+    }
+
+    /// Values the kernel would refuse are refused here, before anything is written.
+    #[test]
+    fn values_beyond_what_the_kernel_takes_name_its_range() {
+        for (text, key, range) in [
+            (
+                "[system]\nvmstat_interval_s = 5000000000\n",
+                "system.vmstat_interval_s",
+                "from 1 to 2147483",
+            ),
+            (
+                "[system]\nsched_rt_runtime_us = 2147483648\n",
+                "system.sched_rt_runtime_us",
+                "from 0 to 2147483647, or -1",
+            ),
+            (
+                "[cpu.all]\npm_qos_resume_latency_us = 2147483647\n",
+                "cpu.all.pm_qos_resume_latency_us",
+                "from 0 to 2147483646, or \"none\"",
+            ),
+            (
+                "[system]\ncpu_dma_latency_us = 2147483648\n",
+                "system.cpu_dma_latency_us",
+                "from 0 to 2147483647",
+            ),
+        ] {
+            let (line, k, msg) = invalid(text);
+            assert_eq!((line, k.as_str()), (2, key), "{text}");
+            assert!(msg.contains(range), "{text}: {msg}");
+        }
+        // The largest accepted values parse.
+        for text in [
+            "[system]\nvmstat_interval_s = 2147483\n",
+            "[cpu.all]\npm_qos_resume_latency_us = 2147483646\n",
+        ] {
+            assert!(parse_text(text).is_ok(), "{text}");
+        }
     }
 
     #[test]

@@ -260,6 +260,12 @@ const ROWS: &[(&[&str], &str)] = &[
         &["measure", "--db", "/tmp"],
         "--db /tmp: a directory, not a store (accepted: a latlab store or a new file)",
     ),
+    // A runtime the kernel refuses, longer than this machine's period.
+    (
+        &["tune", "apply", "./rtbig.toml"],
+        "rtbig.toml:3: system.sched_rt_runtime_us: 2000000 is longer than sched_rt_period_us \
+         here, which the kernel refuses (accepted: -1, or 0 to 1000000)",
+    ),
     // The kernel takes a signed 32-bit PM QoS request.
     (
         &["tune", "apply", "./dma.toml"],
@@ -391,6 +397,10 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
         ("bad.toml", "description = \"x\"\n[cpu.all]\ngovernor = 3\n"),
         ("seven.toml", "[cpu.7]\nmax_idle_latency_us = 0\n"),
         ("dma.toml", "[system]\ncpu_dma_latency_us = 3000000000\n"),
+        (
+            "rtbig.toml",
+            "[system]\ntimer_migration = false\nsched_rt_runtime_us = 2000000\n",
+        ),
         ("typo.toml", "[system]\ntimer_migraton = false\n"),
         ("earlier.json", "{\"a result\": \"kept\"}\n"),
     ] {
