@@ -112,15 +112,19 @@ struct HoldArgs {
 /// Print a one-line notice when a tuning journal was left behind (a killed apply, a run that
 /// did not finish, a tuning from before a reboot). Never fails.
 pub fn stale_journal_notice(sys: &Sys) {
-    let dir = latlab_tune::default_state_dir(sys);
-    if let Some(notice) = schedule_notice(sys, &dir) {
+    stale_journal_notice_in(sys, &latlab_tune::default_state_dir(sys));
+}
+
+/// The same for the journal in `dir`.
+fn stale_journal_notice_in(sys: &Sys, dir: &std::path::Path) {
+    if let Some(notice) = schedule_notice(sys, dir) {
         eprintln!("latlab: note: {notice}");
     }
     if !dir.join(latlab_tune::journal::JOURNAL_FILE).exists() {
         return;
     }
-    if let Ok(status) = latlab_tune::status(sys, &dir)
-        && let Some(notice) = status.stale_notice(&dir)
+    if let Ok(status) = latlab_tune::status(sys, dir)
+        && let Some(notice) = status.stale_notice(dir)
     {
         eprintln!("latlab: note: {notice}");
     }
@@ -171,6 +175,20 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
             .unwrap_or_else(|| latlab_tune::default_state_dir(sys)),
         profiles: Profiles::load(&dirs).map_err(|e| usage(e.into()))?,
     };
+    // What reads the system as it is (a plan, a recommendation) says first when a tuning left
+    // behind is in it; status, restore, apply and verify of the journal speak of it themselves.
+    let reads_the_system = match &args.command {
+        TuneCommand::Show(_)
+        | TuneCommand::Boot(_)
+        | TuneCommand::Recommend
+        | TuneCommand::Hold(_)
+        | TuneCommand::Search(_) => true,
+        TuneCommand::Verify(a) => a.profile.is_some(),
+        _ => false,
+    };
+    if reads_the_system {
+        stale_journal_notice_in(sys, &ctx.state_dir);
+    }
     match args.command {
         TuneCommand::List => list(&ctx),
         TuneCommand::Show(a) => show(&ctx, &a),

@@ -190,6 +190,15 @@ fn sigkill_in_the_middle_of_apply_then_restore_puts_the_tree_back() {
     let err = text(&out.stderr);
     assert!(err.contains("killed while applying"), "{err}");
     assert!(err.contains("latlab tune restore"), "{err}");
+    // So do the tune commands that read the system as it is: what they see is partly tuned.
+    for args in [
+        &["tune", "show", "lowlatency"][..],
+        &["tune", "verify", "lowlatency"],
+        &["tune", "recommend"],
+    ] {
+        let err = text(&t.run(args).stderr);
+        assert!(err.contains("killed while applying"), "{args:?}: {err}");
+    }
     let out = ok(&t.run(&["tune", "status"]));
     assert!(out.contains("the apply did not finish"), "{out}");
     let out = ok(&t.run(&["tune", "restore"]));
