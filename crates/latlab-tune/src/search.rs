@@ -558,6 +558,8 @@ pub enum Verdict {
     NoEffectShown,
     /// It lowers the objective but costs the load's throughput (target throughput).
     CostsThroughput,
+    /// The search stopped before it had its runs (or the baseline's): nothing can be told yet.
+    TooFewRuns,
 }
 
 impl fmt::Display for Verdict {
@@ -567,6 +569,7 @@ impl fmt::Display for Verdict {
             Verdict::Raises => "raises it",
             Verdict::NoEffectShown => "no effect shown",
             Verdict::CostsThroughput => "lowers it, costs throughput",
+            Verdict::TooFewRuns => "too few runs to tell",
         })
     }
 }
@@ -951,6 +954,8 @@ impl<L: Lab> Searcher<'_, L> {
                 }
             } else if objective.higher() {
                 Verdict::Raises
+            } else if runs.len().min(baseline.len()) < self.spec.repeats as usize {
+                Verdict::TooFewRuns
             } else {
                 Verdict::NoEffectShown
             };

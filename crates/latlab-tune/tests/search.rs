@@ -529,3 +529,57 @@ fn idle_values_come_from_every_listed_state() {
     let values: Vec<&str> = found.iter().map(|c| c.value.as_str()).collect();
     assert_eq!(values, ["0us", "2us", "10us"]);
 }
+
+/// A search stopped by a signal after `after` runs.
+struct Stopped {
+    inner: Simulated,
+    after: usize,
+}
+
+impl Lab for Stopped {
+    fn measure(&mut self, cell: &str, repeat: u32) -> Result<RunResult, String> {
+        self.inner.measure(cell, repeat)
+    }
+    fn stop_requested(&self) -> bool {
+        self.inner.seen.len() >= self.after
+    }
+}
+
+/// Stopped in the middle of its screening, a search tells nothing of the candidates it has too
+/// few runs of: not "no effect shown", which reads as a verdict.
+#[test]
+fn an_interrupted_screening_concludes_nothing() {
+    let (dir, root) = tree();
+    let sys = Sys::new(&root);
+    let cpus = CpuList::parse("0").unwrap();
+    let mut lab = Stopped {
+        inner: Simulated {
+            root: root.clone(),
+            effect: one_helps,
+            rng: Rng(5),
+            seen: Vec::new(),
+            kept: Vec::new(),
+        },
+        after: 7,
+    };
+    let (candidates, not_tried) = search::candidates(&sys, &three_knobs(), &cpus).unwrap();
+    let out = search::search(
+        &sys,
+        &spec(dir.path().join("state")),
+        candidates,
+        not_tried,
+        &mut lab,
+    )
+    .unwrap();
+    assert!(out.interrupted);
+    assert!(!out.rows.is_empty(), "{:?}", out.not_tried);
+    assert!(
+        out.rows.iter().all(|r| r.verdict == Verdict::TooFewRuns),
+        "{:?}",
+        out.rows
+            .iter()
+            .map(|r| (r.runs.len(), r.verdict))
+            .collect::<Vec<_>>()
+    );
+    assert!(out.confirmation.is_none());
+}

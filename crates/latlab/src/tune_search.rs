@@ -16,7 +16,7 @@ use latlab_store::{CellRef, CellStatus, ExperimentId, ExperimentStatus, RunId, S
 use latlab_sys::Sys;
 use latlab_tune::search::{self, Goal, Lab, NotTried, Objective, Outcome, Spec};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -95,6 +95,42 @@ pub struct SearchArgs {
 /// Where `--write-profile NAME` goes: a `.toml` path as given, a bare name into the system's
 /// profile directory. Built-in names and odd characters are refused.
 fn profile_path(sys: &Sys, name: &str) -> CliResult<PathBuf> {
+    let path = profile_location(sys, name)?;
+    // Written after the whole search: a place it cannot be written is bad input now. Missing
+    // directories are made then; the nearest one that exists must take files.
+    let mut dir = path.parent().unwrap_or(Path::new("."));
+    while !dir.as_os_str().is_empty() && !dir.exists() {
+        dir = dir.parent().unwrap_or(Path::new("."));
+    }
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let target = if path.parent() == Some(dir) || path.exists() {
+        path.as_path()
+    } else {
+        dir
+    };
+    match latlab_sys::probe_write(target) {
+        Ok(()) if !path.is_dir() => Ok(path),
+        Ok(()) => Err(CliError::Usage(format!(
+            "--write-profile {}: a directory (accepted: a profile name, or a path ending in .toml)",
+            path.display()
+        ))),
+        Err(e) => Err(CliError::Usage(format!(
+            "--write-profile {}: cannot be written in {}: {} (accepted: a profile name, or a \
+             writable path ending in .toml)",
+            path.display(),
+            dir.display(),
+            latlab_tune::describe_io_error(&e)
+        ))),
+    }
+}
+
+/// Where `--write-profile NAME` writes: a path as given, or NAME.toml in the first profile
+/// directory.
+fn profile_location(sys: &Sys, name: &str) -> CliResult<PathBuf> {
     if name.ends_with(".toml") {
         return Ok(PathBuf::from(name));
     }
@@ -567,7 +603,7 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
     }
     println!(
         "(verdicts at p < {}, two-sided Mann-Whitney; Δ: the candidate's median minus the \
-         baseline's; time: its runs, measured)",
+         baseline's; time: its runs measured by this command)",
         search::ALPHA
     );
     for s in &o.steps {
@@ -607,6 +643,16 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
                 o.cut_short.as_deref().unwrap_or("stopped")
             )
         }
+        None if o.interrupted
+            || o.rows
+                .iter()
+                .any(|r| r.verdict == search::Verdict::TooFewRuns) =>
+        {
+            println!(
+                "the screening did not finish ({}): nothing is concluded yet",
+                o.cut_short.as_deref().unwrap_or("interrupted")
+            )
+        }
         None => println!(
             "no candidate lowered {obj} with p < {}: nothing to confirm",
             search::ALPHA
@@ -635,11 +681,23 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
         .filter(|f| !f.took.is_zero())
         .map(|f| f.took.as_secs_f64())
         .collect();
+    let reloaded = o
+        .rows
+        .iter()
+        .flat_map(|r| &r.runs)
+        .chain(&o.baseline)
+        .filter(|f| f.took.is_zero())
+        .count();
     println!(
-        "time: {} of the {} budget; {} runs measured, {} each (median; {} expected){}",
+        "time: {} of the {} budget; {} runs measured{}, {} each (median; {} expected){}",
         human(o.elapsed),
         human(spec.budget),
         o.runs_done,
+        if reloaded > 0 {
+            format!(" and {reloaded} reloaded from the interrupted search")
+        } else {
+            String::new()
+        },
         if took.is_empty() {
             "-".to_string()
         } else {

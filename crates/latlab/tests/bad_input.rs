@@ -266,6 +266,11 @@ const ROWS: &[(&[&str], &str)] = &[
         "rtbig.toml:3: system.sched_rt_runtime_us: 2000000 is longer than sched_rt_period_us \
          here, which the kernel refuses (accepted: -1, or 0 to 1000000)",
     ),
+    // The search writes its profile at the end: where it cannot is said before it starts.
+    (
+        &["tune", "search", "--write-profile", "/proc/x.toml"],
+        "--write-profile /proc/x.toml: cannot be written in /proc: ",
+    ),
     // The kernel takes a signed 32-bit PM QoS request.
     (
         &["tune", "apply", "./dma.toml"],
