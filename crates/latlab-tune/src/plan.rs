@@ -141,6 +141,9 @@ pub struct Plan {
     pub notes: Vec<String>,
     /// A `/dev/cpu_dma_latency` request the profile wants held.
     pub dma_latency_us: Option<u32>,
+    /// CPUs whose idle states it disables under the haltpoll governor, which ignores that
+    /// (said in a note): those writes change nothing.
+    pub disable_ignored: Option<CpuList>,
 }
 
 impl Plan {
@@ -234,6 +237,7 @@ impl Plan {
             split: None,
             items: Vec::new(),
             notes: Vec::new(),
+            disable_ignored: None,
             dma_latency_us: profile.system.cpu_dma_latency_us.as_ref().map(|a| a.value),
         };
         plan.split = split(sys, profile, &online, &possible, cpus, &mut plan)?;
@@ -778,6 +782,7 @@ fn idle(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, profile: &Profile, pla
             .ok(),
     };
     if !disabled_cpus.is_empty() && governor.as_deref() == Some("haltpoll") {
+        plan.disable_ignored = Some(CpuList::from_cpus(disabled_cpus.clone()));
         plan.notes.push(format!(
             "idle states disabled on CPUs {}: the haltpoll governor ignores a disabled state and \
              halts as before; only a limit of 0 keeps a CPU polling (pm_qos_resume_latency_us = \

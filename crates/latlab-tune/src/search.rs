@@ -361,6 +361,15 @@ pub fn candidates(
                 continue;
             }
             let plan = crate::Plan::build(sys, &profile, Some(cpus))?;
+            if plan.disable_ignored.is_some() {
+                not.push(NotTried {
+                    what: label,
+                    why: "no effect here: the haltpoll governor ignores disabled idle states \
+                          (resume_latency=0 or pm_qos=0 make it poll)"
+                        .into(),
+                });
+                continue;
+            }
             let (changes, set, unsupported) = plan.counts();
             if plan.dma_latency_us.is_none() && changes == 0 {
                 let why = if unsupported > 0 && set == 0 {

@@ -714,6 +714,22 @@ fn disabling_idle_states_under_haltpoll_says_it_takes_a_zero_limit() {
         "{:?}",
         plan.notes
     );
+    assert_eq!(plan.disable_ignored, None);
+    // A search does not measure a candidate that changes nothing here.
+    let cpus = latlab_model::units::CpuList::parse("0-1").unwrap();
+    let (found, not) = latlab_tune::search::candidates(&t.sys(), &["idle"], &cpus).unwrap();
+    assert!(
+        found.is_empty(),
+        "{:?}",
+        found.iter().map(|c| c.label()).collect::<Vec<_>>()
+    );
+    assert!(
+        not.iter()
+            .all(|n| n.what.starts_with("idle=") && n.why.contains("haltpoll governor ignores")),
+        "{not:?}"
+    );
+    let (found, _) = latlab_tune::search::candidates(&laptop.sys(), &["idle"], &cpus).unwrap();
+    assert!(!found.is_empty());
 }
 
 #[test]
