@@ -192,14 +192,24 @@ fn run(
     let traced = trace.map(|t| t.finish(result.as_mut().ok()));
     let samples = sampler.map(|(thread, origin_unix_ns)| (thread.stop(), origin_unix_ns));
     let loads = loads.stop();
+    let mut notes = Vec::new();
     let tuning = tuning.map(|guard| {
         let name = guard.profile().to_string();
         let lines = guard.change_lines();
         let pm_qos = guard.pm_qos_us();
+        // Writes that change nothing here: the run measured less of the profile than it names.
+        if let Some(cpus) = &guard.applied().plan.disable_ignored {
+            notes.push(format!(
+                "profile {name}: the idle states it disables on CPUs {cpus} are ignored by the \
+                 haltpoll governor, which halts as before (a resume latency or \
+                 /dev/cpu_dma_latency limit of 0 makes it poll)"
+            ));
+        }
         let restored = guard.restore();
         (name, lines, pm_qos, restored)
     });
     let mut result = result?;
+    result.environment.warnings.extend(notes);
     result.loads = loads;
     if let Some(s) = &p.schedule
         && s.total_ns() > result.elapsed_ns

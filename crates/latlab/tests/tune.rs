@@ -232,6 +232,39 @@ fn a_signal_in_the_middle_of_apply_puts_everything_back() {
     }
 }
 
+/// A run whose profile disables idle states under the haltpoll governor measured less than
+/// the profile names: the result says so (and reports show it), and the tree is put back.
+#[test]
+fn a_run_says_which_of_its_profile_changed_nothing() {
+    let t = Tree::new("vm");
+    let before = snapshot(&t.root);
+    let profile = t.dir.path().join("idle-only.toml");
+    std::fs::write(&profile, "[cpu.all]\nmax_idle_latency_us = 0\n").unwrap();
+    let out = t
+        .cmd(&[
+            "measure",
+            "-D",
+            "0.3s",
+            "-q",
+            "-a",
+            "0",
+            "--json",
+            "-",
+            "--profile",
+        ])
+        .arg(&profile)
+        .args(latlab_testkit::policy_args())
+        .output()
+        .unwrap();
+    let r = latlab_testkit::json(&out);
+    let warnings = r["environment"]["warnings"].to_string();
+    assert!(
+        warnings.contains("are ignored by the haltpoll governor, which halts as before"),
+        "{warnings}"
+    );
+    assert_eq!(snapshot(&t.root), before);
+}
+
 /// Processes whose command line is exactly `args`.
 fn running(args: &[&str]) -> Vec<u32> {
     let want: Vec<u8> = args
