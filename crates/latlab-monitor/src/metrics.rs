@@ -110,6 +110,16 @@ fn info_of(config: &serde_json::Value) -> Info {
     }
 }
 
+/// What the running daemon knows that its store does not.
+#[derive(Debug, Clone, Default)]
+pub struct Live {
+    pub series: String,
+    /// The profile it holds (`none`).
+    pub profile: String,
+    pub windows_queued: u64,
+    pub windows_lost: u64,
+}
+
 impl Metrics {
     pub fn new() -> Metrics {
         Metrics::default()
@@ -130,11 +140,14 @@ impl Metrics {
         Ok(changed)
     }
 
-    /// The exposition text. `live`: the running daemon's series and the profile it holds (which
+    /// The exposition text. `live`: what the running daemon knows beyond the store (its profile
     /// overrides the stored one for its series).
-    pub fn render(&self, live: Option<(&str, &str)>) -> String {
+    pub fn render(&self, live: Option<&Live>) -> String {
         let mut o = String::with_capacity(16 * 1024);
-        self.info(&mut o, live);
+        self.info(
+            &mut o,
+            live.map(|l| (l.series.as_str(), l.profile.as_str())),
+        );
         self.latency_histograms(&mut o);
         let window = true;
         self.per_cpu(
@@ -199,6 +212,32 @@ impl Metrics {
             "CPU time latlab's monitoring used (measuring threads, samplers, store; not the web server).",
             &|s| Some(secs(u128::from(s.totals.cost_cpu_time_ns))),
         );
+        if let Some(l) = live {
+            let series = esc(&l.series);
+            family(
+                &mut o,
+                "latlab_monitor_windows_queued",
+                "gauge",
+                "Window sets the running daemon measured that wait in memory for the store to be \
+                 writable again.",
+            );
+            let _ = writeln!(
+                o,
+                "latlab_monitor_windows_queued{{series=\"{series}\"}} {}",
+                l.windows_queued
+            );
+            family(
+                &mut o,
+                "latlab_monitor_windows_lost_total",
+                "counter",
+                "Window sets the running daemon measured and could not store (since it started).",
+            );
+            let _ = writeln!(
+                o,
+                "latlab_monitor_windows_lost_total{{series=\"{series}\"}} {}",
+                l.windows_lost
+            );
+        }
         o
     }
 
@@ -606,6 +645,36 @@ mod tests {
             let v = line.rsplit(' ').next().unwrap();
             assert!(v.parse::<f64>().is_ok(), "{line}");
         }
+    }
+
+    /// Only the running daemon knows what waits in memory and what it lost: served with it,
+    /// absent from a store served alone.
+    #[test]
+    fn the_daemon_adds_what_waits_and_what_was_lost() {
+        let (_dir, store) = store_with_windows();
+        let mut m = Metrics::new();
+        m.refresh(&store).unwrap();
+        let live = super::Live {
+            series: "s\"1".into(),
+            profile: "none".into(),
+            windows_queued: 3,
+            windows_lost: 2,
+        };
+        let t = m.render(Some(&live));
+        assert!(
+            t.contains("latlab_monitor_windows_queued{series=\"s\\\"1\"} 3\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("latlab_monitor_windows_lost_total{series=\"s\\\"1\"} 2\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("# TYPE latlab_monitor_windows_lost_total counter\n"),
+            "{t}"
+        );
+        let alone = m.render(None);
+        assert!(!alone.contains("windows_queued") && !alone.contains("windows_lost"));
     }
 
     #[test]

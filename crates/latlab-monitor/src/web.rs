@@ -134,25 +134,30 @@ impl AppState {
                 .as_ref()
                 .and_then(|l| l.lock().ok().map(|l| l.clone()));
             let c = &mut *cache;
-            let changed = self.pool.with(|s| {
+            let read = self.pool.with(|s| {
                 let other_file = s.file_id() != c.file;
                 if other_file {
                     c.metrics = metrics::Metrics::new();
                     c.file = s.file_id();
                 }
                 Ok(c.metrics.refresh(s)? || other_file)
-            })?;
+            });
+            // A store that cannot be read (replaced by a foreign file, unreadable): the running
+            // daemon still says what waits in memory, beside the last figures read, whose last
+            // window's end dates them.
+            let changed = match read {
+                Ok(changed) => changed,
+                Err(_) if live.is_some() => false,
+                Err(e) => return Err(e),
+            };
             if changed || c.refreshed.is_none() || live.is_some() {
-                let live_profile = live.as_ref().map(|l| {
-                    (
-                        l.series.clone(),
-                        l.profile.clone().unwrap_or_else(|| "none".into()),
-                    )
+                let live = live.map(|l| metrics::Live {
+                    series: l.series.clone(),
+                    profile: l.profile.clone().unwrap_or_else(|| "none".into()),
+                    windows_queued: l.windows_queued,
+                    windows_lost: l.windows_lost,
                 });
-                c.text = Arc::new(
-                    c.metrics
-                        .render(live_profile.as_ref().map(|(a, b)| (a.as_str(), b.as_str()))),
-                );
+                c.text = Arc::new(c.metrics.render(live.as_ref()));
             }
             c.refreshed = Some(Instant::now());
         }

@@ -243,9 +243,25 @@ fn the_gate_jobs_command_line_measures_and_leaves_junit_in_its_volume() {
 fn served_names(dir: &Path) -> BTreeSet<String> {
     let db = common::synthetic_store(dir, "1h");
     let (server, addr) = common::serve(&db, dir, &[]);
-    let (status, _, text) = common::get(addr, "/metrics");
+    let (status, _, mut text) = common::get(addr, "/metrics");
     assert_eq!(status, 200);
     server.term();
+    // And what a running daemon adds (what waits in memory, what it lost).
+    let live = dir.join("live.db");
+    let addr = latlab_testkit::process::free_addr();
+    let mut d = latlab_testkit::process::Proc::start(
+        common::monitor(&live, &["--listen", &addr.to_string(), "--name", "n"]),
+        dir.join("live.log"),
+    );
+    d.wait_until(
+        "a stored window",
+        std::time::Duration::from_secs(30),
+        || !common::sets(&live, "n").is_empty(),
+    );
+    let (status, _, daemon) = common::get(addr, "/metrics");
+    d.term();
+    assert_eq!(status, 200);
+    text.push_str(&daemon);
     text.lines()
         .filter_map(|l| {
             let l = l.strip_prefix("# TYPE ").unwrap_or(l);
@@ -343,5 +359,5 @@ fn promtool_accepts_the_alerting_rules() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", output_text(&out));
-    assert!(stdout(&out).contains("4 rules found"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("5 rules found"), "{}", stdout(&out));
 }

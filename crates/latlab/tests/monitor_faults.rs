@@ -517,6 +517,18 @@ fn a_deleted_store_is_made_again_and_a_foreign_file_in_its_place_waited_out() {
     wait_for("the foreign file noticed", Duration::from_secs(15), || {
         d.log().contains("cannot be written")
     });
+    // /metrics tells a fleet's alerting what waits in memory.
+    wait_for(
+        "queued windows on /metrics",
+        Duration::from_secs(15),
+        || {
+            let (_, _, text) = common::get(addr, "/metrics");
+            text.lines()
+                .find_map(|l| l.strip_prefix("latlab_monitor_windows_queued{series=\"t\"} "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .is_some_and(|n| n >= 1)
+        },
+    );
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(
         std::fs::read(&db).unwrap(),
