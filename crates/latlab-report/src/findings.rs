@@ -67,6 +67,8 @@ const OPEN_METRICS: [Metric; 5] = [
 ];
 /// Steal below this share of CPU time (percent) is not worth a warning.
 const STEAL_WARN_PCT: f64 = 1.0;
+/// From this share of missed periods (percent) on, a cell's latencies are a selection.
+const MISSED_SELECTION_PCT: f64 = 5.0;
 /// How close (relative) a maximum must be to a known duration to fit it.
 const FIT: f64 = 0.1;
 
@@ -95,7 +97,12 @@ fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
             let (Some(va), Some(vb)) = (r.a, r.b) else {
                 continue;
             };
-            let unit = r.metric.unit(&a.keys);
+            // A cell's missed periods compared are the median of its repeats' counts, not the
+            // sum the warnings below give.
+            let unit = match r.metric {
+                Metric::Missed => "periods per repeat".into(),
+                m => m.unit(&a.keys),
+            };
             let metric = r.metric.name(&a.keys);
             // A cell compared with another than the first names it.
             let against = if bi == 0 {
@@ -206,13 +213,18 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
             continue;
         }
         let periods = c.stats.count + c.missed;
+        let share = c.missed as f64 / periods.max(1) as f64 * 100.0;
+        // So many missed that the latencies measured are a selection: the ones that made it.
+        let selection = if share >= MISSED_SELECTION_PCT {
+            "; with so many, its latency statistics describe only the wake-ups that happened and compare poorly (the corrected statistics in JSON and CSV count each missed period at the latency it would have had)"
+        } else {
+            ""
+        };
         push(
             Kind::Warning,
             format!(
-                "missed periods: {} missed {} of {periods} periods ({:.2} %): stalls longer than the interval, counted, not dropped",
-                c.cell.name,
-                c.missed,
-                c.missed as f64 / periods.max(1) as f64 * 100.0
+                "missed periods: {} missed {} of {periods} periods ({share:.2} %): stalls longer than the interval, counted, not dropped{selection}",
+                c.cell.name, c.missed,
             ),
         );
     }

@@ -1609,6 +1609,45 @@ fn findings_open_the_report_with_verdicts_and_warnings() {
     assert!(at("Supported differences") < at("Before trusting the numbers"));
 }
 
+/// Missed periods compared are each repeat's count (the median over the repeats), and a cell
+/// that missed many is said to be a selection of the wake-ups that happened.
+#[test]
+fn findings_say_what_missed_counts_and_when_too_many_were_missed() {
+    let mut input = experiment();
+    for r in &mut input.cells[1].runs {
+        r.overall.missed = 6_000;
+    }
+    let f = findings(&input);
+    assert!(
+        has(
+            &f,
+            "verdict",
+            &[
+                "missed: powersave higher than performance",
+                "6000 periods per repeat against 2 periods per repeat"
+            ]
+        ),
+        "{f:#?}"
+    );
+    assert!(
+        has(
+            &f,
+            "warning",
+            &[
+                "missed periods: powersave missed 24000 of",
+                "its latency statistics describe only the wake-ups that happened"
+            ]
+        ),
+        "{f:#?}"
+    );
+    // A few missed periods are only counted.
+    assert!(
+        has(&f, "warning", &["missed periods: performance missed 8 of"])
+            && !has(&f, "warning", &["performance missed", "describe only"]),
+        "{f:#?}"
+    );
+}
+
 #[test]
 fn findings_name_a_signature_only_where_the_numbers_fit() {
     // Ten SCHED_RR hogs: every repeat's maximum near 50 ms, the kernel's reservation for
