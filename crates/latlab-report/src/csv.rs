@@ -60,7 +60,8 @@ fn stat_fields(s: &Stats) -> Vec<String> {
 /// The report's statistics: a `cell` row per cell (latency of the pooled histogram; power,
 /// frequency, residency and throughput as medians over the repeats) followed by a `run` row per
 /// repeat. Columns: `row, cell, repeat, run_id, param:<name>…, samples, missed, min_ns … stdev_ns,
-/// power_w, energy_j, power_source, frequency_mhz, idle_pct:<state>…, throughput:<what> (<unit>)…`.
+/// power_w, energy_j, power_source, frequency_mhz, steal_pct, idle_pct:<state>…,
+/// throughput:<what> (<unit>)…`.
 /// Values a run does not have are empty.
 pub fn report_csv(input: &ReportInput) -> String {
     let a = Analysis::new(input);
@@ -88,6 +89,7 @@ pub fn report_csv(input: &ReportInput) -> String {
         "energy_j",
         "power_source",
         "frequency_mhz",
+        "steal_pct",
     ]));
     header.extend(states.iter().map(|s| format!("idle_pct:{s}")));
     header.extend((0..a.keys.len()).map(|k| Metric::Throughput(k).key(&a.keys)));
@@ -106,9 +108,17 @@ pub fn report_csv(input: &ReportInput) -> String {
             let v: Vec<f64> = c.runs.iter().filter_map(|r| idle_of(r, s)).collect();
             opt(crate::analysis::spread(&v).map(|s| s.median))
         });
+        let steal: Vec<f64> = c
+            .runs
+            .iter()
+            .filter_map(|r| r.steal_pct.as_ref().ok().copied())
+            .collect();
         row.extend(cost_fields(
             |m| c.value(m),
-            common_source(c),
+            (
+                common_source(c),
+                crate::analysis::spread(&steal).map(|s| s.median),
+            ),
             idle,
             a.keys.len(),
         ));
@@ -126,7 +136,13 @@ pub fn report_csv(input: &ReportInput) -> String {
                 .as_ref()
                 .map_or_else(|_| String::new(), |p| p.source.clone());
             let idle = states.iter().map(|s| opt(idle_of(r, s)));
-            row.extend(cost_fields(|m| r.value(m), source, idle, a.keys.len()));
+            let steal = r.steal_pct.as_ref().ok().copied();
+            row.extend(cost_fields(
+                |m| r.value(m),
+                (source, steal),
+                idle,
+                a.keys.len(),
+            ));
             line(&mut out, &row);
         }
     }
@@ -149,7 +165,7 @@ fn latency_fields(params: &[&String], c: &CellFigures, stats: &Stats, missed: u6
 /// residencies and the throughput of each of the `keys` loads, the figures taken from `value`.
 fn cost_fields(
     value: impl Fn(Metric) -> Option<f64>,
-    source: String,
+    (source, steal): (String, Option<f64>),
     idle: impl Iterator<Item = String>,
     keys: usize,
 ) -> Vec<String> {
@@ -158,6 +174,7 @@ fn cost_fields(
         opt(value(Metric::EnergyJ)),
         source,
         opt(value(Metric::FreqMhz)),
+        opt(steal),
     ];
     row.extend(idle);
     row.extend((0..keys).map(|k| opt(value(Metric::Throughput(k)))));

@@ -172,6 +172,7 @@ fn run_json(a: &Analysis, r: &RunFigures) -> Value {
             Err(e) => unavailable(e),
         },
         "frequency_mhz": match &r.freq_mhz { Ok(f) => num(*f), Err(e) => unavailable(e) },
+        "steal_pct": match &r.steal_pct { Ok(p) => num(*p), Err(e) => unavailable(e) },
         "idle_residency_pct": match &r.idle {
             Ok(states) => Value::Object(states.iter().map(|(n, p)| (n.clone(), num(*p))).collect()),
             Err(e) => unavailable(e),

@@ -1063,6 +1063,7 @@ fn csv_parses_with_the_right_columns() {
         "energy_j",
         "power_source",
         "frequency_mhz",
+        "steal_pct",
         "idle_pct:POLL",
         "idle_pct:C1",
         "idle_pct:C6",
@@ -1094,6 +1095,18 @@ fn csv_parses_with_the_right_columns() {
             assert_eq!(rows[i][col("p99_9_ns")], s.p99_9.to_string());
             assert_eq!(rows[i][col("samples")], s.count.to_string());
             assert_eq!(rows[i][col("mean_ns")].parse::<f64>().unwrap(), s.mean);
+            // Steal: the mean over the CPUs that counted it, as the text report shows it.
+            let steal: Vec<f64> = r
+                .samples
+                .iter()
+                .flat_map(|s| s.cpus.iter().filter_map(|c| c.steal_pct))
+                .collect();
+            let want = if steal.is_empty() {
+                String::new()
+            } else {
+                (steal.iter().sum::<f64>() / steal.len() as f64).to_string()
+            };
+            assert_eq!(rows[i][col("steal_pct")], want, "{}", r.id);
             i += 1;
         }
     }
