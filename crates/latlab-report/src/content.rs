@@ -303,7 +303,7 @@ fn differences(b: &mut Vec<Block>, a: &Analysis) {
         return;
     }
     b.push(Block::Para(
-        "Every setting that is not the same in all runs: the cell's parameters (cell.*), the measuring options (config.*), the system record (system.*), what could be set up (environment.*) and the loads (loads.*). A cell whose repeats disagree lists each value, separated by |.".into(),
+        "Every setting that is not the same in all runs: the cell's parameters (cell.*), the measuring options (config.*), the system record (system.*), what could be set up (environment.*), the loads (loads.*) and what was traced beside the measurement (trace.events). A cell whose repeats disagree lists each value, separated by |.".into(),
     ));
     let headers = |id: &str| {
         let mut h = vec![("setting".to_string(), false)];

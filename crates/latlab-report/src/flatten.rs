@@ -4,7 +4,8 @@
 //! A run's configuration is its cell's parameters (`cell.*`), the measuring options
 //! ([`MeasureConfig`](latlab_model::MeasureConfig), `config.*`), the system record
 //! ([`SystemInfo`](latlab_model::SystemInfo), `system.*`), what latlab could set up
-//! (`environment.*`) and the loads' specs and schedule (`loads.*`). Paths follow the JSON form of
+//! (`environment.*`), the loads' specs and schedule (`loads.*`) and what was traced beside it
+//! (`trace.events`). Paths follow the JSON form of
 //! the result: `system.kernel_config.hz`, `system.cpufreq[cpu=2].governor`,
 //! `system.vulnerabilities[meltdown]`; a list of plain values is one value joined by `, `; a fact
 //! the machine could not show has the value `unavailable: <reason>`.
@@ -50,6 +51,13 @@ pub(crate) fn flatten_run(
         } else {
             join_scalars(&specs)
         },
+    );
+    // Tracing beside a measurement costs the traced CPUs a little on every event.
+    out.insert(
+        "trace.events".into(),
+        run.trace
+            .as_ref()
+            .map_or_else(|| "none".into(), |t| t.events.join(", ")),
     );
     if !run.loads.phases.is_empty() {
         let phases: Vec<String> = run
