@@ -39,6 +39,11 @@ pub struct ReportArgs {
     /// Title of the report.
     #[arg(long)]
     title: Option<String>,
+
+    /// The cell every other is compared with (default: the first), by its name as the report
+    /// writes it, e.g. "load=none; method=futex; priority=50".
+    #[arg(long, value_name = "CELL")]
+    baseline: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -307,6 +312,28 @@ fn resolve(
     )))
 }
 
+/// Put the cell named `name` first: the one the others are compared with.
+fn baseline_first(cells: &mut Vec<CellInput>, name: &str) -> CliResult<()> {
+    let at = cells
+        .iter()
+        .position(|c| c.name == name)
+        .or_else(|| {
+            cells
+                .iter()
+                .position(|c| crate::plan::same_key(name, &c.name))
+        })
+        .ok_or_else(|| {
+            let names: Vec<&str> = cells.iter().map(|c| c.name.as_str()).collect();
+            CliError::Usage(format!(
+                "--baseline {name:?}: no cell of that name in this report (accepted: one of {})",
+                names.join(" | ")
+            ))
+        })?;
+    let cell = cells.remove(at);
+    cells.insert(0, cell);
+    Ok(())
+}
+
 /// The cells of every item in order. Where two items have cells of the same name (two
 /// experiments of one plan), every cell is tagged with its item, `interval=1ms [e2]`, and the
 /// cell it names to be compared with alike, so a search's cells keep their own baseline. An
@@ -362,7 +389,10 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
             groups.push((item.clone(), resolve(&stores, item, &mut skipped)?));
         }
     }
-    let cells = tag_items(groups);
+    let mut cells = tag_items(groups);
+    if let Some(name) = &args.baseline {
+        baseline_first(&mut cells, name)?;
+    }
     if cells.is_empty() {
         let series = series_items(&stores);
         return Err(CliError::Usage(if series.is_empty() {

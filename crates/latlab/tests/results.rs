@@ -163,6 +163,35 @@ fn text_and_markdown_and_compare() {
         ]
     );
     assert_eq!(csv(&["e1", "e1"]), csv(&["e1"]));
+    // Another baseline: that cell comes first, and the others are compared with it.
+    let text = run_ok(&[
+        "report",
+        "--db",
+        db,
+        "e1",
+        "--format",
+        "text",
+        "--baseline",
+        "interval = 250us",
+    ])
+    .stdout;
+    let text = String::from_utf8_lossy(&text);
+    assert!(
+        text.contains("Every other cell is compared against the first, interval=250us."),
+        "{text}"
+    );
+    let out = run_exit(
+        latlab!().args(["report", "--db", db, "e1", "--baseline", "interval=5ms"]),
+        2,
+    );
+    assert!(
+        latlab_testkit::stderr(&out).contains(
+            "--baseline \"interval=5ms\": no cell of that name in this report (accepted: one of \
+             interval=1ms | interval=250us)"
+        ),
+        "{}",
+        latlab_testkit::stderr(&out)
+    );
     // An experiment is not one cell.
     run_exit(latlab!().args(["compare", "--db", db, "e1", "1"]), 2);
     run_exit(latlab!().args(["report", "--db", db, "e99"]), 2);
