@@ -142,7 +142,8 @@ fn experiment_cells(
     let mut cells: Vec<CellInput> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     // A search compares some cells with others than its first: the report does the same.
-    let search = store.experiment(id)?.name == latlab_tune::search::EXPERIMENT_NAME;
+    let experiment = store.experiment(id)?.name;
+    let search = experiment == latlab_tune::search::EXPERIMENT_NAME;
     // Per cell: its repeats, and those not measured (with a failed one's reason).
     let mut repeats: BTreeMap<String, u32> = BTreeMap::new();
     let mut unmeasured: BTreeMap<String, (u32, Option<String>)> = BTreeMap::new();
@@ -182,7 +183,12 @@ fn experiment_cells(
                 })
                 .unwrap_or_default();
             cells.push(CellInput {
-                name: c.key.clone(),
+                // A plan without axes has one cell, keyed `-`: it is the plan's.
+                name: if c.key == "-" && c.params.as_object().is_none_or(|o| o.is_empty()) {
+                    experiment.clone()
+                } else {
+                    c.key.clone()
+                },
                 params,
                 runs: Vec::new(),
                 baseline: search
@@ -312,6 +318,34 @@ fn resolve(
     )))
 }
 
+/// An item as a title names it: an experiment by its plan's name, `governors (e3)`.
+fn item_title(stores: &[(String, Store)], item: &str) -> String {
+    let name_of = |s: &Store, id: i64| s.experiment(ExperimentId(id)).ok().map(|e| e.name);
+    let mut names: Vec<String> = Vec::new();
+    if item == "latest" {
+        for (_, s) in stores {
+            if let Some(e) = s.list_experiments().ok().and_then(|mut l| l.pop()) {
+                let n = format!("{} (e{})", e.name, e.id.0);
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+    } else if let Some(id) = item
+        .strip_prefix('e')
+        .and_then(|r| r.split('/').next())
+        .and_then(|n| n.parse::<i64>().ok())
+        && let Some(name) = stores.iter().find_map(|(_, s)| name_of(s, id))
+    {
+        names.push(format!("{name} ({item})"));
+    }
+    if names.is_empty() {
+        item.to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
 /// Put the cell named `name` first: the one the others are compared with.
 fn baseline_first(cells: &mut Vec<CellInput>, name: &str) -> CliResult<()> {
     let at = cells
@@ -406,10 +440,10 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
             )
         }));
     }
-    let title = args
-        .title
-        .clone()
-        .unwrap_or_else(|| format!("latlab report: {}", items.join(", ")));
+    let title = args.title.clone().unwrap_or_else(|| {
+        let named: Vec<String> = items.iter().map(|i| item_title(&stores, i)).collect();
+        format!("latlab report: {}", named.join(", "))
+    });
     let text = format.render(&ReportInput {
         title,
         cells,
@@ -762,5 +796,29 @@ mod tests {
                 )
             ]
         );
+    }
+
+    /// A plan without axes has one cell; it is named after the plan, not `-`, and the title
+    /// names the plan too.
+    #[test]
+    fn the_one_cell_of_a_plan_without_axes_is_the_plans() {
+        use latlab_store::{CellRef, Store};
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("s.db")).unwrap();
+        let e = store.create_experiment("stress-timeline", "x").unwrap();
+        let cell = CellRef {
+            experiment: e,
+            key: "-".into(),
+            params: serde_json::json!({}),
+            repeat: 0,
+        };
+        let run = latlab_testkit::run::one_cpu("r1", (1, 1_000_000));
+        store.save_run(&run, Some(&cell)).unwrap();
+        let cells = super::experiment_cells(&store, e, None, &mut Vec::new()).unwrap();
+        assert_eq!(cells[0].name, "stress-timeline");
+        let stores = vec![("s".to_string(), store)];
+        assert_eq!(super::item_title(&stores, "latest"), "stress-timeline (e1)");
+        assert_eq!(super::item_title(&stores, "e1"), "stress-timeline (e1)");
+        assert_eq!(super::item_title(&stores, "e7"), "e7");
     }
 }
