@@ -193,9 +193,22 @@ fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
     let h0 = (unix_now() - 3 * hour) / hour * hour;
     // Twelve one-second windows (the daemon's below) spread over an hour three hours ago, as
     // an earlier daemon left them: window k with k missed periods and one spike.
+    // Measured as the daemon below measures: a series continues only so.
+    let measure = if latlab_testkit::is_root() {
+        latlab_model::MeasureConfig {
+            priority: 80,
+            ..Default::default()
+        }
+    } else {
+        latlab_model::MeasureConfig {
+            policy: latlab_model::Policy::Other,
+            priority: 0,
+            ..Default::default()
+        }
+    };
     seed_spaced(
         &db,
-        SeriesConfig::new(&Default::default(), Default::default()),
+        SeriesConfig::new(&Default::default(), measure),
         ("r", SEC),
         (h0, 12, 300 * SEC),
         |k| {
