@@ -754,6 +754,37 @@ pub(crate) fn frequency(s: &Samples) -> Result<f64, String> {
     Ok(khz.iter().sum::<u64>() as f64 / khz.len() as f64 / 1000.0)
 }
 
+/// Latency in one load phase of a run: its windows whose middle falls in the phase, over every
+/// CPU. Samples, missed periods and the maximum are exact; a phase's p99 is not kept, so the
+/// highest of its windows' is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct PhaseLatency {
+    pub samples: u64,
+    pub missed: u64,
+    pub max: u64,
+    pub window_p99: u64,
+}
+
+pub(crate) fn phase_latency(
+    run: &RunResult,
+    phase: &latlab_model::load::LoadPhase,
+) -> Option<PhaseLatency> {
+    let half = run.config.window_ns / 2;
+    let mut out: Option<PhaseLatency> = None;
+    for w in run.threads.iter().flat_map(|t| &t.windows) {
+        let middle = w.start_ns + half;
+        if middle < phase.start_ns || middle >= phase.end_ns {
+            continue;
+        }
+        let o = out.get_or_insert_with(PhaseLatency::default);
+        o.samples += w.count;
+        o.missed += w.missed;
+        o.max = o.max.max(w.max);
+        o.window_p99 = o.window_p99.max(w.p99);
+    }
+    out
+}
+
 /// Steal time during the run, mean over the CPUs that counted it.
 pub(crate) fn steal(s: &Samples) -> Result<f64, String> {
     let pct: Vec<f64> = s.cpus.iter().filter_map(|c| c.steal_pct).collect();

@@ -807,11 +807,19 @@ fn loads(b: &mut Vec<Block>, a: &Analysis) {
             ("load", false),
             ("from (s)", true),
             ("to (s)", true),
+            ("samples", true),
+            ("missed", true),
+            ("max (µs)", true),
+            ("window p99, highest (µs)", true),
         ],
     );
     for c in &a.cells {
         for r in &c.runs {
             for p in &r.run.loads.phases {
+                let l = crate::analysis::phase_latency(r.run, p);
+                let cell = |f: fn(&crate::analysis::PhaseLatency) -> String| {
+                    l.as_ref().map_or_else(|| "-".to_string(), f).into()
+                };
                 phases.row(vec![
                     c.cell.name.as_str().into(),
                     r.repeat.to_string().into(),
@@ -819,6 +827,10 @@ fn loads(b: &mut Vec<Block>, a: &Analysis) {
                     p.spec.as_str().into(),
                     numfmt::secs(p.start_ns).into(),
                     numfmt::secs(p.end_ns).into(),
+                    cell(|l| l.samples.to_string()),
+                    cell(|l| l.missed.to_string()),
+                    cell(|l| numfmt::us(l.max)),
+                    cell(|l| numfmt::us(l.window_p99)),
                 ]);
             }
         }
@@ -826,6 +838,12 @@ fn loads(b: &mut Vec<Block>, a: &Analysis) {
     if !phases.rows.is_empty() {
         h3(b, "Load schedules".into(), Some("load-phases".into()));
         b.push(Block::Table(phases));
+        b.push(Block::Note(
+            "latency per phase: the windows whose middle falls in the phase, over every CPU; \
+             samples, missed periods and maximum exact, p99 the highest of those windows' \
+             (a phase's own is not kept); - where no window fell in it"
+                .into(),
+        ));
     }
 }
 

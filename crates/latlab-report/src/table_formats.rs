@@ -179,7 +179,18 @@ fn run_json(a: &Analysis, r: &RunFigures) -> Value {
         },
         "throughput": throughput,
         "loads": run.loads.reports,
-        "load_phases": run.loads.phases,
+        "load_phases": run.loads.phases.iter().map(|p| {
+            let mut v = json!(p);
+            if let (Some(o), Some(l)) = (v.as_object_mut(), crate::analysis::phase_latency(run, p)) {
+                o.insert("latency".into(), json!({
+                    "samples": l.samples,
+                    "missed": l.missed,
+                    "max_ns": l.max,
+                    "window_p99_highest_ns": l.window_p99,
+                }));
+            }
+            v
+        }).collect::<Vec<_>>(),
         "trace": run.trace.as_ref().map(|t| json!({
             "events": t.events,
             "elapsed_ns": t.elapsed_ns,

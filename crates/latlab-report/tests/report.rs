@@ -1661,6 +1661,58 @@ fn findings_say_what_missed_counts_and_when_too_many_were_missed() {
     );
 }
 
+/// Each load phase has the latency of the windows in it: over the phases of a run the samples
+/// and missed periods add up to the run's and the worst maximum is the run's.
+#[test]
+fn load_phases_carry_their_latency() {
+    let input = experiment();
+    let json = report_json(&input);
+    let mut checked = 0;
+    for (c, cell) in input.cells.iter().zip(json["cells"].as_array().unwrap()) {
+        for (r, run) in c.runs.iter().zip(cell["repeats"].as_array().unwrap()) {
+            let phases = run["load_phases"].as_array().unwrap();
+            assert_eq!(phases.len(), 3);
+            let sum = |k: &str| -> u64 {
+                phases
+                    .iter()
+                    .map(|p| p["latency"][k].as_u64().unwrap())
+                    .sum()
+            };
+            let windows: u64 = r
+                .threads
+                .iter()
+                .flat_map(|t| &t.windows)
+                .map(|w| w.count)
+                .sum();
+            assert_eq!(sum("samples"), windows, "{}", r.id);
+            let missed: u64 = r
+                .threads
+                .iter()
+                .flat_map(|t| &t.windows)
+                .map(|w| w.missed)
+                .sum();
+            assert_eq!(sum("missed"), missed, "{}", r.id);
+            let max = phases
+                .iter()
+                .map(|p| p["latency"]["max_ns"].as_u64().unwrap())
+                .max()
+                .unwrap();
+            let worst = r
+                .threads
+                .iter()
+                .flat_map(|t| &t.windows)
+                .map(|w| w.max)
+                .max()
+                .unwrap();
+            assert_eq!(max, worst, "{}", r.id);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 10);
+    let text = report_text(&input);
+    assert!(text.contains("window p99, highest (µs)"), "{text}");
+}
+
 #[test]
 fn findings_name_a_signature_only_where_the_numbers_fit() {
     // Ten SCHED_RR hogs: every repeat's maximum near 50 ms, the kernel's reservation for
