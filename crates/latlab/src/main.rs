@@ -91,8 +91,12 @@ fn main() -> ExitCode {
         Some(root) => latlab_sys::Sys::new(root),
         None => latlab_sys::Sys::from_env(),
     };
-    if !matches!(cli.command, Command::Tune(_)) {
-        tune::stale_journal_notice(&sys);
+    match &cli.command {
+        // tune speaks of a journal left behind itself; a monitor holding a profile puts it
+        // back first, and says so.
+        Command::Tune(_) => {}
+        Command::Monitor(m) if m.holds_profile() => {}
+        _ => tune::stale_journal_notice(&sys),
     }
     quiet_broken_pipe();
     // Unwinding runs the guards (a profile applied for a run is put back) before this returns.

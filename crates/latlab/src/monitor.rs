@@ -166,6 +166,13 @@ pub fn fill(args: FillArgs, sys: &Sys) -> CliResult<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+impl MonitorArgs {
+    /// Whether it holds a profile (and so first puts back one a killed process left).
+    pub fn holds_profile(&self) -> bool {
+        self.profile.is_some()
+    }
+}
+
 fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
     let online = sys
         .online_cpus()

@@ -232,6 +232,41 @@ fn a_signal_in_the_middle_of_apply_puts_everything_back() {
     }
 }
 
+/// A monitor holding a profile puts back the one a killed apply left, and says that alone: not
+/// also the note telling the user to run `tune restore`.
+#[test]
+fn a_monitor_with_a_profile_puts_back_a_leftover_and_says_it_once() {
+    let t = Tree::new("laptop-intel");
+    let before = snapshot(&t.root);
+    let mut child = paused_apply(&t, "lowlatency", 5, None);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let log = t.dir.path().join("monitor.log");
+    let mut cmd = t.cmd(&[
+        "monitor",
+        "--profile",
+        "lowlatency",
+        "--window",
+        "1s",
+        "--listen",
+        "off",
+        "--cpus",
+        "0",
+        "--name",
+        "t",
+        "--db",
+    ]);
+    cmd.arg(t.dir.path().join("m.db"))
+        .args(latlab_testkit::policy_args());
+    let d = latlab_testkit::process::Proc::start(cmd, log.clone());
+    latlab_testkit::process::wait_for("the start", std::time::Duration::from_secs(30), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("left by a process that ended"))
+    });
+    let log = d.term();
+    assert!(!log.contains("latlab tune restore"), "{log}");
+    assert_eq!(snapshot(&t.root), before, "{log}");
+}
+
 /// A run whose profile disables idle states under the haltpoll governor measured less than
 /// the profile names: the result says so (and reports show it), and the tree is put back.
 #[test]
