@@ -335,19 +335,13 @@ fn take_over_tuning(
     let Some((profile, _)) = &plan.profile else {
         return Ok(None);
     };
-    if let Ok(st) = latlab_tune::status(sys, &plan.state_dir)
-        && st.stale
-    {
-        let r = latlab_tune::restore(sys, &plan.state_dir).map_err(|e| {
-            Error::Failed(anyhow::anyhow!(
-                "a stale tuning is in place and could not be restored: {e}"
-            ))
-        })?;
-        let text = format!(
-            "restored profile {} left by a process that ended without restoring it ({} values)",
-            r.profile.unwrap_or_default(),
-            r.lines.len()
-        );
+    let stale = latlab_tune::restore_stale(sys, &plan.state_dir).map_err(|e| {
+        Error::Failed(anyhow::anyhow!(
+            "a stale tuning is in place and could not be restored: {e}"
+        ))
+    })?;
+    if let Some(r) = stale {
+        let text = r.stale_line();
         eprintln!("latlab: {text}");
         notes.push(note("profile", &text));
     }

@@ -141,6 +141,20 @@ fn run(
         }
     };
     // The profile goes first and is restored last (also on errors and panics: the guard).
+    // What a killed process left behind goes back first, as the monitor does it.
+    let mut stale = None;
+    if let Some((_, state_dir)) = &p.profile {
+        stale = latlab_tune::restore_stale(sys, state_dir)
+            .map_err(|e| {
+                Error::Failed(anyhow::anyhow!(
+                    "a tuning left behind could not be restored: {e}"
+                ))
+            })?
+            .map(|r| r.stale_line());
+        if let Some(line) = &stale {
+            eprintln!("latlab: {line}");
+        }
+    }
     let tuning = match &p.profile {
         // Per-CPU settings (and a realtime profile's isolated CPUs) are the measured CPUs.
         Some((profile, state_dir)) => Some(
@@ -209,6 +223,7 @@ fn run(
         (name, lines, pm_qos, restored)
     });
     let mut result = result?;
+    result.environment.warnings.extend(stale);
     result.environment.warnings.extend(notes);
     result.loads = loads;
     if let Some(s) = &p.schedule

@@ -744,6 +744,27 @@ impl Status {
     }
 }
 
+/// Put back a tuning a process left behind (killed while applying, or while it held a tuning
+/// for a run, or one from before a reboot), not one `tune apply` put in force. `None`: nothing
+/// was left behind.
+pub fn restore_stale(sys: &Sys, state_dir: &Path) -> Result<Option<RestoreReport>, TuneError> {
+    if !status(sys, state_dir)?.stale {
+        return Ok(None);
+    }
+    restore(sys, state_dir).map(Some)
+}
+
+impl RestoreReport {
+    /// What [`restore_stale`] did, in one line.
+    pub fn stale_line(&self) -> String {
+        format!(
+            "restored profile {} left by a process that ended without restoring it ({} values)",
+            self.profile.as_deref().unwrap_or_default(),
+            self.lines.len()
+        )
+    }
+}
+
 /// The tuning state in `state_dir`.
 pub fn status(sys: &Sys, state_dir: &Path) -> Result<Status, TuneError> {
     let journal = Journal::read(state_dir)?;

@@ -92,10 +92,11 @@ fn main() -> ExitCode {
         None => latlab_sys::Sys::from_env(),
     };
     match &cli.command {
-        // tune speaks of a journal left behind itself; a monitor holding a profile puts it
-        // back first, and says so.
+        // tune speaks of a journal left behind itself; a monitor or a measurement holding a
+        // profile puts it back first, and says so.
         Command::Tune(_) => {}
         Command::Monitor(m) if m.holds_profile() => {}
+        Command::Measure(m) if m.holds_profile() => {}
         _ => tune::stale_journal_notice(&sys),
     }
     quiet_broken_pipe();

@@ -158,6 +158,11 @@ pub struct MeasureArgs {
 }
 
 impl MeasureArgs {
+    /// Whether it holds a profile (and so first puts back one a killed process left).
+    pub fn holds_profile(&self) -> bool {
+        self.profile.is_some()
+    }
+
     /// Turn the arguments into a configuration, checking what spans several options.
     pub fn to_config(&self, online: &CpuList) -> CliResult<MeasureConfig> {
         let o = &self.opts;
@@ -326,6 +331,18 @@ impl MeasureArgs {
                     .state_dir
                     .clone()
                     .unwrap_or_else(|| latlab_tune::default_state_dir(sys));
+                // A tuning `tune apply` put in force: said now, not after "measuring".
+                if let Ok(st) = latlab_tune::status(sys, &state_dir)
+                    && let Some(j) = st.journal.as_ref().filter(|_| !st.stale)
+                {
+                    return Err(CliError::Failed(anyhow::anyhow!(
+                        "--profile {name}: {}",
+                        latlab_tune::TuneError::AlreadyApplied {
+                            profile: j.header.profile.clone(),
+                            since: st.since().unwrap_or_default(),
+                        }
+                    )));
+                }
                 Some((profile, state_dir))
             }
         };

@@ -232,8 +232,8 @@ fn a_signal_in_the_middle_of_apply_puts_everything_back() {
     }
 }
 
-/// A monitor holding a profile puts back the one a killed apply left, and says that alone: not
-/// also the note telling the user to run `tune restore`.
+/// A monitor or a measurement holding a profile puts back the one a killed apply left, and says
+/// that alone: not also the note telling the user to run `tune restore`.
 #[test]
 fn a_monitor_with_a_profile_puts_back_a_leftover_and_says_it_once() {
     let t = Tree::new("laptop-intel");
@@ -265,6 +265,45 @@ fn a_monitor_with_a_profile_puts_back_a_leftover_and_says_it_once() {
     let log = d.term();
     assert!(!log.contains("latlab tune restore"), "{log}");
     assert_eq!(snapshot(&t.root), before, "{log}");
+    // So does a measurement, and its result says so.
+    let mut child = paused_apply(&t, "lowlatency", 5, None);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = t
+        .cmd(&["measure", "-D", "0.2s", "-a", "0", "--no-samplers", "-q"])
+        .args(latlab_testkit::policy_args())
+        .args(["--profile", "lowlatency", "--json", "-"])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("restored profile lowlatency left by a process that ended"),
+        "{err}"
+    );
+    assert!(!err.contains("latlab tune restore"), "{err}");
+    let r = latlab_testkit::json(&out);
+    assert!(
+        r["environment"]["warnings"]
+            .to_string()
+            .contains("left by a process that ended"),
+        "{r}"
+    );
+    assert_eq!(snapshot(&t.root), before, "{err}");
+    // One `tune apply` put in force is not left behind: refused before anything is measured.
+    ok(&t.run(&["tune", "apply", "powersave"]));
+    let out = t
+        .cmd(&["measure", "-D", "0.2s", "-a", "0", "--no-samplers"])
+        .args(latlab_testkit::policy_args())
+        .args(["--profile", "lowlatency"])
+        .output()
+        .unwrap();
+    latlab_testkit::assert_one_line_error(
+        &out,
+        1,
+        "--profile lowlatency: profile powersave is applied (since ",
+    );
+    ok(&t.run(&["tune", "restore"]));
+    assert_eq!(snapshot(&t.root), before);
 }
 
 /// A run whose profile disables idle states under the haltpoll governor measured less than
