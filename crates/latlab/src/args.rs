@@ -117,9 +117,9 @@ pub struct MeasureOpts {
     #[arg(short = 'a', long, value_name = "LIST")]
     pub cpus: Option<Cpus>,
 
-    /// Real-time priority for fifo and rr (1..99).
-    #[arg(short = 'p', long, default_value_t = 95, value_name = "1..99")]
-    pub priority: u32,
+    /// Real-time priority for fifo and rr, 1..99 (default 95).
+    #[arg(short = 'p', long, value_name = "1..99")]
+    pub priority: Option<u32>,
 
     /// Scheduling policy: fifo, rr, other, batch, idle; deadline (measure only).
     #[arg(long, default_value = "fifo", value_name = "POLICY")]
@@ -154,7 +154,22 @@ pub struct MeasureOpts {
     pub sample_period: Ns,
 }
 
+/// The real-time priority of fifo and rr without `-p`.
+const DEFAULT_PRIORITY: u32 = 95;
+
 impl MeasureOpts {
+    /// What the options say together: a priority needs a real-time policy.
+    pub fn check(&self) -> CliResult<()> {
+        match self.priority {
+            Some(p) if !self.policy.is_realtime() => Err(CliError::Usage(format!(
+                "--priority {p}: policy {} has no real-time priority (accepted: -p with --policy \
+                 fifo or rr)",
+                self.policy.name()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// The configuration these options give, pinned to `--cpus` (default: every online CPU),
     /// without an end; the command sets what is its own on top.
     pub fn config(&self, online: &CpuList, interval: Ns, window: Ns) -> MeasureConfig {
@@ -168,7 +183,7 @@ impl MeasureOpts {
             cpus: Some(cpus),
             policy: self.policy,
             priority: if self.policy.is_realtime() {
-                self.priority
+                self.priority.unwrap_or(DEFAULT_PRIORITY)
             } else {
                 0
             },

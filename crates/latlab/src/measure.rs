@@ -166,6 +166,7 @@ impl MeasureArgs {
     /// Turn the arguments into a configuration, checking what spans several options.
     pub fn to_config(&self, online: &CpuList) -> CliResult<MeasureConfig> {
         let o = &self.opts;
+        o.check()?;
         let mut cfg = o.config(online, self.interval, self.window);
         let interval_ns = self.interval.0;
         let deadline = match self.dl_runtime {

@@ -211,6 +211,7 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
                 .into(),
         ));
     }
+    args.opts.check()?;
     let sample_period = args.opts.sample_period_ns()?;
     // Built like `latlab measure`'s, with no end. Spikes go out with their windows (at most
     // 1024 per window and CPU), so the run's own spike limit does not bound them.

@@ -271,6 +271,15 @@ const ROWS: &[(&[&str], &str)] = &[
         &["tune", "search", "--write-profile", "/proc/x.toml"],
         "--write-profile /proc/x.toml: cannot be written in /proc: ",
     ),
+    // A priority only real-time policies have.
+    (
+        &["measure", "--policy", "other", "-p", "50"],
+        "--priority 50: policy other has no real-time priority (accepted: -p with --policy fifo or rr)",
+    ),
+    (
+        &["monitor", "--policy", "batch", "-p", "10", "--check-config"],
+        "--priority 10: policy batch has no real-time priority",
+    ),
     // The kernel takes a signed 32-bit PM QoS request.
     (
         &["tune", "apply", "./dma.toml"],
