@@ -94,8 +94,13 @@ fn resolve(store: &Store, text: &str) -> CliResult<RunId> {
         ));
     }
     store.find_run(text).map_err(failed)?.ok_or_else(|| {
+        // A monitoring series is no run: its report is what shows it.
+        let series = text
+            .strip_prefix("series:")
+            .map(|name| format!("; a monitoring series is shown by `latlab report series:{name}`"))
+            .unwrap_or_default();
         CliError::Usage(format!(
-            "no run {text} in {} (see `latlab db list`)",
+            "no run {text} in {} (accepted: a number from `latlab db list` or a result id{series})",
             store.path().display()
         ))
     })

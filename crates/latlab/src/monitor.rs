@@ -220,9 +220,11 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
     let listen = args.listen.0;
     let web_config = args.web.resolve(listen)?;
     let name = match &args.name {
-        Some(n) if n.trim().is_empty() || n.len() > 200 => {
+        Some(n) if n.trim().is_empty() || n.len() > 200 || n.chars().any(char::is_control) => {
             return Err(CliError::Usage(
-                "--name: empty or longer than 200 characters (accepted: a short name)".into(),
+                "--name: empty, longer than 200 characters or with a control character such as a \
+                 line break (accepted: a short name on one line)"
+                    .into(),
             ));
         }
         Some(n) => n.clone(),

@@ -271,6 +271,11 @@ const ROWS: &[(&[&str], &str)] = &[
         &["tune", "search", "--write-profile", "/proc/x.toml"],
         "--write-profile /proc/x.toml: cannot be written in /proc: ",
     ),
+    // A series' name is one line: it is a label in logs, tables and Prometheus.
+    (
+        &["monitor", "--name", "a\nb", "--check-config"],
+        "--name: empty, longer than 200 characters or with a control character",
+    ),
     // A priority only real-time policies have.
     (
         &["measure", "--policy", "other", "-p", "50"],

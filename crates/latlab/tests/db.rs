@@ -133,6 +133,12 @@ fn a_measured_run_is_saved_listed_shown_and_removed() {
     let out = db_ok(&store, &["list"]);
     assert!(out.starts_with("no runs in"), "{out}");
     assert_one_line_error(&db(&store, &["show", "1"]), 2, "no run 1");
+    // A monitoring series is not a run: the error says what shows it.
+    assert_one_line_error(
+        &db(&store, &["show", "series:node1"]),
+        2,
+        "a monitoring series is shown by `latlab report series:node1`",
+    );
 }
 
 #[test]
