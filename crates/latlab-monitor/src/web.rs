@@ -390,6 +390,21 @@ fn parsed<T>(q: Result<Query<T>, QueryRejection>, accepted: &str) -> Result<T, S
 /// problem.
 fn range(q: Result<Query<RangeQ>, QueryRejection>) -> Result<(RangeQ, u64, u64), String> {
     let q = parsed(q, RANGE_FORM)?;
+    // `nan` and `inf` parse as numbers: they name no time.
+    if [q.from, q.to]
+        .into_iter()
+        .flatten()
+        .any(|ms| !ms.is_finite())
+    {
+        return Err(format!(
+            "from and to must be finite numbers (accepted: {RANGE_FORM})"
+        ));
+    }
+    if q.limit == Some(0) || q.points == Some(0) {
+        return Err(format!(
+            "points and limit must be 1 or more (accepted: {RANGE_FORM})"
+        ));
+    }
     let to = q.to.map_or(metrics::END_OF_TIME, crate::api::ns_of_ms);
     let from = q.from.map_or(0, crate::api::ns_of_ms);
     if from >= to {

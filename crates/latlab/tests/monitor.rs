@@ -1254,6 +1254,21 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
         ("/api/timeline", 400, "missing field `series`"),
         ("/api/worst?series=1&limit=-1", 400, "accepted: series=ID"),
         (
+            "/api/worst?series=1&limit=0",
+            400,
+            "points and limit must be 1 or more",
+        ),
+        (
+            "/api/timeline?series=1&from=nan",
+            400,
+            "from and to must be finite",
+        ),
+        (
+            "/api/timeline?series=1&to=inf",
+            400,
+            "from and to must be finite",
+        ),
+        (
             "/api/window?series=1&start=5",
             400,
             "accepted: series=ID, start=NS",
