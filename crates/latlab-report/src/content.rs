@@ -51,6 +51,7 @@ pub(crate) fn build(a: &Analysis, plots: bool) -> Vec<Block> {
     traced(&mut b, a, plots);
     runs(&mut b, a);
     per_cpu(&mut b, a);
+    per_cpu_idle(&mut b, a);
     spikes(&mut b, a);
     if plots {
         for c in &a.cells {
@@ -1019,6 +1020,72 @@ fn per_cpu(b: &mut Vec<Block>, a: &Analysis) {
         }
     }
     b.push(Block::Table(t));
+}
+
+/// Idle residency of each CPU (a per-core experiment limits idle states CPU by CPU, and the
+/// mean over the CPUs elsewhere hides that): the median over a cell's repeats, every CPU the
+/// samplers read.
+fn per_cpu_idle(b: &mut Vec<Block>, a: &Analysis) {
+    let mut states: Vec<&str> = Vec::new();
+    // (cell, CPU) → state → the repeats' residencies.
+    type Residencies<'a> = Vec<(&'a str, Vec<f64>)>;
+    let mut rows: std::collections::BTreeMap<(usize, usize), Residencies> =
+        std::collections::BTreeMap::new();
+    for (ci, c) in a.cells.iter().enumerate() {
+        for r in &c.runs {
+            let Some(s) = &r.run.samples else { continue };
+            for cpu in &s.cpus {
+                let Some(names) = s.idle_states.iter().find(|i| i.cpu == cpu.cpu) else {
+                    continue;
+                };
+                let row = rows.entry((ci, cpu.cpu)).or_default();
+                for (name, pct) in names.states.iter().zip(&cpu.idle_residency_pct) {
+                    if !states.contains(&name.as_str()) {
+                        states.push(name);
+                    }
+                    match row.iter_mut().find(|(n, _)| n == name) {
+                        Some((_, v)) => v.push(*pct),
+                        None => row.push((name, vec![*pct])),
+                    }
+                }
+            }
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let headers: Vec<String> = states.iter().map(|s| format!("{s} (%)")).collect();
+    let mut columns = vec![("cell", false), ("CPU", false)];
+    columns.extend(headers.iter().map(|h| (h.as_str(), true)));
+    let mut t = Table::new("per-cpu-idle", &columns);
+    for ((ci, cpu), row) in &rows {
+        let mut cells: Vec<TCell> = vec![
+            a.cells[*ci].cell.name.as_str().into(),
+            format!("cpu{cpu}").into(),
+        ];
+        for s in &states {
+            let v = row
+                .iter()
+                .find(|(n, _)| n == s)
+                .and_then(|(_, v)| crate::analysis::spread(v));
+            cells.push(
+                v.map_or_else(|| "-".to_string(), |v| format!("{:.1}", v.median))
+                    .into(),
+            );
+        }
+        t.row(cells);
+    }
+    h3(
+        b,
+        "Idle residency per CPU".into(),
+        Some("per-cpu-idle".into()),
+    );
+    b.push(Block::Table(t));
+    b.push(Block::Note(
+        "share of the run each CPU spent in each idle state, median over the repeats; every CPU \
+         the samplers read, measured or not"
+            .into(),
+    ));
 }
 
 fn spikes(b: &mut Vec<Block>, a: &Analysis) {

@@ -177,6 +177,22 @@ fn run_json(a: &Analysis, r: &RunFigures) -> Value {
             Ok(states) => Value::Object(states.iter().map(|(n, p)| (n.clone(), num(*p))).collect()),
             Err(e) => unavailable(e),
         },
+        // Each CPU's, as the per-CPU table shows them.
+        "idle_residency_pct_per_cpu": run.samples.as_ref().map(|s| {
+            s.cpus
+                .iter()
+                .filter_map(|c| {
+                    let names = s.idle_states.iter().find(|i| i.cpu == c.cpu)?;
+                    let states: Map<String, Value> = names
+                        .states
+                        .iter()
+                        .zip(&c.idle_residency_pct)
+                        .map(|(n, p)| (n.clone(), num(*p)))
+                        .collect();
+                    Some((format!("cpu{}", c.cpu), Value::Object(states)))
+                })
+                .collect::<Map<String, Value>>()
+        }),
         "throughput": throughput,
         "loads": run.loads.reports,
         "load_phases": run.loads.phases.iter().map(|p| {

@@ -1661,6 +1661,40 @@ fn findings_say_what_missed_counts_and_when_too_many_were_missed() {
     );
 }
 
+/// Each CPU's idle residency, median over a cell's repeats, in the text and per run in JSON.
+#[test]
+fn idle_residency_is_shown_per_cpu() {
+    let input = experiment();
+    let c = &input.cells[1];
+    let at = |r: &RunResult, cpu: usize| {
+        let s = r.samples.as_ref().unwrap();
+        let names = &s.idle_states.iter().find(|i| i.cpu == cpu).unwrap().states;
+        let i = names.iter().position(|n| n == "C6").unwrap();
+        s.cpus
+            .iter()
+            .find(|x| x.cpu == cpu)
+            .unwrap()
+            .idle_residency_pct[i]
+    };
+    let mut v: Vec<f64> = c.runs.iter().map(|r| at(r, 1)).collect();
+    v.sort_by(f64::total_cmp);
+    let median = (v[1] + v[2]) / 2.0;
+    let text = report_text(&input);
+    let row = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Idle residency per CPU"))
+        .find(|l| l.starts_with("powersave") && l.contains(" cpu1 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(
+        row.split_whitespace().last(),
+        Some(format!("{median:.1}").as_str()),
+        "{row}"
+    );
+    let json = report_json(&input);
+    let per_cpu = &json["cells"][1]["repeats"][0]["idle_residency_pct_per_cpu"];
+    assert_eq!(per_cpu["cpu1"]["C6"].as_f64(), Some(at(&c.runs[0], 1)));
+}
+
 /// Each load phase has the latency of the windows in it: over the phases of a run the samples
 /// and missed periods add up to the run's and the worst maximum is the run's.
 #[test]
