@@ -224,7 +224,7 @@ pub fn series_lock_path(db: &Path, name: &str) -> std::path::PathBuf {
 
 /// The store's path with every link resolved (its directory's, when the file is still to be
 /// made): one lock for one file, however the path to it is spelled.
-fn resolved(db: &Path) -> std::path::PathBuf {
+pub(crate) fn resolved(db: &Path) -> std::path::PathBuf {
     if let Ok(p) = std::fs::canonicalize(db) {
         return p;
     }

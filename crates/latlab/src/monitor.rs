@@ -392,6 +392,14 @@ pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {
     let plan = prepare(&args, sys)?;
     if args.check_config {
         print!("{}", check_config_text(&plan));
+        // A good configuration that cannot start now is said, and fails the check.
+        let obstacles = latlab_monitor::start_obstacles(&plan);
+        if !obstacles.is_empty() {
+            return Err(CliError::Failed(anyhow::anyhow!(
+                "a start now would fail: {}",
+                obstacles.join("; ")
+            )));
+        }
         return Ok(ExitCode::SUCCESS);
     }
     // Signals first: every thread started later inherits the blocked mask.

@@ -93,6 +93,17 @@ fn a_second_daemon_on_the_series_is_refused_naming_the_first() {
         "{}",
         stderr(&second)
     );
+    // --check-config says so too, rather than that all is well.
+    let check = monitor(&db, "t").arg("--check-config").output().unwrap();
+    assert_one_line_error(
+        &check,
+        1,
+        &format!(
+            "a start now would fail: series \"t\" in {} is being recorded by another daemon (PID {})",
+            db.display(),
+            first.pid()
+        ),
+    );
     // The same file through a link, or another spelling of its path, is the same store.
     let link = dir.path().join("link.db");
     std::os::unix::fs::symlink(&db, &link).unwrap();
@@ -140,6 +151,18 @@ fn a_second_daemon_on_a_taken_port_refuses_before_it_touches_a_store() {
             .unwrap();
         assert_one_line_error(&out, 1, &format!("cannot listen on {addr}"));
     }
+    // --check-config of the same says the address is taken.
+    let check = common::monitor(
+        &other,
+        &[&listen[..], &["--name", "t", "--check-config"]].concat(),
+    )
+    .output()
+    .unwrap();
+    assert_one_line_error(
+        &check,
+        1,
+        &format!("a start now would fail: --listen {addr}: "),
+    );
     assert!(
         !other.exists(),
         "a store made by a daemon that did not start"
