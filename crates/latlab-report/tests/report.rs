@@ -1712,32 +1712,25 @@ fn load_phases_carry_their_latency() {
                     .map(|p| p["latency"][k].as_u64().unwrap())
                     .sum()
             };
-            let windows: u64 = r
-                .threads
-                .iter()
-                .flat_map(|t| &t.windows)
-                .map(|w| w.count)
-                .sum();
-            assert_eq!(sum("samples"), windows, "{}", r.id);
-            let missed: u64 = r
-                .threads
-                .iter()
-                .flat_map(|t| &t.windows)
-                .map(|w| w.missed)
-                .sum();
-            assert_eq!(sum("missed"), missed, "{}", r.id);
+            let windows = || r.threads.iter().flat_map(|t| &t.windows);
+            assert_eq!(
+                sum("samples"),
+                windows().map(|w| w.count).sum::<u64>(),
+                "{}",
+                r.id
+            );
+            assert_eq!(
+                sum("missed"),
+                windows().map(|w| w.missed).sum::<u64>(),
+                "{}",
+                r.id
+            );
             let max = phases
                 .iter()
                 .map(|p| p["latency"]["max_ns"].as_u64().unwrap())
                 .max()
                 .unwrap();
-            let worst = r
-                .threads
-                .iter()
-                .flat_map(|t| &t.windows)
-                .map(|w| w.max)
-                .max()
-                .unwrap();
+            let worst = windows().map(|w| w.max).max().unwrap();
             assert_eq!(max, worst, "{}", r.id);
             checked += 1;
         }

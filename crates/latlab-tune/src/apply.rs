@@ -17,9 +17,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// Hooks for tests: make the N-th write fail with EIO, or stop after K writes (sleep until
-/// killed, or for S seconds). `from_env` reads `LATLAB_TUNE_FAIL_AT_WRITE`,
-/// `LATLAB_TUNE_PAUSE_AFTER_WRITES` and `LATLAB_TUNE_PAUSE_SECONDS`.
+/// Hooks for tests: make the N-th write fail with EIO, or stop after K writes (0: after the
+/// checks, before the tuning lock is taken) and sleep until killed, or for S seconds.
+/// `from_env` reads `LATLAB_TUNE_FAIL_AT_WRITE`, `LATLAB_TUNE_PAUSE_AFTER_WRITES` and
+/// `LATLAB_TUNE_PAUSE_SECONDS`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TestHooks {
     pub fail_at_write: Option<usize>,
@@ -286,6 +287,9 @@ fn apply_inner(
 ) -> Result<(Applied, StateLock), TuneError> {
     // Validate against the machine and check the rights before taking anything.
     check_permissions(sys, &Plan::build(sys, profile, opts.cpus.as_ref())?)?;
+    if opts.hooks.pause_after_writes == Some(0) {
+        pause(&opts.hooks, 0);
+    }
     let lock = StateLock::acquire(state_dir)?;
     let mut previous = None;
     if let Some(js) = Journal::read(state_dir)? {
@@ -370,17 +374,8 @@ fn apply_inner(
                 });
             }
         }
-        if opts.hooks.pause_after_writes == Some(written.len()) {
-            eprintln!(
-                "latlab: test hook: paused after {} writes (LATLAB_TUNE_PAUSE_AFTER_WRITES)",
-                written.len()
-            );
-            match opts.hooks.pause_seconds {
-                Some(s) => std::thread::sleep(std::time::Duration::from_secs(s)),
-                None => loop {
-                    std::thread::sleep(std::time::Duration::from_secs(3600));
-                },
-            }
+        if opts.hooks.pause_after_writes == Some(written.len()) && !written.is_empty() {
+            pause(&opts.hooks, written.len());
         }
     }
     journal.append(&Line::Complete {
@@ -396,6 +391,17 @@ fn apply_inner(
         },
         lock,
     ))
+}
+
+/// The test hook's stop after `writes` writes: until killed, or for its seconds.
+fn pause(hooks: &TestHooks, writes: usize) {
+    eprintln!("latlab: test hook: paused after {writes} writes (LATLAB_TUNE_PAUSE_AFTER_WRITES)");
+    match hooks.pause_seconds {
+        Some(s) => std::thread::sleep(std::time::Duration::from_secs(s)),
+        None => loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        },
+    }
 }
 
 /// Put back what was written before a failure; says what happened.

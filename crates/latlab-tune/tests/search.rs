@@ -46,6 +46,17 @@ struct Simulated {
 }
 
 impl Simulated {
+    /// The machine at `root`, its runs drawn from `seed`, nothing measured yet.
+    fn new(root: &Path, effect: Effect, seed: u64) -> Simulated {
+        Simulated {
+            root: root.to_path_buf(),
+            effect,
+            rng: Rng(seed),
+            seen: Vec::new(),
+            kept: Vec::new(),
+        }
+    }
+
     fn knobs(&self) -> [String; 3] {
         TUNED.map(|f| {
             std::fs::read_to_string(self.root.join(f))
@@ -270,13 +281,7 @@ fn a_resumed_search_has_the_budget_the_interrupted_one_left() {
     let sys = Sys::new(&root);
     let cpus = CpuList::parse("0").unwrap();
     let lab = |saved| Resumed {
-        inner: Simulated {
-            root: root.clone(),
-            effect: one_helps,
-            rng: Rng(5),
-            seen: Vec::new(),
-            kept: Vec::new(),
-        },
+        inner: Simulated::new(&root, one_helps, 5),
         kept: Default::default(),
         saved,
     };
@@ -343,13 +348,7 @@ fn search_on_tree(
     let cpus = CpuList::parse("0").unwrap();
     let (candidates, not_tried) = search::candidates(&sys, &three_knobs(), &cpus).unwrap();
     assert_eq!(candidates.len(), 3, "{not_tried:?}");
-    let mut lab = Simulated {
-        root: root.clone(),
-        effect,
-        rng: Rng(seed),
-        seen: Vec::new(),
-        kept: Vec::new(),
-    };
+    let mut lab = Simulated::new(&root, effect, seed);
     let spec = Spec {
         goal,
         budget,
@@ -495,13 +494,7 @@ fn a_tuning_applied_by_another_process_meanwhile_stops_the_search() {
     let cpus = CpuList::parse("0").unwrap();
     let (candidates, not_tried) = search::candidates(&sys, &three_knobs(), &cpus).unwrap();
     let mut lab = Intruded {
-        inner: Simulated {
-            root: root.clone(),
-            effect: one_helps,
-            rng: Rng(3),
-            seen: Vec::new(),
-            kept: Vec::new(),
-        },
+        inner: Simulated::new(&root, one_helps, 3),
         sys: sys.clone(),
         state: state.clone(),
         done: false,
@@ -553,13 +546,7 @@ fn an_interrupted_screening_concludes_nothing() {
     let sys = Sys::new(&root);
     let cpus = CpuList::parse("0").unwrap();
     let mut lab = Stopped {
-        inner: Simulated {
-            root: root.clone(),
-            effect: one_helps,
-            rng: Rng(5),
-            seen: Vec::new(),
-            kept: Vec::new(),
-        },
+        inner: Simulated::new(&root, one_helps, 5),
         after: 7,
     };
     let (candidates, not_tried) = search::candidates(&sys, &three_knobs(), &cpus).unwrap();

@@ -343,49 +343,21 @@ fn same_series(db: &std::path::Path, name: &str, cfg: &MeasureConfig) -> CliResu
 
 /// The measuring options of `now` that differ from `was`, as `--interval 200us (not 1ms)`.
 fn measured_otherwise(was: &MeasureConfig, now: &MeasureConfig) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut differ = |option: &str, a: String, b: String| {
-        if a != b {
-            out.push(format!("{option} {a} (not {b})"));
-        }
-    };
-    differ(
-        "--interval",
-        format_duration(was.interval_ns),
-        format_duration(now.interval_ns),
-    );
-    differ(
-        "--method",
-        was.method.name().into(),
-        now.method.name().into(),
-    );
-    differ("--clock", was.clock.name().into(), now.clock.name().into());
-    differ(
-        "--relative",
-        was.relative.to_string(),
-        now.relative.to_string(),
-    );
-    differ(
-        "--policy",
-        was.policy.name().into(),
-        now.policy.name().into(),
-    );
-    differ(
-        "--priority",
-        was.priority.to_string(),
-        now.priority.to_string(),
-    );
-    differ(
-        "--timer-slack",
-        format_duration(was.timer_slack_ns),
-        format_duration(now.timer_slack_ns),
-    );
-    differ(
-        "--stagger",
-        was.stagger.to_string(),
-        now.stagger.to_string(),
-    );
-    out
+    let both = |f: fn(&MeasureConfig) -> String| (f(was), f(now));
+    [
+        ("--interval", both(|c| format_duration(c.interval_ns))),
+        ("--method", both(|c| c.method.name().into())),
+        ("--clock", both(|c| c.clock.name().into())),
+        ("--relative", both(|c| c.relative.to_string())),
+        ("--policy", both(|c| c.policy.name().into())),
+        ("--priority", both(|c| c.priority.to_string())),
+        ("--timer-slack", both(|c| format_duration(c.timer_slack_ns))),
+        ("--stagger", both(|c| c.stagger.to_string())),
+    ]
+    .into_iter()
+    .filter(|(_, (a, b))| a != b)
+    .map(|(option, (a, b))| format!("{option} {a} (not {b})"))
+    .collect()
 }
 
 pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {

@@ -339,6 +339,29 @@ fn a_run_says_which_of_its_profile_changed_nothing() {
     assert_eq!(snapshot(&t.root), before);
 }
 
+/// `tune apply` reads the values it journals as the originals under the tuning lock: a restore
+/// that finishes between its checks and its lock (held there by the test hook) does not make it
+/// journal tuned values as the originals, which the last restore would then put back.
+#[test]
+fn apply_reads_the_originals_under_the_lock() {
+    let t = Tree::new("laptop-intel");
+    let before = snapshot(&t.root);
+    let profile = |name: &str, s: u32| {
+        let path = t.dir.path().join(format!("{name}.toml"));
+        std::fs::write(&path, format!("[system]\nvmstat_interval_s = {s}\n")).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (a, b) = (profile("a", 10), profile("b", 5));
+    ok(&t.run(&["tune", "apply", &a]));
+    let child = paused_apply(&t, &b, 0, Some(2));
+    let out = ok(&t.run(&["tune", "restore"]));
+    assert!(out.contains("restored a"), "{out}");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    ok(&t.run(&["tune", "restore"]));
+    assert_eq!(snapshot(&t.root), before, "every value as it was");
+}
+
 /// Processes whose command line is exactly `args`.
 fn running(args: &[&str]) -> Vec<u32> {
     let want: Vec<u8> = args
