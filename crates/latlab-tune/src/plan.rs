@@ -805,6 +805,18 @@ fn resume_latency(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut P
             Phase::ResumeLatency,
         );
     }
+    // The file's values read backwards: said once where one of them is shown as a change.
+    let shown = plan
+        .changes()
+        .iter()
+        .any(|c| c.phase == Phase::ResumeLatency);
+    if shown {
+        plan.notes.push(
+            "pm_qos_resume_latency_us as the kernel writes it: 0 is no limit, n/a a limit of \
+             0 µs (the CPU only polls when idle)"
+                .into(),
+        );
+    }
 }
 
 fn system(sys: &Sys, profile: &Profile, plan: &mut Plan) {

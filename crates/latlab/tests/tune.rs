@@ -66,6 +66,15 @@ fn list_and_show_say_what_each_profile_trades_and_changes() {
     );
     assert!(out.contains("0 → 1"), "{out}");
     assert!(out.contains("1 → 10"), "{out}");
+    // The resume latency file's values read backwards, and the plan says how.
+    assert!(
+        out.contains("pm_qos_resume_latency_us                        0 → n/a"),
+        "{out}"
+    );
+    assert!(
+        out.contains("note: pm_qos_resume_latency_us as the kernel writes it: 0 is no limit"),
+        "{out}"
+    );
     assert!(
         out.contains("6 to change, 2 already set, 2 unsupported here"),
         "{out}"
