@@ -167,6 +167,9 @@ impl Ctx {
 
 pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
     let dirs = crate::args::profile_dirs(sys, &args.profile_dir)?;
+    if let Some(dir) = &args.state_dir {
+        state_dir_usable(dir)?;
+    }
     let ctx = Ctx {
         sys: sys.clone(),
         state_dir: args
@@ -200,6 +203,38 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
         TuneCommand::Recommend => recommend(&ctx),
         TuneCommand::Hold(a) => hold(&ctx, &a),
         TuneCommand::Search(a) => crate::tune_search::run(*a, &ctx.sys, ctx.state_dir.clone()),
+    }
+}
+
+/// `--state-dir`: a directory, or one that can be made where its nearest existing parent is.
+fn state_dir_usable(dir: &std::path::Path) -> CliResult<()> {
+    let refused = |why: &str| {
+        CliError::Usage(format!(
+            "--state-dir {}: {why} (accepted: a directory latlab may write its journal in)",
+            dir.display()
+        ))
+    };
+    if dir.exists() {
+        return if dir.is_dir() {
+            Ok(())
+        } else {
+            Err(refused("not a directory"))
+        };
+    }
+    let mut up = dir.parent();
+    while let Some(p) = up.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
+        up = p.parent();
+    }
+    match up.filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) if !p.is_dir() => Err(refused(&format!("{} is not a directory", p.display()))),
+        Some(p) => latlab_sys::probe_write(p).map_err(|e| {
+            refused(&format!(
+                "cannot be made in {}: {}",
+                p.display(),
+                latlab_tune::describe_io_error(&e)
+            ))
+        }),
+        None => Ok(()),
     }
 }
 

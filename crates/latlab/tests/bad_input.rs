@@ -276,6 +276,15 @@ const ROWS: &[(&[&str], &str)] = &[
         &["monitor", "--name", "a\nb", "--check-config"],
         "--name: empty, longer than 200 characters or with a control character",
     ),
+    // Where the journal goes must take it.
+    (
+        &["tune", "--state-dir", "/etc/passwd", "status"],
+        "--state-dir /etc/passwd: not a directory (accepted: a directory latlab may write",
+    ),
+    (
+        &["tune", "--state-dir", "/proc/nope", "restore"],
+        "--state-dir /proc/nope: cannot be made in /proc: ",
+    ),
     // A priority only real-time policies have.
     (
         &["measure", "--policy", "other", "-p", "50"],

@@ -731,7 +731,12 @@ fn a_state_dir_that_is_a_file_says_why_once() {
         .arg("status")
         .output()
         .unwrap();
-    let err = text(&out.stderr);
-    assert!(!out.status.success(), "{err}");
-    assert_eq!(err.matches("Not a directory").count(), 1, "{err}");
+    latlab_testkit::assert_one_line_error(
+        &out,
+        2,
+        &format!(
+            "--state-dir {}: not a directory (accepted: ",
+            file.display()
+        ),
+    );
 }
