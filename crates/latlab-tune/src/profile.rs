@@ -553,8 +553,13 @@ impl Ctx<'_> {
             self.err(
                 span.clone(),
                 key,
-                "expected a name or an array of names, first one available wins (e.g. \
-                 \"performance\" or [\"schedutil\", \"powersave\"])",
+                if key == "include" {
+                    "expected a profile name or an array of them, each included in turn (e.g. \
+                     \"lowlatency\" or [\"lowlatency\", \"mine\"])"
+                } else {
+                    "expected a name or an array of names, first one available wins (e.g. \
+                     \"performance\" or [\"schedutil\", \"powersave\"])"
+                },
             )
         };
         let words: Vec<String> = match s.get_ref() {
@@ -1263,6 +1268,11 @@ mod tests {
         assert_eq!((line, key.as_str()), (3, "cpu.all.governor"));
         let (line, key, _) = invalid("[system]\nvmstat_interval_s = 1.5\n");
         assert_eq!((line, key.as_str()), (2, "system.vmstat_interval_s"));
+        // Includes are profiles merged in turn, not alternatives as governors are.
+        let (line, key, msg) = invalid("include = 5\n");
+        assert_eq!((line, key.as_str()), (1, "include"));
+        assert!(msg.contains("a profile name or an array of them"), "{msg}");
+        assert!(!msg.contains("first one available"), "{msg}");
     }
 
     /// Values the kernel would refuse are refused here, before anything is written.
