@@ -168,7 +168,12 @@ impl Ctx {
 pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
     let dirs = crate::args::profile_dirs(sys, &args.profile_dir)?;
     if let Some(dir) = &args.state_dir {
-        state_dir_usable(dir)?;
+        // Only what writes the journal needs to make the directory.
+        let writes = matches!(
+            args.command,
+            TuneCommand::Apply(_) | TuneCommand::Restore | TuneCommand::Hold(_)
+        );
+        state_dir_usable(dir, writes)?;
     }
     let ctx = Ctx {
         sys: sys.clone(),
@@ -206,8 +211,9 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
 }
 
-/// `--state-dir`: a directory, or one that can be made where its nearest existing parent is.
-fn state_dir_usable(dir: &std::path::Path) -> CliResult<()> {
+/// `--state-dir`: a directory, or one that can be made where its nearest existing parent is
+/// (tried for real when `writes`).
+fn state_dir_usable(dir: &std::path::Path, writes: bool) -> CliResult<()> {
     let refused = |why: &str| {
         CliError::Usage(format!(
             "--state-dir {}: {why} (accepted: a directory latlab may write its journal in)",
@@ -227,6 +233,7 @@ fn state_dir_usable(dir: &std::path::Path) -> CliResult<()> {
     }
     match up.filter(|p| !p.as_os_str().is_empty()) {
         Some(p) if !p.is_dir() => Err(refused(&format!("{} is not a directory", p.display()))),
+        Some(_) if !writes => Ok(()),
         Some(p) => latlab_sys::probe_write(p).map_err(|e| {
             refused(&format!(
                 "cannot be made in {}: {}",
