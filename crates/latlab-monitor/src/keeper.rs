@@ -160,6 +160,8 @@ pub struct Keeper {
     /// The store's write-ahead log and index as last seen while its file was in place: when the
     /// file goes, they belong to it, not to whatever takes its place.
     sidecars: Vec<(PathBuf, (u64, u64))>,
+    /// What the set-up could not do, as the start annotation says it.
+    start_warnings: String,
 }
 
 /// CPU time of the monitoring itself, ns: every thread of the process (measuring threads, their
@@ -181,6 +183,7 @@ impl Keeper {
         Keeper {
             db: store.path().to_path_buf(),
             sidecars: store.sidecars(),
+            start_warnings: String::new(),
             store: Some(store),
             setup,
             pending: BTreeMap::new(),
@@ -263,8 +266,9 @@ impl Keeper {
                     // In the log and in the store, where a series' report reads them.
                     for w in &warnings {
                         eprintln!("latlab: warning: {w}");
-                        text.push_str(&format!("; warning: {w}"));
+                        self.start_warnings.push_str(&format!("; warning: {w}"));
                     }
+                    text.push_str(&self.start_warnings);
                     self.annotate(start_unix_ns, None, "start", &text);
                 }
                 Ok(Msg::Windows(ws)) => {
@@ -403,6 +407,14 @@ impl Keeper {
             && self.store.is_some()
         {
             let now = self.now_unix_ns();
+            // A series begun in the new file says how it is measured, as at a start.
+            if !self.setup.series.resumed {
+                let describe = format!(
+                    "{}; begun in a new store file{}",
+                    self.setup.describe, self.start_warnings
+                );
+                self.annotate(now, None, "start", &describe);
+            }
             self.annotate(now, None, "store", &text);
         }
         self.drain();

@@ -516,6 +516,14 @@ fn a_deleted_store_is_made_again_and_a_foreign_file_in_its_place_waited_out() {
         marks.iter().any(|m| m.contains("was deleted")),
         "the new store says why it starts here: {marks:?}"
     );
+    // And how its series is measured, as a start does.
+    let starts = annotations(&db, "t", "start");
+    assert!(
+        starts.len() == 1
+            && starts[0].contains("clock-nanosleep every 1ms")
+            && starts[0].contains("begun in a new store file"),
+        "{starts:?}"
+    );
     // The web server follows: /metrics counts the new store's windows, and no connection keeps
     // the deleted file (and its space) open.
     wait_for(
