@@ -162,6 +162,8 @@ pub struct Keeper {
     sidecars: Vec<(PathBuf, (u64, u64))>,
     /// What the set-up could not do, as the start annotation says it.
     start_warnings: String,
+    /// Windows and hours merged by retention steps not said yet: a backlog is said once.
+    merged_unsaid: (u64, u64),
 }
 
 /// CPU time of the monitoring itself, ns: every thread of the process (measuring threads, their
@@ -184,6 +186,7 @@ impl Keeper {
             db: store.path().to_path_buf(),
             sidecars: store.sidecars(),
             start_warnings: String::new(),
+            merged_unsaid: (0, 0),
             store: Some(store),
             setup,
             pending: BTreeMap::new(),
@@ -313,6 +316,7 @@ impl Keeper {
                 self.next_merge = Instant::now() + again;
             }
         }
+        self.say_merged();
         if let Some(mut sw) = self.switcher.take() {
             let s = sw.restore_all(self.clock.as_ref());
             self.switched(s);
@@ -638,19 +642,30 @@ impl Keeper {
         let step = retention_step(store, series, now, self.setup.retention_ns);
         let more = step.more();
         match step.merged {
-            Ok(m) if m.hours > 0 => eprintln!(
-                "latlab: retention: merged {} windows into {} hourly row{}",
-                m.sets_merged,
-                m.hours,
-                if m.hours == 1 { "" } else { "s" }
-            ),
-            Ok(_) => {}
+            Ok(m) => {
+                self.merged_unsaid.0 += m.sets_merged;
+                self.merged_unsaid.1 += m.hours;
+            }
             Err(e) => self.error(format!("retention merge: {e}")),
         }
         if let Err(e) = step.aged {
             self.error(format!("retention: coarsening old histograms: {e}"));
         }
+        if !more {
+            self.say_merged();
+        }
         more
+    }
+
+    /// Say what the retention steps since the last time merged (a backlog of hours in one line).
+    fn say_merged(&mut self) {
+        let (sets, hours) = std::mem::take(&mut self.merged_unsaid);
+        if hours > 0 {
+            eprintln!(
+                "latlab: retention: merged {sets} windows into {hours} hourly row{}",
+                if hours == 1 { "" } else { "s" }
+            );
+        }
     }
 
     /// Write every window set that is complete (all threads past it and, unless finishing, its

@@ -185,16 +185,9 @@ fn hist(k: u64) -> Histogram {
     h
 }
 
-#[test]
-fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("m.db");
-    let hour = 3_600 * SEC;
-    let h0 = (unix_now() - 3 * hour) / hour * hour;
-    // Twelve one-second windows (the daemon's below) spread over an hour three hours ago, as
-    // an earlier daemon left them: window k with k missed periods and one spike.
-    // Measured as the daemon below measures: a series continues only so.
-    let measure = if latlab_testkit::is_root() {
+/// How `monitor()` below measures (a series continues only so): fifo 80 as root, else other.
+fn as_monitor_measures() -> latlab_model::MeasureConfig {
+    if latlab_testkit::is_root() {
         latlab_model::MeasureConfig {
             priority: 80,
             ..Default::default()
@@ -205,10 +198,72 @@ fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
             priority: 0,
             ..Default::default()
         }
-    };
+    }
+}
+
+/// A backlog of hours to merge (a daemon that was down for long) is said in one line, not one
+/// line an hour.
+#[test]
+fn a_retention_backlog_is_said_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("b.db");
+    let hour = 3_600 * SEC;
+    let h0 = (unix_now() - 5 * hour) / hour * hour;
     seed_spaced(
         &db,
-        SeriesConfig::new(&Default::default(), measure),
+        SeriesConfig::new(&Default::default(), as_monitor_measures()),
+        ("b", SEC),
+        (h0, 36, 300 * SEC),
+        |_| (0, Vec::new()),
+    );
+    let d = Proc::start(
+        monitor(
+            &db,
+            &[
+                "--name",
+                "b",
+                "--listen",
+                "off",
+                "--retention",
+                "1h",
+                "--cpus",
+                "0",
+            ],
+        ),
+        dir.path().join("d.log"),
+    );
+    wait_for("three hours merged", Duration::from_secs(30), || {
+        let Ok(store) = Store::open_existing(&db) else {
+            return false;
+        };
+        let id = series(&store, "b");
+        store
+            .monitor_sets(id, 0, END)
+            .is_ok_and(|s| s.iter().filter(|r| r.windows == 12).count() == 3)
+    });
+    let log = d.stop();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("retention: merged"))
+        .collect();
+    assert_eq!(
+        said,
+        ["latlab: retention: merged 36 windows into 3 hourly rows"],
+        "{log}"
+    );
+}
+
+#[test]
+fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let hour = 3_600 * SEC;
+    let h0 = (unix_now() - 3 * hour) / hour * hour;
+    // Twelve one-second windows (the daemon's below) spread over an hour three hours ago, as
+    // an earlier daemon left them: window k with k missed periods and one spike.
+    seed_spaced(
+        &db,
+        SeriesConfig::new(&Default::default(), as_monitor_measures()),
         ("r", SEC),
         (h0, 12, 300 * SEC),
         |k| {
