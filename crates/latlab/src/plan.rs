@@ -77,6 +77,10 @@ pub enum Order {
     Interleaved,
     /// All repeats of a cell, then the next cell.
     Sequential,
+    /// Every cell once per round, each round in its own random order (seeded by the plan's text,
+    /// so a resumed experiment keeps its schedule): neither drift nor a cell's neighbours favour
+    /// any cell.
+    Random,
 }
 
 /// One value of an axis: its label (for tables and cell keys) and the measure arguments it sets.
@@ -227,10 +231,11 @@ impl ExperimentPlan {
         let order = match raw.order.as_ref().map(|o| (o.get_ref().as_str(), o.span())) {
             None | Some(("interleaved", _)) => Order::Interleaved,
             Some(("sequential", _)) => Order::Sequential,
+            Some(("random", _)) => Order::Random,
             Some((other, span)) => {
                 return Err(err(
                     span.start,
-                    format!("order = {other:?} (accepted: interleaved, sequential)"),
+                    format!("order = {other:?} (accepted: interleaved, sequential, random)"),
                 ));
             }
         };
@@ -386,6 +391,25 @@ impl ExperimentPlan {
                     out.extend((0..self.repeat).map(|r| (c, r)));
                 }
             }
+            Order::Random => {
+                // xorshift64*, seeded by the plan's text (FNV-1a): the same plan, the same order.
+                let mut x = self.text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                }) | 1;
+                let mut next = || {
+                    x ^= x >> 12;
+                    x ^= x << 25;
+                    x ^= x >> 27;
+                    x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+                };
+                for r in 0..self.repeat {
+                    let mut round: Vec<usize> = (0..cells).collect();
+                    for i in (1..cells).rev() {
+                        round.swap(i, (next() % (i as u64 + 1)) as usize);
+                    }
+                    out.extend(round.into_iter().map(|c| (c, r)));
+                }
+            }
         }
         out
     }
@@ -534,6 +558,36 @@ priority = [80, 95]
                 (0, 1)
             ]
         );
+    }
+
+    /// `order = "random"`: every cell once a round, rounds shuffled apart, the same order
+    /// every time the same plan is read (a resumed experiment keeps its schedule).
+    #[test]
+    fn a_random_order_is_a_shuffled_round_the_plan_fixes() {
+        let text = "name = \"r\"\nrepeat = 6\norder = \"random\"\n[settings]\nduration = \"1s\"\n[axes]\ninterval = [\"1ms\", \"2ms\", \"3ms\", \"4ms\"]\n";
+        let p = ExperimentPlan::parse(text, "p.toml").unwrap();
+        let s = p.schedule(4);
+        assert_eq!(s.len(), 24);
+        let rounds: Vec<Vec<usize>> = (0..6)
+            .map(|r| {
+                s.iter()
+                    .filter(|(_, rr)| *rr == r)
+                    .map(|(c, _)| *c)
+                    .collect()
+            })
+            .collect();
+        for round in &rounds {
+            let mut sorted = round.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [0, 1, 2, 3], "{rounds:?}");
+        }
+        assert!(
+            rounds.iter().any(|r| r != &rounds[0]),
+            "shuffled: {rounds:?}"
+        );
+        assert_eq!(p.schedule(4), s);
+        let again = ExperimentPlan::parse(text, "p.toml").unwrap();
+        assert_eq!(again.schedule(4), s);
     }
 
     #[test]

@@ -88,6 +88,7 @@ fn plan_line(plan: &ExperimentPlan, cells: usize, runnable: usize, total: Durati
         match plan.order {
             crate::plan::Order::Interleaved => "interleaved",
             crate::plan::Order::Sequential => "sequential",
+            crate::plan::Order::Random => "each round in a random order",
         },
         match skipped {
             0 => String::new(),
