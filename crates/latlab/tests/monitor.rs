@@ -201,6 +201,26 @@ fn as_monitor_measures() -> latlab_model::MeasureConfig {
     }
 }
 
+/// The daemon on series `name` of `db` keeping windows for an hour (its log in `dir`).
+fn retaining_an_hour(db: &Path, name: &str, dir: &Path) -> Proc {
+    Proc::start(
+        monitor(
+            db,
+            &[
+                "--name",
+                name,
+                "--listen",
+                "off",
+                "--retention",
+                "1h",
+                "--cpus",
+                "0",
+            ],
+        ),
+        dir.join("d.log"),
+    )
+}
+
 /// A backlog of hours to merge (a daemon that was down for long) is said in one line, not one
 /// line an hour.
 #[test]
@@ -216,22 +236,7 @@ fn a_retention_backlog_is_said_in_one_line() {
         (h0, 36, 300 * SEC),
         |_| (0, Vec::new()),
     );
-    let d = Proc::start(
-        monitor(
-            &db,
-            &[
-                "--name",
-                "b",
-                "--listen",
-                "off",
-                "--retention",
-                "1h",
-                "--cpus",
-                "0",
-            ],
-        ),
-        dir.path().join("d.log"),
-    );
+    let d = retaining_an_hour(&db, "b", dir.path());
     wait_for("three hours merged", Duration::from_secs(30), || {
         let Ok(store) = Store::open_existing(&db) else {
             return false;
@@ -276,22 +281,7 @@ fn retention_merges_old_windows_into_hours_keeping_counts_and_maxima() {
             )
         },
     );
-    let d = Proc::start(
-        monitor(
-            &db,
-            &[
-                "--name",
-                "r",
-                "--listen",
-                "off",
-                "--retention",
-                "1h",
-                "--cpus",
-                "0",
-            ],
-        ),
-        dir.path().join("d.log"),
-    );
+    let d = retaining_an_hour(&db, "r", dir.path());
     // The twelve old windows become one row, then the daemon's own follow.
     wait_for(
         "the merge and a new window",
