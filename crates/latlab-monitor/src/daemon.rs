@@ -206,8 +206,9 @@ fn wind_down(
     unstored
 }
 
-/// The lock file of series `name` in the store at `db`: beside the store, the name with every
-/// byte outside `[A-Za-z0-9._-]` written as `%XX`.
+/// The lock file of series `name` in the store at `db`: beside the store (its path with links
+/// resolved, so one file has one lock), the name with every byte outside `[A-Za-z0-9._-]`
+/// written as `%XX`.
 pub fn series_lock_path(db: &Path, name: &str) -> std::path::PathBuf {
     let mut safe = String::new();
     for b in name.bytes() {
@@ -217,14 +218,14 @@ pub fn series_lock_path(db: &Path, name: &str) -> std::path::PathBuf {
             safe.push_str(&format!("%{b:02X}"));
         }
     }
-    let mut file = db.as_os_str().to_os_string();
+    let mut file = resolved(db).into_os_string();
     file.push(format!(".{safe}.lock"));
     file.into()
 }
 
 /// The store's path with every link resolved (its directory's, when the file is still to be
 /// made): one lock for one file, however the path to it is spelled.
-pub(crate) fn resolved(db: &Path) -> std::path::PathBuf {
+fn resolved(db: &Path) -> std::path::PathBuf {
     if let Ok(p) = std::fs::canonicalize(db) {
         return p;
     }
@@ -240,7 +241,7 @@ pub(crate) fn resolved(db: &Path) -> std::path::PathBuf {
 
 /// Take series `name`'s lock, or refuse naming the daemon that holds it.
 fn lock_series(db: &Path, name: &str) -> Result<PidLock, Error> {
-    PidLock::acquire(&series_lock_path(&resolved(db), name)).map_err(|e| {
+    PidLock::acquire(&series_lock_path(db, name)).map_err(|e| {
         Error::Failed(match e {
             LockError::Held { pid, .. } => anyhow::anyhow!(
                 "series {name:?} in {} is being recorded by another daemon ({}); stop it or \

@@ -127,13 +127,12 @@ impl MonitorPlan {
     }
 }
 
-/// What `--check-config` prints: every setting, checked, and that nothing was touched.
 /// What would make a start fail now, though the configuration is good: the series recorded by
 /// another daemon, the address taken. Read without taking anything (the port is bound and
 /// let go at once).
 pub fn start_obstacles(p: &MonitorPlan) -> Vec<String> {
     let mut out = Vec::new();
-    let lock = daemon::series_lock_path(&daemon::resolved(&p.db), &p.name);
+    let lock = daemon::series_lock_path(&p.db, &p.name);
     if let Some(pid) = latlab_sys::pidlock::PidLock::holder(&lock) {
         out.push(format!(
             "series {:?} in {} is being recorded by another daemon ({})",
@@ -150,6 +149,7 @@ pub fn start_obstacles(p: &MonitorPlan) -> Vec<String> {
     out
 }
 
+/// What `--check-config` prints: every setting, checked, and that nothing was touched.
 pub fn check_config_text(p: &MonitorPlan) -> String {
     let c = &p.cfg;
     let mut o = String::new();

@@ -807,14 +807,26 @@ pub(crate) fn idle_state_names(s: &Samples) -> Vec<String> {
     names
 }
 
+/// Each CPU's idle residency as the samplers read it: `(cpu, [(state, percent)])`.
+pub(crate) fn idle_per_cpu(s: &Samples) -> Vec<(usize, Vec<(&str, f64)>)> {
+    s.cpus
+        .iter()
+        .filter_map(|c| {
+            let states = s.idle_states.iter().find(|i| i.cpu == c.cpu)?;
+            let pct = states.states.iter().map(String::as_str);
+            Some((
+                c.cpu,
+                pct.zip(c.idle_residency_pct.iter().copied()).collect(),
+            ))
+        })
+        .collect()
+}
+
 fn idle(s: &Samples, system: &SystemInfo) -> Result<Vec<(String, f64)>, String> {
     let names = idle_state_names(s);
     let mut sums = vec![(0.0f64, 0usize); names.len()];
-    for c in &s.cpus {
-        let Some(states) = s.idle_states.iter().find(|i| i.cpu == c.cpu) else {
-            continue;
-        };
-        for (name, pct) in states.states.iter().zip(&c.idle_residency_pct) {
+    for (_, states) in idle_per_cpu(s) {
+        for (name, pct) in states {
             if let Some(k) = names.iter().position(|n| n == name) {
                 sums[k].0 += pct;
                 sums[k].1 += 1;

@@ -1034,18 +1034,15 @@ fn per_cpu_idle(b: &mut Vec<Block>, a: &Analysis) {
     for (ci, c) in a.cells.iter().enumerate() {
         for r in &c.runs {
             let Some(s) = &r.run.samples else { continue };
-            for cpu in &s.cpus {
-                let Some(names) = s.idle_states.iter().find(|i| i.cpu == cpu.cpu) else {
-                    continue;
-                };
-                let row = rows.entry((ci, cpu.cpu)).or_default();
-                for (name, pct) in names.states.iter().zip(&cpu.idle_residency_pct) {
-                    if !states.contains(&name.as_str()) {
+            for (cpu, residency) in crate::analysis::idle_per_cpu(s) {
+                let row = rows.entry((ci, cpu)).or_default();
+                for (name, pct) in residency {
+                    if !states.contains(&name) {
                         states.push(name);
                     }
-                    match row.iter_mut().find(|(n, _)| n == name) {
-                        Some((_, v)) => v.push(*pct),
-                        None => row.push((name, vec![*pct])),
+                    match row.iter_mut().find(|(n, _)| *n == name) {
+                        Some((_, v)) => v.push(pct),
+                        None => row.push((name, vec![pct])),
                     }
                 }
             }

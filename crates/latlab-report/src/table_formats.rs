@@ -179,17 +179,11 @@ fn run_json(a: &Analysis, r: &RunFigures) -> Value {
         },
         // Each CPU's, as the per-CPU table shows them.
         "idle_residency_pct_per_cpu": run.samples.as_ref().map(|s| {
-            s.cpus
-                .iter()
-                .filter_map(|c| {
-                    let names = s.idle_states.iter().find(|i| i.cpu == c.cpu)?;
-                    let states: Map<String, Value> = names
-                        .states
-                        .iter()
-                        .zip(&c.idle_residency_pct)
-                        .map(|(n, p)| (n.clone(), num(*p)))
-                        .collect();
-                    Some((format!("cpu{}", c.cpu), Value::Object(states)))
+            crate::analysis::idle_per_cpu(s)
+                .into_iter()
+                .map(|(cpu, states)| {
+                    let states = states.into_iter().map(|(n, p)| (n.to_string(), num(p)));
+                    (format!("cpu{cpu}"), Value::Object(states.collect()))
                 })
                 .collect::<Map<String, Value>>()
         }),

@@ -140,7 +140,6 @@ fn run(
             Some(t)
         }
     };
-    // The profile goes first and is restored last (also on errors and panics: the guard).
     // What a killed process left behind goes back first, as the monitor does it.
     let mut stale = None;
     if let Some((_, state_dir)) = &p.profile {
@@ -155,6 +154,7 @@ fn run(
             eprintln!("latlab: {line}");
         }
     }
+    // The profile goes first and is restored last (also on errors and panics: the guard).
     let tuning = match &p.profile {
         // Per-CPU settings (and a realtime profile's isolated CPUs) are the measured CPUs.
         Some((profile, state_dir)) => Some(

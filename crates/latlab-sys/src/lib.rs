@@ -210,6 +210,14 @@ pub struct PmQosHold {
     pub us: u32,
 }
 
+/// `path` if it exists, else its nearest ancestor that does (`.` for a relative path none of
+/// whose parts exist): where a file at `path`, and the directories above it, would be made.
+pub fn nearest_existing(path: &Path) -> &Path {
+    path.ancestors()
+        .find(|p| !p.as_os_str().is_empty() && p.exists())
+        .unwrap_or(Path::new("."))
+}
+
 /// Whether this process can write `path`, tried for real (`access(2)` says yes to root even on
 /// a read-only file system or in sysfs): an existing file is opened for writing, neither
 /// truncated nor changed; a missing one is created and removed again; in a directory a file of
@@ -306,6 +314,21 @@ mod tests {
     use super::*;
 
     use latlab_testkit::tree_of as tree;
+
+    /// Where a file and the directories above it would be made: the part of the path that is.
+    #[test]
+    fn the_nearest_existing_part_of_a_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        assert_eq!(nearest_existing(d), d);
+        assert_eq!(nearest_existing(&d.join("a/b/c.toml")), d);
+        std::fs::write(d.join("f"), "").unwrap();
+        assert_eq!(nearest_existing(&d.join("f/x")), d.join("f"));
+        assert_eq!(
+            nearest_existing(Path::new("no-such-dir-here/x")),
+            Path::new(".")
+        );
+    }
 
     #[test]
     fn reads_through_the_root() {

@@ -459,18 +459,12 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
     }
     let cut_short = result.cut_short();
-    if let Some(why) = cut_short.as_ref().filter(|_| !breaches.is_empty()) {
-        // The limit's exit code wins; the run is still said to be incomplete.
+    if let Some(why) = &cut_short {
         eprintln!("latlab: the run is incomplete: {why}; its results are written");
     }
     match failures.pop() {
-        None if breaches.is_empty() && cut_short.is_some() => {
-            eprintln!(
-                "latlab: the run is incomplete: {}; its results are written",
-                cut_short.unwrap_or_default()
-            );
-            Ok(ExitCode::from(130))
-        }
+        // A limit's exit code wins over the signal's.
+        None if breaches.is_empty() && cut_short.is_some() => Ok(ExitCode::from(130)),
         None => Ok(args::gate_exit(&breaches)),
         Some(last) => {
             for e in failures {

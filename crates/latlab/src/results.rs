@@ -161,11 +161,9 @@ fn experiment_cells(
         if matches!(c.status, CellStatus::Pending | CellStatus::Failed) {
             let e = unmeasured.entry(c.key.clone()).or_default();
             e.0 += 1;
-            if c.status == CellStatus::Failed {
-                e.1 =
-                    e.1.take()
-                        .or_else(|| c.reason.clone())
-                        .or(Some(String::new()));
+            // The first failure's reason ("" where none was recorded).
+            if c.status == CellStatus::Failed && e.1.is_none() {
+                e.1 = Some(c.reason.clone().unwrap_or_default());
             }
         }
         *repeats.entry(c.key.clone()).or_default() += 1;
@@ -242,12 +240,7 @@ fn resolve(
     let several = stores.len() > 1;
     let tag = |name: &str, mut cells: Vec<CellInput>| {
         if several {
-            for c in &mut cells {
-                c.name = format!("{} [{name}]", c.name);
-                // The cell it is compared with is renamed alike (it is in the same store).
-                c.baseline = c.baseline.take().map(|b| format!("{b} [{name}]"));
-                c.params.insert("store".into(), name.to_string());
-            }
+            tag_cells(&mut cells, "store", name);
         }
         cells
     };
@@ -387,15 +380,21 @@ fn tag_items(groups: Vec<(String, Vec<CellInput>)>) -> Vec<CellInput> {
     let mut out = Vec::new();
     for (item, mut cells) in groups {
         if collide {
-            for c in &mut cells {
-                c.name = format!("{} [{item}]", c.name);
-                c.baseline = c.baseline.take().map(|b| format!("{b} [{item}]"));
-                c.params.insert("item".into(), item.clone());
-            }
+            tag_cells(&mut cells, "item", &item);
         }
         out.extend(cells);
     }
     out
+}
+
+/// Name `cells` with where they come from, `interval=1ms [VALUE]`, and the cell each is compared
+/// with alike (it comes from the same place); `param` = `value` becomes one of their parameters.
+fn tag_cells(cells: &mut [CellInput], param: &str, value: &str) {
+    for c in cells {
+        c.name = format!("{} [{value}]", c.name);
+        c.baseline = c.baseline.take().map(|b| format!("{b} [{value}]"));
+        c.params.insert(param.into(), value.to_string());
+    }
 }
 
 pub fn report(args: ReportArgs) -> CliResult<ExitCode> {

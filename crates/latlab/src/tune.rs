@@ -227,22 +227,20 @@ fn state_dir_usable(dir: &std::path::Path, writes: bool) -> CliResult<()> {
             Err(refused("not a directory"))
         };
     }
-    let mut up = dir.parent();
-    while let Some(p) = up.filter(|p| !p.as_os_str().is_empty() && !p.exists()) {
-        up = p.parent();
+    let at = latlab_sys::nearest_existing(dir);
+    if !at.is_dir() {
+        return Err(refused(&format!("{} is not a directory", at.display())));
     }
-    match up.filter(|p| !p.as_os_str().is_empty()) {
-        Some(p) if !p.is_dir() => Err(refused(&format!("{} is not a directory", p.display()))),
-        Some(_) if !writes => Ok(()),
-        Some(p) => latlab_sys::probe_write(p).map_err(|e| {
+    if writes {
+        latlab_sys::probe_write(at).map_err(|e| {
             refused(&format!(
                 "cannot be made in {}: {}",
-                p.display(),
+                at.display(),
                 latlab_tune::describe_io_error(&e)
             ))
-        }),
-        None => Ok(()),
+        })?;
     }
+    Ok(())
 }
 
 /// Greedy word wrap with an indent.

@@ -16,7 +16,7 @@ use latlab_store::{CellRef, CellStatus, ExperimentId, ExperimentStatus, RunId, S
 use latlab_sys::Sys;
 use latlab_tune::search::{self, Goal, Lab, NotTried, Objective, Outcome, Spec};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -96,36 +96,33 @@ pub struct SearchArgs {
 /// profile directory. Built-in names and odd characters are refused.
 fn profile_path(sys: &Sys, name: &str) -> CliResult<PathBuf> {
     let path = profile_location(sys, name)?;
-    // Written after the whole search: a place it cannot be written is bad input now. Missing
-    // directories are made then; the nearest one that exists must take files.
-    let mut dir = path.parent().unwrap_or(Path::new("."));
-    while !dir.as_os_str().is_empty() && !dir.exists() {
-        dir = dir.parent().unwrap_or(Path::new("."));
-    }
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let target = if path.parent() == Some(dir) || path.exists() {
-        path.as_path()
-    } else {
-        dir
-    };
-    match latlab_sys::probe_write(target) {
-        Ok(()) if !path.is_dir() => Ok(path),
-        Ok(()) => Err(CliError::Usage(format!(
+    if path.is_dir() {
+        return Err(CliError::Usage(format!(
             "--write-profile {}: a directory (accepted: a profile name, or a path ending in .toml)",
             path.display()
-        ))),
-        Err(e) => Err(CliError::Usage(format!(
+        )));
+    }
+    // Written after the whole search (missing directories made then): where it cannot be is
+    // bad input now.
+    let at = latlab_sys::nearest_existing(&path);
+    if at != path && !at.is_dir() {
+        return Err(CliError::Usage(format!(
+            "--write-profile {}: {} is not a directory (accepted: a profile name, or a \
+             writable path ending in .toml)",
+            path.display(),
+            at.display()
+        )));
+    }
+    latlab_sys::probe_write(at).map_err(|e| {
+        CliError::Usage(format!(
             "--write-profile {}: cannot be written in {}: {} (accepted: a profile name, or a \
              writable path ending in .toml)",
             path.display(),
-            dir.display(),
+            at.display(),
             latlab_tune::describe_io_error(&e)
-        ))),
-    }
+        ))
+    })?;
+    Ok(path)
 }
 
 /// Where `--write-profile NAME` writes: a path as given, or NAME.toml in the first profile

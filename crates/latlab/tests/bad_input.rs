@@ -271,6 +271,10 @@ const ROWS: &[(&[&str], &str)] = &[
         &["tune", "search", "--write-profile", "/proc/x.toml"],
         "--write-profile /proc/x.toml: cannot be written in /proc: ",
     ),
+    (
+        &["tune", "search", "--write-profile", "/etc/passwd/x.toml"],
+        "--write-profile /etc/passwd/x.toml: /etc/passwd is not a directory",
+    ),
     // A series' name is one line: it is a label in logs, tables and Prometheus.
     (
         &["monitor", "--name", "a\nb", "--check-config"],
