@@ -930,7 +930,14 @@ fn tradeoffs(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
             )));
             continue;
         }
-        if plots
+        if pts.len() == 1 {
+            // One point weighs nothing against anything: its figures are in the table above.
+            b.push(Block::Note(format!(
+                "trade-off against {what}: no chart: only {} has {what} readings, nothing to \
+                 weigh it against",
+                pts[0].label
+            )));
+        } else if plots
             && let Some(svg) = tradeoff_chart(
                 &format!("tail latency against {what}"),
                 &x_label,

@@ -1275,6 +1275,32 @@ fn missing_data_says_so_in_one_line() {
     assert_eq!(report_json(&empty)["cells"], serde_json::json!([]));
 }
 
+/// One cell with power readings has nothing to weigh them against: no chart of one point.
+#[test]
+fn one_cell_draws_no_trade_off_chart() {
+    let input = ReportInput {
+        title: String::new(),
+        cells: vec![cell("performance", &performance(), &[1, 2])],
+        skipped: Vec::new(),
+    };
+    let html = html_report(&input);
+    parse(&html);
+    assert!(!html.contains("<title>tail latency against power"));
+    assert!(html.contains(
+        "trade-off against power: no chart: only performance has power readings, nothing to \
+         weigh it against"
+    ));
+    // Two cells with readings are charted.
+    let two = ReportInput {
+        cells: vec![
+            cell("performance", &performance(), &[1, 2]),
+            cell("powersave", &powersave(), &[11, 12]),
+        ],
+        ..input
+    };
+    assert!(html_report(&two).contains("<title>tail latency against power"));
+}
+
 #[test]
 fn runs_without_samples_show_dashes() {
     let mut r = run(&performance(), 7, true);
