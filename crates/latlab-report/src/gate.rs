@@ -4,7 +4,7 @@
 //! thread that measured nothing cannot pass a latency limit.
 
 use latlab_model::units::format_us;
-use latlab_model::{RunResult, ThreadResult};
+use latlab_model::{RunResult, StopReason, ThreadResult};
 
 /// The exit code of a run that exceeded a limit (0 ok, 1 failure, 2 bad input, 3 a failed
 /// check, 4 a limit exceeded).
@@ -35,6 +35,9 @@ pub enum Measure {
     Max,
     P99,
     Missed,
+    /// The wake-up that went past `--break` and ended the run before its length: with limits
+    /// to check, a gate cannot pass on the part measured before it.
+    Break,
 }
 
 impl Measure {
@@ -43,6 +46,7 @@ impl Measure {
             Measure::Max => "max",
             Measure::P99 => "p99",
             Measure::Missed => "missed periods",
+            Measure::Break => "latency",
         }
     }
     fn flag(self) -> &'static str {
@@ -50,6 +54,7 @@ impl Measure {
             Measure::Max => "--max-latency",
             Measure::P99 => "--max-p99",
             Measure::Missed => "--max-missed",
+            Measure::Break => "--break",
         }
     }
     fn amount(self, v: u64) -> String {
@@ -63,6 +68,15 @@ impl Measure {
 impl Breach {
     /// `cpu3: max 62.1 us exceeds the limit 50.0 us (--max-latency)`.
     pub fn line(&self) -> String {
+        if let (Measure::Break, Some(v)) = (self.what, self.value) {
+            return format!(
+                "{}: latency {} exceeds {} ({}), which ended the run before its length",
+                self.thread,
+                self.what.amount(v),
+                self.what.amount(self.limit),
+                self.what.flag()
+            );
+        }
         match self.value {
             Some(v) => format!(
                 "{}: {} {} exceeds the limit {} ({})",
@@ -88,8 +102,9 @@ impl Limits {
         *self == Limits::default()
     }
 
-    /// The limits one thread exceeded, in the order max, p99, missed.
-    pub fn check_thread(&self, t: &ThreadResult) -> Vec<Breach> {
+    /// The limits one thread of `result` exceeded, in the order max, p99, missed; and, where
+    /// there are limits, the `--break` that ended the run on this thread.
+    pub fn check_thread(&self, result: &RunResult, t: &ThreadResult) -> Vec<Breach> {
         let measured = t.stats.count > 0;
         let mut out = Vec::new();
         let mut latency = |what: Measure, limit: Option<u64>, value: u64| {
@@ -123,6 +138,20 @@ impl Limits {
                 limit,
             });
         }
+        if let StopReason::Break { thread, value_ns } = &result.stop
+            && !self.is_empty()
+            && result
+                .threads
+                .get(*thread as usize)
+                .is_some_and(|b| b.label == t.label)
+        {
+            out.push(Breach {
+                thread: t.label.clone(),
+                what: Measure::Break,
+                value: Some(*value_ns),
+                limit: result.config.break_threshold_ns.unwrap_or(0),
+            });
+        }
         out
     }
 
@@ -131,7 +160,7 @@ impl Limits {
         result
             .threads
             .iter()
-            .flat_map(|t| self.check_thread(t))
+            .flat_map(|t| self.check_thread(result, t))
             .collect()
     }
 
@@ -197,6 +226,32 @@ mod tests {
         assert!(at.check(&r).is_empty());
         assert!(Limits::default().check(&r).is_empty());
         assert_eq!(limits.describe(), "max ≤ 50.0 us, missed periods ≤ 2");
+    }
+
+    /// A run `--break` ended early measured less than the gate asked for: with limits it fails
+    /// on the thread that saw the wake-up, even where that wake-up is within the limits.
+    #[test]
+    fn a_run_ended_by_break_fails_a_gate() {
+        let mut r = run();
+        r.config.break_threshold_ns = Some(20_000);
+        r.stop = StopReason::Break {
+            thread: 0,
+            value_ns: 40_000,
+        };
+        let limits = Limits {
+            max_ns: Some(1_000_000),
+            ..Limits::default()
+        };
+        let lines: Vec<String> = limits.check(&r).iter().map(Breach::line).collect();
+        assert_eq!(
+            lines,
+            [
+                "cpu0: latency 40.0 us exceeds 20.0 us (--break), which ended the run before its \
+              length"
+            ]
+        );
+        // Without limits a break is what it was in cyclictest: the run's end, not a failure.
+        assert!(Limits::default().check(&r).is_empty());
     }
 
     #[test]

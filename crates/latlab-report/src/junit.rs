@@ -225,7 +225,7 @@ pub fn run_cases(
         .threads
         .iter()
         .map(|t| {
-            let breaches = limits.check_thread(t);
+            let breaches = limits.check_thread(result, t);
             let refs: Vec<&Breach> = breaches.iter().collect();
             TestCase {
                 classname: classname.into(),
@@ -355,7 +355,7 @@ pub fn experiment_suite(
                 let repeat = stored + 1;
                 time_s += r.elapsed_ns as f64 / 1e9;
                 output.push(format!("repeat {repeat}: {}; run {}", thread_line(t), r.id));
-                for mut b in limits.check_thread(t) {
+                for mut b in limits.check_thread(r, t) {
                     messages.push(format!("repeat {repeat}: {}; run {}", b.line(), r.id));
                     b.thread = format!("cell {} repeat {repeat} {}", cell.key, b.thread);
                     breaches.push(b);

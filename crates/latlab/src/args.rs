@@ -366,6 +366,34 @@ impl OutputFile {
         Ok(Some(out))
     }
 
+    /// Refuse outputs written over one another or over a file the command uses (`uses`: the
+    /// option and the path of each, e.g. `--db` and the store): written at the end, they would
+    /// destroy it after the measurement. Paths are compared as the files they name.
+    pub fn refuse_clashes(outputs: &[&Option<Self>], uses: &[(&str, &Path)]) -> CliResult<()> {
+        let mut taken: Vec<(String, std::path::PathBuf)> = uses
+            .iter()
+            .filter_map(|(flag, p)| Some((flag.to_string(), file_named(p)?)))
+            .collect();
+        for o in outputs.iter().filter_map(|o| o.as_ref()) {
+            if o.is_stdout() {
+                continue;
+            }
+            let Some(file) = file_named(&o.path) else {
+                continue;
+            };
+            if let Some((flag, _)) = taken.iter().find(|(_, t)| *t == file) {
+                return Err(CliError::Usage(format!(
+                    "{} {}: the file {flag} names, which it would be written over (accepted: a \
+                     path no other option of the command names)",
+                    o.flag,
+                    o.path.display()
+                )));
+            }
+            taken.push((o.flag.to_string(), file));
+        }
+        Ok(())
+    }
+
     /// Whether this output goes to stdout.
     pub fn is_stdout(&self) -> bool {
         self.path.as_os_str() == "-"
@@ -386,6 +414,31 @@ impl OutputFile {
             })
             .with_context(|| format!("writing {} {}", self.flag, self.path.display()))
     }
+}
+
+/// The file `path` names, for telling two paths apart: resolved through links; a file not made
+/// yet by its resolved directory and its name.
+fn file_named(path: &Path) -> Option<std::path::PathBuf> {
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return Some(p);
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    Some(std::fs::canonicalize(dir).ok()?.join(path.file_name()?))
+}
+
+/// The files of the store at `db` a command keeps open: the store and its journals, each named
+/// by `--db` for [`OutputFile::refuse_clashes`].
+pub fn store_files(db: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
+    let mut files = vec![("--db", db.to_path_buf())];
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut p = db.as_os_str().to_os_string();
+        p.push(suffix);
+        files.push(("--db's journal", p.into()));
+    }
+    files
 }
 
 /// Map a refused value to a usage error naming the option: `--what: problem (accepted: …)`.

@@ -392,15 +392,29 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     let histfile = Output::open("--histfile", &args.histfile)?;
     let ctjson = Output::open("--cyclictest-json", &args.cyclictest_json)?;
     let json_to_stdout = json.as_ref().is_some_and(|o| o.is_stdout());
-    if json_to_stdout && junit.as_ref().is_some_and(|o| o.is_stdout()) {
+    let junit_to_stdout = junit.as_ref().is_some_and(|o| o.is_stdout());
+    if json_to_stdout && junit_to_stdout {
         return Err(CliError::Usage(
             "--json - and --junit - both write to stdout (accepted: at most one of them as -)"
                 .into(),
         ));
     }
+    // Stdout taken by a file format: nothing else is written there (a reader takes it whole).
+    let json_to_stdout = json_to_stdout || junit_to_stdout;
+    let db_path = args
+        .db
+        .as_ref()
+        .map(|db| latlab_store::resolve_path(db.as_deref()));
+    let store_files = db_path
+        .as_deref()
+        .map(args::store_files)
+        .unwrap_or_default();
+    let uses: Vec<(&str, &std::path::Path)> =
+        store_files.iter().map(|(f, p)| (*f, p.as_path())).collect();
+    Output::refuse_clashes(&[&json, &junit, &histfile, &ctjson], &uses)?;
     // A store that cannot be opened fails now, not after the measurement.
-    if let Some(db) = &args.db {
-        crate::args::open_store(&latlab_store::resolve_path(db.as_deref()))?;
+    if let Some(db) = &db_path {
+        crate::args::open_store(db)?;
     }
 
     let stop = StopSignal::new();

@@ -93,17 +93,34 @@ pub struct ImportArgs {
 }
 
 fn open_stores(dbs: &[PathBuf]) -> CliResult<Vec<(String, Store)>> {
-    let paths: Vec<PathBuf> = if dbs.is_empty() {
-        vec![latlab_store::resolve_path(None)]
-    } else {
-        dbs.to_vec()
-    };
+    let paths = store_paths(dbs);
     let names = store_names(&paths);
     paths
         .iter()
         .zip(names)
         .map(|(p, name)| Ok((name, crate::args::open_existing(p)?)))
         .collect()
+}
+
+/// The stores `--db` names, or the default one.
+fn store_paths(dbs: &[PathBuf]) -> Vec<PathBuf> {
+    if dbs.is_empty() {
+        vec![latlab_store::resolve_path(None)]
+    } else {
+        dbs.to_vec()
+    }
+}
+
+/// `--output` opened, refused where it names a store read (or its journal).
+fn output_beside(output: &Option<PathBuf>, dbs: &[PathBuf]) -> CliResult<Option<OutputFile>> {
+    let out = OutputFile::open("--output", output)?;
+    let files: Vec<_> = store_paths(dbs)
+        .iter()
+        .flat_map(|p| crate::args::store_files(p))
+        .collect();
+    let uses: Vec<(&str, &Path)> = files.iter().map(|(f, p)| (*f, p.as_path())).collect();
+    OutputFile::refuse_clashes(&[&out], &uses)?;
+    Ok(out)
 }
 
 /// What each store is called in a report: its file's stem (`hz250` for `hz250.db`), with its
@@ -408,7 +425,7 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
         .output
         .clone()
         .or_else(|| (format == ReportFormat::Html).then(|| PathBuf::from("report.html")));
-    let out = OutputFile::open("--output", &output)?;
+    let out = output_beside(&output, &args.db)?;
     let stores = open_stores(&args.db)?;
     let items = if args.items.is_empty() {
         vec!["latest".to_string()]
@@ -514,7 +531,7 @@ pub fn export(args: ExportArgs) -> CliResult<ExitCode> {
             "--range 0: no rows to show (accepted: 1 or more rows)".into(),
         ));
     }
-    let out = OutputFile::open("--output", &args.output)?;
+    let out = output_beside(&args.output, args.db.as_slice())?;
     let stores = open_stores(args.db.as_slice())?;
     let (_, store) = &stores[0];
     let id = store.find_run(&args.run)?.ok_or_else(|| {

@@ -12,7 +12,7 @@ use latlab_store::{CellRef, CellStatus, ExperimentStatus};
 use latlab_sys::Sys;
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -116,8 +116,15 @@ fn verdict_note(repeat: u32, runnable: usize) -> Option<String> {
 }
 
 pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
+    let say = Say::beside(&args.gate.junit);
     let plan = ExperimentPlan::load(&args.plan).map_err(|e| CliError::Usage(e.to_string()))?;
     let limits = args.gate.limits()?;
+    let junit = crate::args::OutputFile::open("--junit", &args.gate.junit)?;
+    let db_path = latlab_store::resolve_path(args.db.as_deref());
+    let mut uses = crate::args::store_files(&db_path);
+    uses.push(("the plan", args.plan.clone()));
+    let uses: Vec<(&str, &Path)> = uses.iter().map(|(f, p)| (*f, p.as_path())).collect();
+    crate::args::OutputFile::refuse_clashes(&[&junit], &uses)?;
     let cells = plan.cells();
     let mut checked = Vec::with_capacity(cells.len());
     for cell in cells {
@@ -144,19 +151,22 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         .iter()
         .filter_map(|&(c, _)| checked[c].prepared.as_ref().ok().map(run_length))
         .sum();
-    println!("{}", plan_line(&plan, checked.len(), runnable.len(), total));
+    say.line(plan_line(&plan, checked.len(), runnable.len(), total));
     if let Some(note) = verdict_note(plan.repeat, runnable.len()) {
-        println!("{note}");
+        say.line(note);
     }
     for c in &checked {
         match &c.prepared {
-            Ok(p) => println!(
+            Ok(p) => say.line(format!(
                 "  cell {:>3}  {}  ({} each)",
                 c.cell.index,
                 c.cell.key,
                 human(run_length(p))
-            ),
-            Err(why) => println!("  cell {:>3}  {}  skipped: {why}", c.cell.index, c.cell.key),
+            )),
+            Err(why) => say.line(format!(
+                "  cell {:>3}  {}  skipped: {why}",
+                c.cell.index, c.cell.key
+            )),
         }
     }
     if runnable.is_empty() {
@@ -169,8 +179,6 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let junit = crate::args::OutputFile::open("--junit", &args.gate.junit)?;
-    let db_path = latlab_store::resolve_path(args.db.as_deref());
     let mut store = crate::args::open_store(&db_path)?;
     let (experiment, done) = if args.resume {
         let found = store
@@ -185,7 +193,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             )));
         };
         let done: BTreeSet<(String, u32)> = store.done_cells(e.id)?.into_iter().collect();
-        resume(&mut store, &e, "experiment", done.len())?;
+        resume(&mut store, &e, "experiment", done.len(), say)?;
         (e.id, done)
     } else {
         (
@@ -193,7 +201,11 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             BTreeSet::new(),
         )
     };
-    println!("experiment {} in {}", experiment.0, db_path.display());
+    say.line(format!(
+        "experiment {} in {}",
+        experiment.0,
+        db_path.display()
+    ));
 
     // Record skipped cells so reports can say why they are missing.
     for c in &checked {
@@ -311,14 +323,14 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         ExperimentStatus::Done
     };
     store.set_experiment_status(experiment, status)?;
-    println!(
+    say.line(format!(
         "experiment {} {}: {} runs saved, {} failed; report with: latlab report e{}",
         experiment.0,
         status.name(),
         todo.len() - failures,
         failures,
         experiment.0
-    );
+    ));
     if failures > 0 {
         for b in &breaches {
             eprintln!("latlab: limit exceeded: {}", b.line());
@@ -396,17 +408,44 @@ pub fn cut_short_line(
     )
 }
 
+/// Where a command's progress lines go: stdout, or stderr where `--junit -` writes the XML to
+/// stdout (a JUnit reader takes stdout whole).
+#[derive(Clone, Copy)]
+pub(crate) struct Say {
+    to_stderr: bool,
+}
+
+impl Say {
+    pub(crate) const STDOUT: Say = Say { to_stderr: false };
+
+    /// Beside the `--junit` output `junit`.
+    fn beside(junit: &Option<std::path::PathBuf>) -> Say {
+        Say {
+            to_stderr: junit.as_deref().is_some_and(|p| p.as_os_str() == "-"),
+        }
+    }
+
+    pub(crate) fn line(self, text: impl std::fmt::Display) {
+        if self.to_stderr {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    }
+}
+
 /// Take an interrupted experiment up again: say what is saved, and mark it running.
 pub(crate) fn resume(
     store: &mut latlab_store::Store,
     e: &latlab_store::Experiment,
     what: &str,
     saved: usize,
+    say: Say,
 ) -> CliResult<()> {
-    println!(
+    say.line(format!(
         "resuming {what} {} started {}: {saved} runs already saved",
         e.id.0, e.started_at
-    );
+    ));
     store.set_experiment_status(e.id, ExperimentStatus::Running)?;
     Ok(())
 }

@@ -389,7 +389,13 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
                 saved.insert((c.key, c.repeat), *id);
             }
         }
-        crate::run::resume(&mut store, &e, "search", saved.len())?;
+        crate::run::resume(
+            &mut store,
+            &e,
+            "search",
+            saved.len(),
+            crate::run::Say::STDOUT,
+        )?;
         (e.id, saved)
     } else {
         let e = store.create_experiment(search::EXPERIMENT_NAME, &text)?;

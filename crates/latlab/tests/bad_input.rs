@@ -389,6 +389,37 @@ const ROWS: &[(&[&str], &str)] = &[
     (&["tune", "search", "--cpus", "7"], "CPU 7"),
     // the commands over stored results
     (&["run", "nosuch.toml"], "nosuch.toml: cannot read the plan"),
+    // An output named twice, or over the store or the plan, would destroy it at the end.
+    (
+        &[
+            "measure", "--policy", "other", "--json", "o.out", "--junit", "o.out",
+        ],
+        "--junit o.out: the file --json names",
+    ),
+    (
+        &[
+            "measure", "--policy", "other", "--db", "s.db", "--junit", "./s.db",
+        ],
+        "--junit ./s.db: the file --db names",
+    ),
+    (
+        &[
+            "measure", "--policy", "other", "--db", "s.db", "--json", "s.db-wal",
+        ],
+        "--json s.db-wal: the file --db's journal names",
+    ),
+    (
+        &["run", "plan.toml", "--junit", "plan.toml"],
+        "--junit plan.toml: the file the plan names",
+    ),
+    (
+        &["report", "--db", "s.db", "-o", "s.db"],
+        "--output s.db: the file --db names",
+    ),
+    (
+        &["export", "1", "--db", "s.db", "-o", "s.db"],
+        "--output s.db: the file --db names",
+    ),
     (&["report", "--format", "pdf", "1"], "--format pdf: unknown"),
     (
         &["compare"],
@@ -435,6 +466,10 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
         ),
         ("typo.toml", "[system]\ntimer_migraton = false\n"),
         ("earlier.json", "{\"a result\": \"kept\"}\n"),
+        (
+            "plan.toml",
+            "name = \"p\"\n[settings]\nduration = \"1s\"\npolicy = \"other\"\n",
+        ),
     ] {
         std::fs::write(at.join(name), text).unwrap();
     }

@@ -110,6 +110,75 @@ fn measure_within_its_limits_exits_0_and_every_case_passes() {
     }
 }
 
+/// `--junit -` gives stdout to the XML alone, as `--json -` does (a JUnit reader takes stdout
+/// whole): `measure`'s tables and `run`'s progress lines are not mixed into it.
+#[test]
+fn junit_to_stdout_is_the_xml_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = gated_measure(&["--max-latency", "10s"], Path::new("-"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let xml = dir.path().join("m.xml");
+    std::fs::write(&xml, &out.stdout).unwrap();
+    let (tests, failures, _, _) = xml_counts(&xml);
+    assert!(tests >= 1 && failures == 0);
+
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"out\"\n[settings]\nduration = \"0.2s\"\nno-samplers = true\n{}",
+            policy_toml()
+        ),
+    )
+    .unwrap();
+    let out = latlab!()
+        .arg("run")
+        .arg(&plan)
+        .arg("--db")
+        .arg(dir.path().join("t.db"))
+        .args(["--max-latency", "10s", "--junit", "-"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(&xml, &out.stdout).unwrap();
+    assert!(xml_counts(&xml).0 >= 1);
+    // The progress the XML displaced is on stderr.
+    assert!(
+        stderr(&out).contains("experiment 1 in "),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A gate's run that `--break` ends early measured less than asked: it fails (exit 4) on the CPU
+/// that saw the wake-up, even where that wake-up is within `--max-latency`.
+#[test]
+fn a_gate_ended_by_break_is_not_a_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("j.xml");
+    // No wake-up takes 1 ns or less: the first one breaks.
+    let out = run_exit(
+        &mut gated_measure(&["--max-latency", "10s", "-b", "1ns"], &junit),
+        4,
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("(--break), which ended the run before its length"),
+        "{err}"
+    );
+    let (_, failures, _, messages) = xml_counts(&junit);
+    assert_eq!(failures, 1, "{messages:?}");
+    // Without limits a break ends the run as cyclictest's does: exit 0.
+    let out = latlab!()
+        .args(["measure", "-D", "1s", "-q", "-b", "1ns"])
+        .args(policy_args())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 /// A run a signal stops before its --duration measured less than the gate asked: exit 130 and
 /// a case in error, with its results written all the same (a CI timeout is not a pass).
 #[test]
