@@ -387,6 +387,41 @@ fn cyclictest_args(cmdline: &str, cfg: &mut MeasureConfig) {
     }
 }
 
+/// What the command line of a file `latlab measure --cyclictest-json` wrote says about the run
+/// (latlab's option names, as it writes them: `--name value`), written into `cfg`; memory
+/// locking is latlab's default unless `--no-mlock`.
+fn latlab_args(cmdline: &str, cfg: &mut MeasureConfig) {
+    use latlab_model::units::parse_duration;
+    let words: Vec<&str> = cmdline.split_whitespace().skip(2).collect();
+    let duration = |v: Option<&&str>, unit| v.and_then(|v| parse_duration(v, Some(unit)).ok());
+    cfg.mlock = true;
+    cfg.policy = Policy::Other;
+    for (i, w) in words.iter().enumerate() {
+        let v = words.get(i + 1);
+        match *w {
+            "--method" => {
+                if let Some(m) = v.and_then(|v| Method::from_name(v)) {
+                    cfg.method = m;
+                }
+            }
+            "--relative" => cfg.relative = true,
+            "--interval" => cfg.interval_ns = duration(v, "us").unwrap_or(cfg.interval_ns),
+            "--policy" => cfg.policy = v.and_then(|v| Policy::from_name(v)).unwrap_or(cfg.policy),
+            "--priority" => cfg.priority = v.and_then(|v| v.parse().ok()).unwrap_or(0),
+            "--clock" if v == Some(&"realtime") => cfg.clock = Clock::Realtime,
+            "--duration" => cfg.duration_ns = duration(v, "s"),
+            "--loops" => cfg.loops = v.and_then(|v| v.parse().ok()),
+            "--pm-qos" => cfg.pm_qos_us = v.and_then(|v| v.parse().ok()),
+            "--no-mlock" => cfg.mlock = false,
+            "--timer-slack" => cfg.timer_slack_ns = duration(v, "us").unwrap_or(0),
+            "--waker-cpu" => cfg.waker_cpu = v.and_then(|v| v.parse().ok()),
+            "--stagger" => cfg.stagger = true,
+            "--break" => cfg.break_threshold_ns = duration(v, "us"),
+            _ => {}
+        }
+    }
+}
+
 fn sysinfo_of(v: &Value) -> SystemInfo {
     let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     SystemInfo {
@@ -460,7 +495,13 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         });
     }
     let mut cfg = config(1_000_000, list.len(), None);
-    cyclictest_args(cmdline, &mut cfg);
+    // latlab writes this format too (`measure --cyclictest-json`), with its own command line.
+    let by_latlab = cmdline.starts_with("latlab measure");
+    if by_latlab {
+        latlab_args(cmdline, &mut cfg);
+    } else {
+        cyclictest_args(cmdline, &mut cfg);
+    }
     cfg.cpus = Some(list.iter().filter_map(|t| t.cpu).collect())
         .filter(|c: &Vec<u32>| c.len() == list.len());
     let started = v
@@ -479,6 +520,20 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     }
     let sys = sysinfo_of(v.get("sysinfo").unwrap_or(&Value::Null));
     let mut r = assemble(list, cfg, sys, started, warnings);
+    if by_latlab {
+        // latlab holds what --pm-qos asks (it fails without it), and goes on when mlockall
+        // fails: the file keeps that it was asked, not whether it worked.
+        r.environment.pm_qos_held_us = r.config.pm_qos_us;
+        if r.config.mlock {
+            r.environment.memory_locked = true;
+            r.environment.warnings.push(
+                "memory: locking was asked (no --no-mlock); a failed mlockall is a warning \
+                 this file does not keep"
+                    .into(),
+            );
+        }
+        return Ok(r);
+    }
     // cyclictest ends when -m's mlockall fails: a file it wrote had its memory locked.
     r.environment.memory_locked = r.config.mlock;
     // Without --laptop it holds /dev/cpu_dma_latency (at --latency, else 0) while it runs.

@@ -70,6 +70,33 @@ fn latlab_report_json(r: &latlab_model::RunResult) -> String {
     latlab_report::cyclictest_json(r)
 }
 
+/// A file latlab wrote (`measure --cyclictest-json`) is read with latlab's options, not with
+/// cyclictest's defaults: no PM QoS held where none was asked, memory locked where it was.
+#[test]
+fn latlab_written_cyclictest_json_keeps_its_own_settings() {
+    let mut r = latlab_testkit::run::one_cpu("x", (1_700_000_000_000_000_000, 2_000_000_000));
+    r.config.policy = latlab_model::Policy::Fifo;
+    r.config.priority = 95;
+    r.config.interval_ns = 500_000;
+    r.config.duration_ns = Some(2_000_000_000);
+    r.config.mlock = true;
+    r.config.pm_qos_us = None;
+    let back = import(&latlab_report_json(&r), None, "l.json").unwrap();
+    let c = &back.config;
+    assert_eq!(
+        (c.policy, c.priority, c.interval_ns, c.duration_ns),
+        (latlab_model::Policy::Fifo, 95, 500_000, Some(2_000_000_000))
+    );
+    assert_eq!(back.environment.pm_qos_held_us, None);
+    assert!(back.environment.memory_locked && c.mlock);
+    // Asked for: held; not locked where --no-mlock said so.
+    r.config.pm_qos_us = Some(0);
+    r.config.mlock = false;
+    let back = import(&latlab_report_json(&r), None, "l.json").unwrap();
+    assert_eq!(back.environment.pm_qos_held_us, Some(0));
+    assert!(!back.environment.memory_locked && !back.config.mlock);
+}
+
 #[test]
 fn recorded_cyclictest_json() {
     let text = data("cyclictest.json");

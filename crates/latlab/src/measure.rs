@@ -243,12 +243,21 @@ impl MeasureArgs {
     /// Whether the options could make a measurement on some machine: a value [`prepare`]
     /// refuses that no machine accepts (a priority of 500, a window shorter than the interval)
     /// is bad input; what only this machine lacks is not (a plan's cell is then skipped).
-    pub fn check_values(&self) -> CliResult<()> {
+    pub fn check_values(&self, sys: &Sys) -> CliResult<()> {
         // Every CPU a kernel can have.
         let any = CpuList::from_cpus((0..8192).collect());
         let cfg = self.to_config(&any)?;
         latlab_measure::validate(&cfg, &any).map_err(|e| CliError::Usage(e.to_string()))?;
-        self.own_values().map(drop)
+        self.own_values()?;
+        // A profile found nowhere is a name mistyped, not a setting this machine lacks.
+        if let Some(name) = &self.profile {
+            let dirs = args::profile_dirs(sys, self.profile_dir.as_slice())?;
+            latlab_tune::Profiles::load(&dirs)
+                .map_err(|e| CliError::Usage(format!("--profile: {e}")))?
+                .resolve(name)
+                .map_err(|e| CliError::Usage(format!("--profile {name}: {e}")))?;
+        }
+        Ok(())
     }
 
     /// The values checked apart from the measuring configuration: the samplers' period, the

@@ -139,7 +139,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         let prepared = match margs.prepare(sys) {
             Ok(p) => Ok(p),
             Err(e) => {
-                margs.check_values().map_err(bad)?;
+                margs.check_values(sys).map_err(bad)?;
                 Err(e.to_string())
             }
         };

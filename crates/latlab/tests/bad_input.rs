@@ -409,6 +409,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "--json s.db-wal: the file --db's journal names",
     ),
     (
+        &["run", "typo-plan.toml"],
+        "typo-plan.toml: cell profile=nosuch: --profile nosuch: unknown profile \"nosuch\"",
+    ),
+    (
         &["run", "plan.toml", "--junit", "plan.toml"],
         "--junit plan.toml: the file the plan names",
     ),
@@ -466,6 +470,11 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
         ),
         ("typo.toml", "[system]\ntimer_migraton = false\n"),
         ("earlier.json", "{\"a result\": \"kept\"}\n"),
+        (
+            "typo-plan.toml",
+            "name = \"t\"\n[settings]\nduration = \"1s\"\npolicy = \"other\"\n\
+             [axes]\nprofile = [\"none\", \"nosuch\"]\n",
+        ),
         (
             "plan.toml",
             "name = \"p\"\n[settings]\nduration = \"1s\"\npolicy = \"other\"\n",
