@@ -262,6 +262,47 @@ pub struct Timeline {
     to_ms: f64,
 }
 
+impl Timeline {
+    /// Its points as samples over time, from `first` (unix ns): per CPU what `cpu` makes of a
+    /// cell and the point's length; power per source in the order of `power_names`.
+    pub(crate) fn samples(
+        &self,
+        first: u64,
+        power_names: &[String],
+        cpu: impl Fn(&Cell, u64) -> latlab_model::samples::CpuSample,
+    ) -> Vec<latlab_model::samples::Sample> {
+        self.rows
+            .iter()
+            .map(|r| {
+                let (t0, t1) = (ns_of_ms(r.t0), ns_of_ms(r.t1));
+                let dt_ns = t1.saturating_sub(t0);
+                latlab_model::samples::Sample {
+                    at_ns: t1.saturating_sub(first),
+                    dt_ns,
+                    cpus: r
+                        .cpu
+                        .iter()
+                        .filter_map(|(k, c)| {
+                            Some(latlab_model::samples::CpuSample {
+                                cpu: k.parse().ok()?,
+                                ..cpu(c, dt_ns)
+                            })
+                        })
+                        .collect(),
+                    power_w: power_names
+                        .iter()
+                        .map(|n| {
+                            let k = self.power_sources.iter().position(|p| p == n)?;
+                            r.power.get(k).copied().flatten()
+                        })
+                        .collect(),
+                    temp_c: Vec::new(),
+                }
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct TimelineNote {
     cpu: Option<u32>,
@@ -284,16 +325,16 @@ struct TimelineRow {
 /// One CPU at one point: its worst window (`start`), p99.9, p99, samples, missed periods,
 /// windows, frequency, interrupts and idle residency.
 #[derive(Debug, Serialize)]
-struct Cell {
+pub(crate) struct Cell {
     count: u64,
     irq: Option<f64>,
     max: u64,
-    mhz: Option<f64>,
+    pub(crate) mhz: Option<f64>,
     missed: u64,
     n: u64,
     p99: u64,
     p999: u64,
-    res: Vec<Option<f64>>,
+    pub(crate) res: Vec<Option<f64>>,
     start: String,
 }
 

@@ -139,7 +139,7 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
         )?,
     };
     let mut result = RunResult::from_threads(head, threads);
-    result.samples = series_samples(store, id, window_ns, idle_states)?;
+    result.samples = series_samples(store, id, window_ns, idle_states, (first, last))?;
     Ok(Some(result))
 }
 
@@ -210,9 +210,11 @@ fn series_samples(
     id: latlab_store::SeriesId,
     window_ns: u64,
     idle_states: Vec<latlab_model::samples::CpuIdleStates>,
+    span: (u64, u64),
 ) -> Result<Option<latlab_model::samples::Samples>, StoreError> {
     use latlab_model::system::Field;
     let (cpus, power) = store.series_sampled(id)?;
+    let power_names: Vec<String> = power.iter().flatten().map(|p| p.name.clone()).collect();
     if cpus.is_empty() {
         return Ok(None);
     }
@@ -235,8 +237,34 @@ fn series_samples(
         smi: None,
         cpus,
         thermal: Vec::new(),
-        series: Vec::new(),
+        series: samples_over_time(store, id, span, &power_names)?,
     }))
+}
+
+/// What the samplers measured over time, point by point as the dashboard's timeline groups the
+/// windows (at most [`MAX_POINTS`]): each CPU's mean frequency and idle residency, and each
+/// source's power (in the order of `power_names`), every window weighted by the time it covers.
+fn samples_over_time(
+    store: &Store,
+    id: latlab_store::SeriesId,
+    (first, last): (u64, u64),
+    power_names: &[String],
+) -> Result<Vec<latlab_model::samples::Sample>, StoreError> {
+    use latlab_model::samples::CpuSample;
+    let timeline = crate::api::timeline(store, id, first, last, MAX_POINTS as usize)?;
+    Ok(
+        timeline.samples(first, power_names, |cell, dt_ns| CpuSample {
+            online: true,
+            freq_khz: cell.mhz.map(|m| (m * 1000.0).round() as u64),
+            // Residency in percent of the point's time, as the time a sampler would have read.
+            idle_time_us: cell
+                .res
+                .iter()
+                .map(|r| (r.unwrap_or(0.0) / 100.0 * dt_ns as f64 / 1000.0).round() as u64)
+                .collect(),
+            ..CpuSample::default()
+        }),
+    )
 }
 
 /// The series' spikes as a run's: on the thread of their CPU, times from the series' start, at
@@ -332,6 +360,79 @@ mod tests {
             r.environment
         );
         assert!(series_result(&store, "nope").unwrap().is_none());
+    }
+
+    /// A series report draws idle residency and frequency over time, as its run's would:
+    /// each point carries what its windows' sampler summaries say.
+    #[test]
+    fn a_series_has_its_samplers_over_time() {
+        use latlab_model::monitor::{MonitorWindow, SeriesConfig, WindowSet};
+        use latlab_model::samples::{CpuIdleStates, CpuSummary};
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("s.db")).unwrap();
+        let measure = latlab_model::MeasureConfig {
+            window_ns: 1_000_000_000,
+            cpus: Some(vec![0]),
+            ..Default::default()
+        };
+        let series = store
+            .open_series(&latlab_store::SeriesSpec {
+                name: "s".into(),
+                window_ns: 1_000_000_000,
+                config: SeriesConfig::new(&SystemInfo::default(), measure),
+                system: None,
+                idle_states: vec![CpuIdleStates {
+                    cpu: 0,
+                    states: vec!["POLL".into(), "C1".into()],
+                }],
+            })
+            .unwrap();
+        let t0 = 1_700_000_000_000_000_000;
+        for k in 0..3u64 {
+            let mut h = latlab_hist::Histogram::new();
+            h.record(10_000);
+            let start = t0 + k * 1_000_000_000;
+            store
+                .insert_window_set(
+                    series.id,
+                    &WindowSet {
+                        index: k,
+                        start_unix_ns: start,
+                        end_unix_ns: start + 1_000_000_000,
+                        cpus: vec![MonitorWindow {
+                            cpu: 0,
+                            histogram: h,
+                            missed: 0,
+                            cpu_summary: Some(CpuSummary {
+                                cpu: 0,
+                                avg_freq_khz: Some(2_000_000 + k * 100_000),
+                                idle_residency_pct: vec![10.0, 20.0 * k as f64],
+                                ..Default::default()
+                            }),
+                            spikes: Vec::new(),
+                        }],
+                        power: None,
+                        thermal: None,
+                        cost_cpu_time_ns: None,
+                    },
+                )
+                .unwrap();
+        }
+        let r = series_result(&store, "s").unwrap().unwrap();
+        let s = r.samples.unwrap();
+        let seen: Vec<(u64, Option<u64>, Vec<u64>)> = s
+            .series
+            .iter()
+            .map(|p| (p.at_ns, p.cpus[0].freq_khz, p.cpus[0].idle_time_us.clone()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (1_000_000_000, Some(2_000_000), vec![100_000, 0]),
+                (2_000_000_000, Some(2_100_000), vec![100_000, 200_000]),
+                (3_000_000_000, Some(2_200_000), vec![100_000, 400_000]),
+            ]
+        );
     }
 
     #[test]

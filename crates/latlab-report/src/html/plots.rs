@@ -523,6 +523,10 @@ fn frequency_chart(s: &Samples, x: Axis) -> Result<String, String> {
     let all: Vec<f64> = cpus.iter().flat_map(|&c| mhz(c)).flatten().collect();
     let lo = all.iter().copied().fold(f64::MAX, f64::min);
     let hi = all.iter().copied().fold(0.0, f64::max);
+    // At least 5 % of the frequency from bottom to top: a steady clock is a flat line in the
+    // middle, not a staircase of fractions of a MHz.
+    let pad = (0.05 * hi - (hi - lo)).max(0.0) / 2.0;
+    let (lo, hi) = (lo - pad, hi + pad);
     let mut chart = Chart::new("frequency per CPU", 130.0, x, Axis::linear("MHz", lo, hi));
     let xs = sample_edges(s);
     for (i, &cpu) in cpus.iter().enumerate() {
@@ -685,6 +689,38 @@ pub(crate) fn tradeoff_chart(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A steady clock is a flat line with whole-MHz ticks, not a staircase of 0.2 MHz steps.
+    #[test]
+    fn a_steady_frequency_gets_an_axis_of_whole_mhz() {
+        let sample = |k: u64| latlab_model::samples::Sample {
+            at_ns: k * 1_000_000_000,
+            dt_ns: 1_000_000_000,
+            cpus: vec![latlab_model::samples::CpuSample {
+                cpu: 0,
+                online: true,
+                freq_khz: Some(2_596_000),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let s = Samples {
+            period_ns: 1_000_000_000,
+            sampler_cpus: Vec::new(),
+            sampler_cpu_time_ns: 0,
+            idle_states: Vec::new(),
+            power_sources: Field::Value(Vec::new()),
+            thermal_zones: Vec::new(),
+            frequency: Field::Value("scaling_cur_freq".into()),
+            smi: None,
+            cpus: Vec::new(),
+            thermal: Vec::new(),
+            series: (1..4).map(sample).collect(),
+        };
+        let svg = frequency_chart(&s, Axis::linear("s", 0.0, 3.0)).expect("a chart");
+        assert!(svg.contains(">2600<"), "{svg}");
+        assert!(!svg.contains(">2596.2<"), "{svg}");
+    }
 
     #[test]
     fn widths() {
