@@ -104,6 +104,7 @@ fn the_deb_holds_binary_man_pages_completions_unit_and_profiles() {
     mode("/usr/lib/systemd/system/latlab-monitor.service");
     mode("/usr/share/latlab/grafana-dashboard.json");
     mode("/usr/share/doc/latlab/examples/prometheus-fleet.yml");
+    mode("/usr/share/doc/latlab/examples/latlab-alerts.yml");
     mode("/usr/share/doc/latlab/copyright");
     let profiles = repo().join("profiles");
     if profiles.is_dir() {

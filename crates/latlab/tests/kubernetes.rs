@@ -18,8 +18,9 @@ use latlab_testkit::repo;
 /// Every document of every manifest, with its file name.
 fn manifests() -> Vec<(String, Value)> {
     let dir = repo().join("packaging/kubernetes");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
+    let mut files: Vec<PathBuf> = [dir.clone(), dir.join("gate")]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap())
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
@@ -28,7 +29,7 @@ fn manifests() -> Vec<(String, Value)> {
     let mut docs = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
-        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let name = f.strip_prefix(&dir).unwrap().to_string_lossy().to_string();
         for d in serde_norway::Deserializer::from_str(&text) {
             let v = serde_norway::Value::deserialize(d).unwrap_or_else(|e| panic!("{name}: {e}"));
             docs.push((name.clone(), serde_json::to_value(v).unwrap()));
@@ -339,6 +340,59 @@ fn the_alerts_and_the_dashboard_query_only_metrics_latlab_serves() {
         }
     }
     assert!(checked >= 15, "{checked} names checked");
+}
+
+/// `kubectl apply -f packaging/kubernetes/` (as the DaemonSet's header says) takes every file
+/// of the directory, and apply refuses an object whose name is generated: such a one (the gate
+/// Job) lives in a directory of its own.
+#[test]
+fn the_applied_directory_has_no_generated_name() {
+    let docs = manifests();
+    for (file, d) in &docs {
+        let generated = d["metadata"].get("generateName").is_some();
+        assert_eq!(generated, file.contains('/'), "{file}: {d}");
+    }
+    assert!(docs.iter().any(|(f, _)| f == "gate/gate-job.yaml"));
+}
+
+/// The rule file of a Prometheus that scrapes the machines itself holds the Operator's rules,
+/// the same expressions; and the fleet's configuration, with it beside, passes promtool.
+#[test]
+fn the_fleet_rule_file_is_the_operators_rules() {
+    let docs = manifests();
+    let rule = kind(&docs, "PrometheusRule")[0];
+    let text = std::fs::read_to_string(repo().join("packaging/latlab-alerts.yml")).unwrap();
+    let fleet: Value =
+        serde_json::to_value(serde_norway::from_str::<serde_norway::Value>(&text).unwrap())
+            .unwrap();
+    let alerts = |groups: &Value| -> Vec<(String, String)> {
+        groups[0]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["alert"].as_str().unwrap().to_string(),
+                    r["expr"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(alerts(&fleet["groups"]), alerts(&rule["spec"]["groups"]));
+    if !latlab_testkit::require("promtool") {
+        return;
+    }
+    let out = std::process::Command::new("promtool")
+        .args(["check", "config"])
+        .arg(repo().join("packaging/prometheus-fleet.yml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert!(
+        stdout(&out).contains("5 rules found"),
+        "{}",
+        output_text(&out)
+    );
 }
 
 #[test]
