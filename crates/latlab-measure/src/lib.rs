@@ -165,12 +165,18 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
                 .into(),
         );
     }
-    if cfg.window_ns < 1_000_000 || (cfg.method != Method::Busy && cfg.window_ns < cfg.interval_ns)
-    {
+    if cfg.window_ns < 1_000_000 {
         return bad(format!(
-            "--window {}: too short for --interval {} (accepted: at least 1ms and at least one \
-             interval)",
+            "--window {}: too short (accepted: 1ms or more)",
+            format_duration(cfg.window_ns)
+        ));
+    }
+    if cfg.method != Method::Busy && cfg.window_ns < cfg.interval_ns {
+        return bad(format!(
+            "--window {}: shorter than --interval {} (accepted: a window of at least one \
+             interval, e.g. --window {})",
             format_duration(cfg.window_ns),
+            format_duration(cfg.interval_ns),
             format_duration(cfg.interval_ns)
         ));
     }

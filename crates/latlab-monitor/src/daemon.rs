@@ -292,15 +292,21 @@ fn start_server(
         "latlab: serving {scheme}://{}/ (dashboard) and {scheme}://{}/metrics{}",
         s.addr,
         s.addr,
-        security_note(plan.web_config.as_deref())
+        security_note(plan.web_config.as_deref(), s.addr)
     );
     Ok(s)
 }
 
-/// ` (TLS 1.2–1.3; basic auth (1 user))` after the address the server listens on.
-fn security_note(w: Option<&crate::web_config::WebConfigWatch>) -> String {
-    w.map(|w| format!(" ({})", w.current().describe()))
-        .unwrap_or_default()
+/// ` (TLS 1.2–1.3; basic auth (1 user))`, or ` (plain HTTP, no authentication)`, after the
+/// address the server listens on.
+fn security_note(w: Option<&crate::web_config::WebConfigWatch>, at: SocketAddr) -> String {
+    match w {
+        Some(w) => format!(" ({})", w.current().describe()),
+        None if at.ip().is_loopback() => " (plain HTTP, no authentication)".into(),
+        None => {
+            " (plain HTTP, no authentication, reachable from the network: --insecure-listen)".into()
+        }
+    }
 }
 
 /// A note for the series' annotations, made now.
@@ -436,10 +442,25 @@ pub fn serve_store(
         db.display(),
         server.addr,
         server.addr,
-        security_note(web_config.as_deref())
+        security_note(web_config.as_deref(), server.addr)
     );
     let signal = stop.recv().unwrap_or_default();
     eprintln!("latlab: {signal}: stopping");
     server.stop();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// A server without a web configuration says that it is open, and where others reach it.
+    #[test]
+    fn a_plain_server_says_it_is_unauthenticated() {
+        let note = |a: &str| super::security_note(None, a.parse().expect("an address"));
+        assert_eq!(note("127.0.0.1:9464"), " (plain HTTP, no authentication)");
+        assert!(
+            note("0.0.0.0:9464").ends_with("reachable from the network: --insecure-listen)"),
+            "{}",
+            note("0.0.0.0:9464")
+        );
+    }
 }

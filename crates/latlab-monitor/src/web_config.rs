@@ -121,7 +121,13 @@ impl WebSecurity {
     /// Read and check the file at `path`: every problem is one line naming the field and what
     /// is accepted.
     pub fn load(path: &Path) -> Result<WebSecurity, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            format!(
+                "{}: {e} (accepted: a readable file in the exporter toolkit's web configuration \
+                 format)",
+                path.display()
+            )
+        })?;
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut stamps = vec![(path.to_path_buf(), stamp(path))];
         let raw: RawConfig = if text.trim().is_empty() {
@@ -139,8 +145,16 @@ impl WebSecurity {
         let at = |field: &str, problem: String| format!("{}: {field}: {problem}", path.display());
         let mut files = |name: &str, field: &str| -> Result<Vec<u8>, String> {
             let p = dir.join(name);
-            let bytes =
-                std::fs::read(&p).map_err(|e| at(field, format!("{}: {e}", p.display())))?;
+            let bytes = std::fs::read(&p).map_err(|e| {
+                at(
+                    field,
+                    format!(
+                        "{}: {e} (accepted: a readable file, named relative to the web \
+                             configuration's directory)",
+                        p.display()
+                    ),
+                )
+            })?;
             stamps.push((p.clone(), stamp(&p)));
             Ok(bytes)
         };
@@ -521,11 +535,15 @@ fn tls_config(
     let cert = pem(t.cert, t.cert_file, ("cert", "cert_file"), files)?.ok_or_else(|| {
         (
             field("tls_server_config"),
-            "missing cert_file or cert".into(),
+            "missing cert_file or cert (accepted: cert_file: PATH, or cert: PEM text)".into(),
         )
     })?;
-    let key = pem(t.key, t.key_file, ("key", "key_file"), files)?
-        .ok_or_else(|| (field("tls_server_config"), "missing key_file or key".into()))?;
+    let key = pem(t.key, t.key_file, ("key", "key_file"), files)?.ok_or_else(|| {
+        (
+            field("tls_server_config"),
+            "missing key_file or key (accepted: key_file: PATH, or key: PEM text)".into(),
+        )
+    })?;
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert)
         .collect::<Result<_, _>>()
         .map_err(|e| (field("cert_file"), format!("not PEM certificates: {e}")))?;
@@ -605,7 +623,9 @@ fn tls_config(
         (_, None) => {
             return Err((
                 field("client_auth_type"),
-                "verifying client certificates needs client_ca_file or client_ca".into(),
+                "verifying client certificates needs client_ca_file or client_ca (accepted: \
+                 client_ca_file: PATH of the CA's PEM certificates)"
+                    .into(),
             ));
         }
         (auth, Some(ca)) => {
@@ -626,7 +646,10 @@ fn tls_config(
     let mut cfg = builder.with_single_cert(chain, key).map_err(|e| {
         (
             field("key_file"),
-            format!("does not fit the certificate: {e}"),
+            format!(
+                "does not fit the certificate ({e}) (accepted: the private key of cert_file's \
+                 first certificate, PEM)"
+            ),
         )
     })?;
     cfg.ignore_client_order = t.prefer_server_cipher_suites.unwrap_or(true);
@@ -855,7 +878,14 @@ mod tests {
         write(dir.path(), "c.pem", &c);
         write(dir.path(), "k.pem", &k);
         let tls = "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n";
+        // Another certificate's key.
+        write(dir.path(), "other.pem", &cert().1);
+        let mut unnamed = Vec::new();
         for (yaml, needle) in [
+            (
+                "tls_server_config:\n  cert_file: c.pem\n  key_file: other.pem\n",
+                "key_file: does not fit the certificate",
+            ),
             (
                 "tls_server_config:\n  cert_file: c.pem\n",
                 "missing key_file or key",
@@ -909,7 +939,11 @@ mod tests {
             let e = err(dir.path(), yaml);
             assert!(e.contains(needle), "{yaml}: {e}");
             assert!(!e.contains('\n'), "one line: {e}");
+            if !e.contains("(accepted: ") {
+                unnamed.push(e);
+            }
         }
+        assert!(unnamed.is_empty(), "no accepted form named: {unnamed:#?}");
     }
 
     #[test]

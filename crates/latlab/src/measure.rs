@@ -79,9 +79,9 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "US", value_parser = args::pm_qos_us)]
     pm_qos: Option<u32>,
 
-    /// Length of each window of the time series.
-    #[arg(long, default_value = "1s", value_name = "DUR", value_parser = args::with_unit)]
-    window: Ns,
+    /// Length of each window of the time series [default: 1s, or the interval where longer].
+    #[arg(long, value_name = "DUR", value_parser = args::with_unit)]
+    window: Option<Ns>,
 
     /// Most spikes kept; further ones are counted.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
@@ -167,7 +167,10 @@ impl MeasureArgs {
     pub fn to_config(&self, online: &CpuList) -> CliResult<MeasureConfig> {
         let o = &self.opts;
         o.check()?;
-        let mut cfg = o.config(online, self.interval, self.window);
+        let window = self
+            .window
+            .unwrap_or(Ns(self.interval.0.max(1_000_000_000)));
+        let mut cfg = o.config(online, self.interval, window);
         let interval_ns = self.interval.0;
         let deadline = match self.dl_runtime {
             Some(runtime) => {
@@ -642,6 +645,8 @@ mod tests {
         assert_eq!(c.pm_qos_us, None);
         assert_eq!(c.window_ns, 1_000_000_000);
         assert_eq!(c.duration_ns, None);
+        // An interval longer than the default window takes a window of one interval.
+        assert_eq!(cfg(&["-i", "2s"]).unwrap().window_ns, 2_000_000_000);
     }
 
     #[test]

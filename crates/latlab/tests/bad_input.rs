@@ -23,6 +23,10 @@ const ROWS: &[(&[&str], &str)] = &[
     (&["measure", "-a", "3-1"], "range \"3-1\" runs backwards"),
     (&["measure", "-D", "soon"], "--duration: unknown unit"),
     (
+        &["measure", "--window", "500us"],
+        "--window 500us: too short (accepted: 1ms or more)",
+    ),
+    (
         &["measure", "--method", "sleepy"],
         "unknown method \"sleepy\"",
     ),
@@ -130,7 +134,7 @@ const ROWS: &[(&[&str], &str)] = &[
     (&["monitor", "--window", "abc"], "--window: unknown unit"),
     (
         &["monitor", "--window", "1s", "--interval", "2s"],
-        "--window 1s: too short for --interval 2s",
+        "--window 1s: shorter than --interval 2s (accepted: a window of at least one interval, e.g. --window 2s)",
     ),
     (
         &["monitor", "--window", "2h", "--retention", "1h"],

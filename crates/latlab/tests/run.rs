@@ -245,7 +245,7 @@ fn malformed_plans_name_file_line_and_reason() {
         ),
         (
             "name = \"x\"\n[settings]\nduration = \"1s\"\nwindow = \"1ms\"\n[axes]\ninterval = [\"10ms\"]\n",
-            "--window 1ms: too short for --interval 10ms",
+            "--window 1ms: shorter than --interval 10ms",
         ),
     ] {
         let plan = write_plan(dir.path(), body);
