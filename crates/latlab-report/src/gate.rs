@@ -164,6 +164,31 @@ impl Limits {
             .collect()
     }
 
+    /// The gate as a `--json` result carries it: the limits (ns, periods), whether the run is
+    /// within them (a run a signal cut short is not), and each limit exceeded.
+    pub fn json(&self, result: &RunResult) -> serde_json::Value {
+        let breaches = self.check(result);
+        serde_json::json!({
+            "limits": {
+                "max_latency_ns": self.max_ns,
+                "p99_ns": self.p99_ns,
+                "missed": self.missed,
+            },
+            "passed": breaches.is_empty() && result.cut_short().is_none(),
+            "cut_short": result.cut_short(),
+            "breaches": breaches
+                .iter()
+                .map(|b| serde_json::json!({
+                    "thread": b.thread,
+                    "option": b.what.flag(),
+                    "value": b.value,
+                    "limit": b.limit,
+                    "line": b.line(),
+                }))
+                .collect::<Vec<_>>(),
+        })
+    }
+
     /// `max ≤ 50.0 us, p99 ≤ 20.0 us`, or `no limits`.
     pub fn describe(&self) -> String {
         let parts: Vec<String> = [
@@ -252,6 +277,12 @@ mod tests {
         );
         // Without limits a break is what it was in cyclictest: the run's end, not a failure.
         assert!(Limits::default().check(&r).is_empty());
+        // The JSON carries the verdict and what made it.
+        let j = limits.json(&r);
+        assert_eq!(j["passed"], false);
+        assert_eq!(j["limits"]["max_latency_ns"], 1_000_000);
+        assert_eq!(j["breaches"][0]["option"], "--break");
+        assert_eq!(j["breaches"][0]["value"], 40_000);
     }
 
     #[test]

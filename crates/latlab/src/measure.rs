@@ -451,7 +451,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
 
     // Every output and the store are tried, whichever fails: what was measured reaches all that
     // take it, and each that does not is said.
-    let mut failures = write_outputs(&result, &args, json, histfile, ctjson);
+    let mut failures = write_outputs(&result, &args, &limits, json, histfile, ctjson);
     if let Some(db) = &args.db {
         match crate::db::save_result(db.as_deref(), &result) {
             Ok(saved) if !json_to_stdout => eprintln!("latlab: {saved}"),
@@ -552,12 +552,20 @@ fn story_lines(result: &RunResult, n: usize) -> String {
 fn write_outputs(
     result: &RunResult,
     args: &MeasureArgs,
+    limits: &latlab_report::gate::Limits,
     json: Option<Output>,
     histfile: Option<Output>,
     ctjson: Option<Output>,
 ) -> Vec<CliError> {
     let json_text = || {
         let mut text = result.to_json_pretty();
+        // A gate's verdict beside the result (a field added after the result's own).
+        if !limits.is_empty()
+            && let Some(body) = text.strip_suffix("\n}")
+        {
+            let gate = serde_json::to_string_pretty(&limits.json(result)).unwrap_or_default();
+            text = format!("{body},\n  \"gate\": {}\n}}", gate.replace('\n', "\n  "));
+        }
         text.push('\n');
         text
     };

@@ -65,6 +65,18 @@ fn measure_exceeding_a_limit_exits_4_with_a_line_per_cpu_and_a_failed_junit_case
             )
         );
     }
+    // The JSON result carries the verdict: the limits, failed, a breach per CPU as said.
+    let gate = &run["gate"];
+    assert_eq!(gate["passed"], false, "{gate}");
+    assert_eq!(gate["limits"]["max_latency_ns"], 1);
+    assert_eq!(gate["limits"]["missed"], 1_000_000);
+    let said: Vec<String> = gate["breaches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| format!("latlab: limit exceeded: {}", b["line"].as_str().unwrap()))
+        .collect();
+    assert_eq!(said, lines);
     let (tests, failures, _, messages) = xml_counts(&junit);
     assert_eq!((tests, failures), (cpus as u64, cpus as u64));
     assert!(
