@@ -262,6 +262,16 @@ impl CpuList {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// `CPU 3` or `CPUs 0-3,6`, as a sentence names them.
+    pub fn named(&self) -> String {
+        format!("{} {self}", if self.0.len() == 1 { "CPU" } else { "CPUs" })
+    }
+}
+
+/// `1 run`, `2 runs`: a count with its noun.
+pub fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 impl fmt::Display for CpuList {

@@ -91,7 +91,7 @@ fn overview(b: &mut Vec<Block>, a: &Analysis) {
         && a.cells.len() > 1
     {
         text.push_str(&format!(
-            " Every other cell is compared against the first, {}",
+            " Every other cell is compared against the baseline, {}",
             first.cell.name
         ));
         let own: Vec<String> = (1..a.cells.len())

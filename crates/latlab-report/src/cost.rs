@@ -16,9 +16,9 @@ pub fn samples_text(s: &Samples) -> String {
     let secs: f64 = s.series.iter().map(|x| x.dt_ns).sum::<u64>() as f64 / 1e9;
     let _ = writeln!(
         out,
-        "samplers: every {} for {secs:.1} s ({} samples), sampler CPU time {:.2} ms ({:.3} % of a CPU)",
+        "samplers: every {} for {secs:.1} s ({}), sampler CPU time {:.2} ms ({:.3} % of a CPU)",
         format_duration(s.period_ns),
-        s.series.len(),
+        latlab_model::units::plural(s.series.len() as u64, "sample", "samples"),
         s.sampler_cpu_time_ns as f64 / 1e6,
         if secs > 0.0 {
             s.sampler_cpu_time_ns as f64 / 1e9 / secs * 100.0

@@ -3,7 +3,9 @@
 
 use std::fmt::Write;
 
-use latlab_model::{Policy, RunResult, Stats, StopReason, units::CpuList, units::format_duration};
+use latlab_model::{
+    Policy, RunResult, Stats, StopReason, units::CpuList, units::format_duration, units::plural,
+};
 
 /// How a latency column reads its value from [`Stats`].
 type Column = (&'static str, fn(&Stats) -> u64);
@@ -117,8 +119,8 @@ fn header(out: &mut String, r: &RunResult) {
         Some(cpus) => {
             let _ = write!(
                 policy,
-                "; {threads} on CPUs {}",
-                CpuList::from_cpus(cpus.clone())
+                "; {threads} on {}",
+                CpuList::from_cpus(cpus.clone()).named()
             );
         }
         None => {
@@ -238,10 +240,6 @@ fn row(out: &mut String, label_w: usize, label: &str, missed: u64, s: &Stats) {
         let _ = write!(out, "{cell:>VALUE_W$}");
     }
     out.push('\n');
-}
-
-fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 #[cfg(test)]

@@ -1151,7 +1151,7 @@ fn a_cell_is_compared_with_the_baseline_it_names() {
     assert!(text.contains("powersave against performance"), "{text}");
     assert!(
         text.contains(
-            "Every other cell is compared against the first, performance, except schedutil \
+            "Every other cell is compared against the baseline, performance, except schedutil \
              against powersave."
         ),
         "{text}"

@@ -110,6 +110,17 @@ pub fn clap_line(e: &clap::Error) -> String {
             None => format!("unexpected argument '{arg}' found"),
         };
     }
+    if e.kind() == ErrorKind::InvalidSubcommand
+        && let Some(ContextValue::String(name)) = e.get(ContextKind::InvalidSubcommand)
+    {
+        return match e.get(ContextKind::SuggestedSubcommand) {
+            Some(ContextValue::Strings(similar)) if !similar.is_empty() => format!(
+                "unrecognized subcommand '{name}' (a similar one exists: {})",
+                similar.join(", ")
+            ),
+            _ => format!("unrecognized subcommand '{name}'"),
+        };
+    }
     if e.kind() == ErrorKind::MissingRequiredArgument
         && let Some(ContextValue::Strings(missing)) = e.get(ContextKind::InvalidArg)
     {

@@ -328,9 +328,16 @@ fn check(path: &Path) -> CliResult<ExitCode> {
     for p in &report.problems {
         println!("problem: {p}");
     }
+    use latlab_model::units::plural;
     let checked = format!(
-        "{} runs, {} histograms, {} monitoring windows checked",
-        report.runs, report.histograms, report.monitor_windows
+        "{}, {}, {} checked",
+        plural(report.runs as u64, "run", "runs"),
+        plural(report.histograms as u64, "histogram", "histograms"),
+        plural(
+            report.monitor_windows as u64,
+            "monitoring window",
+            "monitoring windows"
+        )
     );
     if report.is_ok() {
         println!("{}: ok ({checked})", path.display());

@@ -122,9 +122,9 @@ pub fn run(args: LoadArgs, sys: &Sys) -> CliResult<ExitCode> {
         what.push(format!("schedule \"{s}\""));
     }
     eprintln!(
-        "latlab: running {} on CPUs {} for {}",
+        "latlab: running {} on {} for {}",
         what.join(", "),
-        CpuList::from_cpus(cpus),
+        CpuList::from_cpus(cpus).named(),
         format_duration(plan.duration_ns)
     );
 

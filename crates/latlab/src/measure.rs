@@ -587,7 +587,7 @@ fn write_outputs(
 fn describe(cfg: &MeasureConfig) -> String {
     use latlab_model::units::format_duration;
     let place = match &cfg.cpus {
-        Some(c) => format!("CPUs {}", CpuList::from_cpus(c.clone())),
+        Some(c) => CpuList::from_cpus(c.clone()).named(),
         None => format!("{} unpinned threads", cfg.threads),
     };
     let length = cfg

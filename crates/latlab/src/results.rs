@@ -9,7 +9,7 @@ use crate::cli_error::{CliError, CliResult};
 use anyhow::Context;
 use clap::Args;
 use latlab_model::RunResult;
-use latlab_model::units::format_us;
+use latlab_model::units::{format_us, plural};
 use latlab_report::{CellInput, ReportFormat, ReportInput};
 use latlab_store::{CellStatus, ExperimentId, Store};
 use std::collections::BTreeMap;
@@ -611,11 +611,11 @@ fn save_imported(db: Option<&Path>, results: Vec<(&PathBuf, RunResult)>) -> CliR
             .save_run(&r, None)
             .with_context(|| format!("{}: saving to {}", f.display(), path.display()))?;
         println!(
-            "{}: saved as run {} ({} threads, {} samples, max {} us)",
+            "{}: saved as run {} ({}, {}, max {} us)",
             f.display(),
             id.0,
-            r.threads.len(),
-            r.overall.stats.count,
+            plural(r.threads.len() as u64, "thread", "threads"),
+            plural(r.overall.stats.count, "sample", "samples"),
             format_us(r.overall.stats.max, 1)
         );
         for w in &r.environment.warnings {

@@ -74,7 +74,7 @@ pub(crate) fn run_length(p: &Measurement) -> Duration {
 fn plan_line(plan: &ExperimentPlan, cells: usize, runnable: usize, total: Duration) -> String {
     let skipped = cells - runnable;
     format!(
-        "plan {:?}: {runnable} {} × {} {} = {} runs, about {} ({} order){}{}",
+        "plan {:?}: {runnable} {} × {} {} = {}, about {} ({} order){}{}",
         plan.name,
         if runnable == 1 { "cell" } else { "cells" },
         plan.repeat,
@@ -83,7 +83,7 @@ fn plan_line(plan: &ExperimentPlan, cells: usize, runnable: usize, total: Durati
         } else {
             "repeats"
         },
-        runnable * plan.repeat as usize,
+        latlab_model::units::plural((runnable * plan.repeat as usize) as u64, "run", "runs"),
         human(total),
         match plan.order {
             crate::plan::Order::Interleaved => "interleaved",
@@ -443,8 +443,10 @@ pub(crate) fn resume(
     say: Say,
 ) -> CliResult<()> {
     say.line(format!(
-        "resuming {what} {} started {}: {saved} runs already saved",
-        e.id.0, e.started_at
+        "resuming {what} {} started {}: {} already saved",
+        e.id.0,
+        e.started_at,
+        latlab_model::units::plural(saved as u64, "run", "runs")
     ));
     store.set_experiment_status(e.id, ExperimentStatus::Running)?;
     Ok(())

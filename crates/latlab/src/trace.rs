@@ -150,7 +150,7 @@ pub fn run(args: TraceArgs, sys: &Sys) -> CliResult<ExitCode> {
     if !json_to_stdout {
         let groups: Vec<&str> = tracer.active_groups().iter().map(|g| g.name()).collect();
         let cpus = match &plan.config.cpus {
-            Some(c) => format!("CPUs {}", CpuList::from_cpus(c.clone())),
+            Some(c) => CpuList::from_cpus(c.clone()).named(),
             None => format!("CPUs {online}"),
         };
         let length = match plan.duration_ns {

@@ -82,7 +82,7 @@ struct VerifyArgs {
 
 #[derive(Args, Debug)]
 struct BootArgs {
-    /// A profile name or the path of a .toml file.
+    /// A profile name or the path of a .toml file (given unless --remove).
     #[arg(required_unless_present = "remove")]
     profile: Option<String>,
     /// CPUs the options are for, as `tune apply --cpus` takes them (the isolated CPUs of a
@@ -442,21 +442,6 @@ fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
     }
     for n in &applied.plan.notes {
         print!("{}", wrap(&format!("note: {n}"), 2, 100));
-    }
-    if let Some(us) = applied.plan.dma_latency_us {
-        print!(
-            "{}",
-            wrap(
-                &format!(
-                    "not held: system.cpu_dma_latency_us = {us}: a /dev/cpu_dma_latency request \
-                     lasts only while a process keeps it open; `latlab tune hold {}` holds it, \
-                     and `latlab measure --profile` holds it for a run",
-                    applied.plan.profile
-                ),
-                2,
-                100
-            )
-        );
     }
     println!(
         "journal: {}; `latlab tune restore` puts every value back",

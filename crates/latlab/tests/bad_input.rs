@@ -437,6 +437,14 @@ const ROWS: &[(&[&str], &str)] = &[
     (&["import"], "required arguments were not provided: <FILES>"),
     (&["db", "frob"], "unrecognized subcommand 'frob'"),
     (
+        &["measur"],
+        "unrecognized subcommand 'measur' (a similar one exists: measure)",
+    ),
+    (
+        &["tune", "aply", "x"],
+        "unrecognized subcommand 'aply' (a similar one exists: apply)",
+    ),
+    (
         &["sysinfo", "--format", "yaml"],
         "unexpected argument '--format'",
     ),

@@ -174,7 +174,7 @@ fn vacuum_and_check_keep_a_sound_store_sound() {
     let out = db_ok(&store, &["vacuum"]);
     assert!(out.starts_with("vacuumed "), "{out}");
     let out = db_ok(&store, &["check"]);
-    assert!(out.contains(": ok (1 runs, 3 histograms"), "{out}");
+    assert!(out.contains(": ok (1 run, 3 histograms"), "{out}");
     db_ok(&store, &["show", "2", "--json"]);
 }
 

@@ -177,7 +177,7 @@ fn text_and_markdown_and_compare() {
     .stdout;
     let text = String::from_utf8_lossy(&text);
     assert!(
-        text.contains("Every other cell is compared against the first, interval=250us."),
+        text.contains("Every other cell is compared against the baseline, interval=250us."),
         "{text}"
     );
     let out = run_exit(

@@ -133,7 +133,7 @@ fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
     child.wait().unwrap();
 
     let text = latlab_testkit::run_stdout(latlab!().args(args).arg("--resume"));
-    assert!(text.contains("1 runs already saved"), "{text}");
+    assert!(text.contains("1 run already saved"), "{text}");
     let store = Store::open_existing(&db).unwrap();
     let exps = store.list_experiments().unwrap();
     assert_eq!(exps.len(), 1, "resumed, not restarted");

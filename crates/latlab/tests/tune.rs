@@ -674,8 +674,13 @@ fn a_profile_for_a_run_tunes_the_measured_cpus_and_records_its_pm_qos_hold() {
     let before = snapshot(&t.root);
     let out = ok(&t.run(&["tune", "apply", profile.to_str().unwrap()]));
     assert!(
-        out.contains("not held: system.cpu_dma_latency_us = 0") && out.contains("latlab tune hold"),
+        out.contains("note: system.cpu_dma_latency_us = 0") && out.contains("latlab tune hold"),
         "{out}"
+    );
+    assert_eq!(
+        out.matches("request lasts only while").count(),
+        1,
+        "said once: {out}"
     );
     ok(&t.run(&["tune", "restore"]));
     assert_eq!(snapshot(&t.root), before);
