@@ -458,10 +458,7 @@ fn histogram_rows(v: &Value) -> Result<Vec<(u64, u64)>, ImportError> {
 }
 
 fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
-    let v: Value = serde_json::from_str(text).map_err(|e| ImportError {
-        line: e.line(),
-        message: format!("invalid JSON: {e}"),
-    })?;
+    let v = json_of(text, "cyclictest --json")?;
     let cmdline = v.get("cmdline:").and_then(Value::as_str).unwrap_or("");
     let Some(threads) = v.get("thread").and_then(Value::as_object) else {
         return err(0, "no \"thread\" object");
@@ -1015,15 +1012,27 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
     ))
 }
 
+/// `text` as JSON; a file that is not (cut short, edited) says where and what was expected.
+fn json_of(text: &str, what: &str) -> Result<Value, ImportError> {
+    serde_json::from_str(text).map_err(|e| ImportError {
+        line: e.line(),
+        message: format!(
+            "invalid JSON: {e} (accepted: a whole {what} file{})",
+            if e.is_eof() {
+                "; this one is cut short"
+            } else {
+                ""
+            }
+        ),
+    })
+}
+
 fn rows_bucket(v: u64, width: u64) -> u64 {
     v / width.max(1)
 }
 
 fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
-    let v: Value = serde_json::from_str(text).map_err(|e| ImportError {
-        line: e.line(),
-        message: format!("invalid JSON: {e}"),
-    })?;
+    let v = json_of(text, "jitterdebugger's results.json")?;
     let Some(cpus) = v.get("cpu").and_then(Value::as_object) else {
         return err(0, "no \"cpu\" object");
     };

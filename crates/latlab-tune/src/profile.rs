@@ -370,7 +370,11 @@ impl fmt::Display for ProfileError {
             ProfileError::Cycle { chain, at } => {
                 write!(f, "{at}: include cycle: {}", chain.join(" → "))
             }
-            ProfileError::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            ProfileError::Io { path, source } => write!(
+                f,
+                "{}: {source} (accepted: a profile name, or the path of a readable .toml file)",
+                path.display()
+            ),
         }
     }
 }

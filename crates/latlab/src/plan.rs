@@ -126,6 +126,11 @@ pub struct Cell {
 /// What separates the axes in a cell's key.
 pub const AXIS_SEPARATOR: &str = "; ";
 
+/// What a plan file holds, for the errors that name it.
+const PLAN_FORM: &str = "a TOML plan: name = \"...\", then optionally description, repeat, \
+                         order, include, a [settings] table of measure options and an [axes] \
+                         table of lists";
+
 impl Cell {
     /// The key earlier versions wrote (axes joined with `,`), to resume their experiments.
     pub fn legacy_key(&self) -> String {
@@ -212,11 +217,14 @@ impl ExperimentPlan {
             PlanError {
                 file: file.to_string(),
                 line,
-                message: e.message().trim().to_string(),
+                message: format!("{} (accepted: {PLAN_FORM})", e.message().trim()),
             }
         })?;
         if raw.name.get_ref().trim().is_empty() {
-            return Err(err(raw.name.span().start, "name is empty".into()));
+            return Err(err(
+                raw.name.span().start,
+                format!("name is empty (accepted: {PLAN_FORM})"),
+            ));
         }
         let repeat = match &raw.repeat {
             None => 1,

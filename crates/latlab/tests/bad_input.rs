@@ -393,6 +393,18 @@ const ROWS: &[(&[&str], &str)] = &[
     (&["tune", "search", "--cpus", "7"], "CPU 7"),
     // the commands over stored results
     (&["run", "nosuch.toml"], "nosuch.toml: cannot read the plan"),
+    (
+        &["run", "noname.toml"],
+        "noname.toml:1: missing field `name` (accepted: a TOML plan: name = ",
+    ),
+    (
+        &["import", "cut.json"],
+        "cut.json: line 2: invalid JSON: EOF while parsing",
+    ),
+    (
+        &["tune", "apply", "nosuch.toml"],
+        "nosuch.toml: No such file or directory (os error 2) (accepted: a profile name",
+    ),
     // An output named twice, or over the store or the plan, would destroy it at the end.
     (
         &[
@@ -486,6 +498,11 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
             "typo-plan.toml",
             "name = \"t\"\n[settings]\nduration = \"1s\"\npolicy = \"other\"\n\
              [axes]\nprofile = [\"none\", \"nosuch\"]\n",
+        ),
+        ("noname.toml", "description = \"x\"\n"),
+        (
+            "cut.json",
+            "{\"cmdline:\": \"cyclictest -h 100\",\n\"thread\": {",
         ),
         (
             "plan.toml",
