@@ -23,6 +23,16 @@ const ROWS: &[(&[&str], &str)] = &[
     (&["measure", "-a", "3-1"], "range \"3-1\" runs backwards"),
     (&["measure", "-D", "soon"], "--duration: unknown unit"),
     (
+        &[
+            "measure",
+            "-D",
+            "2s",
+            "--load-schedule",
+            "idle 2s, memory 2s",
+        ],
+        "--load-schedule: its phases last 4s, longer than --duration 2s",
+    ),
+    (
         &["measure", "--window", "500us"],
         "--window 500us: too short (accepted: 1ms or more)",
     ),

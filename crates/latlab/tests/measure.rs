@@ -398,11 +398,11 @@ fn loads_run_beside_the_measurement_and_report_throughput() {
 
 #[test]
 fn a_load_schedule_records_its_phases() {
-    let measured = |duration: &str, schedule: &str| {
+    let measured = |length: &[&str], schedule: &str| {
         json(&run_ok(&[
             "measure",
-            "-D",
-            duration,
+            length[0],
+            length[1],
             "--load-schedule",
             schedule,
             "--load-cpus",
@@ -416,7 +416,7 @@ fn a_load_schedule_records_its_phases() {
             "-",
         ]))
     };
-    let r = measured("0.9s", "idle 300ms, cpu 300ms, procfs 300ms");
+    let r = measured(&["-D", "0.9s"], "idle 300ms, cpu 300ms, procfs 300ms");
     let phases = r["loads"]["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 3, "{phases:?}");
     let mut last_end = 0;
@@ -440,8 +440,9 @@ fn a_load_schedule_records_its_phases() {
             .any(|w| w.as_str().unwrap().starts_with("the load schedule lasts"))
     };
     assert!(!warned(&r), "the schedule fit: {}", r["environment"]);
-    // A run shorter than its schedule says which phases did not run.
-    let r = measured("0.3s", "idle 300ms, cpu 300ms");
+    // A run that ends before its schedule (a loop count; a --duration shorter than the
+    // schedule is refused as bad input) says which phases did not run.
+    let r = measured(&["-l", "300"], "idle 300ms, cpu 300ms");
     assert!(warned(&r), "{}", r["environment"]);
 }
 
