@@ -308,8 +308,9 @@ pub struct CellRuns {
 }
 
 /// The suite of an experiment (`latlab run`): one case per cell and CPU over all its repeats,
-/// failed where any repeat exceeded a limit (each breach named with its repeat and run); a case
-/// in error per failed repeat; a skipped case per skipped cell. Also every breach, its thread
+/// failed where any repeat exceeded a limit (each breach named with its repeat and run), in
+/// error where a repeat failed or is not measured yet (one case for a cell none of whose
+/// repeats was measured); a skipped case per skipped cell. Also every breach, its thread
 /// named `cell KEY repeat R cpuN`.
 pub fn experiment_suite(
     name: &str,
@@ -333,6 +334,19 @@ pub fn experiment_suite(
             });
             continue;
         }
+        // Repeats that did not give a whole run: each is an error of every case of the cell.
+        let mut errors: Vec<String> = cell
+            .failed
+            .iter()
+            .map(|(stored, why)| format!("repeat {}: {why}", stored + 1))
+            .collect();
+        errors.extend(cell.pending.iter().map(|stored| {
+            format!(
+                "repeat {}: not measured in full: the run was interrupted (continue with \
+                 --resume)",
+                stored + 1
+            )
+        }));
         // Threads in the order of the first repeat that has them.
         let mut labels: Vec<&str> = Vec::new();
         for (_, r) in &cell.runs {
@@ -341,6 +355,19 @@ pub fn experiment_suite(
                     labels.push(&t.label);
                 }
             }
+        }
+        if labels.is_empty() {
+            // No repeat measured: one case for the cell, its CPUs unknown.
+            cases.push(TestCase {
+                classname: classname.clone(),
+                name: cell.key.clone(),
+                time_s: 0.0,
+                outcome: Outcome::Error {
+                    message: errors.join("; "),
+                },
+                output: String::new(),
+            });
+            continue;
         }
         for label in labels {
             let mut time_s = 0.0;
@@ -361,11 +388,21 @@ pub fn experiment_suite(
                     breaches.push(b);
                 }
             }
+            // The same names whether the experiment is whole or not, so CI follows a case.
             cases.push(TestCase {
                 classname: classname.clone(),
                 name: format!("{} {label}", cell.key),
                 time_s,
-                outcome: if messages.is_empty() {
+                outcome: if !errors.is_empty() {
+                    Outcome::Error {
+                        message: errors
+                            .iter()
+                            .chain(&messages)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    }
+                } else if messages.is_empty() {
                     Outcome::Passed
                 } else {
                     Outcome::Failed {
@@ -376,29 +413,6 @@ pub fn experiment_suite(
                 output: output.join("\n"),
             });
             all.extend(breaches);
-        }
-        for (stored, why) in &cell.failed {
-            cases.push(TestCase {
-                classname: classname.clone(),
-                name: format!("{} repeat {}", cell.key, stored + 1),
-                time_s: 0.0,
-                outcome: Outcome::Error {
-                    message: why.clone(),
-                },
-                output: String::new(),
-            });
-        }
-        for stored in &cell.pending {
-            cases.push(TestCase {
-                classname: classname.clone(),
-                name: format!("{} repeat {}", cell.key, stored + 1),
-                time_s: 0.0,
-                outcome: Outcome::Error {
-                    message: "not measured: the run was interrupted (continue with --resume)"
-                        .into(),
-                },
-                output: String::new(),
-            });
         }
     }
     let first = cells.iter().flat_map(|c| c.runs.iter()).next();
@@ -582,7 +596,6 @@ mod tests {
                 "load=none cpu1",
                 "load=io cpu0",
                 "load=io cpu1",
-                "load=io repeat 2",
                 "method=busy"
             ]
         );
@@ -595,8 +608,27 @@ mod tests {
         }
         assert_eq!(suite.cases[0].time_s, 4.0);
         assert_eq!(suite.cases[1].outcome, Outcome::Passed);
-        assert!(matches!(suite.cases[4].outcome, Outcome::Error { .. }));
-        assert!(matches!(suite.cases[5].outcome, Outcome::Skipped { .. }));
+        // A failed repeat is an error of each of its cell's cases, named as a whole run's.
+        for case in &suite.cases[2..4] {
+            assert_eq!(
+                case.outcome,
+                Outcome::Error {
+                    message: "repeat 2: io load could not start".into()
+                }
+            );
+        }
+        assert!(matches!(suite.cases[4].outcome, Outcome::Skipped { .. }));
+        // A cell none of whose repeats was measured is one case, in error.
+        let never = [CellRuns {
+            key: "load=cpu".into(),
+            pending: vec![0],
+            ..CellRuns::default()
+        }];
+        let (suite, _) = experiment_suite("p", "e3", &never, &limits);
+        assert_eq!(suite.cases.len(), 1);
+        assert_eq!(suite.cases[0].name, "load=cpu");
+        assert!(matches!(&suite.cases[0].outcome, Outcome::Error { message }
+            if message.starts_with("repeat 1: not measured in full")));
         assert_eq!(breaches.len(), 1);
         assert!(
             breaches[0]
