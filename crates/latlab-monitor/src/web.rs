@@ -688,6 +688,51 @@ async fn serve_connection<IO>(
     }
 }
 
+/// The answer to a plain HTTP request on a TLS port: a 400 saying so, and the connection
+/// closed (a bare TLS alert reads as garbage to the client that sent it).
+async fn plain_http_to_tls(mut stream: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The request read first: a socket closed with unread bytes resets, losing the answer.
+    let mut request = [0u8; 4096];
+    let _ = tokio::time::timeout(HEADER_TIMEOUT, stream.read(&mut request)).await;
+    const BODY: &str = "Client sent an HTTP request to an HTTPS server.\n";
+    let answer = format!(
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         Connection: close\r\nContent-Length: {}\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let _ = tokio::time::timeout(HEADER_TIMEOUT, stream.write_all(answer.as_bytes())).await;
+    let _ = stream.shutdown().await;
+}
+
+/// TLS handshakes that failed, said in the log at most once a minute with how many were not
+/// said: a client refused (an expired or X.509 v1 certificate, an unknown CA) is seen by the
+/// operator, and a scanner cannot fill the log.
+#[derive(Default)]
+struct HandshakeFailures {
+    /// When one was last said, and how many failed since.
+    said: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl HandshakeFailures {
+    fn failed(&self, peer: std::net::SocketAddr, e: &std::io::Error) {
+        let Ok(mut said) = self.said.lock() else {
+            return;
+        };
+        let (last, quiet) = &mut *said;
+        if last.is_some_and(|t| t.elapsed() < Duration::from_secs(60)) {
+            *quiet += 1;
+            return;
+        }
+        let more = match *quiet {
+            0 => String::new(),
+            n => format!(" ({n} more since the last one said)"),
+        };
+        eprintln!("latlab: web: TLS handshake with {peer} failed: {e}{more}");
+        *said = (Some(std::time::Instant::now()), 0);
+    }
+}
+
 async fn accept_loop(
     listener: tokio::net::TcpListener,
     app: Router,
@@ -695,13 +740,14 @@ async fn accept_loop(
     security: Option<Arc<WebConfigWatch>>,
 ) {
     let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let failures = Arc::new(HandshakeFailures::default());
     let mut conns = tokio::task::JoinSet::new();
     loop {
         let permit = tokio::select! {
             p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
             _ = stop.changed() => break,
         };
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(s) => s,
                 Err(_) => { tokio::time::sleep(Duration::from_millis(50)).await; continue }
@@ -712,18 +758,25 @@ async fn accept_loop(
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let stop_conn = stop.clone();
         let tls = security.as_ref().and_then(|w| w.current().tls.clone());
+        let failures = failures.clone();
         conns.spawn(async move {
             let _permit = permit;
             match tls {
                 None => serve_connection(stream, service, stop_conn).await,
                 Some(cfg) => {
-                    // The handshake within the time a request's headers get; a client that
-                    // speaks plain HTTP to this port fails it and is closed.
+                    // The handshake within the time a request's headers get. A client that
+                    // speaks plain HTTP to this port is told so, as Go's exporters tell it.
+                    let mut first = [0u8; 1];
+                    let peeked = tokio::time::timeout(HEADER_TIMEOUT, stream.peek(&mut first));
+                    if matches!(peeked.await, Ok(Ok(1))) && first[0].is_ascii_uppercase() {
+                        plain_http_to_tls(stream).await;
+                        return;
+                    }
                     let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-                    if let Ok(Ok(tls)) =
-                        tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await
-                    {
-                        serve_connection(tls, service, stop_conn).await;
+                    match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => serve_connection(tls, service, stop_conn).await,
+                        Ok(Err(e)) => failures.failed(peer, &e),
+                        Err(_) => {}
                     }
                 }
             }

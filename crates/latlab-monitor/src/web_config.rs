@@ -79,6 +79,8 @@ pub struct WebSecurity {
     pub client_auth: ClientAuth,
     /// TLS versions offered, e.g. `TLS 1.2–1.3`.
     pub versions: String,
+    /// The served certificate's validity (unix seconds from, to), where it could be read.
+    validity: Option<(i64, i64)>,
     /// User → bcrypt hash; empty: no authentication.
     users: BTreeMap<String, String>,
     /// Headers set on every answer (over latlab's own).
@@ -158,14 +160,14 @@ impl WebSecurity {
             stamps.push((p.clone(), stamp(&p)));
             Ok(bytes)
         };
-        let (tls, client_auth, versions) = match raw.tls_server_config {
+        let (tls, client_auth, versions, validity) = match raw.tls_server_config {
             Some(t) if tls_configured(&t) => {
                 // A file that cannot be read is said in full already (empty field).
-                let (cfg, auth, versions) = tls_config(t, &mut files)
+                let (cfg, auth, versions, validity) = tls_config(t, &mut files)
                     .map_err(|(f, p)| if f.is_empty() { p } else { at(&f, p) })?;
-                (Some(Arc::new(cfg)), auth, versions)
+                (Some(Arc::new(cfg)), auth, versions, validity)
             }
-            _ => (None, ClientAuth::None, String::new()),
+            _ => (None, ClientAuth::None, String::new(), None),
         };
         let users = raw.basic_auth_users.unwrap_or_default();
         for (user, hash) in &users {
@@ -231,6 +233,7 @@ impl WebSecurity {
             tls,
             client_auth,
             versions,
+            validity,
             users,
             headers,
             rate,
@@ -263,6 +266,28 @@ impl WebSecurity {
         }
     }
 
+    /// What clients will make of the served certificate at `now` (unix seconds), where they
+    /// refuse it: expired, or not valid yet.
+    fn validity_note(&self, now: u64) -> Option<String> {
+        let (from, to) = self.validity?;
+        let day =
+            |t: i64| latlab_model::rfc3339_utc(t.max(0) as u64 * 1_000_000_000)[..10].to_string();
+        let now = now as i64;
+        if now > to {
+            Some(format!(
+                "WARNING: the certificate expired on {}: clients refuse it",
+                day(to)
+            ))
+        } else if now < from {
+            Some(format!(
+                "WARNING: the certificate is not valid before {}: clients refuse it",
+                day(from)
+            ))
+        } else {
+            None
+        }
+    }
+
     /// `TLS 1.2–1.3, client certificates required; basic auth (2 users)`, or `plain HTTP`.
     pub fn describe(&self) -> String {
         let mut parts = vec![match (&self.tls, self.client_auth) {
@@ -287,6 +312,9 @@ impl WebSecurity {
                 "at most {b} requests at once, then one per {}",
                 latlab_model::units::format_duration(i.as_nanos() as u64)
             ));
+        }
+        if let Some(note) = self.validity_note(latlab_sys::unix_now_ns() / 1_000_000_000) {
+            parts.push(note);
         }
         parts.join("; ")
     }
@@ -496,6 +524,60 @@ fn crypto_provider(
     Ok(provider)
 }
 
+/// The validity of an X.509 certificate (unix seconds: not before, not after), read from its
+/// DER: `Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version OPTIONAL, serial,
+/// signature, issuer, validity SEQUENCE { notBefore, notAfter } … } … }` (RFC 5280 §4.1).
+fn validity_of(cert: &[u8]) -> Option<(i64, i64)> {
+    /// One DER element: (tag, content, what follows it).
+    fn element(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+        let (&tag, rest) = b.split_first()?;
+        let (&first, rest) = rest.split_first()?;
+        let (len, rest) = if first < 0x80 {
+            (usize::from(first), rest)
+        } else {
+            let n = usize::from(first & 0x7f);
+            if n == 0 || n > 4 || rest.len() < n {
+                return None;
+            }
+            let len = rest[..n]
+                .iter()
+                .fold(0usize, |l, &b| (l << 8) | usize::from(b));
+            (len, &rest[n..])
+        };
+        (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+    }
+    /// UTCTime (`YYMMDDHHMMSSZ`, 1950–2049) or GeneralizedTime (`YYYYMMDDHHMMSSZ`).
+    fn time((tag, text): (u8, &[u8])) -> Option<i64> {
+        let text = std::str::from_utf8(text).ok()?.strip_suffix('Z')?;
+        let (year, rest) = match tag {
+            0x17 => {
+                let yy: i64 = text.get(..2)?.parse().ok()?;
+                (if yy < 50 { 2000 + yy } else { 1900 + yy }, &text[2..])
+            }
+            0x18 => (text.get(..4)?.parse().ok()?, &text[4..]),
+            _ => return None,
+        };
+        let n = |r: std::ops::Range<usize>| rest.get(r)?.parse::<u32>().ok();
+        let days = latlab_model::days_from_civil(year, n(0..2)?, n(2..4)?);
+        Some(days * 86_400 + i64::from(n(4..6)? * 3600 + n(6..8)? * 60 + n(8..10)?))
+    }
+    let (_, cert, _) = element(cert)?;
+    let (_, tbs, _) = element(cert)?;
+    let (tag, _, mut rest) = element(tbs)?;
+    if tag != 0xa0 {
+        // No explicit version (v1): the first element was the serial number.
+        rest = element(tbs)?.2;
+    } else {
+        rest = element(rest)?.2; // the serial number
+    }
+    let rest = element(rest)?.2; // the signature algorithm
+    let rest = element(rest)?.2; // the issuer
+    let (_, validity, _) = element(rest)?;
+    let (t0, v0, after) = element(validity)?;
+    let (t1, v1, _) = element(after)?;
+    Some((time((t0, v0))?, time((t1, v1))?))
+}
+
 /// The client CA certificates of `client_ca_file` / `client_ca`.
 fn client_roots(ca: &[u8]) -> Result<rustls::RootCertStore, FieldError> {
     use rustls_pki_types::CertificateDer;
@@ -525,10 +607,11 @@ fn client_roots(ca: &[u8]) -> Result<rustls::RootCertStore, FieldError> {
     Ok(roots)
 }
 
-fn tls_config(
-    t: RawTls,
-    files: &mut ReadFile<'_>,
-) -> Result<(rustls::ServerConfig, ClientAuth, String), FieldError> {
+/// A `tls_server_config` read: the rustls configuration, the client authentication, the TLS
+/// versions offered and the served certificate's validity (unix seconds).
+type Tls = (rustls::ServerConfig, ClientAuth, String, Option<(i64, i64)>);
+
+fn tls_config(t: RawTls, files: &mut ReadFile<'_>) -> Result<Tls, FieldError> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let field = |f: &str| f.to_string();
@@ -553,6 +636,7 @@ fn tls_config(
             "holds no certificate (accepted: PEM)".into(),
         ));
     }
+    let validity = validity_of(&chain[0]);
     let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| {
         (
             field("key_file"),
@@ -659,7 +743,7 @@ fn tls_config(
     } else {
         format!("TLS 1.{}–1.{}", min - 10, max - 10)
     };
-    Ok((cfg, auth, versions))
+    Ok((cfg, auth, versions, validity))
 }
 
 /// A web configuration read again when its files change: the server asks for the current one
@@ -756,6 +840,7 @@ impl WebSecurity {
             tls: None,
             client_auth: ClientAuth::None,
             versions: String::new(),
+            validity: None,
             users: BTreeMap::from([(String::new(), DUMMY_HASH.clone())]),
             headers: Vec::new(),
             rate: None,
@@ -812,6 +897,48 @@ mod tests {
     fn cert() -> (String, String) {
         let c = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
         (c.cert.pem(), c.signing_key.serialize_pem())
+    }
+
+    /// A served certificate clients refuse for its dates is said where the configuration is
+    /// described (at start, on a reload, by --check-config); node_exporter says nothing.
+    #[test]
+    fn an_expired_certificate_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2019, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2020, 2, 1);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let old = params.self_signed(&key).unwrap();
+        let day = |y, m, d| latlab_model::days_from_civil(y, m, d) * 86_400;
+        assert_eq!(
+            validity_of(old.der()),
+            Some((day(2019, 1, 1), day(2020, 2, 1)))
+        );
+        // rcgen's default dates: UTCTime from 1975, GeneralizedTime to 4096.
+        let (c, k) = cert();
+        let der = rustls_pki_types::pem::PemObject::from_pem_slice(c.as_bytes())
+            .map(|d: rustls_pki_types::CertificateDer<'static>| d.to_vec())
+            .unwrap();
+        assert_eq!(validity_of(&der), Some((day(1975, 1, 1), day(4096, 1, 1))));
+        write(dir.path(), "k.pem", &k);
+        write(dir.path(), "c.pem", &c);
+        let tls = "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n";
+        let fine = WebSecurity::load(&write(dir.path(), "web.yml", tls)).unwrap();
+        assert!(!fine.describe().contains("WARNING"), "{}", fine.describe());
+        write(dir.path(), "c.pem", &old.pem());
+        write(dir.path(), "k.pem", &key.serialize_pem());
+        let expired = WebSecurity::load(&write(dir.path(), "web.yml", tls)).unwrap();
+        assert!(
+            expired
+                .describe()
+                .ends_with("WARNING: the certificate expired on 2020-02-01: clients refuse it"),
+            "{}",
+            expired.describe()
+        );
+        assert_eq!(
+            expired.validity_note(day(2018, 6, 1) as u64).as_deref(),
+            Some("WARNING: the certificate is not valid before 2019-01-01: clients refuse it")
+        );
     }
 
     fn err(dir: &Path, yaml: &str) -> String {

@@ -97,15 +97,15 @@ fn tls_and_basic_auth_as_curl_sees_them() {
     );
     assert_eq!(code, 200);
     assert!(page.contains("<html"), "{page}");
-    // Plain HTTP to the TLS port gets no answer.
-    let (rc, code, _) = curl(
+    // Plain HTTP to the TLS port is told what it did, and gets nothing else.
+    let (rc, code, body) = curl(
         dir.path(),
         &format!("http://localhost:{}/metrics", addr.port()),
         &["-u", &user],
     );
-    assert!(
-        rc != 0 && code != 200,
-        "plain HTTP answered: rc {rc}, {code}"
+    assert_eq!(
+        (rc, code, body.as_str()),
+        (0, 400, "Client sent an HTTP request to an HTTPS server.\n")
     );
     // A client that does not trust the CA refuses the server.
     let out = Command::new("curl")
@@ -123,6 +123,14 @@ fn tls_and_basic_auth_as_curl_sees_them() {
         log.contains(&format!(
             "https://{addr}/metrics (TLS 1.2–1.3; basic auth (1 user))"
         )),
+        "{log}"
+    );
+    // The handshake that client broke off is in the log, once (the next ones within the
+    // minute are counted, not said).
+    assert_eq!(
+        log.matches("latlab: web: TLS handshake with 127.0.0.1:")
+            .count(),
+        1,
         "{log}"
     );
 }
