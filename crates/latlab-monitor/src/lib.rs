@@ -71,7 +71,16 @@ pub fn store_state(path: &Path) -> Result<String, String> {
         return Ok("empty file; it will be set up as a store".into());
     }
     // The store's own rules, read without writing to the file.
+    let mut wal = path.as_os_str().to_os_string();
+    wal.push("-wal");
+    let journaled = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
     match latlab_store::identify(path).map_err(|e| e.to_string())? {
+        // A store just made by a running daemon has its first pages in the journal still.
+        0 if journaled => Ok(format!(
+            "an SQLite database whose latest changes are in {} (one in use, as by a running \
+             daemon); read as a store at start",
+            std::path::Path::new(&wal).display()
+        )),
         0 => Ok("an empty SQLite database; it will be set up as a store".into()),
         version => Ok(format!("a latlab store, schema version {version}")),
     }
@@ -306,5 +315,15 @@ mod tests {
         let empty = dir.path().join("empty.db");
         std::fs::write(&empty, "").unwrap();
         assert!(store_state(&empty).unwrap().starts_with("empty file"));
+        // A store a running daemon just made: its first pages are in its journal still.
+        let fresh = dir.path().join("fresh.db");
+        let open = latlab_store::Store::open(&fresh).unwrap();
+        let said = store_state(&fresh).unwrap();
+        assert!(
+            said.starts_with("an SQLite database whose latest changes are in")
+                && said.contains("fresh.db-wal (one in use"),
+            "{said}"
+        );
+        drop(open);
     }
 }

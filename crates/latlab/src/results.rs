@@ -1,8 +1,9 @@
 //! Results in and out of the store: `latlab report`, `compare`, `export` and `import`.
 //!
 //! Items name what to show: `N` is run N, `eN` experiment N (its cells with their repeats),
-//! `eN/KEY` one cell of it, `latest` the newest experiment. With several `--db`, items are
-//! looked up in each store in turn, and experiments of every store are shown side by side.
+//! `eN/KEY` one cell of it, `latest` the newest experiment (a store without one: its newest
+//! run). With several `--db`, items are looked up in every store, and what each store has of
+//! them (a run number, an experiment) is shown side by side.
 
 use crate::args::OutputFile;
 use crate::cli_error::{CliError, CliResult};
@@ -16,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const ITEM_FORM: &str = "a run number, eN for experiment N, eN/KEY for one cell, series:NAME for a monitoring series, or latest";
+const ITEM_FORM: &str = "a run number, eN for experiment N, eN/KEY for one cell, series:NAME for a monitoring series, or latest (the newest experiment, else the newest run)";
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
@@ -266,6 +267,8 @@ fn resolve(
         for (name, s) in stores {
             if let Some(e) = s.list_experiments()?.pop() {
                 out.extend(tag(name, experiment_cells(s, e.id, None, skipped)?));
+            } else if let Some(r) = newest_run(s)? {
+                out.extend(tag(name, vec![CellInput::single(s.load_run(r)?)]));
             }
         }
         return Ok(out);
@@ -318,14 +321,28 @@ fn resolve(
             return Ok(out);
         }
     }
+    // A run of each store that has it, as an experiment number is.
+    let mut out = Vec::new();
     for (name, s) in stores {
         if let Some(id) = s.find_run(item)? {
-            return Ok(tag(name, vec![CellInput::single(s.load_run(id)?)]));
+            out.extend(tag(name, vec![CellInput::single(s.load_run(id)?)]));
         }
     }
-    Err(CliError::Usage(format!(
-        "{item}: no such run or experiment (accepted: {ITEM_FORM})"
-    )))
+    if out.is_empty() {
+        return Err(CliError::Usage(format!(
+            "{item}: no such run or experiment (accepted: {ITEM_FORM})"
+        )));
+    }
+    Ok(out)
+}
+
+/// The newest run of a store, by its start.
+fn newest_run(s: &Store) -> CliResult<Option<latlab_store::RunId>> {
+    let newest = s.list_runs(&latlab_store::RunFilter {
+        limit: Some(1),
+        ..Default::default()
+    })?;
+    Ok(newest.into_iter().next_back().map(|r| r.id))
 }
 
 /// An item as a title names it: an experiment by its plan's name, `governors (e3)`.
@@ -446,12 +463,12 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
     if cells.is_empty() {
         let series = series_items(&stores);
         return Err(CliError::Usage(if series.is_empty() {
-            "nothing to report: the stores hold no experiment (name runs: latlab report N ...)"
+            "nothing to report: the stores hold no run (accepted: a store `latlab measure --db`, \
+             `latlab run` or `latlab import` wrote)"
                 .into()
         } else {
             format!(
-                "nothing to report: the stores hold no experiment (accepted: a run number, or a \
-                 monitoring series: {})",
+                "nothing to report: the stores hold no run (accepted: a monitoring series: {})",
                 series.join(", ")
             )
         }));

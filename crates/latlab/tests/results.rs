@@ -247,3 +247,47 @@ fn export_and_import_round_trip_through_cyclictest_json() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a format latlab reads"));
 }
+
+/// A store of runs only (no experiment): `latest` is its newest run. A run number two stores
+/// hold is each store's run, side by side, as an experiment number is.
+#[test]
+fn latest_and_a_run_number_over_stores_of_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = latlab_testkit::repo().join("crates/latlab-import/tests/data");
+    let mut dbs = Vec::new();
+    for (name, file) in [
+        ("a", "cyclictest.json"),
+        ("b", "jitterdebugger-results.json"),
+    ] {
+        let db = dir.path().join(format!("{name}.db"));
+        latlab_testkit::run_ok(
+            latlab!()
+                .arg("import")
+                .arg(data.join(file))
+                .arg("--db")
+                .arg(&db),
+        );
+        dbs.push(db.to_str().unwrap().to_string());
+    }
+    let report = |args: &[&str]| -> serde_json::Value {
+        let out = run_ok(&[&["report", "--format", "json", "-o", "-"][..], args].concat());
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let names = |r: &serde_json::Value| -> Vec<String> {
+        r["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let one = report(&["--db", &dbs[0]]);
+    assert_eq!(one["cells"].as_array().unwrap().len(), 1, "{one}");
+    let both = report(&["--db", &dbs[0], "--db", &dbs[1], "1"]);
+    let got = names(&both);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert!(
+        got[0].ends_with("[a]") && got[1].ends_with("[b]"),
+        "{got:?}"
+    );
+}
