@@ -21,11 +21,16 @@ fn khz(v: Option<u64>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-/// One section: its title, then one `key value` line per row, then a blank line.
+/// One section: its title, then one `key value` line per row, then a blank line. Values line
+/// up at column 25, or one past the section's longest key.
 fn section(out: &mut String, title: &str, rows: Vec<(&str, String)>) {
     let _ = writeln!(out, "{title}");
+    let width = rows
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .fold(22, usize::max);
     for (k, v) in rows {
-        let _ = writeln!(out, "  {k:<22} {v}");
+        let _ = writeln!(out, "  {k:<width$} {v}");
     }
     out.push('\n');
 }

@@ -1535,7 +1535,7 @@ fn a_monitor_store_names_its_series() {
     assert_one_line_error(
         &out,
         2,
-        "accepted: a run number, or a monitoring series: series:node7",
+        "the stores hold no run (accepted: a monitoring series: series:node7)",
     );
     let out = latlab!()
         .args(["report", "series:node8", "--db"])
