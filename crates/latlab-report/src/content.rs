@@ -1228,21 +1228,30 @@ fn cell_section(b: &mut Vec<Block>, c: &CellFigures) {
             legend: true,
         })
         .collect();
-    lines.push(SpectrumLine {
-        label: "all CPUs".into(),
-        hist: &c.pooled,
-        series: c.cpus.len(),
-        width: 2.4,
-        opacity: 1.0,
-        legend: true,
-    });
+    // Over all CPUs, where there are several (one CPU's line would hide under it).
+    let several = c.cpus.len() > 1;
+    if several {
+        lines.push(SpectrumLine {
+            label: "all CPUs".into(),
+            hist: &c.pooled,
+            series: c.cpus.len(),
+            width: 2.4,
+            opacity: 1.0,
+            legend: true,
+        });
+    }
     if let Some(svg) = spectrum_chart(
         &format!("{}: percentile spectrum{pooled}", c.cell.name),
         &lines,
         "",
     ) {
         b.push(Block::Figure {
-            caption: "Percentile spectrum per CPU and over all CPUs.".into(),
+            caption: if several {
+                "Percentile spectrum per CPU and over all CPUs."
+            } else {
+                "Percentile spectrum of the one CPU measured."
+            }
+            .into(),
             svg,
         });
     }

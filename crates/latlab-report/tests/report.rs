@@ -1275,6 +1275,22 @@ fn missing_data_says_so_in_one_line() {
     assert_eq!(report_json(&empty)["cells"], serde_json::json!([]));
 }
 
+/// One CPU's spectrum has no line "over all CPUs": it would be drawn over the CPU's own.
+#[test]
+fn one_cpu_has_no_line_over_all_cpus() {
+    let r = latlab_testkit::run::one_cpu("one", (1_700_000_000_000_000_000, 1_000_000_000));
+    let html = html_report(&ReportInput {
+        title: String::new(),
+        cells: vec![CellInput::single(r)],
+        skipped: Vec::new(),
+    });
+    parse(&html);
+    assert!(html.contains("Percentile spectrum of the one CPU measured."));
+    assert!(!html.contains("over all CPUs"));
+    // Several CPUs have it.
+    assert!(html_report(&bare()).contains("Percentile spectrum per CPU and over all CPUs."));
+}
+
 /// One cell with power readings has nothing to weigh them against: no chart of one point.
 #[test]
 fn one_cell_draws_no_trade_off_chart() {
