@@ -152,12 +152,33 @@ pub(crate) struct HogConfig {
 struct Hog {
     policy: libc::c_int,
     priority: i32,
+    tids: Tids,
+}
+
+/// The hogs' thread ids, for putting them to SCHED_OTHER when they are to stop.
+type Tids = Arc<Mutex<Vec<i32>>>;
+
+/// Stop the hogs: the flag, and each hog put to SCHED_OTHER. Hogs of one real-time priority
+/// on one CPU take turns of a round-robin slice (100 ms), so the last of ten would see the flag
+/// a second late; at SCHED_OTHER they share the CPU in slices of milliseconds.
+fn stop_hogs(flag: &AtomicBool, tids: &Tids) {
+    flag.store(true, Ordering::Relaxed);
+    if let Ok(tids) = tids.lock() {
+        for &tid in tids.iter() {
+            // A hog that has ended already is not there to demote.
+            let _ = latlab_sys::thread::set_task_policy(tid, latlab_model::Policy::Other, 0, None);
+        }
+    }
 }
 
 impl Worker for Hog {
     fn setup(&mut self) -> Result<(), String> {
         latlab_sys::thread::set_scheduler(self.policy, self.priority)
-            .map_err(|e| privilege_hint(self.policy, self.priority, &e))
+            .map_err(|e| privilege_hint(self.policy, self.priority, &e))?;
+        if let Ok(mut tids) = self.tids.lock() {
+            tids.push(latlab_sys::thread::gettid());
+        }
+        Ok(())
     }
 
     fn run(&mut self, stop: &AtomicBool) -> Vec<u64> {
@@ -176,6 +197,7 @@ impl Worker for Hog {
 pub(crate) struct RtHog {
     pool: Option<Pool>,
     hogs_stop: Arc<AtomicBool>,
+    tids: Tids,
     guards_stop: Arc<AtomicBool>,
     guards: Vec<JoinHandle<()>>,
     fired: Arc<Mutex<Option<String>>>,
@@ -188,6 +210,7 @@ impl RtHog {
         let mut hog = RtHog {
             pool: None,
             hogs_stop: hogs_stop.clone(),
+            tids: Tids::default(),
             guards_stop: Arc::new(AtomicBool::new(false)),
             guards: Vec::new(),
             fired: Arc::new(Mutex::new(None)),
@@ -229,11 +252,12 @@ impl RtHog {
         let period = (bound / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
         let hogs_are_rt = cfg.policy != libc::SCHED_OTHER;
         let watchdog_priority = (cfg.priority + 1).min(99);
-        let (stop, fired, hogs, watched) = (
+        let (stop, fired, hogs, watched, tids) = (
             hog.guards_stop.clone(),
             hog.fired.clone(),
             hogs_stop.clone(),
             used.clone(),
+            hog.tids.clone(),
         );
         let h = std::thread::Builder::new()
             .name("ll-rt-watchdog".into())
@@ -261,7 +285,7 @@ impl RtHog {
                             .then_some((*cpu, age))
                     });
                     if let Some((cpu, age)) = stale {
-                        hogs.store(true, Ordering::Relaxed);
+                        stop_hogs(&hogs, &tids);
                         if let Ok(mut f) = fired.lock() {
                             *f = Some(format!(
                                 "watchdog: the normal-priority heartbeat on CPU {cpu} got no CPU \
@@ -289,6 +313,7 @@ impl RtHog {
                 Box::new(Hog {
                     policy: cfg.policy,
                     priority: cfg.priority,
+                    tids: hog.tids.clone(),
                 }) as Box<dyn Worker>
             })
             .collect();
@@ -313,7 +338,7 @@ impl RtHog {
 
 impl Running for RtHog {
     fn request_stop(&self) {
-        self.hogs_stop.store(true, Ordering::Relaxed);
+        stop_hogs(&self.hogs_stop, &self.tids);
     }
 
     fn finish(mut self: Box<Self>) -> Finished {
@@ -387,6 +412,30 @@ mod tests {
         assert!(why.starts_with("cannot use SCHED_RR priority 7: "), "{why}");
         assert!(why.ends_with("or leave out the rt-hog load"), "{why}");
         assert!(!why.contains("--policy"), "{why}");
+    }
+
+    /// Asked to stop, every hog is put to SCHED_OTHER at once: real-time hogs of one priority
+    /// on one CPU would otherwise see the flag one round-robin slice after another.
+    #[test]
+    fn hogs_asked_to_stop_leave_their_real_time_policy() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cfg = config(Duration::from_secs(2), false);
+        cfg.threads = 3;
+        let hog = Box::new(RtHog::start(&cfg, &one_cpu()).unwrap());
+        let tids = hog.tids.lock().unwrap().clone();
+        assert_eq!(tids.len(), 3);
+        // SAFETY: plain system call on a thread id of this process.
+        let policy = |tid: i32| unsafe { libc::sched_getscheduler(tid) };
+        for &t in &tids {
+            assert_eq!(policy(t), cfg.policy, "hog {t} before the stop");
+        }
+        hog.request_stop();
+        for &t in &tids {
+            // At SCHED_OTHER, or ended already (-1: no such thread).
+            let p = policy(t);
+            assert!(p == libc::SCHED_OTHER || p == -1, "hog {t}: policy {p}");
+        }
+        hog.finish();
     }
 
     #[test]
