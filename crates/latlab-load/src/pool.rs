@@ -24,6 +24,13 @@ pub(crate) trait Worker: Send + 'static {
     fn warning(&self) -> Option<String> {
         None
     }
+
+    /// Whether the worker moves to its CPU after it is ready: one whose setup takes a
+    /// real-time policy would, moved there first at normal priority, wait for the CPU the
+    /// workers before it already took (a second for ten real-time hogs).
+    fn pins_after_ready(&self) -> bool {
+        false
+    }
 }
 
 struct WorkerEnd {
@@ -72,17 +79,28 @@ impl Pool {
             let spawned = std::thread::Builder::new().name(name).spawn(move || {
                 // Loads run at normal priority whatever the starting thread's policy is.
                 let _ = latlab_sys::thread::set_scheduler(libc::SCHED_OTHER, 0);
-                let prepared = match cpu {
+                let pin = || match cpu {
                     Some(c) => latlab_sys::thread::set_affinity(&[c])
                         .map_err(|e| format!("pinning a worker to CPU {c}: {e}")),
                     None => Ok(()),
-                }
-                .and_then(|()| worker.setup());
+                };
+                let late = worker.pins_after_ready();
+                let prepared = if late { Ok(()) } else { pin() }.and_then(|()| worker.setup());
                 let failed = prepared.is_err();
                 let _ = ready.send(prepared);
                 drop(ready);
                 if failed {
                     return None;
+                }
+                // Never run anywhere else: a worker its CPU refuses does no work.
+                if late && let Err(e) = pin() {
+                    let now = Instant::now();
+                    return Some(WorkerEnd {
+                        counts: Vec::new(),
+                        warning: Some(e),
+                        began: now,
+                        ended: now,
+                    });
                 }
                 let began = Instant::now();
                 let counts = worker.run(&stop);
@@ -168,5 +186,69 @@ impl Drop for Pool {
         for h in self.handles.drain(..) {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Counts its turns; pinned after it is ready, or before.
+    struct Counter {
+        late: bool,
+    }
+
+    impl Worker for Counter {
+        fn run(&mut self, stop: &AtomicBool) -> Vec<u64> {
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            vec![n]
+        }
+
+        fn pins_after_ready(&self) -> bool {
+            self.late
+        }
+    }
+
+    /// A worker that moves to its CPU after it is ready never works anywhere else: where its
+    /// CPU refuses it, it does nothing and says why. One pinned first fails the start.
+    #[test]
+    fn a_worker_pinned_late_works_on_its_cpu_or_not_at_all() {
+        let absent = [4095];
+        let start = |late| {
+            Pool::start(
+                "t",
+                &absent,
+                vec![Box::new(Counter { late }) as Box<dyn Worker>],
+                Arc::new(AtomicBool::new(false)),
+            )
+        };
+        let end = start(true).unwrap().join();
+        assert!(end.counts.iter().all(|&c| c == 0), "{end:?}");
+        assert_eq!(end.warnings.len(), 1, "{end:?}");
+        assert!(
+            end.warnings[0].starts_with("pinning a worker to CPU 4095"),
+            "{end:?}"
+        );
+        let Err(e) = start(false) else {
+            panic!("pinned to an absent CPU")
+        };
+        assert!(e.starts_with("pinning a worker to CPU 4095"), "{e}");
+        // On a CPU that takes it, it works.
+        let here = latlab_sys::Sys::default().online_cpus().unwrap();
+        let pool = Pool::start(
+            "t",
+            &here.cpus()[..1],
+            vec![Box::new(Counter { late: true }) as Box<dyn Worker>],
+            Arc::new(AtomicBool::new(false)),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let end = pool.join();
+        assert!(end.counts[0] > 0 && end.warnings.is_empty(), "{end:?}");
     }
 }

@@ -181,6 +181,10 @@ impl Worker for Hog {
         Ok(())
     }
 
+    fn pins_after_ready(&self) -> bool {
+        true
+    }
+
     fn run(&mut self, stop: &AtomicBool) -> Vec<u64> {
         let mut loops = 0u64;
         let mut x = 1u64;
