@@ -85,7 +85,17 @@ impl Pool {
                     None => Ok(()),
                 };
                 let late = worker.pins_after_ready();
-                let prepared = if late { Ok(()) } else { pin() }.and_then(|()| worker.setup());
+                // One pinned late is checked now: a CPU it may not use fails the start, as
+                // pinning first would.
+                let may_use = || match (cpu, latlab_sys::thread::affinity()) {
+                    (Some(c), Ok(allowed)) if !allowed.contains(&c) => Err(format!(
+                        "pinning a worker to CPU {c}: not among the CPUs this process may use \
+                         ({})",
+                        latlab_model::units::CpuList::from_cpus(allowed)
+                    )),
+                    _ => Ok(()),
+                };
+                let prepared = if late { may_use() } else { pin() }.and_then(|()| worker.setup());
                 let failed = prepared.is_err();
                 let _ = ready.send(prepared);
                 drop(ready);
@@ -214,8 +224,8 @@ mod tests {
         }
     }
 
-    /// A worker that moves to its CPU after it is ready never works anywhere else: where its
-    /// CPU refuses it, it does nothing and says why. One pinned first fails the start.
+    /// A worker that moves to its CPU after it is ready is checked against the CPUs it may use
+    /// before: an absent one fails the start, as for one pinned first. On its CPU, it works.
     #[test]
     fn a_worker_pinned_late_works_on_its_cpu_or_not_at_all() {
         let absent = [4095];
@@ -227,17 +237,13 @@ mod tests {
                 Arc::new(AtomicBool::new(false)),
             )
         };
-        let end = start(true).unwrap().join();
-        assert!(end.counts.iter().all(|&c| c == 0), "{end:?}");
-        assert_eq!(end.warnings.len(), 1, "{end:?}");
-        assert!(
-            end.warnings[0].starts_with("pinning a worker to CPU 4095"),
-            "{end:?}"
-        );
-        let Err(e) = start(false) else {
-            panic!("pinned to an absent CPU")
-        };
-        assert!(e.starts_with("pinning a worker to CPU 4095"), "{e}");
+        // A CPU it may not use fails the start, pinned late or first.
+        for late in [true, false] {
+            let Err(e) = start(late) else {
+                panic!("pinned to an absent CPU (late: {late})")
+            };
+            assert!(e.starts_with("pinning a worker to CPU 4095"), "{e}");
+        }
         // On a CPU that takes it, it works.
         let here = latlab_sys::Sys::default().online_cpus().unwrap();
         let pool = Pool::start(

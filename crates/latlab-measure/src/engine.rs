@@ -71,7 +71,7 @@ pub(crate) fn plan_threads(cfg: &MeasureConfig, online: &CpuList) -> (Vec<Plan>,
         Some(cpus) => cpus
             .iter()
             .map(|&c| Plan {
-                label: format!("cpu{c}"),
+                label: latlab_model::thread_label(Some(c), 0),
                 cpu: Some(c),
                 affinity: vec![c],
                 waker_affinity: waker_for(Some(c)),
@@ -79,7 +79,7 @@ pub(crate) fn plan_threads(cfg: &MeasureConfig, online: &CpuList) -> (Vec<Plan>,
             .collect(),
         None => (0..cfg.threads)
             .map(|i| Plan {
-                label: format!("thread{i}"),
+                label: latlab_model::thread_label(None, i as usize),
                 cpu: None,
                 affinity: all.clone(),
                 waker_affinity: waker_for(None),

@@ -594,6 +594,16 @@ impl MeasureConfig {
         interval_text(self.interval_ns)
     }
 
+    /// The labels of its measuring threads: `cpuN` per measured CPU, else `threadI`.
+    pub fn thread_labels(&self) -> Vec<String> {
+        match &self.cpus {
+            Some(cpus) => cpus.iter().map(|c| thread_label(Some(*c), 0)).collect(),
+            None => (0..self.threads as usize)
+                .map(|i| thread_label(None, i))
+                .collect(),
+        }
+    }
+
     /// The length asked for: `10s`, `1000 loops`, `10s or 1000 loops` (whichever ends first),
     /// `None` for until interrupted.
     pub fn length_text(&self) -> Option<String> {
@@ -764,6 +774,14 @@ impl RunResult {
     pub fn to_json_pretty(&self) -> String {
         // A RunResult holds only plain data: serializing it cannot fail.
         serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// A measuring thread's label: `cpuN` for one pinned to CPU N, else `threadI` for the I-th.
+pub fn thread_label(cpu: Option<u32>, i: usize) -> String {
+    match cpu {
+        Some(c) => format!("cpu{c}"),
+        None => format!("thread{i}"),
     }
 }
 

@@ -766,14 +766,20 @@ async fn accept_loop(
                 Some(cfg) => {
                     // The handshake within the time a request's headers get. A client that
                     // speaks plain HTTP to this port is told so, as Go's exporters tell it.
+                    // One deadline for the first byte and the handshake together.
+                    let deadline = tokio::time::Instant::now() + HEADER_TIMEOUT;
                     let mut first = [0u8; 1];
-                    let peeked = tokio::time::timeout(HEADER_TIMEOUT, stream.peek(&mut first));
-                    if matches!(peeked.await, Ok(Ok(1))) && first[0].is_ascii_uppercase() {
-                        plain_http_to_tls(stream).await;
-                        return;
+                    match tokio::time::timeout_at(deadline, stream.peek(&mut first)).await {
+                        Ok(Ok(1)) if first[0].is_ascii_uppercase() => {
+                            plain_http_to_tls(stream).await;
+                            return;
+                        }
+                        Ok(Ok(1)) => {}
+                        // Closed without a byte (a TCP probe), or silent: nothing to say.
+                        _ => return,
                     }
                     let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-                    match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(stream)).await {
+                    match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
                         Ok(Ok(tls)) => serve_connection(tls, service, stop_conn).await,
                         Ok(Err(e)) => failures.failed(peer, &e),
                         Err(_) => {}

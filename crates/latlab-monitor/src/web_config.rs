@@ -728,13 +728,24 @@ fn tls_config(t: RawTls, files: &mut ReadFile<'_>) -> Result<Tls, FieldError> {
         }
     };
     let mut cfg = builder.with_single_cert(chain, key).map_err(|e| {
-        (
-            field("key_file"),
-            format!(
-                "does not fit the certificate ({e}) (accepted: the private key of cert_file's \
-                 first certificate, PEM)"
-            ),
-        )
+        let text = e.to_string();
+        if text.contains("UnsupportedCertVersion") {
+            // rustls takes X.509 v3 only; `openssl x509 -req` without extensions makes v1.
+            (
+                field("cert_file"),
+                "an X.509 v1 certificate, which rustls does not take (accepted: an X.509 v3 \
+                 certificate, e.g. openssl x509 -req with -extfile naming its extensions)"
+                    .to_string(),
+            )
+        } else {
+            (
+                field("key_file"),
+                format!(
+                    "does not fit the certificate ({text}) (accepted: the private key of \
+                     cert_file's first certificate, PEM)"
+                ),
+            )
+        }
     })?;
     cfg.ignore_client_order = t.prefer_server_cipher_suites.unwrap_or(true);
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];

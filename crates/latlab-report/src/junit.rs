@@ -305,6 +305,9 @@ pub struct CellRuns {
     /// Repeats not measured yet (an interrupted run): each is a case in error, so a partly run
     /// experiment does not read as a pass.
     pub pending: Vec<u32>,
+    /// The labels of the threads a run of the cell measures (`cpu0`), for naming its cases
+    /// before any repeat is measured as they are named after.
+    pub labels: Vec<String>,
 }
 
 /// The suite of an experiment (`latlab run`): one case per cell and CPU over all its repeats,
@@ -342,8 +345,8 @@ pub fn experiment_suite(
             .collect();
         errors.extend(cell.pending.iter().map(|stored| {
             format!(
-                "repeat {}: not measured in full: the run was interrupted (continue with \
-                 --resume)",
+                "repeat {}: not measured: the experiment was interrupted before this repeat \
+                 ended (continue with --resume)",
                 stored + 1
             )
         }));
@@ -355,6 +358,9 @@ pub fn experiment_suite(
                     labels.push(&t.label);
                 }
             }
+        }
+        if labels.is_empty() {
+            labels = cell.labels.iter().map(String::as_str).collect();
         }
         if labels.is_empty() {
             // No repeat measured: one case for the cell, its CPUs unknown.
@@ -628,7 +634,16 @@ mod tests {
         assert_eq!(suite.cases.len(), 1);
         assert_eq!(suite.cases[0].name, "load=cpu");
         assert!(matches!(&suite.cases[0].outcome, Outcome::Error { message }
-            if message.starts_with("repeat 1: not measured in full")));
+            if message.starts_with("repeat 1: not measured: the experiment was interrupted")));
+        // Named by the threads it measures where they are known, as its runs will be.
+        let named = [CellRuns {
+            key: "load=cpu".into(),
+            pending: vec![0],
+            labels: vec!["cpu3".into()],
+            ..CellRuns::default()
+        }];
+        let (suite, _) = experiment_suite("p", "e3", &named, &limits);
+        assert_eq!(suite.cases[0].name, "load=cpu cpu3");
         assert_eq!(breaches.len(), 1);
         assert!(
             breaches[0]

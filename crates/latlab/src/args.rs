@@ -366,25 +366,35 @@ impl OutputFile {
         Ok(Some(out))
     }
 
-    /// Refuse outputs written over one another or over a file the command uses (`uses`: the
-    /// option and the path of each, e.g. `--db` and the store): written at the end, they would
-    /// destroy it after the measurement. Paths are compared as the files they name.
+    /// Refuse outputs written over one another or over a file the command uses (`uses`: a
+    /// description and the path of each, e.g. `--db` and the store): written at the end, they
+    /// would destroy it after the measurement. Paths are compared as the files they name (a
+    /// link, a hard link, `./x` alike); two outputs to stdout (`-`) would be mixed into one.
     pub fn refuse_clashes(outputs: &[&Option<Self>], uses: &[(&str, &Path)]) -> CliResult<()> {
-        let mut taken: Vec<(String, std::path::PathBuf)> = uses
+        let mut taken: Vec<(String, FileId)> = uses
             .iter()
-            .filter_map(|(flag, p)| Some((flag.to_string(), file_named(p)?)))
+            .filter_map(|(what, p)| Some((what.to_string(), file_id(p)?)))
             .collect();
+        let mut stdout: Option<&str> = None;
         for o in outputs.iter().filter_map(|o| o.as_ref()) {
             if o.is_stdout() {
+                if let Some(first) = stdout {
+                    return Err(CliError::Usage(format!(
+                        "{} -: standard output is taken by {first} - (accepted: at most one \
+                         output to -, the others to files)",
+                        o.flag
+                    )));
+                }
+                stdout = Some(o.flag);
                 continue;
             }
-            let Some(file) = file_named(&o.path) else {
+            let Some(file) = file_id(&o.path) else {
                 continue;
             };
-            if let Some((flag, _)) = taken.iter().find(|(_, t)| *t == file) {
+            if let Some((what, _)) = taken.iter().find(|(_, t)| *t == file) {
                 return Err(CliError::Usage(format!(
-                    "{} {}: the file {flag} names, which it would be written over (accepted: a \
-                     path no other option of the command names)",
+                    "{} {}: the same file as {what}, which it would be written over \
+                     (accepted: a path no other option of the command names)",
                     o.flag,
                     o.path.display()
                 )));
@@ -416,27 +426,36 @@ impl OutputFile {
     }
 }
 
-/// The file `path` names, for telling two paths apart: resolved through links; a file not made
-/// yet by its resolved directory and its name.
-fn file_named(path: &Path) -> Option<std::path::PathBuf> {
-    if let Ok(p) = std::fs::canonicalize(path) {
-        return Some(p);
+/// A file as the system knows it: its device and inode where it exists (a link or a hard link
+/// to it is the same file); else its resolved directory and its name.
+#[derive(Debug, PartialEq)]
+enum FileId {
+    Inode(u64, u64),
+    Path(std::path::PathBuf),
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(m) = std::fs::metadata(path) {
+        return Some(FileId::Inode(m.dev(), m.ino()));
     }
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    Some(std::fs::canonicalize(dir).ok()?.join(path.file_name()?))
+    Some(FileId::Path(
+        std::fs::canonicalize(dir).ok()?.join(path.file_name()?),
+    ))
 }
 
-/// The files of the store at `db` a command keeps open: the store and its journals, each named
-/// by `--db` for [`OutputFile::refuse_clashes`].
+/// The files of the store at `db` a command keeps open: the store and its journals, each
+/// described for [`OutputFile::refuse_clashes`].
 pub fn store_files(db: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
-    let mut files = vec![("--db", db.to_path_buf())];
+    let mut files = vec![("the store", db.to_path_buf())];
     for suffix in ["-wal", "-shm", "-journal"] {
         let mut p = db.as_os_str().to_os_string();
         p.push(suffix);
-        files.push(("--db's journal", p.into()));
+        files.push(("the store's journal", p.into()));
     }
     files
 }

@@ -114,10 +114,19 @@ pub fn clap_line(e: &clap::Error) -> String {
         && let Some(ContextValue::String(name)) = e.get(ContextKind::InvalidSubcommand)
     {
         return match e.get(ContextKind::SuggestedSubcommand) {
-            Some(ContextValue::Strings(similar)) if !similar.is_empty() => format!(
-                "unrecognized subcommand '{name}' (a similar one exists: {})",
-                similar.join(", ")
-            ),
+            // clap lists the likeliest last.
+            Some(ContextValue::Strings(similar)) if !similar.is_empty() => {
+                let likeliest: Vec<&str> = similar.iter().rev().map(String::as_str).collect();
+                format!(
+                    "unrecognized subcommand '{name}' ({}: {})",
+                    if likeliest.len() == 1 {
+                        "a similar one exists"
+                    } else {
+                        "similar ones exist"
+                    },
+                    likeliest.join(", ")
+                )
+            }
             _ => format!("unrecognized subcommand '{name}'"),
         };
     }

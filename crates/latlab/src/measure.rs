@@ -401,43 +401,41 @@ impl MeasureArgs {
 }
 
 pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
-    let prepared = match args.prepare(sys) {
-        Ok(p) => p,
-        // Bad input is said on the command line; a failure also reaches the gate's reader.
-        Err(e @ CliError::Failed(_)) => {
-            if let Ok(junit) = Output::open("--junit", &args.gate.junit) {
-                junit_error(junit, &e.to_string());
-            }
-            return Err(e);
-        }
-        Err(e) => return Err(e),
-    };
+    // The outputs first: none may be written over another, the store or the profile, and a
+    // failure below writes the gate's JUnit.
     let limits = args.gate.limits()?;
     let json = Output::open("--json", &args.json)?;
     let junit = Output::open("--junit", &args.gate.junit)?;
     let histfile = Output::open("--histfile", &args.histfile)?;
     let ctjson = Output::open("--cyclictest-json", &args.cyclictest_json)?;
-    let json_to_stdout = json.as_ref().is_some_and(|o| o.is_stdout());
-    let junit_to_stdout = junit.as_ref().is_some_and(|o| o.is_stdout());
-    if json_to_stdout && junit_to_stdout {
-        return Err(CliError::Usage(
-            "--json - and --junit - both write to stdout (accepted: at most one of them as -)"
-                .into(),
-        ));
-    }
-    // Stdout taken by a file format: nothing else is written there (a reader takes it whole).
-    let json_to_stdout = json_to_stdout || junit_to_stdout;
     let db_path = args
         .db
         .as_ref()
         .map(|db| latlab_store::resolve_path(db.as_deref()));
-    let store_files = db_path
+    let mut uses = db_path
         .as_deref()
         .map(args::store_files)
         .unwrap_or_default();
-    let uses: Vec<(&str, &std::path::Path)> =
-        store_files.iter().map(|(f, p)| (*f, p.as_path())).collect();
+    if let Some(p) = args.profile.as_deref().map(std::path::Path::new)
+        && p.is_file()
+    {
+        uses.push(("--profile", p.to_path_buf()));
+    }
+    let uses: Vec<(&str, &std::path::Path)> = uses.iter().map(|(f, p)| (*f, p.as_path())).collect();
     Output::refuse_clashes(&[&json, &junit, &histfile, &ctjson], &uses)?;
+    // Stdout taken by a file format: nothing else is written there (a reader takes it whole).
+    let json_to_stdout = [&json, &junit]
+        .iter()
+        .any(|o| o.as_ref().is_some_and(Output::is_stdout));
+    let prepared = match args.prepare(sys) {
+        Ok(p) => p,
+        // Bad input is said on the command line; a failure also reaches the gate's reader.
+        Err(e @ CliError::Failed(_)) => {
+            junit_error(junit, &e.to_string());
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     // A store that cannot be opened fails now, not after the measurement.
     if let Some(db) = &db_path {
         crate::args::open_store(db)?;

@@ -128,8 +128,8 @@ pub const AXIS_SEPARATOR: &str = "; ";
 
 /// What a plan file holds, for the errors that name it.
 const PLAN_FORM: &str = "a TOML plan: name = \"...\", then optionally description, repeat, \
-                         order, include, a [settings] table of measure options and an [axes] \
-                         table of lists";
+                         order, a [settings] table of measure options and an [axes] table of \
+                         lists";
 
 impl Cell {
     /// The key earlier versions wrote (axes joined with `,`), to resume their experiments.

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const ITEM_FORM: &str = "a run number, eN for experiment N, eN/KEY for one cell, series:NAME for a monitoring series, or latest (the newest experiment, else the newest run)";
+const ITEM_FORM: &str = "a run number, eN for experiment N, eN/KEY for one cell, series:NAME for a monitoring series, or latest (the newest experiment, else the newest run); with several --db, STORE:ITEM for one store's";
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
@@ -256,6 +256,15 @@ fn resolve(
     skipped: &mut Skipped,
 ) -> CliResult<Vec<CellInput>> {
     let several = stores.len() > 1;
+    // `STORE:ITEM`: the item of one of several stores, the store named as the report names it.
+    if several
+        && let Some((store, rest)) = item.split_once(':')
+        && let Some(at) = stores.iter().position(|(name, _)| name == store)
+    {
+        let mut cells = resolve(&stores[at..=at], rest, skipped)?;
+        tag_cells(&mut cells, "store", store);
+        return Ok(cells);
+    }
     let tag = |name: &str, mut cells: Vec<CellInput>| {
         if several {
             tag_cells(&mut cells, "store", name);
@@ -265,11 +274,23 @@ fn resolve(
     if item == "latest" {
         let mut out = Vec::new();
         for (name, s) in stores {
-            if let Some(e) = s.list_experiments()?.pop() {
-                out.extend(tag(name, experiment_cells(s, e.id, None, skipped)?));
-            } else if let Some(r) = newest_run(s)? {
-                out.extend(tag(name, vec![CellInput::single(s.load_run(r)?)]));
+            // The newest experiment with a saved run (one interrupted in its first run has
+            // none); else the newest run.
+            let mut found = Vec::new();
+            for e in s.list_experiments()?.iter().rev() {
+                let mut its_skipped = Skipped::new();
+                found = experiment_cells(s, e.id, None, &mut its_skipped)?;
+                if !found.is_empty() {
+                    skipped.extend(its_skipped);
+                    break;
+                }
             }
+            if found.is_empty()
+                && let Some(r) = newest_run(s)?
+            {
+                found.push(CellInput::single(s.load_run(r)?));
+            }
+            out.extend(tag(name, found));
         }
         return Ok(out);
     }
@@ -510,8 +531,10 @@ pub fn compare(args: CompareArgs) -> CliResult<ExitCode> {
         let mut cells = resolve(&stores, item, &mut Skipped::new())?;
         if cells.len() != 1 {
             return Err(CliError::Usage(format!(
-                "{item}: names {} cells; compare takes one each (accepted: a run number or eN/KEY)",
-                cells.len()
+                "{item}: names {} cells; compare takes one each (accepted: a run number or eN/KEY; \
+                 with several --db, STORE:ITEM of one store, e.g. {}:{item})",
+                cells.len(),
+                stores.first().map_or("STORE", |(name, _)| name.as_str())
             )));
         }
         Ok(cells.remove(0))
@@ -652,6 +675,23 @@ fn import_file(f: &Path, format: Option<latlab_import::Format>) -> Result<RunRes
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+
+    /// `latest` passes over an experiment with no saved run (interrupted in its first run) to
+    /// the newest run, rather than reporting nothing.
+    #[test]
+    fn latest_passes_over_an_experiment_without_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = latlab_store::Store::open(dir.path().join("l.db")).unwrap();
+        let run = latlab_testkit::run::one_cpu("lone", (1_700_000_000_000_000_000, 1_000_000));
+        store.save_run(&run, None).unwrap();
+        store
+            .create_experiment("empty", "name = \"empty\"\n")
+            .unwrap();
+        let stores = vec![("l".to_string(), store)];
+        let cells = super::resolve(&stores, "latest", &mut Vec::new()).unwrap();
+        assert_eq!(cells.len(), 1);
+        assert_eq!(cells[0].runs[0].id, "lone");
+    }
 
     #[test]
     fn stores_alike_in_name_are_told_apart_by_their_directory() {

@@ -122,7 +122,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     let junit = crate::args::OutputFile::open("--junit", &args.gate.junit)?;
     let db_path = latlab_store::resolve_path(args.db.as_deref());
     let mut uses = crate::args::store_files(&db_path);
-    uses.push(("the plan", args.plan.clone()));
+    uses.push(("the plan file", args.plan.clone()));
     let uses: Vec<(&str, &Path)> = uses.iter().map(|(f, p)| (*f, p.as_path())).collect();
     crate::args::OutputFile::refuse_clashes(&[&junit], &uses)?;
     let cells = plan.cells();
@@ -295,15 +295,24 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             None,
         )?;
     }
-    // The verdicts of every saved run of the experiment (also those of earlier, resumed parts).
+    // The verdicts of every saved run of the experiment (also those of earlier, resumed parts);
+    // a cell not measured yet is named by the threads it measures.
+    let labels: Vec<(String, Vec<String>)> = checked
+        .iter()
+        .filter_map(|c| {
+            let p = c.prepared.as_ref().ok()?;
+            Some((c.cell.key.clone(), p.cfg.thread_labels()))
+        })
+        .collect();
     let breaches = match junit {
         Some(out) => {
-            let (suite, breaches) = experiment_suite(&store, experiment, &plan.name, &limits)?;
+            let (suite, breaches) =
+                experiment_suite(&store, experiment, &plan.name, &limits, &labels)?;
             out.write(&latlab_report::junit::render(&[suite]))?;
             breaches
         }
         None if limits.is_empty() => Vec::new(),
-        None => experiment_suite(&store, experiment, &plan.name, &limits)?.1,
+        None => experiment_suite(&store, experiment, &plan.name, &limits, &labels)?.1,
     };
     if interrupts.interrupted() {
         store.set_experiment_status(experiment, ExperimentStatus::Interrupted)?;
@@ -346,6 +355,7 @@ fn experiment_suite(
     experiment: latlab_store::ExperimentId,
     name: &str,
     limits: &latlab_report::gate::Limits,
+    labels: &[(String, Vec<String>)],
 ) -> CliResult<(
     latlab_report::junit::TestSuite,
     Vec<latlab_report::gate::Breach>,
@@ -358,6 +368,11 @@ fn experiment_suite(
             None => {
                 cells.push(CellRuns {
                     key: c.key.clone(),
+                    labels: labels
+                        .iter()
+                        .find(|(k, _)| *k == c.key)
+                        .map(|(_, l)| l.clone())
+                        .unwrap_or_default(),
                     ..CellRuns::default()
                 });
                 cells.len() - 1

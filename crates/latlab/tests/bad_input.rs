@@ -420,35 +420,71 @@ const ROWS: &[(&[&str], &str)] = &[
         &[
             "measure", "--policy", "other", "--json", "o.out", "--junit", "o.out",
         ],
-        "--junit o.out: the file --json names",
+        "--junit o.out: the same file as --json",
     ),
     (
         &[
             "measure", "--policy", "other", "--db", "s.db", "--junit", "./s.db",
         ],
-        "--junit ./s.db: the file --db names",
+        "--junit ./s.db: the same file as the store,",
     ),
     (
         &[
             "measure", "--policy", "other", "--db", "s.db", "--json", "s.db-wal",
         ],
-        "--json s.db-wal: the file --db's journal names",
+        "--json s.db-wal: the same file as the store's journal",
     ),
     (
         &["run", "typo-plan.toml"],
         "typo-plan.toml: cell profile=nosuch: --profile nosuch: unknown profile \"nosuch\"",
     ),
     (
+        &[
+            "measure",
+            "--policy",
+            "other",
+            "--json",
+            "-",
+            "--histfile",
+            "-",
+        ],
+        "--histfile -: standard output is taken by --json - (accepted: at most one output to -",
+    ),
+    (
+        &[
+            "measure",
+            "--policy",
+            "other",
+            "--profile",
+            "p.toml",
+            "--json",
+            "./p.toml",
+        ],
+        "--json ./p.toml: the same file as --profile",
+    ),
+    (
+        &[
+            "measure",
+            "--policy",
+            "other",
+            "--db",
+            "plan.toml",
+            "--junit",
+            "hard.toml",
+        ],
+        "--junit hard.toml: the same file as the store,",
+    ),
+    (
         &["run", "plan.toml", "--junit", "plan.toml"],
-        "--junit plan.toml: the file the plan names",
+        "--junit plan.toml: the same file as the plan file",
     ),
     (
         &["report", "--db", "s.db", "-o", "s.db"],
-        "--output s.db: the file --db names",
+        "--output s.db: the same file as the store,",
     ),
     (
         &["export", "1", "--db", "s.db", "-o", "s.db"],
-        "--output s.db: the file --db names",
+        "--output s.db: the same file as the store,",
     ),
     (&["report", "--format", "pdf", "1"], "--format pdf: unknown"),
     (
@@ -521,6 +557,9 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
     ] {
         std::fs::write(at.join(name), text).unwrap();
     }
+    // A hard link to the plan (another name, the same file), and a profile file.
+    std::fs::hard_link(at.join("plan.toml"), at.join("hard.toml")).unwrap();
+    std::fs::write(at.join("p.toml"), "[system]\ntimer_migration = false\n").unwrap();
     let before = latlab_sys::fixture::snapshot(at).unwrap();
     let mounts = tracefs_mounts();
     for (args, needle) in ROWS {

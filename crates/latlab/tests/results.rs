@@ -290,4 +290,17 @@ fn latest_and_a_run_number_over_stores_of_runs() {
         got[0].ends_with("[a]") && got[1].ends_with("[b]"),
         "{got:?}"
     );
+    // compare takes one run a side: STORE:ITEM picks the store; a bare number two stores hold
+    // is refused, naming that form.
+    let out = run_ok(&["compare", "a:1", "b:1", "--db", &dbs[0], "--db", &dbs[1]]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[a]") && text.contains("[b]"), "{text}");
+    let out = run_exit(
+        latlab!().args(["compare", "1", "b:1", "--db", &dbs[0], "--db", &dbs[1]]),
+        2,
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("STORE:ITEM of one store, e.g. a:1"),
+        "{out:?}"
+    );
 }

@@ -203,10 +203,20 @@ fn ctrl_c_keeps_the_cut_short_run_outside_the_experiment() {
     assert!(!errors.is_empty(), "{xml}");
     assert!(
         errors.iter().all(|m| m.starts_with(
-            "repeat 1: not measured in full: the run was interrupted \
-                                    (continue with --resume)"
+            "repeat 1: not measured: the experiment was interrupted before this repeat ended \
+             (continue with --resume)"
         )),
         "{xml}"
+    );
+    // Every case is named by its cell and CPU, as a whole experiment's are, measured or not.
+    let names: Vec<&str> = doc
+        .descendants()
+        .filter(|e| e.has_tag_name("testcase"))
+        .filter_map(|e| e.attribute("name"))
+        .collect();
+    assert!(
+        names.len() >= 2 && names.iter().all(|n| n.contains(" cpu")),
+        "{names:?}"
     );
     assert_ne!(doc.root_element().attribute("errors"), Some("0"), "{xml}");
 }
