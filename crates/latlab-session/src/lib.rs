@@ -208,19 +208,18 @@ fn run(
     let loads = loads.stop();
     let mut notes = Vec::new();
     let tuning = tuning.map(|guard| {
-        let name = guard.profile().to_string();
-        let lines = guard.change_lines();
-        let pm_qos = guard.pm_qos_us();
+        let record = guard.record();
         // Writes that change nothing here: the run measured less of the profile than it names.
         if let Some(cpus) = &guard.applied().plan.disable_ignored {
             notes.push(format!(
-                "profile {name}: the idle states it disables on CPUs {cpus} are ignored by the \
+                "profile {}: the idle states it disables on CPUs {cpus} are ignored by the \
                  haltpoll governor, which halts as before (a resume latency or \
-                 /dev/cpu_dma_latency limit of 0 makes it poll)"
+                 /dev/cpu_dma_latency limit of 0 makes it poll)",
+                record.profile
             ));
         }
         let restored = guard.restore();
-        (name, lines, pm_qos, restored)
+        (record, restored)
     });
     let mut result = result?;
     result.environment.warnings.extend(stale);
@@ -245,15 +244,9 @@ fn run(
             .push(format!("reading the trace failed: {e}")),
         None => {}
     }
-    if let Some((name, lines, pm_qos, restored)) = tuning {
-        result.environment.profile = Some(name);
-        result.environment.tuning = lines;
+    if let Some((record, restored)) = tuning {
         // The profile's /dev/cpu_dma_latency request was held too: the lower request rules.
-        let env = &mut result.environment;
-        env.pm_qos_held_us = match (env.pm_qos_held_us, pm_qos) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        record.note_in(&mut result.environment);
         match restored {
             Ok(report) if report.failures().is_empty() => {}
             Ok(report) => result.environment.warnings.push(format!(

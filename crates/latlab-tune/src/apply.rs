@@ -805,6 +805,28 @@ pub fn status(sys: &Sys, state_dir: &Path) -> Result<Status, TuneError> {
 /// ```
 pub struct TemporaryTuning;
 
+/// A temporary tuning as the run measured under it records it: the profile, what it changed,
+/// and the PM QoS request it held.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TuningRecord {
+    pub profile: String,
+    pub lines: Vec<String>,
+    pub pm_qos_us: Option<u32>,
+}
+
+impl TuningRecord {
+    /// Written into a run's environment; the lower of the run's own and the profile's PM QoS
+    /// request is the one that ruled.
+    pub fn note_in(self, env: &mut latlab_model::RunEnvironment) {
+        env.profile = Some(self.profile);
+        env.tuning = self.lines;
+        env.pm_qos_held_us = match (env.pm_qos_held_us, self.pm_qos_us) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
 impl TemporaryTuning {
     /// Apply `profile` (per-CPU settings on `cpus`, default every online CPU) and hold its
     /// `/dev/cpu_dma_latency` request if it has one. Fails without writing anything when the
@@ -939,6 +961,15 @@ impl TuningGuard {
     /// The PM QoS request held, in µs.
     pub fn pm_qos_us(&self) -> Option<u32> {
         self.held().pm_qos.as_ref().map(|h| h.us)
+    }
+
+    /// What a run measured under this tuning records of it (taken before it is restored).
+    pub fn record(&self) -> TuningRecord {
+        TuningRecord {
+            profile: self.profile().to_string(),
+            lines: self.change_lines(),
+            pm_qos_us: self.pm_qos_us(),
+        }
     }
 
     /// Restore now and say what was put back.

@@ -22,8 +22,8 @@ pub mod search;
 
 pub use apply::{
     Applied, ApplyOptions, Outcome, RestoreLine, RestoreReport, Status, TemporaryTuning, TestHooks,
-    TuningGuard, VerifyCheck, VerifyReport, apply, restore, restore_stale, status, verify,
-    verify_profile,
+    TuningGuard, TuningRecord, VerifyCheck, VerifyReport, apply, restore, restore_stale, status,
+    verify, verify_profile,
 };
 pub use plan::{Change, Item, ItemState, Phase, Plan, Split, Target, cpufreq_policy};
 pub use profile::{Origin, Profile, ProfileError, ProfileSource, Profiles};

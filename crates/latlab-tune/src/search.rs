@@ -782,16 +782,12 @@ impl<L: Lab> Searcher<'_, L> {
             }
         };
         let measured = self.lab.measure(&cell.key, repeat);
-        let tuning = guard.map(|g| {
-            let lines = g.change_lines();
-            let name = g.profile().to_string();
-            (name, lines, g.restore())
-        });
+        // What the run measured under (its PM QoS request too), taken before the restore.
+        let tuning = guard.map(|g| (g.record(), g.restore()));
         if self.lab.stop_requested() {
             if let Ok(mut run) = measured {
-                if let Some((name, lines, _)) = &tuning {
-                    run.environment.profile = Some(name.clone());
-                    run.environment.tuning = lines.clone();
+                if let Some((record, _)) = &tuning {
+                    record.clone().note_in(&mut run.environment);
                 }
                 self.lab
                     .keep_cut_short(&cell.key, repeat, &run)
@@ -799,7 +795,7 @@ impl<L: Lab> Searcher<'_, L> {
                         TuneError::Search(format!("keeping the cut-short run of {}: {e}", cell.key))
                     })?;
             }
-            if let Some((_, _, restored)) = tuning {
+            if let Some((_, restored)) = tuning {
                 restored?;
             }
             return Ok(None);
@@ -807,16 +803,16 @@ impl<L: Lab> Searcher<'_, L> {
         let mut run = measured.map_err(|e| {
             TuneError::Search(format!("measuring cell {} repeat {repeat}: {e}", cell.key))
         })?;
-        if let Some((name, lines, restored)) = tuning {
+        if let Some((record, restored)) = tuning {
             let report = restored?;
             if !report.failures().is_empty() {
                 return Err(TuneError::Search(format!(
-                    "restoring {name} left {} value(s) changed; run `latlab tune restore`",
+                    "restoring {} left {} value(s) changed; run `latlab tune restore`",
+                    record.profile,
                     report.failures().len()
                 )));
             }
-            run.environment.profile = Some(name);
-            run.environment.tuning = lines;
+            record.note_in(&mut run.environment);
         }
         let figures = Figures::of(self.spec.objective, &run, Duration::ZERO)
             .map_err(|e| TuneError::Search(format!("cell {} repeat {repeat}: {e}", cell.key)))?;

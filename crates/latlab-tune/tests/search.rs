@@ -570,3 +570,43 @@ fn an_interrupted_screening_concludes_nothing() {
     );
     assert!(out.confirmation.is_none());
 }
+
+/// A run measured under a candidate that holds a /dev/cpu_dma_latency request records it, as a
+/// `measure --profile` run does (it was said "not held" though the request ruled the run).
+#[test]
+fn a_pm_qos_candidates_runs_record_the_request_held() {
+    let (dir, root) = tree();
+    let sys = Sys::new(&root);
+    let cpus = CpuList::parse("0").unwrap();
+    let knobs = search::select_knobs(&["pm_qos".into()], &[]).unwrap();
+    let (candidates, not_tried) = search::candidates(&sys, &knobs, &cpus).unwrap();
+    assert_eq!(candidates.len(), 1, "{not_tried:?}");
+    let mut lab = Resumed {
+        inner: Simulated::new(&root, one_helps, 3),
+        kept: Default::default(),
+        saved: Default::default(),
+    };
+    let spec = spec(dir.path().join("state"));
+    search::search(&sys, &spec, candidates, not_tried, &mut lab).unwrap();
+    let held = |cell: &str| -> Vec<Option<u32>> {
+        lab.kept
+            .iter()
+            .filter(|((c, _), _)| c == cell)
+            .map(|(_, r)| r.environment.pm_qos_held_us)
+            .collect()
+    };
+    assert_eq!(held("pm_qos=0"), vec![Some(0); 5]);
+    assert!(held("baseline").iter().all(Option::is_none));
+    let profiles: Vec<Option<&str>> = lab
+        .kept
+        .iter()
+        .filter(|((c, _), _)| c == "pm_qos=0")
+        .map(|(_, r)| r.environment.profile.as_deref())
+        .collect();
+    assert!(
+        profiles
+            .iter()
+            .all(|p| p.is_some_and(|p| p.contains("pm_qos"))),
+        "{profiles:?}"
+    );
+}

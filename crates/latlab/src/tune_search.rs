@@ -161,15 +161,20 @@ use latlab_tune::Profiles;
 fn description(
     goal: Goal,
     objective: Objective,
-    spec_line: &str,
+    (spec_line, measurement): (&str, &Measurement),
     cells: &[String],
     repeats: u32,
 ) -> String {
+    // Every measuring option, so a search continues only as it was measured (policy,
+    // priority, memory locking, stagger, samplers, ... as well as what the line says).
+    let options = serde_json::to_string(&measurement.cfg).unwrap_or_default();
     format!(
         "# latlab tune search\ntarget = {:?}\nobjective = {:?}\nmeasure = {spec_line:?}\n\
-         repeats = {repeats}\ncandidates = {cells:?}\n",
+         repeats = {repeats}\ncandidates = {cells:?}\noptions = {options:?}\n\
+         sample_period_ns = {:?}\n",
         goal.name(),
-        objective.name()
+        objective.name(),
+        measurement.sample_period_ns
     )
 }
 
@@ -322,7 +327,13 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
         }
     );
     let labels: Vec<String> = candidates.iter().map(|c| c.label()).collect();
-    let text = description(goal, objective, &spec_line, &labels, args.repeats);
+    let text = description(
+        goal,
+        objective,
+        (&spec_line, &measurement),
+        &labels,
+        args.repeats,
+    );
     let spec = Spec {
         objective,
         goal,

@@ -169,6 +169,14 @@ fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it
 
     let mut resume = args.to_vec();
     resume.push("--resume");
+    // Continued only as it was measured: another measuring option is not this search.
+    let mut other = resume.clone();
+    other.push("--stagger");
+    let out = latlab_testkit::run_exit(&mut t.search(&other), 2);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no unfinished search with these settings"),
+        "{out:?}"
+    );
     let stdout = ok(&mut t.search(&resume));
     let saved: usize = stdout
         .lines()
