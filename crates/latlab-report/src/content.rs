@@ -485,10 +485,20 @@ fn comparisons(b: &mut Vec<Block>, a: &Analysis) {
             format!("{} against {}", c.cell.name, base.cell.name),
             Some(format!("comparison-{ci}")),
         );
-        if let Some(p99) = rows.iter().find(|r| r.metric == Metric::P99) {
+        // On p99, or on the statistic the cell names (a search's objective).
+        let (on, why) = match c.cell.verdict_on.as_deref().and_then(|n| {
+            crate::analysis::LATENCY
+                .iter()
+                .find(|(_, name)| *name == n)
+                .map(|&(m, name)| (m, name))
+        }) {
+            Some((m, name)) => (m, format!("{name} (the statistic the search weighed)")),
+            None => (Metric::P99, "p99".to_string()),
+        };
+        if let Some(row) = rows.iter().find(|r| r.metric == on) {
             b.push(Block::Para(format!(
-                "Verdict on p99: {}.",
-                p99.support.sentence(&c.cell.name, &base.cell.name)
+                "Verdict on {why}: {}.",
+                row.support.sentence(&c.cell.name, &base.cell.name)
             )));
         }
         let mut t = Table::with_headers(

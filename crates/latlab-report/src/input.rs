@@ -28,6 +28,9 @@ pub struct CellInput {
     /// search's confirmation is compared with the baseline measured beside it). A name no cell
     /// has falls back to the first cell.
     pub baseline: Option<String>,
+    /// The latency statistic its comparison's verdict is given on (`p50`, `p99`, `p99.9`,
+    /// `max`), where it is not p99: a tuning search's objective.
+    pub verdict_on: Option<String>,
 }
 
 impl CellInput {
@@ -48,6 +51,7 @@ impl CellInput {
             params: BTreeMap::new(),
             runs: vec![run],
             baseline: None,
+            verdict_on: None,
         }
     }
 }

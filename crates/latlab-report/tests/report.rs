@@ -473,6 +473,7 @@ fn cell(name: &str, p: &Profile, seeds: &[u64]) -> CellInput {
         params: BTreeMap::from([("governor".to_string(), p.governor.to_string())]),
         runs: seeds.iter().map(|&s| run(p, s, true)).collect(),
         baseline: None,
+        verdict_on: None,
     }
 }
 
@@ -1273,6 +1274,21 @@ fn missing_data_says_so_in_one_line() {
     parse(&html_report(&empty));
     assert_eq!(report_csv(&empty).lines().count(), 1);
     assert_eq!(report_json(&empty)["cells"], serde_json::json!([]));
+}
+
+/// A cell that names the statistic of its verdict (a tuning search's objective) is judged on
+/// it, not on p99.
+#[test]
+fn a_cell_is_judged_on_the_statistic_it_names() {
+    let mut input = experiment();
+    input.cells[1].verdict_on = Some("p50".into());
+    let text = report_text(&input);
+    assert!(
+        text.contains("Verdict on p50 (the statistic the search weighed): "),
+        "{text}"
+    );
+    // The others, on p99 as before.
+    assert!(text.contains("Verdict on p99: "), "{text}");
 }
 
 /// One CPU's spectrum has no line "over all CPUs": it would be drawn over the CPU's own.

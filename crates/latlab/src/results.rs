@@ -160,8 +160,20 @@ fn experiment_cells(
     let mut cells: Vec<CellInput> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     // A search compares some cells with others than its first: the report does the same.
-    let experiment = store.experiment(id)?.name;
+    let (experiment, plan) = {
+        let e = store.experiment(id)?;
+        (e.name, e.plan)
+    };
     let search = experiment == latlab_tune::search::EXPERIMENT_NAME;
+    // A search's verdicts are given on its objective, as the search gave them.
+    let objective = search
+        .then(|| {
+            plan.lines()
+                .find_map(|l| l.strip_prefix("objective = "))
+                .map(|v| v.trim().trim_matches('"').to_string())
+        })
+        .flatten()
+        .filter(|o| ["p50", "p99.9", "max"].contains(&o.as_str()));
     // Per cell: its repeats, and those not measured (with a failed one's reason).
     let mut repeats: BTreeMap<String, u32> = BTreeMap::new();
     let mut unmeasured: BTreeMap<String, (u32, Option<String>)> = BTreeMap::new();
@@ -210,6 +222,7 @@ fn experiment_cells(
                 baseline: search
                     .then(|| latlab_tune::search::compared_with(&c.key))
                     .flatten(),
+                verdict_on: objective.clone(),
             });
             cells.len() - 1
         });

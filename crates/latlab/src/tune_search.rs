@@ -262,6 +262,13 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
         None => goal.objective(),
     };
     let knobs = search::select_knobs(&args.knobs, &args.skip).map_err(CliError::Usage)?;
+    if args.opts.method == latlab_model::Method::Busy {
+        return Err(CliError::Usage(
+            "--method busy: it measures no wake-up, so no candidate could be told from another \
+             (accepted: a wake-up method, e.g. clock-nanosleep or futex)"
+                .into(),
+        ));
+    }
     let budget = latlab_model::units::parse_duration(&args.budget, Some("s"))
         .map(Duration::from_nanos)
         .map_err(|e| CliError::Usage(format!("--budget {}: {e}", args.budget)))?;

@@ -401,6 +401,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "not a profile name",
     ),
     (&["tune", "search", "--cpus", "7"], "CPU 7"),
+    (
+        &["tune", "search", "-m", "busy"],
+        "--method busy: it measures no wake-up",
+    ),
     // the commands over stored results
     (&["run", "nosuch.toml"], "nosuch.toml: cannot read the plan"),
     (

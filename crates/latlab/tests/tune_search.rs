@@ -219,6 +219,15 @@ fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it
         ["baseline", "timer_migration=off", "vmstat_interval=10s"],
         "{cells:?}"
     );
+    // Its verdicts are on the objective it weighed (p50), as the search's were.
+    let text = ok(latlab!()
+        .args(["report", "e1", "--format", "text", "--db"])
+        .arg(&t.db));
+    assert!(
+        text.contains("Verdict on p50 (the statistic the search weighed)")
+            && !text.contains("Verdict on p99:"),
+        "{text}"
+    );
     let out = t.search(&resume).output().unwrap();
     latlab_testkit::assert_one_line_error(&out, 2, "--resume: no unfinished search");
 }
