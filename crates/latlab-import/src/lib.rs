@@ -155,6 +155,9 @@ struct Thread {
     range_end_ns: u64,
     /// Percentiles the tool printed, computed from all its samples.
     printed: Vec<ExactPercentile>,
+    /// The mean and standard deviation the tool printed from all its samples (ns).
+    mean_ns: Option<f64>,
+    stdev_ns: Option<f64>,
 }
 
 /// A thread's histogram, the printed percentiles it cannot give (they lie among the samples
@@ -216,7 +219,7 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
     };
     let mut warning = format!(
         "{label}: {over} of {} samples lie beyond the histogram range ({} us) and are recorded \
-         there ({exact_part}); percentiles above p{:.3}, and the mean, are lower bounds",
+         there ({exact_part}); percentiles above p{:.3}{} are lower bounds",
         t.total,
         // Whole µs as before; a range of ns buckets (stress-ng --cyclic-dist 1) in decimals.
         if t.range_end_ns.is_multiple_of(1000) {
@@ -224,8 +227,16 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
         } else {
             format!("{:.3}", t.range_end_ns as f64 / 1000.0)
         },
-        100.0 * (1.0 - over as f64 / t.total as f64)
+        100.0 * (1.0 - over as f64 / t.total as f64),
+        if t.mean_ns.is_some() {
+            ""
+        } else {
+            ", and the mean,"
+        }
     );
+    if t.mean_ns.is_some() {
+        warning.push_str(", the mean as the tool printed it");
+    }
     if !exact.is_empty() {
         let names: Vec<String> = exact.iter().map(|p| format!("p{}", p.percentile)).collect();
         warning.push_str(&format!(
@@ -272,7 +283,12 @@ fn assemble(
         } = thread_histogram(t, &label);
         env.warnings.extend(warning);
         // No missed periods are known: the corrected statistics are the raw ones.
-        let stats = Stats::of(&h).with_exact(&exact);
+        let stats = Stats::of(&h).with_exact_of(&Stats {
+            exact_percentiles: exact,
+            exact_mean: t.mean_ns,
+            exact_stdev: t.stdev_ns,
+            ..Stats::default()
+        });
         results.push(ThreadResult {
             label,
             cpu: t.cpu,
@@ -869,6 +885,8 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
     let mut width = None;
     let mut rows = Vec::new();
     let mut printed = Vec::new();
+    // The printed mean and std.dev., per instance (kept where there is one).
+    let (mut means, mut stdevs) = (Vec::new(), Vec::new());
     let mut in_dist = false;
     // Buckets printed (or said to be zero), when fewer than there are.
     let mut truncated_at = None;
@@ -893,6 +911,13 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
                 .collect();
             delay_ns = nums.first().copied();
             samples = nums.get(1).copied();
+        } else if let Some(s) = rest.strip_prefix("mean:") {
+            // "14714.08 ns, mode: 14894 ns": one per instance.
+            means.push(
+                s.split_whitespace()
+                    .next()
+                    .and_then(|m| m.parse::<f64>().ok()),
+            );
         } else if let Some(s) = rest.strip_prefix("min:") {
             // "10575 ns, max: 251220 ns, std.dev. 13418.60"
             let nums: Vec<u64> = s
@@ -901,6 +926,11 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
                 .collect();
             min = nums.first().copied();
             max = nums.get(1).copied();
+            stdevs.push(
+                s.split("std.dev.")
+                    .nth(1)
+                    .and_then(|d| d.trim().parse::<f64>().ok()),
+            );
         } else if let Some(p) = printed_percentile(rest) {
             printed.push(p);
         } else if let Some(s) = rest.strip_prefix("latency distribution (") {
@@ -995,6 +1025,16 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
         min_ns: min,
         range_end_ns,
         printed,
+        mean_ns: means
+            .first()
+            .copied()
+            .flatten()
+            .filter(|_| means.len() == 1),
+        stdev_ns: stdevs
+            .first()
+            .copied()
+            .flatten()
+            .filter(|_| stdevs.len() == 1),
         ..Thread::default()
     };
     let mut cfg = config(delay_ns.unwrap_or(0), 1, None);

@@ -603,11 +603,29 @@ fn stress_ng_with_every_printed_bucket_empty_keeps_its_percentiles() {
         (9535, 14_946, 52_486, 760_313, 760_313)
     );
     assert_eq!(s.exact_percentiles.len(), 9);
+    // The mean and std.dev. as stress-ng printed them, not the histogram's lower bounds.
+    assert_eq!((s.mean, s.stdev), (12_796.55, 28_285.85));
+    assert_eq!(
+        (s.exact_mean, s.exact_stdev),
+        (Some(12_796.55), Some(28_285.85))
+    );
     let w = r.environment.warnings.join("\n");
     assert!(
-        w.contains("range (0.250 us)") && w.contains("only their minimum"),
+        w.contains("range (0.250 us)")
+            && w.contains("only their minimum")
+            && w.contains("the mean as the tool printed it")
+            && !w.contains("and the mean, are lower bounds"),
         "{w}"
     );
+    // Kept through the JSON, a report's recomputation and the CSV.
+    assert_eq!(
+        latlab_model::RunResult::from_json(&r.to_json_pretty()).unwrap(),
+        r
+    );
+    let report = latlab_report::ReportFormat::Json
+        .render(&latlab_report::ReportInput::from_runs("t", vec![r.clone()]));
+    let v: Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(v["cells"][0]["stats"]["mean"], 12_796.55, "{report}");
 }
 
 #[test]
@@ -715,7 +733,7 @@ fn statistics_are_what_the_histograms_give() {
             .map(|t| (t.label.as_str(), &t.stats, &t.histogram))
             .chain([("overall", &r.overall.stats, &r.overall.histogram)])
         {
-            let recomputed = Stats::of(hist).with_exact(&stats.exact_percentiles);
+            let recomputed = Stats::of(hist).with_exact_of(stats);
             assert_eq!(stats, &recomputed, "{}: {what}", path.display());
         }
         n += 1;

@@ -364,6 +364,12 @@ pub struct Stats {
     /// fields above hold these values ([`Stats::with_exact`]). Empty for latlab's own runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exact_percentiles: Vec<ExactPercentile>,
+    /// The mean and the standard deviation the source of an imported result computed from all
+    /// its samples (ns), where its histogram gives only bounds: `mean` and `stdev` hold them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_mean: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_stdev: Option<f64>,
 }
 
 /// One percentile known exactly, e.g. one stress-ng printed (`99.00%: 820666 ns`).
@@ -388,6 +394,8 @@ impl Stats {
             p99_99: h.percentile(99.99),
             max: h.max(),
             exact_percentiles: Vec::new(),
+            exact_mean: None,
+            exact_stdev: None,
         }
     }
 
@@ -408,6 +416,19 @@ impl Stats {
         }
         self.exact_percentiles = exact.to_vec();
         self
+    }
+
+    /// [`Stats::with_exact`] with every exact figure `known` carries: its percentiles, and its
+    /// mean and standard deviation where the source gave them.
+    pub fn with_exact_of(self, known: &Stats) -> Stats {
+        let mut s = self.with_exact(&known.exact_percentiles);
+        if let Some(m) = known.exact_mean {
+            (s.mean, s.exact_mean) = (m, Some(m));
+        }
+        if let Some(d) = known.exact_stdev {
+            (s.stdev, s.exact_stdev) = (d, Some(d));
+        }
+        s
     }
 }
 
@@ -696,7 +717,7 @@ impl RunResult {
     /// import carries): for results stored by a version whose statistics differ (p99.9 of a
     /// count that is a multiple of 1000 took the maximum before the rank was computed exactly).
     pub fn refresh_stats(&mut self) {
-        let again = |s: &Stats, h: &Histogram| Stats::of(h).with_exact(&s.exact_percentiles);
+        let again = |s: &Stats, h: &Histogram| Stats::of(h).with_exact_of(s);
         let mut corrected = Histogram::new();
         for t in &mut self.threads {
             t.stats = again(&t.stats, &t.histogram);

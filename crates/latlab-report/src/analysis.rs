@@ -640,16 +640,18 @@ fn cell_figures<'a>(index: usize, cell: &'a CellInput, keys: &[ThroughputKey]) -
         _ => None,
     };
     for c in &mut cpus {
-        let exact = only
+        let none = Stats::default();
+        let known = only
             .and_then(|r| r.threads.iter().find(|t| t.label == c.label))
-            .map_or(&[][..], |t| &t.stats.exact_percentiles);
-        c.stats = Stats::of(&c.hist).with_exact(exact);
+            .map_or(&none, |t| &t.stats);
+        c.stats = Stats::of(&c.hist).with_exact_of(known);
     }
-    let exact = only.map_or(&[][..], |r| &r.overall.stats.exact_percentiles);
+    let none = Stats::default();
+    let known = only.map_or(&none, |r| &r.overall.stats);
     CellFigures {
         cell,
         index,
-        stats: Stats::of(&pooled).with_exact(exact),
+        stats: Stats::of(&pooled).with_exact_of(known),
         pooled,
         missed,
         cpus,
@@ -668,7 +670,7 @@ fn run_figures<'a>(
     RunFigures {
         run,
         repeat,
-        stats: Stats::of(&run.overall.histogram).with_exact(&run.overall.stats.exact_percentiles),
+        stats: Stats::of(&run.overall.histogram).with_exact_of(&run.overall.stats),
         missed: run.overall.missed,
         power: samples.map_or_else(|| Err(no_samples()), power),
         freq_mhz: samples.map_or_else(|| Err(no_samples()), frequency),

@@ -283,7 +283,14 @@ fn configuration(b: &mut Vec<Block>, a: &Analysis) {
                     cpus_text(r).into(),
                     r.config
                         .length_text()
-                        .unwrap_or_else(|| "until interrupted".into())
+                        .unwrap_or_else(|| {
+                            // An import that records neither a length nor an end.
+                            if latlab_model::known_time(r.elapsed_ns).is_none() {
+                                "not recorded".into()
+                            } else {
+                                "until interrupted".into()
+                            }
+                        })
                         .into(),
                     loads_text(r).into(),
                 ]);

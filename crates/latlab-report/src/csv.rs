@@ -219,7 +219,7 @@ pub fn run_csv(run: &RunResult) -> String {
     line(&mut out, &header);
     let mut expected_all: Option<u64> = Some(0);
     for t in &run.threads {
-        let s = Stats::of(&t.histogram).with_exact(&t.stats.exact_percentiles);
+        let s = Stats::of(&t.histogram).with_exact_of(&t.stats);
         let corrected = Stats::of(&t.corrected_histogram);
         expected_all = match (expected_all, t.expected_periods) {
             (Some(a), Some(b)) => Some(a + b),
@@ -241,7 +241,7 @@ pub fn run_csv(run: &RunResult) -> String {
         ]);
         line(&mut out, &row);
     }
-    let s = Stats::of(&run.overall.histogram).with_exact(&run.overall.stats.exact_percentiles);
+    let s = Stats::of(&run.overall.histogram).with_exact_of(&run.overall.stats);
     // The overall result keeps no corrected histogram: merge the threads' ones.
     let mut corrected_all = latlab_hist::Histogram::new();
     for t in &run.threads {

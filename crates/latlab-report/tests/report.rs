@@ -1291,6 +1291,23 @@ fn a_cell_is_judged_on_the_statistic_it_names() {
     assert!(text.contains("Verdict on p99: "), "{text}");
 }
 
+/// An import that records neither its length nor its end is "not recorded", not a run that
+/// was asked to go on until interrupted.
+#[test]
+fn an_unrecorded_length_is_not_until_interrupted() {
+    let r = latlab_testkit::run::one_cpu("imported", (0, 0));
+    assert_eq!(r.config.length_text(), None);
+    let input = ReportInput {
+        title: String::new(),
+        cells: vec![CellInput::single(r)],
+        skipped: Vec::new(),
+    };
+    for text in [html_report(&input), report_text(&input)] {
+        assert!(!text.contains("until interrupted"), "{text}");
+        assert!(text.contains("not recorded"), "{text}");
+    }
+}
+
 /// One CPU's spectrum has no line "over all CPUs": it would be drawn over the CPU's own.
 #[test]
 fn one_cpu_has_no_line_over_all_cpus() {
