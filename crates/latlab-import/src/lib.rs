@@ -1039,10 +1039,11 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
     };
     let mut cfg = config(delay_ns.unwrap_or(0), 1, None);
     cfg.policy = policy;
-    let warnings = vec![format!(
+    let mut warnings = vec![format!(
         "values are known to {width} ns buckets (recorded at each bucket's middle; min and max \
          exact); stress-ng keeps at most --cyclic-samples samples of the run"
     )];
+    stress_ng_method(text, &mut cfg, &mut warnings);
     Ok(assemble(
         vec![thread],
         cfg,
@@ -1050,6 +1051,43 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
         0,
         warnings,
     ))
+}
+
+/// What a stress-ng log says of how it measured: `--cyclic-prio` on the command line it was
+/// invoked with, and the method it used (`using method 'poll'`), as latlab's nearest equal; a
+/// method latlab has no equal of is said, and the method is not recorded as another.
+fn stress_ng_method(text: &str, cfg: &mut MeasureConfig, warnings: &mut Vec<String>) {
+    let invoked = text
+        .lines()
+        .find_map(|l| l.split_once("invoked with '").map(|(_, rest)| rest))
+        .unwrap_or("");
+    let words: Vec<&str> = invoked.split_whitespace().collect();
+    if cfg.policy.is_realtime()
+        && let Some(p) = words
+            .iter()
+            .position(|w| *w == "--cyclic-prio")
+            .and_then(|i| words.get(i + 1)?.trim_end_matches('\'').parse().ok())
+    {
+        cfg.priority = p;
+    }
+    let method = text.lines().find_map(|l| {
+        let rest = l.split_once("using method '")?.1;
+        rest.split_once('\'').map(|(m, _)| m)
+    });
+    match method {
+        // clock_nanosleep(CLOCK_REALTIME) relative to the call.
+        Some("clock_ns") => {
+            (cfg.method, cfg.relative, cfg.clock) = (Method::ClockNanosleep, true, Clock::Realtime);
+        }
+        Some("posix_ns") => cfg.method = Method::PosixTimer,
+        Some("pselect") => (cfg.method, cfg.relative) = (Method::Select, true),
+        Some("usleep") => (cfg.method, cfg.relative) = (Method::Nanosleep, true),
+        Some(other) => warnings.push(format!(
+            "method: stress-ng's {other:?}, which latlab has no equal of; the method shown is \
+             not it"
+        )),
+        None => warnings.push("method: not in the log (stress-ng says it with -v)".into()),
+    }
 }
 
 /// `text` as JSON; a file that is not (cut short, edited) says where and what was expected.

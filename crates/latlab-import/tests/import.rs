@@ -740,3 +740,33 @@ fn statistics_are_what_the_histograms_give() {
     }
     assert!(n >= 5, "only {n} captures imported");
 }
+
+/// A stress-ng log says how it measured: the method it used (as latlab's equal, or said to have
+/// none) and the priority it was invoked with.
+#[test]
+fn stress_ng_method_and_priority_come_from_the_log() {
+    let text = data("stress-ng-cyclic.log");
+    let r = import(&text, None, "sng.log").unwrap();
+    let c = &r.config;
+    assert_eq!(
+        (c.method, c.relative, c.clock),
+        (
+            latlab_model::Method::ClockNanosleep,
+            true,
+            latlab_model::Clock::Realtime
+        )
+    );
+    let other = text
+        .replace("using method 'clock_ns'", "using method 'poll'")
+        .replace("--cyclic-policy rr", "--cyclic-policy rr --cyclic-prio 70");
+    let r = import(&other, None, "sng.log").unwrap();
+    assert_eq!(
+        (r.config.policy, r.config.priority),
+        (latlab_model::Policy::Rr, 70)
+    );
+    let w = r.environment.warnings.join("\n");
+    assert!(
+        w.contains("method: stress-ng's \"poll\", which latlab has no equal of"),
+        "{w}"
+    );
+}

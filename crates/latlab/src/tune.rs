@@ -538,6 +538,14 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
         println!("  -      {knob}: unsupported here: {why}");
     }
     let drift = report.drifted();
+    if report.checks.is_empty() {
+        // Nothing compared is no pass.
+        println!(
+            "verify: nothing compared: the profile sets no value that can be read back here (a \
+             /dev/cpu_dma_latency request is held by a process: `latlab tune hold`)"
+        );
+        return Ok(ExitCode::from(1));
+    }
     if drift == 0 {
         println!(
             "verify: passed ({} values as expected)",

@@ -745,3 +745,21 @@ fn a_state_dir_that_is_a_file_says_why_once() {
         ),
     );
 }
+
+/// A profile whose only setting is a /dev/cpu_dma_latency request has no value to read back:
+/// `tune verify` says it compared nothing (exit 1), not that it passed.
+#[test]
+fn verify_of_a_profile_with_nothing_to_read_back_is_no_pass() {
+    let t = Tree::new("laptop-intel");
+    let profile = t.dir.path().join("dma.toml");
+    std::fs::write(
+        &profile,
+        "description = \"dma\"\n[system]\ncpu_dma_latency_us = 0\n",
+    )
+    .unwrap();
+    let out = t.run(&["tune", "verify", profile.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = text(&out.stdout);
+    assert!(said.contains("verify: nothing compared"), "{said}");
+    assert!(!said.contains("passed"), "{said}");
+}
