@@ -877,16 +877,71 @@ fn printed_percentile(rest: &str) -> Option<ExactPercentile> {
         })
 }
 
+/// The summary lines of a stress-ng cyclic log: the policy, delay and sample count, and the
+/// mean, minimum, maximum and std.dev. it printed (the mean and std.dev. per instance, kept
+/// where there is one).
+#[derive(Default)]
+struct Summary {
+    policy: Option<Policy>,
+    delay_ns: Option<u64>,
+    samples: Option<u64>,
+    min: Option<u64>,
+    max: Option<u64>,
+    means: Vec<Option<f64>>,
+    stdevs: Vec<Option<f64>>,
+}
+
+impl Summary {
+    /// Read `rest` (a line after `cyclic:`) if it is a summary line.
+    fn read(&mut self, rest: &str) -> bool {
+        let numbers = |t: &str| -> Vec<u64> {
+            t.split(|c: char| !c.is_ascii_digit())
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        };
+        if let Some(s) = rest.strip_prefix("sched ") {
+            // "SCHED_RR: 100000 ns delay, 10000 samples"
+            let (p, tail) = s.split_once(':').unwrap_or((s, ""));
+            self.policy = Some(match p {
+                "SCHED_RR" => Policy::Rr,
+                "SCHED_FIFO" => Policy::Fifo,
+                "SCHED_DEADLINE" => Policy::Deadline,
+                _ => Policy::Other,
+            });
+            let nums = numbers(tail);
+            self.delay_ns = nums.first().copied();
+            self.samples = nums.get(1).copied();
+        } else if let Some(s) = rest.strip_prefix("mean:") {
+            // "14714.08 ns, mode: 14894 ns"
+            let mean = s.split_whitespace().next().and_then(|m| m.parse().ok());
+            self.means.push(mean);
+        } else if let Some(s) = rest.strip_prefix("min:") {
+            // "10575 ns, max: 251220 ns, std.dev. 13418.60"
+            let (bounds, stdev) = s.split_once("std.dev.").unwrap_or((s, ""));
+            let nums = numbers(bounds);
+            self.min = nums.first().copied();
+            self.max = nums.get(1).copied();
+            self.stdevs.push(stdev.trim().parse().ok());
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// The one instance's printed figure, where there is one.
+    fn single(v: &[Option<f64>]) -> Option<f64> {
+        match v {
+            [one] => *one,
+            _ => None,
+        }
+    }
+}
+
 fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
-    let mut delay_ns = None;
-    let mut samples = None;
-    let mut policy = Policy::Other;
-    let (mut min, mut max) = (None, None);
+    let mut summary = Summary::default();
     let mut width = None;
     let mut rows = Vec::new();
     let mut printed = Vec::new();
-    // The printed mean and std.dev., per instance (kept where there is one).
-    let (mut means, mut stdevs) = (Vec::new(), Vec::new());
     let mut in_dist = false;
     // Buckets printed (or said to be zero), when fewer than there are.
     let mut truncated_at = None;
@@ -896,41 +951,7 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
         };
         let rest = rest.trim();
         let line_no = n + 1;
-        if let Some(s) = rest.strip_prefix("sched ") {
-            // "SCHED_RR: 100000 ns delay, 10000 samples"
-            let (p, tail) = s.split_once(':').unwrap_or((s, ""));
-            policy = match p {
-                "SCHED_RR" => Policy::Rr,
-                "SCHED_FIFO" => Policy::Fifo,
-                "SCHED_DEADLINE" => Policy::Deadline,
-                _ => Policy::Other,
-            };
-            let nums: Vec<u64> = tail
-                .split(|c: char| !c.is_ascii_digit())
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            delay_ns = nums.first().copied();
-            samples = nums.get(1).copied();
-        } else if let Some(s) = rest.strip_prefix("mean:") {
-            // "14714.08 ns, mode: 14894 ns": one per instance.
-            means.push(
-                s.split_whitespace()
-                    .next()
-                    .and_then(|m| m.parse::<f64>().ok()),
-            );
-        } else if let Some(s) = rest.strip_prefix("min:") {
-            // "10575 ns, max: 251220 ns, std.dev. 13418.60"
-            let nums: Vec<u64> = s
-                .split(|c: char| !c.is_ascii_digit() && c != '.')
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            min = nums.first().copied();
-            max = nums.get(1).copied();
-            stdevs.push(
-                s.split("std.dev.")
-                    .nth(1)
-                    .and_then(|d| d.trim().parse::<f64>().ok()),
-            );
+        if summary.read(rest) {
         } else if let Some(p) = printed_percentile(rest) {
             printed.push(p);
         } else if let Some(s) = rest.strip_prefix("latency distribution (") {
@@ -973,6 +994,15 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
             }
         }
     }
+    let Summary {
+        policy,
+        delay_ns,
+        samples,
+        min,
+        max,
+        means,
+        stdevs,
+    } = summary;
     let Some(samples) = samples else {
         return err(
             0,
@@ -1025,20 +1055,12 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
         min_ns: min,
         range_end_ns,
         printed,
-        mean_ns: means
-            .first()
-            .copied()
-            .flatten()
-            .filter(|_| means.len() == 1),
-        stdev_ns: stdevs
-            .first()
-            .copied()
-            .flatten()
-            .filter(|_| stdevs.len() == 1),
+        mean_ns: Summary::single(&means),
+        stdev_ns: Summary::single(&stdevs),
         ..Thread::default()
     };
     let mut cfg = config(delay_ns.unwrap_or(0), 1, None);
-    cfg.policy = policy;
+    cfg.policy = policy.unwrap_or(Policy::Other);
     let mut warnings = vec![format!(
         "values are known to {width} ns buckets (recorded at each bucket's middle; min and max \
          exact); stress-ng keeps at most --cyclic-samples samples of the run"

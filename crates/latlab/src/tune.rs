@@ -585,8 +585,12 @@ fn restore(ctx: &Ctx) -> CliResult<ExitCode> {
             } else {
                 ""
             };
-            println!("restored {profile}{how}:");
-            print_restore(&report);
+            if report.lines.is_empty() {
+                println!("restored {profile}{how}: it had written no value");
+            } else {
+                println!("restored {profile}{how}:");
+                print_restore(&report);
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(TuneError::RestoreIncomplete { failed, report }) => {

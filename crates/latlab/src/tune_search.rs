@@ -582,8 +582,8 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
     let base = search::median(&o.baseline.iter().map(|f| f.objective).collect::<Vec<_>>());
     println!();
     println!(
-        "baseline: {obj} {base:.1} {unit} (median of {} runs)",
-        o.baseline.len()
+        "baseline: {obj} {base:.1} {unit} (median of {})",
+        latlab_model::units::plural(o.baseline.len() as u64, "run", "runs")
     );
     println!(
         "{:<26} {:>9} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>11} {:>6}  verdict",
