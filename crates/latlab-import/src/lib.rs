@@ -114,7 +114,8 @@ pub fn import(text: &str, format: Option<Format>, source: &str) -> Result<RunRes
             return err(
                 0,
                 "not a format latlab reads (accepted: cyclictest --json, cyclictest -h text, \
-                 stress-ng --cyclic log, jitterdebugger results.json)",
+                 stress-ng --cyclic log, jitterdebugger results.json; a result latlab wrote \
+                 with --json goes in with `latlab db import-json`)",
             );
         }
     };

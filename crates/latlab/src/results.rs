@@ -632,24 +632,27 @@ pub fn import(args: ImportArgs) -> CliResult<ExitCode> {
             }
         }
     }
-    if !results.is_empty() {
-        save_imported(args.db.as_deref(), results)?;
-    }
+    let saved = if results.is_empty() {
+        0
+    } else {
+        save_imported(args.db.as_deref(), results)?
+    };
     if refused > 0 {
         eprintln!(
-            "latlab: {refused} of {} files refused (above), {} imported",
+            "latlab: {refused} of {} files refused (above), {saved} imported",
             args.files.len(),
-            args.files.len() - refused
         );
         return Ok(ExitCode::from(2));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Save imported results (a file already in the store is said and skipped), with their notes.
-fn save_imported(db: Option<&Path>, results: Vec<(&PathBuf, RunResult)>) -> CliResult<()> {
+/// Save imported results (a file already in the store is said and skipped), with their notes;
+/// how many were saved.
+fn save_imported(db: Option<&Path>, results: Vec<(&PathBuf, RunResult)>) -> CliResult<usize> {
     let path = latlab_store::resolve_path(db);
     let mut store = crate::args::open_store(&path)?;
+    let mut saved = 0;
     for (f, r) in results {
         if store.find_run(&r.id)?.is_some() {
             println!(
@@ -674,8 +677,9 @@ fn save_imported(db: Option<&Path>, results: Vec<(&PathBuf, RunResult)>) -> CliR
         for w in &r.environment.warnings {
             println!("  note: {w}");
         }
+        saved += 1;
     }
-    Ok(())
+    Ok(saved)
 }
 
 /// One file read and imported, or why not (one line, with the accepted form).

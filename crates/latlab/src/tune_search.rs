@@ -601,11 +601,11 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
     for r in &o.rows {
         let d = &r.objective;
         println!(
-            "{:<26} {:>9.1} {:>8} {:>5.0}% {:>7} {:>8} {:>8} {:>8} {:>11} {:>5.0}s  {}",
+            "{:<26} {:>9.1} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>11} {:>5.0}s  {}",
             r.candidate.label(),
             d.value,
             signed(d.diff()),
-            d.percent(),
+            format!("{:+.0}%", d.percent()),
             p_cell(d.p),
             delta_cell(r.p99.as_ref()),
             delta_cell(r.max.as_ref()),

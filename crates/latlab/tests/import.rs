@@ -99,6 +99,17 @@ fn keep_going_imports_the_files_that_read_and_names_each_refused_one() {
         "{out}"
     );
     assert_eq!(list(&store).lines().count(), 3, "a header and two runs");
+    // The same again: the two that read are in the store already, so none is imported.
+    let o = import(
+        &store,
+        &[&good1, &not_a_format, &good2, &cut, &missing],
+        true,
+    );
+    assert!(
+        stderr(&o).ends_with("latlab: 3 of 5 files refused (above), 0 imported\n"),
+        "{}",
+        stderr(&o)
+    );
     // Everything good: exit code 0, with or without the option.
     let o = import(&store, &[&capture("cyclictest.json")], true);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

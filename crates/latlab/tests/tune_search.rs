@@ -195,6 +195,14 @@ fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it
     ] {
         assert!(stdout.contains(row), "{row:?} missing:\n{stdout}");
     }
+    // Δ% carries its sign as Δ does (an increase read as a decrease without it).
+    for row in stdout
+        .lines()
+        .filter(|l| l.starts_with("timer_migration=off") || l.starts_with("vmstat_interval"))
+    {
+        let pct = row.split_whitespace().find(|w| w.ends_with('%')).unwrap();
+        assert!(pct.starts_with('+') || pct.starts_with('-'), "{row}");
+    }
     assert!(stdout.contains("report with: latlab report e1"), "{stdout}");
     assert!(
         latlab_sys::fixture::snapshot(&t.root).unwrap() == before,
