@@ -167,6 +167,8 @@ struct Built {
     histogram: Histogram,
     exact: Vec<ExactPercentile>,
     warning: Option<String>,
+    /// The range's end, where samples lie beyond it (known only as at least it).
+    bounded_from_ns: Option<u64>,
 }
 
 /// Build a thread's histogram: rows as read, samples the rows lack recorded at the range's end
@@ -184,6 +186,7 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
             histogram: h,
             exact: Vec::new(),
             warning: None,
+            bounded_from_ns: None,
         };
     }
     let max = t.max_ns.unwrap_or(t.range_end_ns).max(t.range_end_ns);
@@ -250,6 +253,7 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
         histogram: h,
         exact,
         warning: Some(warning),
+        bounded_from_ns: Some(t.range_end_ns),
     }
 }
 
@@ -281,6 +285,7 @@ fn assemble(
             histogram: h,
             exact,
             warning,
+            bounded_from_ns,
         } = thread_histogram(t, &label);
         env.warnings.extend(warning);
         // No missed periods are known: the corrected statistics are the raw ones.
@@ -288,6 +293,7 @@ fn assemble(
             exact_percentiles: exact,
             exact_mean: t.mean_ns,
             exact_stdev: t.stdev_ns,
+            bounded_from_ns,
             ..Stats::default()
         });
         results.push(ThreadResult {

@@ -770,3 +770,43 @@ fn stress_ng_method_and_priority_come_from_the_log() {
         "{w}"
     );
 }
+
+/// An imported histogram's overflows are only known to lie at or beyond its range: exported
+/// again (at the default, longer range), they stay overflows of a histogram that ends where the
+/// source's did; the rows are the source's, and the file reads back to the same statistics.
+#[test]
+fn an_imported_histogram_exports_its_overflows_as_overflows() {
+    let text = data("cyclictest-h50.txt");
+    let r = import(&text, None, "h50.txt").unwrap();
+    let rows = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| l.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    let overflows = |t: &str| -> String {
+        t.lines()
+            .find(|l| l.starts_with("# Histogram Overflows:"))
+            .unwrap()
+            .split_whitespace()
+            .skip(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let out = latlab_report::histfile(&r, 400);
+    assert_eq!(rows(&out), rows(&text));
+    assert_eq!(overflows(&out), "00264 00076");
+    let back = import(&out, None, "again.txt").unwrap();
+    for (a, b) in back.threads.iter().zip(&r.threads) {
+        assert_eq!(a.stats, b.stats, "{}", a.label);
+    }
+    // Its cyclictest JSON holds no key at or beyond the source's range.
+    let json: Value = serde_json::from_str(&latlab_report::cyclictest_json(&r)).unwrap();
+    let keys: Vec<u64> = json["thread"]["0"]["histogram"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.parse().unwrap())
+        .collect();
+    assert!(keys.iter().all(|&k| k < 50), "{keys:?}");
+}

@@ -370,6 +370,11 @@ pub struct Stats {
     pub exact_mean: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exact_stdev: Option<f64>,
+    /// Where an imported histogram's range ended: the samples recorded at or above it are
+    /// known only to lie there or beyond (cyclictest's overflows), so an export counts them as
+    /// overflows, never as values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounded_from_ns: Option<u64>,
 }
 
 /// One percentile known exactly, e.g. one stress-ng printed (`99.00%: 820666 ns`).
@@ -396,6 +401,7 @@ impl Stats {
             exact_percentiles: Vec::new(),
             exact_mean: None,
             exact_stdev: None,
+            bounded_from_ns: None,
         }
     }
 
@@ -428,6 +434,7 @@ impl Stats {
         if let Some(d) = known.exact_stdev {
             (s.stdev, s.exact_stdev) = (d, Some(d));
         }
+        s.bounded_from_ns = known.bounded_from_ns;
         s
     }
 }

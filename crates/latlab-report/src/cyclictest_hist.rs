@@ -41,7 +41,7 @@ use std::fmt::Write;
 
 use latlab_model::RunResult;
 
-use crate::us::{UsBuckets, max_us, mean_us, min_us, us_buckets};
+use crate::us::{UsBuckets, export_range, max_us, mean_us, min_us, us_buckets};
 
 /// cyclictest's largest histogram (`HIST_MAX`): `-h` values above it are lowered to it.
 pub const HIST_MAX_US: u32 = 1_000_000;
@@ -52,7 +52,7 @@ pub const HIST_MAX_US: u32 = 1_000_000;
 /// still set `# Max Latencies:`). `range_us` above [`HIST_MAX_US`] is lowered to it, as cyclictest
 /// does.
 pub fn histfile(result: &RunResult, range_us: u32) -> String {
-    let range = range_us.min(HIST_MAX_US);
+    let range = export_range(result, range_us.min(HIST_MAX_US));
     let threads: Vec<UsBuckets> = result
         .threads
         .iter()

@@ -64,7 +64,7 @@ use latlab_model::{
 };
 
 use crate::cyclictest_hist::HIST_MAX_US;
-use crate::us::{max_us, mean_centi_us, min_us, us_buckets};
+use crate::us::{export_range, max_us, mean_centi_us, min_us, us_buckets};
 
 /// The `rt_test_version:` written: rt-tests 2.4 as cyclictest prints it (`"%1.2f"`).
 pub const RT_TESTS_VERSION: &str = "2.40";
@@ -80,7 +80,7 @@ pub fn cyclictest_json(result: &RunResult) -> String {
 /// non-zero 1 µs buckets below `range_us` (lowered to [`HIST_MAX_US`]), so it agrees with
 /// [`histfile`](crate::histfile) for the same range; `cycles` counts every sample.
 pub fn cyclictest_json_with_range(result: &RunResult, range_us: u32) -> String {
-    let range = range_us.min(HIST_MAX_US);
+    let range = export_range(result, range_us.min(HIST_MAX_US));
     let sys = &result.system;
     let realtime = u8::from(sys.kernel_built_with("PREEMPT_RT"));
     // Empty where the run does not know them (an import from a format without a start time

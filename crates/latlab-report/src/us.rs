@@ -50,6 +50,19 @@ pub(crate) fn us_buckets(h: &Histogram, range_us: u32) -> UsBuckets {
     out
 }
 
+/// The rows an export of `result` may write: `range_us`, or fewer where an import's histogram
+/// range ended below it. What lies at or beyond that end is only known to lie there: it is
+/// counted as overflows of a histogram that ends there, never as values, nor as overflows of a
+/// longer one (which would say they lie beyond its end).
+pub(crate) fn export_range(result: &latlab_model::RunResult, range_us: u32) -> u32 {
+    result
+        .threads
+        .iter()
+        .filter_map(|t| t.stats.bounded_from_ns)
+        .map(|b| u32::try_from(b / 1000).unwrap_or(u32::MAX))
+        .fold(range_us, u32::min)
+}
+
 /// The samples of `h` as `(value ns, count)`, placed as the reports place them: each bucket's
 /// count at its lowest value raised to the exact minimum; in the bucket holding the maximum (the
 /// last: values above the bucketed range are counted in it too), one sample at the maximum.
