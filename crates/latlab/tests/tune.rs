@@ -35,6 +35,13 @@ impl Run for Tree {
     }
 }
 
+/// A profile file `name` holding `text`, beside the tree.
+fn profile_file(t: &Tree, name: &str, text: &str) -> std::path::PathBuf {
+    let p = t.dir.path().join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -321,8 +328,7 @@ fn a_monitor_with_a_profile_puts_back_a_leftover_and_says_it_once() {
 fn a_run_says_which_of_its_profile_changed_nothing() {
     let t = Tree::new("vm");
     let before = snapshot(&t.root);
-    let profile = t.dir.path().join("idle-only.toml");
-    std::fs::write(&profile, "[cpu.all]\nmax_idle_latency_us = 0\n").unwrap();
+    let profile = profile_file(&t, "idle-only.toml", "[cpu.all]\nmax_idle_latency_us = 0\n");
     let out = t
         .cmd(&[
             "measure",
@@ -640,12 +646,11 @@ fn a_closed_pipe_on_stdout_ends_quietly() {
 #[test]
 fn a_profile_for_a_run_tunes_the_measured_cpus_and_records_its_pm_qos_hold() {
     let t = Tree::new("laptop-intel");
-    let profile = t.dir.path().join("hold.toml");
-    std::fs::write(
-        &profile,
+    let profile = profile_file(
+        &t,
+        "hold.toml",
         "description = \"hold\"\n[cpu.all]\ngovernor = \"performance\"\n[system]\ncpu_dma_latency_us = 0\n",
-    )
-    .unwrap();
+    );
     let out = t
         .cmd(&["measure", "-D", "0.2s", "-a", "0", "--no-samplers", "-q"])
         .args(latlab_testkit::policy_args())
@@ -751,12 +756,11 @@ fn a_state_dir_that_is_a_file_says_why_once() {
 #[test]
 fn verify_of_a_profile_with_nothing_to_read_back_is_no_pass() {
     let t = Tree::new("laptop-intel");
-    let profile = t.dir.path().join("dma.toml");
-    std::fs::write(
-        &profile,
+    let profile = profile_file(
+        &t,
+        "dma.toml",
         "description = \"dma\"\n[system]\ncpu_dma_latency_us = 0\n",
-    )
-    .unwrap();
+    );
     let out = t.run(&["tune", "verify", profile.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let said = text(&out.stdout);
