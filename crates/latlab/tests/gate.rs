@@ -58,10 +58,11 @@ fn measure_exceeding_a_limit_exits_4_with_a_line_per_cpu_and_a_failed_junit_case
         let max = t["stats"]["max"].as_u64().unwrap();
         assert_eq!(
             *line,
+            // The one µs format (a float's {:.1} rounds 445.65 down, the format up).
             format!(
-                "latlab: limit exceeded: {}: max {:.1} us exceeds the limit 0.0 us (--max-latency)",
+                "latlab: limit exceeded: {}: max {} us exceeds the limit 0.0 us (--max-latency)",
                 t["label"].as_str().unwrap(),
-                max as f64 / 1000.0
+                latlab_model::units::format_us(max, 1)
             )
         );
     }
