@@ -363,12 +363,18 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
             human(run_length)
         )));
     };
-    print_plan(&spec, &spec_line, &candidates, fit, &not_tried);
     if candidates.is_empty() {
-        return Err(CliError::Usage(
-            "no candidate knob can be tried here (each is listed above with its reason)".into(),
-        ));
+        let why: Vec<String> = not_tried
+            .iter()
+            .map(|n| format!("{}: {}", n.what, n.why))
+            .collect();
+        return Err(CliError::Usage(format!(
+            "no candidate knob can be tried here ({}) (accepted: --knobs naming knobs this \
+             machine has; `latlab tune search --help` lists them)",
+            why.join("; ")
+        )));
     }
+    print_plan(&spec, &spec_line, &candidates, fit, &not_tried);
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
     }

@@ -402,6 +402,18 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (&["tune", "search", "--cpus", "7"], "CPU 7"),
     (
+        &[
+            "--sysroot",
+            "vm",
+            "tune",
+            "search",
+            "--knobs",
+            "governor",
+            "--dry-run",
+        ],
+        "no candidate knob can be tried here (governor=performance: unsupported here: ",
+    ),
+    (
         &["tune", "search", "-m", "busy"],
         "--method busy: it measures no wake-up",
     ),
