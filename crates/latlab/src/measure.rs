@@ -424,7 +424,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     let uses: Vec<(&str, &std::path::Path)> = uses.iter().map(|(f, p)| (*f, p.as_path())).collect();
     Output::refuse_clashes(&[&json, &junit, &histfile, &ctjson], &uses)?;
     // Stdout taken by a file format: nothing else is written there (a reader takes it whole).
-    let json_to_stdout = [&json, &junit]
+    let stdout_taken = [&json, &junit]
         .iter()
         .any(|o| o.as_ref().is_some_and(Output::is_stdout));
     let prepared = match args.prepare(sys) {
@@ -443,8 +443,8 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
 
     let stop = StopSignal::new();
     crate::signals::install(stop.clone());
-    let live_allowed = !args.quiet && !json_to_stdout && std::io::stdout().is_terminal();
-    if !args.quiet && !json_to_stdout {
+    let live_allowed = !args.quiet && !stdout_taken && std::io::stdout().is_terminal();
+    if !args.quiet && !stdout_taken {
         eprintln!("{}", describe(&prepared.cfg));
     }
     let mut view = LiveView::new();
@@ -466,12 +466,12 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     let mut failures = write_outputs(&result, &args, &limits, json, histfile, ctjson);
     if let Some(db) = &args.db {
         match crate::db::save_result(db.as_deref(), &result) {
-            Ok(saved) if !json_to_stdout => eprintln!("latlab: {saved}"),
+            Ok(saved) if !stdout_taken => eprintln!("latlab: {saved}"),
             Ok(_) => {}
             Err(e) => failures.push(e),
         }
     }
-    if !json_to_stdout {
+    if !stdout_taken {
         if args.quiet {
             print!("{}", latlab_report::latency_table(&result));
         } else {
@@ -569,15 +569,24 @@ fn write_outputs(
     histfile: Option<Output>,
     ctjson: Option<Output>,
 ) -> Vec<CliError> {
+    /// The result with a gate's verdict beside its own fields (added after them).
+    #[derive(serde::Serialize)]
+    struct Gated<'a> {
+        #[serde(flatten)]
+        run: &'a RunResult,
+        gate: serde_json::Value,
+    }
     let json_text = || {
-        let mut text = result.to_json_pretty();
-        // A gate's verdict beside the result (a field added after the result's own).
-        if !limits.is_empty()
-            && let Some(body) = text.strip_suffix("\n}")
-        {
-            let gate = serde_json::to_string_pretty(&limits.json(result)).unwrap_or_default();
-            text = format!("{body},\n  \"gate\": {}\n}}", gate.replace('\n', "\n  "));
-        }
+        let mut text = if limits.is_empty() {
+            result.to_json_pretty()
+        } else {
+            let gated = Gated {
+                run: result,
+                gate: limits.json(result),
+            };
+            // Plain data: serializing it cannot fail.
+            serde_json::to_string_pretty(&gated).unwrap_or_default()
+        };
         text.push('\n');
         text
     };

@@ -287,22 +287,11 @@ fn resolve(
     if item == "latest" {
         let mut out = Vec::new();
         for (name, s) in stores {
-            // The newest experiment with a saved run (one interrupted in its first run has
-            // none); else the newest run.
-            let mut found = Vec::new();
-            for e in s.list_experiments()?.iter().rev() {
-                let mut its_skipped = Skipped::new();
-                found = experiment_cells(s, e.id, None, &mut its_skipped)?;
-                if !found.is_empty() {
-                    skipped.extend(its_skipped);
-                    break;
-                }
-            }
-            if found.is_empty()
-                && let Some(r) = newest_run(s)?
-            {
-                found.push(CellInput::single(s.load_run(r)?));
-            }
+            let found = match latest_of(s)? {
+                Some(Latest::Experiment(e)) => experiment_cells(s, e.id, None, skipped)?,
+                Some(Latest::Run(r)) => vec![CellInput::single(s.load_run(r)?)],
+                None => Vec::new(),
+            };
             out.extend(tag(name, found));
         }
         return Ok(out);
@@ -370,13 +359,25 @@ fn resolve(
     Ok(out)
 }
 
-/// The newest run of a store, by its start.
-fn newest_run(s: &Store) -> CliResult<Option<latlab_store::RunId>> {
+/// What `latest` names in a store.
+enum Latest {
+    Experiment(latlab_store::Experiment),
+    Run(latlab_store::RunId),
+}
+
+/// The newest experiment of a store with a saved run (one interrupted in its first run has
+/// none), else its newest run by its start.
+fn latest_of(s: &Store) -> CliResult<Option<Latest>> {
+    for e in s.list_experiments()?.into_iter().rev() {
+        if !s.done_cells(e.id)?.is_empty() {
+            return Ok(Some(Latest::Experiment(e)));
+        }
+    }
     let newest = s.list_runs(&latlab_store::RunFilter {
         limit: Some(1),
         ..Default::default()
     })?;
-    Ok(newest.into_iter().next_back().map(|r| r.id))
+    Ok(newest.into_iter().next_back().map(|r| Latest::Run(r.id)))
 }
 
 /// An item as a title names it: an experiment by its plan's name, `governors (e3)`.
@@ -385,11 +386,13 @@ fn item_title(stores: &[(String, Store)], item: &str) -> String {
     let mut names: Vec<String> = Vec::new();
     if item == "latest" {
         for (_, s) in stores {
-            if let Some(e) = s.list_experiments().ok().and_then(|mut l| l.pop()) {
-                let n = format!("{} (e{})", e.name, e.id.0);
-                if !names.contains(&n) {
-                    names.push(n);
-                }
+            let n = match latest_of(s) {
+                Ok(Some(Latest::Experiment(e))) => format!("{} (e{})", e.name, e.id.0),
+                Ok(Some(Latest::Run(r))) => format!("run {}", r.0),
+                _ => continue,
+            };
+            if !names.contains(&n) {
+                names.push(n);
             }
         }
     } else if let Some(id) = item
@@ -708,6 +711,8 @@ mod tests {
         let cells = super::resolve(&stores, "latest", &mut Vec::new()).unwrap();
         assert_eq!(cells.len(), 1);
         assert_eq!(cells[0].runs[0].id, "lone");
+        // The title names what was reported, not the experiment passed over.
+        assert_eq!(super::item_title(&stores, "latest"), "run 1");
     }
 
     #[test]

@@ -66,7 +66,9 @@ fn measure_exceeding_a_limit_exits_4_with_a_line_per_cpu_and_a_failed_junit_case
             )
         );
     }
-    // The JSON result carries the verdict: the limits, failed, a breach per CPU as said.
+    // The JSON result carries the verdict: the limits, failed, a breach per CPU as said; the
+    // result reads back as a result all the same.
+    latlab_model::RunResult::from_json(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let gate = &run["gate"];
     assert_eq!(gate["passed"], false, "{gate}");
     assert_eq!(gate["limits"]["max_latency_ns"], 1);
