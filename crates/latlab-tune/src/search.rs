@@ -431,6 +431,9 @@ pub trait Lab {
     }
     /// A line of progress.
     fn progress(&mut self, _line: &str) {}
+    /// The search has `runs` more to measure than it could plan for at its start: the
+    /// combination steps, known once the screening says which knobs helped.
+    fn expect_more(&mut self, _runs: usize) {}
 }
 
 /// How a search runs.
@@ -991,6 +994,11 @@ impl<L: Lab> Searcher<'_, L> {
             if !helping.iter().any(|h| h.candidate.knob == r.candidate.knob) {
                 helping.push(r);
             }
+        }
+        // Each step measures the combination so far beside it with one more knob.
+        let steps_runs = helping.len().saturating_sub(1) * 2 * self.spec.repeats as usize;
+        if steps_runs > 0 {
+            self.lab.expect_more(steps_runs);
         }
         let mut kept: Vec<&Candidate> = helping.first().map(|r| &r.candidate).into_iter().collect();
         let mut steps = Vec::new();

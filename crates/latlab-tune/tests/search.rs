@@ -43,6 +43,9 @@ struct Simulated {
     /// (cell, the three knobs as the run saw them), in the order measured.
     seen: Vec<(String, [String; 3])>,
     kept: Vec<(String, u32)>,
+    /// Lines of progress said, and the runs the search said it expects beyond its plan.
+    progress: usize,
+    more: usize,
 }
 
 impl Simulated {
@@ -54,6 +57,8 @@ impl Simulated {
             rng: Rng(seed),
             seen: Vec::new(),
             kept: Vec::new(),
+            progress: 0,
+            more: 0,
         }
     }
 
@@ -111,6 +116,14 @@ impl Lab for Simulated {
     fn keep(&mut self, cell: &str, repeat: u32, _run: &RunResult) -> Result<(), String> {
         self.kept.push((cell.to_string(), repeat));
         Ok(())
+    }
+
+    fn progress(&mut self, _line: &str) {
+        self.progress += 1;
+    }
+
+    fn expect_more(&mut self, runs: usize) {
+        self.more += runs;
     }
 }
 
@@ -383,7 +396,7 @@ fn profile_system(out: &search::Outcome) -> Vec<String> {
 #[test]
 fn two_knobs_whose_effects_add_up_are_both_kept() {
     // timer_migration off: -30 %, vm.stat_interval 10 s: -25 %, together -47 %.
-    let out = search_with(
+    let (out, lab) = search_on_tree(
         |k| {
             let mut s = 1.0;
             if k[0] == "0" {
@@ -395,8 +408,14 @@ fn two_knobs_whose_effects_add_up_are_both_kept() {
             (s, 1.0)
         },
         Goal::Audio,
+        Duration::from_secs(3600),
+        11,
     );
     assert_eq!(out.steps.len(), 1, "{:?}", out.steps);
+    // Progress counts to what was planned (baseline and 3 candidates, then the confirmation,
+    // 5 repeats each) and the step the search added once it knew it: 20 + 10 + 10.
+    assert_eq!(lab.more, 10);
+    assert_eq!(lab.progress, 40);
     let step = &out.steps[0];
     assert_eq!(
         (step.added.as_str(), step.with.clone(), step.kept),

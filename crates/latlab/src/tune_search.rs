@@ -252,6 +252,10 @@ impl Lab for StoreLab<'_> {
             );
         }
     }
+
+    fn expect_more(&mut self, runs: usize) {
+        self.planned += runs;
+    }
 }
 
 pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCode> {

@@ -91,7 +91,11 @@ pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], share: bool) -
         .filter(|v| *v > 0.0)
         .fold(f64::MAX, f64::min);
     let mut y = if share {
-        Axis::log("share of samples", low, top)
+        let mut y = Axis::log("share of samples", low, top);
+        // A share is at most 1: a histogram all in one bin tops the axis, not a decade below it.
+        y.hi = y.hi.min(1.0);
+        y.ticks.retain(|(v, _)| *v <= 1.0);
+        y
     } else {
         Axis::log("samples", 1.0, top)
     };
@@ -720,6 +724,28 @@ mod tests {
         let svg = frequency_chart(&s, Axis::linear("s", 0.0, 3.0)).expect("a chart");
         assert!(svg.contains(">2600<"), "{svg}");
         assert!(!svg.contains(">2596.2<"), "{svg}");
+    }
+
+    /// A share axis ends at 1 (every sample), also when one histogram lies in a single bin.
+    #[test]
+    fn a_share_axis_ends_at_one() {
+        let one_bin: Histogram = [5_000, 5_100, 5_200].into_iter().collect();
+        let spread: Histogram = (1..=100u64).map(|v| v * 1_000).collect();
+        let series = [
+            HistSeries {
+                label: "a".into(),
+                hist: &one_bin,
+                series: 0,
+            },
+            HistSeries {
+                label: "b".into(),
+                hist: &spread,
+                series: 1,
+            },
+        ];
+        let svg = histogram_chart("t", &series, true).expect("a chart");
+        assert!(svg.contains(">1<"), "{svg}");
+        assert!(!svg.contains(">10<"), "{svg}");
     }
 
     #[test]
