@@ -130,6 +130,15 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
         ));
     }
     if let Some(w) = cfg.waker_cpu
+        && !cfg.method.is_wakeup()
+    {
+        return bad(format!(
+            "--waker-cpu {w}: method {} has no waker thread (accepted: with a thread wake-up \
+             method, futex, eventfd, pipe or signal)",
+            cfg.method.name()
+        ));
+    }
+    if let Some(w) = cfg.waker_cpu
         && !online.contains(w)
     {
         return bad(format!(

@@ -65,7 +65,7 @@ pub struct MeasureArgs {
 
     /// CPU of the waker threads for thread wake-up methods (default: a CPU not measured).
     #[arg(long, value_name = "CPU")]
-    waker_cpu: Option<u32>,
+    pub(crate) waker_cpu: Option<u32>,
 
     /// Clock of deadlines and timestamps: monotonic or realtime.
     #[arg(long, default_value = "monotonic", value_name = "CLOCK")]

@@ -125,14 +125,28 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     uses.push(("the plan file", args.plan.clone()));
     let uses: Vec<(&str, &Path)> = uses.iter().map(|(f, p)| (*f, p.as_path())).collect();
     crate::args::OutputFile::refuse_clashes(&[&junit], &uses)?;
-    let cells = plan.cells();
+    // A value no measure option accepts is bad input; what this machine cannot do skips the
+    // cell with its reason.
+    let cells = plan
+        .cells()
+        .into_iter()
+        .map(|cell| match measure_args(&cell) {
+            Ok(m) => Ok((cell, m)),
+            Err(e) => Err(CliError::Usage(format!(
+                "{}: cell {}: {e}",
+                args.plan.display(),
+                cell.key
+            ))),
+        })
+        .collect::<CliResult<Vec<_>>>()?;
+    // A plan's waker CPU is for its wake-up cells: its timer cells have no waker. In a plan
+    // with no wake-up cell it is refused as `measure` refuses it.
+    let wakes = cells.iter().any(|(_, m)| m.opts.method.is_wakeup());
     let mut checked = Vec::with_capacity(cells.len());
-    for cell in cells {
-        // A value no measure option accepts is bad input; what this machine cannot do skips
-        // the cell with its reason.
-        let margs = measure_args(&cell).map_err(|e| {
-            CliError::Usage(format!("{}: cell {}: {e}", args.plan.display(), cell.key))
-        })?;
+    for (cell, mut margs) in cells {
+        if wakes && !margs.opts.method.is_wakeup() {
+            margs.waker_cpu = None;
+        }
         let bad = |e: CliError| {
             CliError::Usage(format!("{}: cell {}: {e}", args.plan.display(), cell.key))
         };

@@ -41,6 +41,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "unknown method \"sleepy\"",
     ),
     (&["measure", "--policy", "fast"], "unknown policy \"fast\""),
+    (
+        &["measure", "--waker-cpu", "1"],
+        "--waker-cpu 1: method clock-nanosleep has no waker thread",
+    ),
     (&["measure", "--clock", "tai"], "unknown clock \"tai\""),
     (&["measure", "--policy", "deadline"], "needs --dl-runtime"),
     (

@@ -102,6 +102,58 @@ fn a_two_axis_plan_with_repeats_runs_into_the_store() {
     assert_eq!(first_round.len(), 4);
 }
 
+/// A plan's waker CPU is for its wake-up cells: its timer cells run without one. A plan with
+/// no wake-up cell is refused for it, as `measure` refuses it.
+#[test]
+fn a_plans_waker_cpu_is_for_its_wake_up_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = |methods: &str| {
+        format!(
+            "name = \"wakers\"\n[settings]\nduration = \"0.2s\"\ncpus = \"0\"\n\
+             waker-cpu = 0\nno-samplers = true\n{}[axes]\nmethod = [{methods}]\n",
+            policy_toml()
+        )
+    };
+    let plan = write_plan(dir.path(), &body("\"clock-nanosleep\", \"pipe\""));
+    let db = dir.path().join("t.db");
+    latlab_testkit::run_stdout(latlab!().args([
+        "run",
+        plan.to_str().unwrap(),
+        "--db",
+        db.to_str().unwrap(),
+    ]));
+    let store = Store::open_existing(&db).unwrap();
+    let exp = store.list_experiments().unwrap()[0].id;
+    let mut wakers: Vec<(String, Option<u32>)> = store
+        .cells(exp)
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let run = store.load_run(c.runs[0]).unwrap();
+            (run.config.method.name().to_string(), run.config.waker_cpu)
+        })
+        .collect();
+    wakers.sort();
+    assert_eq!(
+        wakers,
+        [
+            ("clock-nanosleep".to_string(), None),
+            ("pipe".into(), Some(0))
+        ]
+    );
+
+    let timers = write_plan(dir.path(), &body("\"clock-nanosleep\", \"nanosleep\""));
+    let out = latlab!()
+        .args(["run", timers.to_str().unwrap(), "--db"])
+        .arg(dir.path().join("u.db"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--waker-cpu 0: method"), "{err}");
+    assert!(!dir.path().join("u.db").exists());
+}
+
 #[test]
 fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
     let dir = tempfile::tempdir().unwrap();
