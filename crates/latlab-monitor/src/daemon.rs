@@ -181,7 +181,16 @@ fn wind_down(
                 eprintln!("latlab: {text}");
                 note("profile", &text);
             }
-            note("stop", stop_text);
+            match unstored {
+                0 => note("stop", stop_text),
+                n => note(
+                    "stop",
+                    &format!(
+                        "{stop_text}; {n} window set(s) kept in memory could not be stored and \
+                         are lost"
+                    ),
+                ),
+            }
         }
         Err(_) => {
             eprintln!("latlab: monitor: the store thread panicked");

@@ -134,6 +134,9 @@ pub struct KeeperEnd {
 struct Outage {
     since_unix_ns: u64,
     reason: String,
+    /// Window sets kept in memory and stored since it began (a store that takes some and
+    /// fails again stores the rest later).
+    stored: usize,
 }
 
 pub struct Keeper {
@@ -261,10 +264,20 @@ impl Keeper {
                     self.cpu_time_mark = process_cpu_time_ns();
                     let mut text = self.setup.describe.clone();
                     if let Some(last) = self.setup.series.last_end_unix_ns {
-                        text.push_str(&format!(
-                            "; continues the series after {} without measurement",
-                            latlab_model::units::format_elapsed(start_unix_ns.saturating_sub(last))
-                        ));
+                        let gap =
+                            latlab_model::units::format_elapsed(start_unix_ns.saturating_sub(last));
+                        if self.stopped_cleanly(last) {
+                            text.push_str(&format!("; continues the series after {gap} stopped"));
+                        } else {
+                            let why = "the daemon before did not record its stop (killed, crashed, \
+                                 or its store could not be written): its open window, and any \
+                                 it still kept in memory, were lost";
+                            eprintln!("latlab: warning: {why}");
+                            text.push_str(&format!(
+                                "; continues the series after {gap} without a stored window: \
+                                 {why}"
+                            ));
+                        }
                     }
                     // In the log and in the store, where a series' report reads them.
                     for w in &warnings {
@@ -340,6 +353,24 @@ impl Keeper {
             series: self.setup.series.id,
             lost: self.live.lock().map(|l| l.windows_lost).unwrap_or(0),
         }
+    }
+
+    /// Whether the daemon that stored the series' last window (ending at `last_end`) recorded
+    /// its stop: the newest start or stop since then is a stop.
+    fn stopped_cleanly(&self, last_end: u64) -> bool {
+        let from = last_end.saturating_sub(self.setup.window_ns);
+        self.store
+            .as_ref()
+            .and_then(|s| {
+                s.annotations(self.setup.series.id, from, u64::MAX >> 1)
+                    .ok()
+            })
+            .and_then(|a| {
+                a.into_iter()
+                    .rev()
+                    .find(|a| a.kind == "start" || a.kind == "stop")
+            })
+            .is_some_and(|a| a.kind == "stop")
     }
 
     /// The unix time now, counted on the monotonic clock from the measurement's start (the wall
@@ -522,6 +553,7 @@ impl Keeper {
         self.outage = Some(Outage {
             since_unix_ns: self.now_unix_ns(),
             reason,
+            stored: 0,
         });
     }
 
@@ -530,12 +562,16 @@ impl Keeper {
         if self.store.is_none() {
             return;
         }
-        let parked = self.backlog.len();
         while let Some(p) = self.backlog.front() {
             let k = p.k;
             let set = p.to_set(self.setup.series.next_window_index + k);
             match set.map(|s| self.insert(&s)) {
-                Some(Ok(())) => self.backlog.pop_front(),
+                Some(Ok(())) => {
+                    self.backlog.pop_front();
+                    if let Some(o) = self.outage.as_mut() {
+                        o.stored += 1;
+                    }
+                }
                 Some(Err(e)) if e.is_storage_failure() => {
                     self.failing(e.to_string());
                     self.queued();
@@ -556,13 +592,14 @@ impl Keeper {
         self.queued();
         if let Some(o) = self.outage.take() {
             let text = format!(
-                "the store could not be written for {} ({}): {parked} window set(s) were kept \
+                "the store could not be written for {} ({}): {} window set(s) were kept \
                  in memory and are now stored{}",
                 format_duration(
                     self.now_unix_ns().saturating_sub(o.since_unix_ns) / 1_000_000_000
                         * 1_000_000_000
                 ),
                 o.reason,
+                o.stored,
                 match self.backlog.given_up {
                     0 => String::new(),
                     n => format!("; {n} older one(s) were given up to bound the memory"),
@@ -772,6 +809,9 @@ impl Keeper {
             thermal: (!thermal.is_empty()).then_some(thermal),
             cost_cpu_time_ns: Some(cost),
         };
+        if let Ok(mut l) = self.live.lock() {
+            l.measured = Some(crate::metrics::Measured::of(&set));
+        }
         if self.outage.is_some() || !self.backlog.is_empty() {
             self.park(k, set);
             return;

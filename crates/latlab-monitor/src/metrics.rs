@@ -79,7 +79,7 @@ struct SeriesAcc {
 }
 
 /// The running totals of every series in a store.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Metrics {
     series: BTreeMap<i64, SeriesAcc>,
 }
@@ -118,6 +118,32 @@ pub struct Live {
     pub profile: String,
     pub windows_queued: u64,
     pub windows_lost: u64,
+    /// The newest window it measured, stored or not.
+    pub measured: Option<Measured>,
+}
+
+/// The newest window the running daemon measured, stored or not. While the store cannot be
+/// written, the window gauges and the last window's end follow it, so alerts on latency keep
+/// seeing what is measured; counters and histograms count stored windows only, and catch up
+/// when the windows waiting in memory are stored.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    pub end_unix_ns: u64,
+    /// Per CPU: the window's maximum and p99.9, ns.
+    pub cpus: Vec<(u32, u64, u64)>,
+}
+
+impl Measured {
+    pub fn of(set: &latlab_model::monitor::WindowSet) -> Measured {
+        Measured {
+            end_unix_ns: set.end_unix_ns,
+            cpus: set
+                .cpus
+                .iter()
+                .map(|w| (w.cpu, w.histogram.max(), w.histogram.percentile(99.9)))
+                .collect(),
+        }
+    }
 }
 
 impl Metrics {
@@ -125,10 +151,15 @@ impl Metrics {
         Metrics::default()
     }
 
-    /// Read what the store gained since the last call. Returns whether anything changed.
-    pub fn refresh(&mut self, store: &Store) -> Result<bool, StoreError> {
+    /// Read what the store gained since the last call, of every series or `only` the one
+    /// named (the running daemon's: another series in its store may have stopped long ago, and
+    /// its frozen figures would raise alerts on this daemon). Returns whether anything changed.
+    pub fn refresh(&mut self, store: &Store, only: Option<&str>) -> Result<bool, StoreError> {
         let mut changed = false;
         for (id, name, window_ns) in store.list_series()? {
+            if only.is_some_and(|o| o != name) {
+                continue;
+            }
             let acc = self.series.entry(id.0).or_default();
             acc.name = name;
             acc.window_ns = window_ns;
@@ -141,8 +172,33 @@ impl Metrics {
     }
 
     /// The exposition text. `live`: what the running daemon knows beyond the store (its profile
-    /// overrides the stored one for its series).
+    /// overrides the stored one for its series, and a window it measured after the last one
+    /// stored sets the window gauges: see [`Measured`]).
     pub fn render(&self, live: Option<&Live>) -> String {
+        let newer = live.and_then(|l| {
+            let m = l.measured.as_ref()?;
+            let s = self.series.values().find(|s| s.name == l.series)?;
+            (m.end_unix_ns > s.totals.last_end_unix_ns.unwrap_or(0)).then_some((&l.series, m))
+        });
+        match newer {
+            None => self.text(live),
+            Some((name, m)) => {
+                let mut view = self.clone();
+                for s in view.series.values_mut().filter(|s| &s.name == name) {
+                    s.totals.last_end_unix_ns = Some(m.end_unix_ns);
+                    for &(cpu, max, p99_9) in &m.cpus {
+                        if let Some(c) = s.cpus.get_mut(&cpu) {
+                            c.last_max_ns = max;
+                            c.last_p99_9_ns = p99_9;
+                        }
+                    }
+                }
+                view.text(live)
+            }
+        }
+    }
+
+    fn text(&self, live: Option<&Live>) -> String {
         let mut o = String::with_capacity(16 * 1024);
         self.info(
             &mut o,
@@ -203,7 +259,8 @@ impl Metrics {
         self.per_series(
             &mut o,
             ("latlab_monitor_last_window_end_timestamp_seconds", "gauge"),
-            "When the last window included ended (unix time).",
+            "When the newest window measured ended (unix time); while the store cannot be \
+             written, later than the last window the counters include.",
             &|s| s.totals.last_end_unix_ns.map(|e| secs(u128::from(e))),
         );
         self.per_series(
@@ -572,24 +629,24 @@ mod tests {
             .insert_window_set(id, &window_set(3, 3_600_000_000_000))
             .unwrap();
         let mut m = Metrics::new();
-        m.refresh(&store).unwrap();
+        m.refresh(&store, None).unwrap();
         let before = m.render(None);
         assert!(before.contains("latlab_monitor_last_window_index{series=\"host \\\"a\\\"\"} 3"));
         let merged = store.merge_old_windows(id, 3_600_000_000_000).unwrap();
         assert_eq!(merged.sets_merged, 3);
         let mut again = Metrics::new();
-        again.refresh(&store).unwrap();
+        again.refresh(&store, None).unwrap();
         assert_eq!(again.render(None), before);
         // A reader that had read before the merge sees nothing new.
-        assert!(!m.refresh(&store).unwrap());
+        assert!(!m.refresh(&store, None).unwrap());
     }
 
     #[test]
     fn exposition_counts_every_window() {
         let (_d, store) = store_with_windows();
         let mut m = Metrics::new();
-        assert!(m.refresh(&store).unwrap());
-        assert!(!m.refresh(&store).unwrap(), "nothing new");
+        assert!(m.refresh(&store, None).unwrap());
+        assert!(!m.refresh(&store, None).unwrap(), "nothing new");
         let t = m.render(None);
         let l = "series=\"host \\\"a\\\"\",cpu=\"0\"";
         assert!(
@@ -653,20 +710,21 @@ mod tests {
     fn the_daemon_adds_what_waits_and_what_was_lost() {
         let (_dir, store) = store_with_windows();
         let mut m = Metrics::new();
-        m.refresh(&store).unwrap();
+        m.refresh(&store, None).unwrap();
         let live = super::Live {
-            series: "s\"1".into(),
+            series: "host \"a\"".into(),
             profile: "none".into(),
             windows_queued: 3,
             windows_lost: 2,
+            measured: None,
         };
         let t = m.render(Some(&live));
         assert!(
-            t.contains("latlab_monitor_windows_queued{series=\"s\\\"1\"} 3\n"),
+            t.contains("latlab_monitor_windows_queued{series=\"host \\\"a\\\"\"} 3\n"),
             "{t}"
         );
         assert!(
-            t.contains("latlab_monitor_windows_lost_total{series=\"s\\\"1\"} 2\n"),
+            t.contains("latlab_monitor_windows_lost_total{series=\"host \\\"a\\\"\"} 2\n"),
             "{t}"
         );
         assert!(
@@ -675,6 +733,76 @@ mod tests {
         );
         let alone = m.render(None);
         assert!(!alone.contains("windows_queued") && !alone.contains("windows_lost"));
+    }
+
+    /// The running daemon serves its own series only: another one in its store (a series
+    /// stopped long ago) would freeze there and raise alerts on this machine.
+    #[test]
+    fn the_daemon_serves_its_own_series_only() {
+        let (_dir, mut store) = store_with_windows();
+        let other = store
+            .open_series(&SeriesSpec {
+                name: "other".into(),
+                window_ns: 1_000_000_000,
+                config: SeriesConfig::new(&Default::default(), MeasureConfig::default()),
+                system: None,
+                idle_states: Vec::new(),
+            })
+            .unwrap();
+        store
+            .insert_window_set(other.id, &window_set(0, 2_000_000_000_000))
+            .unwrap();
+        let mut all = Metrics::new();
+        all.refresh(&store, None).unwrap();
+        let t = all.render(None);
+        assert!(
+            t.contains("series=\"other\"") && t.contains("series=\"host"),
+            "{t}"
+        );
+        let mut own = Metrics::new();
+        own.refresh(&store, Some("other")).unwrap();
+        let t = own.render(None);
+        assert!(t.contains("series=\"other\""), "{t}");
+        assert!(!t.contains("series=\"host"), "{t}");
+    }
+
+    /// While the store cannot be written, the window gauges and the last window's end follow
+    /// what the daemon measures; the counters stay with what is stored. A measured window no
+    /// newer than the stored one changes nothing.
+    #[test]
+    fn window_gauges_follow_the_measurement_while_the_store_is_behind() {
+        let (_dir, store) = store_with_windows();
+        let mut m = Metrics::new();
+        m.refresh(&store, None).unwrap();
+        let live = |end_unix_ns| super::Live {
+            series: "host \"a\"".into(),
+            profile: "none".into(),
+            windows_queued: 2,
+            windows_lost: 0,
+            measured: Some(super::Measured {
+                end_unix_ns,
+                cpus: vec![(0, 2_500_000, 900_000)],
+            }),
+        };
+        let l = "series=\"host \\\"a\\\"\",cpu=\"0\"";
+        let behind = m.render(Some(&live(1_005_000_000_000)));
+        for line in [
+            format!("latlab_wakeup_latency_window_max_seconds{{{l},window=\"1s\"}} 0.0025"),
+            format!("latlab_wakeup_latency_window_p99_9_seconds{{{l},window=\"1s\"}} 0.0009"),
+            "latlab_monitor_last_window_end_timestamp_seconds{series=\"host \\\"a\\\"\"} 1005"
+                .to_string(),
+            format!("latlab_wakeup_latency_seconds_count{{{l}}} 48"),
+            "latlab_monitor_last_window_index{series=\"host \\\"a\\\"\"} 2".to_string(),
+        ] {
+            assert!(behind.lines().any(|x| x == line), "{line}: {behind}");
+        }
+        let stored = m.render(Some(&live(1_003_000_000_000)));
+        assert!(
+            stored.contains(&format!(
+                "latlab_wakeup_latency_window_max_seconds{{{l},window=\"1s\"}} 0.000150002"
+            )),
+            "{stored}"
+        );
     }
 
     #[test]

@@ -92,7 +92,7 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
     let measured = store.series_covered_ns(id)?.min(span);
     let gaps = if measured < span {
         format!(
-            "; the windows cover {} of the {} the series spans (the rest: the daemon not running)",
+            "; the windows cover {} of the {} the series spans (the rest: no window stored; the start annotations say why)",
             latlab_model::units::format_elapsed(measured),
             latlab_model::units::format_elapsed(span)
         )

@@ -50,6 +50,9 @@ pub struct LiveStatus {
     pub windows_queued: u64,
     pub queued_bytes: u64,
     pub last_window_end_ms: Option<f64>,
+    /// The newest window measured, stored or not (for `/metrics` while the store is behind).
+    #[serde(skip)]
+    pub measured: Option<crate::metrics::Measured>,
     pub last_error: Option<String>,
     pub retention: String,
     /// CPU time the web server has used (not part of the monitoring cost), seconds.
@@ -140,7 +143,8 @@ impl AppState {
                     c.metrics = metrics::Metrics::new();
                     c.file = s.file_id();
                 }
-                Ok(c.metrics.refresh(s)? || other_file)
+                let only = live.as_ref().map(|l| l.series.as_str());
+                Ok(c.metrics.refresh(s, only)? || other_file)
             });
             // A store that cannot be read (replaced by a foreign file, unreadable): the running
             // daemon still says what waits in memory, beside the last figures read, whose last
@@ -156,6 +160,7 @@ impl AppState {
                     profile: l.profile.clone().unwrap_or_else(|| "none".into()),
                     windows_queued: l.windows_queued,
                     windows_lost: l.windows_lost,
+                    measured: l.measured.clone(),
                 });
                 c.text = Arc::new(c.metrics.render(live.as_ref()));
             }

@@ -389,7 +389,7 @@ fn the_fleet_rule_file_is_the_operators_rules() {
         .unwrap();
     assert!(out.status.success(), "{}", output_text(&out));
     assert!(
-        stdout(&out).contains("5 rules found"),
+        stdout(&out).contains("6 rules found"),
         "{}",
         output_text(&out)
     );
@@ -413,5 +413,5 @@ fn promtool_accepts_the_alerting_rules() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", output_text(&out));
-    assert!(stdout(&out).contains("5 rules found"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("6 rules found"), "{}", stdout(&out));
 }

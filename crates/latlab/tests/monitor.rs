@@ -143,11 +143,14 @@ fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
     let ann = store.annotations(id, 0, END).unwrap();
     let starts: Vec<_> = ann.iter().filter(|a| a.kind == "start").collect();
     assert_eq!(starts.len(), 2);
+    // The SIGKILL left no stop in the store: the restart says what that lost.
     assert!(
-        starts[1].text.contains("continues the series"),
+        starts[1].text.contains("continues the series after")
+            && starts[1].text.contains("did not record its stop"),
         "{:?}",
         starts[1]
     );
+    assert!(log2.contains("did not record its stop"), "{log2}");
     let stop = ann.iter().find(|a| a.kind == "stop").unwrap();
     assert!(stop.text.contains("SIGINT"), "{stop:?}");
     // The series' report counts the time its windows cover, not the gap the SIGKILL left.
@@ -158,6 +161,26 @@ fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
     let report = series_report(&db, "t");
     let run = &report["cells"][0]["repeats"][0];
     assert_eq!(run["elapsed_ns"], covered, "{run}");
+
+    // After a stop it recorded, a restart says only how long the series stood.
+    let mut d = Proc::start(
+        monitor(&db, &["--name", "t", "--listen", "off"]),
+        dir.path().join("3.log"),
+    );
+    let before = all.len();
+    d.wait_until("a window", Duration::from_secs(30), || {
+        set_count(&db, "t") > before
+    });
+    let log3 = d.stop();
+    assert!(!log3.contains("did not record its stop"), "{log3}");
+    let store = Store::open_existing(&db).unwrap();
+    let ann = store.annotations(id, 0, END).unwrap();
+    let third = ann.iter().filter(|a| a.kind == "start").nth(2).unwrap();
+    assert!(
+        third.text.contains("continues the series after") && third.text.contains(" stopped"),
+        "{third:?}"
+    );
+    assert!(!third.text.contains("did not record"), "{third:?}");
 }
 
 /// `latlab report series:NAME --format json` of the store `db`.

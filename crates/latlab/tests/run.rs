@@ -116,12 +116,7 @@ fn a_plans_waker_cpu_is_for_its_wake_up_cells() {
     };
     let plan = write_plan(dir.path(), &body("\"clock-nanosleep\", \"pipe\""));
     let db = dir.path().join("t.db");
-    latlab_testkit::run_stdout(latlab!().args([
-        "run",
-        plan.to_str().unwrap(),
-        "--db",
-        db.to_str().unwrap(),
-    ]));
+    latlab_testkit::run_ok(latlab!().arg("run").arg(&plan).arg("--db").arg(&db));
     let store = Store::open_existing(&db).unwrap();
     let exp = store.list_experiments().unwrap()[0].id;
     let mut wakers: Vec<(String, Option<u32>)> = store
