@@ -95,6 +95,18 @@ pub(crate) struct CellFigures<'a> {
     pub runs: Vec<RunFigures<'a>>,
 }
 
+/// From this share of missed periods (percent) on, a cell's latencies are a selection: the
+/// wake-ups that happened, without the stalls that took the others.
+pub(crate) const MISSED_SELECTION_PCT: f64 = 5.0;
+
+impl CellFigures<'_> {
+    /// The share of its periods the cell missed, percent.
+    pub fn missed_pct(&self) -> f64 {
+        let periods = self.stats.count + self.missed;
+        self.missed as f64 / periods.max(1) as f64 * 100.0
+    }
+}
+
 /// A statistic that can be compared across repeats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Metric {
@@ -355,6 +367,11 @@ pub(crate) enum Support {
         test: MannWhitney,
         verdict: Verdict,
     },
+    /// Not tested: one of the cells missed this share of its periods (percent, at least
+    /// [`MISSED_SELECTION_PCT`]), so its latencies are a selection.
+    Selection {
+        missed_pct: f64,
+    },
 }
 
 impl Support {
@@ -395,6 +412,7 @@ impl Support {
         match self {
             Support::NoData => "no-data",
             Support::NotEnough { .. } => "not-enough-repeats",
+            Support::Selection { .. } => "not-compared-missed-periods",
             Support::Tested { verdict, .. } => match verdict {
                 Verdict::Lower => "lower",
                 Verdict::Higher => "higher",
@@ -427,6 +445,11 @@ impl Support {
                 Some((dir, true)) => format!("{b} {dir} than {a} {}", not_yet_shown(&stat)),
                 None => format!("no difference shown ({stat})"),
             },
+            Support::Selection { .. } => format!(
+                "{}, so its latencies are only the wake-ups that happened (the corrected \
+                 statistics in JSON and CSV count the missed ones)",
+                self.text(b)
+            ),
             other => other.text(b),
         }
     }
@@ -437,6 +460,9 @@ impl Support {
             Support::NoData => "no data".into(),
             Support::NotEnough { n_a, n_b } => {
                 format!("not enough repeats to decide ({n_a} and {n_b}; {MIN_REPEATS} each needed)")
+            }
+            Support::Selection { missed_pct } => {
+                format!("not compared: a cell missed {missed_pct:.1} % of its periods")
             }
             Support::Tested { verdict, .. } => {
                 let stat = self.statistic();
@@ -474,11 +500,24 @@ impl MetricComparison {
 }
 
 pub(crate) fn compare(a: &CellFigures, b: &CellFigures, metric: Metric) -> MetricComparison {
+    // Latencies of a cell that missed many periods are the wake-ups that made it: a test on
+    // them would call the cell that stalls most the fastest.
+    let selection = [a, b]
+        .map(CellFigures::missed_pct)
+        .into_iter()
+        .fold(0.0, f64::max);
+    let support = if metric.is_latency() && selection >= MISSED_SELECTION_PCT {
+        Support::Selection {
+            missed_pct: selection,
+        }
+    } else {
+        Support::of(&a.values(metric), &b.values(metric))
+    };
     MetricComparison {
         metric,
         a: a.value(metric),
         b: b.value(metric),
-        support: Support::of(&a.values(metric), &b.values(metric)),
+        support,
     }
 }
 

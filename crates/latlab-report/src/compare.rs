@@ -15,7 +15,14 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
     let an = Analysis::of_cells("", vec![a, b]);
     let (ca, cb) = (&an.cells[0], &an.cells[1]);
     // Column names: the cells' names, or A and B when those would not tell them apart.
-    let (na, nb) = if a.name == b.name || a.name.is_empty() || b.name.is_empty() {
+    // (A run's name is its id, too long for a column.)
+    let long = |n: &str| n.chars().count() > 24;
+    let (na, nb) = if a.name == b.name
+        || a.name.is_empty()
+        || b.name.is_empty()
+        || long(&a.name)
+        || long(&b.name)
+    {
         ("A".to_string(), "B".to_string())
     } else {
         (a.name.clone(), b.name.clone())
@@ -42,6 +49,17 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
     };
     let _ = writeln!(out, "{}", describe("A", a));
     let _ = writeln!(out, "{}", describe("B", b));
+    // What was not measured alike: a difference in latency may come from it.
+    let differ: Vec<String> = an
+        .diff
+        .iter()
+        .filter(|r| r.kind == crate::flatten::DiffKind::BetweenCells)
+        .filter(|r| r.key.starts_with("config."))
+        .map(|r| format!("{} {} against {}", r.key, r.cell_text(0), r.cell_text(1)))
+        .collect();
+    if !differ.is_empty() {
+        let _ = writeln!(out, "measured differently: {}", differ.join("; "));
+    }
 
     let mut t = Table::with_headers(
         "compare",

@@ -8,7 +8,9 @@
 use latlab_model::RunResult;
 use latlab_model::system::{Field, RtThrottling};
 
-use crate::analysis::{ALPHA, Analysis, CellFigures, MIN_REPEATS, Metric, Support, Verdict};
+use crate::analysis::{
+    ALPHA, Analysis, CellFigures, MIN_REPEATS, MISSED_SELECTION_PCT, Metric, Support, Verdict,
+};
 use crate::numfmt;
 
 /// What a finding is.
@@ -67,8 +69,6 @@ const OPEN_METRICS: [Metric; 5] = [
 ];
 /// Steal below this share of CPU time (percent) is not worth a warning.
 const STEAL_WARN_PCT: f64 = 1.0;
-/// From this share of missed periods (percent) on, a cell's latencies are a selection.
-const MISSED_SELECTION_PCT: f64 = 5.0;
 /// How close (relative) a maximum must be to a known duration to fit it.
 const FIT: f64 = 0.1;
 
@@ -124,6 +124,8 @@ fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
                     "{metric}: {}: {values}",
                     r.support.sentence(c, &base.cell.name)
                 )),
+                // Said once per cell among the warnings (missed periods).
+                Support::Selection { .. } => {}
                 _ if OPEN_METRICS.contains(&r.metric) => {
                     if let Some(p) = r.percent().filter(|p| p.abs() >= 5.0) {
                         open.push((
@@ -213,10 +215,10 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
             continue;
         }
         let periods = c.stats.count + c.missed;
-        let share = c.missed as f64 / periods.max(1) as f64 * 100.0;
+        let share = c.missed_pct();
         // So many missed that the latencies measured are a selection: the ones that made it.
         let selection = if share >= MISSED_SELECTION_PCT {
-            "; with so many, its latency statistics describe only the wake-ups that happened and compare poorly (the corrected statistics in JSON and CSV count each missed period at the latency it would have had)"
+            "; with so many, its latency statistics describe only the wake-ups that happened and are not compared (the corrected statistics in JSON and CSV count each missed period at the latency it would have had)"
         } else {
             ""
         };

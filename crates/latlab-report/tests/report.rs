@@ -839,6 +839,39 @@ fn html_shows_spread_verdicts_cost_and_differences() {
     }
 }
 
+/// A cell that missed many periods has latencies that are a selection (the wake-ups that made
+/// it): its latency statistics get no verdict, while its power still does.
+#[test]
+fn a_cell_that_missed_many_periods_gets_no_latency_verdict() {
+    let mut input = experiment();
+    for r in &mut input.cells[1].runs {
+        // One period in ten missed.
+        r.overall.missed = r.overall.stats.count / 9;
+    }
+    let html = html_report(&input);
+    let doc = parse(&html);
+    let verdict = |stat: &str| -> String {
+        rows(&doc, "comparison-1")
+            .into_iter()
+            .find(|r| r.attribute("data-stat") == Some(stat))
+            .unwrap()
+            .attribute("data-verdict")
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(verdict("p99"), "not-compared-missed-periods");
+    assert_eq!(verdict("p50"), "not-compared-missed-periods");
+    assert_eq!(verdict("power_w"), "lower");
+    assert!(
+        html.contains("Verdict on p99: not compared"),
+        "no p99 verdict"
+    );
+    assert!(!html.contains("p99: powersave higher"), "no p99 finding");
+    // Its missed periods themselves are compared: more than performance's none.
+    assert!(html.contains("missed: powersave higher than performance (U = 0"));
+    assert!(html.contains("not compared: a cell missed 10.0 % of its periods"));
+}
+
 #[test]
 fn html_escapes_names() {
     let mut input = experiment();
@@ -1211,6 +1244,18 @@ fn compare_says_what_supports_a_difference() {
     let text = compare_text(&input.cells[0], &input.cells[1]);
     let row = text.lines().find(|l| l.starts_with("p99 (µs)")).unwrap();
     assert!(row.contains(&us(pa)) && row.contains(&us(pb)), "{row}");
+    assert!(!text.contains("measured differently"), "{text}");
+    // Runs measured at other intervals say so above their numbers.
+    let mut fast = CellInput::single(input.cells[0].runs[1].clone());
+    fast.runs[0].config.interval_ns = 10_000;
+    let text = compare_text(&one, &fast);
+    assert!(
+        text.contains("measured differently: config.interval_ns 1000000 against 10000"),
+        "{text}"
+    );
+    // A run's id is too long for a column's heading: the columns are A and B.
+    fast.name = "20261126T142745.473712Z-28790".into();
+    assert!(compare_text(&one, &fast).contains("B − A"));
 }
 
 #[test]
