@@ -566,6 +566,10 @@ fn the_dashboard_renders_in_headless_chromium() {
     let url = format!("http://{addr}/#window={start}:{cpu}");
     let profile = |n: &str| format!("--user-data-dir={}", dir.path().join(n).display());
     let (dom, log) = chromium(&[profile("p1"), "--dump-dom".into(), url.clone()]);
+    assert!(
+        dom.contains("id=\"stale\" class=\"stale\" hidden"),
+        "a series being kept is not said stale"
+    );
     let shot = dir.path().join("dashboard.png");
     let (_, log2) = chromium(&[
         profile("p2"),
@@ -1198,9 +1202,17 @@ fn the_dashboard_lines_break_where_no_window_was_measured() {
     });
     seed_series(
         &db,
-        config,
+        config.clone(),
         ("g", 60 * SEC),
         (t0 + 11 * 60 * SEC, 10),
+        |_| (0, vec![]),
+    );
+    // A run of one window between two gaps: no line, a dot.
+    seed_series(
+        &db,
+        config,
+        ("g", 60 * SEC),
+        (t0 + 22 * 60 * SEC, 1),
         |_| (0, vec![]),
     );
     let (s, addr) = serve(&db, dir.path());
@@ -1218,9 +1230,35 @@ fn the_dashboard_lines_break_where_no_window_was_measured() {
         .nth(1)
         .and_then(|p| p.split('"').next())
         .unwrap_or_else(|| panic!("no d in {path}"));
-    assert_eq!(d.matches('M').count(), 2, "two runs, two pieces: {d}");
+    assert_eq!(d.matches('M').count(), 3, "three runs, three pieces: {d}");
+    let latency = dom
+        .split("id=\"chart-latency\"")
+        .nth(1)
+        .and_then(|c| c.split("</svg>").next())
+        .unwrap();
+    // The lone window's maximum and p99.9, on each of the two CPUs.
+    assert_eq!(
+        latency.matches("class=\"series-dot\"").count(),
+        4,
+        "{latency}"
+    );
+    // The latency axis reads in µs and ms, never in thousands of µs.
+    let ticks = tick_labels(&dom, "chart-latency", "ytick");
+    assert!(
+        !ticks.is_empty()
+            && ticks
+                .iter()
+                .all(|t| t.ends_with(" µs") || t.ends_with(" ms")),
+        "{ticks:?}"
+    );
     // Every time on the page is in the browser's zone, and the page says which.
     assert!(dom.contains(" · times in UTC"), "{dom}");
+    // Its last window ended over half an hour ago, and no daemon keeps it: said above the charts.
+    assert!(
+        dom.contains("class=\"stale\">no window stored since")
+            && dom.contains("ago): no daemon is keeping this series"),
+        "{dom}"
+    );
 }
 
 #[test]

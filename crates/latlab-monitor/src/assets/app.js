@@ -120,6 +120,9 @@ function timeTicks(from, to, width) {
   return { ticks: ticks, label: (t) => step < 6e4 ? fmtFull(t).slice(11) : fmtTime(t, withDate) };
 }
 
+// Where a time label at `x` hangs: inside the plot at its edges, so the picture does not cut it.
+function tickAnchor(x, x0, x1) { return x > x1 - 30 ? 'end' : x < x0 + 30 ? 'start' : 'middle'; }
+
 // A round step (1, 2 or 5 × 10^k) that cuts 0..max into at most n intervals.
 function niceStep(max, n) {
   const raw = (max > 0 ? max : 1) / n;
@@ -167,14 +170,15 @@ function timeChart(container, opt) {
   for (const v of yt) {
     const y = ys(v);
     svg.appendChild(svgEl('line', { class: 'grid', x1: x0, x2: x1, y1: y, y2: y }));
-    const label = opt.log ? (v >= 1000 ? (v / 1000) + 'k' : String(v)) : tickLabel(v, step);
+    // A log axis holds latencies in µs: its decades read as µs, ms and s.
+    const label = opt.log ? (v >= 1e6 ? (v / 1e6) + ' s' : v >= 1000 ? (v / 1000) + ' ms' : v + ' µs') : tickLabel(v, step);
     svg.appendChild(svgEl('text', { class: 'ytick', x: x0 - 4, y: y + 4, 'text-anchor': 'end' }, label));
   }
   const tt = timeTicks(from, to, W);
   for (const t of tt.ticks) {
     const x = xs(t);
     svg.appendChild(svgEl('line', { class: 'grid', x1: x, x2: x, y1: y0, y2: y1 }));
-    svg.appendChild(svgEl('text', { class: 'xtick', x: x, y: H - 6, 'text-anchor': 'middle' }, tt.label(t)));
+    svg.appendChild(svgEl('text', { class: 'xtick', x: x, y: H - 6, 'text-anchor': tickAnchor(x, x0, x1) }, tt.label(t)));
   }
   svg.appendChild(svgEl('line', { class: 'axis', x1: x0, x2: x1, y1: y1, y2: y1 }));
   svg.appendChild(svgEl('line', { class: 'axis', x1: x0, x2: x0, y1: y0, y2: y1 }));
@@ -183,20 +187,34 @@ function timeChart(container, opt) {
   for (const s of opt.lines) {
     let d = '';
     let prev = null;
+    // The points of the piece being drawn: a piece of one point (a window between two gaps)
+    // has no line to show it, so it gets a dot.
+    let piece = [];
+    const dots = [];
+    const endPiece = () => { if (piece.length === 1) dots.push(piece[0]); piece = []; };
     s.points.forEach((p, i) => {
-      if (!p || p[1] === null || !isFinite(p[1]) || (opt.log && p[1] <= 0)) { prev = null; return; }
+      if (!p || p[1] === null || !isFinite(p[1]) || (opt.log && p[1] <= 0)) { prev = null; endPiece(); return; }
       const x = xs(p[0]).toFixed(1), y = ys(p[1]).toFixed(1);
       // A point whose row does not follow the one before (the daemon was not running) starts anew.
       const gap = prev !== null && opt.breaks && opt.breaks.has(i);
+      if (prev === null || gap) endPiece();
       d += (prev === null || gap ? 'M' : 'L') + x + ' ' + y + ' ';
+      piece.push([x, y]);
       prev = p[0];
     });
+    endPiece();
     if (!d) continue;
     drawn++;
     const attrs = { class: 'series' + (s.dashed ? ' dashed' : ''), d: d.trim(), stroke: s.color };
     if (s.cpu !== undefined) attrs['data-cpu'] = s.cpu;
     if (s.kind) attrs['data-kind'] = s.kind;
     svg.appendChild(svgEl('path', attrs));
+    for (const [x, y] of dots) {
+      const dot = { class: 'series-dot', cx: x, cy: y, r: s.dashed ? 1.8 : 2.5, fill: s.color };
+      if (s.cpu !== undefined) dot['data-cpu'] = s.cpu;
+      if (s.kind) dot['data-kind'] = s.kind;
+      svg.appendChild(svgEl('circle', dot));
+    }
   }
   if (!drawn) svg.appendChild(svgEl('text', { class: 'empty', x: (x0 + x1) / 2, y: (y0 + y1) / 2, 'text-anchor': 'middle' }, opt.empty || 'no data in this range'));
   if (opt.onClick) {
@@ -367,9 +385,11 @@ function drawHeat(data, from, to) {
   data.cpus.forEach((cpu, ci) => {
     if (ci % every === 0) g.fillText('cpu' + cpu, x0 - 4, y0 + ci * rowH + Math.min(rowH, 12) - 1);
   });
-  g.textAlign = 'center';
   const tt = timeTicks(from, to, W);
-  for (const t of tt.ticks) g.fillText(tt.label(t), xs(t), H - 6);
+  for (const t of tt.ticks) {
+    g.textAlign = { start: 'left', end: 'right', middle: 'center' }[tickAnchor(xs(t), x0, x1)];
+    g.fillText(tt.label(t), xs(t), H - 6);
+  }
   canvas.addEventListener('click', (ev) => {
     const b = canvas.getBoundingClientRect();
     const sx = (ev.clientX - b.left) / b.width * W, sy = (ev.clientY - b.top) / b.height * H;
@@ -450,7 +470,7 @@ function drawCstates(data, from, to) {
   });
   const tt = timeTicks(from, to, W);
   const yb = H - 6;
-  for (const t of tt.ticks) svg.appendChild(svgEl('text', { class: 'xtick', x: xs(t), y: yb, 'text-anchor': 'middle' }, tt.label(t)));
+  for (const t of tt.ticks) svg.appendChild(svgEl('text', { class: 'xtick', x: xs(t), y: yb, 'text-anchor': tickAnchor(xs(t), x0, x1) }, tt.label(t)));
   drawAnnotations(svg, data.annotations, xs, PAD.t, H - PAD.b, from, to);
   if (!any) svg.appendChild(svgEl('text', { class: 'empty', x: (x0 + x1) / 2, y: H / 2, 'text-anchor': 'middle' }, 'no idle-state data (no cpuidle driver, or no windows in this range)'));
   c.appendChild(svg);
@@ -623,6 +643,24 @@ function drawStatus() {
   if (series) parts.push('series ' + series.name + ': ' + (series.windows || 0) + ' windows' + (series.last_ms ? ', last ended ' + fmtFull(series.last_ms) : ''));
   parts.push('times in ' + zoneName());
   $('status').textContent = parts.join(' · ');
+  drawStale(s, series);
+}
+
+// A series whose last window is three windows old (a minute at least) is not being kept: said
+// above the charts, which end where it stopped.
+function drawStale(s, series) {
+  const p = $('stale');
+  const late = series && series.last_ms ? Date.now() - series.last_ms : 0;
+  const windowMs = series ? (series.window_ns || 0) / 1e6 : 0;
+  if (!series || !series.last_ms || late < Math.max(60000, 3 * windowMs)) { p.hidden = true; p.textContent = ''; return; }
+  const mins = Math.round(late / 60000);
+  const ago = mins < 120 ? mins + ' min' : Math.round(mins / 60) + ' h';
+  const live = s && s.live && s.live.series === series.name ? s.live : null;
+  const why = live && live.windows_queued
+    ? 'the store cannot be written: ' + live.windows_queued + ' windows wait in memory' + (live.last_error ? ' (' + live.last_error + ')' : '')
+    : live ? 'the daemon runs but has stored nothing since' : 'no daemon is keeping this series';
+  p.textContent = 'no window stored since ' + fmtFull(series.last_ms) + ' (' + ago + ' ago): ' + why;
+  p.hidden = false;
 }
 
 function rangeNow() {
