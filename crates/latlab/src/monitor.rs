@@ -376,7 +376,12 @@ pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
     // Signals first: every thread started later inherits the blocked mask.
     let stop = StopSignal::new();
-    crate::signals::install(stop.clone());
+    let on_stop = stop.clone();
+    crate::signals::install_daemon(move |name| {
+        on_stop.request(latlab_model::StopReason::Signal {
+            signal: name.into(),
+        })
+    });
     latlab_monitor::run_daemon(plan, sys, stop)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -391,7 +396,7 @@ pub fn serve(args: ServeArgs) -> CliResult<ExitCode> {
     // A --db that is not a store is refused before the signal thread starts.
     drop(crate::args::open_existing(&db)?);
     let (tx, rx) = mpsc::channel::<String>();
-    crate::signals::install_with(move |name| {
+    crate::signals::install_daemon(move |name| {
         let _ = tx.send(name.to_string());
     });
     latlab_monitor::serve_store(&db, listen, web_config, rx)?;

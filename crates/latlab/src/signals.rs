@@ -86,6 +86,17 @@ pub fn install(stop: Arc<StopSignal>) {
 /// Like [`install`], calling `on_signal` with the signal's name (for commands that run several
 /// measurements and stop whichever is current).
 pub fn install_with(on_signal: impl Fn(&str) + Send + 'static) {
+    watch(on_signal, false);
+}
+
+/// For a daemon (`monitor`, `serve`): SIGINT and SIGTERM stop it as [`install_with`] says, and
+/// SIGHUP, which service managers and habit send to make a daemon reload, leaves it running:
+/// there is nothing to reload, as the web configuration is read again when its files change.
+pub fn install_daemon(on_signal: impl Fn(&str) + Send + 'static) {
+    watch(on_signal, true);
+}
+
+fn watch(on_signal: impl Fn(&str) + Send + 'static, daemon: bool) {
     let set = set();
     // SAFETY: set is initialised.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
@@ -99,6 +110,13 @@ pub fn install_with(on_signal: impl Fn(&str) + Send + 'static) {
                 let mut sig: libc::c_int = 0;
                 // SAFETY: set is initialised; sig is a valid out pointer.
                 if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                    continue;
+                }
+                if daemon && sig == libc::SIGHUP {
+                    eprintln!(
+                        "latlab: SIGHUP: nothing to reload (the web config is read again when \
+                         its files change); still running"
+                    );
                     continue;
                 }
                 let now = std::time::Instant::now();

@@ -183,6 +183,47 @@ fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
     assert!(!third.text.contains("did not record"), "{third:?}");
 }
 
+/// SIGHUP, which service managers and habit send to make a daemon reload, leaves the daemon
+/// and the server running (there is nothing to reload) and says so; SIGTERM still stops them.
+#[test]
+fn sighup_leaves_the_daemon_and_the_server_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut d, db, addr) = listening_monitor(dir.path(), "h", &[]);
+    d.wait_until("a window", Duration::from_secs(30), || {
+        set_count(&db, "h") >= 1
+    });
+    d.signal(libc::SIGHUP);
+    let said = "SIGHUP: nothing to reload";
+    d.wait_until("SIGHUP said", Duration::from_secs(10), || {
+        d_log_has(&db, said)
+    });
+    let before = set_count(&db, "h");
+    d.wait_until("a window after it", Duration::from_secs(30), || {
+        set_count(&db, "h") > before
+    });
+    assert_eq!(get(addr, "/metrics").0, 200);
+    let log = d.term();
+    assert!(log.contains("stopped by SIGTERM"), "{log}");
+
+    let (mut s, addr) = serve(&db, dir.path());
+    s.signal(libc::SIGHUP);
+    s.wait_until("SIGHUP said", Duration::from_secs(10), || {
+        std::fs::read_to_string(dir.path().join(format!("serve-{}.log", addr.port())))
+            .unwrap_or_default()
+            .contains(said)
+    });
+    assert_eq!(get(addr, "/metrics").0, 200);
+    s.term();
+}
+
+/// Whether the daemon's log beside the store `db` says `what`.
+fn d_log_has(db: &Path, what: &str) -> bool {
+    let log = db.with_file_name("d.log");
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(what)
+}
+
 /// `latlab report series:NAME --format json` of the store `db`.
 fn series_report(db: &Path, name: &str) -> serde_json::Value {
     let out = latlab_testkit::run_ok(
