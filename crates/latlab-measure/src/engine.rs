@@ -18,8 +18,8 @@ use crate::{
 use latlab_hist::Histogram;
 use latlab_model::units::CpuList;
 use latlab_model::{
-    MeasureConfig, Method, RunEnvironment, RunHead, RunResult, Spike, Spikes, Stats, StopReason,
-    ThreadResult, Window, rfc3339_utc,
+    MeasureConfig, Method, Policy, RunEnvironment, RunHead, RunResult, Spike, Spikes, Stats,
+    StopReason, ThreadResult, Window, rfc3339_utc,
 };
 use latlab_sys::Sys;
 use std::path::PathBuf;
@@ -435,6 +435,14 @@ pub fn run_hooked(
             .push("tracefs is not mounted: --break will not write a trace marker".into());
     }
 
+    let measured = cfg
+        .cpus
+        .clone()
+        .map_or_else(|| online.clone(), CpuList::from_cpus);
+    if let Some(w) = competing(cfg, sys.realtime_processes(&measured)) {
+        env.warnings.push(w);
+    }
+
     let (plans, free) = plan_threads(cfg, &online);
     let job = Job {
         cfg,
@@ -714,6 +722,31 @@ fn spawn_waker(
             thread::waker_loop(&ctx, &slot, cfg2.method);
         })
         .map_err(spawn_err)
+}
+
+/// The warning for real-time threads of other processes on the measured CPUs that outrank the
+/// measuring threads (a deadline thread outranks every other; one at or above their priority
+/// delays their wake-ups), at most four processes named; `None` when there are none.
+fn competing(cfg: &MeasureConfig, mut others: Vec<latlab_sys::RealtimeProcess>) -> Option<String> {
+    const NAMED: usize = 4;
+    others.retain(|p| match cfg.policy {
+        Policy::Deadline => p.policy == "deadline",
+        Policy::Fifo | Policy::Rr => p.policy == "deadline" || p.priority >= cfg.priority,
+        _ => true,
+    });
+    let first = others.first()?;
+    let mut list = others
+        .iter()
+        .skip(1)
+        .take(NAMED - 1)
+        .fold(first.to_string(), |l, p| format!("{l}; {p}"));
+    if others.len() > NAMED {
+        list.push_str(&format!("; {} more", others.len() - NAMED));
+    }
+    Some(format!(
+        "real-time threads of other processes that outrank the measuring threads may run on \
+         the measured CPUs and delay their wake-ups: {list}"
+    ))
 }
 
 /// The coordinator moves off the measured CPUs when any other CPU exists.

@@ -57,6 +57,42 @@ impl SysError {
     }
 }
 
+/// A process with threads at a real-time policy on CPUs of interest ([`Sys::realtime_processes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RealtimeProcess {
+    pub pid: u32,
+    pub comm: String,
+    /// Its threads at a real-time policy that may run there.
+    pub threads: usize,
+    /// The policy of its highest-priority such thread (`fifo`, `rr`, `deadline`).
+    pub policy: &'static str,
+    /// The highest real-time priority among them.
+    pub priority: u32,
+    /// The CPUs of interest they may run on.
+    pub cpus: CpuList,
+}
+
+impl std::fmt::Display for RealtimeProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PID {} {} ({} {}, {} {}, on CPU{} {})",
+            self.pid,
+            self.comm,
+            self.threads,
+            if self.threads == 1 {
+                "thread"
+            } else {
+                "threads"
+            },
+            self.policy,
+            self.priority,
+            if self.cpus.cpus().len() == 1 { "" } else { "s" },
+            self.cpus
+        )
+    }
+}
+
 /// The system as seen through one root directory.
 #[derive(Debug, Clone)]
 pub struct Sys {
@@ -119,6 +155,75 @@ impl Sys {
             path: self.path(rel),
             source,
         })
+    }
+
+    /// Processes other than this one with threads at a real-time policy that may run on a CPU
+    /// of `on` (kernel threads left out): what competes with a measurement there. Unreadable
+    /// entries (a process that ended meanwhile) are passed over.
+    pub fn realtime_processes(&self, on: &CpuList) -> Vec<RealtimeProcess> {
+        let own = std::process::id();
+        let Ok(dir) = std::fs::read_dir(self.path("/proc")) else {
+            return Vec::new();
+        };
+        let mut out: Vec<RealtimeProcess> = Vec::new();
+        for pid in dir
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        {
+            if pid == own {
+                continue;
+            }
+            let Ok(tasks) = std::fs::read_dir(self.path(&format!("/proc/{pid}/task"))) else {
+                continue;
+            };
+            for task in tasks.flatten() {
+                let base = format!("/proc/{pid}/task/{}", task.file_name().to_string_lossy());
+                let (Ok(stat), Ok(status)) = (
+                    self.read(&format!("{base}/stat")),
+                    self.read(&format!("{base}/status")),
+                ) else {
+                    continue;
+                };
+                let Some((policy, priority, cpus)) = procfs::realtime_task(&stat, &status) else {
+                    continue;
+                };
+                let shared: Vec<u32> = cpus
+                    .cpus()
+                    .iter()
+                    .copied()
+                    .filter(|c| on.contains(*c))
+                    .collect();
+                if shared.is_empty() {
+                    continue;
+                }
+                let comm = self
+                    .read_trim(&format!("/proc/{pid}/comm"))
+                    .unwrap_or_else(|_| "?".into());
+                let p = match out.iter_mut().find(|p| p.pid == pid) {
+                    Some(p) => p,
+                    None => {
+                        out.push(RealtimeProcess {
+                            pid,
+                            comm,
+                            threads: 0,
+                            policy,
+                            priority: 0,
+                            cpus: CpuList::default(),
+                        });
+                        out.last_mut().expect("just pushed")
+                    }
+                };
+                if p.threads == 0 || priority > p.priority {
+                    (p.policy, p.priority) = (policy, priority);
+                }
+                p.threads += 1;
+                let mut all = p.cpus.cpus().to_vec();
+                all.extend(shared);
+                p.cpus = CpuList::from_cpus(all);
+            }
+        }
+        out.sort_by_key(|p| (std::cmp::Reverse(p.priority), p.pid));
+        out
     }
 
     /// CPUs online now.
@@ -314,6 +419,54 @@ mod tests {
     use super::*;
 
     use latlab_testkit::tree_of as tree;
+
+    /// A `/proc/PID/task/TID/stat` line of `comm` with `flags`, `rt_priority` and `policy`.
+    fn stat(comm: &str, flags: u64, priority: u32, policy: u32) -> String {
+        let mut f = vec!["0".to_string(); 50];
+        f[0] = "S".into();
+        f[9 - 3] = flags.to_string();
+        f[40 - 3] = priority.to_string();
+        f[41 - 3] = policy.to_string();
+        format!("1 ({comm}) {}\n", f.join(" "))
+    }
+
+    /// Real-time threads of other processes that may run on the CPUs asked, by process: kernel
+    /// threads, other policies and threads kept to other CPUs left out.
+    #[test]
+    fn realtime_threads_of_others_on_the_cpus() {
+        let allowed = |l: &str| format!("Name:\tx\nCpus_allowed_list:\t{l}\n");
+        let dir = tree(&[
+            ("proc/100/comm", "jackd\n"),
+            ("proc/100/task/100/stat", &stat("jackd", 0, 0, 0)),
+            ("proc/100/task/100/status", &allowed("0-3")),
+            ("proc/100/task/101/stat", &stat("jackd", 0, 70, 1)),
+            ("proc/100/task/101/status", &allowed("0-3")),
+            ("proc/100/task/102/stat", &stat("jackd", 0, 60, 2)),
+            ("proc/100/task/102/status", &allowed("1")),
+            ("proc/200/comm", "migration/0\n"),
+            (
+                "proc/200/task/200/stat",
+                &stat("migration/0", procfs::PF_KTHREAD, 99, 1),
+            ),
+            ("proc/200/task/200/status", &allowed("0")),
+            ("proc/300/comm", "elsewhere\n"),
+            ("proc/300/task/300/stat", &stat("elsewhere", 0, 50, 1)),
+            ("proc/300/task/300/status", &allowed("2-3")),
+            ("proc/self", ""),
+        ]);
+        let sys = Sys::new(dir.path());
+        let found = sys.realtime_processes(&CpuList::parse("0-1").unwrap());
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            found[0].to_string(),
+            "PID 100 jackd (2 threads, fifo 70, on CPUs 0-1)"
+        );
+        assert!(
+            Sys::new(dir.path().join("absent"))
+                .realtime_processes(&CpuList::parse("0").unwrap())
+                .is_empty()
+        );
+    }
 
     /// Where a file and the directories above it would be made: the part of the path that is.
     #[test]

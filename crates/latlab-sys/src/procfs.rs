@@ -141,6 +141,28 @@ impl TaskStat<'_> {
     }
 }
 
+/// A thread at a real-time policy, from its `/proc/PID/task/TID/stat` and `status`: the
+/// policy's name (`fifo`, `rr`, `deadline`), its priority (0 for deadline) and the CPUs it may
+/// run on. `None` for a thread at another policy, a kernel thread (the kernel's own per-CPU
+/// work, there on every machine) or text that does not parse.
+pub fn realtime_task(stat: &str, status: &str) -> Option<(&'static str, u32, CpuList)> {
+    let st = parse_task_stat(stat)?;
+    if st.num::<u64>(9)? & PF_KTHREAD != 0 {
+        return None;
+    }
+    let policy = match st.num::<u32>(41)? {
+        1 => "fifo",
+        2 => "rr",
+        6 => "deadline",
+        _ => return None,
+    };
+    let cpus = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .and_then(|l| CpuList::parse(l.trim()).ok())?;
+    Some((policy, st.num(40)?, cpus))
+}
+
 /// A kernel hex CPU mask (`f`, `00000000,00000003`: 32-bit words, highest first); empty text is
 /// the empty set.
 pub fn parse_hex_mask(text: &str) -> Option<CpuList> {

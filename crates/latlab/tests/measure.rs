@@ -309,6 +309,41 @@ fn deadline_policy_runs_as_root() {
     }
 }
 
+/// A real-time thread of another process that outranks the measuring threads on their CPU is
+/// named in the result's warnings; one below their priority is not.
+#[test]
+fn real_time_threads_that_outrank_the_measurement_are_named() {
+    if !latlab_testkit::root_or_skip("starting real-time threads")
+        || !latlab_testkit::require("chrt")
+    {
+        return;
+    }
+    let start = |prio: &str| {
+        std::process::Command::new("chrt")
+            .args(["-f", prio, "sleep", "30"])
+            .spawn()
+            .unwrap()
+    };
+    let (mut above, mut below) = (start("96"), start("10"));
+    let out = run_ok(&[
+        "measure", "-D", "0.2s", "-a", "0", "-p", "95", "-q", "--json", "-",
+    ]);
+    let _ = (above.kill(), below.kill(), above.wait(), below.wait());
+    let r = json(&out);
+    let warnings = r["environment"]["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!(
+            "PID {} sleep (1 thread, fifo 96, on CPU 0)",
+            above.id()
+        )),
+        "{warnings}"
+    );
+    assert!(
+        !warnings.contains(&format!("PID {} ", below.id())),
+        "{warnings}"
+    );
+}
+
 #[test]
 fn samplers_run_beside_the_measurement() {
     let dir = tempfile::tempdir().unwrap();
@@ -499,7 +534,15 @@ fn a_profile_is_applied_for_the_run_and_restored() {
     assert_eq!(r["environment"]["profile"], "lowlatency");
     let tuning = r["environment"]["tuning"].as_array().unwrap();
     assert!(!tuning.is_empty());
-    assert!(r["environment"]["warnings"].as_array().unwrap().is_empty());
+    // (Tests beside it may be measuring at real-time priority: their threads are named.)
+    let warnings = r["environment"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().all(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("real-time threads of other processes")),
+        "{warnings:?}"
+    );
 
     run_exit(
         latlab!().args(["measure", "-D", "1s", "--profile", "no-such-profile"]),
