@@ -1227,7 +1227,7 @@ fn cell_section(b: &mut Vec<Block>, c: &CellFigures) {
     };
     match histogram_chart(&format!("{}: latency histogram per CPU{pooled}", c.cell.name), &series, false) {
         Some(svg) => b.push(Block::Figure {
-            caption: "Latency histogram: one step line per CPU on a log count axis, each CPU's maximum in the legend.".into(),
+            caption: "Latency histogram: one step line per CPU on a log count axis, each CPU's maximum in the legend; the latency axis is linear up to a maximum of 400 µs (bins of 1 µs or finer), logarithmic past it.".into(),
             svg,
         }),
         None => b.push(Block::Note("latency histogram: no samples in this cell".into())),

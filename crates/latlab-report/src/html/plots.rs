@@ -66,19 +66,81 @@ pub(crate) struct HistSeries<'a> {
 
 /// Step lines of several histograms over one latency axis. With `share`, counts are divided by
 /// each histogram's total (to overlay cells with different sample counts).
+/// Up to this maximum a histogram is drawn as OSADL's are, on a linear axis of 1 µs bins; past
+/// it (a tail of milliseconds) on a log axis, so the body keeps its shape beside the tail.
+const LINEAR_UP_TO_NS: u64 = TARGET_BINS * 1_000;
+/// Bins per decade of a log-axis histogram.
+const PER_DECADE: u32 = 20;
+
+/// Counts of `h` in `nbins` bins of a log axis from `lo_ns`, [`PER_DECADE`] to a decade, its
+/// samples placed as in [`bin_counts`].
+pub(crate) fn log_bin_counts(h: &Histogram, lo_ns: u64, nbins: usize) -> Vec<u64> {
+    let mut bins = vec![0u64; nbins];
+    if nbins == 0 {
+        return bins;
+    }
+    for (v, c) in crate::us::placed(h) {
+        let at = (v.max(lo_ns) as f64 / lo_ns.max(1) as f64).log10() * f64::from(PER_DECADE);
+        bins[(at.floor().max(0.0) as usize).min(nbins - 1)] += c;
+    }
+    bins
+}
+
 pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], share: bool) -> Option<String> {
     let max_ns = series.iter().map(|s| s.hist.max()).max()?;
     if series.iter().all(|s| s.hist.is_empty()) {
         return None;
     }
-    let width = bin_width(max_ns.max(1));
-    let nbins = (max_ns / width + 1) as usize;
+    let min_ns = series
+        .iter()
+        .filter(|s| !s.hist.is_empty())
+        .map(|s| s.hist.min())
+        .min()
+        .unwrap_or(0);
+    // The bins' edges in µs, and each series' counts in them.
+    let (edges, counts, x): (Vec<f64>, Vec<Vec<u64>>, Axis) = if max_ns <= LINEAR_UP_TO_NS {
+        let width = bin_width(max_ns.max(1));
+        let nbins = (max_ns / width + 1) as usize;
+        let label = format!(
+            "latency (µs), bins of {} µs, max {} µs",
+            trim_us(width),
+            numfmt::us(max_ns)
+        );
+        (
+            (0..=nbins).map(|i| us(i as u64 * width)).collect(),
+            series
+                .iter()
+                .map(|s| bin_counts(s.hist, width, nbins))
+                .collect(),
+            Axis::linear(label, 0.0, us(nbins as u64 * width)),
+        )
+    } else {
+        // From the decade of the smallest sample (100 ns at the least) past the largest.
+        let decade = |ns: u64| 10f64.powi((ns.max(100) as f64).log10().floor() as i32);
+        let lo = decade(min_ns);
+        let hi = decade(max_ns) * 10.0;
+        let nbins = ((hi / lo).log10().round() as u32 * PER_DECADE) as usize;
+        let label = format!(
+            "latency (µs, log scale), {PER_DECADE} bins per decade, max {} µs",
+            numfmt::us(max_ns)
+        );
+        (
+            (0..=nbins)
+                .map(|i| lo / 1000.0 * 10f64.powf(i as f64 / f64::from(PER_DECADE)))
+                .collect(),
+            series
+                .iter()
+                .map(|s| log_bin_counts(s.hist, lo as u64, nbins))
+                .collect(),
+            Axis::log(label, lo / 1000.0, hi / 1000.0 * 0.999),
+        )
+    };
     let binned: Vec<Vec<f64>> = series
         .iter()
-        .map(|s| {
+        .zip(counts)
+        .map(|(s, bins)| {
             let total = s.hist.count().max(1) as f64;
-            bin_counts(s.hist, width, nbins)
-                .into_iter()
+            bins.into_iter()
                 .map(|c| if share { c as f64 / total } else { c as f64 })
                 .collect()
         })
@@ -102,18 +164,7 @@ pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], share: bool) -
     // Empty bins sit on the bottom edge, half a decade below the lowest tick.
     let floor = y.lo / 10f64.sqrt();
     y.lo = floor;
-    let x_hi = us(nbins as u64 * width);
-    let x = Axis::linear(
-        format!(
-            "latency (µs), bins of {} µs, max {} µs",
-            trim_us(width),
-            numfmt::us(max_ns)
-        ),
-        0.0,
-        x_hi,
-    );
     let mut chart = Chart::new(title, 260.0, x, y);
-    let edges: Vec<f64> = (0..=nbins).map(|i| us(i as u64 * width)).collect();
     for (s, bins) in series.iter().zip(&binned) {
         if s.hist.is_empty() {
             continue;
@@ -746,6 +797,39 @@ mod tests {
         let svg = histogram_chart("t", &series, true).expect("a chart");
         assert!(svg.contains(">1<"), "{svg}");
         assert!(!svg.contains(">10<"), "{svg}");
+    }
+
+    /// Up to 400 µs a histogram keeps OSADL's linear axis of 1 µs bins; with a tail of
+    /// milliseconds it goes on a log axis, so the body is not squeezed into the first bins.
+    #[test]
+    fn a_tail_of_milliseconds_puts_the_histogram_on_a_log_axis() {
+        let chart = |max: u64| {
+            let h: Histogram = [12_000, 15_000, 15_500, 30_000, max].into_iter().collect();
+            let series = [HistSeries {
+                label: "a".into(),
+                hist: &h,
+                series: 0,
+            }];
+            histogram_chart("t", &series, false).expect("a chart")
+        };
+        let short = chart(300_000);
+        assert!(short.contains("latency (µs), bins of 1 µs"), "{short}");
+        let long = chart(3_676_500);
+        assert!(
+            long.contains("latency (µs, log scale), 20 bins per decade, max 3676.5 µs"),
+            "{long}"
+        );
+        for tick in [">10<", ">100<", ">1000<", ">10k<"] {
+            assert!(long.contains(tick), "{tick}: {long}");
+        }
+        // Every sample in a bin: 12 µs and 15 µs in the decade from 10 µs, 3.6765 ms in the last.
+        let h: Histogram = [12_000, 15_000, 15_500, 30_000, 3_676_500]
+            .into_iter()
+            .collect();
+        let bins = log_bin_counts(&h, 10_000, 60);
+        assert_eq!(bins.iter().sum::<u64>(), 5);
+        assert_eq!(bins[1], 1, "12 µs: 10^(1/20) ≈ 11.2 to 12.6 µs");
+        assert_eq!(bins[51], 1, "3676.5 µs: 10^(51/20) ≈ 3548 to 3981 µs");
     }
 
     #[test]
