@@ -458,6 +458,28 @@ fn tag_items(groups: Vec<(String, Vec<CellInput>)>) -> Vec<CellInput> {
     out
 }
 
+/// Cells of several stores or items that share a name (`load=matrix [hz250]`, `load=matrix
+/// [hz1000]`) are compared with the first of that name, like with like, rather than all with
+/// the report's first cell; a cell that names its own baseline keeps it.
+fn like_with_like(cells: &mut [CellInput]) {
+    let untagged = |c: &CellInput| -> Option<String> {
+        ["store", "item"].iter().find_map(|p| {
+            let v = c.params.get(*p)?;
+            c.name.strip_suffix(&format!(" [{v}]")).map(str::to_string)
+        })
+    };
+    let names: Vec<Option<String>> = cells.iter().map(untagged).collect();
+    for i in 0..cells.len() {
+        let Some(name) = &names[i] else { continue };
+        let first = names.iter().position(|n| n.as_ref() == Some(name));
+        if let Some(f) = first.filter(|&f| f != i)
+            && cells[i].baseline.is_none()
+        {
+            cells[i].baseline = Some(cells[f].name.clone());
+        }
+    }
+}
+
 /// Name `cells` with where they come from, `interval=1ms [VALUE]`, and the cell each is compared
 /// with alike (it comes from the same place); `param` = `value` becomes one of their parameters.
 fn tag_cells(cells: &mut [CellInput], param: &str, value: &str) {
@@ -494,8 +516,9 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
         }
     }
     let mut cells = tag_items(groups);
-    if let Some(name) = &args.baseline {
-        baseline_first(&mut cells, name)?;
+    match &args.baseline {
+        Some(name) => baseline_first(&mut cells, name)?,
+        None => like_with_like(&mut cells),
     }
     if cells.is_empty() {
         let series = series_items(&stores);

@@ -250,6 +250,58 @@ fn export_and_import_round_trip_through_cyclictest_json() {
 
 /// A store of runs only (no experiment): `latest` is its newest run. A run number two stores
 /// hold is each store's run, side by side, as an experiment number is.
+/// A report over two stores of one plan compares each cell with the cell of the same name in
+/// the first store (like with like), and the first store's cells with its first; `--baseline`
+/// puts every cell against the one it names.
+#[test]
+fn two_stores_of_one_plan_are_compared_cell_by_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut dbs = Vec::new();
+    for name in ["hz250", "hz1000"] {
+        let db = dir.path().join(format!("{name}.db"));
+        for journal in ["", "-wal"] {
+            let from = PathBuf::from(format!("{}{journal}", store().display()));
+            if from.exists() {
+                std::fs::copy(&from, format!("{}{journal}", db.display())).unwrap();
+            }
+        }
+        dbs.push(db.to_str().unwrap().to_string());
+    }
+    let against = |extra: &[&str]| -> Vec<(String, String)> {
+        let args = [
+            &[
+                "report", "--db", &dbs[0], "--db", &dbs[1], "e1", "--format", "json", "-o", "-",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let r: serde_json::Value = serde_json::from_slice(&run_ok(&args).stdout).unwrap();
+        r["comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let name = |k: &str| c[k].as_str().unwrap().to_string();
+                (name("cell"), name("baseline"))
+            })
+            .collect()
+    };
+    let pair = |c: &str, b: &str| (c.to_string(), b.to_string());
+    assert_eq!(
+        against(&[]),
+        [
+            pair("interval=250us [hz250]", "interval=1ms [hz250]"),
+            pair("interval=1ms [hz1000]", "interval=1ms [hz250]"),
+            pair("interval=250us [hz1000]", "interval=250us [hz250]"),
+        ]
+    );
+    let all = against(&["--baseline", "interval=1ms [hz250]"]);
+    assert!(
+        all.iter().all(|(_, b)| b == "interval=1ms [hz250]"),
+        "{all:?}"
+    );
+}
+
 #[test]
 fn latest_and_a_run_number_over_stores_of_runs() {
     let dir = tempfile::tempdir().unwrap();
