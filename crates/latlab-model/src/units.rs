@@ -230,6 +230,15 @@ impl CpuList {
     pub fn cpus(&self) -> &[u32] {
         &self.0
     }
+
+    /// The list as a sentence names it: `CPU 1`, `CPUs 0-3`.
+    pub fn phrase(&self) -> String {
+        if self.0.len() == 1 {
+            format!("CPU {self}")
+        } else {
+            format!("CPUs {self}")
+        }
+    }
     /// Why this list cannot be used where `online` are the online CPUs: it is empty, or names a
     /// CPU absent or offline (each with the accepted form); `None` when every CPU is online.
     /// The one wording of measure, trace, load and tune.
@@ -316,6 +325,12 @@ pub fn fuzz_check(data: &[u8]) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_cpu_list_is_named_in_the_singular_or_the_plural() {
+        assert_eq!(CpuList::parse("1").unwrap().phrase(), "CPU 1");
+        assert_eq!(CpuList::parse("0-3,6").unwrap().phrase(), "CPUs 0-3,6");
+    }
 
     #[test]
     fn elapsed_times_are_short() {

@@ -115,12 +115,12 @@ impl MonitorPlan {
     pub fn describe(&self) -> String {
         let c = &self.cfg;
         format!(
-            "latlab monitor {} (pid {}): {} every {} on CPUs {}, {}, windows of {}, retention {}{}{}",
+            "latlab monitor {} (pid {}): {} every {} on {}, {}, windows of {}, retention {}{}{}",
             env!("CARGO_PKG_VERSION"),
             std::process::id(),
             c.method.name(),
             format_duration(c.interval_ns),
-            CpuList::from_cpus(c.cpus.clone().unwrap_or_default()),
+            CpuList::from_cpus(c.cpus.clone().unwrap_or_default()).phrase(),
             c.policy_text(),
             format_duration(c.window_ns),
             format_duration(self.retention_ns),
@@ -166,10 +166,10 @@ pub fn check_config_text(p: &MonitorPlan) -> String {
     line(
         "measure",
         format!(
-            "{} every {} on CPUs {}, {}, memory {}, {}",
+            "{} every {} on {}, {}, memory {}, {}",
             c.method.name(),
             format_duration(c.interval_ns),
-            CpuList::from_cpus(c.cpus.clone().unwrap_or_default()),
+            CpuList::from_cpus(c.cpus.clone().unwrap_or_default()).phrase(),
             c.policy_text(),
             if c.mlock { "locked" } else { "not locked" },
             if c.stagger {

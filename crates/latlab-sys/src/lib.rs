@@ -76,7 +76,7 @@ impl std::fmt::Display for RealtimeProcess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "PID {} {} ({} {}, {} {}, on CPU{} {})",
+            "PID {} {} ({} {}, {} {}, on {})",
             self.pid,
             self.comm,
             self.threads,
@@ -87,8 +87,7 @@ impl std::fmt::Display for RealtimeProcess {
             },
             self.policy,
             self.priority,
-            if self.cpus.cpus().len() == 1 { "" } else { "s" },
-            self.cpus
+            self.cpus.phrase()
         )
     }
 }

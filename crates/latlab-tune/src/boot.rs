@@ -100,7 +100,7 @@ fn set_list(set: &CpuSet, split: Option<&Split>, online: &CpuList) -> Result<Str
 fn cpus_phrase(list: &str) -> String {
     match CpuList::parse(list) {
         _ if list == "all" => "all CPUs".into(),
-        Ok(l) if l.len() == 1 => format!("CPU {l}"),
+        Ok(l) if l.len() == 1 => l.phrase(),
         _ => format!("CPUs {list}"),
     }
 }

@@ -369,14 +369,6 @@ fn intersect(a: &CpuList, b: &CpuList) -> CpuList {
     )
 }
 
-fn cpus_label(cpus: &CpuList) -> String {
-    if cpus.len() == 1 {
-        format!("CPU {cpus}")
-    } else {
-        format!("CPUs {cpus}")
-    }
-}
-
 fn split(
     sys: &Sys,
     profile: &Profile,
@@ -425,7 +417,7 @@ fn split(
                         .unwrap_or_else(|| CpuList::from_cpus(vec![first]));
                     (
                         minus(online, &core),
-                        format!("every CPU but the first core, {}", cpus_label(&core)),
+                        format!("every CPU but the first core, {}", CpuList::phrase(&core)),
                     )
                 }
             }
@@ -438,7 +430,7 @@ fn split(
             "isolation",
             format!(
                 "{} online cannot be split into housekeeping and isolated CPUs (isolated: {})",
-                cpus_label(online),
+                CpuList::phrase(online),
                 if isolated.is_empty() {
                     "none".to_string()
                 } else {
@@ -533,7 +525,7 @@ fn agree<T: Clone + PartialEq + std::fmt::Debug>(
                     message: format!(
                         "{} share cpufreq {}, so they take one {what}: CPU {c} asks {:?} here, \
                          CPU {c0} asks {:?} ({})",
-                        cpus_label(&policy.cpus),
+                        CpuList::phrase(&policy.cpus),
                         policy.name,
                         v.value,
                         f.value,
@@ -581,7 +573,11 @@ fn cpufreq(
         if in_scope.is_empty() {
             continue;
         }
-        let label = format!("cpufreq {} ({})", policy.name, cpus_label(&policy.cpus));
+        let label = format!(
+            "cpufreq {} ({})",
+            policy.name,
+            CpuList::phrase(&policy.cpus)
+        );
         let driver = sys
             .read_trim(&format!("{}/scaling_driver", policy.dir))
             .unwrap_or_default();
@@ -784,11 +780,11 @@ fn idle(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, profile: &Profile, pla
     if !disabled_cpus.is_empty() && governor.as_deref() == Some("haltpoll") {
         plan.disable_ignored = Some(CpuList::from_cpus(disabled_cpus.clone()));
         plan.notes.push(format!(
-            "idle states disabled on CPUs {}: the haltpoll governor ignores a disabled state and \
+            "idle states disabled on {}: the haltpoll governor ignores a disabled state and \
              halts as before; only a limit of 0 keeps a CPU polling (pm_qos_resume_latency_us = \
              0 for those CPUs, or system.cpu_dma_latency_us = 0 held with `latlab tune hold`), \
              or cpuidle_governor = \"menu\" where it is available",
-            CpuList::from_cpus(disabled_cpus)
+            CpuList::from_cpus(disabled_cpus).phrase()
         ));
     }
 }

@@ -288,7 +288,7 @@ fn header(profile: &Profile, plan: &Plan) {
         println!("includes {}", profile.includes.join(", "));
     }
     print!("{}", wrap(&profile.description, 4, 100));
-    print!("on this machine: CPUs {}", plan.cpus);
+    print!("on this machine: {}", plan.cpus.phrase());
     if let Some(s) = &plan.split {
         print!(
             "; isolated {} ({}), housekeeping {}",
@@ -423,9 +423,9 @@ fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
         print_restore(prev);
     }
     println!(
-        "applied {} on CPUs {}: {} value{} written",
+        "applied {} on {}: {} value{} written",
         profile.name,
-        applied.plan.cpus,
+        applied.plan.cpus.phrase(),
         applied.written.len(),
         if applied.written.len() == 1 { "" } else { "s" }
     );
