@@ -43,7 +43,13 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
             help: "directory for the files (they are removed after)",
         },
     ],
-    throughput: &[("blocks written", "IOPS"), ("bytes written", "MB/s")],
+    throughput: &[
+        (
+            "blocks written (to the page cache; with fsync, synced)",
+            "IOPS",
+        ),
+        ("bytes written (likewise)", "MB/s"),
+    ],
     takes_command: false,
     validate: Some(validate),
     supported,
@@ -252,10 +258,19 @@ fn start(spec: &LoadSpec, ctx: &Ctx<'_>) -> Result<Box<dyn Running>, String> {
     Ok(Box::new(IoLoad {
         load: PoolLoad {
             pool,
-            units: vec![
-                ("blocks written", "IOPS", 1.0),
-                ("bytes written", "MB/s", 1e-6),
-            ],
+            // Without fsync the writes end in the page cache (memory copies, written back
+            // later by the kernel), not on the storage: said in what is counted.
+            units: if fsync {
+                vec![
+                    ("blocks written and synced", "IOPS", 1.0),
+                    ("bytes written and synced", "MB/s", 1e-6),
+                ]
+            } else {
+                vec![
+                    ("blocks written to the page cache", "IOPS", 1.0),
+                    ("bytes written to the page cache", "MB/s", 1e-6),
+                ]
+            },
         },
         dir: temp,
     }))
