@@ -231,9 +231,21 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
         );
     }
 
-    // Cells that could not run (a profile that could not be applied, a missing feature).
+    // Cells that could not run (a profile that could not be applied, a missing feature), those
+    // of one reason in one line.
+    let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
     for (cell, reason) in &a.skipped {
-        push(Kind::Warning, format!("not run: {cell}: {reason}"));
+        match reasons.iter_mut().find(|(r, _)| r == reason) {
+            Some((_, cells)) => cells.push(cell),
+            None => reasons.push((reason, vec![cell])),
+        }
+    }
+    for (reason, cells) in reasons {
+        let which = match cells.as_slice() {
+            [one] => one.to_string(),
+            many => format!("{} cells ({})", many.len(), many.join(" | ")),
+        };
+        push(Kind::Warning, format!("not run: {which}: {reason}"));
     }
 
     // What the runs themselves warned about, once each.
@@ -444,10 +456,19 @@ fn signatures(c: &CellFigures, push: &mut impl FnMut(Kind, String)) {
         let (worst, wmax) = by_max[0];
         let next = by_max[1].1;
         if next > 0 && wmax >= 5 * next {
+            // A maximum at the reservation for normal tasks is that, on whichever CPU.
+            let cause = match rt_reservation(first.run) {
+                Some((gap, how)) if near(wmax as f64, gap) => format!(
+                    "within {:.0} % of {}: consistent with real-time threads that lose that CPU while normal tasks get their share, {how}",
+                    FIT * 100.0,
+                    ms(gap)
+                ),
+                _ => "consistent with something bound to that CPU (an interrupt, a kernel thread, a load pinned there)".into(),
+            };
             push(
                 Kind::Signature,
                 format!(
-                    "{name}: the maximum comes from {worst} only ({} µs, the next CPU at most {} µs): consistent with something bound to that CPU (an interrupt, a kernel thread, a load pinned there)",
+                    "{name}: the maximum comes from {worst} only ({} µs, the next CPU at most {} µs): {cause}",
                     numfmt::us_f(wmax as f64),
                     numfmt::us_f(next as f64)
                 ),

@@ -1704,6 +1704,14 @@ fn findings_open_the_report_with_verdicts_and_warnings() {
     input
         .skipped
         .push(("profile=rt".into(), "profile rt: no cpufreq here".into()));
+    for cell in [
+        "interval=1ms; profile=ondemand",
+        "interval=10us; profile=ondemand",
+    ] {
+        input
+            .skipped
+            .push((cell.into(), "profile ondemand: no cpufreq here".into()));
+    }
     for r in &mut input.cells[1].runs {
         r.system.virtualization.hypervisor = Some("KVM".into());
         r.environment
@@ -1729,6 +1737,17 @@ fn findings_open_the_report_with_verdicts_and_warnings() {
         "warning",
         &["not run: profile=rt: profile rt: no cpufreq here"]
     ));
+    // Cells skipped for one reason: one line.
+    assert!(
+        has(
+            &f,
+            "warning",
+            &[
+                "not run: 2 cells (interval=1ms; profile=ondemand | interval=10us; profile=ondemand): profile ondemand: no cpufreq here"
+            ]
+        ),
+        "{f:#?}"
+    );
     assert!(has(
         &f,
         "warning",
@@ -1908,8 +1927,36 @@ fn findings_name_a_signature_only_where_the_numbers_fit() {
         has(
             &f,
             "signature",
-            &["powersave: the maximum comes from cpu0 only"]
+            &[
+                "powersave: the maximum comes from cpu0 only",
+                "something bound to that CPU"
+            ]
         ),
+        "{f:#?}"
+    );
+    // One CPU's maximum at 50 ms in one repeat only: the reservation, not something bound there.
+    let mut input = experiment();
+    for (i, r) in input.cells[1].runs.iter_mut().enumerate() {
+        r.system.kernel_release = "6.18.44".into();
+        r.system.rt_throttling.runtime_us = Field::Value(950_000);
+        r.system.rt_throttling.period_us = Field::Value(1_000_000);
+        let max = if i == 3 { 49_500_000 } else { 2_000_000 };
+        spike(r, 0, max, 10_000_000_000);
+    }
+    let f = findings(&input);
+    assert!(
+        has(
+            &f,
+            "signature",
+            &[
+                "powersave: the maximum comes from cpu0 only (49500.0 µs",
+                "within 10 % of 50.0 ms: consistent with real-time threads that lose that CPU",
+            ]
+        ),
+        "{f:#?}"
+    );
+    assert!(
+        !has(&f, "signature", &["powersave:", "bound to that CPU"]),
         "{f:#?}"
     );
 
