@@ -21,7 +21,10 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio_rustls::rustls;
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping of tls_server_config, http_server_config, basic_auth_users and rate_limit"
+)]
 struct RawConfig {
     tls_server_config: Option<RawTls>,
     http_server_config: Option<RawHttp>,
@@ -30,7 +33,10 @@ struct RawConfig {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping of cert_file, key_file, client_ca_file, client_auth_type, min_version and the like"
+)]
 struct RawTls {
     cert: Option<String>,
     key: Option<String>,
@@ -48,7 +54,7 @@ struct RawTls {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping of http2 and headers")]
 struct RawHttp {
     /// Read so that a file which sets it loads; latlab serves HTTP/1.1 only.
     #[allow(dead_code)]
@@ -57,7 +63,7 @@ struct RawHttp {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a mapping of interval and burst")]
 struct RawRate {
     interval: Option<String>,
     burst: Option<u32>,
@@ -1007,6 +1013,24 @@ mod tests {
         assert!(w.tls.is_none() && !w.requires_auth());
         assert_eq!(w.describe(), "plain HTTP");
         assert!(w.authorized(None));
+    }
+
+    /// A section of the wrong shape names the shape it takes, not a type of latlab's code.
+    #[test]
+    fn a_section_of_the_wrong_shape_names_what_it_takes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(
+            dir.path(),
+            "web.yml",
+            "tls_server_config: [a]
+",
+        );
+        let e = WebSecurity::load(&p).err().unwrap();
+        assert!(
+            e.contains("expected a mapping of cert_file, key_file"),
+            "{e}"
+        );
+        assert!(!e.contains("Raw"), "{e}");
     }
 
     #[test]
