@@ -1369,6 +1369,30 @@ fn one_cpu_has_no_line_over_all_cpus() {
     assert!(html_report(&bare()).contains("Percentile spectrum per CPU and over all CPUs."));
 }
 
+/// A run on a few pinned CPUs draws each CPU's maximum per window and each CPU's idle states,
+/// so a per-core setting shows on its own core; one CPU has only the charts over all.
+#[test]
+fn a_few_cpus_are_each_drawn_over_time() {
+    let html = html_report(&experiment());
+    parse(&html);
+    assert!(html.contains("<title>maximum per window of each CPU</title>"));
+    for cpu in ["cpu0", "cpu1"] {
+        assert!(
+            html.contains(&format!(
+                "idle-state residency of {cpu} (stacked, % of time)"
+            )),
+            "{cpu}"
+        );
+    }
+    let r = latlab_testkit::run::one_cpu("one", (1_700_000_000_000_000_000, 1_000_000_000));
+    let one = html_report(&ReportInput {
+        title: String::new(),
+        cells: vec![CellInput::single(r)],
+        skipped: Vec::new(),
+    });
+    assert!(!one.contains("maximum per window of each CPU"));
+}
+
 /// One cell with power readings has nothing to weigh them against: no chart of one point.
 #[test]
 fn one_cell_draws_no_trade_off_chart() {

@@ -66,6 +66,9 @@ pub(crate) struct HistSeries<'a> {
 
 /// Step lines of several histograms over one latency axis. With `share`, counts are divided by
 /// each histogram's total (to overlay cells with different sample counts).
+/// Up to this many pinned CPUs a run's timeline also draws each CPU's latency and idle states.
+const PER_CPU_UP_TO: usize = 8;
+
 /// Up to this maximum a histogram is drawn as OSADL's are, on a linear axis of 1 µs bins; past
 /// it (a tail of milliseconds) on a log axis, so the body keeps its shape beside the tail.
 const LINEAR_UP_TO_NS: u64 = TARGET_BINS * 1_000;
@@ -319,6 +322,16 @@ pub(crate) fn timeline(run: &RunResult) -> (Vec<(String, String)>, Vec<String>) 
         Err(reason) => notes.push(format!("latency over time: {reason}")),
     }
 
+    // A few pinned CPUs are each drawn as well: a per-core setting shows on its own core.
+    let few: Vec<u32> = run.threads.iter().filter_map(|t| t.cpu).collect();
+    let per_cpu = (2..=PER_CPU_UP_TO).contains(&few.len()) && few.len() == run.threads.len();
+    if per_cpu && let Some(svg) = per_cpu_latency_chart(run, &rows, x_axis()) {
+        figs.push((
+            "Latency over time per CPU: each CPU's maximum per window".to_string(),
+            svg,
+        ));
+    }
+
     let Some(s) = samples else {
         notes.push(
             "idle residency, frequency and power over time: unavailable: no sampler data in this run"
@@ -326,7 +339,7 @@ pub(crate) fn timeline(run: &RunResult) -> (Vec<(String, String)>, Vec<String>) 
         );
         return (figs, notes);
     };
-    match idle_chart(s, x_axis(), &run.loads.phases) {
+    match idle_chart(s, x_axis(), &run.loads.phases, None) {
         Ok(svg) => figs.push((
             "Idle-state residency over time (mean over the CPUs)".into(),
             svg,
@@ -334,6 +347,13 @@ pub(crate) fn timeline(run: &RunResult) -> (Vec<(String, String)>, Vec<String>) 
         Err(reason) => notes.push(format!(
             "idle-state residency over time: unavailable: {reason}"
         )),
+    }
+    if per_cpu {
+        for &cpu in &few {
+            if let Ok(svg) = idle_chart(s, x_axis(), &run.loads.phases, Some(cpu as usize)) {
+                figs.push((format!("Idle-state residency over time of cpu{cpu}"), svg));
+            }
+        }
     }
     match frequency_chart(s, x_axis()) {
         Ok(svg) => figs.push(("Frequency over time per CPU".into(), svg)),
@@ -458,10 +478,72 @@ fn latency_chart(run: &RunResult, rows: &[WindowRow], x: Axis) -> Result<String,
     Ok(chart.finish())
 }
 
+/// The per-window maximum of each CPU, one step line each, on a log axis; `None` without
+/// windows.
+fn per_cpu_latency_chart(run: &RunResult, rows: &[WindowRow], x: Axis) -> Option<String> {
+    let lines: Vec<(u32, Vec<Option<f64>>)> = run
+        .threads
+        .iter()
+        .filter_map(|t| {
+            let ys = rows
+                .iter()
+                .map(|r| {
+                    t.windows
+                        .iter()
+                        .find(|w| w.start_ns == r.start_ns && w.count > 0)
+                        .map(|w| us(w.max))
+                })
+                .collect();
+            Some((t.cpu?, ys))
+        })
+        .collect();
+    let values = || {
+        lines
+            .iter()
+            .flat_map(|(_, ys)| ys.iter().flatten().copied())
+    };
+    let lo = values().filter(|v| *v > 0.0).fold(f64::MAX, f64::min);
+    let hi = values().fold(0.0, f64::max);
+    if lo == f64::MAX {
+        return None;
+    }
+    let mut chart = Chart::new(
+        "maximum per window of each CPU",
+        200.0,
+        x,
+        Axis::log("latency (µs)", lo, hi.max(lo)),
+    );
+    for (i, p) in run.loads.phases.iter().enumerate() {
+        chart.band(
+            p.start_ns as f64 / 1e9,
+            p.end_ns as f64 / 1e9,
+            phase_fill(&p.spec, i),
+            "",
+        );
+    }
+    let mut xs: Vec<f64> = rows.iter().map(|r| r.start_ns as f64 / 1e9).collect();
+    if let Some(last) = rows.last() {
+        xs.push((last.start_ns + run.config.window_ns) as f64 / 1e9);
+    }
+    for (i, (cpu, ys)) in lines.iter().enumerate() {
+        let (color, dash) = style(i);
+        chart.steps(&xs, ys, color, dash, 1.5);
+        chart.legend(LegendItem {
+            color: color.into(),
+            dash,
+            mark: Mark::Line { width: 2.0 },
+            label: format!("cpu{cpu}"),
+        });
+    }
+    Some(chart.finish())
+}
+
+/// Stacked idle-state residency over time: the mean over the CPUs, or `only` one CPU's.
 fn idle_chart(
     s: &Samples,
     x: Axis,
     phases: &[latlab_model::load::LoadPhase],
+    only: Option<usize>,
 ) -> Result<String, String> {
     let names = idle_state_names(s);
     if names.is_empty() || s.series.is_empty() {
@@ -473,7 +555,11 @@ fn idle_chart(
         .iter()
         .map(|sample| {
             let mut sums = vec![(0.0, 0usize); names.len()];
-            for c in sample.cpus.iter().filter(|c| c.online) {
+            for c in sample
+                .cpus
+                .iter()
+                .filter(|c| c.online && only.is_none_or(|o| o == c.cpu))
+            {
                 let Some(states) = s.idle_states.iter().find(|i| i.cpu == c.cpu) else {
                     continue;
                 };
@@ -500,8 +586,12 @@ fn idle_chart(
     {
         return Err("no idle-state readings".into());
     }
+    let title = match only {
+        Some(cpu) => format!("idle-state residency of cpu{cpu} (stacked, % of time)"),
+        None => "idle-state residency (stacked, % of time)".into(),
+    };
     let mut chart = Chart::new(
-        "idle-state residency (stacked, % of time)",
+        title,
         130.0,
         x,
         Axis::linear_fixed("% of time", 0.0, 100.0, 25.0),
