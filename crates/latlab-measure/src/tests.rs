@@ -43,7 +43,17 @@ fn validation_rejects_bad_input_with_the_accepted_form() {
             "out of range",
         ),
         (Box::new(|c| c.cpus = Some(vec![7])), "absent or offline"),
-        (Box::new(|c| c.waker_cpu = Some(9)), "absent or offline"),
+        (
+            Box::new(|c| {
+                c.method = Method::Futex;
+                c.waker_cpu = Some(9)
+            }),
+            "absent or offline",
+        ),
+        (
+            Box::new(|c| c.waker_cpu = Some(0)),
+            "method clock-nanosleep has no waker thread",
+        ),
         (
             Box::new(|c| c.policy = Policy::Deadline),
             "needs --dl-runtime",

@@ -582,8 +582,12 @@ fn html_has_every_section_and_well_formed_svgs() {
     }
     // 2 overlays, 2 trade-offs (power, throughput), 2 per traced family (softirq latency and
     // wake-up), per cell 2, and per run 4 panels over time (3 for schedutil's runs, which have
-    // no power readings).
-    assert_eq!(count, 2 + 2 + 2 * 2 + 2 * 3 + 4 * 8 + 3 * 2, "svg count");
+    // no power readings) and 3 of its two CPUs (latency, and idle states of each).
+    assert_eq!(
+        count,
+        2 + 2 + 2 * 2 + 2 * 3 + (4 + 3) * 8 + (3 + 3) * 2,
+        "svg count"
+    );
     // The figures the issue names.
     for caption in [
         "Histograms of all cells",
