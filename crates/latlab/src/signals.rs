@@ -90,16 +90,56 @@ pub fn install_with(on_signal: impl Fn(&str) + Send + 'static) {
 }
 
 /// For a daemon (`monitor`, `serve`): SIGINT and SIGTERM stop it as [`install_with`] says, and
-/// SIGHUP, which service managers and habit send to make a daemon reload, leaves it running:
-/// there is nothing to reload, as the web configuration is read again when its files change.
+/// a SIGHUP another process sends (service managers and habit send it to make a daemon reload)
+/// leaves it running: there is nothing to reload, as the web configuration is read again when
+/// its files change. The hangup of its terminal stops it, as every command.
 pub fn install_daemon(on_signal: impl Fn(&str) + Send + 'static) {
     watch(on_signal, true);
+}
+
+/// `si_code` of a signal the kernel itself sent: a terminal's hangup (`SI_KERNEL`), as against
+/// `kill` from a process (`SI_USER`).
+const SI_KERNEL: libc::c_int = 0x80;
+
+/// A line on standard error that cannot panic (after a hangup, writes to the terminal fail).
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// Standard output and error where they are a terminal (asked at the start: a terminal that
+/// has hung up no longer says it is one).
+fn terminal_outputs() -> Vec<libc::c_int> {
+    [libc::STDOUT_FILENO, libc::STDERR_FILENO]
+        .into_iter()
+        // SAFETY: isatty on the process's own descriptors.
+        .filter(|&fd| unsafe { libc::isatty(fd) } == 1)
+        .collect()
+}
+
+/// The terminal hung up: `outputs` that went to it go to /dev/null, so the rest of the run
+/// (which stops, storing and writing its files as after Ctrl-C) writes nowhere rather than
+/// failing on every line.
+fn leave_the_terminal(outputs: &[libc::c_int]) {
+    // SAFETY: open, dup2 and close on descriptors this process owns; the path is a
+    // NUL-terminated literal.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+        if null < 0 {
+            return;
+        }
+        for &fd in outputs {
+            libc::dup2(null, fd);
+        }
+        libc::close(null);
+    }
 }
 
 fn watch(on_signal: impl Fn(&str) + Send + 'static, daemon: bool) {
     let set = set();
     // SAFETY: set is initialised.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    let terminal = terminal_outputs();
     let spawned = std::thread::Builder::new()
         .name("latlab-signals".into())
         .stack_size(64 * 1024)
@@ -107,16 +147,20 @@ fn watch(on_signal: impl Fn(&str) + Send + 'static, daemon: bool) {
             let mut seen = 0;
             let mut last: Option<(libc::c_int, std::time::Instant)> = None;
             loop {
-                let mut sig: libc::c_int = 0;
-                // SAFETY: set is initialised; sig is a valid out pointer.
-                if unsafe { libc::sigwait(&set, &mut sig) } != 0 {
+                // SAFETY: siginfo_t is plain data, filled by sigwaitinfo.
+                let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+                // SAFETY: set is initialised; info is a valid out pointer.
+                let sig = unsafe { libc::sigwaitinfo(&set, &mut info) };
+                if sig < 0 {
                     continue;
                 }
-                if daemon && sig == libc::SIGHUP {
-                    eprintln!(
-                        "latlab: SIGHUP: nothing to reload (the web config is read again when \
-                         its files change); still running"
-                    );
+                // A hangup of the terminal stops every command, daemons too: their terminal
+                // is gone. A SIGHUP a process sends leaves a daemon running.
+                let hangup = sig == libc::SIGHUP && info.si_code == SI_KERNEL;
+                if hangup {
+                    leave_the_terminal(&terminal);
+                } else if daemon && sig == libc::SIGHUP {
+                    say("latlab: SIGHUP: nothing to reload; still running (SIGTERM or SIGINT stops)");
                     continue;
                 }
                 let now = std::time::Instant::now();
@@ -128,9 +172,9 @@ fn watch(on_signal: impl Fn(&str) + Send + 'static, daemon: bool) {
                 match seen {
                     1 => on_signal(name(sig)),
                     2 => {
-                        eprintln!(
+                        say(
                             "latlab: second signal: putting back what was changed, then exiting \
-                             without writing results (a third exits at once)"
+                             without writing results (a third exits at once)",
                         );
                         // On a thread of its own, so that a third signal is still heard.
                         let put_back = || {
@@ -146,9 +190,9 @@ fn watch(on_signal: impl Fn(&str) + Send + 'static, daemon: bool) {
                         }
                     }
                     _ => {
-                        eprintln!(
+                        say(
                             "latlab: third signal: exiting now; if a profile stays applied, \
-                             `latlab tune restore` puts it back"
+                             `latlab tune restore` puts it back",
                         );
                         std::process::exit(130);
                     }

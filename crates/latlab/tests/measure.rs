@@ -318,18 +318,35 @@ fn real_time_threads_that_outrank_the_measurement_are_named() {
     {
         return;
     }
+    /// A `sleep` at SCHED_FIFO `prio`, killed when dropped.
+    struct Sleeper(std::process::Child);
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            let _ = (self.0.kill(), self.0.wait());
+        }
+    }
     let start = |prio: &str| {
-        std::process::Command::new("chrt")
+        let child = std::process::Command::new("chrt")
             .args(["-f", prio, "sleep", "30"])
             .spawn()
-            .unwrap()
+            .unwrap();
+        // Measure only once chrt has set the policy and become `sleep`.
+        let stat = format!("/proc/{}/stat", child.id());
+        latlab_testkit::process::wait_for("the sleeper", Duration::from_secs(10), || {
+            std::fs::read_to_string(&stat).is_ok_and(|s| {
+                let after = s.rsplit(')').next().unwrap_or("");
+                let fields: Vec<&str> = after.split_whitespace().collect();
+                s.contains("(sleep)") && fields.get(41 - 3) == Some(&"1")
+            })
+        });
+        Sleeper(child)
     };
-    let (mut above, mut below) = (start("96"), start("10"));
+    let (above, below) = (start("96"), start("10"));
     let out = run_ok(&[
         "measure", "-D", "0.2s", "-a", "0", "-p", "95", "-q", "--json", "-",
     ]);
-    let _ = (above.kill(), below.kill(), above.wait(), below.wait());
     let r = json(&out);
+    let (above, below) = (&above.0, &below.0);
     let warnings = r["environment"]["warnings"].to_string();
     assert!(
         warnings.contains(&format!(

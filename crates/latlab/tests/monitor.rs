@@ -216,6 +216,68 @@ fn sighup_leaves_the_daemon_and_the_server_running() {
     s.term();
 }
 
+/// The hangup of the terminal a daemon runs in (the kernel's SIGHUP, not one a process sends)
+/// stops it cleanly: its open window stored, a stop recorded, exit 0. Its terminal is gone, so
+/// nothing it says after may fail it.
+#[test]
+fn a_terminal_hangup_stops_the_daemon_cleanly() {
+    use std::os::unix::io::FromRawFd;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: out pointers to two ints; no name, termios or window size.
+    let opened = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    let mut cmd = monitor(&db, &["--name", "hup", "--listen", "off"]);
+    // SAFETY: dup of a descriptor this test owns; each Stdio takes its own copy.
+    let tty = || unsafe { std::process::Stdio::from_raw_fd(libc::dup(slave)) };
+    cmd.stdin(tty()).stdout(tty()).stderr(tty());
+    // SAFETY: between fork and exec only async-signal-safe calls: a new session whose
+    // controlling terminal is the pty.
+    unsafe {
+        cmd.pre_exec(move || {
+            // The master stays with the test alone: closing it must hang the terminal up.
+            libc::close(master);
+            libc::setsid();
+            libc::ioctl(slave, libc::TIOCSCTTY, 0);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    // SAFETY: closing a descriptor this test owns.
+    unsafe { libc::close(slave) };
+    // (The few lines the daemon writes before the hangup fit in the pty's buffer unread.)
+    latlab_testkit::process::wait_while_running(
+        &mut child,
+        "a stored window",
+        Duration::from_secs(30),
+        || set_count(&db, "hup") >= 1,
+    );
+    // Closing the master side hangs the terminal up: the session leader, the daemon, gets
+    // the kernel's SIGHUP.
+    // SAFETY: the last descriptor of the master, this test's.
+    unsafe { libc::close(master) };
+    let status = latlab_testkit::process::wait_exit(&mut child, Duration::from_secs(20));
+    assert!(status.success(), "{status:?}");
+    let store = Store::open_existing(&db).unwrap();
+    let id = series(&store, "hup");
+    let ann = store.annotations(id, 0, END).unwrap();
+    assert!(
+        ann.iter()
+            .any(|a| a.kind == "stop" && a.text.contains("SIGHUP")),
+        "{ann:?}"
+    );
+}
+
 /// Whether the daemon's log beside the store `db` says `what`.
 fn d_log_has(db: &Path, what: &str) -> bool {
     let log = db.with_file_name("d.log");
