@@ -439,7 +439,7 @@ pub fn run_hooked(
         .cpus
         .clone()
         .map_or_else(|| online.clone(), CpuList::from_cpus);
-    if let Some(w) = competing(cfg, sys.realtime_processes(&measured)) {
+    if let Some(w) = competing(cfg, sys.realtime_threads(&measured)) {
         env.warnings.push(w);
     }
 
@@ -727,13 +727,14 @@ fn spawn_waker(
 /// The warning for real-time threads of other processes on the measured CPUs that outrank the
 /// measuring threads (a deadline thread outranks every other; one at or above their priority
 /// delays their wake-ups), at most four processes named; `None` when there are none.
-fn competing(cfg: &MeasureConfig, mut others: Vec<latlab_sys::RealtimeProcess>) -> Option<String> {
+fn competing(cfg: &MeasureConfig, mut threads: Vec<latlab_sys::RealtimeThread>) -> Option<String> {
     const NAMED: usize = 4;
-    others.retain(|p| match cfg.policy {
-        Policy::Deadline => p.policy == "deadline",
-        Policy::Fifo | Policy::Rr => p.policy == "deadline" || p.priority >= cfg.priority,
+    threads.retain(|t| match cfg.policy {
+        Policy::Deadline => t.policy == "deadline",
+        Policy::Fifo | Policy::Rr => t.policy == "deadline" || t.priority >= cfg.priority,
         _ => true,
     });
+    let others = latlab_sys::RealtimeProcess::of(&threads);
     let first = others.first()?;
     let mut list = others
         .iter()
@@ -743,10 +744,7 @@ fn competing(cfg: &MeasureConfig, mut others: Vec<latlab_sys::RealtimeProcess>) 
     if others.len() > NAMED {
         list.push_str(&format!("; {} more", others.len() - NAMED));
     }
-    Some(format!(
-        "real-time threads of other processes that outrank the measuring threads may run on \
-         the measured CPUs and delay their wake-ups: {list}"
-    ))
+    Some(format!("{}: {list}", latlab_model::COMPETING_WARNING))
 }
 
 /// The coordinator moves off the measured CPUs when any other CPU exists.

@@ -27,6 +27,11 @@ pub const SCHEMA: &str = "latlab.run";
 /// The version of the schema this build writes; it reads every version up to this one.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// How a run's warning of other processes' real-time threads on its CPUs begins (the list of
+/// them follows a `: `): reports gather these by their beginning, as the PIDs differ.
+pub const COMPETING_WARNING: &str = "real-time threads of other processes that outrank the \
+     measuring threads may run on the measured CPUs and delay their wake-ups";
+
 /// How the measuring thread waits for (or is woken at) each period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -248,11 +248,38 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
         push(Kind::Warning, format!("not run: {which}: {reason}"));
     }
 
-    // What the runs themselves warned about, once each.
+    // What the runs themselves warned about, once each; other processes' real-time threads,
+    // named by PID and so different in every run, in one line.
     let mut seen: Vec<&str> = Vec::new();
+    let competing: Vec<&str> = runs
+        .iter()
+        .filter_map(|(_, _, r)| {
+            r.environment
+                .warnings
+                .iter()
+                .find(|w| w.starts_with(latlab_model::COMPETING_WARNING))
+                .map(String::as_str)
+        })
+        .collect();
+    match competing.as_slice() {
+        [] => {}
+        [one] => seen.push(one),
+        [first, ..] => push(
+            Kind::Warning,
+            format!(
+                "{} runs warned: {}; the first: {}",
+                competing.len(),
+                latlab_model::COMPETING_WARNING,
+                first
+                    .strip_prefix(latlab_model::COMPETING_WARNING)
+                    .unwrap_or(first)
+                    .trim_start_matches(": ")
+            ),
+        ),
+    }
     for (_, _, r) in &runs {
         for w in &r.environment.warnings {
-            if !seen.contains(&w.as_str()) {
+            if !seen.contains(&w.as_str()) && !w.starts_with(latlab_model::COMPETING_WARNING) {
                 seen.push(w);
             }
         }

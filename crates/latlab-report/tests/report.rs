@@ -1740,13 +1740,34 @@ fn findings_open_the_report_with_verdicts_and_warnings() {
             .skipped
             .push((cell.into(), "profile ondemand: no cpufreq here".into()));
     }
-    for r in &mut input.cells[1].runs {
+    for (i, r) in input.cells[1].runs.iter_mut().enumerate() {
         r.system.virtualization.hypervisor = Some("KVM".into());
         r.environment
             .warnings
             .push("memory could not be locked".into());
+        r.environment.warnings.push(format!(
+            "{}: PID {} latlab (2 threads, fifo 95, on CPUs 0-1)",
+            latlab_model::COMPETING_WARNING,
+            100 + i
+        ));
     }
     let f = findings(&input);
+    // Other processes' real-time threads, a PID in each run: one line for the runs.
+    assert!(
+        has(
+            &f,
+            "warning",
+            &[
+                "4 runs warned: real-time threads of other processes",
+                "the first: PID 100 latlab"
+            ]
+        ),
+        "{f:#?}"
+    );
+    assert!(
+        !has(&f, "warning", &["a run warned: real-time threads"]),
+        "{f:#?}"
+    );
     assert!(
         has(
             &f,

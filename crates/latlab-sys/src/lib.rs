@@ -57,26 +57,74 @@ impl SysError {
     }
 }
 
-/// A process with threads at a real-time policy on CPUs of interest ([`Sys::realtime_processes`]).
+/// A thread of another process at a real-time policy on CPUs of interest
+/// ([`Sys::realtime_threads`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RealtimeThread {
+    pub pid: u32,
+    /// Its process's name.
+    pub comm: String,
+    /// `fifo`, `rr` or `deadline`.
+    pub policy: &'static str,
+    /// Its real-time priority (0 for deadline).
+    pub priority: u32,
+    /// The CPUs of interest it may run on.
+    pub cpus: CpuList,
+}
+
+/// Real-time threads gathered by process ([`RealtimeProcess::of`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RealtimeProcess {
     pub pid: u32,
     pub comm: String,
-    /// Its threads at a real-time policy that may run there.
     pub threads: usize,
-    /// The policy of its highest-priority such thread (`fifo`, `rr`, `deadline`).
+    /// The policy and priority of its thread that outranks the others (deadline first).
     pub policy: &'static str,
-    /// The highest real-time priority among them.
     pub priority: u32,
-    /// The CPUs of interest they may run on.
+    /// The CPUs of interest its threads may run on.
     pub cpus: CpuList,
+}
+
+impl RealtimeProcess {
+    /// `threads` by process, those that outrank the most first: deadline, then by priority.
+    pub fn of(threads: &[RealtimeThread]) -> Vec<RealtimeProcess> {
+        let rank = |policy: &str, priority: u32| (policy == "deadline", priority);
+        let mut out: Vec<RealtimeProcess> = Vec::new();
+        for t in threads {
+            match out.iter_mut().find(|p| p.pid == t.pid) {
+                Some(p) => {
+                    if rank(t.policy, t.priority) > rank(p.policy, p.priority) {
+                        (p.policy, p.priority) = (t.policy, t.priority);
+                    }
+                    p.threads += 1;
+                    let mut all = p.cpus.cpus().to_vec();
+                    all.extend_from_slice(t.cpus.cpus());
+                    p.cpus = CpuList::from_cpus(all);
+                }
+                None => out.push(RealtimeProcess {
+                    pid: t.pid,
+                    comm: t.comm.clone(),
+                    threads: 1,
+                    policy: t.policy,
+                    priority: t.priority,
+                    cpus: t.cpus.clone(),
+                }),
+            }
+        }
+        out.sort_by_key(|p| (std::cmp::Reverse(rank(p.policy, p.priority)), p.pid));
+        out
+    }
 }
 
 impl std::fmt::Display for RealtimeProcess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let policy = match self.policy {
+            "deadline" => "deadline".to_string(),
+            p => format!("{p} {}", self.priority),
+        };
         write!(
             f,
-            "PID {} {} ({} {}, {} {}, on {})",
+            "PID {} {} ({} {}, {policy}, on {})",
             self.pid,
             self.comm,
             self.threads,
@@ -85,8 +133,6 @@ impl std::fmt::Display for RealtimeProcess {
             } else {
                 "threads"
             },
-            self.policy,
-            self.priority,
             self.cpus.phrase()
         )
     }
@@ -156,15 +202,16 @@ impl Sys {
         })
     }
 
-    /// Processes other than this one with threads at a real-time policy that may run on a CPU
-    /// of `on` (kernel threads left out): what competes with a measurement there. Unreadable
-    /// entries (a process that ended meanwhile) are passed over.
-    pub fn realtime_processes(&self, on: &CpuList) -> Vec<RealtimeProcess> {
+    /// Threads of processes other than this one at a real-time policy that may run on a CPU of
+    /// `on` (kernel threads left out): what competes with a measurement there. A thread's
+    /// `status` is read only once its `stat` shows a real-time policy; entries that cannot be
+    /// read (a process that ended meanwhile) are passed over.
+    pub fn realtime_threads(&self, on: &CpuList) -> Vec<RealtimeThread> {
         let own = std::process::id();
         let Ok(dir) = std::fs::read_dir(self.path("/proc")) else {
             return Vec::new();
         };
-        let mut out: Vec<RealtimeProcess> = Vec::new();
+        let mut out = Vec::new();
         for pid in dir
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
@@ -177,13 +224,18 @@ impl Sys {
             };
             for task in tasks.flatten() {
                 let base = format!("/proc/{pid}/task/{}", task.file_name().to_string_lossy());
-                let (Ok(stat), Ok(status)) = (
-                    self.read(&format!("{base}/stat")),
-                    self.read(&format!("{base}/status")),
-                ) else {
+                let Some((policy, priority)) = self
+                    .read(&format!("{base}/stat"))
+                    .ok()
+                    .and_then(|s| procfs::realtime_policy(&s))
+                else {
                     continue;
                 };
-                let Some((policy, priority, cpus)) = procfs::realtime_task(&stat, &status) else {
+                let Some(cpus) = self
+                    .read(&format!("{base}/status"))
+                    .ok()
+                    .and_then(|s| procfs::allowed_cpus(&s))
+                else {
                     continue;
                 };
                 let shared: Vec<u32> = cpus
@@ -195,33 +247,17 @@ impl Sys {
                 if shared.is_empty() {
                     continue;
                 }
-                let comm = self
-                    .read_trim(&format!("/proc/{pid}/comm"))
-                    .unwrap_or_else(|_| "?".into());
-                let p = match out.iter_mut().find(|p| p.pid == pid) {
-                    Some(p) => p,
-                    None => {
-                        out.push(RealtimeProcess {
-                            pid,
-                            comm,
-                            threads: 0,
-                            policy,
-                            priority: 0,
-                            cpus: CpuList::default(),
-                        });
-                        out.last_mut().expect("just pushed")
-                    }
-                };
-                if p.threads == 0 || priority > p.priority {
-                    (p.policy, p.priority) = (policy, priority);
-                }
-                p.threads += 1;
-                let mut all = p.cpus.cpus().to_vec();
-                all.extend(shared);
-                p.cpus = CpuList::from_cpus(all);
+                out.push(RealtimeThread {
+                    pid,
+                    comm: self
+                        .read_trim(&format!("/proc/{pid}/comm"))
+                        .unwrap_or_else(|_| "?".into()),
+                    policy,
+                    priority,
+                    cpus: CpuList::from_cpus(shared),
+                });
             }
         }
-        out.sort_by_key(|p| (std::cmp::Reverse(p.priority), p.pid));
         out
     }
 
@@ -454,7 +490,9 @@ mod tests {
             ("proc/self", ""),
         ]);
         let sys = Sys::new(dir.path());
-        let found = sys.realtime_processes(&CpuList::parse("0-1").unwrap());
+        let threads = sys.realtime_threads(&CpuList::parse("0-1").unwrap());
+        assert_eq!(threads.len(), 2, "{threads:?}");
+        let found = RealtimeProcess::of(&threads);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(
             found[0].to_string(),
@@ -462,8 +500,26 @@ mod tests {
         );
         assert!(
             Sys::new(dir.path().join("absent"))
-                .realtime_processes(&CpuList::parse("0").unwrap())
+                .realtime_threads(&CpuList::parse("0").unwrap())
                 .is_empty()
+        );
+        // A deadline thread outranks every other: its process comes first, said without a
+        // priority.
+        let t = |pid, policy, priority| RealtimeThread {
+            pid,
+            comm: format!("p{pid}"),
+            policy,
+            priority,
+            cpus: CpuList::parse("0").unwrap(),
+        };
+        let ranked = RealtimeProcess::of(&[t(1, "fifo", 99), t(2, "deadline", 0), t(2, "rr", 5)]);
+        let texts: Vec<String> = ranked.iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            texts,
+            [
+                "PID 2 p2 (2 threads, deadline, on CPU 0)",
+                "PID 1 p1 (1 thread, fifo 99, on CPU 0)"
+            ]
         );
     }
 

@@ -141,11 +141,10 @@ impl TaskStat<'_> {
     }
 }
 
-/// A thread at a real-time policy, from its `/proc/PID/task/TID/stat` and `status`: the
-/// policy's name (`fifo`, `rr`, `deadline`), its priority (0 for deadline) and the CPUs it may
-/// run on. `None` for a thread at another policy, a kernel thread (the kernel's own per-CPU
-/// work, there on every machine) or text that does not parse.
-pub fn realtime_task(stat: &str, status: &str) -> Option<(&'static str, u32, CpuList)> {
+/// A thread's real-time policy (`fifo`, `rr`, `deadline`) and priority (0 for deadline), from
+/// its `/proc/PID/task/TID/stat`. `None` for a thread at another policy, a kernel thread (the
+/// kernel's own per-CPU work, there on every machine) or text that does not parse.
+pub fn realtime_policy(stat: &str) -> Option<(&'static str, u32)> {
     let st = parse_task_stat(stat)?;
     if st.num::<u64>(9)? & PF_KTHREAD != 0 {
         return None;
@@ -156,11 +155,15 @@ pub fn realtime_task(stat: &str, status: &str) -> Option<(&'static str, u32, Cpu
         6 => "deadline",
         _ => return None,
     };
-    let cpus = status
+    Some((policy, st.num(40)?))
+}
+
+/// The CPUs a task may run on, from its `/proc/PID/task/TID/status` (`Cpus_allowed_list`).
+pub fn allowed_cpus(status: &str) -> Option<CpuList> {
+    status
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .and_then(|l| CpuList::parse(l.trim()).ok())?;
-    Some((policy, st.num(40)?, cpus))
+        .and_then(|l| CpuList::parse(l.trim()).ok())
 }
 
 /// A kernel hex CPU mask (`f`, `00000000,00000003`: 32-bit words, highest first); empty text is
