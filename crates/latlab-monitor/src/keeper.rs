@@ -266,17 +266,21 @@ impl Keeper {
                     if let Some(last) = self.setup.series.last_end_unix_ns {
                         let gap =
                             latlab_model::units::format_elapsed(start_unix_ns.saturating_sub(last));
-                        if self.stopped_cleanly(last) {
-                            text.push_str(&format!("; continues the series after {gap} stopped"));
-                        } else {
-                            let why = "the daemon before did not record its stop (killed, crashed, \
-                                 or its store could not be written): its open window, and any \
-                                 it still kept in memory, were lost";
-                            eprintln!("latlab: warning: {why}");
-                            text.push_str(&format!(
-                                "; continues the series after {gap} without a stored window: \
-                                 {why}"
-                            ));
+                        match self.stopped_cleanly() {
+                            Some(true) => {
+                                text.push_str(&format!("; continues the series, stopped for {gap}"))
+                            }
+                            Some(false) => {
+                                let why = "the daemon before did not record its stop (killed, \
+                                           crashed, or its store could not be written): its open \
+                                           window, and any it still kept in memory, were lost";
+                                eprintln!("latlab: warning: {why}");
+                                text.push_str(&format!(
+                                    "; continues the series after {gap} without a stored \
+                                     window: {why}"
+                                ));
+                            }
+                            None => text.push_str(&format!("; continues the series after {gap}")),
                         }
                     }
                     // In the log and in the store, where a series' report reads them.
@@ -355,22 +359,20 @@ impl Keeper {
         }
     }
 
-    /// Whether the daemon that stored the series' last window (ending at `last_end`) recorded
-    /// its stop: the newest start or stop since then is a stop.
-    fn stopped_cleanly(&self, last_end: u64) -> bool {
-        let from = last_end.saturating_sub(self.setup.window_ns);
-        self.store
-            .as_ref()
-            .and_then(|s| {
-                s.annotations(self.setup.series.id, from, u64::MAX >> 1)
-                    .ok()
-            })
-            .and_then(|a| {
-                a.into_iter()
-                    .rev()
-                    .find(|a| a.kind == "start" || a.kind == "stop")
-            })
-            .is_some_and(|a| a.kind == "stop")
+    /// Whether the daemon that stored the series' last window recorded its stop: the newest
+    /// start or stop of the series is a stop. `None` where the store cannot say (not open, or
+    /// its annotations unreadable).
+    fn stopped_cleanly(&self) -> Option<bool> {
+        let store = self.store.as_ref()?;
+        let ann = store
+            .annotations(self.setup.series.id, 0, u64::MAX >> 1)
+            .ok()?;
+        Some(
+            ann.into_iter()
+                .rev()
+                .find(|a| a.kind == "start" || a.kind == "stop")
+                .is_some_and(|a| a.kind == "stop"),
+        )
     }
 
     /// The unix time now, counted on the monotonic clock from the measurement's start (the wall

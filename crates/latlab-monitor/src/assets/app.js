@@ -650,14 +650,17 @@ function drawStatus() {
 // above the charts, which end where it stopped.
 function drawStale(s, series) {
   const p = $('stale');
-  const late = series && series.last_ms ? Date.now() - series.last_ms : 0;
+  p.dataset.checked = '1';
+  // On the server's clock: a browser's may be off.
+  const now = s && s.now_ms ? s.now_ms : Date.now();
+  const late = series && series.last_ms ? now - series.last_ms : 0;
   const windowMs = series ? (series.window_ns || 0) / 1e6 : 0;
   if (!series || !series.last_ms || late < Math.max(60000, 3 * windowMs)) { p.hidden = true; p.textContent = ''; return; }
   const mins = Math.round(late / 60000);
   const ago = mins < 120 ? mins + ' min' : Math.round(mins / 60) + ' h';
   const live = s && s.live && s.live.series === series.name ? s.live : null;
   const why = live && live.windows_queued
-    ? 'the store cannot be written: ' + live.windows_queued + ' windows wait in memory' + (live.last_error ? ' (' + live.last_error + ')' : '')
+    ? (live.last_error || 'the store cannot be written') + ': ' + live.windows_queued + ' windows wait in memory'
     : live ? 'the daemon runs but has stored nothing since' : 'no daemon is keeping this series';
   p.textContent = 'no window stored since ' + fmtFull(series.last_ms) + ' (' + ago + ' ago): ' + why;
   p.hidden = false;
