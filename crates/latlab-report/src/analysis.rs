@@ -926,6 +926,7 @@ fn throughput(run: &RunResult, keys: &[ThroughputKey]) -> Vec<(usize, f64)> {
 
 /// Per window index over a run's threads: start, highest max, highest p99, samples, missed.
 pub(crate) struct WindowRow {
+    pub index: u64,
     pub start_ns: u64,
     pub max: u64,
     pub p99: u64,
@@ -937,6 +938,7 @@ pub(crate) fn windows(run: &RunResult) -> Vec<WindowRow> {
     for t in &run.threads {
         for w in &t.windows {
             let row = by_index.entry(w.index).or_insert(WindowRow {
+                index: w.index,
                 start_ns: w.start_ns,
                 max: 0,
                 p99: 0,

@@ -1272,13 +1272,13 @@ fn cell_section(b: &mut Vec<Block>, c: &CellFigures) {
             svg,
         });
     }
-    for r in &c.runs {
+    for (i, r) in c.runs.iter().enumerate() {
         h3(
             b,
             format!("{}: repeat {} ({})", c.cell.name, r.repeat, r.run.id),
             Some(format!("cell-{}-run-{}", c.index, r.repeat)),
         );
-        let (figs, notes) = timeline(r.run);
+        let (figs, notes) = timeline(r.run, i == 0);
         for (caption, svg) in figs {
             b.push(Block::Figure { caption, svg });
         }

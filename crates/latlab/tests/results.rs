@@ -248,8 +248,6 @@ fn export_and_import_round_trip_through_cyclictest_json() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a format latlab reads"));
 }
 
-/// A store of runs only (no experiment): `latest` is its newest run. A run number two stores
-/// hold is each store's run, side by side, as an experiment number is.
 /// A report over two stores of one plan compares each cell with the cell of the same name in
 /// the first store (like with like), and the first store's cells with its first; `--baseline`
 /// puts every cell against the one it names.
@@ -302,6 +300,8 @@ fn two_stores_of_one_plan_are_compared_cell_by_cell() {
     );
 }
 
+/// A store of runs only (no experiment): `latest` is its newest run. A run number two stores
+/// hold is each store's run, side by side, as an experiment number is.
 #[test]
 fn latest_and_a_run_number_over_stores_of_runs() {
     let dir = tempfile::tempdir().unwrap();

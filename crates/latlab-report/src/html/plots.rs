@@ -64,8 +64,6 @@ pub(crate) struct HistSeries<'a> {
     pub series: usize,
 }
 
-/// Step lines of several histograms over one latency axis. With `share`, counts are divided by
-/// each histogram's total (to overlay cells with different sample counts).
 /// Up to this many pinned CPUs a run's timeline also draws each CPU's latency and idle states.
 const PER_CPU_UP_TO: usize = 8;
 
@@ -89,6 +87,8 @@ pub(crate) fn log_bin_counts(h: &Histogram, lo_ns: u64, nbins: usize) -> Vec<u64
     bins
 }
 
+/// Step lines of several histograms over one latency axis. With `share`, counts are divided by
+/// each histogram's total (to overlay cells with different sample counts).
 pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], share: bool) -> Option<String> {
     let max_ns = series.iter().map(|s| s.hist.max()).max()?;
     if series.iter().all(|s| s.hist.is_empty()) {
@@ -289,7 +289,9 @@ fn phase_fill(spec: &str, i: usize) -> &'static str {
 
 /// The figures of one run over time (latency, idle residency, frequency, power), each as
 /// `(caption, svg)`, and one line for every panel without data.
-pub(crate) fn timeline(run: &RunResult) -> (Vec<(String, String)>, Vec<String>) {
+/// The panels over time of one run; with `per_cpu`, also each CPU's of a run on a few pinned
+/// CPUs (a report draws those for a cell's first repeat).
+pub(crate) fn timeline(run: &RunResult, per_cpu: bool) -> (Vec<(String, String)>, Vec<String>) {
     let mut figs = Vec::new();
     let mut notes = Vec::new();
     let rows = windows(run);
@@ -324,7 +326,8 @@ pub(crate) fn timeline(run: &RunResult) -> (Vec<(String, String)>, Vec<String>) 
 
     // A few pinned CPUs are each drawn as well: a per-core setting shows on its own core.
     let few: Vec<u32> = run.threads.iter().filter_map(|t| t.cpu).collect();
-    let per_cpu = (2..=PER_CPU_UP_TO).contains(&few.len()) && few.len() == run.threads.len();
+    let per_cpu =
+        per_cpu && (2..=PER_CPU_UP_TO).contains(&few.len()) && few.len() == run.threads.len();
     if per_cpu && let Some(svg) = per_cpu_latency_chart(run, &rows, x_axis()) {
         figs.push((
             "Latency over time per CPU: each CPU's maximum per window".to_string(),
@@ -481,18 +484,22 @@ fn latency_chart(run: &RunResult, rows: &[WindowRow], x: Axis) -> Result<String,
 /// The per-window maximum of each CPU, one step line each, on a log axis; `None` without
 /// windows.
 fn per_cpu_latency_chart(run: &RunResult, rows: &[WindowRow], x: Axis) -> Option<String> {
+    if rows.len() < 2 {
+        return None;
+    }
     let lines: Vec<(u32, Vec<Option<f64>>)> = run
         .threads
         .iter()
         .filter_map(|t| {
+            let max: std::collections::HashMap<u64, u64> = t
+                .windows
+                .iter()
+                .filter(|w| w.count > 0)
+                .map(|w| (w.index, w.max))
+                .collect();
             let ys = rows
                 .iter()
-                .map(|r| {
-                    t.windows
-                        .iter()
-                        .find(|w| w.start_ns == r.start_ns && w.count > 0)
-                        .map(|w| us(w.max))
-                })
+                .map(|r| max.get(&r.index).map(|&m| us(m)))
                 .collect();
             Some((t.cpu?, ys))
         })
@@ -885,8 +892,9 @@ mod tests {
             },
         ];
         let svg = histogram_chart("t", &series, true).expect("a chart");
-        assert!(svg.contains(">1<"), "{svg}");
-        assert!(!svg.contains(">10<"), "{svg}");
+        // The y ticks are the labels anchored at their end.
+        assert!(svg.contains(r#"text-anchor="end">1<"#), "{svg}");
+        assert!(!svg.contains(r#"text-anchor="end">10<"#), "{svg}");
     }
 
     /// Up to 400 µs a histogram keeps OSADL's linear axis of 1 µs bins; with a tail of
