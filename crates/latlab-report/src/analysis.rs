@@ -367,10 +367,12 @@ pub(crate) enum Support {
         test: MannWhitney,
         verdict: Verdict,
     },
-    /// Not tested: one of the cells missed this share of its periods (percent, at least
-    /// [`MISSED_SELECTION_PCT`]), so its latencies are a selection.
+    /// Not tested: a cell missed this share of its periods (percent, at least
+    /// [`MISSED_SELECTION_PCT`]), so its latencies are a selection: the cell compared
+    /// (`by_cell`) or its baseline.
     Selection {
         missed_pct: f64,
+        by_cell: bool,
     },
 }
 
@@ -445,10 +447,14 @@ impl Support {
                 Some((dir, true)) => format!("{b} {dir} than {a} {}", not_yet_shown(&stat)),
                 None => format!("no difference shown ({stat})"),
             },
-            Support::Selection { .. } => format!(
-                "{}, so its latencies are only the wake-ups that happened (the corrected \
-                 statistics in JSON and CSV count the missed ones)",
-                self.text(b)
+            Support::Selection {
+                missed_pct,
+                by_cell,
+            } => format!(
+                "not compared: {} missed {missed_pct:.1} % of its periods, so its latencies are \
+                 only the wake-ups that happened (the corrected statistics in JSON and CSV count \
+                 the missed ones)",
+                if *by_cell { b } else { a }
             ),
             other => other.text(b),
         }
@@ -461,8 +467,12 @@ impl Support {
             Support::NotEnough { n_a, n_b } => {
                 format!("not enough repeats to decide ({n_a} and {n_b}; {MIN_REPEATS} each needed)")
             }
-            Support::Selection { missed_pct } => {
-                format!("not compared: a cell missed {missed_pct:.1} % of its periods")
+            Support::Selection {
+                missed_pct,
+                by_cell,
+            } => {
+                let who = if *by_cell { b } else { "its baseline" };
+                format!("not compared: {who} missed {missed_pct:.1} % of its periods")
             }
             Support::Tested { verdict, .. } => {
                 let stat = self.statistic();
@@ -502,13 +512,11 @@ impl MetricComparison {
 pub(crate) fn compare(a: &CellFigures, b: &CellFigures, metric: Metric) -> MetricComparison {
     // Latencies of a cell that missed many periods are the wake-ups that made it: a test on
     // them would call the cell that stalls most the fastest.
-    let selection = [a, b]
-        .map(CellFigures::missed_pct)
-        .into_iter()
-        .fold(0.0, f64::max);
-    let support = if metric.is_latency() && selection >= MISSED_SELECTION_PCT {
+    let (pa, pb) = (a.missed_pct(), b.missed_pct());
+    let support = if metric.is_latency() && pa.max(pb) >= MISSED_SELECTION_PCT {
         Support::Selection {
-            missed_pct: selection,
+            missed_pct: pa.max(pb),
+            by_cell: pb >= pa,
         }
     } else {
         Support::of(&a.values(metric), &b.values(metric))

@@ -54,8 +54,12 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
         .diff
         .iter()
         .filter(|r| r.kind == crate::flatten::DiffKind::BetweenCells)
-        .filter(|r| r.key.starts_with("config."))
-        .map(|r| format!("{} {} against {}", r.key, r.cell_text(0), r.cell_text(1)))
+        .filter_map(|r| {
+            let name = r.key.strip_prefix("config.")?;
+            let (option, va) = option_value(name, &r.cell_text(0));
+            let (_, vb) = option_value(name, &r.cell_text(1));
+            Some(format!("{option} {va} against {vb}"))
+        })
         .collect();
     if !differ.is_empty() {
         let _ = writeln!(out, "measured differently: {}", differ.join("; "));
@@ -150,4 +154,20 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
         let _ = writeln!(out, "{what}: unavailable: {}", reasons.join("; "));
     }
     out
+}
+
+/// A measuring setting as the option that sets it, with its value in that option's form:
+/// `interval_ns`, `1000000` is `--interval`, `1ms`; `cpus`, `0, 1` is `--cpus`, `0-1`.
+fn option_value(name: &str, value: &str) -> (String, String) {
+    let flag = |n: &str| format!("--{}", n.replace('_', "-"));
+    if let Some(n) = name.strip_suffix("_ns")
+        && let Ok(v) = value.parse::<u64>()
+    {
+        return (flag(n), latlab_model::units::format_duration(v));
+    }
+    let list = value.replace(", ", ",");
+    match latlab_model::units::CpuList::parse(&list) {
+        Ok(cpus) if name == "cpus" => (flag(name), cpus.to_string()),
+        _ => (flag(name), value.to_string()),
+    }
 }

@@ -48,7 +48,10 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
             "blocks written (to the page cache; with fsync, synced)",
             "IOPS",
         ),
-        ("bytes written (likewise)", "MB/s"),
+        (
+            "bytes written (to the page cache; with fsync, synced)",
+            "MB/s",
+        ),
     ],
     takes_command: false,
     validate: Some(validate),
