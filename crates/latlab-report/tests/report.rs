@@ -743,6 +743,17 @@ fn html_numbers_equal_the_histograms() {
     }
 }
 
+/// The verdict a comparison table of the HTML gives a statistic.
+fn verdict_in(doc: &roxmltree::Document, table: &str, stat: &str) -> String {
+    rows(doc, table)
+        .into_iter()
+        .find(|r| r.attribute("data-stat") == Some(stat))
+        .unwrap()
+        .attribute("data-verdict")
+        .unwrap()
+        .to_string()
+}
+
 #[test]
 fn html_shows_spread_verdicts_cost_and_differences() {
     let input = experiment();
@@ -765,15 +776,7 @@ fn html_shows_spread_verdicts_cost_and_differences() {
     assert_eq!(cells[5], us(*p99s.iter().max().unwrap()));
 
     // powersave against performance: four repeats each, every p99 higher: decided.
-    let verdict = |table: &str, stat: &str| -> String {
-        rows(&doc, table)
-            .into_iter()
-            .find(|r| r.attribute("data-stat") == Some(stat))
-            .unwrap()
-            .attribute("data-verdict")
-            .unwrap()
-            .to_string()
-    };
+    let verdict = |table: &str, stat: &str| verdict_in(&doc, table, stat);
     assert_eq!(verdict("comparison-1", "p99"), "higher");
     assert_eq!(verdict("comparison-1", "power_w"), "lower");
     // schedutil has two repeats: no verdict.
@@ -855,15 +858,7 @@ fn a_cell_that_missed_many_periods_gets_no_latency_verdict() {
     }
     let html = html_report(&input);
     let doc = parse(&html);
-    let verdict = |stat: &str| -> String {
-        rows(&doc, "comparison-1")
-            .into_iter()
-            .find(|r| r.attribute("data-stat") == Some(stat))
-            .unwrap()
-            .attribute("data-verdict")
-            .unwrap()
-            .to_string()
-    };
+    let verdict = |stat: &str| verdict_in(&doc, "comparison-1", stat);
     assert_eq!(verdict("p99"), "not-compared-missed-periods");
     assert_eq!(verdict("p50"), "not-compared-missed-periods");
     assert_eq!(verdict("power_w"), "lower");

@@ -533,16 +533,27 @@ fn per_cpu_latency_chart(run: &RunResult, rows: &[WindowRow], x: Axis) -> Option
         xs.push((last.start_ns + run.config.window_ns) as f64 / 1e9);
     }
     for (i, (cpu, ys)) in lines.iter().enumerate() {
-        let (color, dash) = style(i);
-        chart.steps(&xs, ys, color, dash, 1.5);
-        chart.legend(LegendItem {
-            color: color.into(),
-            dash,
-            mark: Mark::Line { width: 2.0 },
-            label: format!("cpu{cpu}"),
-        });
+        cpu_line(&mut chart, (i, *cpu as usize), &xs, ys, 1.5);
     }
     Some(chart.finish())
+}
+
+/// One CPU's step line over `xs`, in the `i`th colour, with its legend entry `cpuN`.
+fn cpu_line(
+    chart: &mut Chart,
+    (i, cpu): (usize, usize),
+    xs: &[f64],
+    ys: &[Option<f64>],
+    width: f64,
+) {
+    let (color, dash) = style(i);
+    chart.steps(xs, ys, color, dash, width);
+    chart.legend(LegendItem {
+        color: color.into(),
+        dash,
+        mark: Mark::Line { width: 2.0 },
+        label: format!("cpu{cpu}"),
+    });
 }
 
 /// Stacked idle-state residency over time: the mean over the CPUs, or `only` one CPU's.
@@ -682,14 +693,7 @@ fn frequency_chart(s: &Samples, x: Axis) -> Result<String, String> {
     let mut chart = Chart::new("frequency per CPU", 130.0, x, Axis::linear("MHz", lo, hi));
     let xs = sample_edges(s);
     for (i, &cpu) in cpus.iter().enumerate() {
-        let (color, dash) = style(i);
-        chart.steps(&xs, &mhz(cpu), color, dash, 1.3);
-        chart.legend(LegendItem {
-            color: color.into(),
-            dash,
-            mark: Mark::Line { width: 2.0 },
-            label: format!("cpu{cpu}"),
-        });
+        cpu_line(&mut chart, (i, cpu), &xs, &mhz(cpu), 1.3);
     }
     Ok(chart.finish())
 }
