@@ -814,6 +814,9 @@ fn html_shows_spread_verdicts_cost_and_differences() {
         .and_then(|rest| rest.split("</svg>").next())
         .expect("a power trade-off chart");
     assert!(chart.contains("Pareto front of p99"), "no front drawn");
+    // Each point is numbered beside it and named by its number in the legend.
+    assert!(chart.contains(r#"font-size="10">1</text>"#), "{chart}");
+    assert!(chart.contains(">1 performance<"), "{chart}");
 
     // Configuration differences: the governor between cells, the clocksource within them; steal
     // time is a measurement (shown in the cost table), not a setting.

@@ -811,12 +811,14 @@ pub(crate) fn tradeoff_chart(
             Mark::Square,
             &format!("{}: max {} µs", p.label, numfmt::us_f(p.max)),
         );
-        chart.label(p.x, p99, 6.0, 4.0, &p.label);
+        // A number beside the point, the cell's name in the legend: names of cells close
+        // together would run into each other and past the frame.
+        chart.label(p.x, p99, 6.0, 4.0, &(i + 1).to_string());
         chart.legend(LegendItem {
             color: color.into(),
             dash: None,
             mark: Mark::Swatch,
-            label: p.label.clone(),
+            label: format!("{} {}", i + 1, p.label),
         });
     }
     chart.legend(LegendItem {
