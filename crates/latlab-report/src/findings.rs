@@ -168,6 +168,31 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
         .collect();
     let total = runs.len();
 
+    // One run in two cells (a store copied, an item named twice under two names): what
+    // compares them compares a run with itself.
+    let mut twice: Vec<(&str, &str, &str)> = Vec::new();
+    for (i, (ci, _, r)) in runs.iter().enumerate() {
+        if let Some((cj, _, _)) = runs[..i]
+            .iter()
+            .find(|(cj, _, o)| o.id == r.id && cj.cell.name != ci.cell.name)
+            && !twice.iter().any(|(id, ..)| *id == r.id)
+        {
+            twice.push((&r.id, &cj.cell.name, &ci.cell.name));
+        }
+    }
+    if let Some((id, a, b)) = twice.first() {
+        let which = match twice.len() {
+            1 => format!("run {id} is in two cells, {a} and {b}"),
+            n => format!("{n} runs are each in two cells, run {id} in {a} and {b}"),
+        };
+        push(
+            Kind::Warning,
+            format!(
+                "{which}: are the stores copies of one another? A comparison of those cells compares runs with themselves"
+            ),
+        );
+    }
+
     // A virtual machine.
     let vm: Vec<&str> = runs
         .iter()

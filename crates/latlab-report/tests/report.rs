@@ -1767,6 +1767,23 @@ fn findings_open_the_report_with_verdicts_and_warnings() {
         !has(&f, "warning", &["a run warned: real-time threads"]),
         "{f:#?}"
     );
+    assert!(!has(&f, "warning", &["in two cells"]), "{f:#?}");
+    // One run under two cells' names (a store copied): said.
+    let mut copied = experiment();
+    let run = copied.cells[0].runs[0].clone();
+    copied.cells[1].runs.push(run.clone());
+    let f2 = findings(&copied);
+    assert!(
+        has(
+            &f2,
+            "warning",
+            &[&format!(
+                "run {} is in two cells, performance and powersave",
+                run.id
+            )]
+        ),
+        "{f2:#?}"
+    );
     assert!(
         has(
             &f,
