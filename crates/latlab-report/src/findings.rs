@@ -160,16 +160,12 @@ fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
     }
 }
 
-fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
-    let runs: Vec<(&CellFigures, usize, &RunResult)> = a
-        .cells
-        .iter()
-        .flat_map(|c| c.runs.iter().map(move |r| (c, r.repeat, r.run)))
-        .collect();
-    let total = runs.len();
-
-    // One run in two cells (a store copied, an item named twice under two names): what
-    // compares them compares a run with itself.
+/// One run in two cells (a store copied, an item named twice under two names): what compares
+/// them compares a run with itself.
+fn runs_in_two_cells(
+    runs: &[(&CellFigures, usize, &RunResult)],
+    push: &mut impl FnMut(Kind, String),
+) {
     let mut twice: Vec<(&str, &str, &str)> = Vec::new();
     for (i, (ci, _, r)) in runs.iter().enumerate() {
         if let Some((cj, _, _)) = runs[..i]
@@ -192,6 +188,65 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
             ),
         );
     }
+}
+
+/// What the runs themselves warned about, once each; other processes' real-time threads,
+/// named by PID and so different in every run, in one line.
+fn what_runs_warned(
+    runs: &[(&CellFigures, usize, &RunResult)],
+    push: &mut impl FnMut(Kind, String),
+) {
+    let mut seen: Vec<&str> = Vec::new();
+    let competing: Vec<&str> = runs
+        .iter()
+        .filter_map(|(_, _, r)| {
+            r.environment
+                .warnings
+                .iter()
+                .find(|w| w.starts_with(latlab_model::COMPETING_WARNING))
+                .map(String::as_str)
+        })
+        .collect();
+    match competing.as_slice() {
+        [] => {}
+        [one] => seen.push(one),
+        [first, ..] => push(
+            Kind::Warning,
+            format!(
+                "{} runs warned: {}; the first: {}",
+                competing.len(),
+                latlab_model::COMPETING_WARNING,
+                first
+                    .strip_prefix(latlab_model::COMPETING_WARNING)
+                    .unwrap_or(first)
+                    .trim_start_matches(": ")
+            ),
+        ),
+    }
+    for (_, _, r) in runs {
+        for w in &r.environment.warnings {
+            if !seen.contains(&w.as_str()) && !w.starts_with(latlab_model::COMPETING_WARNING) {
+                seen.push(w);
+            }
+        }
+        if !r.environment.memory_locked && !seen.contains(&"memory not locked") {
+            seen.push("memory not locked");
+        }
+    }
+    for w in seen {
+        push(Kind::Warning, format!("a run warned: {w}"));
+    }
+}
+
+fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
+    let runs: Vec<(&CellFigures, usize, &RunResult)> = a
+        .cells
+        .iter()
+        .flat_map(|c| c.runs.iter().map(move |r| (c, r.repeat, r.run)))
+        .collect();
+    let total = runs.len();
+
+    runs_in_two_cells(&runs, push);
 
     // A virtual machine.
     let vm: Vec<&str> = runs
@@ -273,48 +328,7 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
         push(Kind::Warning, format!("not run: {which}: {reason}"));
     }
 
-    // What the runs themselves warned about, once each; other processes' real-time threads,
-    // named by PID and so different in every run, in one line.
-    let mut seen: Vec<&str> = Vec::new();
-    let competing: Vec<&str> = runs
-        .iter()
-        .filter_map(|(_, _, r)| {
-            r.environment
-                .warnings
-                .iter()
-                .find(|w| w.starts_with(latlab_model::COMPETING_WARNING))
-                .map(String::as_str)
-        })
-        .collect();
-    match competing.as_slice() {
-        [] => {}
-        [one] => seen.push(one),
-        [first, ..] => push(
-            Kind::Warning,
-            format!(
-                "{} runs warned: {}; the first: {}",
-                competing.len(),
-                latlab_model::COMPETING_WARNING,
-                first
-                    .strip_prefix(latlab_model::COMPETING_WARNING)
-                    .unwrap_or(first)
-                    .trim_start_matches(": ")
-            ),
-        ),
-    }
-    for (_, _, r) in &runs {
-        for w in &r.environment.warnings {
-            if !seen.contains(&w.as_str()) && !w.starts_with(latlab_model::COMPETING_WARNING) {
-                seen.push(w);
-            }
-        }
-        if !r.environment.memory_locked && !seen.contains(&"memory not locked") {
-            seen.push("memory not locked");
-        }
-    }
-    for w in seen {
-        push(Kind::Warning, format!("a run warned: {w}"));
-    }
+    what_runs_warned(&runs, push);
 
     // Too few repeats for a verdict.
     if a.cells.len() > 1 {
