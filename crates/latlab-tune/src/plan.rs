@@ -415,9 +415,19 @@ fn split(
                         .ok()
                         .and_then(|s| CpuList::parse(&s).ok())
                         .unwrap_or_else(|| CpuList::from_cpus(vec![first]));
+                    // CPUs asked that are every online CPU cannot all be isolated: said.
+                    let all_asked = if cpus.is_some() {
+                        "; the CPUs asked are every online CPU, and one core stays for \
+                         housekeeping"
+                    } else {
+                        ""
+                    };
                     (
                         minus(online, &core),
-                        format!("every CPU but the first core, {}", CpuList::phrase(&core)),
+                        format!(
+                            "every CPU but the first core, {}{all_asked}",
+                            CpuList::phrase(&core)
+                        ),
                     )
                 }
             }

@@ -616,6 +616,19 @@ fn realtime_splits_cpus_and_moves_irqs_and_workqueues() {
         (s.isolated.to_string(), s.why.as_str()),
         ("2-3".to_string(), "given with --cpus")
     );
+    // Every online CPU asked: one core stays for housekeeping, and the plan says why.
+    let all = t.sys().online_cpus().unwrap();
+    let s = Plan::build(&t.sys(), &p, Some(&all))
+        .unwrap()
+        .split
+        .unwrap();
+    assert_eq!(s.isolated.to_string(), "1,3");
+    assert!(
+        s.why
+            .ends_with("the CPUs asked are every online CPU, and one core stays for housekeeping"),
+        "{}",
+        s.why
+    );
 }
 
 /// An IRQ the kernel refused to move at apply (a managed IRQ: here a write made to fail with

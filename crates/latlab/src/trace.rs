@@ -226,7 +226,7 @@ fn stats_row(label: &str, h: &Histogram, width: usize) -> String {
 
 fn header(first: &str, width: usize) -> String {
     format!(
-        "{first:<width$} {:>9} {:>9} {:>9} {:>9} {:>9}  (us)\n",
+        "{first:<width$} {:>9} {:>9} {:>9} {:>9} {:>9}  (µs)\n",
         "count", "p50", "p99", "max", "mean"
     )
 }

@@ -714,6 +714,11 @@ fn recommend(ctx: &Ctx) -> CliResult<ExitCode> {
 }
 
 fn hold(ctx: &Ctx, a: &HoldArgs) -> CliResult<ExitCode> {
+    if a.duration.is_some_and(|d| d.0 == 0) {
+        return Err(CliError::Usage(
+            "--duration 0: too short (accepted: e.g. 100ms, 10s, 5m)".into(),
+        ));
+    }
     let us = match (&a.profile, a.us) {
         (_, Some(us)) => us,
         (Some(name), None) => {

@@ -344,6 +344,10 @@ const ROWS: &[(&[&str], &str)] = &[
     // The journal records its CPUs: --cpus is for a PROFILE.
     (&["tune", "verify", "--cpus", "1"], "<PROFILE>"),
     (&["tune", "hold"], "no latency limit given"),
+    (
+        &["tune", "hold", "--us", "0", "-D", "0"],
+        "--duration 0: too short",
+    ),
     (&["tune", "hold", "--us", "x"], "--us \"x\""),
     (
         &["measure", "--max-latency", "-5"],
