@@ -449,6 +449,36 @@ fn low_resolution_timers() {
     assert!(ev.contains("4000000 ns"), "{ev}");
 }
 
+/// A costly mitigation the kernel reports as "Vulnerable" for want of microcode is counted
+/// among the active ones it names.
+#[test]
+fn a_mitigation_without_its_microcode_is_counted() {
+    let t = copy_tree("vm");
+    let dir = t.path().join("sys/devices/system/cpu/vulnerabilities");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    let base = "sys/devices/system/cpu/vulnerabilities";
+    write(t.path(), &format!("{base}/meltdown"), b"Not affected\n");
+    write(
+        t.path(),
+        &format!("{base}/spectre_v1"),
+        b"Mitigation: usercopy/swapgs barriers and __user pointer sanitization\n",
+    );
+    write(
+        t.path(),
+        &format!("{base}/spec_rstack_overflow"),
+        b"Vulnerable: Safe RET, no microcode\n",
+    );
+    let (v, ev) = verdict_at(t.path(), Target::Audio, "kernel.mitigations");
+    assert_eq!(v, Verdict::Warn, "{ev}");
+    assert_eq!(
+        ev,
+        "2 mitigations active; costly on each kernel entry: spec_rstack_overflow (Vulnerable: \
+         Safe RET, no microcode)"
+    );
+}
+
 #[test]
 fn steal_above_the_bound_fails_a_vm() {
     let t = copy_tree("vm");

@@ -360,9 +360,10 @@ pub fn mitigations(f: &Facts, _ctx: &Ctx) -> Outcome {
             "unavailable: /sys/devices/system/cpu/vulnerabilities is absent or empty",
         );
     }
+    // "Vulnerable: Safe RET, no microcode" is a mitigation in force too, without its microcode.
     let active = v
         .iter()
-        .filter(|(_, s)| s.starts_with("Mitigation"))
+        .filter(|(_, s)| s.starts_with("Mitigation") || costly(s))
         .count();
     let expensive: Vec<String> = v
         .iter()
