@@ -458,18 +458,17 @@ fn a_mitigation_without_its_microcode_is_counted() {
     if dir.exists() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
-    let base = "sys/devices/system/cpu/vulnerabilities";
-    write(t.path(), &format!("{base}/meltdown"), b"Not affected\n");
-    write(
-        t.path(),
-        &format!("{base}/spectre_v1"),
-        b"Mitigation: usercopy/swapgs barriers and __user pointer sanitization\n",
-    );
-    write(
-        t.path(),
-        &format!("{base}/spec_rstack_overflow"),
-        b"Vulnerable: Safe RET, no microcode\n",
-    );
+    for (file, state) in [
+        ("meltdown", "Not affected"),
+        (
+            "spectre_v1",
+            "Mitigation: usercopy/swapgs barriers and __user pointer sanitization",
+        ),
+        ("spec_rstack_overflow", "Vulnerable: Safe RET, no microcode"),
+    ] {
+        let path = format!("sys/devices/system/cpu/vulnerabilities/{file}");
+        write(t.path(), &path, format!("{state}\n").as_bytes());
+    }
     let (v, ev) = verdict_at(t.path(), Target::Audio, "kernel.mitigations");
     assert_eq!(v, Verdict::Warn, "{ev}");
     assert_eq!(
