@@ -105,6 +105,18 @@ fn cpus_phrase(list: &str) -> String {
     }
 }
 
+/// Whether this machine boots through GRUB's configuration (`/etc/default/grub`), where
+/// `--write` puts its drop-in.
+pub fn has_grub(sys: &Sys) -> bool {
+    sys.exists("/etc/default/grub")
+}
+
+/// Where a machine without GRUB takes its kernel command line: said where GRUB's drop-in would
+/// be named.
+pub const NO_GRUB: &str = "there is no GRUB here (/etc/default/grub is absent): add them where \
+     this machine's boot loader, or its virtual machine's monitor, sets the kernel command line, \
+     and reboot";
+
 /// The command that makes a changed GRUB configuration take effect here.
 pub fn grub_command(sys: &Sys) -> String {
     if ["/usr/sbin/update-grub", "/sbin/update-grub"]
@@ -465,7 +477,7 @@ pub fn write_dropin(sys: &Sys, advice: &BootAdvice) -> Result<Written, TuneError
                 .into(),
         ));
     }
-    if !sys.exists("/etc/default/grub") {
+    if !has_grub(sys) {
         return Err(TuneError::Boot(format!(
             "no GRUB here (/etc/default/grub is absent); set these options where this machine's \
              boot loader takes its kernel command line: {additions}"

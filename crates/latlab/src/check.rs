@@ -205,7 +205,7 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         print_json(&after, Some(&first), Some(&outcome), measured.as_ref())?;
     } else {
         print!("{}", table(&first, color));
-        print!("{}", fix_text(&outcome));
+        print!("{}", fix_text(&outcome, latlab_tune::boot::has_grub(sys)));
         println!();
         println!("after the fix:");
         print!("{}", table(&after, color));
@@ -444,7 +444,8 @@ fn fix_hint(r: &Report) -> String {
 }
 
 /// What --fix did and what is left.
-fn fix_text(o: &FixOutcome) -> String {
+/// What `--fix` did; `grub`: whether the boot options it leaves can go into a GRUB drop-in.
+fn fix_text(o: &FixOutcome, grub: bool) -> String {
     let mut out = String::from("\n--fix:\n");
     if o.plan.is_empty() {
         out.push_str("  nothing to fix: no failed check has a fix\n");
@@ -477,10 +478,11 @@ fn fix_text(o: &FixOutcome) -> String {
     }
     if !o.plan.boot.is_empty() {
         let how = match &done.profile {
-            Some(p) => format!(
+            Some(p) if grub => format!(
                 "`latlab tune boot {} --write` puts them in a GRUB drop-in; then update GRUB and reboot",
                 p.display()
             ),
+            Some(_) => latlab_tune::boot::NO_GRUB.into(),
             None => "add them to the kernel command line and reboot".into(),
         };
         out.push_str(&format!(

@@ -688,12 +688,14 @@ fn boot_cmd(ctx: &Ctx, a: &BootArgs) -> CliResult<ExitCode> {
             advice.grub_command,
             name
         );
-    } else {
+    } else if boot::has_grub(&ctx.sys) {
         println!(
             "`latlab tune boot {name} --write` puts them in {} (then run `{}` and reboot)",
             boot::GRUB_DROPIN,
             advice.grub_command
         );
+    } else {
+        println!("{}", boot::NO_GRUB);
     }
     Ok(ExitCode::SUCCESS)
 }

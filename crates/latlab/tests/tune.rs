@@ -503,10 +503,19 @@ fn boot_advice_writes_and_removes_the_grub_drop_in() {
         out.contains("HZ 1000: needs a different kernel: CONFIG_HZ is 250"),
         "{out}"
     );
+    // The VM has no GRUB: its advice says so up front, and --write refuses.
+    assert!(out.contains("there is no GRUB here"), "{out}");
+    assert!(!out.contains("--write` puts them in"), "{out}");
     let out = vm.run(&["tune", "boot", "realtime", "--write"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("no GRUB here"));
     let amd = Tree::new("amd-desktop");
+    // GRUB here: the drop-in is offered.
+    let out = ok(&amd.run(&["tune", "boot", "realtime", "--cpus", "2-3"]));
+    assert!(
+        out.contains("`latlab tune boot realtime --write` puts them in"),
+        "{out}"
+    );
     let out = ok(&amd.run(&["tune", "boot", "realtime", "--cpus", "2-3", "--write"]));
     assert!(out.contains("run `update-grub` and reboot"), "{out}");
     let dropin = std::fs::read_to_string(amd.root.join("etc/default/grub.d/latlab.cfg")).unwrap();
