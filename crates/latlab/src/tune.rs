@@ -450,9 +450,26 @@ fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The PM QoS CPU latency limit some program holds, when one does (the kernel's default, no
+/// limit, is 2000 s).
+fn pm_qos_held(sys: &Sys) -> Option<String> {
+    let us = sys
+        .cpu_dma_latency()
+        .ok()
+        .filter(|&us| us < 2_000_000_000)?;
+    Some(format!(
+        "PM QoS: a CPU latency limit of {us} µs is held through /dev/cpu_dma_latency (by `latlab \
+         tune hold`, a measurement's --pm-qos or another program; it ends when that program \
+         closes the file)"
+    ))
+}
+
 fn status(ctx: &Ctx) -> CliResult<ExitCode> {
     if let Some(n) = schedule_notice(&ctx.sys, &ctx.state_dir) {
         print!("{}", wrap(&n, 0, 100));
+    }
+    if let Some(held) = pm_qos_held(&ctx.sys) {
+        print!("{}", wrap(&held, 0, 100));
     }
     let st = latlab_tune::status(&ctx.sys, &ctx.state_dir).map_err(usage)?;
     let Some(j) = &st.journal else {

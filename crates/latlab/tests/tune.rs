@@ -548,6 +548,14 @@ fn recommend_and_hold() {
     assert!(out.contains("released (time is up)"), "{out}");
     let bytes = std::fs::read(vm.root.join("dev/cpu_dma_latency")).unwrap();
     assert_eq!(bytes, 7i32.to_ne_bytes());
+    // A limit held (here: left in the file) is said by `tune status`, with or without a profile.
+    let out = ok(&vm.run(&["tune", "status"]));
+    assert!(
+        out.contains("PM QoS: a CPU latency limit of 7 µs is held"),
+        "{out}"
+    );
+    let out = ok(&laptop.run(&["tune", "status"]));
+    assert!(!out.contains("PM QoS:"), "{out}");
 }
 
 /// `latlab tune` on this machine with its state in `state`.
