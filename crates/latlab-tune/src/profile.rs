@@ -865,6 +865,23 @@ struct Parsed {
     profile: Profile,
 }
 
+/// The line of a built-in profile that sets `key` (`boot.isolcpus`), and that profile's name.
+fn example_of(key: &str) -> Option<(String, &'static str)> {
+    let (section, name) = key.rsplit_once('.')?;
+    BUILTIN.iter().find_map(|(profile, text)| {
+        let mut current = "";
+        text.lines().find_map(|l| {
+            let l = l.trim();
+            if let Some(h) = l.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+                current = h;
+                return None;
+            }
+            let (k, _) = l.split_once('=')?;
+            (current == section && k.trim() == name).then(|| (l.to_string(), *profile))
+        })
+    })
+}
+
 /// Parse one profile file (its includes are not followed).
 fn parse(name: &str, source: ProfileSource, text: &str) -> Result<Parsed, ProfileError> {
     let cx = Ctx {
@@ -872,12 +889,29 @@ fn parse(name: &str, source: ProfileSource, text: &str) -> Result<Parsed, Profil
         text,
     };
     let raw: RawProfile = toml::from_str(text).map_err(|e| match e.span() {
-        Some(span) => ProfileError::Invalid {
-            file: cx.file.clone(),
-            line: line_of(text, span.start),
-            key: key_at(text, span),
-            message: e.message().trim().to_string(),
-        },
+        Some(span) => {
+            let line = line_of(text, span.start);
+            let key = key_at(text, span);
+            let mut message = e.message().trim().to_string();
+            // A value of the wrong type: the form a built-in profile writes it in.
+            if message.starts_with("invalid type") {
+                message.push_str(&match example_of(&key) {
+                    Some((line, profile)) => {
+                        format!(
+                            " (accepted: e.g. `{line}`, as the built-in profile {profile} has it)"
+                        )
+                    }
+                    None => " (accepted: the forms the built-in profiles use, `latlab tune list`)"
+                        .to_string(),
+                });
+            }
+            ProfileError::Invalid {
+                file: cx.file.clone(),
+                line,
+                key,
+                message,
+            }
+        }
         None => ProfileError::Invalid {
             file: cx.file.clone(),
             line: 0,
@@ -1277,6 +1311,15 @@ mod tests {
         assert_eq!((line, key.as_str()), (1, "include"));
         assert!(msg.contains("a profile name or an array of them"), "{msg}");
         assert!(!msg.contains("first one available"), "{msg}");
+        // A wrong type names the form a built-in profile writes the key in.
+        let (_, _, msg) = invalid("[boot]\nisolcpus = \"1\"\n");
+        assert!(
+            msg.ends_with(
+                "(accepted: e.g. `isolcpus = [\"managed_irq\", \"domain\"]`, as the built-in \
+                 profile realtime has it)"
+            ),
+            "{msg}"
+        );
     }
 
     /// Values the kernel would refuse are refused here, before anything is written.
