@@ -29,6 +29,8 @@ pub struct Facts {
     /// Effective affinity of every IRQ under `/proc/irq`.
     pub irq_affinity: Vec<(u32, CpuList)>,
     pub mounts: Field<Vec<Mount>>,
+    /// The mount points `/etc/fstab` names (`None` where it cannot be read).
+    pub fstab_targets: Option<Vec<String>>,
     /// Tasks at a real-time policy (fifo, rr, deadline).
     pub rt_tasks: Field<Vec<Task>>,
     /// Names in `available_clocksource`.
@@ -495,6 +497,10 @@ impl Facts {
                 .into(),
             irq_affinity: irq_affinity(sys),
             mounts: sys.read("/proc/mounts").map(|t| parse_mounts(&t)).into(),
+            fstab_targets: sys
+                .read("/etc/fstab")
+                .ok()
+                .map(|t| parse_mounts(&t).into_iter().map(|m| m.target).collect()),
             rt_tasks: rt_tasks(sys, &uid_name),
             clocksources: sys
                 .read_trim("/sys/devices/system/clocksource/clocksource0/available_clocksource")

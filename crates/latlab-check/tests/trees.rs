@@ -449,6 +449,35 @@ fn low_resolution_timers() {
     assert!(ev.contains("4000000 ns"), "{ev}");
 }
 
+/// The noatime advice names /etc/fstab only for a file system mounted from it; one mounted
+/// elsewhere (a VM's root from its boot arguments) is advised where it is mounted.
+#[test]
+fn noatime_advice_names_where_the_options_are_set() {
+    let t = copy_tree("laptop-intel");
+    let advice = |root: &Path| {
+        let r = report_at(root, Target::Audio, &UserChoice::default());
+        r.finding("fs.noatime").unwrap().outcome.advice.clone()
+    };
+    let a = advice(t.path());
+    assert!(
+        a.starts_with("add noatime where / and /boot/efi are mounted (not in /etc/fstab here"),
+        "{a}"
+    );
+    write(
+        t.path(),
+        "etc/fstab",
+        "# <file system> <mount point> <type> <options> <dump> <pass>\n\
+         /dev/nvme0n1p2 / ext4 relatime 0 1\n",
+    );
+    let a = advice(t.path());
+    assert!(
+        a.starts_with(
+            "add noatime to the options of / in /etc/fstab; add noatime where /boot/efi is mounted"
+        ),
+        "{a}"
+    );
+}
+
 /// A costly mitigation the kernel reports as "Vulnerable" for want of microcode is counted
 /// among the active ones it names.
 #[test]

@@ -99,22 +99,42 @@ pub fn noatime(f: &Facts, ctx: &Ctx) -> Outcome {
         "without noatime: {}; reading a file may write its inode",
         without.join(", ")
     );
+    let targets: Vec<&str> = without
+        .iter()
+        .map(|w| w.split(" (").next().unwrap_or(w))
+        .collect();
+    // Mounted from /etc/fstab, or from elsewhere (a VM's root from its boot arguments, a
+    // container's from its runtime): the advice names where their options are set.
+    let in_fstab = |t: &str| {
+        f.fstab_targets
+            .as_ref()
+            .is_some_and(|l| l.iter().any(|x| x == t))
+    };
+    let (listed, elsewhere): (Vec<&str>, Vec<&str>) = targets.iter().partition(|t| in_fstab(t));
+    let mut parts = Vec::new();
+    if !listed.is_empty() {
+        parts.push(format!(
+            "add noatime to the options of {} in /etc/fstab",
+            listed.join(", ")
+        ));
+    }
+    if !elsewhere.is_empty() {
+        parts.push(format!(
+            "add noatime where {} {} mounted (not in /etc/fstab here: the boot arguments' \
+             rootflags=, or the unit or runtime that mounts it)",
+            elsewhere.join(" and "),
+            if elsewhere.len() == 1 { "is" } else { "are" }
+        ));
+    }
+    let manual = parts.join("; ");
+    let where_set = manual.clone();
     match ctx.target {
         Target::Throughput => Outcome::pass(evidence),
         _ => Outcome::warn(
             evidence,
-            format!(
-                "add noatime to their options in /etc/fstab (now: mount -o remount,noatime {first})"
-            ),
+            format!("{where_set} (now: mount -o remount,noatime {first})"),
         )
-        .fix(Fix::manual(format!(
-            "add noatime to the options of {} in /etc/fstab",
-            without
-                .iter()
-                .map(|w| w.split(" (").next().unwrap_or(w))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
+        .fix(Fix::manual(manual)),
     }
 }
 
