@@ -237,13 +237,19 @@ struct Namespaced {
     daemon: Proc,
     fs: PathBuf,
     copies: PathBuf,
+    /// Where the daemon serves `/metrics` (the network is the test's: only mounts are its own).
+    addr: std::net::SocketAddr,
 }
 
 impl Namespaced {
     fn start(dir: &Path, mount: &str) -> Namespaced {
         let fs = dir.join("fs");
         std::fs::create_dir(&fs).unwrap();
-        let daemon = monitor(&fs.join("m.db"), "t");
+        let addr = latlab_testkit::process::free_addr();
+        let daemon = common::monitor(
+            &fs.join("m.db"),
+            &["--listen", &addr.to_string(), "--name", "t"],
+        );
         let mut argv = vec![daemon.get_program().to_os_string()];
         argv.extend(daemon.get_args().map(|a| a.to_os_string()));
         let script = format!("mount {mount} {} && exec \"$@\"", fs.display());
@@ -253,7 +259,12 @@ impl Namespaced {
         let daemon = Proc::start(c, dir.join("daemon.log"));
         let copies = dir.join("copies");
         std::fs::create_dir(&copies).unwrap();
-        let n = Namespaced { daemon, fs, copies };
+        let n = Namespaced {
+            daemon,
+            fs,
+            copies,
+            addr,
+        };
         wait_for("2 stored windows", Duration::from_secs(30), || {
             n.sets().len() >= 2
         });
@@ -278,6 +289,16 @@ impl Namespaced {
         std::fs::write(format!("{}-wal", copy.display()), journal).unwrap();
         let _ = std::fs::remove_file(format!("{}-shm", copy.display()));
         sets(&copy, "t")
+    }
+
+    /// The value of the one sample of `name` in the daemon's `/metrics`.
+    fn metric(&self, name: &str) -> f64 {
+        let (status, _, body) = common::get(self.addr, "/metrics");
+        assert_eq!(status, 200, "{body}");
+        body.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {body}"))
     }
 
     /// The annotations of kind `kind`, from a copy.
@@ -339,7 +360,19 @@ fn a_full_file_system_parks_windows_in_memory_until_space_returns() {
     wait_for("the outage said", Duration::from_secs(15), || {
         n.daemon.log().contains("the store cannot be written")
     });
+    // Meanwhile /metrics follows the measurement: the last window's end moves on while the
+    // windows wait in memory and the stored count stands still.
+    let (end, stored) = (
+        n.metric("latlab_monitor_last_window_end_timestamp_seconds"),
+        n.metric("latlab_monitor_windows_total"),
+    );
     std::thread::sleep(Duration::from_secs(4));
+    assert!(n.metric("latlab_monitor_windows_queued") > 0.0);
+    assert!(
+        n.metric("latlab_monitor_last_window_end_timestamp_seconds") >= end + 2.0,
+        "the window gauges stopped with the store"
+    );
+    assert_eq!(n.metric("latlab_monitor_windows_total"), stored);
     std::fs::remove_file(&fill).unwrap();
     wait_for("the parked windows stored", Duration::from_secs(30), || {
         n.daemon.log().contains("are now stored")
