@@ -13,7 +13,9 @@
 //! - A [`Schedule`] of phases (`"idle 30s, memory 30s, io:bs=1M 30s"`) is run by a
 //!   [`ScheduleRunner`], which records the phase boundaries.
 //!
-//! Stopping is prompt: workers check a shared stop flag at least every millisecond or so.
+//! Stopping is prompt: workers check a shared stop flag at least every millisecond or so. Beside
+//! a load of real-time threads (`rt-hog`) the thread that stops it must itself get the CPU on
+//! time: [`keep_time_beside`] raises it above them for as long as they run.
 
 use latlab_model::load::{LoadReport, Throughput};
 use latlab_model::units::CpuList;
@@ -271,7 +273,55 @@ impl Drop for LoadSet {
     }
 }
 
+/// The `SCHED_FIFO` priority at which a thread keeps running beside these loads: the highest
+/// priority of their real-time threads (an `rt-hog`'s watchdog); `None` when none runs any.
+pub fn keep_time_priority(specs: &[LoadSpec]) -> Option<i32> {
+    specs
+        .iter()
+        .filter_map(|s| s.descriptor().realtime.map(|f| f(s)))
+        .max()
+}
+
+/// Raise the calling thread to [`keep_time_priority`] until the guard is dropped, so that the
+/// loads' real-time threads do not make it late: the thread that ends a measurement or a load
+/// phase. At normal priority beside busy real-time threads it runs only when the kernel's RT
+/// throttling lets it, up to a second later each time it wakes. `Ok(None)` when no load runs
+/// real-time threads. Threads and processes the raised thread starts begin at normal priority.
+pub fn keep_time_beside(
+    specs: &[LoadSpec],
+) -> std::io::Result<Option<latlab_sys::thread::RaisedPolicy>> {
+    keep_time_priority(specs)
+        .map(latlab_sys::thread::RaisedPolicy::fifo)
+        .transpose()
+}
+
 /// Nanoseconds from `origin` to `t` (0 when `t` is earlier).
 pub(crate) fn offset_ns(origin: Instant, t: Instant) -> u64 {
     u64::try_from(t.saturating_duration_since(origin).as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A thread keeps time above the highest real-time thread of the loads: an `rt-hog`'s
+    /// watchdog, one above its hogs (99 at most); loads without real-time threads need nothing.
+    #[test]
+    fn the_priority_to_keep_time_at_is_the_highest_of_the_loads_real_time_threads() {
+        let specs = |texts: &[&str]| -> Vec<LoadSpec> {
+            texts.iter().map(|t| LoadSpec::parse(t).unwrap()).collect()
+        };
+        assert_eq!(keep_time_priority(&specs(&["cpu", "io", "cmd:true"])), None);
+        assert_eq!(keep_time_priority(&specs(&["rt-hog"])), Some(2));
+        assert_eq!(
+            keep_time_priority(&specs(&["cpu", "rt-hog:priority=40", "rt-hog:priority=7"])),
+            Some(41)
+        );
+        assert_eq!(
+            keep_time_priority(&specs(&["rt-hog:priority=98"])),
+            Some(99)
+        );
+        assert!(keep_time_beside(&specs(&["cpu"])).unwrap().is_none());
+    }
 }

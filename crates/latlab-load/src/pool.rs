@@ -1,10 +1,9 @@
 //! Worker threads shared by the thread-based loads: each worker is pinned to one CPU of the set
-//! (in turn), prepares itself, says it is ready, then works until a shared stop flag is set and
-//! returns its counts. Dropping a pool stops and joins every worker.
+//! (in turn), prepares itself, says it is ready, waits until every worker is, then works until a
+//! shared stop flag is set and returns its counts. Dropping a pool stops and joins every worker.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -52,7 +51,44 @@ pub(crate) struct PoolEnd {
 
 pub(crate) struct Pool {
     stop: Arc<AtomicBool>,
+    gate: Arc<Gate>,
     handles: Vec<JoinHandle<Option<WorkerEnd>>>,
+}
+
+/// Holds every worker between its set-up and its work until all are set up: a worker that took a
+/// real-time policy and began spinning would keep the ones after it (still at normal priority)
+/// from setting up, for as long as the kernel's RT throttling lets it (a second).
+#[derive(Default)]
+struct Gate {
+    /// `None` while set-up goes on; then whether the work begins.
+    open: Mutex<Option<bool>>,
+    cv: Condvar,
+}
+
+impl Gate {
+    /// Open it (`go`: the work begins) or give up; the first call decides.
+    fn open(&self, go: bool) {
+        if let Ok(mut open) = self.open.lock() {
+            open.get_or_insert(go);
+        }
+        self.cv.notify_all();
+    }
+
+    /// Wait for the decision: whether to work.
+    fn wait(&self) -> bool {
+        let Ok(mut open) = self.open.lock() else {
+            return false;
+        };
+        loop {
+            if let Some(go) = *open {
+                return go;
+            }
+            match self.cv.wait(open) {
+                Ok(g) => open = g,
+                Err(_) => return false,
+            }
+        }
+    }
 }
 
 impl Pool {
@@ -67,13 +103,14 @@ impl Pool {
     ) -> Result<Pool, String> {
         let mut pool = Pool {
             stop,
+            gate: Arc::default(),
             handles: Vec::with_capacity(workers.len()),
         };
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         let n = workers.len();
         for (i, mut worker) in workers.into_iter().enumerate() {
             let cpu = cpus.get(i % cpus.len().max(1)).copied();
-            let stop = pool.stop.clone();
+            let (stop, gate) = (pool.stop.clone(), pool.gate.clone());
             let ready = ready_tx.clone();
             let name: String = format!("ll-{tag}-{i}").chars().take(15).collect();
             let spawned = std::thread::Builder::new().name(name).spawn(move || {
@@ -99,7 +136,7 @@ impl Pool {
                 let failed = prepared.is_err();
                 let _ = ready.send(prepared);
                 drop(ready);
-                if failed {
+                if failed || !gate.wait() {
                     return None;
                 }
                 // Never run anywhere else: a worker its CPU refuses does no work.
@@ -143,6 +180,7 @@ impl Pool {
                 }
             }
         }
+        pool.gate.open(first_error.is_none());
         match first_error {
             Some(e) => Err(e),
             None => Ok(pool),
@@ -151,6 +189,8 @@ impl Pool {
 
     pub fn request_stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        // Workers still held at the gate (a start that failed) end without working.
+        self.gate.open(false);
     }
 
     /// Stop (if not yet asked), join every worker and sum what they counted.
@@ -222,6 +262,89 @@ mod tests {
         fn pins_after_ready(&self) -> bool {
             self.late
         }
+    }
+
+    /// Sets itself up in its turn (the later ones slower) and notes when it did and when it
+    /// began to work.
+    struct Noted {
+        turn: u64,
+        times: Arc<Mutex<Vec<(Instant, Instant)>>>,
+        set_up: Option<Instant>,
+    }
+
+    impl Worker for Noted {
+        fn setup(&mut self) -> Result<(), String> {
+            std::thread::sleep(Duration::from_millis(5 * self.turn));
+            self.set_up = Some(Instant::now());
+            Ok(())
+        }
+
+        fn run(&mut self, _stop: &AtomicBool) -> Vec<u64> {
+            let began = Instant::now();
+            if let (Some(set_up), Ok(mut t)) = (self.set_up, self.times.lock()) {
+                t.push((set_up, began));
+            }
+            vec![1]
+        }
+    }
+
+    /// No worker begins its work before every worker is set up: a real-time one spinning early
+    /// would keep the later ones from setting up.
+    #[test]
+    fn workers_begin_together_once_all_are_set_up() {
+        let times = Arc::new(Mutex::new(Vec::new()));
+        let workers = (0..4)
+            .map(|turn| {
+                Box::new(Noted {
+                    turn,
+                    times: times.clone(),
+                    set_up: None,
+                }) as Box<dyn Worker>
+            })
+            .collect();
+        let here = latlab_sys::Sys::default().online_cpus().unwrap();
+        let pool = Pool::start("t", here.cpus(), workers, Arc::default()).unwrap();
+        let end = pool.join();
+        assert_eq!(end.counts, [4]);
+        let times = times.lock().unwrap();
+        assert_eq!(times.len(), 4);
+        let last_set_up = times.iter().map(|t| t.0).max().unwrap();
+        for (_, began) in times.iter() {
+            assert!(
+                *began >= last_set_up,
+                "a worker began before the last was set up"
+            );
+        }
+    }
+
+    /// A start that fails lets the workers already set up go without working.
+    #[test]
+    fn a_failed_start_releases_the_workers_held_at_the_gate() {
+        struct Refuses;
+        impl Worker for Refuses {
+            fn setup(&mut self) -> Result<(), String> {
+                std::thread::sleep(Duration::from_millis(20));
+                Err("refused".into())
+            }
+            fn run(&mut self, _stop: &AtomicBool) -> Vec<u64> {
+                vec![]
+            }
+        }
+        let times = Arc::new(Mutex::new(Vec::new()));
+        let workers = vec![
+            Box::new(Noted {
+                turn: 0,
+                times: times.clone(),
+                set_up: None,
+            }) as Box<dyn Worker>,
+            Box::new(Refuses),
+        ];
+        let here = latlab_sys::Sys::default().online_cpus().unwrap();
+        let Err(e) = Pool::start("t", here.cpus(), workers, Arc::default()) else {
+            panic!("a refused set-up started the pool")
+        };
+        assert_eq!(e, "refused");
+        assert!(times.lock().unwrap().is_empty(), "a held worker worked");
     }
 
     /// A worker that moves to its CPU after it is ready is checked against the CPUs it may use

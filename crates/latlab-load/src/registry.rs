@@ -11,6 +11,8 @@ use std::fmt;
 pub type ValidateFn = fn(&LoadSpec) -> Result<(), String>;
 /// Whether a load can run here with these options; `Err` says why not.
 pub type SupportedFn = fn(&LoadSpec, &LoadOptions) -> Result<(), String>;
+/// The highest real-time priority a load's threads take (`SCHED_FIFO`/`SCHED_RR`, 1 to 99).
+pub type RealtimeFn = fn(&LoadSpec) -> i32;
 pub(crate) type StartFn = fn(&LoadSpec, &Ctx<'_>) -> Result<Box<dyn Running>, String>;
 
 /// One load generator, as the registry knows it.
@@ -27,6 +29,9 @@ pub struct LoadDescriptor {
     pub takes_command: bool,
     /// Checks between options, run when a spec is parsed (pure).
     pub validate: Option<ValidateFn>,
+    /// For a load that runs real-time threads: the highest priority they take. A thread that
+    /// must keep time beside the load (the one that ends it) runs there.
+    pub realtime: Option<RealtimeFn>,
     /// Whether the load can run on this system with these options; `Err` says why not.
     pub supported: SupportedFn,
     pub(crate) start: StartFn,

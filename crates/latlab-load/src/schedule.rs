@@ -159,24 +159,36 @@ impl ScheduleRunner {
             )));
         }
         LoadSet::check(&schedule.specs(), opts)?;
-        let begin = Instant::now();
-        let first = match &schedule.phases[0].spec {
-            Some(spec) => Some(LoadSet::start(std::slice::from_ref(spec), opts)?),
-            None => None,
-        };
         let stop: StopCell = Arc::new((Mutex::new(false), Condvar::new()));
         let (phases, opts, cell) = (schedule.phases.clone(), opts.clone(), stop.clone());
+        // The thread starts every phase, the first too: raised above a phase of real-time
+        // threads before they start, it is never starved by them.
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("ll-schedule".into())
-            .spawn(move || run(&phases, &opts, origin, begin, first, &cell))
+            .spawn(move || run(&phases, &opts, origin, &cell, ready_tx))
             .map_err(|e| LoadError::Start {
                 kind: "schedule".into(),
                 message: format!("starting its thread: {e}"),
             })?;
-        Ok(ScheduleRunner {
+        let mut runner = ScheduleRunner {
             stop,
             thread: Some(thread),
-        })
+        };
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(runner),
+            Ok(Err(e)) => {
+                let _ = runner.stop_inner();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = runner.stop_inner();
+                Err(LoadError::Start {
+                    kind: "schedule".into(),
+                    message: "its thread ended before the first phase started".into(),
+                })
+            }
+        }
     }
 
     /// Whether every phase has run.
@@ -230,40 +242,51 @@ fn wait_until(cell: &StopCell, deadline: Instant) -> bool {
     }
 }
 
+/// The runner's thread: each phase started and stopped in turn. Whether the first phase started
+/// goes to `ready`: a first phase that cannot start ends the schedule with its error.
 fn run(
     phases: &[crate::SchedulePhase],
     opts: &LoadOptions,
     origin: Instant,
-    begin: Instant,
-    first: Option<LoadSet>,
     cell: &StopCell,
+    ready: std::sync::mpsc::Sender<Result<(), LoadError>>,
 ) -> Loads {
     let mut loads = Loads::default();
-    let mut running = first;
-    let mut deadline = begin;
-    let mut phase_start = begin;
+    let mut deadline = Instant::now();
     for (index, phase) in phases.iter().enumerate() {
-        if index > 0 {
-            phase_start = Instant::now();
-            running = match &phase.spec {
-                None => None,
-                Some(spec) => match LoadSet::start(std::slice::from_ref(spec), opts) {
-                    Ok(set) => Some(set),
-                    Err(e) => {
-                        loads.reports.push(LoadReport {
-                            spec: spec.text().to_string(),
-                            kind: spec.kind().to_string(),
-                            cpus: None,
-                            workers: 0,
-                            started_ns: offset_ns(origin, phase_start),
-                            elapsed_ns: 0,
-                            throughput: Vec::new(),
-                            warnings: vec![format!("phase {index} did not run: {e}")],
-                        });
-                        None
-                    }
-                },
-            };
+        // On time beside a phase of real-time threads, and at normal priority again before the
+        // next phase starts. Refused only where the phase cannot start either: its watchdog
+        // runs at the same priority.
+        let on_time = crate::keep_time_beside(phase.spec.as_slice())
+            .ok()
+            .flatten();
+        let phase_start = Instant::now();
+        let mut running = match &phase.spec {
+            None => None,
+            Some(spec) => match LoadSet::start(std::slice::from_ref(spec), opts) {
+                Ok(set) => Some(set),
+                Err(e) if index == 0 => {
+                    let _ = ready.send(Err(e));
+                    return loads;
+                }
+                Err(e) => {
+                    loads.reports.push(LoadReport {
+                        spec: spec.text().to_string(),
+                        kind: spec.kind().to_string(),
+                        cpus: None,
+                        workers: 0,
+                        started_ns: offset_ns(origin, phase_start),
+                        elapsed_ns: 0,
+                        throughput: Vec::new(),
+                        warnings: vec![format!("phase {index} did not run: {e}")],
+                    });
+                    None
+                }
+            },
+        };
+        if index == 0 {
+            deadline = phase_start;
+            let _ = ready.send(Ok(()));
         }
         deadline += Duration::from_nanos(phase.duration_ns);
         let stopped = wait_until(cell, deadline);
@@ -273,6 +296,7 @@ fn run(
                 loads.reports.push(r);
             }
         }
+        drop(on_time);
         loads.phases.push(LoadPhase {
             index,
             spec: phase.label().to_string(),

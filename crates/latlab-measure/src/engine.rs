@@ -573,13 +573,18 @@ fn spawn(
             hook: hook.clone(),
         };
 
-        handles.push(spawn_measuring(
-            job, plan, &shared, &base, &slot, first, empty_rx,
-        )?);
+        // Each thread is given its real-time policy as it starts, and sets it again itself
+        // (refusals are its to report): beside a busy real-time load the coordinator runs above
+        // it, and a thread that began at normal priority would wait for the load to set up.
+        let h = spawn_measuring(job, plan, &shared, &base, &slot, first, empty_rx)?;
+        let _ = latlab_sys::thread::set_thread_policy(&h, cfg.policy, cfg.priority);
+        handles.push(h);
 
         // Its waker, for thread-to-thread methods.
         if let Some(slot) = slot {
-            waker_handles.push(spawn_waker(job, plan, &shared, base, slot)?);
+            let h = spawn_waker(job, plan, &shared, base, slot)?;
+            let _ = latlab_sys::thread::set_thread_policy(&h, cfg.policy, cfg.priority);
+            waker_handles.push(h);
         }
     }
     let Shared {

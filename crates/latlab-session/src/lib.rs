@@ -171,6 +171,21 @@ fn run(
         ),
         None => None,
     };
+    // Beside real-time loads this thread, which ends the measurement and stops the loads, runs
+    // above them from before they start (the threads it starts begin at normal priority, and the
+    // measuring threads set their own policy).
+    let mut specs = p.loads.clone();
+    specs.extend(p.schedule.iter().flat_map(|s| s.specs()));
+    let (on_time, late) = match latlab_load::keep_time_beside(&specs) {
+        Ok(guard) => (guard, None),
+        Err(e) => (
+            None,
+            Some(format!(
+                "this run may end late: latlab could not raise its coordinator above the \
+                 real-time loads ({e})"
+            )),
+        ),
+    };
     // Loads start first so the measurement sees them from its first period.
     let loads = match &p.schedule {
         Some(schedule) => RunningLoads::Schedule(
@@ -203,9 +218,11 @@ fn run(
     let hook = trace.as_ref().and_then(|t| t.hook());
     let mut result =
         latlab_measure::run_hooked(cfg, sys, stop, observer, None, hook).map_err(Error::from);
+    // The loads stop first, while this thread still runs above them.
+    let loads = loads.stop();
+    drop(on_time);
     let traced = trace.map(|t| t.finish(result.as_mut().ok()));
     let samples = sampler.map(|(thread, origin_unix_ns)| (thread.stop(), origin_unix_ns));
-    let loads = loads.stop();
     let mut notes = Vec::new();
     let tuning = tuning.map(|guard| {
         let record = guard.record();
@@ -223,6 +240,7 @@ fn run(
     });
     let mut result = result?;
     result.environment.warnings.extend(stale);
+    result.environment.warnings.extend(late);
     result.environment.warnings.extend(notes);
     result.loads = loads;
     if let Some(s) = &p.schedule

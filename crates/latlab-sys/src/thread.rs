@@ -168,6 +168,31 @@ pub fn set_task_policy(
     }
 }
 
+/// Give a thread of this process a real-time policy (`Fifo` or `Rr`) from outside, as it is
+/// started: spawned by a thread that runs above busy real-time threads, it would otherwise begin
+/// at normal priority and wait for them before it could take its policy itself. Other policies
+/// are left to the thread (`Ok` without a change).
+pub fn set_thread_policy<T>(
+    thread: &std::thread::JoinHandle<T>,
+    policy: Policy,
+    priority: u32,
+) -> io::Result<()> {
+    use std::os::unix::thread::JoinHandleExt;
+    let policy = match policy {
+        Policy::Fifo => libc::SCHED_FIFO,
+        Policy::Rr => libc::SCHED_RR,
+        _ => return Ok(()),
+    };
+    let param = libc::sched_param {
+        sched_priority: i32::try_from(priority).unwrap_or(i32::MAX),
+    };
+    // SAFETY: the handle keeps the thread joinable, so its pthread_t is valid; param is valid.
+    match unsafe { libc::pthread_setschedparam(thread.as_pthread_t(), policy, &param) } {
+        0 => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}
+
 /// Set the calling thread's scheduling policy with `sched_setscheduler`, keeping its nice value
 /// (`SCHED_FIFO`/`SCHED_RR` with a priority, or `SCHED_OTHER` with 0): for load threads.
 pub fn set_scheduler(policy: libc::c_int, priority: i32) -> io::Result<()> {
@@ -179,6 +204,46 @@ pub fn set_scheduler(policy: libc::c_int, priority: i32) -> io::Result<()> {
         Err(io::Error::last_os_error())
     } else {
         Ok(())
+    }
+}
+
+/// The calling thread raised to `SCHED_FIFO` for a while, given its policy back when dropped: for
+/// a thread that must keep running on time above real-time threads of its own process (the one
+/// that ends a measurement beside an `rt-hog` load). The raise carries `SCHED_RESET_ON_FORK`, so
+/// the threads and processes it starts meanwhile begin at `SCHED_OTHER`, as they would have.
+#[derive(Debug)]
+pub struct RaisedPolicy {
+    policy: libc::c_int,
+    priority: i32,
+    /// The policy is the calling thread's: the guard stays on it.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl RaisedPolicy {
+    /// Raise the calling thread to `SCHED_FIFO` at `priority` (1 to 99).
+    pub fn fifo(priority: i32) -> io::Result<RaisedPolicy> {
+        let mut param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: pid 0 is the calling thread; param is a valid out pointer.
+        let policy = unsafe { libc::sched_getscheduler(0) };
+        if policy == -1 || unsafe { libc::sched_getparam(0, &mut param) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        set_scheduler(libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK, priority)?;
+        Ok(RaisedPolicy {
+            policy,
+            priority: param.sched_priority,
+            _thread: std::marker::PhantomData,
+        })
+    }
+}
+
+impl Drop for RaisedPolicy {
+    fn drop(&mut self) {
+        // Clearing the reset-on-fork flag takes CAP_SYS_NICE: without it the thread keeps the
+        // flag, and still gets its policy back.
+        if set_scheduler(self.policy, self.priority).is_err() {
+            let _ = set_scheduler(self.policy | libc::SCHED_RESET_ON_FORK, self.priority);
+        }
     }
 }
 
@@ -350,6 +415,31 @@ mod tests {
             assert_eq!(affinity().unwrap(), all, "a refused set: left where it was");
             keep_on(&[last]);
             assert_eq!(affinity().unwrap(), [last]);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// Raised, the thread runs SCHED_FIFO and the threads it starts do not; dropped, it has its
+    /// policy back.
+    #[test]
+    fn a_raised_thread_gets_its_policy_back_and_starts_threads_at_normal_priority() {
+        std::thread::spawn(|| {
+            // SAFETY: plain system calls on the calling thread.
+            let policy = || unsafe { libc::sched_getscheduler(0) };
+            assert_eq!(policy(), libc::SCHED_OTHER);
+            let raised = match RaisedPolicy::fifo(3) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("skipped: SCHED_FIFO refused here ({e}); needs CAP_SYS_NICE");
+                    return;
+                }
+            };
+            assert_eq!(policy(), libc::SCHED_FIFO | libc::SCHED_RESET_ON_FORK);
+            let child = std::thread::spawn(policy).join().unwrap();
+            assert_eq!(child, libc::SCHED_OTHER, "a thread it started");
+            drop(raised);
+            assert_eq!(policy(), libc::SCHED_OTHER);
         })
         .join()
         .unwrap();

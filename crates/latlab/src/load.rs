@@ -128,6 +128,11 @@ pub fn run(args: LoadArgs, sys: &Sys) -> CliResult<ExitCode> {
         format_duration(plan.duration_ns)
     );
 
+    // Above real-time loads from before they start, so that they end on time (a schedule's
+    // thread keeps its own phases' time).
+    let on_time = latlab_load::keep_time_beside(&plan.specs).map_err(|e| {
+        anyhow::anyhow!("cannot raise latlab above the real-time loads to end them on time: {e}")
+    })?;
     let set = LoadSet::start(&plan.specs, &plan.opts).map_err(load_error)?;
     let origin = Instant::now();
     let runner = match &plan.schedule {
@@ -146,6 +151,7 @@ pub fn run(args: LoadArgs, sys: &Sys) -> CliResult<ExitCode> {
         reports: set.stop(),
         phases: Vec::new(),
     };
+    drop(on_time);
     if let Some(r) = runner {
         let l = r.stop();
         loads.reports.extend(l.reports);

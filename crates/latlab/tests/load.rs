@@ -1,5 +1,6 @@
 //! `latlab load` run for real: the list, bad input, a short run read back as JSON, a schedule,
-//! SIGTERM ending a run cleanly, and a command load stopped after latlab is killed.
+//! real-time loads that end on time, SIGTERM ending a run cleanly, and a command load stopped
+//! after latlab is killed.
 #![allow(clippy::unwrap_used)]
 
 use latlab_testkit::process::signal_after;
@@ -118,6 +119,46 @@ fn a_schedule_prints_its_phases() {
             .any(|l| l.trim_start().starts_with("1  procfs:workers=1")),
         "{text}"
     );
+}
+
+/// Busy real-time threads on every CPU end when asked, alone or as a phase of a schedule: the
+/// thread that ends them runs above them. At normal priority it waited for the kernel's RT
+/// throttling, and a load of 500 ms ran 1.95 s, a phase of 300 ms 1.3 s (the next phase never
+/// came).
+#[test]
+fn real_time_loads_end_on_time() {
+    if !latlab_testkit::root_or_skip("a real-time load") {
+        return;
+    }
+    let ms = |v: &serde_json::Value| v.as_u64().unwrap() / 1_000_000;
+    let out = run_exit(
+        latlab!().args(["load", "rt-hog:threads=4", "-D", "500ms", "--json"]),
+        0,
+    );
+    let v = json(&out);
+    let ran = ms(&v["reports"][0]["elapsed_ns"]);
+    assert!((450..800).contains(&ran), "a load of 500 ms ran {ran} ms");
+
+    let out = run_exit(
+        latlab!().args([
+            "load",
+            "--schedule",
+            "rt-hog:threads=4 300ms, idle 200ms",
+            "-D",
+            "600ms",
+            "--json",
+        ]),
+        0,
+    );
+    let v = json(&out);
+    let phases = v["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2, "{v}");
+    let hogged = ms(&phases[0]["end_ns"]) - ms(&phases[0]["start_ns"]);
+    assert!(
+        (250..600).contains(&hogged),
+        "a phase of 300 ms lasted {hogged} ms"
+    );
+    assert_eq!(phases[1]["spec"], "idle");
 }
 
 #[test]

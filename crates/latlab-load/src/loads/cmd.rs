@@ -32,6 +32,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     throughput: &[],
     takes_command: true,
     validate: None,
+    realtime: None,
     supported,
     start,
 };

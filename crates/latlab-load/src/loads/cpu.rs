@@ -29,6 +29,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     ],
     takes_command: false,
     validate: None,
+    realtime: None,
     supported: always,
     start,
 };

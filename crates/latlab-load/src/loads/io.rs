@@ -55,6 +55,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     ],
     takes_command: false,
     validate: Some(validate),
+    realtime: None,
     supported,
     start,
 };

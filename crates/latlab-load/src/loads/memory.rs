@@ -22,6 +22,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     ],
     takes_command: false,
     validate: None,
+    realtime: None,
     supported,
     start,
 };

@@ -46,6 +46,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     ],
     takes_command: false,
     validate: None,
+    realtime: None,
     supported: super::always,
     start,
 };

@@ -19,6 +19,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     throughput: &[("files read", "files/s"), ("bytes read", "MB/s")],
     takes_command: false,
     validate: None,
+    realtime: None,
     supported,
     start,
 };

@@ -63,6 +63,7 @@ pub static DESCRIPTOR: LoadDescriptor = LoadDescriptor {
     throughput: &[("busy-loop iterations", "ops/s")],
     takes_command: false,
     validate: None,
+    realtime: Some(realtime),
     supported,
     start,
 };
@@ -82,6 +83,16 @@ fn priority_of(spec: &LoadSpec) -> i32 {
     spec.count("priority")
         .and_then(|p| i32::try_from(p).ok())
         .unwrap_or(1)
+}
+
+/// The watchdog's priority: one above the hogs.
+fn watchdog_priority(hogs: i32) -> i32 {
+    (hogs + 1).min(99)
+}
+
+/// The highest priority of the load's threads: the watchdog's.
+fn realtime(spec: &LoadSpec) -> i32 {
+    watchdog_priority(priority_of(spec))
 }
 
 /// Why the hogs' (or the watchdog's) real-time policy was refused, as measuring explains it.
@@ -255,7 +266,7 @@ impl RtHog {
         let bound = cfg.bound;
         let period = (bound / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
         let hogs_are_rt = cfg.policy != libc::SCHED_OTHER;
-        let watchdog_priority = (cfg.priority + 1).min(99);
+        let watchdog_priority = watchdog_priority(cfg.priority);
         let (stop, fired, hogs, watched, tids) = (
             hog.guards_stop.clone(),
             hog.fired.clone(),
