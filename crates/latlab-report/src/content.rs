@@ -1,7 +1,9 @@
 //! The report's content, once for every format: sections of headings, tables, notes and (for
 //! HTML) figures, built from an [`Analysis`].
 
+use latlab_hist::Histogram;
 use latlab_model::system::Field;
+use latlab_model::trace::Family;
 use latlab_model::units::CpuList;
 use latlab_model::{RunResult, Stats};
 
@@ -1384,13 +1386,13 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
         ],
     );
     for (c, fams) in a.cells.iter().zip(&per_cell) {
-        for f in fams {
-            let s = Stats::of(&f.hist);
+        let mut row = |family: &str, what: &str, runs: usize, hist: &Histogram, dropped: u64| {
+            let s = Stats::of(hist);
             let mut row: Vec<TCell> = vec![
                 c.cell.name.as_str().into(),
-                f.family.name().into(),
-                f.family.describe().into(),
-                f.runs.to_string().into(),
+                family.into(),
+                what.into(),
+                runs.to_string().into(),
                 s.count.to_string().into(),
             ];
             for m in stats {
@@ -1403,13 +1405,27 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
                         .attr("data-ns", v.to_string())
                 });
             }
-            row.push(f.dropped.to_string().into());
+            row.push(dropped.to_string().into());
             t.row_with(
                 vec![
                     ("data-cell", c.index.to_string()),
-                    ("data-family", f.family.name().to_string()),
+                    ("data-family", family.to_string()),
                 ],
                 row,
+            );
+        };
+        for f in fams {
+            if f.family == Family::TaskletRuntime
+                && let Some((runs, h)) = tasklet_latency(fams)
+            {
+                row(Family::SoftirqLatency.name(), TASKLET_LATENCY, runs, h, 0);
+            }
+            row(
+                f.family.name(),
+                f.family.describe(),
+                f.runs,
+                &f.hist,
+                f.dropped,
             );
             for (name, h) in f.keys.iter().take(TRACE_KEYS_SHOWN) {
                 let ks = Stats::of(h);
@@ -1433,10 +1449,21 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
         );
         b.push(Block::Table(keys));
     }
-    trace_notes(b, a);
+    trace_notes(b, a, &per_cell);
     if plots {
         traced_figures(b, a, &per_cell);
     }
+}
+
+/// How long a tasklet waited to run, as the trace table names it.
+const TASKLET_LATENCY: &str = "tasklet: raise -> run (softirq TASKLET)";
+
+/// A tasklet's wait to run: tasklets run when the TASKLET softirq raised for them is entered,
+/// so its raise -> entry latency is the wait of the first tasklet of each batch (the longest).
+fn tasklet_latency(fams: &[TracedFamily]) -> Option<(usize, &Histogram)> {
+    let f = fams.iter().find(|f| f.family == Family::SoftirqLatency)?;
+    let (_, h) = f.keys.iter().find(|(name, _)| name == "TASKLET")?;
+    Some((f.runs, h))
 }
 
 /// One histogram chart and one spectrum chart per traced family, a line per cell.
@@ -1501,7 +1528,7 @@ fn traced_figures(b: &mut Vec<Block>, a: &Analysis, per_cell: &[Vec<TracedFamily
 
 /// Notes under the trace tables: events not traced (naming the runs when not all), runs
 /// without a trace, and what tracing cost in each run.
-fn trace_notes(b: &mut Vec<Block>, a: &Analysis) {
+fn trace_notes(b: &mut Vec<Block>, a: &Analysis, per_cell: &[Vec<TracedFamily>]) {
     let mut skipped: Vec<(String, Vec<String>)> = Vec::new();
     let mut costs = Vec::new();
     for c in &a.cells {
@@ -1554,6 +1581,36 @@ fn trace_notes(b: &mut Vec<Block>, a: &Analysis) {
             "traced kernel latencies: none in {}",
             untraced.join(", ")
         )));
+    }
+    // Families traced in every cell that saw not one event: said, not left as rows of zeros.
+    let traced: Vec<&TracedFamily> = per_cell.iter().flatten().collect();
+    let mut silent: Vec<Family> = traced
+        .iter()
+        .map(|f| f.family)
+        .filter(|fam| {
+            traced
+                .iter()
+                .filter(|f| f.family == *fam)
+                .all(|f| f.hist.count() == 0)
+        })
+        .collect();
+    silent.sort();
+    silent.dedup();
+    if !silent.is_empty() {
+        let names: Vec<&str> = silent.iter().map(|f| f.name()).collect();
+        b.push(Block::Note(format!(
+            "no events in any run: {} (the tracepoints were attached; the kernel did no such \
+             work while these runs measured)",
+            names.join(", ")
+        )));
+    }
+    let tasklets = traced.iter().any(|f| f.family == Family::TaskletRuntime);
+    if tasklets && !traced.iter().any(|f| f.family == Family::SoftirqLatency) {
+        b.push(Block::Note(
+            "a tasklet's wait to run is the TASKLET softirq's raise -> entry: trace softirq \
+             too to have it"
+                .into(),
+        ));
     }
     for c in costs {
         b.push(Block::Note(c));

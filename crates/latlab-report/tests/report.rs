@@ -1652,6 +1652,61 @@ fn traced_latencies_equal_their_histograms() {
     );
 }
 
+/// Seed 002's families: a tasklet's wait to run is its softirq's raise -> entry, in a row of its
+/// own; a family without one event in any run is said to have none; tasklets traced without
+/// softirqs say what would give their wait.
+#[test]
+fn deferred_work_shows_the_tasklet_wait_and_says_which_families_saw_nothing() {
+    use latlab_testkit::run::{family, trace};
+    let tasklet_waits: Vec<(u32, u64)> = (0..40).map(|i| (i % 2, 3_000 + 100 * i as u64)).collect();
+    let softirq = family(
+        Family::SoftirqLatency,
+        &[
+            (1, "TIMER", vec![(0, 9_000), (1, 12_000)]),
+            (6, "TASKLET", tasklet_waits.clone()),
+        ],
+    );
+    let runtime = family(Family::TaskletRuntime, &[(7, "f", vec![(0, 800)])]);
+    let kthread = family(Family::KthreadLatency, &[]);
+    let mut r = run(&performance(), 7, false);
+    r.trace = Some(trace(
+        &["tasklet", "kthread", "softirq"],
+        vec![softirq, runtime.clone(), kthread.clone()],
+        (10, 1000),
+    ));
+    let html = html_report(&ReportInput::from_runs("deferred", vec![r.clone()]));
+    let doc = parse(&html);
+    let rows = rows(&doc, "trace");
+    let wait = rows
+        .iter()
+        .find(|row| text_of(**row).contains("tasklet: raise -> run"))
+        .expect("a row of the tasklets' wait");
+    assert_eq!(wait.attribute("data-family"), Some("softirq-latency"));
+    let mut h = Histogram::new();
+    for (_, v) in &tasklet_waits {
+        h.record(*v);
+    }
+    let max = wait
+        .children()
+        .find(|t| t.attribute("data-stat") == Some("max"))
+        .unwrap();
+    assert_eq!(
+        max.attribute("data-ns").unwrap(),
+        Stats::of(&h).max.to_string()
+    );
+    assert!(
+        html.contains("no events in any run: kthread-latency (the tracepoints were attached"),
+        "{html}"
+    );
+    assert!(!html.contains("trace softirq too"));
+
+    // Tasklets traced alone: no wait row, and the note says how to have one.
+    r.trace = Some(trace(&["tasklet"], vec![runtime, kthread], (10, 1000)));
+    let text = report_text(&ReportInput::from_runs("tasklets", vec![r]));
+    assert!(!text.contains("tasklet: raise -> run"), "{text}");
+    assert!(text.contains("trace softirq too to have it"), "{text}");
+}
+
 /// A spike story: a task held the CPU, a shell ran after it.
 fn story() -> latlab_model::trace::SpikeStory {
     use latlab_model::trace::{SpikeStory, StoryTask};
