@@ -1353,6 +1353,7 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
         return;
     }
     let per_cell: Vec<Vec<TracedFamily>> = a.cells.iter().map(traced_families).collect();
+    let silent = silent_families(&per_cell);
     let stats = [
         Metric::P50,
         Metric::P90,
@@ -1414,7 +1415,7 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
                 row,
             );
         };
-        for f in fams {
+        for f in fams.iter().filter(|f| !silent.contains(&f.family)) {
             if f.family == Family::TaskletRuntime
                 && let Some((runs, h)) = tasklet_latency(fams)
             {
@@ -1449,7 +1450,7 @@ fn traced(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
         );
         b.push(Block::Table(keys));
     }
-    trace_notes(b, a, &per_cell);
+    trace_notes(b, a, &per_cell, &silent);
     if plots {
         traced_figures(b, a, &per_cell);
     }
@@ -1528,7 +1529,31 @@ fn traced_figures(b: &mut Vec<Block>, a: &Analysis, per_cell: &[Vec<TracedFamily
 
 /// Notes under the trace tables: events not traced (naming the runs when not all), runs
 /// without a trace, and what tracing cost in each run.
-fn trace_notes(b: &mut Vec<Block>, a: &Analysis, per_cell: &[Vec<TracedFamily>]) {
+/// The families traced that saw not one event in any cell: said in a note, not left as rows of
+/// zeros.
+fn silent_families(per_cell: &[Vec<TracedFamily>]) -> Vec<Family> {
+    let traced: Vec<&TracedFamily> = per_cell.iter().flatten().collect();
+    let mut silent: Vec<Family> = traced
+        .iter()
+        .map(|f| f.family)
+        .filter(|fam| {
+            traced
+                .iter()
+                .filter(|f| f.family == *fam)
+                .all(|f| f.hist.count() == 0)
+        })
+        .collect();
+    silent.sort();
+    silent.dedup();
+    silent
+}
+
+fn trace_notes(
+    b: &mut Vec<Block>,
+    a: &Analysis,
+    per_cell: &[Vec<TracedFamily>],
+    silent: &[Family],
+) {
     let mut skipped: Vec<(String, Vec<String>)> = Vec::new();
     let mut costs = Vec::new();
     for c in &a.cells {
@@ -1582,20 +1607,6 @@ fn trace_notes(b: &mut Vec<Block>, a: &Analysis, per_cell: &[Vec<TracedFamily>])
             untraced.join(", ")
         )));
     }
-    // Families traced in every cell that saw not one event: said, not left as rows of zeros.
-    let traced: Vec<&TracedFamily> = per_cell.iter().flatten().collect();
-    let mut silent: Vec<Family> = traced
-        .iter()
-        .map(|f| f.family)
-        .filter(|fam| {
-            traced
-                .iter()
-                .filter(|f| f.family == *fam)
-                .all(|f| f.hist.count() == 0)
-        })
-        .collect();
-    silent.sort();
-    silent.dedup();
     if !silent.is_empty() {
         let names: Vec<&str> = silent.iter().map(|f| f.name()).collect();
         b.push(Block::Note(format!(
@@ -1604,8 +1615,8 @@ fn trace_notes(b: &mut Vec<Block>, a: &Analysis, per_cell: &[Vec<TracedFamily>])
             names.join(", ")
         )));
     }
-    let tasklets = traced.iter().any(|f| f.family == Family::TaskletRuntime);
-    if tasklets && !traced.iter().any(|f| f.family == Family::SoftirqLatency) {
+    let traced = |fam: Family| per_cell.iter().flatten().any(|f| f.family == fam);
+    if traced(Family::TaskletRuntime) && !traced(Family::SoftirqLatency) {
         b.push(Block::Note(
             "a tasklet's wait to run is the TASKLET softirq's raise -> entry: trace softirq \
              too to have it"

@@ -1698,6 +1698,12 @@ fn deferred_work_shows_the_tasklet_wait_and_says_which_families_saw_nothing() {
         html.contains("no events in any run: kthread-latency (the tracepoints were attached"),
         "{html}"
     );
+    // Said once, not as a row of zeros.
+    assert!(
+        !rows
+            .iter()
+            .any(|row| row.attribute("data-family") == Some("kthread-latency"))
+    );
     assert!(!html.contains("trace softirq too"));
 
     // Tasklets traced alone: no wait row, and the note says how to have one.
