@@ -524,9 +524,24 @@ pub struct Recommendation {
     pub reason: String,
 }
 
-/// Recommend a built-in profile: real-time kernel or isolated CPUs → realtime; on battery →
-/// powersave; a virtual machine or a server → throughput; otherwise balanced.
-pub fn recommend(sys: &Sys) -> Recommendation {
+/// What the user wants most from the machine, when they say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Goal {
+    /// The shortest wake-up latency.
+    Latency,
+    /// The most work per second.
+    Throughput,
+    /// The least power.
+    Power,
+    /// Neither way.
+    Balanced,
+}
+
+/// Recommend a built-in profile. With a goal: latency → realtime on a real-time kernel or with
+/// isolated CPUs, else lowlatency; throughput, power and balanced → their profiles. Without one,
+/// from the facts alone: real-time kernel or isolated CPUs → realtime; on battery → powersave; a
+/// virtual machine or a server → throughput; otherwise balanced.
+pub fn recommend(sys: &Sys, goal: Option<Goal>) -> Recommendation {
     let info = sys.system_info();
     let mut facts = Vec::new();
     let rt = info.kernel_built_with("PREEMPT_RT");
@@ -597,6 +612,14 @@ pub fn recommend(sys: &Sys) -> Recommendation {
     if let (Some(c), Some(k)) = (chassis, kind) {
         facts.push(format!("DMI chassis type {c} ({k})"));
     }
+    if let Some(goal) = goal {
+        let (profile, reason) = for_goal(goal, rt || isolated, vm.is_some(), discharging);
+        return Recommendation {
+            profile: profile.into(),
+            facts,
+            reason,
+        };
+    }
     let (profile, reason) = if rt || isolated {
         (
             "realtime",
@@ -622,4 +645,37 @@ pub fn recommend(sys: &Sys) -> Recommendation {
         facts,
         reason: reason.into(),
     }
+}
+
+/// The profile for a goal, and why, with what the machine's facts add to it.
+fn for_goal(goal: Goal, realtime: bool, vm: bool, discharging: bool) -> (&'static str, String) {
+    let (profile, mut reason) = match goal {
+        Goal::Latency if realtime => (
+            "realtime",
+            "the shortest wake-up latency, on a machine set up for real-time work (a real-time \
+             kernel or isolated CPUs)"
+                .to_string(),
+        ),
+        Goal::Latency => (
+            "lowlatency",
+            "the shortest wake-up latency: shallow idle states only, and the fastest governor"
+                .to_string(),
+        ),
+        Goal::Throughput => ("throughput", "the most work per second".to_string()),
+        Goal::Power => ("powersave", "the least power".to_string()),
+        Goal::Balanced => (
+            "balanced",
+            "neither way: the distributions' defaults".to_string(),
+        ),
+    };
+    if vm && goal == Goal::Latency {
+        reason.push_str(
+            "; in a virtual machine it acts on the guest's idle only (the host owns frequency \
+             and deep idle states), and a polling guest CPU burns the host's CPU time",
+        );
+    }
+    if discharging && goal != Goal::Power {
+        reason.push_str("; on battery it shortens the battery's life");
+    }
+    (profile, reason)
 }

@@ -804,7 +804,7 @@ fn recommendations_follow_the_facts() {
     ];
     for (tree, want, fact) in cases {
         let t = Tree::new(tree);
-        let r = boot::recommend(&t.sys());
+        let r = boot::recommend(&t.sys(), None);
         assert_eq!(r.profile, want, "{tree}: {r:?}");
         assert!(
             r.facts.iter().any(|f| f.contains(fact)),
@@ -812,10 +812,43 @@ fn recommendations_follow_the_facts() {
             r.facts
         );
     }
+    // A goal said outweighs the facts, which still qualify it.
+    let goals = [
+        (
+            "vm",
+            boot::Goal::Latency,
+            "lowlatency",
+            "acts on the guest's idle only",
+        ),
+        (
+            "arm-board",
+            boot::Goal::Latency,
+            "realtime",
+            "set up for real-time work",
+        ),
+        (
+            "laptop-intel",
+            boot::Goal::Throughput,
+            "throughput",
+            "shortens the battery's life",
+        ),
+        (
+            "amd-desktop",
+            boot::Goal::Power,
+            "powersave",
+            "the least power",
+        ),
+        ("vm", boot::Goal::Balanced, "balanced", "defaults"),
+    ];
+    for (tree, goal, want, why) in goals {
+        let r = boot::recommend(&Tree::new(tree).sys(), Some(goal));
+        assert_eq!(r.profile, want, "{tree} {goal:?}: {r:?}");
+        assert!(r.reason.contains(why), "{tree} {goal:?}: {}", r.reason);
+    }
     // A `preempt=rt` on the command line of a PREEMPT_DYNAMIC kernel (no such model) does not
     // make it a real-time kernel.
     let t = Tree::new("vm");
     t.write("/proc/cmdline", "console=ttyS0 preempt=rt\n");
     assert!(t.sys().system_info().preempt.starts_with("rt "));
-    assert_eq!(boot::recommend(&t.sys()).profile, "throughput");
+    assert_eq!(boot::recommend(&t.sys(), None).profile, "throughput");
 }

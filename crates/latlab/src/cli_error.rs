@@ -51,12 +51,14 @@ pub fn clap_exit(e: clap::Error) -> ExitCode {
             ExitCode::from(2)
         }
         _ => {
-            let hint = if e.kind() == ErrorKind::ValueValidation {
+            let line = clap_line(&e);
+            // A refused value names what is accepted already.
+            let hint = if e.kind() == ErrorKind::ValueValidation || line.contains("(accepted: ") {
                 ""
             } else {
                 " (see --help)"
             };
-            eprintln!("latlab: error: {}{hint}", clap_line(&e));
+            eprintln!("latlab: error: {line}{hint}");
             ExitCode::from(2)
         }
     }
@@ -85,6 +87,23 @@ pub fn clap_line(e: &clap::Error) -> String {
             }
             _ => format!("{flag}: {source}"),
         };
+    }
+    // A value outside a fixed list, as `--format foo` says it.
+    if e.kind() == ErrorKind::InvalidValue
+        && let (
+            Some(ContextValue::String(arg)),
+            Some(ContextValue::String(value)),
+            Some(ContextValue::Strings(valid)),
+        ) = (
+            e.get(ContextKind::InvalidArg),
+            e.get(ContextKind::InvalidValue),
+            e.get(ContextKind::ValidValue),
+        )
+        && !value.is_empty()
+        && !valid.is_empty()
+    {
+        let flag = arg.split_whitespace().next().unwrap_or(arg);
+        return format!("{flag} {value}: unknown (accepted: {})", valid.join(", "));
     }
     if e.kind() == ErrorKind::UnknownArgument
         && let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg)

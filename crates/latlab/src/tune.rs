@@ -51,8 +51,8 @@ enum TuneCommand {
     Restore,
     /// The kernel command line a profile wants here; --write makes a GRUB drop-in.
     Boot(BootArgs),
-    /// A profile for this machine, with the facts that led to it.
-    Recommend,
+    /// A profile for this machine, with the facts that led to it (and the goal, if given).
+    Recommend(RecommendArgs),
     /// Hold a /dev/cpu_dma_latency request until Ctrl-C or for --duration.
     Hold(HoldArgs),
     /// Find the settings that lower latency here by measuring them: each knob against the
@@ -95,6 +95,37 @@ struct BootArgs {
     /// Remove /etc/default/grub.d/latlab.cfg.
     #[arg(long)]
     remove: bool,
+}
+
+#[derive(Args, Debug)]
+struct RecommendArgs {
+    /// What matters most here; without it the machine's facts alone decide (a virtual machine
+    /// or a server: throughput)
+    #[arg(long, value_enum)]
+    goal: Option<GoalArg>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum GoalArg {
+    /// The shortest wake-up latency (lowlatency, or realtime with isolated CPUs or an RT kernel)
+    Latency,
+    /// The most work per second (throughput)
+    Throughput,
+    /// The least power (powersave)
+    Power,
+    /// Neither way (balanced)
+    Balanced,
+}
+
+impl From<GoalArg> for boot::Goal {
+    fn from(g: GoalArg) -> Self {
+        match g {
+            GoalArg::Latency => boot::Goal::Latency,
+            GoalArg::Throughput => boot::Goal::Throughput,
+            GoalArg::Power => boot::Goal::Power,
+            GoalArg::Balanced => boot::Goal::Balanced,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -188,7 +219,7 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
     let reads_the_system = match &args.command {
         TuneCommand::Show(_)
         | TuneCommand::Boot(_)
-        | TuneCommand::Recommend
+        | TuneCommand::Recommend(_)
         | TuneCommand::Hold(_)
         | TuneCommand::Search(_) => true,
         TuneCommand::Verify(a) => a.profile.is_some(),
@@ -205,7 +236,7 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
         TuneCommand::Verify(a) => verify(&ctx, &a),
         TuneCommand::Restore => restore(&ctx),
         TuneCommand::Boot(a) => boot_cmd(&ctx, &a),
-        TuneCommand::Recommend => recommend(&ctx),
+        TuneCommand::Recommend(a) => recommend(&ctx, a.goal.map(boot::Goal::from)),
         TuneCommand::Hold(a) => hold(&ctx, &a),
         TuneCommand::Search(a) => crate::tune_search::run(*a, &ctx.sys, ctx.state_dir.clone()),
     }
@@ -717,8 +748,8 @@ fn boot_cmd(ctx: &Ctx, a: &BootArgs) -> CliResult<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn recommend(ctx: &Ctx) -> CliResult<ExitCode> {
-    let r = boot::recommend(&ctx.sys);
+fn recommend(ctx: &Ctx, goal: Option<boot::Goal>) -> CliResult<ExitCode> {
+    let r = boot::recommend(&ctx.sys, goal);
     println!("recommended: {}", r.profile);
     print!("{}", wrap(&format!("because: {}", r.reason), 2, 100));
     println!("facts:");
@@ -729,6 +760,12 @@ fn recommend(ctx: &Ctx) -> CliResult<ExitCode> {
         "see what it changes with `latlab tune show {p}`, apply it with `latlab tune apply {p}`",
         p = r.profile
     );
+    if goal.is_none() {
+        println!(
+            "for the shortest wake-up latency instead: `latlab tune recommend --goal latency`; \
+             to measure which settings help here: `latlab tune search`"
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

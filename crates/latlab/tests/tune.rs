@@ -539,6 +539,19 @@ fn recommend_and_hold() {
     let laptop = Tree::new("laptop-intel");
     let out = ok(&laptop.run(&["tune", "recommend"]));
     assert!(out.contains("recommended: powersave"), "{out}");
+    assert!(out.contains("--goal latency"), "{out}");
+    // A goal said: for latency in a VM, lowlatency with what a guest can and cannot change.
+    let out = ok(&vm.run(&["tune", "recommend", "--goal", "latency"]));
+    assert!(out.contains("recommended: lowlatency"), "{out}");
+    assert!(out.contains("acts on the guest's idle only"), "{out}");
+    assert!(!out.contains("--goal latency`"), "{out}");
+    let out = vm.run(&["tune", "recommend", "--goal", "speed"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("latency, throughput, power, balanced"),
+        "{err}"
+    );
     // In a fixture tree /dev/cpu_dma_latency is a plain file: the request is written into it.
     let out = ok(&vm.run(&["tune", "hold", "--us", "7", "--duration", "50ms"]));
     assert!(
