@@ -115,6 +115,55 @@ impl Measurement {
     }
 }
 
+/// Loads under way, and the raise that keeps the calling thread on time beside them.
+struct Beside {
+    loads: RunningLoads,
+    /// Held until the loads have stopped.
+    on_time: Option<latlab_sys::thread::RaisedPolicy>,
+    /// Why the thread could not be raised, if so.
+    late: Option<String>,
+}
+
+/// Raise the calling thread above the loads' real-time threads, then start the loads (a set, or
+/// a schedule of phases).
+fn start_loads(p: &Measurement) -> Result<Beside, Error> {
+    // Beside real-time loads this thread, which ends the measurement and stops the loads, runs
+    // above them from before they start (the threads it starts begin at normal priority, and the
+    // measuring threads set their own policy).
+    let mut specs = p.loads.clone();
+    specs.extend(p.schedule.iter().flat_map(|s| s.specs()));
+    let (on_time, late) = match latlab_load::keep_time_beside(&specs) {
+        Ok(guard) => (guard, None),
+        Err(e) => (
+            None,
+            Some(format!(
+                "this run may end late: latlab could not raise its coordinator above the \
+                 real-time loads ({e})"
+            )),
+        ),
+    };
+    // Loads start first so the measurement sees them from its first period.
+    let loads = match &p.schedule {
+        Some(schedule) => RunningLoads::Schedule(
+            latlab_load::ScheduleRunner::start(
+                schedule,
+                &p.load_options,
+                std::time::Instant::now(),
+            )
+            .map_err(load_error)?,
+        ),
+        None if !p.loads.is_empty() => RunningLoads::Set(
+            latlab_load::LoadSet::start(&p.loads, &p.load_options).map_err(load_error)?,
+        ),
+        None => RunningLoads::None,
+    };
+    Ok(Beside {
+        loads,
+        on_time,
+        late,
+    })
+}
+
 fn run(
     p: &Measurement,
     sys: &Sys,
@@ -171,36 +220,11 @@ fn run(
         ),
         None => None,
     };
-    // Beside real-time loads this thread, which ends the measurement and stops the loads, runs
-    // above them from before they start (the threads it starts begin at normal priority, and the
-    // measuring threads set their own policy).
-    let mut specs = p.loads.clone();
-    specs.extend(p.schedule.iter().flat_map(|s| s.specs()));
-    let (on_time, late) = match latlab_load::keep_time_beside(&specs) {
-        Ok(guard) => (guard, None),
-        Err(e) => (
-            None,
-            Some(format!(
-                "this run may end late: latlab could not raise its coordinator above the \
-                 real-time loads ({e})"
-            )),
-        ),
-    };
-    // Loads start first so the measurement sees them from its first period.
-    let loads = match &p.schedule {
-        Some(schedule) => RunningLoads::Schedule(
-            latlab_load::ScheduleRunner::start(
-                schedule,
-                &p.load_options,
-                std::time::Instant::now(),
-            )
-            .map_err(load_error)?,
-        ),
-        None if !p.loads.is_empty() => RunningLoads::Set(
-            latlab_load::LoadSet::start(&p.loads, &p.load_options).map_err(load_error)?,
-        ),
-        None => RunningLoads::None,
-    };
+    let Beside {
+        loads,
+        on_time,
+        late,
+    } = start_loads(p)?;
     let sampler = match p.sample_period_ns {
         None => None,
         Some(period) => {
