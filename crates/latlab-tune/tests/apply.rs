@@ -813,32 +813,23 @@ fn recommendations_follow_the_facts() {
         );
     }
     // A goal said outweighs the facts, which still qualify it.
+    use boot::Goal::{Balanced, Latency, Power, Throughput};
     let goals = [
-        (
-            "vm",
-            boot::Goal::Latency,
-            "lowlatency",
-            "acts on the guest's idle only",
-        ),
+        ("vm", Latency, "lowlatency", "acts on the guest's idle only"),
         (
             "arm-board",
-            boot::Goal::Latency,
+            Latency,
             "realtime",
             "set up for real-time work",
         ),
         (
             "laptop-intel",
-            boot::Goal::Throughput,
+            Throughput,
             "throughput",
             "shortens the battery's life",
         ),
-        (
-            "amd-desktop",
-            boot::Goal::Power,
-            "powersave",
-            "the least power",
-        ),
-        ("vm", boot::Goal::Balanced, "balanced", "defaults"),
+        ("amd-desktop", Power, "powersave", "the least power"),
+        ("vm", Balanced, "balanced", "defaults"),
     ];
     for (tree, goal, want, why) in goals {
         let r = boot::recommend(&Tree::new(tree).sys(), Some(goal));
