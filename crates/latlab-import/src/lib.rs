@@ -267,6 +267,7 @@ fn assemble(
 ) -> RunResult {
     let mut env = RunEnvironment {
         warnings,
+        missed_unrecorded: true,
         ..RunEnvironment::default()
     };
     // What the command line bounded the run by, where it says (cyclictest's -D or -l).

@@ -115,6 +115,8 @@ fn recorded_cyclictest_json() {
     assert!(w.contains("command line: cyclictest -m -p 80"), "{w}");
     // Same file, same id: a second import is recognisable.
     assert_eq!(r.id, import(&text, None, "again").unwrap().id);
+    // cyclictest counts no missed periods: the 0 is unknown, and said so.
+    assert!(!r.records_missed());
     // What cyclictest itself did: -m locked its memory (it ends when it cannot), and without
     // --laptop it held /dev/cpu_dma_latency (at --latency, else 0), said to be inferred.
     assert!(r.environment.memory_locked);
@@ -216,6 +218,7 @@ fn recorded_stress_ng_cyclic() {
     assert_eq!(r.config.policy, latlab_model::Policy::Rr);
     // stress-ng's p50 is 23115 ns; the import knows it to its 10 µs bucket.
     assert!((20_000..30_000).contains(&t.stats.p50), "{}", t.stats.p50);
+    assert!(!r.records_missed());
 }
 
 #[test]

@@ -322,6 +322,10 @@ pub struct RunEnvironment {
     /// What the profile changed for the run, `knob: old -> new` (restored afterwards).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tuning: Vec<String>,
+    /// The run comes from a format that does not count missed periods (an import): its
+    /// `missed` counts are 0 because unknown, not because none were missed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missed_unrecorded: bool,
 }
 
 /// Why the measurement ended.
@@ -702,6 +706,11 @@ pub struct RunHead {
 }
 
 impl RunResult {
+    /// Whether its missed periods were counted (see [`RunEnvironment::missed_unrecorded`]).
+    pub fn records_missed(&self) -> bool {
+        !self.environment.missed_unrecorded
+    }
+
     /// Why the run is shorter than asked, where a signal stopped it before its length
     /// (`stopped by SIGTERM after 1.813 s of the 5s asked`); `None` for a run that ended as
     /// asked, or that was asked to run until interrupted.

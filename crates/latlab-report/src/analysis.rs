@@ -62,7 +62,8 @@ pub(crate) struct RunFigures<'a> {
     /// 1-based position among the cell's repeats.
     pub repeat: usize,
     pub stats: Stats,
-    pub missed: u64,
+    /// `None` where the run's format does not count them (an import).
+    pub missed: Option<u64>,
     pub power: Result<Power, String>,
     pub freq_mhz: Result<f64, String>,
     /// Time stolen by the hypervisor during the run, percent, mean over the CPUs (a
@@ -80,7 +81,8 @@ pub(crate) struct CpuFigures {
     pub label: String,
     pub hist: Histogram,
     pub stats: Stats,
-    pub missed: u64,
+    /// `None` where a run of the cell does not count them (an import).
+    pub missed: Option<u64>,
 }
 
 /// One cell and what was derived from it.
@@ -89,8 +91,8 @@ pub(crate) struct CellFigures<'a> {
     pub index: usize,
     pub pooled: Histogram,
     pub stats: Stats,
-    /// Missed periods over all repeats.
-    pub missed: u64,
+    /// Missed periods over all repeats; `None` where a run does not count them (an import).
+    pub missed: Option<u64>,
     pub cpus: Vec<CpuFigures>,
     pub runs: Vec<RunFigures<'a>>,
 }
@@ -102,8 +104,9 @@ pub(crate) const MISSED_SELECTION_PCT: f64 = 5.0;
 impl CellFigures<'_> {
     /// The share of its periods the cell missed, percent.
     pub fn missed_pct(&self) -> f64 {
-        let periods = self.stats.count + self.missed;
-        self.missed as f64 / periods.max(1) as f64 * 100.0
+        let missed = self.missed.unwrap_or(0);
+        let periods = self.stats.count + missed;
+        missed as f64 / periods.max(1) as f64 * 100.0
     }
 }
 
@@ -258,7 +261,7 @@ fn stat(s: &Stats, m: Metric) -> Option<f64> {
 impl RunFigures<'_> {
     pub fn value(&self, m: Metric) -> Option<f64> {
         match m {
-            Metric::Missed => Some(self.missed as f64),
+            Metric::Missed => self.missed.map(|m| m as f64),
             Metric::PowerW => self.power.as_ref().ok().map(|p| p.watts),
             Metric::EnergyJ => self.power.as_ref().ok().and_then(|p| p.joules),
             Metric::FreqMhz => self.freq_mhz.as_ref().ok().copied(),
@@ -659,6 +662,8 @@ impl<'a> Analysis<'a> {
 
 fn cell_figures<'a>(index: usize, cell: &'a CellInput, keys: &[ThroughputKey]) -> CellFigures<'a> {
     let mut pooled = Histogram::new();
+    // Missed periods are known when every run counted them.
+    let counted = cell.runs.iter().all(RunResult::records_missed);
     let mut missed = 0;
     let mut cpus: Vec<CpuFigures> = Vec::new();
     let mut runs = Vec::new();
@@ -669,13 +674,13 @@ fn cell_figures<'a>(index: usize, cell: &'a CellInput, keys: &[ThroughputKey]) -
             match cpus.iter_mut().find(|c| c.label == t.label) {
                 Some(c) => {
                     c.hist.merge(&t.histogram);
-                    c.missed += t.missed;
+                    c.missed = c.missed.map(|m| m + t.missed);
                 }
                 None => cpus.push(CpuFigures {
                     label: t.label.clone(),
                     hist: t.histogram.clone(),
                     stats: Stats::default(),
-                    missed: t.missed,
+                    missed: counted.then_some(t.missed),
                 }),
             }
         }
@@ -700,7 +705,7 @@ fn cell_figures<'a>(index: usize, cell: &'a CellInput, keys: &[ThroughputKey]) -
         index,
         stats: Stats::of(&pooled).with_exact_of(known),
         pooled,
-        missed,
+        missed: counted.then_some(missed),
         cpus,
         runs,
     }
@@ -718,7 +723,7 @@ fn run_figures<'a>(
         run,
         repeat,
         stats: Stats::of(&run.overall.histogram).with_exact_of(&run.overall.stats),
-        missed: run.overall.missed,
+        missed: run.records_missed().then_some(run.overall.missed),
         power: samples.map_or_else(|| Err(no_samples()), power),
         freq_mhz: samples.map_or_else(|| Err(no_samples()), frequency),
         steal_pct: samples.map_or_else(|| Err(no_samples()), steal),

@@ -386,11 +386,13 @@ fn latency_row(
     attrs: Vec<(&'static str, String)>,
     mut lead: Vec<TCell>,
     stats: &Stats,
-    missed: u64,
+    missed: Option<u64>,
 ) {
     lead.extend([
         TCell::new(stats.count.to_string()).attr("data-stat", "samples"),
-        TCell::new(missed.to_string()).attr("data-stat", "missed"),
+        // "-": the run's format does not count them (an import).
+        TCell::new(missed.map_or_else(|| "-".to_string(), |m| m.to_string()))
+            .attr("data-stat", "missed"),
     ]);
     lead.extend(stat_cells(stats));
     t.row_with(attrs, lead);
@@ -420,6 +422,11 @@ fn latency(b: &mut Vec<Block>, a: &Analysis) {
     b.push(Block::Para(
         "missed: periods that passed without a sample because a stall covered them, summed over the repeats; stdev is the population standard deviation.".into(),
     ));
+    if a.cells.iter().any(|c| c.missed.is_none()) {
+        b.push(Block::Note(
+            "missed \"-\": a run of the cell was imported from a format that does not count missed periods".into(),
+        ));
+    }
 }
 
 fn repeats(b: &mut Vec<Block>, a: &Analysis) {

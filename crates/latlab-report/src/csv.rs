@@ -151,12 +151,19 @@ pub fn report_csv(input: &ReportInput) -> String {
 
 /// The fields of a `cell` or `run` row of cell `c` after its first four: the cell's parameters,
 /// then samples, missed and the latency statistics of `stats`.
-fn latency_fields(params: &[&String], c: &CellFigures, stats: &Stats, missed: u64) -> Vec<String> {
+fn latency_fields(
+    params: &[&String],
+    c: &CellFigures,
+    stats: &Stats,
+    missed: Option<u64>,
+) -> Vec<String> {
     let mut row: Vec<String> = params
         .iter()
         .map(|p| c.cell.params.get(*p).cloned().unwrap_or_default())
         .collect();
-    row.extend([stats.count.to_string(), missed.to_string()]);
+    // Empty where the run's format does not count them (an import).
+    let missed = missed.map_or_else(String::new, |m| m.to_string());
+    row.extend([stats.count.to_string(), missed]);
     row.extend(stat_fields(stats));
     row
 }

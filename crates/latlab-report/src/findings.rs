@@ -291,10 +291,10 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
 
     // Missed periods.
     for c in &a.cells {
-        if c.missed == 0 {
+        let Some(missed) = c.missed.filter(|&m| m > 0) else {
             continue;
-        }
-        let periods = c.stats.count + c.missed;
+        };
+        let periods = c.stats.count + missed;
         let share = c.missed_pct();
         // So many missed that the latencies measured are a selection: the ones that made it.
         let selection = if share >= MISSED_SELECTION_PCT {
@@ -306,7 +306,7 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
             Kind::Warning,
             format!(
                 "missed periods: {} missed {} of {periods} periods ({share:.2} %): stalls longer than the interval, counted, not dropped{selection}",
-                c.cell.name, c.missed,
+                c.cell.name, missed,
             ),
         );
     }

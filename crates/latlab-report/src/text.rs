@@ -219,13 +219,27 @@ fn table(out: &mut String, r: &RunResult) {
     }
     out.push_str("  (µs)\n");
 
+    // "-" where the run's format does not count missed periods (an import).
+    let missed = |m: u64| {
+        if r.records_missed() {
+            m.to_string()
+        } else {
+            "-".into()
+        }
+    };
     for t in &r.threads {
-        row(out, label_w, &t.label, t.missed, &t.stats);
+        row(out, label_w, &t.label, &missed(t.missed), &t.stats);
     }
-    row(out, label_w, "all", r.overall.missed, &r.overall.stats);
+    row(
+        out,
+        label_w,
+        "all",
+        &missed(r.overall.missed),
+        &r.overall.stats,
+    );
 }
 
-fn row(out: &mut String, label_w: usize, label: &str, missed: u64, s: &Stats) {
+fn row(out: &mut String, label_w: usize, label: &str, missed: &str, s: &Stats) {
     let _ = write!(
         out,
         "{label:<label_w$}{:>SAMPLES_W$}{missed:>MISSED_W$}",

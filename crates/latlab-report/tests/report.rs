@@ -1073,6 +1073,52 @@ fn read_csv(text: &str) -> Vec<Vec<String>> {
     rows
 }
 
+/// A run imported from a format that does not count missed periods shows none as unknown, in
+/// every format: "-" in the tables, `null` in JSON, an empty CSV field; never a 0 it did not
+/// count. A measured run beside it keeps its count.
+#[test]
+fn missed_periods_an_import_did_not_count_are_unknown_not_zero() {
+    let measured = run(&performance(), 7, false);
+    let mut imported = run(&performance(), 8, false);
+    imported.environment.missed_unrecorded = true;
+    let mut input = ReportInput::from_runs("imports", vec![measured.clone()]);
+    input
+        .cells
+        .push(ReportInput::from_runs("x", vec![imported]).cells.remove(0));
+    input.cells[1].name = "imported".into();
+
+    let html = html_report(&input);
+    let doc = parse(&html);
+    let missed = |row: &roxmltree::Node| {
+        let td = row
+            .children()
+            .find(|t| t.attribute("data-stat") == Some("missed"))
+            .unwrap();
+        text_of(td)
+    };
+    let cells = rows(&doc, "latency");
+    assert_eq!(missed(&cells[0]), measured.overall.missed.to_string());
+    assert_eq!(missed(&cells[1]), "-");
+    assert!(html.contains("a run of the cell was imported from a format that does not count"));
+    for table in ["runs", "per-cpu"] {
+        let rows = rows(&doc, table);
+        assert!(
+            rows.iter()
+                .filter(|r| r.attribute("data-cell") == Some("1"))
+                .all(|r| missed(r) == "-"),
+            "{table}"
+        );
+    }
+    let v = report_json(&input);
+    assert_eq!(v["cells"][0]["missed"], measured.overall.missed);
+    assert!(v["cells"][1]["missed"].is_null(), "{}", v["cells"][1]);
+    let csv = read_csv(&report_csv(&input));
+    let col = csv[0].iter().position(|h| h == "missed").unwrap();
+    let imported_rows: Vec<_> = csv.iter().filter(|r| r[1] == "imported").collect();
+    assert!(!imported_rows.is_empty());
+    assert!(imported_rows.iter().all(|r| r[col].is_empty()));
+}
+
 #[test]
 fn csv_parses_with_the_right_columns() {
     let mut input = experiment();
