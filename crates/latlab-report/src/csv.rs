@@ -225,9 +225,19 @@ pub fn run_csv(run: &RunResult) -> String {
     let mut out = String::new();
     line(&mut out, &header);
     let mut expected_all: Option<u64> = Some(0);
+    // Missed periods, and when the maximum happened, are unknown in a run imported from a format
+    // that does not record them: empty, not 0.
+    let known = |v: u64| {
+        if run.records_missed() {
+            v.to_string()
+        } else {
+            String::new()
+        }
+    };
     for t in &run.threads {
         let s = Stats::of(&t.histogram).with_exact_of(&t.stats);
-        let corrected = Stats::of(&t.corrected_histogram);
+        // The exact percentiles an import carries hold for the corrected statistics too.
+        let corrected = Stats::of(&t.corrected_histogram).with_exact_of(&t.corrected);
         expected_all = match (expected_all, t.expected_periods) {
             (Some(a), Some(b)) => Some(a + b),
             _ => None,
@@ -236,12 +246,12 @@ pub fn run_csv(run: &RunResult) -> String {
             t.label.clone(),
             opt(t.cpu),
             s.count.to_string(),
-            t.missed.to_string(),
+            known(t.missed),
             opt(t.expected_periods),
         ];
         row.extend(stat_fields(&s));
         row.extend([
-            t.max_at_ns.to_string(),
+            known(t.max_at_ns),
             corrected.p99.to_string(),
             corrected.max.to_string(),
             opt(t.cpu_time_ns),
@@ -254,12 +264,12 @@ pub fn run_csv(run: &RunResult) -> String {
     for t in &run.threads {
         corrected_all.merge(&t.corrected_histogram);
     }
-    let corrected = Stats::of(&corrected_all);
+    let corrected = Stats::of(&corrected_all).with_exact_of(&run.overall.corrected);
     let mut row = vec![
         "all".to_string(),
         String::new(),
         s.count.to_string(),
-        run.overall.missed.to_string(),
+        known(run.overall.missed),
         if run.threads.is_empty() {
             String::new()
         } else {
@@ -268,7 +278,7 @@ pub fn run_csv(run: &RunResult) -> String {
     ];
     row.extend(stat_fields(&s));
     row.extend([
-        run.overall.max_at_ns.to_string(),
+        known(run.overall.max_at_ns),
         corrected.p99.to_string(),
         corrected.max.to_string(),
         {

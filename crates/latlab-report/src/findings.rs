@@ -521,7 +521,13 @@ fn signatures(c: &CellFigures, push: &mut impl FnMut(Kind, String)) {
         by_max.sort_by_key(|x| std::cmp::Reverse(x.1));
         let (worst, wmax) = by_max[0];
         let next = by_max[1].1;
-        if next > 0 && wmax >= 5 * next {
+        // Threads not pinned ran wherever the scheduler put them: no CPU to point at.
+        let pinned = first
+            .run
+            .threads
+            .iter()
+            .any(|t| t.label == worst && t.cpu.is_some());
+        if pinned && next > 0 && wmax >= 5 * next {
             // A maximum at the reservation for normal tasks is that, on whichever CPU.
             let cause = match rt_reservation(first.run) {
                 Some((gap, how)) if near(wmax as f64, gap) => format!(

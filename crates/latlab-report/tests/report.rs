@@ -2106,6 +2106,18 @@ fn findings_name_a_signature_only_where_the_numbers_fit() {
         ),
         "{f:#?}"
     );
+    // Threads not pinned (`--threads N`) ran on any CPU: none is pointed at.
+    for r in &mut input.cells[1].runs {
+        for (i, t) in r.threads.iter_mut().enumerate() {
+            t.label = format!("thread{i}");
+            t.cpu = None;
+        }
+    }
+    let f = findings(&input);
+    assert!(
+        !f.iter().any(|(_, t)| t.contains("the maximum comes from")),
+        "{f:#?}"
+    );
     // One CPU's maximum at 50 ms in one repeat only: the reservation, not something bound there.
     let mut input = experiment();
     for (i, r) in input.cells[1].runs.iter_mut().enumerate() {

@@ -192,3 +192,37 @@ fn an_imported_run_exports_a_command_line_latlab_takes() {
         "--no-samplers",
     ]));
 }
+
+/// The CSV export of an imported run says what its format did not record as empty (missed
+/// periods, when the maximum happened), and its corrected statistics keep the exact percentiles
+/// the raw ones have: never below them (they were the bucket's lowest value).
+#[test]
+fn an_imported_run_exports_csv_without_invented_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let o = import(
+        &store,
+        &[&capture("stress-ng-cyclic-beyond-range.log")],
+        false,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = latlab_testkit::run_stdout(
+        latlab!()
+            .args(["export", "1", "--format", "csv", "--db"])
+            .arg(&store),
+    );
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(',').collect()).collect();
+    let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
+    let (missed, max_at, p99, corrected) = (
+        col("missed"),
+        col("max_at_ns"),
+        col("p99_ns"),
+        col("corrected_p99_ns"),
+    );
+    assert!(rows.len() >= 3, "{out}");
+    for r in &rows[1..] {
+        assert_eq!((r[missed], r[max_at]), ("", ""), "{out}");
+        let (raw, fixed): (u64, u64) = (r[p99].parse().unwrap(), r[corrected].parse().unwrap());
+        assert!(fixed >= raw, "corrected p99 {fixed} below p99 {raw}: {out}");
+    }
+}
