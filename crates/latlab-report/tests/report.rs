@@ -2115,7 +2115,8 @@ fn findings_name_a_signature_only_where_the_numbers_fit() {
     }
     let f = findings(&input);
     assert!(
-        !f.iter().any(|(_, t)| t.contains("the maximum comes from")),
+        !f.iter()
+            .any(|(_, t)| t.contains("powersave: the maximum comes from")),
         "{f:#?}"
     );
     // One CPU's maximum at 50 ms in one repeat only: the reservation, not something bound there.
