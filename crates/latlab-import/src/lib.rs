@@ -505,6 +505,18 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         let rows_end = range_us.or(keyed.last().map(|r| r.0 + 1)).unwrap_or(0) * 1000;
         let range_end_ns = rows_end.max(min.unwrap_or(0));
         let rows = keyed.into_iter().map(|(us, n)| (mid_us(us), n)).collect();
+        // The mean of all its samples, in µs: cyclictest's of whole, truncated microseconds
+        // (half a microsecond below the middles the samples are recorded at), latlab's exact.
+        let truncation = if cmdline.starts_with("latlab measure") {
+            0.0
+        } else {
+            500.0
+        };
+        let mean_ns = t
+            .get("avg")
+            .and_then(Value::as_f64)
+            .filter(|_| total > 0)
+            .map(|avg| avg * 1000.0 + truncation);
         list.push(Thread {
             cpu: t.get("cpu").and_then(Value::as_u64).map(|c| c as u32),
             rows,
@@ -512,6 +524,7 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
             max_ns: max,
             min_ns: min,
             range_end_ns,
+            mean_ns,
             ..Thread::default()
         });
     }

@@ -117,6 +117,17 @@ fn recorded_cyclictest_json() {
     assert_eq!(r.id, import(&text, None, "again").unwrap().id);
     // cyclictest counts no missed periods: the 0 is unknown, and said so.
     assert!(!r.records_missed());
+    // Its mean is of all the samples, those beyond the histogram's range too (where the
+    // histogram's would be a lower bound): kept, moved to the middle of the microsecond.
+    let file: Value = serde_json::from_str(&text).unwrap();
+    for (i, t) in r.threads.iter().enumerate() {
+        let avg = file["thread"][i.to_string()]["avg"].as_f64().unwrap();
+        assert!(
+            (t.stats.mean - (avg * 1000.0 + 500.0)).abs() < 1.0,
+            "{}",
+            t.label
+        );
+    }
     // What cyclictest itself did: -m locked its memory (it ends when it cannot), and without
     // --laptop it held /dev/cpu_dma_latency (at --latency, else 0), said to be inferred.
     assert!(r.environment.memory_locked);
