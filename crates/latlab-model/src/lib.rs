@@ -435,6 +435,24 @@ impl Stats {
 
     /// [`Stats::with_exact`] with every exact figure `known` carries: its percentiles, and its
     /// mean and standard deviation where the source gave them.
+    /// Whether the value of a percentile (0–100) is only a lower bound: it lies among an import's
+    /// samples beyond its histogram's range (below the exact maximum, which the top ranks are),
+    /// and the source did not print it.
+    pub fn percentile_is_lower_bound(&self, percentile: f64, value_ns: u64) -> bool {
+        self.bounded_from_ns
+            .is_some_and(|b| value_ns >= b && value_ns < self.max)
+            && !self
+                .exact_percentiles
+                .iter()
+                .any(|e| (e.percentile - percentile).abs() < 1e-9)
+    }
+
+    /// Whether the mean is only a lower bound (samples beyond an import's histogram range, and
+    /// no mean printed by the source).
+    pub fn mean_is_lower_bound(&self) -> bool {
+        self.bounded_from_ns.is_some() && self.exact_mean.is_none()
+    }
+
     pub fn with_exact_of(self, known: &Stats) -> Stats {
         let mut s = self.with_exact(&known.exact_percentiles);
         if let Some(m) = known.exact_mean {

@@ -144,6 +144,18 @@ pub(crate) const LATENCY: [(Metric, &str); 9] = [
 ];
 
 impl Metric {
+    /// The percentile (0–100) a latency statistic is, if it is one.
+    pub fn percentile(self) -> Option<f64> {
+        match self {
+            Metric::P50 => Some(50.0),
+            Metric::P90 => Some(90.0),
+            Metric::P99 => Some(99.0),
+            Metric::P99_9 => Some(99.9),
+            Metric::P99_99 => Some(99.99),
+            _ => None,
+        }
+    }
+
     pub fn is_latency(self) -> bool {
         LATENCY.iter().any(|(m, _)| *m == self)
     }
@@ -697,18 +709,38 @@ fn cell_figures<'a>(index: usize, cell: &'a CellInput, keys: &[ThroughputKey]) -
             .and_then(|r| r.threads.iter().find(|t| t.label == c.label))
             .map_or(&none, |t| &t.stats);
         c.stats = Stats::of(&c.hist).with_exact_of(known);
+        // Pooled, values from the lowest range end of an import on are lower bounds.
+        c.stats.bounded_from_ns = cell
+            .runs
+            .iter()
+            .flat_map(|r| &r.threads)
+            .filter(|t| t.label == c.label)
+            .filter_map(|t| t.stats.bounded_from_ns)
+            .min();
     }
     let none = Stats::default();
     let known = only.map_or(&none, |r| &r.overall.stats);
+    let mut stats = Stats::of(&pooled).with_exact_of(known);
+    stats.bounded_from_ns = cell.runs.iter().filter_map(lower_bounds_from).min();
     CellFigures {
         cell,
         index,
-        stats: Stats::of(&pooled).with_exact_of(known),
+        stats,
         pooled,
         missed: counted.then_some(missed),
         cpus,
         runs,
     }
+}
+
+/// Where a run's values become lower bounds: the lowest histogram range end of its threads
+/// (an import's samples beyond it are known only to lie there or above).
+fn lower_bounds_from(run: &RunResult) -> Option<u64> {
+    run.threads
+        .iter()
+        .filter_map(|t| t.stats.bounded_from_ns)
+        .chain(run.overall.stats.bounded_from_ns)
+        .min()
 }
 
 fn run_figures<'a>(
@@ -722,7 +754,10 @@ fn run_figures<'a>(
     RunFigures {
         run,
         repeat,
-        stats: Stats::of(&run.overall.histogram).with_exact_of(&run.overall.stats),
+        stats: Stats {
+            bounded_from_ns: lower_bounds_from(run),
+            ..Stats::of(&run.overall.histogram).with_exact_of(&run.overall.stats)
+        },
         missed: run.records_missed().then_some(run.overall.missed),
         power: samples.map_or_else(|| Err(no_samples()), power),
         freq_mhz: samples.map_or_else(|| Err(no_samples()), frequency),

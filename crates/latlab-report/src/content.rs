@@ -364,12 +364,27 @@ fn stat_cells(s: &Stats) -> Vec<TCell> {
             if s.count == 0 {
                 return TCell::new("-").attr("data-stat", *name);
             }
+            // "≥": a lower bound (an import's samples beyond its histogram's range).
+            let at_least = |bound: bool| if bound { "≥" } else { "" };
             let (text, exact) = match m {
-                Metric::Mean => (numfmt::us_f(s.mean), format!("{}", s.mean)),
+                Metric::Mean => (
+                    format!(
+                        "{}{}",
+                        at_least(s.mean_is_lower_bound()),
+                        numfmt::us_f(s.mean)
+                    ),
+                    format!("{}", s.mean),
+                ),
                 Metric::Stdev => (numfmt::us_f(s.stdev), format!("{}", s.stdev)),
                 _ => {
                     let v = int_stat(s, *m);
-                    (numfmt::us(v), v.to_string())
+                    let bound = m
+                        .percentile()
+                        .is_some_and(|p| s.percentile_is_lower_bound(p, v));
+                    (
+                        format!("{}{}", at_least(bound), numfmt::us(v)),
+                        v.to_string(),
+                    )
                 }
             };
             TCell::new(text)
@@ -422,6 +437,11 @@ fn latency(b: &mut Vec<Block>, a: &Analysis) {
     b.push(Block::Para(
         "missed: periods that passed without a sample because a stall covered them, summed over the repeats; stdev is the population standard deviation.".into(),
     ));
+    if a.cells.iter().any(|c| c.stats.bounded_from_ns.is_some()) {
+        b.push(Block::Note(
+            "\"≥\": a lower bound: the value lies among an imported run's samples beyond its histogram's range, known only to lie there or above".into(),
+        ));
+    }
     if a.cells.iter().any(|c| c.missed.is_none()) {
         b.push(Block::Note(
             "missed \"-\": a run of the cell was imported from a format that does not count missed periods".into(),

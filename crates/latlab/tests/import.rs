@@ -226,3 +226,26 @@ fn an_imported_run_exports_csv_without_invented_figures() {
         assert!(fixed >= raw, "corrected p99 {fixed} below p99 {raw}: {out}");
     }
 }
+
+/// Percentiles that lie among an import's samples beyond its histogram's range are lower bounds,
+/// and the report's tables say so ("≥") where they show them, with what it means.
+#[test]
+fn a_report_marks_an_imports_lower_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    // Thread 0 has 264 of its 500 samples beyond the 50 µs range.
+    let o = import(&store, &[&capture("cyclictest.json")], false);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = latlab_testkit::run_stdout(
+        latlab!()
+            .args(["report", "1", "--format", "text", "--db"])
+            .arg(&store),
+    );
+    let cpu0 = text
+        .lines()
+        .find(|l| l.starts_with("import-") && l.contains(" cpu0 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    // p50, p90 and p99 lie beyond the range; the maximum, and p99.9 at it, are exact.
+    assert_eq!(cpu0.matches('≥').count(), 3, "{cpu0}");
+    assert!(text.contains("\"≥\": a lower bound"), "{text}");
+}
