@@ -427,19 +427,22 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     let stdout_taken = [&json, &junit]
         .iter()
         .any(|o| o.as_ref().is_some_and(Output::is_stdout));
-    let prepared = match args.prepare(sys) {
+    // What stops the run before it measures also reaches the gate's reader: a JUnit file left
+    // from an earlier run would say it passed (a CPU absent on this node, a store it cannot open).
+    let prepared = args.prepare(sys).and_then(|p| {
+        // A store that cannot be opened fails now, not after the measurement.
+        if let Some(db) = &db_path {
+            crate::args::open_store(db)?;
+        }
+        Ok(p)
+    });
+    let prepared = match prepared {
         Ok(p) => p,
-        // Bad input is said on the command line; a failure also reaches the gate's reader.
-        Err(e @ CliError::Failed(_)) => {
+        Err(e) => {
             junit_error(junit, &e.to_string());
             return Err(e);
         }
-        Err(e) => return Err(e),
     };
-    // A store that cannot be opened fails now, not after the measurement.
-    if let Some(db) = &db_path {
-        crate::args::open_store(db)?;
-    }
 
     let stop = StopSignal::new();
     crate::signals::install(stop.clone());

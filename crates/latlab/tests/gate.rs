@@ -285,6 +285,34 @@ fn measure_that_cannot_run_writes_a_junit_error() {
     assert!(text.contains("sets nothing this machine has"), "{text}");
 }
 
+/// A gate stopped by this node's facts before it measures (a CPU it does not have) still exits
+/// 2 and replaces the JUnit file an earlier run left with its error: a stale pass is not read as
+/// this run's.
+#[test]
+fn a_gate_that_cannot_start_replaces_an_earlier_junit_with_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("j.xml");
+    std::fs::write(&junit, "<testsuites tests=\"1\" failures=\"0\"/>\n").unwrap();
+    let out = latlab!()
+        .args([
+            "measure",
+            "-D",
+            "1s",
+            "--cpus",
+            "4095",
+            "--max-latency",
+            "50us",
+        ])
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&junit).unwrap();
+    assert!(text.contains("errors=\"1\""), "{text}");
+    assert!(text.contains("CPU 4095"), "{text}");
+}
+
 #[test]
 fn run_gives_a_case_per_cell_and_cpu_and_exits_4_on_a_limit() {
     let dir = tempfile::tempdir().unwrap();
