@@ -74,12 +74,33 @@ pub fn store_state(path: &Path) -> Result<String, String> {
     let mut wal = path.as_os_str().to_os_string();
     wal.push("-wal");
     let journaled = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
+    let state = existing_store_state(path, journaled)?;
+    // The daemon writes the store, and its lock and journal beside it.
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    for (what, p) in [("the store", path), ("its directory", dir)] {
+        if let Err(e) = latlab_sys::probe_write(p) {
+            return Err(format!(
+                "{}: {what} is not writable (the monitor writes the store, and its lock and \
+                 journal beside it): {}",
+                path.display(),
+                latlab_tune::describe_io_error(&e)
+            ));
+        }
+    }
+    Ok(state)
+}
+
+/// What an existing, non-empty file is as a store.
+fn existing_store_state(path: &Path, journaled: bool) -> Result<String, String> {
+    let wal = format!("{}-wal", path.display());
     match latlab_store::identify(path).map_err(|e| e.to_string())? {
         // A store just made by a running daemon has its first pages in the journal still.
         0 if journaled => Ok(format!(
-            "an SQLite database whose latest changes are in {} (one in use, as by a running \
-             daemon); read as a store at start",
-            std::path::Path::new(&wal).display()
+            "an SQLite database whose latest changes are in {wal} (one in use, as by a running \
+             daemon); read as a store at start"
         )),
         0 => Ok("an empty SQLite database; it will be set up as a store".into()),
         version => Ok(format!("a latlab store, schema version {version}")),

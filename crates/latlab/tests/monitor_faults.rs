@@ -612,3 +612,36 @@ fn a_deleted_store_is_made_again_and_a_foreign_file_in_its_place_waited_out() {
     );
     db_check(&db);
 }
+
+/// `--check-config` fails where a start would: a store on a read-only file system could be read,
+/// but the daemon writes it, its lock and its journal (it said "a latlab store" and exited 0,
+/// and the start then failed on the lock).
+#[test]
+fn check_config_refuses_a_store_it_could_not_write() {
+    if !root_or_skip("a read-only bind mount in a mount namespace") || !require("unshare") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fs = dir.path().join("ro");
+    std::fs::create_dir(&fs).unwrap();
+    drop(Store::open(fs.join("m.db")).unwrap());
+    let check = monitor(&fs.join("m.db"), "t");
+    let mut argv = vec![check.get_program().to_os_string()];
+    argv.extend(check.get_args().map(|a| a.to_os_string()));
+    argv.push("--check-config".into());
+    let script = format!(
+        "mount --bind {d} {d} && mount -o remount,ro,bind {d} && exec \"$@\"",
+        d = fs.display()
+    );
+    let out = latlab_testkit::command("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
+        .args(&argv)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Refused as a start now refuses it, as an unwritable directory for a new store is.
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("the store is not writable"), "{err}");
+    // Outside the namespace nothing was mounted, and the same check passes.
+    run_ok(monitor(&fs.join("m.db"), "t").arg("--check-config"));
+}
