@@ -241,8 +241,9 @@ fn bad_query(e: &QueryRejection, accepted: &str) -> String {
 }
 
 const RANGE_FORM: &str =
-    "series=ID with optional from=MS, to=MS (unix milliseconds), points=N, limit=N";
-const WINDOW_FORM: &str = "series=ID, start=NS (the window's start in unix nanoseconds), cpu=N";
+    "series=ID or NAME with optional from=MS, to=MS (unix milliseconds), points=N, limit=N";
+const WINDOW_FORM: &str =
+    "series=ID or NAME, start=NS (the window's start in unix nanoseconds), cpu=N";
 
 fn json_response<T: serde::Serialize>(v: T) -> Response {
     (
@@ -306,7 +307,23 @@ async fn range_json<T: serde::Serialize + Send + 'static>(
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    read_json(state, move |st| f(st, &q, SeriesId(q.series), from, to)).await
+    read_json(state, move |st| {
+        let id = series_id(st, &q.series)?;
+        f(st, &q, id, from, to)
+    })
+    .await
+}
+
+/// A series named in a query, by its id or its name.
+fn series_id(st: &Store, named: &str) -> Result<SeriesId, StoreError> {
+    if let Ok(id) = named.parse::<i64>() {
+        return Ok(SeriesId(id));
+    }
+    st.list_series()?
+        .into_iter()
+        .find(|(_, name, _)| name == named)
+        .map(|(id, _, _)| id)
+        .ok_or_else(|| StoreError::UnknownSeries(format!("{named:?}")))
 }
 
 fn static_file(body: &'static str, kind: &'static str) -> Response {
@@ -378,7 +395,8 @@ async fn series(State(state): State<Shared>) -> Response {
 
 #[derive(Deserialize)]
 struct RangeQ {
-    series: i64,
+    /// The series' id, or its name (as `/metrics` labels it).
+    series: String,
     /// Unix milliseconds.
     from: Option<f64>,
     to: Option<f64>,
@@ -437,7 +455,7 @@ async fn worst(State(state): State<Shared>, q: Result<Query<RangeQ>, QueryReject
 
 #[derive(Deserialize)]
 struct WindowQ {
-    series: i64,
+    series: String,
     start: String,
     cpu: u32,
 }
@@ -456,9 +474,12 @@ async fn window(
             "start must be the window's start in unix nanoseconds",
         );
     };
-    let id = SeriesId(q.series);
     let cpu = q.cpu;
-    match read(&state, move |st| api::window(st, id, start, cpu)).await {
+    match read(&state, move |st| {
+        api::window(st, series_id(st, &q.series)?, start, cpu)
+    })
+    .await
+    {
         Ok(Some(v)) => json_response(v),
         Ok(None) => error(StatusCode::NOT_FOUND, "no such window"),
         Err(e) => e,

@@ -1416,6 +1416,10 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
         &format!("/api/worst?series=1&from={from}&to={to}&limit=3"),
     );
     assert_eq!(worst.as_array().unwrap().len(), 3);
+    // A series is also named as /metrics labels it.
+    let by_name = |path: &str| get_json(addr, &path.replace("series=1", "series=w"));
+    let worst_path = format!("/api/worst?series=1&from={from}&to={to}&limit=3");
+    assert_eq!(by_name(&worst_path), worst);
     let start = worst[0]["start"].as_str().unwrap();
     let w = get_json(addr, &format!("/api/window?series=1&start={start}&cpu=1"));
     let total: u64 = w["buckets"]
@@ -1459,7 +1463,7 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
             404,
             "no monitor series 999",
         ),
-        ("/api/timeline?series=abc", 400, "accepted: series=ID"),
+        ("/api/timeline?series=abc", 404, "no monitor series \"abc\""),
         ("/api/timeline", 400, "missing field `series`"),
         ("/api/worst?series=1&limit=-1", 400, "accepted: series=ID"),
         (
@@ -1480,7 +1484,7 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
         (
             "/api/window?series=1&start=5",
             400,
-            "accepted: series=ID, start=NS",
+            "accepted: series=ID or NAME, start=NS",
         ),
     ] {
         let (got, _, body) = get(addr, path);
