@@ -468,6 +468,22 @@ pub fn usage<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CliError + '
 /// Open (or create) the store at `path` for writing. A file that is not a store, or one too new,
 /// is bad input for `--db`; the commands that measure call this before measuring.
 pub fn open_store(path: &Path) -> CliResult<Store> {
+    check_store_path(path)?;
+    Store::open(path).map_err(|e| match e {
+        StoreError::Migration { .. } => CliError::Failed(anyhow::Error::new(e)),
+        e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {
+            CliError::Usage(format!("--db: {e}"))
+        }
+        e => CliError::Usage(format!(
+            "--db {}: {e} (accepted: a latlab store or a new file)",
+            path.display()
+        )),
+    })
+}
+
+/// A `--db` path a store can be at or made at: its directory exists, and it is no directory
+/// itself (checked before anything is printed or run).
+pub fn check_store_path(path: &Path) -> CliResult<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -485,16 +501,7 @@ pub fn open_store(path: &Path) -> CliResult<Store> {
             path.display()
         )));
     }
-    Store::open(path).map_err(|e| match e {
-        StoreError::Migration { .. } => CliError::Failed(anyhow::Error::new(e)),
-        e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {
-            CliError::Usage(format!("--db: {e}"))
-        }
-        e => CliError::Usage(format!(
-            "--db {}: {e} (accepted: a latlab store or a new file)",
-            path.display()
-        )),
-    })
+    Ok(())
 }
 
 /// Open the existing store at `path` to read. A missing one, a foreign file or a newer schema is

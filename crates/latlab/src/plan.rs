@@ -253,7 +253,11 @@ impl ExperimentPlan {
             if RUNNER_OWNED.contains(&k.as_str()) {
                 return Err(err(
                     key.span().start,
-                    format!("{k:?} is set by the runner, not by plans"),
+                    format!(
+                        "{k:?} is set by the runner, not by plans (accepted: measuring \
+                         settings; `latlab run` saves every run to its store, and `latlab \
+                         export` writes the files)"
+                    ),
                 ));
             }
             options.get(k).copied().ok_or_else(|| {
@@ -332,7 +336,11 @@ impl ExperimentPlan {
                 if !seen.insert(&v.label) {
                     return Err(err(
                         value.span().start,
-                        format!("axis {:?} lists {:?} twice", key.get_ref(), v.label),
+                        format!(
+                            "axis {:?} lists {:?} twice (accepted: each value once)",
+                            key.get_ref(),
+                            v.label
+                        ),
                     ));
                 }
             }
@@ -624,7 +632,7 @@ priority = [80, 95]
             (
                 "name = \"x\"\n[settings]\nduration = \"1s\"\njson = \"a\"\n",
                 4,
-                "set by the runner",
+                "set by the runner, not by plans (accepted: measuring settings;",
             ),
             (
                 "name = \"x\"\nrepeat = 0\n[settings]\nduration = \"1s\"\n",
@@ -651,7 +659,7 @@ priority = [80, 95]
             (
                 "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\nmethod = [\"poll\", \"poll\"]\n",
                 5,
-                "twice",
+                "lists \"poll\" twice (accepted: each value once)",
             ),
         ] {
             let e = ExperimentPlan::parse(text, "f.toml").unwrap_err();

@@ -121,6 +121,10 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     let limits = args.gate.limits()?;
     let junit = crate::args::OutputFile::open("--junit", &args.gate.junit)?;
     let db_path = latlab_store::resolve_path(args.db.as_deref());
+    // A store that cannot be there is said before the plan is.
+    if !args.dry_run {
+        crate::args::check_store_path(&db_path)?;
+    }
     let mut uses = crate::args::store_files(&db_path);
     uses.push(("the plan file", args.plan.clone()));
     let uses: Vec<(&str, &Path)> = uses.iter().map(|(f, p)| (*f, p.as_path())).collect();
@@ -347,10 +351,10 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     };
     store.set_experiment_status(experiment, status)?;
     say.line(format!(
-        "experiment {} {}: {} runs saved, {} failed; report with: latlab report e{}",
+        "experiment {} {}: {} saved, {} failed; report with: latlab report e{}",
         experiment.0,
         status.name(),
-        todo.len() - failures,
+        latlab_model::units::plural((todo.len() - failures) as u64, "run", "runs"),
         failures,
         experiment.0
     ));

@@ -70,6 +70,11 @@ const ROWS: &[(&[&str], &str)] = &[
         &["report", "1", "-o", "/nonexistent-dir/r.html"],
         "--output /nonexistent-dir/r.html: no directory /nonexistent-dir (accepted: a writable",
     ),
+    // Said before the plan's cells are listed (stdout stays empty).
+    (
+        &["run", "plan.toml", "--db", "/nonexistent-dir/d.db"],
+        "--db /nonexistent-dir/d.db: no directory /nonexistent-dir (accepted: a latlab store",
+    ),
     (
         &["export", "1", "-o", "/nonexistent-dir/x.json"],
         "--output /nonexistent-dir/x.json: no directory /nonexistent-dir (accepted: a writable",
