@@ -413,9 +413,7 @@ impl OutputFile {
         use anyhow::Context;
         use std::io::Write;
         if self.is_stdout() {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())?;
-            return Ok(out.flush()?);
+            return Ok(write_stdout(text)?);
         }
         std::fs::File::create(&self.path)
             .and_then(|mut f| {
@@ -423,6 +421,17 @@ impl OutputFile {
                 f.sync_all()
             })
             .with_context(|| format!("writing {} {}", self.flag, self.path.display()))
+    }
+}
+
+/// Write `text` to standard output. A reader that stops early (`| head`) is not an error: what
+/// it read is what it wanted.
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
     }
 }
 

@@ -553,14 +553,9 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
 fn write_out(out: Option<OutputFile>, text: &str) -> CliResult<()> {
     match out {
         Some(o) => o.write(text).map_err(CliError::from),
-        None => {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())
-                .and_then(|_| out.flush())
-                .context("writing to standard output")
-                .map_err(CliError::from)
-        }
+        None => crate::args::write_stdout(text)
+            .context("writing to standard output")
+            .map_err(CliError::from),
     }
 }
 

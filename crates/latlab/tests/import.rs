@@ -249,3 +249,25 @@ fn a_report_marks_an_imports_lower_bounds() {
     assert_eq!(cpu0.matches('≥').count(), 3, "{cpu0}");
     assert!(text.contains("\"≥\": a lower bound"), "{text}");
 }
+
+/// A reader that stops early (`latlab report … -o - | head`) ends the output without an error:
+/// what it read is what it wanted.
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let o = import(&store, &[&capture("cyclictest.json")], false);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let mut child = latlab!()
+        .args(["report", "1", "-o", "-", "--db"])
+        .arg(&store)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The read end closed before the report (an HTML page of hundreds of kB) is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+}
