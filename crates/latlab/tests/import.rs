@@ -22,6 +22,20 @@ fn import(store: &Path, args: &[&Path], keep_going: bool) -> Output {
     c.output().unwrap()
 }
 
+/// A fresh store holding the one recorded capture `name`, imported.
+fn imported(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let o = import(&store, &[&capture(name)], false);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    (dir, store)
+}
+
+/// What `latlab ARGS --db STORE` writes to standard output (it must succeed).
+fn output_of(store: &Path, args: &[&str]) -> String {
+    latlab_testkit::run_stdout(latlab!().args(args).arg("--db").arg(store))
+}
+
 fn list(store: &Path) -> String {
     latlab_testkit::run_stdout(latlab!().args(["db", "list", "--db"]).arg(store))
 }
@@ -169,15 +183,8 @@ fn an_imported_run_exports_a_command_line_latlab_takes() {
     if !latlab_testkit::root_or_skip("measuring at the default real-time policy") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("s.db");
-    let o = import(&store, &[&capture("cyclictest-h50.txt")], false);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = latlab_testkit::run_stdout(
-        latlab!()
-            .args(["export", "1", "--format", "cyclictest-json", "--db"])
-            .arg(&store),
-    );
+    let (_dir, store) = imported("cyclictest-h50.txt");
+    let out = output_of(&store, &["export", "1", "--format", "cyclictest-json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let line = v["cmdline:"].as_str().unwrap();
     for unknown in ["--window 0s", "--interval 0s", "--priority 0"] {
@@ -198,19 +205,8 @@ fn an_imported_run_exports_a_command_line_latlab_takes() {
 /// the raw ones have: never below them (they were the bucket's lowest value).
 #[test]
 fn an_imported_run_exports_csv_without_invented_figures() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("s.db");
-    let o = import(
-        &store,
-        &[&capture("stress-ng-cyclic-beyond-range.log")],
-        false,
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = latlab_testkit::run_stdout(
-        latlab!()
-            .args(["export", "1", "--format", "csv", "--db"])
-            .arg(&store),
-    );
+    let (_dir, store) = imported("stress-ng-cyclic-beyond-range.log");
+    let out = output_of(&store, &["export", "1", "--format", "csv"]);
     let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(',').collect()).collect();
     let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
     let (missed, max_at, p99, corrected) = (
@@ -231,16 +227,9 @@ fn an_imported_run_exports_csv_without_invented_figures() {
 /// and the report's tables say so ("≥") where they show them, with what it means.
 #[test]
 fn a_report_marks_an_imports_lower_bounds() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("s.db");
     // Thread 0 has 264 of its 500 samples beyond the 50 µs range.
-    let o = import(&store, &[&capture("cyclictest.json")], false);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let text = latlab_testkit::run_stdout(
-        latlab!()
-            .args(["report", "1", "--format", "text", "--db"])
-            .arg(&store),
-    );
+    let (_dir, store) = imported("cyclictest.json");
+    let text = output_of(&store, &["report", "1", "--format", "text"]);
     let cpu0 = text
         .lines()
         .find(|l| l.starts_with("import-") && l.contains(" cpu0 "))
@@ -254,10 +243,7 @@ fn a_report_marks_an_imports_lower_bounds() {
 /// what it read is what it wanted.
 #[test]
 fn a_reader_that_stops_early_is_not_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("s.db");
-    let o = import(&store, &[&capture("cyclictest.json")], false);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (_dir, store) = imported("cyclictest.json");
     let mut child = latlab!()
         .args(["report", "1", "-o", "-", "--db"])
         .arg(&store)
