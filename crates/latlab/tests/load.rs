@@ -139,18 +139,9 @@ fn real_time_loads_end_on_time() {
     let ran = ms(&v["reports"][0]["elapsed_ns"]);
     assert!((450..800).contains(&ran), "a load of 500 ms ran {ran} ms");
 
-    let out = run_exit(
-        latlab!().args([
-            "load",
-            "--schedule",
-            "rt-hog:threads=4 300ms, idle 200ms",
-            "-D",
-            "600ms",
-            "--json",
-        ]),
-        0,
-    );
-    let v = json(&out);
+    let schedule = "rt-hog:threads=4 300ms, idle 200ms";
+    let args = ["load", "--schedule", schedule, "-D", "600ms", "--json"];
+    let v = json(&run_exit(latlab!().args(args), 0));
     let phases = v["phases"].as_array().unwrap();
     assert_eq!(phases.len(), 2, "{v}");
     let hogged = ms(&phases[0]["end_ns"]) - ms(&phases[0]["start_ns"]);
