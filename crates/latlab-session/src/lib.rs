@@ -128,8 +128,8 @@ struct Beside {
 /// a schedule of phases).
 fn start_loads(p: &Measurement) -> Result<Beside, Error> {
     // Beside real-time loads this thread, which ends the measurement and stops the loads, runs
-    // above them from before they start (the threads it starts begin at normal priority, and the
-    // measuring threads set their own policy).
+    // above them from before they start (the threads it starts begin at normal priority; the
+    // measuring threads are given their policy as they start).
     let mut specs = p.loads.clone();
     specs.extend(p.schedule.iter().flat_map(|s| s.specs()));
     let (on_time, late) = match latlab_load::keep_time_beside(&specs) {
