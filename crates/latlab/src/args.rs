@@ -89,20 +89,30 @@ impl Cpus {
     }
 }
 
-/// `--listen`: an address, or `off` (no web server).
+/// `--listen`: an address, or `off` (no web server). `:PORT` is every IPv4 address (as Go's
+/// exporters read it) and `localhost:PORT` is 127.0.0.1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Listen(pub Option<std::net::SocketAddr>);
 
 impl std::str::FromStr for Listen {
     type Err = String;
     fn from_str(text: &str) -> Result<Listen, String> {
+        use std::net::{Ipv4Addr, SocketAddr};
         if text == "off" || text == "none" {
             return Ok(Listen(None));
         }
-        text.parse().map(|a| Listen(Some(a))).map_err(|_| {
+        let port = |p: &str| p.parse::<u16>().ok();
+        let addr = if let Some(p) = text.strip_prefix(':').and_then(port) {
+            Some(SocketAddr::from((Ipv4Addr::UNSPECIFIED, p)))
+        } else if let Some(p) = text.strip_prefix("localhost:").and_then(port) {
+            Some(SocketAddr::from((Ipv4Addr::LOCALHOST, p)))
+        } else {
+            text.parse().ok()
+        };
+        addr.map(|a| Listen(Some(a))).ok_or_else(|| {
             format!(
                 "{text:?} is not an address (accepted: IP:PORT, e.g. 127.0.0.1:9464 or \
-                 [::1]:9464, or off)"
+                 [::1]:9464; localhost:PORT; :PORT for every address; or off)"
             )
         })
     }

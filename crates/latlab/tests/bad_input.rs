@@ -198,6 +198,12 @@ const ROWS: &[(&[&str], &str)] = &[
         "CPU 9 is absent or offline",
     ),
     (&["serve", "--listen", "everywhere"], "is not an address"),
+    (&["serve", "--listen", ":99999"], "is not an address"),
+    // `:PORT` is every address, as Go's exporters read it: so it is not loopback.
+    (
+        &["serve", "--listen", ":9464"],
+        "--listen 0.0.0.0:9464: reachable from other machines",
+    ),
     // trace
     (&["trace", "-D", "5x"], "--duration: unknown unit"),
     (&["trace", "-D", "0"], "--duration 0: too short"),

@@ -1568,6 +1568,28 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
 /// interval or method is refused as bad input before anything runs, naming what the series
 /// has; another --name starts a new series.
 #[test]
+fn listen_takes_localhost_and_a_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = latlab!()
+        .args([
+            "monitor",
+            "--check-config",
+            "--listen",
+            "localhost:9999",
+            "--db",
+        ])
+        .arg(dir.path().join("l.db"))
+        .output()
+        .unwrap();
+    latlab_testkit::assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("listen      http://127.0.0.1:9999/ (dashboard)"),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_series_is_not_continued_with_another_window() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("w.db");
