@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 pub mod exit_hooks;
 pub mod fixture;
+pub mod held;
 mod inventory;
 mod msr;
 pub mod pidlock;

@@ -262,57 +262,60 @@ pub const BPF_STATS_SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 /// The preferred way is `BPF_ENABLE_STATS`: the statistics stay on while latlab holds the file
 /// descriptor, and the kernel turns them off when it is closed — also when the process is
 /// killed. On kernels without it (before 5.8), the sysctl `kernel.bpf_stats_enabled` is set to
-/// 1 and its original value written back on drop.
+/// 1 through [`latlab_sys::held`]: its original is kept in the run directory before the write
+/// and written back on drop, by an exit hook, or — after SIGKILL — by the next trace.
 pub enum BpfStats {
     Fd(OwnedFd),
     Sysctl {
-        original: String,
+        held: latlab_sys::held::Held,
         /// Writes the original back should the process have to end at once.
-        on_exit: Option<latlab_sys::exit_hooks::Registration>,
+        _on_exit: latlab_sys::exit_hooks::Registration,
     },
+    /// The sysctl was 1 already (or set by another live latlab): left as it is.
+    SysctlAlreadyOn(String),
     Unavailable(String),
 }
 
 impl BpfStats {
     pub fn enable() -> BpfStats {
-        match aya::sys::enable_stats(aya::sys::Stats::RunTime) {
-            Ok(fd) => BpfStats::Fd(fd),
-            Err(e) => {
-                let e = match std::error::Error::source(&e) {
-                    Some(cause) => format!("{e}: {cause}"),
-                    None => e.to_string(),
-                };
-                let original = match std::fs::read_to_string(BPF_STATS_SYSCTL) {
-                    Ok(v) => v.trim().to_string(),
-                    Err(e2) => {
-                        return BpfStats::Unavailable(format!(
-                            "BPF_ENABLE_STATS failed ({e}) and {BPF_STATS_SYSCTL} is unreadable ({e2})"
-                        ));
-                    }
-                };
-                if original == "1" {
-                    return BpfStats::Sysctl {
-                        original,
-                        on_exit: None,
-                    };
-                }
-                match std::fs::write(BPF_STATS_SYSCTL, "1") {
-                    Ok(()) => {
-                        let back = original.clone();
-                        let on_exit = latlab_sys::exit_hooks::register(move || {
-                            let _ = std::fs::write(BPF_STATS_SYSCTL, back.as_bytes());
-                        });
-                        BpfStats::Sysctl {
-                            original,
-                            on_exit: Some(on_exit),
-                        }
-                    }
-                    Err(e2) => BpfStats::Unavailable(format!(
-                        "BPF_ENABLE_STATS failed ({e}) and {BPF_STATS_SYSCTL} is not writable ({e2})"
-                    )),
-                }
+        let fd = aya::sys::enable_stats(aya::sys::Stats::RunTime).map_err(|e| {
+            match std::error::Error::source(&e) {
+                Some(cause) => format!("{e}: {cause}"),
+                None => e.to_string(),
             }
+        });
+        Self::enable_with(
+            fd,
+            Path::new(BPF_STATS_SYSCTL),
+            &latlab_sys::held::run_dir(),
+        )
+    }
+
+    /// [`enable`](Self::enable) given the outcome of `BPF_ENABLE_STATS`, the sysctl's file and
+    /// the directory its original is kept in.
+    pub fn enable_with(fd: Result<OwnedFd, String>, sysctl: &Path, dir: &Path) -> BpfStats {
+        use latlab_sys::held::{Hold, hold};
+        let e = match fd {
+            Ok(fd) => return BpfStats::Fd(fd),
+            Err(e) => e,
+        };
+        match hold(sysctl, "1", dir, "bpf_stats_enabled") {
+            Ok(Hold::Set(held)) => BpfStats::Sysctl {
+                _on_exit: latlab_sys::exit_hooks::register(held.put_back_fn()),
+                held,
+            },
+            Ok(Hold::AlreadySet) => BpfStats::SysctlAlreadyOn("already 1".into()),
+            Ok(Hold::HeldBy(pid)) => BpfStats::SysctlAlreadyOn(format!(
+                "set to 1 by {}",
+                pid.map_or_else(|| "another latlab".into(), |p| format!("PID {p}"))
+            )),
+            Err(e2) => BpfStats::Unavailable(format!("BPF_ENABLE_STATS failed ({e}) and {e2}")),
         }
+    }
+
+    /// Put back the sysctl a trace killed before it could restore it left set; what was done.
+    pub fn put_back_left() -> Vec<String> {
+        latlab_sys::held::put_back_left(&latlab_sys::held::run_dir())
     }
 
     pub fn available(&self) -> bool {
@@ -323,23 +326,14 @@ impl BpfStats {
     pub fn describe(&self) -> String {
         match self {
             BpfStats::Fd(_) => "BPF_ENABLE_STATS (on while traced, off when latlab exits)".into(),
-            BpfStats::Sysctl { original, .. } if original == "1" => {
-                "kernel.bpf_stats_enabled (already 1, left as is)".into()
+            BpfStats::SysctlAlreadyOn(why) => {
+                format!("kernel.bpf_stats_enabled ({why}, left as is)")
             }
-            BpfStats::Sysctl { original, .. } => {
-                format!("kernel.bpf_stats_enabled (1 while traced, then restored to {original})")
-            }
+            BpfStats::Sysctl { held, .. } => format!(
+                "kernel.bpf_stats_enabled (1 while traced, then restored to {})",
+                held.original()
+            ),
             BpfStats::Unavailable(why) => format!("unavailable: {why}"),
-        }
-    }
-}
-
-impl Drop for BpfStats {
-    fn drop(&mut self) {
-        if let BpfStats::Sysctl { original, .. } = self
-            && original != "1"
-        {
-            let _ = std::fs::write(BPF_STATS_SYSCTL, original.as_bytes());
         }
     }
 }
@@ -416,7 +410,45 @@ pub fn lookup_into(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn the_stats_sysctl_is_kept_on_disk_while_set_and_put_back() {
+        let t = tempfile::tempdir().unwrap();
+        let (sysctl, dir) = (t.path().join("bpf_stats_enabled"), t.path().join("run"));
+        std::fs::write(&sysctl, "0\n").unwrap();
+        let read = || std::fs::read_to_string(&sysctl).unwrap().trim().to_string();
+        let stats = BpfStats::enable_with(Err("EINVAL".into()), &sysctl, &dir);
+        assert_eq!(
+            stats.describe(),
+            "kernel.bpf_stats_enabled (1 while traced, then restored to 0)"
+        );
+        assert_eq!(read(), "1");
+        assert!(dir.join("bpf_stats_enabled.undo").exists());
+        // A second trace beside it leaves the value to the first.
+        let beside = BpfStats::enable_with(Err("EINVAL".into()), &sysctl, &dir);
+        assert!(
+            beside.describe().contains("set to 1 by PID"),
+            "{}",
+            beside.describe()
+        );
+        drop(beside);
+        assert_eq!(read(), "1");
+        drop(stats);
+        assert_eq!(read(), "0");
+        assert!(!dir.join("bpf_stats_enabled.undo").exists());
+        // With BPF_ENABLE_STATS the sysctl is not touched.
+        let fd: OwnedFd = File::open("/dev/null").unwrap().into();
+        let stats = BpfStats::enable_with(Ok(fd), &sysctl, &dir);
+        assert!(stats.describe().starts_with("BPF_ENABLE_STATS"));
+        assert_eq!(read(), "0");
+        // Where the original cannot be kept, the sysctl is not written.
+        let blocked = t.path().join("bpf_stats_enabled");
+        let stats = BpfStats::enable_with(Err("EINVAL".into()), &sysctl, &blocked.join("run"));
+        assert!(!stats.available(), "{}", stats.describe());
+        assert_eq!(read(), "0");
+    }
 
     #[test]
     fn capabilities_from_status() {

@@ -146,6 +146,7 @@ impl Tracer {
 
         let mut ebpf = load_object(config, &btf, &active, &cpus, possible, caps)?;
         // Statistics on before the first program runs, so every run is counted.
+        warnings.extend(BpfStats::put_back_left());
         let stats = BpfStats::enable();
 
         let (mut attached, failed_groups) = attach_wanted(
