@@ -250,6 +250,17 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             checked[c].prepared.is_ok() && !saved
         })
         .collect();
+    if args.resume {
+        let left: Duration = todo
+            .iter()
+            .filter_map(|&(c, _)| checked[c].prepared.as_ref().ok().map(run_length))
+            .sum();
+        say.line(format!(
+            "{} left to measure (about {})",
+            latlab_model::units::plural(todo.len() as u64, "run", "runs"),
+            human(left)
+        ));
+    }
     let mut progress = Progress::new(todo.len(), &todo, &checked);
     let mut failures = 0;
     // Where an interruption left the schedule: what is left is recorded as not measured.

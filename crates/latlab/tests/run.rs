@@ -181,6 +181,11 @@ fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
 
     let text = latlab_testkit::run_stdout(latlab!().args(args).arg("--resume"));
     assert!(text.contains("1 run already saved"), "{text}");
+    // The plan lists all three cells; what is left is one line below, not the whole plan again.
+    assert!(
+        text.contains("2 runs left to measure (about 2.5s)"),
+        "{text}"
+    );
     let store = Store::open_existing(&db).unwrap();
     let exps = store.list_experiments().unwrap();
     assert_eq!(exps.len(), 1, "resumed, not restarted");
