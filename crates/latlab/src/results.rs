@@ -503,17 +503,18 @@ pub fn report(args: ReportArgs) -> CliResult<ExitCode> {
         .or_else(|| (format == ReportFormat::Html).then(|| PathBuf::from("report.html")));
     let out = output_beside(&output, &args.db)?;
     let stores = open_stores(&args.db)?;
-    let items = if args.items.is_empty() {
+    let mut items = if args.items.is_empty() {
         vec!["latest".to_string()]
     } else {
         args.items.clone()
     };
+    // An item named twice is reported (and titled) once.
+    let mut seen = std::collections::BTreeSet::new();
+    items.retain(|i| seen.insert(i.clone()));
     let mut skipped = Skipped::new();
     let mut groups = Vec::new();
     for item in &items {
-        if !groups.iter().any(|(i, _)| i == item) {
-            groups.push((item.clone(), resolve(&stores, item, &mut skipped)?));
-        }
+        groups.push((item.clone(), resolve(&stores, item, &mut skipped)?));
     }
     let mut cells = tag_items(groups);
     match &args.baseline {

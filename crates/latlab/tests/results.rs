@@ -130,6 +130,14 @@ fn text_and_markdown_and_compare() {
         text.contains("interval=1ms") && text.contains("interval=250us"),
         "{text}"
     );
+    // An item given twice is one item, in the title too.
+    let twice = run_ok(&["report", "--db", db, "e1", "e1", "--format", "text"]).stdout;
+    let twice = String::from_utf8_lossy(&twice);
+    assert_eq!(twice.lines().next(), text.lines().next(), "{twice}");
+    assert_eq!(
+        twice.lines().next(),
+        Some("latlab report: report-test (e1)")
+    );
     let md = run_ok(&["report", "--db", db, "--format", "md"]).stdout;
     assert!(String::from_utf8_lossy(&md).contains("| "));
     let cmp = run_ok(&[
