@@ -18,7 +18,7 @@
 use latlab_hist::Histogram;
 use latlab_model::{
     Clock, ExactPercentile, MeasureConfig, Method, Policy, RunEnvironment, RunHead, RunResult,
-    Spikes, Stats, StopReason, SystemInfo, ThreadResult,
+    Spikes, Stats, StopReason, SystemInfo, ThreadResult, Unrecorded,
 };
 use serde_json::Value;
 
@@ -265,9 +265,11 @@ fn assemble(
     started_unix_ns: u64,
     warnings: Vec<String>,
 ) -> RunResult {
+    // No import format carries the system record beyond its host and kernel names.
     let mut env = RunEnvironment {
         warnings,
         missed_unrecorded: true,
+        not_recorded: vec![Unrecorded::SYSTEM.into()],
         ..RunEnvironment::default()
     };
     // What the command line bounded the run by, where it says (cyclictest's -D or -l).
@@ -842,6 +844,10 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
         0,
         warnings,
     );
+    // Without its command line, how cyclictest slept and whether -m locked memory are unknown.
+    r.environment
+        .not_recorded
+        .extend([Unrecorded::MEMORY.into(), Unrecorded::METHOD.into()]);
     // cyclictest prints the PM QoS request it held above its histogram.
     if let Some(us) = text.lines().find_map(|l| {
         l.trim()
@@ -1086,20 +1092,21 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
         "values are known to {width} ns buckets (recorded at each bucket's middle; min and max \
          exact); stress-ng keeps at most --cyclic-samples samples of the run"
     )];
-    stress_ng_method(text, &mut cfg, &mut warnings);
-    Ok(assemble(
-        vec![thread],
-        cfg,
-        SystemInfo::default(),
-        0,
-        warnings,
-    ))
+    let method_known = stress_ng_method(text, &mut cfg, &mut warnings);
+    let mut r = assemble(vec![thread], cfg, SystemInfo::default(), 0, warnings);
+    // Its log does not say whether memory was locked.
+    r.environment.not_recorded.push(Unrecorded::MEMORY.into());
+    if !method_known {
+        r.environment.not_recorded.push(Unrecorded::METHOD.into());
+    }
+    Ok(r)
 }
 
 /// What a stress-ng log says of how it measured: `--cyclic-prio` on the command line it was
 /// invoked with, and the method it used (`using method 'poll'`), as latlab's nearest equal; a
-/// method latlab has no equal of is said, and the method is not recorded as another.
-fn stress_ng_method(text: &str, cfg: &mut MeasureConfig, warnings: &mut Vec<String>) {
+/// method latlab has no equal of is said, and the method is not recorded as another. Whether
+/// the method is known.
+fn stress_ng_method(text: &str, cfg: &mut MeasureConfig, warnings: &mut Vec<String>) -> bool {
     let invoked = text
         .lines()
         .find_map(|l| l.split_once("invoked with '").map(|(_, rest)| rest))
@@ -1125,12 +1132,19 @@ fn stress_ng_method(text: &str, cfg: &mut MeasureConfig, warnings: &mut Vec<Stri
         Some("posix_ns") => cfg.method = Method::PosixTimer,
         Some("pselect") => (cfg.method, cfg.relative) = (Method::Select, true),
         Some("usleep") => (cfg.method, cfg.relative) = (Method::Nanosleep, true),
-        Some(other) => warnings.push(format!(
-            "method: stress-ng's {other:?}, which latlab has no equal of; the method shown is \
-             not it"
-        )),
-        None => warnings.push("method: not in the log (stress-ng says it with -v)".into()),
+        Some(other) => {
+            warnings.push(format!(
+                "method: stress-ng's {other:?}, which latlab has no equal of (recorded as not \
+                 recorded)"
+            ));
+            return false;
+        }
+        None => {
+            warnings.push("method: not in the log (stress-ng says it with -v)".into());
+            return false;
+        }
     }
+    true
 }
 
 /// `text` as JSON; a file that is not (cut short, edited) says where and what was expected.
@@ -1192,7 +1206,10 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
     let warnings = vec![format!(
         "values at {res} ns resolution; results.json carries no interval, policy or start time"
     )];
-    Ok(assemble(threads, cfg, sys, 0, warnings))
+    let mut r = assemble(threads, cfg, sys, 0, warnings);
+    // results.json does not say whether memory was locked.
+    r.environment.not_recorded.push(Unrecorded::MEMORY.into());
+    Ok(r)
 }
 
 #[cfg(test)]

@@ -246,6 +246,34 @@ fn recorded_jitterdebugger() {
     }
 }
 
+/// What each format leaves unknown is named in `environment.not_recorded`, so that no report
+/// shows the default value as if it were measured.
+#[test]
+fn each_format_names_what_it_does_not_record() {
+    let unrecorded = |file: &str| {
+        import(&data(file), None, file)
+            .unwrap()
+            .environment
+            .not_recorded
+    };
+    let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // The JSON carries cyclictest's command line (-m, the method).
+    assert_eq!(unrecorded("cyclictest.json"), names(&["system"]));
+    assert_eq!(
+        unrecorded("cyclictest-h50.txt"),
+        names(&["system", "memory", "method"])
+    );
+    // The log names its method ('clock_ns'); a log without -v would not.
+    assert_eq!(
+        unrecorded("stress-ng-cyclic.log"),
+        names(&["system", "memory"])
+    );
+    assert_eq!(
+        unrecorded("jitterdebugger-results.json"),
+        names(&["system", "memory"])
+    );
+}
+
 #[test]
 fn bad_files_say_what_and_where() {
     let e = import("hello", None, "x").unwrap_err();

@@ -326,6 +326,23 @@ pub struct RunEnvironment {
     /// `missed` counts are 0 because unknown, not because none were missed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub missed_unrecorded: bool,
+    /// What the run's format does not record (an import), so that its default value in this
+    /// record means "unknown": [`Unrecorded::MEMORY`], [`Unrecorded::METHOD`],
+    /// [`Unrecorded::SYSTEM`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_recorded: Vec<String>,
+}
+
+/// The names [`RunEnvironment::not_recorded`] holds.
+pub struct Unrecorded;
+
+impl Unrecorded {
+    /// Whether memory was locked (`memory_locked` is false because unknown).
+    pub const MEMORY: &'static str = "memory";
+    /// How the thread slept (`config.method` is the default because unknown).
+    pub const METHOD: &'static str = "method";
+    /// The system beyond its host and kernel names (the rest of `system` is empty).
+    pub const SYSTEM: &'static str = "system";
 }
 
 /// Why the measurement ended.
@@ -727,6 +744,11 @@ impl RunResult {
     /// Whether its missed periods were counted (see [`RunEnvironment::missed_unrecorded`]).
     pub fn records_missed(&self) -> bool {
         !self.environment.missed_unrecorded
+    }
+
+    /// Whether its format records `what` (one of [`Unrecorded`]'s names).
+    pub fn records(&self, what: &str) -> bool {
+        !self.environment.not_recorded.iter().any(|n| n == what)
     }
 
     /// Why the run is shorter than asked, where a signal stopped it before its length

@@ -5,7 +5,7 @@ use latlab_hist::Histogram;
 use latlab_model::system::Field;
 use latlab_model::trace::Family;
 use latlab_model::units::CpuList;
-use latlab_model::{RunResult, Stats};
+use latlab_model::{RunResult, Stats, Unrecorded};
 
 use crate::analysis::{
     ALPHA, Analysis, CellFigures, LATENCY, MIN_REPEATS, Metric, RunFigures, int_stat,
@@ -182,15 +182,27 @@ fn systems(b: &mut Vec<Block>, a: &Analysis) {
     for (i, g) in a.systems.iter().enumerate() {
         h3(
             b,
-            format!(
-                "System {}: {} ({})",
-                i + 1,
-                dash(&g.system.hostname),
-                dash(&g.system.kernel_release)
-            ),
+            if g.system.hostname.is_empty() && g.system.kernel_release.is_empty() {
+                format!("System {}: not recorded", i + 1)
+            } else {
+                format!(
+                    "System {}: {} ({})",
+                    i + 1,
+                    dash(&g.system.hostname),
+                    dash(&g.system.kernel_release)
+                )
+            },
             Some(format!("system-{}", i + 1)),
         );
-        b.push(Block::Pre(crate::sysinfo_text(g.system)));
+        let recorded = g
+            .runs
+            .iter()
+            .any(|&(c, r)| a.cells[c].runs[r].run.records(Unrecorded::SYSTEM));
+        b.push(Block::Pre(if recorded {
+            crate::sysinfo_text(g.system)
+        } else {
+            crate::sysinfo::names_only_text(g.system)
+        }));
     }
 }
 
@@ -279,7 +291,12 @@ fn configuration(b: &mut Vec<Block>, a: &Analysis) {
             Some(r) => {
                 let r = r.run;
                 row.extend([
-                    r.config.method.name().into(),
+                    if r.records(Unrecorded::METHOD) {
+                        r.config.method.name()
+                    } else {
+                        "not recorded"
+                    }
+                    .into(),
                     r.config.interval_text().into(),
                     r.config.policy_text().into(),
                     cpus_text(r).into(),

@@ -229,7 +229,10 @@ fn what_runs_warned(
                 seen.push(w);
             }
         }
-        if !r.environment.memory_locked && !seen.contains(&"memory not locked") {
+        if !r.environment.memory_locked
+            && r.records(latlab_model::Unrecorded::MEMORY)
+            && !seen.contains(&"memory not locked")
+        {
             seen.push("memory not locked");
         }
     }

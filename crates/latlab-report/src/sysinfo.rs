@@ -45,6 +45,29 @@ pub fn sysinfo_text(s: &SystemInfo) -> String {
     out
 }
 
+/// The system record of runs imported from a format that keeps at most the host and kernel
+/// names: those it has, and that the rest is not recorded (rather than empty rows, and
+/// services and a hypervisor said absent).
+pub fn names_only_text(s: &SystemInfo) -> String {
+    let mut out = String::new();
+    let rows: Vec<(&str, String)> = [
+        ("host", &s.hostname),
+        ("release", &s.kernel_release),
+        ("version", &s.kernel_version),
+        ("machine", &s.machine),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.trim().is_empty())
+    .map(|(k, v)| (k, v.clone()))
+    .chain([(
+        "the rest",
+        "not recorded (imported from a format that does not keep it)".to_string(),
+    )])
+    .collect();
+    section(&mut out, "system", rows);
+    out
+}
+
 /// The kernel (release, preemption, tick, configuration) and its boot options.
 fn kernel_and_boot(out: &mut String, s: &SystemInfo) {
     let mut kernel_rows = vec![

@@ -4,7 +4,8 @@
 use std::fmt::Write;
 
 use latlab_model::{
-    Policy, RunResult, Stats, StopReason, units::CpuList, units::format_duration, units::plural,
+    Policy, RunResult, Stats, StopReason, Unrecorded, units::CpuList, units::format_duration,
+    units::plural,
 };
 
 /// How a latency column reads its value from [`Stats`].
@@ -81,7 +82,9 @@ fn header(out: &mut String, r: &RunResult) {
         "absolute"
     };
     let mut method = format!("{} ({timing}, {} clock)", c.method.name(), c.clock.name());
-    if c.method.is_wakeup() {
+    if !r.records(Unrecorded::METHOD) {
+        method = "not recorded (the imported format does not say)".into();
+    } else if c.method.is_wakeup() {
         match c.waker_cpu {
             Some(cpu) => {
                 let _ = write!(method, ", waker on CPU {cpu}");
@@ -177,6 +180,9 @@ fn header(out: &mut String, r: &RunResult) {
     };
     line(out, "PM QoS", &pm_qos);
     let memory = match (env.memory_locked, c.mlock, &env.mlock_error) {
+        _ if !r.records(Unrecorded::MEMORY) => {
+            "not recorded (the imported format does not say)".to_string()
+        }
         (true, _, _) => "locked (mlockall)".to_string(),
         (false, true, Some(e)) => format!("not locked: {e}"),
         (false, true, None) => "not locked".to_string(),

@@ -239,6 +239,40 @@ fn a_report_marks_an_imports_lower_bounds() {
     assert!(text.contains("\"≥\": a lower bound"), "{text}");
 }
 
+/// What a format does not record is said to be unknown, not shown as a value: cyclictest's `-h`
+/// text says neither how it slept nor whether memory was locked, and no format keeps the system
+/// beyond its names (no "bare metal", no "memory not locked" finding).
+#[test]
+fn what_an_import_does_not_record_is_not_recorded() {
+    let (_dir, store) = imported("cyclictest-h50.txt");
+    let show = output_of(&store, &["db", "show", "1"]);
+    for line in [
+        "method:   not recorded (the imported format does not say)",
+        "memory:   not recorded (the imported format does not say)",
+    ] {
+        assert!(show.contains(line), "{line}\n{show}");
+    }
+    let report = output_of(&store, &["report", "1", "--format", "text"]);
+    assert!(
+        report.contains("the rest               not recorded (imported from a format"),
+        "{report}"
+    );
+    for absent in ["bare metal", "irqbalance running", "memory not locked"] {
+        assert!(!report.contains(absent), "{absent}\n{report}");
+    }
+    let cell = report
+        .lines()
+        .find(|l| l.starts_with("import-") && l.contains("2 unpinned"))
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(cell.contains("  not recorded  "), "{cell}");
+    // cyclictest --json has its command line: -m locked memory, and it slept with
+    // clock_nanosleep.
+    let (_dir, store) = imported("cyclictest.json");
+    let show = output_of(&store, &["db", "show", "1"]);
+    assert!(show.contains("memory:   locked (mlockall)"), "{show}");
+    assert!(show.contains("method:   clock-nanosleep"), "{show}");
+}
+
 /// A reader that stops early (`latlab report … -o - | head`) ends the output without an error:
 /// what it read is what it wanted.
 #[test]
