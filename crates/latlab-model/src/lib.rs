@@ -628,7 +628,13 @@ fn overall_stats(
 ) -> (Stats, Stats) {
     match threads {
         [only] => (only.stats.clone(), only.corrected.clone()),
-        _ => (Stats::of(histogram), Stats::of(corrected)),
+        _ => {
+            // Pooled, a value is a lower bound from the lowest range any thread's ended at.
+            let bounded = threads.iter().filter_map(|t| t.stats.bounded_from_ns).min();
+            let (mut stats, mut corrected) = (Stats::of(histogram), Stats::of(corrected));
+            (stats.bounded_from_ns, corrected.bounded_from_ns) = (bounded, bounded);
+            (stats, corrected)
+        }
     }
 }
 

@@ -8,17 +8,17 @@ use latlab_model::{
     units::plural,
 };
 
-/// How a latency column reads its value from [`Stats`].
-type Column = (&'static str, fn(&Stats) -> u64);
+/// How a latency column reads its value from [`Stats`], and its percentile (None: min, max).
+type Column = (&'static str, fn(&Stats) -> u64, Option<f64>);
 
 /// Latency columns of the table, after label, samples and missed.
 const VALUE_COLUMNS: [Column; 6] = [
-    ("min", |s| s.min),
-    ("p50", |s| s.p50),
-    ("p90", |s| s.p90),
-    ("p99", |s| s.p99),
-    ("p99.9", |s| s.p99_9),
-    ("max", |s| s.max),
+    ("min", |s| s.min, None),
+    ("p50", |s| s.p50, Some(50.0)),
+    ("p90", |s| s.p90, Some(90.0)),
+    ("p99", |s| s.p99, Some(99.0)),
+    ("p99.9", |s| s.p99_9, Some(99.9)),
+    ("max", |s| s.max, None),
 ];
 const SAMPLES_W: usize = 12;
 const MISSED_W: usize = 10;
@@ -220,7 +220,7 @@ fn table(out: &mut String, r: &RunResult) {
         "{:<label_w$}{:>SAMPLES_W$}{:>MISSED_W$}",
         "thread", "samples", "missed"
     );
-    for (name, _) in VALUE_COLUMNS {
+    for (name, _, _) in VALUE_COLUMNS {
         let _ = write!(out, "{name:>VALUE_W$}");
     }
     out.push_str("  (µs)\n");
@@ -243,6 +243,13 @@ fn table(out: &mut String, r: &RunResult) {
         &missed(r.overall.missed),
         &r.overall.stats,
     );
+    let bounded = r.threads.iter().map(|t| &t.stats).chain([&r.overall.stats]);
+    if bounded.into_iter().any(|s| s.bounded_from_ns.is_some()) {
+        out.push_str(
+            "≥: a lower bound: the value lies among samples beyond the histogram's range, known \
+             only to lie there or above\n",
+        );
+    }
 }
 
 fn row(out: &mut String, label_w: usize, label: &str, missed: &str, s: &Stats) {
@@ -251,11 +258,18 @@ fn row(out: &mut String, label_w: usize, label: &str, missed: &str, s: &Stats) {
         "{label:<label_w$}{:>SAMPLES_W$}{missed:>MISSED_W$}",
         s.count
     );
-    for (_, value) in VALUE_COLUMNS {
+    for (_, value, percentile) in VALUE_COLUMNS {
+        let v = value(s);
+        // "≥": a lower bound (an import's samples beyond its histogram's range).
+        let at_least = percentile.is_some_and(|p| s.percentile_is_lower_bound(p, v));
         let cell = if s.count == 0 {
             "-".to_string()
         } else {
-            crate::numfmt::us(value(s))
+            format!(
+                "{}{}",
+                if at_least { "≥" } else { "" },
+                crate::numfmt::us(v)
+            )
         };
         let _ = write!(out, "{cell:>VALUE_W$}");
     }

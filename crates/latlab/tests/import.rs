@@ -252,6 +252,11 @@ fn what_an_import_does_not_record_is_not_recorded() {
     ] {
         assert!(show.contains(line), "{line}\n{show}");
     }
+    // Its table marks what lies beyond the 50 µs range as a lower bound, as a report does;
+    // the pooled row too.
+    let all = show.lines().find(|l| l.starts_with("all ")).unwrap();
+    assert_eq!(all.matches('≥').count(), 3, "{show}");
+    assert!(show.contains("≥: a lower bound"), "{show}");
     let report = output_of(&store, &["report", "1", "--format", "text"]);
     assert!(
         report.contains("the rest               not recorded (imported from a format"),
