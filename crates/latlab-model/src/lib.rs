@@ -450,8 +450,6 @@ impl Stats {
         self
     }
 
-    /// [`Stats::with_exact`] with every exact figure `known` carries: its percentiles, and its
-    /// mean and standard deviation where the source gave them.
     /// Whether the value of a percentile (0–100) is only a lower bound: it lies among an import's
     /// samples beyond its histogram's range (below the exact maximum, which the top ranks are),
     /// and the source did not print it.
@@ -470,6 +468,35 @@ impl Stats {
         self.bounded_from_ns.is_some() && self.exact_mean.is_none()
     }
 
+    /// These statistics of the merged histograms of `parts` with the mean (and standard
+    /// deviation) made exact where every part's is: the count-weighted mean of the means, and
+    /// the population deviation from each part's deviation and its distance from that mean.
+    pub fn with_pooled_exact<'a>(mut self, parts: impl IntoIterator<Item = &'a Stats>) -> Stats {
+        let parts: Vec<&Stats> = parts.into_iter().filter(|p| p.count > 0).collect();
+        let n: f64 = parts.iter().map(|p| p.count as f64).sum();
+        let Some(means) = parts
+            .iter()
+            .map(|p| p.exact_mean.map(|m| (p.count as f64, m, p.exact_stdev)))
+            .collect::<Option<Vec<_>>>()
+            .filter(|m| !m.is_empty())
+        else {
+            return self;
+        };
+        let mean = means.iter().map(|(k, m, _)| k * m).sum::<f64>() / n;
+        (self.mean, self.exact_mean) = (mean, Some(mean));
+        if let Some(var) = means
+            .iter()
+            .map(|(k, m, d)| d.map(|d| k * (d * d + (m - mean) * (m - mean))))
+            .sum::<Option<f64>>()
+        {
+            let stdev = (var / n).sqrt();
+            (self.stdev, self.exact_stdev) = (stdev, Some(stdev));
+        }
+        self
+    }
+
+    /// [`Stats::with_exact`] with every exact figure `known` carries: its percentiles, and its
+    /// mean and standard deviation where the source gave them.
     pub fn with_exact_of(self, known: &Stats) -> Stats {
         let mut s = self.with_exact(&known.exact_percentiles);
         if let Some(m) = known.exact_mean {
@@ -631,7 +658,10 @@ fn overall_stats(
         _ => {
             // Pooled, a value is a lower bound from the lowest range any thread's ended at.
             let bounded = threads.iter().filter_map(|t| t.stats.bounded_from_ns).min();
-            let (mut stats, mut corrected) = (Stats::of(histogram), Stats::of(corrected));
+            let stats = Stats::of(histogram).with_pooled_exact(threads.iter().map(|t| &t.stats));
+            let corrected =
+                Stats::of(corrected).with_pooled_exact(threads.iter().map(|t| &t.corrected));
+            let (mut stats, mut corrected) = (stats, corrected);
             (stats.bounded_from_ns, corrected.bounded_from_ns) = (bounded, bounded);
             (stats, corrected)
         }

@@ -248,3 +248,42 @@ fn resume_latency_texts_read_and_write_one_way() {
     }
     assert_eq!(PmQos::resume_limit_us("x"), None);
 }
+
+#[test]
+fn pooled_means_and_deviations_are_exact_only_where_every_part_is() {
+    // Two parts of known mean and population deviation: {1, 3} and {10, 10, 10, 10}.
+    let part = |count, mean, stdev: Option<f64>| Stats {
+        count,
+        exact_mean: Some(mean),
+        exact_stdev: stdev,
+        ..Stats::default()
+    };
+    let (a, b) = (part(2, 2.0, Some(1.0)), part(4, 10.0, Some(0.0)));
+    let pooled = Stats::default().with_pooled_exact([&a, &b]);
+    let all = [1.0f64, 3.0, 10.0, 10.0, 10.0, 10.0];
+    let mean = all.iter().sum::<f64>() / 6.0;
+    let stdev = (all.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 6.0).sqrt();
+    assert!((pooled.mean - mean).abs() < 1e-12, "{}", pooled.mean);
+    assert_eq!(pooled.exact_mean, Some(pooled.mean));
+    assert!((pooled.stdev - stdev).abs() < 1e-12, "{}", pooled.stdev);
+    // One part without a deviation: the mean is exact, the deviation stays the histogram's.
+    let c = part(4, 10.0, None);
+    let pooled = Stats {
+        stdev: 7.0,
+        ..Stats::default()
+    }
+    .with_pooled_exact([&a, &c]);
+    assert!((pooled.mean - mean).abs() < 1e-12);
+    assert_eq!((pooled.stdev, pooled.exact_stdev), (7.0, None));
+    // One part without a mean: nothing is exact.
+    let d = Stats {
+        count: 3,
+        ..Stats::default()
+    };
+    let pooled = Stats {
+        mean: 5.0,
+        ..Stats::default()
+    }
+    .with_pooled_exact([&a, &d]);
+    assert_eq!((pooled.mean, pooled.exact_mean), (5.0, None));
+}

@@ -708,19 +708,24 @@ fn cell_figures<'a>(index: usize, cell: &'a CellInput, keys: &[ThroughputKey]) -
         let known = only
             .and_then(|r| r.threads.iter().find(|t| t.label == c.label))
             .map_or(&none, |t| &t.stats);
-        c.stats = Stats::of(&c.hist).with_exact_of(known);
+        let parts = || {
+            cell.runs
+                .iter()
+                .flat_map(|r| &r.threads)
+                .filter(|t| t.label == c.label)
+                .map(|t| &t.stats)
+        };
+        c.stats = Stats::of(&c.hist)
+            .with_exact_of(known)
+            .with_pooled_exact(parts());
         // Pooled, values from the lowest range end of an import on are lower bounds.
-        c.stats.bounded_from_ns = cell
-            .runs
-            .iter()
-            .flat_map(|r| &r.threads)
-            .filter(|t| t.label == c.label)
-            .filter_map(|t| t.stats.bounded_from_ns)
-            .min();
+        c.stats.bounded_from_ns = parts().filter_map(|s| s.bounded_from_ns).min();
     }
     let none = Stats::default();
     let known = only.map_or(&none, |r| &r.overall.stats);
-    let mut stats = Stats::of(&pooled).with_exact_of(known);
+    let mut stats = Stats::of(&pooled)
+        .with_exact_of(known)
+        .with_pooled_exact(cell.runs.iter().map(|r| &r.overall.stats));
     stats.bounded_from_ns = cell.runs.iter().filter_map(lower_bounds_from).min();
     CellFigures {
         cell,

@@ -237,6 +237,13 @@ fn a_report_marks_an_imports_lower_bounds() {
     // p50, p90 and p99 lie beyond the range; the maximum, and p99.9 at it, are exact.
     assert_eq!(cpu0.matches('≥').count(), 3, "{cpu0}");
     assert!(text.contains("\"≥\": a lower bound"), "{text}");
+    // The cell's mean pools the means cyclictest printed (47.87 and 32.48 µs, each + 0.5 for
+    // the middle of its microsecond, over 500 samples each): exact, not a lower bound.
+    let cell = text
+        .lines()
+        .find(|l| l.starts_with("import-") && l.contains(" 1000 "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(cell.contains("  40.7  "), "{cell}");
 }
 
 /// What a format does not record is said to be unknown, not shown as a value: cyclictest's `-h`
