@@ -438,7 +438,7 @@ pub fn serve_store(
     stop: mpsc::Receiver<String>,
 ) -> Result<(), Error> {
     let store =
-        Store::open_existing(db).with_context(|| format!("opening the store {}", db.display()))?;
+        Store::open_to_read(db).with_context(|| format!("opening the store {}", db.display()))?;
     let server = web::Server::start(
         listen,
         web::AppState::new(db.to_path_buf(), store, None),

@@ -77,9 +77,9 @@ impl Pool {
                 if let Ok(mut v) = self.free.lock() {
                     v.clear();
                 }
-                Store::open_existing(&self.path)?
+                Store::open_to_read(&self.path)?
             }
-            None => Store::open_existing(&self.path)?,
+            None => Store::open_to_read(&self.path)?,
         };
         let out = f(&store);
         if let Ok(mut v) = self.free.lock()

@@ -72,6 +72,20 @@ pub enum StoreError {
         found: u32,
         supported: u32,
     },
+    /// A store this process may only read, at an older schema that only a write could migrate.
+    #[error(
+        "the store {path} has schema version {found}, older than this latlab's ({supported}), \
+         and it is not writable here to migrate it (accepted: open it once as a user who can \
+         write it, or with an older latlab)"
+    )]
+    ReadOnlyOld {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+    /// A store a command must change is not writable here.
+    #[error("the store {path} is not writable here ({why})")]
+    NotWritable { path: PathBuf, why: String },
     #[error("migrating the store {path} to version {version} ({name}): {source}")]
     Migration {
         path: PathBuf,
@@ -176,6 +190,64 @@ impl Store {
     /// Open an existing store ([`StoreError::Missing`] when there is none), migrating it if older.
     pub fn open_existing(path: impl AsRef<Path>) -> Result<Store> {
         Self::open_with(path.as_ref(), false, SCHEMA_VERSION)
+    }
+
+    /// Open an existing store to read it: as [`Store::open_existing`] where this process may
+    /// write the file and its directory; else read-only (a file system mounted read-only, a
+    /// store another user owns), writing nothing: through SQLite's locks when a write-ahead log
+    /// is beside it (a daemon may be writing), else the file as it is. A read-only store at an
+    /// older schema is [`StoreError::ReadOnlyOld`]: only a write could migrate it.
+    pub fn open_to_read(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref();
+        if !path.exists() {
+            return Err(StoreError::Missing(path.to_path_buf()));
+        }
+        if writable(path).is_ok() {
+            return Self::open_existing(path);
+        }
+        // The header alone may be behind: what a writer committed can still be in the log.
+        identify(path)?;
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = if sidecar(path, "-wal").exists() {
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            Connection::open_with_flags(path, flags)
+        } else {
+            immutable(path)
+        }
+        .map_err(open_err)?;
+        conn.busy_timeout(Duration::from_secs(10))
+            .map_err(open_err)?;
+        let version = check_identity(path, read_identity(&conn).map_err(open_err)?)?;
+        if version < SCHEMA_VERSION {
+            return Err(StoreError::ReadOnlyOld {
+                path: path.to_path_buf(),
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            file: file_identity(path),
+        })
+    }
+
+    /// Open an existing store a command will change: as [`Store::open_existing`], with a file
+    /// or directory this process may not write said as [`StoreError::NotWritable`] first.
+    pub fn open_to_write(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref();
+        if path.exists()
+            && let Err(why) = writable(path)
+        {
+            return Err(StoreError::NotWritable {
+                path: path.to_path_buf(),
+                why,
+            });
+        }
+        Self::open_existing(path)
     }
 
     /// Open (and create) a store migrated only up to `version`: for tests of migrations.
@@ -290,9 +362,7 @@ impl Store {
         ["-wal", "-shm"]
             .iter()
             .filter_map(|suffix| {
-                let mut p = self.path.as_os_str().to_os_string();
-                p.push(suffix);
-                let p = PathBuf::from(p);
+                let p = sidecar(&self.path, suffix);
                 file_identity(&p).map(|id| (p, id))
             })
             .collect()
@@ -383,11 +453,9 @@ pub fn stored_series(path: &Path, name: &str) -> Result<Option<StoredSeries>> {
         path: path.to_path_buf(),
         source,
     };
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
     // Without a write-ahead log nobody is writing: read the file as it is, creating nothing
     // beside it. With one, a daemon may be: read it through SQLite's locks.
-    let conn = if Path::new(&wal).exists() {
+    let conn = if sidecar(path, "-wal").exists() {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         Connection::open_with_flags(path, flags)
     } else {
@@ -425,6 +493,31 @@ pub fn stored_series(path: &Path, name: &str) -> Result<Option<StoredSeries>> {
                 .ok()
                 .map(|c| c.measure),
         }))
+}
+
+/// `path` with SQLite's `suffix` (`-wal`, `-shm`).
+fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_os_string();
+    p.push(suffix);
+    PathBuf::from(p)
+}
+
+/// Whether this process may write the store at `path` and create its write-ahead log beside
+/// it, tried for real ([`latlab_sys::probe_write`]: a read-only file system, a store another
+/// user owns); else why not.
+fn writable(path: &Path) -> std::result::Result<(), String> {
+    let may_write =
+        |p: &Path| latlab_sys::probe_write(p).map_err(|e| format!("{}: {e}", p.display()));
+    may_write(path)?;
+    // Without the log beside it, SQLite must create it (and its index) in the directory.
+    if !sidecar(path, "-wal").exists() || !sidecar(path, "-shm").exists() {
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        may_write(dir)?;
+    }
+    Ok(())
 }
 
 /// What the SQLite file at `path` is, read without writing to it: the schema version of a

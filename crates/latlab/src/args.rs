@@ -488,11 +488,19 @@ pub fn usage<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> CliError + '
 /// is bad input for `--db`; the commands that measure call this before measuring.
 pub fn open_store(path: &Path) -> CliResult<Store> {
     check_store_path(path)?;
-    Store::open(path).map_err(|e| match e {
+    let opened = if path.exists() {
+        Store::open_to_write(path)
+    } else {
+        Store::open(path)
+    };
+    opened.map_err(|e| match e {
         StoreError::Migration { .. } => CliError::Failed(anyhow::Error::new(e)),
         e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {
             CliError::Usage(format!("--db: {e}"))
         }
+        e @ StoreError::NotWritable { .. } => CliError::Usage(format!(
+            "--db: {e} (accepted: a store this user can write, or a new file)"
+        )),
         e => CliError::Usage(format!(
             "--db {}: {e} (accepted: a latlab store or a new file)",
             path.display()
@@ -523,9 +531,23 @@ pub fn check_store_path(path: &Path) -> CliResult<()> {
     Ok(())
 }
 
-/// Open the existing store at `path` to read. A missing one, a foreign file or a newer schema is
-/// bad input (a wrong `--db`); anything else is a failure.
+/// Open the existing store at `path` to read (read-only where this user may not write it). A
+/// missing one, a foreign file or a newer schema is bad input (a wrong `--db`); anything else is
+/// a failure.
 pub fn open_existing(path: &Path) -> CliResult<Store> {
+    open_existing_with(path, |p| Store::open_to_read(p))
+}
+
+/// Open the existing store at `path` for a command that changes it; one this user may not write
+/// is bad input too.
+pub fn open_existing_to_change(path: &Path) -> CliResult<Store> {
+    open_existing_with(path, |p| Store::open_to_write(p))
+}
+
+fn open_existing_with(
+    path: &Path,
+    open: fn(&Path) -> latlab_store::Result<Store>,
+) -> CliResult<Store> {
     const WRITTEN_BY: &str = "a store written by `latlab measure --db`, `latlab run` or `latlab \
                               monitor`; --db PATH or LATLAB_DB name another";
     if path.is_dir() {
@@ -534,13 +556,16 @@ pub fn open_existing(path: &Path) -> CliResult<Store> {
             path.display()
         )));
     }
-    Store::open_existing(path).map_err(|e| match e {
+    open(path).map_err(|e| match e {
         StoreError::Missing(_) => CliError::Usage(format!(
             "no store at {} (accepted: {WRITTEN_BY})",
             path.display()
         )),
-        e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {
-            CliError::Usage(format!("--db: {e}"))
+        e @ (StoreError::NotAStore { .. }
+        | StoreError::TooNew { .. }
+        | StoreError::ReadOnlyOld { .. }) => CliError::Usage(format!("--db: {e}")),
+        e @ StoreError::NotWritable { .. } => {
+            CliError::Usage(format!("--db: {e} (accepted: a store this user can write)"))
         }
         e => CliError::Failed(anyhow::Error::new(e)),
     })

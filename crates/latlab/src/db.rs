@@ -261,7 +261,7 @@ fn show(path: &Path, id: &str, json: bool) -> CliResult<ExitCode> {
 }
 
 fn rm(path: &Path, ids: &[String]) -> CliResult<ExitCode> {
-    let mut store = crate::args::open_existing(path)?;
+    let mut store = crate::args::open_existing_to_change(path)?;
     // Every id is checked before anything is removed.
     let mut runs = Vec::new();
     for text in ids {
@@ -306,7 +306,7 @@ fn size_text(bytes: u64) -> String {
 }
 
 fn vacuum(path: &Path) -> CliResult<ExitCode> {
-    let mut store = crate::args::open_existing(path)?;
+    let mut store = crate::args::open_existing_to_change(path)?;
     let before = store_size(path);
     store
         .vacuum()

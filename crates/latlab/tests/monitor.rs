@@ -1567,6 +1567,65 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
 /// A series continues with its window length and how it was measured: another --window,
 /// interval or method is refused as bad input before anything runs, naming what the series
 /// has; another --name starts a new series.
+/// A store this user may not write (a daemon's, owned by root) is read, not refused: `serve`,
+/// `report` and `db list` read it while the daemon goes on writing it, through its write-ahead
+/// log; a command that would change it says so, exit 2.
+#[test]
+fn a_store_this_user_cannot_write_is_read_while_its_daemon_writes() {
+    if !latlab_testkit::root_or_skip("a root daemon's store read by another user") {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_latlab");
+    let as_nobody = |args: &[&str]| {
+        let mut c = latlab_testkit::unprivileged(bin, "-all")?;
+        c.args(args);
+        Some(c)
+    };
+    let Some(_) = as_nobody(&[]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let (_daemon, db, _) = listening_monitor(dir.path(), "ro", &[]);
+    wait_for("2 stored windows", Duration::from_secs(30), || {
+        set_count(&db, "ro") >= 2
+    });
+    let db_arg = db.to_str().unwrap();
+    let addr = free_addr();
+    let serve = as_nobody(&["serve", "--listen", &addr.to_string(), "--db", db_arg]).unwrap();
+    let _served = Proc::start(serve, dir.path().join("serve.log"));
+    wait_for("listening", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(addr).is_ok()
+    });
+    let windows = || {
+        let (status, _, body) = get(addr, "/metrics");
+        assert_eq!(status, 200, "{body}");
+        body.lines()
+            .find(|l| l.starts_with("latlab_monitor_windows_total{"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{body}"))
+    };
+    let first = windows();
+    assert!(first >= 2.0, "{first}");
+    wait_for(
+        "the daemon's next windows served",
+        Duration::from_secs(20),
+        || windows() > first,
+    );
+    let out = as_nobody(&["report", "series:ro", "--format", "text", "--db", db_arg])
+        .unwrap()
+        .output()
+        .unwrap();
+    latlab_testkit::assert_ok(&out);
+    let out = as_nobody(&["db", "vacuum", "--db", db_arg])
+        .unwrap()
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, 2, "is not writable here");
+}
+
 #[test]
 fn listen_takes_localhost_and_a_port() {
     let dir = tempfile::tempdir().unwrap();

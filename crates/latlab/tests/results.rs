@@ -364,3 +364,48 @@ fn latest_and_a_run_number_over_stores_of_runs() {
         "{out:?}"
     );
 }
+
+/// A store this user may not write, with nobody writing it, is read as it is: nothing is made
+/// beside it (no write-ahead log); one at an older schema, which only a write could migrate,
+/// is refused with the way out.
+#[test]
+fn a_store_this_user_cannot_write_is_read_as_it_is() {
+    if !latlab_testkit::root_or_skip("a root-owned store read by another user") {
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_latlab");
+    let as_nobody = |args: &[&str], db: &Path| {
+        let mut c = latlab_testkit::unprivileged(bin, "-all")?;
+        c.args(args).arg("--db").arg(db);
+        Some(c.output().unwrap())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let db = dir.path().join("s.db");
+    std::fs::copy(store(), &db).unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let Some(list) = as_nobody(&["db", "list"], &db) else {
+        return;
+    };
+    latlab_testkit::assert_ok(&list);
+    assert!(String::from_utf8_lossy(&list.stdout).contains("interval"));
+    let report = as_nobody(&["report", "e1", "--format", "text"], &db).unwrap();
+    latlab_testkit::assert_ok(&report);
+    let rm = as_nobody(&["db", "rm", "1"], &db).unwrap();
+    latlab_testkit::assert_one_line_error(&rm, 2, "is not writable here");
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the store was changed");
+    let beside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(beside, ["s.db"], "files made beside the store");
+
+    let old = dir.path().join("old.db");
+    drop(Store::open_at_version(&old, 1).unwrap());
+    let list = as_nobody(&["db", "list"], &old).unwrap();
+    latlab_testkit::assert_one_line_error(&list, 2, "schema version 1, older than this latlab's");
+}
