@@ -65,8 +65,14 @@ pub(crate) fn run_length(p: &Measurement) -> Duration {
         (None, Some(l)) => l.saturating_mul(c.interval_ns),
         (None, None) => 0,
     };
-    // Set-up, loads starting and stopping, saving: about a quarter of a second.
-    Duration::from_nanos(ns) + Duration::from_millis(250)
+    // Set-up, loads starting and stopping, saving: about a quarter of a second; loading and
+    // attaching the tracing programs about a second more (1.0 s measured on a 2-CPU VM).
+    let trace = if p.trace.is_some() {
+        Duration::from_secs(1)
+    } else {
+        Duration::ZERO
+    };
+    Duration::from_nanos(ns) + Duration::from_millis(250) + trace
 }
 
 /// `plan "x": 2 cells × 4 repeats = 8 runs, about 2m (interleaved order), 1 cell skipped`:

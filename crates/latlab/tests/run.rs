@@ -322,3 +322,22 @@ fn malformed_plans_name_file_line_and_reason() {
     }
     run_exit(latlab!().args(["run", "/nonexistent/plan.toml"]), 2);
 }
+
+/// A traced cell's estimate counts the second that loading and attaching the tracing programs
+/// takes beside the measurement.
+#[test]
+fn a_dry_run_counts_the_tracers_set_up() {
+    if !latlab_testkit::root_or_skip("tracing (a traced cell is skipped otherwise)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        "name = \"t\"\n[settings]\nduration = \"1s\"\n[axes]\ntrace = [false, true]\n",
+    );
+    let text =
+        latlab_testkit::run_stdout(latlab!().args(["run", plan.to_str().unwrap(), "--dry-run"]));
+    assert!(text.contains("trace=false  (1.2s each)"), "{text}");
+    assert!(text.contains("trace=true  (2.2s each)"), "{text}");
+    assert!(text.contains("2 runs, about 3.5s"), "{text}");
+}
