@@ -9,8 +9,8 @@
 //! What a format does not carry is said in the result's `environment.warnings`, never invented:
 //! no windows, spikes or samplers; microsecond or bucket resolution; samples beyond a histogram's
 //! range (recorded at the range's end, with only the maximum exact, and percentiles among them
-//! lower bounds unless the tool printed them: stress-ng's are kept exact in
-//! `Stats::exact_percentiles`); an unknown start time or length (recorded as 0, with empty
+//! lower bounds unless the tool printed them); the percentiles stress-ng prints, from its
+//! samples and finer than its buckets, are kept exact in `Stats::exact_percentiles`; an unknown start time or length (recorded as 0, with empty
 //! `started_at` and `ended_at`). Lines a capture holds besides the format (cyclictest's `WARN:`
 //! on stderr, with `2>&1`) are skipped with a warning; a file cut short is refused with the line
 //! where it ends and what was expected there. Lines may end in LF or CRLF. Parsing is pure.
@@ -172,8 +172,9 @@ struct Built {
 }
 
 /// Build a thread's histogram: rows as read, samples the rows lack recorded at the range's end
-/// with the maximum exact (and the minimum, when it lies there too); printed percentiles whose
-/// rank falls among those samples are kept exact, the histogram's being only lower bounds.
+/// with the maximum exact (and the minimum, when it lies there too); printed percentiles are
+/// kept exact: within the range they are finer than the buckets, beyond it the histogram's are
+/// only lower bounds.
 fn thread_histogram(t: &Thread, label: &str) -> Built {
     let mut h = Histogram::new();
     let in_rows: u64 = t.rows.iter().map(|r| r.1).sum();
@@ -182,9 +183,10 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
     }
     let over = t.total.saturating_sub(in_rows);
     if over == 0 {
+        // Percentiles the tool printed from its samples are exact where the buckets are not.
         return Built {
             histogram: h,
-            exact: Vec::new(),
+            exact: t.printed.clone(),
             warning: None,
             bounded_from_ns: None,
         };
@@ -201,14 +203,11 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
     }
     h.record_n(at, over - 1 - u64::from(min.is_some()));
     h.record(max);
-    let exact: Vec<ExactPercentile> = t
+    // The printed percentiles the histogram could give only as lower bounds.
+    let beyond: Vec<&ExactPercentile> = t
         .printed
         .iter()
-        .filter(|p| {
-            let rank = latlab_hist::nearest_rank(p.percentile, t.total);
-            rank > in_rows
-        })
-        .copied()
+        .filter(|p| latlab_hist::nearest_rank(p.percentile, t.total) > in_rows)
         .collect();
     let exact_part = match min {
         Some(m) => format!(
@@ -241,8 +240,11 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
     if t.mean_ns.is_some() {
         warning.push_str(", the mean as the tool printed it");
     }
-    if !exact.is_empty() {
-        let names: Vec<String> = exact.iter().map(|p| format!("p{}", p.percentile)).collect();
+    if !beyond.is_empty() {
+        let names: Vec<String> = beyond
+            .iter()
+            .map(|p| format!("p{}", p.percentile))
+            .collect();
         warning.push_str(&format!(
             ", except {} as the tool printed them (computed from all its samples), which are \
              exact",
@@ -251,7 +253,7 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
     }
     Built {
         histogram: h,
-        exact,
+        exact: t.printed.clone(),
         warning: Some(warning),
         bounded_from_ns: Some(t.range_end_ns),
     }
