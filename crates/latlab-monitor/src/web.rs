@@ -754,8 +754,23 @@ impl HandshakeFailures {
             0 => String::new(),
             n => format!(" ({n} more since the last one said)"),
         };
-        eprintln!("latlab: web: TLS handshake with {peer} failed: {e}{more}");
+        eprintln!(
+            "latlab: web: TLS handshake with {peer} failed: {e}{}{more}",
+            handshake_hint(&e.to_string())
+        );
         *said = (Some(std::time::Instant::now()), 0);
+    }
+}
+
+/// What a handshake error means to an operator, where rustls's name for it does not say: an
+/// incompatible peer is a client of an older TLS (1.0 and 1.1 offer no signature algorithms
+/// extension) or one with no suite in common.
+fn handshake_hint(error: &str) -> &'static str {
+    if error.contains("peer is incompatible") {
+        " (the client offers nothing this server accepts: TLS older than 1.2, or no cipher suite \
+         or signature scheme in common)"
+    } else {
+        ""
     }
 }
 

@@ -137,6 +137,40 @@ fn tls_and_basic_auth_as_curl_sees_them() {
     assert!(said.len() == 1 && said[0].contains("alert"), "{log}");
 }
 
+/// A client of TLS 1.1 (an old exporter, a scanner) is refused, and the log says what rustls's
+/// "peer is incompatible" means.
+#[test]
+fn a_tls_1_1_client_is_refused_and_the_log_says_why() {
+    if !require("curl") {
+        return;
+    }
+    let (dir, server, addr) = tls_server("");
+    let url = format!("https://localhost:{}/metrics", addr.port());
+    // OpenSSL 3 offers TLS 1.1 only at security level 0.
+    let (rc, code, _) = curl(
+        dir.path(),
+        &url,
+        &[
+            "--tlsv1.1",
+            "--tls-max",
+            "1.1",
+            "--ciphers",
+            "DEFAULT@SECLEVEL=0",
+        ],
+    );
+    assert_eq!((rc, code), (35, 0), "curl's handshake failure");
+    let log = server.term();
+    let said = log
+        .lines()
+        .find(|l| l.starts_with("latlab: web: TLS handshake with 127.0.0.1:"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        said.contains("peer is incompatible")
+            && said.contains("the client offers nothing this server accepts: TLS older than 1.2"),
+        "{said}"
+    );
+}
+
 #[test]
 fn client_certificates_required_are_verified_against_the_client_ca() {
     if !require("curl") {
