@@ -207,20 +207,14 @@ impl Store {
         }
         // The header alone may be behind: what a writer committed can still be in the log.
         identify(path)?;
-        let open_err = |source| StoreError::Open {
-            path: path.to_path_buf(),
-            source,
-        };
-        let conn = if sidecar(path, "-wal").exists() {
-            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-            Connection::open_with_flags(path, flags)
-        } else {
-            immutable(path)
-        }
-        .map_err(open_err)?;
-        conn.busy_timeout(Duration::from_secs(10))
-            .map_err(open_err)?;
-        let version = check_identity(path, read_identity(&conn).map_err(open_err)?)?;
+        let conn = read_only(path)?;
+        let version = check_identity(
+            path,
+            read_identity(&conn).map_err(|source| StoreError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?,
+        )?;
         if version < SCHEMA_VERSION {
             return Err(StoreError::ReadOnlyOld {
                 path: path.to_path_buf(),
@@ -449,20 +443,7 @@ pub struct StoredSeries {
 /// it was measured, read without writing anything (no migration, no journal set up): `None`
 /// where the store has no such series, or no monitor tables yet.
 pub fn stored_series(path: &Path, name: &str) -> Result<Option<StoredSeries>> {
-    let open_err = |source| StoreError::Open {
-        path: path.to_path_buf(),
-        source,
-    };
-    // Without a write-ahead log nobody is writing: read the file as it is, creating nothing
-    // beside it. With one, a daemon may be: read it through SQLite's locks.
-    let conn = if sidecar(path, "-wal").exists() {
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        Connection::open_with_flags(path, flags)
-    } else {
-        immutable(path)
-    }
-    .map_err(open_err)?;
-    conn.busy_timeout(Duration::from_secs(10))?;
+    let conn = read_only(path)?;
     let has_tables: bool = conn.query_row(
         "SELECT count(*) FROM sqlite_master WHERE name IN ('monitor_series', 'monitor_sets')",
         [],
@@ -561,6 +542,26 @@ fn count_tables(path: &Path) -> Result<u32> {
             path: path.to_path_buf(),
             source,
         })
+}
+
+/// A connection that reads the store at `path` and writes nothing, not even beside it. Without
+/// a write-ahead log nobody is writing: the file is read as it is, creating nothing beside it.
+/// With one, a daemon may be: it is read through SQLite's locks, waiting out a writer.
+fn read_only(path: &Path) -> Result<Connection> {
+    let open_err = |source| StoreError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    let conn = if sidecar(path, "-wal").exists() {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        Connection::open_with_flags(path, flags)
+    } else {
+        immutable(path)
+    }
+    .map_err(open_err)?;
+    conn.busy_timeout(Duration::from_secs(10))
+        .map_err(open_err)?;
+    Ok(conn)
 }
 
 /// A read-only connection that takes the file as it is (SQLite's `immutable`).
