@@ -616,14 +616,19 @@ fn serve(db: &Path, dir: &Path) -> (Proc, SocketAddr) {
     common::serve(db, dir, &[])
 }
 
-/// The tick labels of class `class` (`ytick`, `xtick`) of one chart in a dumped DOM.
-fn tick_labels(dom: &str, chart: &str, class: &str) -> Vec<String> {
+/// The markup of one chart in a dumped DOM, up to the end of its SVG.
+fn chart_svg<'a>(dom: &'a str, chart: &str) -> &'a str {
     let part = dom
         .split(&format!("id=\"{chart}\""))
         .nth(1)
         .unwrap_or_else(|| panic!("no {chart}"));
-    let part = part.split("</svg>").next().unwrap_or_default();
-    part.split(&format!("class=\"{class}\""))
+    part.split("</svg>").next().unwrap_or_default()
+}
+
+/// The tick labels of class `class` (`ytick`, `xtick`) of one chart in a dumped DOM.
+fn tick_labels(dom: &str, chart: &str, class: &str) -> Vec<String> {
+    chart_svg(dom, chart)
+        .split(&format!("class=\"{class}\""))
         .skip(1)
         .map(|t| {
             let label = t.split('>').nth(1).unwrap_or_default();
@@ -722,9 +727,17 @@ fn the_dashboard_renders_in_headless_chromium() {
         );
     }
     assert!(dom.contains("class=\"clickable\""), "worst-window rows");
-    // Linear axes tick at round values (0, 500, 1000 …), never at quarters of the top value.
+    // Linear axes tick at round values (0, 500, 1000 …), never at quarters of the top value;
+    // one with nothing to plot (no power source here) has no scale at all.
     for chart in ["chart-freq", "chart-power", "chart-cost"] {
         let ticks = y_ticks(&dom, chart);
+        if chart_svg(&dom, chart).contains("class=\"empty\"") {
+            assert!(
+                ticks.is_empty(),
+                "{chart}: a scale without values {ticks:?}"
+            );
+            continue;
+        }
         assert!(ticks.len() >= 2, "{chart}: {ticks:?}");
         let step = ticks[1] - ticks[0];
         let mantissa = step / 10f64.powf(step.log10().floor());
@@ -844,6 +857,79 @@ fn the_dashboard_shows_64_cpus_in_a_heat_map_and_names_the_worst() {
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     assert!(std::fs::metadata(&shot).unwrap().len() > 20_000);
     let _ = std::fs::copy(&shot, target.join("monitor-dashboard-64.png"));
+}
+
+/// On a narrow screen a chart with nothing to show says so in lines that fit its width (one
+/// line ran past both edges), and draws no scale for values it does not have.
+#[test]
+fn an_empty_chart_says_so_in_lines_that_fit_a_narrow_screen() {
+    if !require("chromium") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("e.db");
+    // A synthetic series has neither power readings nor idle states.
+    latlab_testkit::run_ok(&mut fill_monitor(
+        &db,
+        &["--cpus", "2", "--span", "1h", "--name", "e"],
+    ));
+    let (s, addr) = serve(&db, dir.path());
+    let profile = format!("--user-data-dir={}", dir.path().join("p").display());
+    let (dom, log) = chromium(&[
+        profile,
+        "--window-size=390,1600".into(),
+        "--dump-dom".into(),
+        format!("http://{addr}/"),
+    ]);
+    s.stop();
+    assert!(console_lines(&log).is_empty(), "{log}");
+    for (chart, note) in [
+        (
+            "chart-power",
+            "no power source on this machine (RAPL, hwmon or battery)",
+        ),
+        (
+            "chart-cstates",
+            "no idle-state data (no cpuidle driver, or no windows in this range)",
+        ),
+    ] {
+        let svg = chart_svg(&dom, chart);
+        let width: f64 = svg
+            .split("viewBox=\"0 0 ")
+            .nth(1)
+            .and_then(|v| v.split(' ').next())
+            .and_then(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("{chart}: no viewBox in {svg}"));
+        // Headless Chromium lays a page out no narrower than 500 px, whatever the window.
+        assert!(width < 500.0, "{chart}: drawn {width} wide");
+        let text = svg
+            .split("class=\"empty\"")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{chart}: no note in {svg}"))
+            .split("</text>")
+            .next()
+            .unwrap();
+        let lines: Vec<&str> = text
+            .split("<tspan")
+            .skip(1)
+            .map(|t| t.split('>').nth(1).unwrap().split('<').next().unwrap())
+            .collect();
+        assert_eq!(lines.join(" "), note, "{chart}");
+        // The plot's width less its margins, at about 7 px a character of the 13 px note.
+        for l in &lines {
+            let px = l.chars().count() as f64 * 7.0;
+            assert!(px <= width - 66.0, "{chart}: {l:?} wider than {width}");
+        }
+    }
+    assert!(
+        chart_svg(&dom, "chart-cstates").contains("<tspan x=\"")
+            && dom.contains(">this range)</tspan>"),
+        "the idle-state note is broken into lines at this width"
+    );
+    assert!(
+        tick_labels(&dom, "chart-power", "ytick").is_empty(),
+        "a scale without values"
+    );
 }
 
 /// Over more than a few weeks the time axis is labelled by calendar month, a readable few, not

@@ -57,6 +57,21 @@ function svgEl(tag, attrs, text) {
   return e;
 }
 
+// A note across an empty chart, centred on (cx, cy) and broken into lines that fit `width`
+// (its 13 px font is about 7 px a character): on a phone a long one ran past both edges.
+function emptyNote(svg, cx, cy, width, text) {
+  const per = Math.max(12, Math.floor(width / 7));
+  const lines = [];
+  for (const word of text.split(' ')) {
+    const n = lines.length - 1;
+    if (n >= 0 && (lines[n] + ' ' + word).length <= per) lines[n] += ' ' + word;
+    else lines.push(word);
+  }
+  const t = svgEl('text', { class: 'empty', x: cx, y: cy - (lines.length - 1) * 8, 'text-anchor': 'middle' });
+  lines.forEach((l, i) => t.appendChild(svgEl('tspan', { x: cx, dy: i ? 16 : 0 }, l)));
+  svg.appendChild(t);
+}
+
 function us(ns) {
   if (ns === null || ns === undefined) return '–';
   const v = ns / 1000;
@@ -167,7 +182,8 @@ function timeChart(container, opt) {
   // grid and y labels
   const yt = [];
   if (opt.log) { for (let v = lo; v <= hi * 1.0001; v *= 10) yt.push(v); } else { for (let i = 0; lo + step * i <= hi * 1.0001; i++) yt.push(lo + step * i); }
-  for (const v of yt) {
+  // Nothing to plot: no scale either (a 0 to 1 axis would read as values).
+  for (const v of vals.length ? yt : []) {
     const y = ys(v);
     svg.appendChild(svgEl('line', { class: 'grid', x1: x0, x2: x1, y1: y, y2: y }));
     // A log axis holds latencies in µs: its decades read as µs, ms and s.
@@ -216,7 +232,7 @@ function timeChart(container, opt) {
       svg.appendChild(svgEl('circle', dot));
     }
   }
-  if (!drawn) svg.appendChild(svgEl('text', { class: 'empty', x: (x0 + x1) / 2, y: (y0 + y1) / 2, 'text-anchor': 'middle' }, opt.empty || 'no data in this range'));
+  if (!drawn) emptyNote(svg, (x0 + x1) / 2, (y0 + y1) / 2, x1 - x0, opt.empty || 'no data in this range');
   if (opt.onClick) {
     const hit = svgEl('rect', { class: 'hit', x: x0, y: y0, width: x1 - x0, height: y1 - y0 });
     hit.addEventListener('click', (ev) => {
@@ -472,7 +488,7 @@ function drawCstates(data, from, to) {
   const yb = H - 6;
   for (const t of tt.ticks) svg.appendChild(svgEl('text', { class: 'xtick', x: xs(t), y: yb, 'text-anchor': tickAnchor(xs(t), x0, x1) }, tt.label(t)));
   drawAnnotations(svg, data.annotations, xs, PAD.t, H - PAD.b, from, to);
-  if (!any) svg.appendChild(svgEl('text', { class: 'empty', x: (x0 + x1) / 2, y: H / 2, 'text-anchor': 'middle' }, 'no idle-state data (no cpuidle driver, or no windows in this range)'));
+  if (!any) emptyNote(svg, (x0 + x1) / 2, H / 2, x1 - x0, 'no idle-state data (no cpuidle driver, or no windows in this range)');
   c.appendChild(svg);
 }
 
@@ -549,7 +565,7 @@ function histChart(container, buckets) {
   const H = 200;
   const svg = svgEl('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'histogram' });
   if (!buckets.length) {
-    svg.appendChild(svgEl('text', { class: 'empty', x: W / 2, y: H / 2, 'text-anchor': 'middle' }, 'no samples in this window'));
+    emptyNote(svg, W / 2, H / 2, W, 'no samples in this window');
     container.appendChild(svg);
     return;
   }
