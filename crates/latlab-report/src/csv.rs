@@ -4,7 +4,10 @@
 //! RFC 4180: comma-separated, a header row, fields quoted when they hold a comma, a quote or a line
 //! break, lines ending in `\n`. Latencies are integer nanoseconds (means and standard deviations
 //! are decimals); every statistic is computed from the histograms, except percentiles an imported
-//! run's tool computed exactly where its histogram gives only a lower bound.
+//! run's tool computed exactly where its histogram gives only a lower bound. Where an import's
+//! histogram ended before its largest samples, `lower_bounds_from_ns` says where: a percentile
+//! at or above it (and below the maximum, which is exact) and the mean, unless the tool printed
+//! them, are only lower bounds; empty for every run latlab measured.
 
 use latlab_model::{RunResult, Stats};
 
@@ -35,17 +38,19 @@ fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-/// The latency columns of [`Stats`]: `min_ns` … `max_ns`, `mean_ns`, `stdev_ns`.
+/// The latency columns of [`Stats`]: `min_ns` … `max_ns`, `mean_ns`, `stdev_ns`, and
+/// `lower_bounds_from_ns`.
 fn stat_headers() -> Vec<String> {
     LATENCY
         .iter()
         .map(|(m, _)| format!("{}_ns", m.key(&[])))
+        .chain(["lower_bounds_from_ns".to_string()])
         .collect()
 }
 
 fn stat_fields(s: &Stats) -> Vec<String> {
     if s.count == 0 {
-        return vec![String::new(); LATENCY.len()];
+        return vec![String::new(); LATENCY.len() + 1];
     }
     LATENCY
         .iter()
@@ -54,13 +59,14 @@ fn stat_fields(s: &Stats) -> Vec<String> {
             Metric::Stdev => s.stdev.to_string(),
             m => crate::analysis::int_stat(s, *m).to_string(),
         })
+        .chain([opt(s.bounded_from_ns)])
         .collect()
 }
 
 /// The report's statistics: a `cell` row per cell (latency of the pooled histogram; power,
 /// frequency, residency and throughput as medians over the repeats) followed by a `run` row per
 /// repeat. Columns: `row, cell, repeat, run_id, param:<name>…, samples, missed, min_ns … stdev_ns,
-/// power_w, energy_j, power_source, frequency_mhz, steal_pct, idle_pct:<state>…,
+/// lower_bounds_from_ns, power_w, energy_j, power_source, frequency_mhz, steal_pct, idle_pct:<state>…,
 /// throughput:<what> (<unit>)…`.
 /// Values a run does not have are empty.
 pub fn report_csv(input: &ReportInput) -> String {
@@ -210,8 +216,8 @@ fn common_source(c: &CellFigures) -> String {
 }
 
 /// Per-thread statistics of one run, and an `all` row over every thread: `thread, cpu, samples,
-/// missed, expected_periods, min_ns … stdev_ns, max_at_ns, corrected_p99_ns, corrected_max_ns,
-/// cpu_time_ns`.
+/// missed, expected_periods, min_ns … stdev_ns, lower_bounds_from_ns, max_at_ns, corrected_p99_ns,
+/// corrected_max_ns, cpu_time_ns`.
 pub fn run_csv(run: &RunResult) -> String {
     let mut header: Vec<String> =
         names(&["thread", "cpu", "samples", "missed", "expected_periods"]);

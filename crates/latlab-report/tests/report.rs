@@ -1142,6 +1142,7 @@ fn csv_parses_with_the_right_columns() {
         "max_ns",
         "mean_ns",
         "stdev_ns",
+        "lower_bounds_from_ns",
         "power_w",
         "energy_j",
         "power_source",

@@ -223,6 +223,40 @@ fn an_imported_run_exports_csv_without_invented_figures() {
     }
 }
 
+/// The CSV says where an import's lower bounds begin: both of cyclictest's threads ran past its
+/// 50 µs histogram (thread 0's p50 is a bound); a run latlab measured has none.
+#[test]
+fn an_imported_runs_csv_says_where_its_lower_bounds_begin() {
+    let (_dir, store) = imported("cyclictest.json");
+    let out = output_of(&store, &["export", "1", "--format", "csv"]);
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(',').collect()).collect();
+    let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
+    let (from, p50) = (col("lower_bounds_from_ns"), col("p50_ns"));
+    let row = |label: &str| {
+        rows.iter()
+            .find(|r| r[0] == label)
+            .unwrap_or_else(|| panic!("{label}: {out}"))
+    };
+    let bound: u64 = row("cpu0")[from]
+        .parse()
+        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(bound, 50_000, "{out}");
+    assert!(row("cpu0")[p50].parse::<u64>().unwrap() >= bound, "{out}");
+    assert_eq!(row("cpu1")[from], "50000", "{out}");
+    assert_eq!(row("all")[from], "50000", "{out}");
+    latlab_testkit::run_ok(
+        latlab!()
+            .args(["measure", "-D", "200ms", "-q", "--no-samplers", "--db"])
+            .arg(&store),
+    );
+    let measured = output_of(&store, &["export", "2", "--format", "csv"]);
+    let rows: Vec<Vec<&str>> = measured.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows[0][from], "lower_bounds_from_ns", "{measured}");
+    for r in &rows[1..] {
+        assert_eq!(r[from], "", "{measured}");
+    }
+}
+
 /// Percentiles that lie among an import's samples beyond its histogram's range are lower bounds,
 /// and the report's tables say so ("≥") where they show them, with what it means.
 #[test]
