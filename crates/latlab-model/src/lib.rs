@@ -468,6 +468,13 @@ impl Stats {
         self.bounded_from_ns.is_some() && self.exact_mean.is_none()
     }
 
+    /// Whether the standard deviation is only a lower bound, as the mean: the samples beyond
+    /// the range are counted at its end, above the mean, where moving any of them further up
+    /// only widens the spread.
+    pub fn stdev_is_lower_bound(&self) -> bool {
+        self.bounded_from_ns.is_some() && self.exact_stdev.is_none()
+    }
+
     /// These statistics of the merged histograms of `parts` with the mean (and standard
     /// deviation) made exact where every part's is: the count-weighted mean of the means, and
     /// the population deviation from each part's deviation and its distance from that mean.

@@ -392,7 +392,14 @@ fn stat_cells(s: &Stats) -> Vec<TCell> {
                     ),
                     format!("{}", s.mean),
                 ),
-                Metric::Stdev => (numfmt::us_f(s.stdev), format!("{}", s.stdev)),
+                Metric::Stdev => (
+                    format!(
+                        "{}{}",
+                        at_least(s.stdev_is_lower_bound()),
+                        numfmt::us_f(s.stdev)
+                    ),
+                    format!("{}", s.stdev),
+                ),
                 _ => {
                     let v = int_stat(s, *m);
                     let bound = m
@@ -456,7 +463,7 @@ fn latency(b: &mut Vec<Block>, a: &Analysis) {
     ));
     if a.cells.iter().any(|c| c.stats.bounded_from_ns.is_some()) {
         b.push(Block::Note(
-            "\"≥\": a lower bound: the value lies among an imported run's samples beyond its histogram's range, known only to lie there or above".into(),
+            "\"≥\": a lower bound: the value lies among an imported run's samples beyond its histogram's range, known only to lie there or above (a mean or stdev so marked counts them at the range's end)".into(),
         ));
     }
     if a.cells.iter().any(|c| c.missed.is_none()) {
