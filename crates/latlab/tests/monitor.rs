@@ -1431,6 +1431,13 @@ fn the_dashboard_lines_break_where_no_window_was_measured() {
         4,
         "{latency}"
     );
+    // The two missing minutes are shaded, said "not measured" and named in the legend.
+    for chart in ["chart-latency", "chart-freq", "chart-cost"] {
+        let svg = chart_svg(&dom, chart);
+        assert_eq!(svg.matches("class=\"gap\"").count(), 2, "{chart}: {svg}");
+        assert_eq!(svg.matches("<title>not measured: ").count(), 2, "{chart}");
+    }
+    assert!(dom.contains("not measured</span>"), "legend");
     // The latency axis reads in µs and ms, never in thousands of µs.
     let ticks = tick_labels(&dom, "chart-latency", "ytick");
     assert!(

@@ -179,6 +179,14 @@ function timeChart(container, opt) {
     hi = opt.yMax || step * Math.max(1, Math.ceil(top / step - 1e-9));
     ys = (v) => y1 - (v - lo) / (hi - lo) * (y1 - y0);
   }
+  // Shaded behind everything: the spans nothing was measured in.
+  for (const [a, b] of opt.gaps || []) {
+    if (b <= from || a >= to) continue;
+    const xa = xs(Math.max(a, from)), xb = xs(Math.min(b, to));
+    const gap = svgEl('rect', { class: 'gap', x: xa.toFixed(1), y: y0, width: Math.max(1, xb - xa).toFixed(1), height: y1 - y0, fill: GAP_FILL });
+    gap.appendChild(svgEl('title', null, 'not measured: ' + fmtFull(a) + ' to ' + fmtFull(b)));
+    svg.appendChild(gap);
+  }
   // grid and y labels
   const yt = [];
   if (opt.log) { for (let v = lo; v <= hi * 1.0001; v *= 10) yt.push(v); } else { for (let i = 0; lo + step * i <= hi * 1.0001; i++) yt.push(lo + step * i); }
@@ -288,6 +296,15 @@ function breaksOf(data) {
   return out;
 }
 
+const GAP_FILL = '#ebebe3';
+
+// The spans between rows that do not follow one another: nothing was measured there (the
+// daemon was not running, or a CPU was away on all of them).
+function gapsOf(data) {
+  const rows = rowsOf(data);
+  return [...breaksOf(data)].map((i) => [rows[i - 1].t1, rows[i].t0]);
+}
+
 // Past this many CPUs the line charts draw only the worst ones; the heat map shows them all.
 const LINE_CPUS = 8;
 
@@ -325,11 +342,12 @@ function drawLatency(data, from, to) {
     lines.push({ cpu: cpu, kind: 'p999', color: color, dashed: true, points: rowsOf(data).map((r) => r.cpu[cpu] ? [mid(r), r.cpu[cpu].p999 / 1000] : null) });
     items.push({ cpu: cpu, color: color, label: 'cpu' + cpu });
   });
+  if (gapsOf(data).some(([a, b]) => b > from && a < to)) items.push({ fill: GAP_FILL, label: 'not measured' });
   const note = subsetNote(data);
   if (note) items.push(note);
   legend($('legend-latency'), items);
   timeChart($('chart-latency'), {
-    from: from, to: to, log: true, height: 260, lines: lines, breaks: breaksOf(data), label: 'latency per window',
+    from: from, to: to, log: true, height: 260, lines: lines, breaks: breaksOf(data), gaps: gapsOf(data), label: 'latency per window',
     annotations: data.annotations,
     onClick: (t, sy, ys) => {
       let best = null;
@@ -502,7 +520,7 @@ function drawFreq(data, from, to) {
   const note = subsetNote(data);
   if (note) items.push(note);
   legend($('legend-freq'), items);
-  timeChart($('chart-freq'), { from: from, to: to, lines: lines, height: 180, breaks: breaksOf(data), label: 'frequency', annotations: data.annotations, empty: 'no frequency reading in this range' });
+  timeChart($('chart-freq'), { from: from, to: to, lines: lines, height: 180, breaks: breaksOf(data), gaps: gapsOf(data), label: 'frequency', annotations: data.annotations, empty: 'no frequency reading in this range' });
 }
 
 function drawPower(data, from, to) {
@@ -511,9 +529,9 @@ function drawPower(data, from, to) {
     points: data.rows.map((r) => r.power[i] !== null && r.power[i] !== undefined ? [(r.t0 + r.t1) / 2, r.power[i]] : null),
   }));
   legend($('legend-power'), data.power_sources.map((n, i) => ({ color: COLORS[(i + 3) % COLORS.length], label: n })));
-  timeChart($('chart-power'), { from: from, to: to, lines: lines, height: 160, breaks: breaksOf(data), label: 'power', annotations: data.annotations, empty: 'no power source on this machine (RAPL, hwmon or battery)' });
+  timeChart($('chart-power'), { from: from, to: to, lines: lines, height: 160, breaks: breaksOf(data), gaps: gapsOf(data), label: 'power', annotations: data.annotations, empty: 'no power source on this machine (RAPL, hwmon or battery)' });
   const cost = [{ color: '#555555', points: data.rows.map((r) => r.cost_pct !== null ? [(r.t0 + r.t1) / 2, r.cost_pct] : null) }];
-  timeChart($('chart-cost'), { from: from, to: to, lines: cost, height: 120, breaks: breaksOf(data), label: 'latlab cpu use', annotations: [] });
+  timeChart($('chart-cost'), { from: from, to: to, lines: cost, height: 120, breaks: breaksOf(data), gaps: gapsOf(data), label: 'latlab cpu use', annotations: [] });
 }
 
 function drawAnnotationList(data) {
