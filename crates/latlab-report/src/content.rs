@@ -384,22 +384,16 @@ fn stat_cells(s: &Stats) -> Vec<TCell> {
             // "≥": a lower bound (an import's samples beyond its histogram's range).
             let at_least = |bound: bool| if bound { "≥" } else { "" };
             let (text, exact) = match m {
-                Metric::Mean => (
-                    format!(
-                        "{}{}",
-                        at_least(s.mean_is_lower_bound()),
-                        numfmt::us_f(s.mean)
-                    ),
-                    format!("{}", s.mean),
-                ),
-                Metric::Stdev => (
-                    format!(
-                        "{}{}",
-                        at_least(s.stdev_is_lower_bound()),
-                        numfmt::us_f(s.stdev)
-                    ),
-                    format!("{}", s.stdev),
-                ),
+                Metric::Mean | Metric::Stdev => {
+                    let (v, bound) = match m {
+                        Metric::Mean => (s.mean, s.mean_is_lower_bound()),
+                        _ => (s.stdev, s.stdev_is_lower_bound()),
+                    };
+                    (
+                        format!("{}{}", at_least(bound), numfmt::us_f(v)),
+                        format!("{v}"),
+                    )
+                }
                 _ => {
                     let v = int_stat(s, *m);
                     let bound = m

@@ -200,15 +200,31 @@ fn an_imported_run_exports_a_command_line_latlab_takes() {
     ]));
 }
 
+/// Capture `name` imported into a new store, and its CSV export.
+fn exported_csv(name: &str) -> (tempfile::TempDir, PathBuf, String) {
+    let (dir, store) = imported(name);
+    let out = output_of(&store, &["export", "1", "--format", "csv"]);
+    (dir, store, out)
+}
+
+/// The fields of each line of a CSV without quoted fields.
+fn csv_rows(out: &str) -> Vec<Vec<&str>> {
+    out.lines().map(|l| l.split(',').collect()).collect()
+}
+
+/// The index of a column of `rows` by its name in the header.
+fn column<'a>(rows: &'a [Vec<&str>]) -> impl Fn(&str) -> usize + 'a {
+    move |name| rows[0].iter().position(|h| *h == name).unwrap()
+}
+
 /// The CSV export of an imported run says what its format did not record as empty (missed
 /// periods, when the maximum happened), and its corrected statistics keep the exact percentiles
 /// the raw ones have: never below them (they were the bucket's lowest value).
 #[test]
 fn an_imported_run_exports_csv_without_invented_figures() {
-    let (_dir, store) = imported("stress-ng-cyclic-beyond-range.log");
-    let out = output_of(&store, &["export", "1", "--format", "csv"]);
-    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(',').collect()).collect();
-    let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
+    let (_dir, _store, out) = exported_csv("stress-ng-cyclic-beyond-range.log");
+    let rows = csv_rows(&out);
+    let col = column(&rows);
     let (missed, max_at, p99, corrected) = (
         col("missed"),
         col("max_at_ns"),
@@ -227,10 +243,9 @@ fn an_imported_run_exports_csv_without_invented_figures() {
 /// 50 µs histogram (thread 0's p50 is a bound); a run latlab measured has none.
 #[test]
 fn an_imported_runs_csv_says_where_its_lower_bounds_begin() {
-    let (_dir, store) = imported("cyclictest.json");
-    let out = output_of(&store, &["export", "1", "--format", "csv"]);
-    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(',').collect()).collect();
-    let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
+    let (_dir, store, out) = exported_csv("cyclictest.json");
+    let rows = csv_rows(&out);
+    let col = column(&rows);
     let (from, p50) = (col("lower_bounds_from_ns"), col("p50_ns"));
     let row = |label: &str| {
         rows.iter()
@@ -250,7 +265,7 @@ fn an_imported_runs_csv_says_where_its_lower_bounds_begin() {
             .arg(&store),
     );
     let measured = output_of(&store, &["export", "2", "--format", "csv"]);
-    let rows: Vec<Vec<&str>> = measured.lines().map(|l| l.split(',').collect()).collect();
+    let rows = csv_rows(&measured);
     assert_eq!(rows[0][from], "lower_bounds_from_ns", "{measured}");
     for r in &rows[1..] {
         assert_eq!(r[from], "", "{measured}");

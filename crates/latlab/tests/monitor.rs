@@ -779,6 +779,13 @@ fn the_dashboard_renders_in_headless_chromium() {
     }
 }
 
+/// Synthetic series `name` written with `fill-monitor ARGS` into `DIR/NAME.db`, its path.
+fn synthetic(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let db = dir.join(format!("{name}.db"));
+    latlab_testkit::run_ok(fill_monitor(&db, args).args(["--name", name]));
+    db
+}
+
 /// `latlab fill-monitor --db DB ARGS`: a synthetic series written through the daemon's code.
 fn fill_monitor(db: &Path, args: &[&str]) -> Command {
     let mut c = latlab!();
@@ -794,11 +801,7 @@ fn the_dashboard_shows_64_cpus_in_a_heat_map_and_names_the_worst() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("m64.db");
-    latlab_testkit::run_ok(&mut fill_monitor(
-        &db,
-        &["--cpus", "64", "--span", "2h", "--name", "m64"],
-    ));
+    let db = synthetic(dir.path(), "m64", &["--cpus", "64", "--span", "2h"]);
     let store = Store::open_existing(&db).unwrap();
     let id = series(&store, "m64");
     let sets = store.monitor_sets(id, 0, END).unwrap().len();
@@ -867,12 +870,8 @@ fn an_empty_chart_says_so_in_lines_that_fit_a_narrow_screen() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("e.db");
     // A synthetic series has neither power readings nor idle states.
-    latlab_testkit::run_ok(&mut fill_monitor(
-        &db,
-        &["--cpus", "2", "--span", "1h", "--name", "e"],
-    ));
+    let db = synthetic(dir.path(), "e", &["--cpus", "2", "--span", "1h"]);
     let (s, addr) = serve(&db, dir.path());
     let profile = format!("--user-data-dir={}", dir.path().join("p").display());
     let (dom, log) = chromium(&[
@@ -940,9 +939,9 @@ fn the_dashboard_labels_half_a_year_by_month() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("y.db");
-    latlab_testkit::run_ok(&mut fill_monitor(
-        &db,
+    let db = synthetic(
+        dir.path(),
+        "y",
         &[
             "--cpus",
             "2",
@@ -952,10 +951,8 @@ fn the_dashboard_labels_half_a_year_by_month() {
             "200d",
             "--interval",
             "1ms",
-            "--name",
-            "y",
         ],
-    ));
+    );
     let (s, addr) = serve(&db, dir.path());
     let profile = format!("--user-data-dir={}", dir.path().join("p").display());
     let (dom, log) = chromium(&[
@@ -1744,13 +1741,11 @@ fn listen_takes_localhost_and_a_port() {
 #[test]
 fn a_series_is_not_continued_with_another_window() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("w.db");
-    latlab_testkit::run_ok(&mut fill_monitor(
-        &db,
-        &[
-            "--cpus", "1", "--span", "1h", "--window", "5m", "--name", "five",
-        ],
-    ));
+    let db = synthetic(
+        dir.path(),
+        "five",
+        &["--cpus", "1", "--span", "1h", "--window", "5m"],
+    );
     let before = std::fs::read(&db).unwrap();
     let check = |name: &str, args: &[&str]| {
         let mut c = latlab!();
@@ -1856,11 +1851,7 @@ fn the_start_and_an_unlocked_memory_are_stored_at_once() {
 #[test]
 fn a_monitor_store_names_its_series() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("m.db");
-    latlab_testkit::run_ok(&mut fill_monitor(
-        &db,
-        &["--cpus", "1", "--span", "1h", "--name", "node7"],
-    ));
+    let db = synthetic(dir.path(), "node7", &["--cpus", "1", "--span", "1h"]);
     let list = latlab_testkit::run_stdout(latlab!().args(["db", "list", "--db"]).arg(&db));
     assert!(
         list.contains(&format!(
