@@ -633,16 +633,42 @@ fn cpuid_hypervisor() -> Option<String> {
             .trim_matches(char::from(0))
             .trim()
             .to_string();
-        return (!s.is_empty()).then_some(s);
+        return (!s.is_empty()).then(|| hypervisor_name(&s));
     }
     #[allow(unreachable_code)]
     None
+}
+
+/// The name of the hypervisor a CPUID vendor signature stands for (`KVMKVMKVM` is KVM, which
+/// QEMU, Firecracker and cloud hypervisors all show); an unknown one as it is.
+fn hypervisor_name(signature: &str) -> String {
+    let name = match signature {
+        "KVMKVMKVM" => "KVM",
+        "Microsoft Hv" => "Hyper-V",
+        "VMwareVMware" => "VMware",
+        "XenVMMXenVMM" => "Xen",
+        "TCGTCGTCGTCG" => "QEMU (TCG, no acceleration)",
+        "VBoxVBoxVBox" => "VirtualBox",
+        "ACRNACRNACRN" => "ACRN",
+        "bhyve bhyve" => "bhyve",
+        "Jailhouse" => "Jailhouse",
+        "QNXQVMBSQG" => "QNX hypervisor",
+        other => other,
+    };
+    name.to_string()
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_hypervisor_signature_is_named() {
+        assert_eq!(hypervisor_name("KVMKVMKVM"), "KVM");
+        assert_eq!(hypervisor_name("Microsoft Hv"), "Hyper-V");
+        assert_eq!(hypervisor_name("SomethingNew"), "SomethingNew");
+    }
 
     #[test]
     fn kernel_config_options_and_what_is_missing() {
