@@ -103,15 +103,15 @@ fn main() -> ExitCode {
     // Unwinding runs the guards (a profile applied for a run is put back) before this returns.
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch(cli.command, &sys))) {
         Ok(code) => code,
-        // The reader of the output went away (`latlab db show 3 | head`): end quietly, with the
-        // status a shell gives a program SIGPIPE ended.
+        // The reader of the output went away (`latlab db show 3 | head`, `… 2>&1 | head`): end
+        // quietly, with the status a shell gives a program SIGPIPE ended.
         Err(payload) if is_broken_pipe(payload.as_ref()) => ExitCode::from(141),
         Err(payload) => std::panic::resume_unwind(payload),
     }
 }
 
-/// `print!` panics when standard output is a pipe its reader closed; that panic is not a fault
-/// of latlab and is not reported as one (every other panic is, as before).
+/// `print!` and `eprint!` panic when standard output or error is a pipe its reader closed; that
+/// panic is not a fault of latlab and is not reported as one (every other panic is, as before).
 fn quiet_broken_pipe() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -126,7 +126,10 @@ fn is_broken_pipe(payload: &(dyn std::any::Any + Send)) -> bool {
         .downcast_ref::<String>()
         .map(String::as_str)
         .or_else(|| payload.downcast_ref::<&str>().copied());
-    text.is_some_and(|t| t.starts_with("failed printing to stdout") && t.contains("Broken pipe"))
+    text.is_some_and(|t| {
+        (t.starts_with("failed printing to stdout") || t.starts_with("failed printing to stderr"))
+            && t.contains("Broken pipe")
+    })
 }
 
 fn dispatch(command: Command, sys: &latlab_sys::Sys) -> ExitCode {

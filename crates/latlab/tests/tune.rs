@@ -671,6 +671,22 @@ fn a_closed_pipe_on_stdout_ends_quietly() {
     assert_eq!(text(&out.stderr), "");
 }
 
+/// The same where the reader of standard error went away (`latlab … 2>&1 | head -1` after the
+/// first line): an error line that cannot be written ends latlab quietly, not with a panic.
+#[test]
+fn a_closed_pipe_on_stderr_ends_quietly() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = latlab!()
+        .args(["tune", "show", "no-such-profile"])
+        .stdout(Stdio::piped())
+        .stderr(writer)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", text(&out.stdout));
+    assert_eq!(text(&out.stdout), "");
+}
+
 /// A profile applied for a run tunes the measured CPUs only (`-a 0`: the governor of CPU 0's
 /// policy, not the others'), and its /dev/cpu_dma_latency request is recorded as held.
 #[test]
