@@ -237,11 +237,14 @@ impl Candidate {
     }
 }
 
-/// A knob or value not tried, and why.
+/// A knob or value not tried (or measured but not compared), and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NotTried {
     pub what: String,
     pub why: String,
+    /// How long each of its runs took, where some were measured before the search stopped
+    /// (they are in the store, but there was no baseline to compare them with).
+    pub measured: Vec<Duration>,
 }
 
 /// The values worth trying for each knob on this machine, as TOML fragments. `cpus`: the
@@ -346,6 +349,7 @@ pub fn candidates(
         let vals = values(sys, knob, cpus, &online);
         if vals.is_empty() {
             not.push(NotTried {
+                measured: Vec::new(),
                 what: knob.to_string(),
                 why: "every online CPU is measured; nothing to move away from them (give --cpus)"
                     .into(),
@@ -357,6 +361,7 @@ pub fn candidates(
             let label = format!("{knob}={value}");
             if profile.system.cpu_dma_latency_us.is_some() && !sys.exists("/dev/cpu_dma_latency") {
                 not.push(NotTried {
+                    measured: Vec::new(),
                     what: label,
                     why: "unsupported here: no /dev/cpu_dma_latency".into(),
                 });
@@ -365,6 +370,7 @@ pub fn candidates(
             let plan = crate::Plan::build(sys, &profile, Some(cpus))?;
             if plan.disable_ignored.is_some() {
                 not.push(NotTried {
+                    measured: Vec::new(),
                     what: label,
                     why: "no effect here: the haltpoll governor ignores disabled idle states \
                           (resume_latency=0 or pm_qos=0 make it poll)"
@@ -387,7 +393,11 @@ pub fn candidates(
                 } else {
                     "already set here".into()
                 };
-                not.push(NotTried { what: label, why });
+                not.push(NotTried {
+                    what: label,
+                    why,
+                    measured: Vec::new(),
+                });
                 continue;
             }
             found.push(Candidate {
@@ -947,11 +957,18 @@ impl<L: Lab> Searcher<'_, L> {
             let Some(objective) = Delta::of(&objectives(&baseline), &objectives(&runs)) else {
                 let why = match self.not_applied(&c.label()) {
                     Some(e) => format!("could not be applied here: {e}"),
-                    None => "not measured: the search stopped first".into(),
+                    None if runs.is_empty() => "not measured: the search stopped first".into(),
+                    None => format!(
+                        "{} measured, but not the baseline: the search stopped first, so there \
+                         is nothing to compare {} with",
+                        latlab_model::units::plural(runs.len() as u64, "run", "runs"),
+                        if runs.len() == 1 { "it" } else { "them" }
+                    ),
                 };
                 not_tried.push(NotTried {
                     what: c.label(),
                     why,
+                    measured: runs.iter().map(|f| f.took).collect(),
                 });
                 continue;
             };
@@ -1174,6 +1191,7 @@ pub fn search<L: Lab>(
     let fit = spec.screenable(candidates.len()).unwrap_or(0);
     for c in candidates.split_off(fit.min(candidates.len())) {
         not_tried.push(NotTried {
+            measured: Vec::new(),
             what: c.label(),
             why: "not measured: the budget is spent on the candidates above".into(),
         });

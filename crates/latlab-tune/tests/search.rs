@@ -590,6 +590,47 @@ fn an_interrupted_screening_concludes_nothing() {
     assert!(out.confirmation.is_none());
 }
 
+/// Stopped before its baseline was measured, a search says the candidates it did measure were
+/// measured, with nothing to compare them with (not "not measured: the search stopped first"),
+/// and every run it measured is counted somewhere.
+#[test]
+fn runs_measured_before_the_baseline_are_said_measured_not_compared() {
+    let (dir, root) = tree();
+    let sys = Sys::new(&root);
+    let cpus = CpuList::parse("0").unwrap();
+    let mut found = false;
+    for seed in 1..40 {
+        let mut lab = Stopped {
+            inner: Simulated::new(&root, one_helps, 5),
+            after: 2,
+        };
+        let (candidates, not_tried) = search::candidates(&sys, &three_knobs(), &cpus).unwrap();
+        let mut sp = spec(dir.path().join(format!("state{seed}")));
+        sp.seed = seed;
+        let out = search::search(&sys, &sp, candidates, not_tried, &mut lab).unwrap();
+        let aside: usize = out.not_tried.iter().map(|n| n.measured.len()).sum();
+        let compared: usize = out.rows.iter().map(|r| r.runs.len()).sum();
+        assert_eq!(
+            aside + compared + out.baseline.len(),
+            out.runs_done as usize,
+            "seed {seed}"
+        );
+        for n in out.not_tried.iter().filter(|n| !n.measured.is_empty()) {
+            assert!(out.baseline.is_empty(), "seed {seed}: {n:?}");
+            assert!(
+                n.why.contains("measured, but not the baseline"),
+                "seed {seed}: {}",
+                n.why
+            );
+        }
+        if out.baseline.is_empty() && aside > 0 {
+            found = true;
+            break;
+        }
+    }
+    assert!(found, "no seed stopped a search before its baseline");
+}
+
 /// A run measured under a candidate that holds a /dev/cpu_dma_latency request records it, as a
 /// `measure --profile` run does (it was said "not held" though the request ruled the run).
 #[test]

@@ -591,10 +591,14 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
     let unit = spec.objective.unit();
     let base = search::median(&o.baseline.iter().map(|f| f.objective).collect::<Vec<_>>());
     println!();
-    println!(
-        "baseline: {obj} {base:.1} {unit} (median of {})",
-        latlab_model::units::plural(o.baseline.len() as u64, "run", "runs")
-    );
+    if o.baseline.is_empty() {
+        println!("baseline: not measured (the search stopped before its first run)");
+    } else {
+        println!(
+            "baseline: {obj} {base:.1} {unit} (median of {})",
+            latlab_model::units::plural(o.baseline.len() as u64, "run", "runs")
+        );
+    }
     println!(
         "{:<26} {:>9} {:>8} {:>6} {:>7} {:>8} {:>8} {:>8} {:>11} {:>6}  verdict",
         "candidate",
@@ -630,7 +634,12 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
         );
     }
     for n in &o.not_tried {
-        println!("{:<26} not tried: {}", n.what, n.why);
+        let state = if n.measured.is_empty() {
+            "not tried"
+        } else {
+            "not compared"
+        };
+        println!("{:<26} {state}: {}", n.what, n.why);
     }
     println!(
         "(verdicts at p < {}, two-sided Mann-Whitney; Δ: the candidate's median minus the \
@@ -709,8 +718,10 @@ fn print_outcome(o: &Outcome, spec: &Spec) {
         .iter()
         .flat_map(|r| &r.runs)
         .chain(&o.baseline)
-        .filter(|f| !f.took.is_zero())
-        .map(|f| f.took.as_secs_f64())
+        .map(|f| f.took)
+        .chain(o.not_tried.iter().flat_map(|n| n.measured.iter().copied()))
+        .filter(|t| !t.is_zero())
+        .map(|t| t.as_secs_f64())
         .collect();
     let reloaded = o
         .rows
