@@ -367,6 +367,24 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
             human(run_length)
         )));
     };
+    // A tuning in force first: it is why its knobs read "already set here", and a baseline
+    // measured under it would not be the system as it is.
+    let status = latlab_tune::status(sys, &state_dir)
+        .map_err(|e| CliError::Failed(anyhow::anyhow!("{e}")))?;
+    if let Some(since) = status.since() {
+        let profile = status.journal.as_ref().map_or_else(
+            || "a tuning".to_string(),
+            |j| format!("profile {}", j.header.profile),
+        );
+        return Err(CliError::Failed(anyhow::anyhow!(
+            "{profile} is applied (since {since}); restore it with `latlab tune restore` \
+             first, so the baseline is the system as it is; nothing was touched"
+        )));
+    }
+    let db_path = latlab_store::resolve_path(args.db.as_deref());
+    if args.resume {
+        resumable(&db_path, &text)?;
+    }
     if candidates.is_empty() {
         let why: Vec<String> = not_tried
             .iter()
@@ -389,28 +407,10 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
                 .into(),
         ));
     }
-    let status = latlab_tune::status(sys, &state_dir)
-        .map_err(|e| CliError::Failed(anyhow::anyhow!("{e}")))?;
-    if let Some(since) = status.since() {
-        return Err(CliError::Failed(anyhow::anyhow!(
-            "a tuning is applied (since {since}); restore it with `latlab tune restore` first, \
-             so the baseline is the system as it is; nothing was touched"
-        )));
-    }
 
-    let db_path = latlab_store::resolve_path(args.db.as_deref());
     let mut store = crate::args::open_store(&db_path)?;
     let (experiment, saved) = if args.resume {
-        let Some(e) = store
-            .resumable_experiment(&text)
-            .context("looking for an unfinished search")?
-        else {
-            return Err(CliError::Usage(format!(
-                "--resume: no unfinished search with these settings in {} (accepted: the same \
-                 options as the interrupted search)",
-                db_path.display()
-            )));
-        };
+        let e = resumable(&db_path, &text)?;
         let mut saved = BTreeMap::new();
         for c in store.cells(e.id)? {
             if let Some(id) = c.runs.first() {
@@ -520,6 +520,25 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
     }
     println!("report with: latlab report e{}", experiment.0);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The unfinished search `text` describes in the store at `path`: else a usage error, said
+/// before anything is printed, measured or made (a store that does not exist stays so).
+fn resumable(path: &std::path::Path, text: &str) -> Result<latlab_store::Experiment, CliError> {
+    let none = || {
+        CliError::Usage(format!(
+            "--resume: no unfinished search with these settings in {} (accepted: the same \
+             options as the interrupted search)",
+            path.display()
+        ))
+    };
+    if !path.exists() {
+        return Err(none());
+    }
+    crate::args::open_existing(path)?
+        .resumable_experiment(text)
+        .context("looking for an unfinished search")?
+        .ok_or_else(none)
 }
 
 fn print_plan(

@@ -123,6 +123,48 @@ fn the_dry_run_lists_candidates_reasons_and_time() {
     ok(&mut t.search(&["--dry-run", "--budget", least]));
 }
 
+/// Refusals that need no measuring come before the plan is printed and before anything is
+/// made: `--resume` with nothing to resume (a store that does not exist stays so), and a
+/// tuning in force, named (its knobs read "already set here", which hid it).
+#[test]
+fn a_search_with_nothing_to_resume_or_a_profile_in_force_is_refused_first() {
+    let t = Tree::new();
+    for args in [
+        &["--knobs", "timer_migration", "--resume"][..],
+        &["--knobs", "timer_migration", "--resume", "--dry-run"][..],
+    ] {
+        let out = latlab_testkit::run_exit(&mut t.search(args), 2);
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "",
+            "{args:?}: no plan"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains("--resume: no unfinished search with these settings"),
+            "{out:?}"
+        );
+        assert!(!t.db.exists(), "{args:?}: the store was made");
+    }
+    let before = latlab_sys::fixture::snapshot(&t.root).unwrap();
+    let apply = |verb: &[&str]| {
+        let mut c = latlab!();
+        c.arg("--sysroot")
+            .arg(&t.root)
+            .args(["tune"])
+            .args(verb)
+            .arg("--state-dir")
+            .arg(&t.state);
+        latlab_testkit::run_ok(&mut c);
+    };
+    apply(&["apply", "lowlatency"]);
+    let out = latlab_testkit::run_exit(&mut t.search(&["--knobs", "timer_migration"]), 1);
+    latlab_testkit::assert_one_line_error(&out, 1, "profile lowlatency is applied (since ");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    apply(&["restore"]);
+    assert!(latlab_sys::fixture::snapshot(&t.root).unwrap() == before);
+}
+
 #[test]
 fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it_was() {
     let t = Tree::new();
