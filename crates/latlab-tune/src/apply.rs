@@ -600,12 +600,26 @@ pub struct VerifyReport {
     pub checks: Vec<VerifyCheck>,
     /// Knobs the machine lacks, with why (not drift).
     pub unsupported: Vec<(String, String)>,
+    /// Knobs a killed apply journaled but never wrote (not drift).
+    pub not_written: Vec<String>,
 }
 
 impl VerifyReport {
     pub fn drifted(&self) -> usize {
         self.checks.iter().filter(|c| !c.ok).count()
     }
+}
+
+/// The change an apply that was killed journaled last but never wrote: the journal is not
+/// complete and the system still holds the value from before it (a change is journaled first
+/// and written second; the process may die between the two). Its sequence number.
+pub fn unwritten_last(sys: &Sys, js: &JournalState) -> Option<usize> {
+    if js.complete {
+        return None;
+    }
+    let (seq, c) = js.live_entries().into_iter().last()?;
+    let actual = read_value(sys, &c.target).ok()?;
+    (actual.trim() == c.old_value() && c.old_value() != c.new_value()).then_some(seq)
 }
 
 /// Compare every value the journal says was written with what the system has now.
@@ -620,7 +634,12 @@ pub fn verify(sys: &Sys, state_dir: &Path) -> Result<VerifyReport, TuneError> {
         rebooted: rebooted(sys, &js.header),
         ..VerifyReport::default()
     };
-    for (_, c) in js.live_entries() {
+    let unwritten = unwritten_last(sys, &js);
+    for (seq, c) in js.live_entries() {
+        if unwritten == Some(seq) {
+            report.not_written.push(c.knob.clone());
+            continue;
+        }
         let actual = match read_value(sys, &c.target) {
             Ok(v) => v.trim().to_string(),
             Err(e) => format!("unreadable: {}", describe_io_error(&e)),

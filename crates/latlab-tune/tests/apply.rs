@@ -180,6 +180,46 @@ fn unsupported_knobs_say_why() {
     );
 }
 
+/// An apply killed between journaling a change and writing it leaves a journal whose last
+/// change was never made: verify does not call it drift (nothing changed it), it says it was
+/// not written, and the values written before it are checked as ever.
+#[test]
+fn a_change_journaled_but_never_written_is_not_drift() {
+    let t = Tree::new("vm");
+    t.apply(&builtin("lowlatency"));
+    let journal = t.state.join("tune.journal");
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let mut kept = Vec::new();
+    let mut last = None;
+    for line in text.lines() {
+        kept.push(line);
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(path) = v["entry"]["change"]["target"]["file"]["path"].as_str()
+            && kept.len() > 2
+        {
+            let field = |f: &str| v["entry"]["change"][f].as_str().unwrap().to_string();
+            last = Some((path.to_string(), field("old"), field("new"), field("knob")));
+            break;
+        }
+    }
+    let (path, old, new, knob) =
+        last.unwrap_or_else(|| panic!("no file change after the first: {text}"));
+    // Killed after journaling this change, before writing it: no `complete` line.
+    std::fs::write(&journal, kept.join("\n") + "\n").unwrap();
+    let file = t.root.join(path.trim_start_matches('/'));
+    std::fs::write(&file, &old).unwrap();
+    let r = latlab_tune::verify(&t.sys(), &t.state).unwrap();
+    assert_eq!(r.not_written, vec![knob.clone()]);
+    assert!(!r.checks.is_empty() && r.drifted() == 0, "{:?}", r.checks);
+    assert!(r.checks.iter().all(|c| c.knob != knob));
+    // Killed just after the write instead: the change is checked as any other.
+    std::fs::write(&file, &new).unwrap();
+    let r = latlab_tune::verify(&t.sys(), &t.state).unwrap();
+    assert!(r.not_written.is_empty() && r.drifted() == 0, "{r:?}");
+    assert!(r.checks.iter().any(|c| c.knob == knob));
+    latlab_tune::restore(&t.sys(), &t.state).unwrap();
+}
+
 #[test]
 fn a_failure_at_the_nth_write_rolls_back_the_first_n_minus_one() {
     let p = builtin("lowlatency");

@@ -520,7 +520,8 @@ fn status(ctx: &Ctx) -> CliResult<ExitCode> {
         h.pid,
         if h.temporary { ", for a run" } else { "" }
     );
-    let live = j.live_entries().len();
+    let unwritten = latlab_tune::apply::unwritten_last(&ctx.sys, j);
+    let live = j.live_entries().len() - usize::from(unwritten.is_some());
     println!(
         "  {live} value{} written{}; journal {}",
         if live == 1 { "" } else { "s" },
@@ -537,7 +538,14 @@ fn status(ctx: &Ctx) -> CliResult<ExitCode> {
         None => {}
     }
     if !j.complete && st.holder.is_none() {
-        println!("  the apply did not finish: the process was killed while writing");
+        println!(
+            "  the apply did not finish: the process was killed while writing{}",
+            if unwritten.is_some() {
+                " (the last value it journaled was never written)"
+            } else {
+                ""
+            }
+        );
     }
     if st.rebooted {
         println!("  the system was rebooted since: the values are back to their boot defaults");
@@ -584,6 +592,9 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
     }
     for (knob, why) in &report.unsupported {
         println!("  -      {knob}: unsupported here: {why}");
+    }
+    for knob in &report.not_written {
+        println!("  -      {knob}: not written: the apply was killed before it wrote this one");
     }
     let drift = report.drifted();
     if report.checks.is_empty() {
