@@ -47,6 +47,10 @@ pub struct CheckArgs {
     #[arg(long)]
     fix: bool,
 
+    /// With --fix, also apply the tune knobs behind the checks that warn.
+    #[arg(long)]
+    fix_warnings: bool,
+
     /// Directory of the tuning journal for --fix (default: /var/lib/latlab, or
     /// LATLAB_STATE_DIR).
     #[arg(long, value_name = "DIR")]
@@ -122,6 +126,12 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
             "--measure 0: too short (accepted: a duration above 0, e.g. 2s)".into(),
         ));
     }
+    if args.fix_warnings && !args.fix {
+        return Err(CliError::Usage(
+            "--fix-warnings without --fix: nothing is applied (accepted: --fix --fix-warnings)"
+                .into(),
+        ));
+    }
     if args.state_dir.is_some() && !args.fix {
         return Err(CliError::Usage(
             "--state-dir without --fix: nothing to journal (accepted: --state-dir DIR with --fix)"
@@ -176,7 +186,26 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         return Ok(ExitCode::from(first.exit_code()));
     }
 
-    let plan = latlab_check::plan_fixes(&first, Verdict::Fail);
+    let least = if args.fix_warnings {
+        Verdict::Warn
+    } else {
+        Verdict::Fail
+    };
+    let plan = latlab_check::plan_fixes(&first, least);
+    // Knobs of warnings --fix leaves alone, named so the way to apply them is plain.
+    let warned: Vec<&str> = if args.fix_warnings {
+        Vec::new()
+    } else {
+        let mut ids: Vec<&str> = latlab_check::plan_fixes(&first, Verdict::Warn)
+            .knobs
+            .iter()
+            .filter(|(k, _)| !plan.knobs.iter().any(|(p, _)| p == k))
+            .flat_map(|(_, ids)| ids.iter().copied())
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    };
     let mut outcome = FixOutcome {
         plan: plan.clone(),
         ..FixOutcome::default()
@@ -206,9 +235,19 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     } else {
         print!("{}", table(&first, color));
         print!("{}", fix_text(&outcome, latlab_tune::boot::has_grub(sys)));
+        if !warned.is_empty() {
+            println!(
+                "  not applied, as they only warn: the knobs of {} (--fix-warnings applies them)",
+                warned.join(", ")
+            );
+        }
         println!();
-        println!("after the fix:");
-        print!("{}", table(&after, color));
+        if outcome.done.written == 0 {
+            println!("after the fix: nothing was written; the system is as checked above");
+        } else {
+            println!("after the fix:");
+            print!("{}", table(&after, color));
+        }
         if let Some(m) = &measured {
             print!("{}", measure_table(m));
         }
@@ -443,7 +482,6 @@ fn fix_hint(r: &Report) -> String {
     out
 }
 
-/// What --fix did and what is left.
 /// What `--fix` did; `grub`: whether the boot options it leaves can go into a GRUB drop-in.
 fn fix_text(o: &FixOutcome, grub: bool) -> String {
     let mut out = String::from("\n--fix:\n");

@@ -282,6 +282,51 @@ fn fix_prints_the_boot_options_it_cannot_apply() {
     assert!(restore(dir.path(), state.path()).status.success());
 }
 
+/// `--fix` applies the fixes of failed checks only, names the warnings it leaves and does not
+/// print the same table again when it wrote nothing; `--fix-warnings` applies theirs too.
+#[test]
+fn fix_leaves_warnings_unless_asked_and_says_so() {
+    // For control the VM warns of RT throttling (a sysctl) and fails only on boot options.
+    let dir = copy_tree("vm");
+    let state = tempfile::tempdir().unwrap();
+    let knob = dir.path().join("proc/sys/kernel/sched_rt_runtime_us");
+    let before = std::fs::read_to_string(&knob).unwrap();
+    let out = check_fix(dir.path(), state.path(), &["--target", "control"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("not applied, as they only warn: the knobs of limits.rt-throttling"),
+        "{text}"
+    );
+    assert!(
+        text.contains("after the fix: nothing was written; the system is as checked above"),
+        "{text}"
+    );
+    assert_eq!(
+        text.matches("limits.rt-throttling  warn").count(),
+        1,
+        "{text}"
+    );
+    assert_eq!(std::fs::read_to_string(&knob).unwrap(), before);
+
+    let out = check_fix(
+        dir.path(),
+        state.path(),
+        &["--target", "control", "--fix-warnings"],
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("sched_rt_runtime_us = -1 (1 value written"),
+        "{text}"
+    );
+    assert!(text.contains("limits.rt-throttling  pass"), "{text}");
+    assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "-1");
+    assert!(restore(dir.path(), state.path()).status.success());
+    assert_eq!(std::fs::read_to_string(&knob).unwrap(), before);
+
+    let out = check(dir.path(), &["--fix-warnings"]);
+    latlab_testkit::assert_one_line_error(&out, 2, "--fix-warnings without --fix");
+}
+
 /// With only boot options to fix, nothing is applied: the system is untouched, no journal is
 /// written, and the profile it leaves is the one the printed `tune boot` command takes.
 #[test]
