@@ -124,6 +124,13 @@ pub fn clap_line(e: &clap::Error) -> String {
             ),
             (None, _) => None,
         };
+        // The parser names only the start of a negative value with a unit (`-1` of `-D -1s`,
+        // read as flags): the word given is named whole.
+        let whole = tip
+            .as_deref()
+            .filter(|t| t.starts_with("a negative number"))
+            .and_then(|_| std::env::args().find(|a| a.starts_with(arg.as_str())));
+        let arg = whole.as_deref().unwrap_or(arg);
         return match tip {
             Some(tip) => format!("unexpected argument '{arg}' found ({tip})"),
             None => format!("unexpected argument '{arg}' found"),

@@ -365,6 +365,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "unexpected argument '-5' found (a negative number: the durations, limits and counts \
          latlab takes are 0 or more)",
     ),
+    (
+        &["measure", "-D", "-1s"],
+        "unexpected argument '-1s' found (a negative number:",
+    ),
     (&["tune", "frobnicate"], "unrecognized subcommand"),
     // tune search
     (
