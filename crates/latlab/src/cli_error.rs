@@ -109,6 +109,8 @@ pub fn clap_line(e: &clap::Error) -> String {
         && let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg)
     {
         let flag = arg.split('=').next().unwrap_or(arg);
+        // `--max-latency -5`: the value was taken for an option.
+        let negative = arg.starts_with('-') && arg[1..].parse::<f64>().is_ok();
         let tip = match (
             cyclictest_equivalent(flag),
             e.get(ContextKind::SuggestedArg),
@@ -117,8 +119,7 @@ pub fn clap_line(e: &clap::Error) -> String {
             (None, Some(ContextValue::String(similar))) => {
                 Some(format!("a similar one exists: {similar}"))
             }
-            // `--max-latency -5`: the value was taken for an option.
-            (None, _) if arg.starts_with('-') && arg[1..].parse::<f64>().is_ok() => Some(
+            (None, _) if negative => Some(
                 "a negative number: the durations, limits and counts latlab takes are 0 or more"
                     .into(),
             ),
@@ -126,10 +127,9 @@ pub fn clap_line(e: &clap::Error) -> String {
         };
         // The parser names only the start of a negative value with a unit (`-1` of `-D -1s`,
         // read as flags): the word given is named whole.
-        let whole = tip
-            .as_deref()
-            .filter(|t| t.starts_with("a negative number"))
-            .and_then(|_| std::env::args().find(|a| a.starts_with(arg.as_str())));
+        let whole = negative
+            .then(|| std::env::args().find(|a| a.starts_with(arg.as_str())))
+            .flatten();
         let arg = whole.as_deref().unwrap_or(arg);
         return match tip {
             Some(tip) => format!("unexpected argument '{arg}' found ({tip})"),
