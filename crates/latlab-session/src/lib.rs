@@ -225,7 +225,9 @@ fn run(
         on_time,
         late,
     } = start_loads(p)?;
-    let sampler = match p.sample_period_ns {
+    // The samplers start last and end first: their series covers the measuring, not the
+    // loads' start and stop around it.
+    let mut sampler = match p.sample_period_ns {
         None => None,
         Some(period) => {
             let origin = (std::time::Instant::now(), unix_now_ns());
@@ -242,6 +244,9 @@ fn run(
     let hook = trace.as_ref().and_then(|t| t.hook());
     let mut result =
         latlab_measure::run_hooked(cfg, sys, stop, observer, None, hook).map_err(Error::from);
+    if let Some((thread, _)) = &mut sampler {
+        thread.end();
+    }
     // The loads stop first, while this thread still runs above them.
     let loads = loads.stop();
     drop(on_time);

@@ -17,7 +17,7 @@ use latlab_model::samples::{
 use latlab_model::system::{Field, PowerMeter};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::CPU_SYSFS as CPU_DIR;
@@ -887,11 +887,33 @@ fn open_perf_counter(pmu_type: u32, config: u64, cpu: usize) -> std::io::Result<
 }
 
 /// A sampler running on its own thread until stopped.
+///
+/// The series begins and ends on the thread that owns it, not on the sampling thread: the
+/// baseline is read in [`spawn`](Self::spawn) and the last, partial sample in
+/// [`end`](Self::end). A sampling thread at normal priority can wait a second for a CPU beside
+/// real-time load; the series still covers exactly the time between the two calls.
 pub struct SamplerThread {
     stop: mpsc::Sender<()>,
-    handle: std::thread::JoinHandle<Samples>,
+    handle: std::thread::JoinHandle<u64>,
+    shared: Arc<Mutex<Shared>>,
+    origin: Instant,
+    /// CPU time the owning thread spent on the baseline and the last sample.
+    owner_cpu_ns: u64,
+    /// The CPUs the sampling thread is confined to.
+    cpus: Vec<u32>,
     power_names: Vec<String>,
     idle_states: Vec<CpuIdleStates>,
+}
+
+/// The sampler and whether its series has ended (after which the thread samples no more).
+struct Shared {
+    sampler: Sampler,
+    ended: bool,
+}
+
+fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    // A panic on the sampling thread leaves the sampler whole: each sample is pushed at once.
+    shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl SamplerThread {
@@ -916,31 +938,43 @@ impl SamplerThread {
         each: Option<mpsc::Sender<Sample>>,
         keep_series: bool,
     ) -> std::io::Result<SamplerThread> {
+        let owner_cpu0 = crate::thread::cpu_time_ns();
         let mut sampler = Sampler::new(sys, period.as_nanos() as u64);
         if !keep_series {
             sampler.keep_only_last();
         }
         let power_names = sampler.power_names();
         let idle_states = sampler.idle_states();
+        // The baseline is read here, now: the series begins where the caller starts it.
+        sampler.start(since(origin, Instant::now()));
+        let owner_cpu_ns = crate::thread::cpu_time_ns().saturating_sub(owner_cpu0);
+        let shared = Arc::new(Mutex::new(Shared {
+            sampler,
+            ended: false,
+        }));
         let (stop, rx) = mpsc::channel::<()>();
-        let cpus = cpus.to_vec();
+        let confined = cpus.to_vec();
+        let on_thread = Arc::clone(&shared);
         let handle = std::thread::Builder::new()
             .name("latlab-sampler".into())
             .spawn(move || {
-                crate::thread::keep_on(&cpus);
+                crate::thread::keep_on(&confined);
                 let cpu0 = crate::thread::cpu_time_ns();
-                let since = |t: Instant| t.saturating_duration_since(origin).as_nanos() as u64;
-                sampler.start(since(Instant::now()));
                 let mut next = Instant::now() + period;
                 loop {
                     let wait = next.saturating_duration_since(Instant::now());
                     match rx.recv_timeout(wait) {
                         Err(mpsc::RecvTimeoutError::Timeout) => {
-                            if let (Some(s), Some(tx)) =
-                                (sampler.sample(since(Instant::now())), each.as_ref())
+                            let mut shared = lock(&on_thread);
+                            if shared.ended {
+                                break;
+                            }
+                            let at = since(origin, Instant::now());
+                            if let (Some(s), Some(tx)) = (shared.sampler.sample(at), each.as_ref())
                             {
                                 let _ = tx.send(s.clone());
                             }
+                            drop(shared);
                             next += period;
                             // After a long stall, do not fire a burst of catch-up samples.
                             if next < Instant::now() {
@@ -950,19 +984,32 @@ impl SamplerThread {
                         _ => break,
                     }
                 }
-                // The last, partial period, so the summary covers the whole run.
-                sampler.sample(since(Instant::now()));
-                let mut samples = sampler.finish();
-                samples.sampler_cpus = cpus;
-                samples.sampler_cpu_time_ns = crate::thread::cpu_time_ns().saturating_sub(cpu0);
-                samples
+                crate::thread::cpu_time_ns().saturating_sub(cpu0)
             })?;
         Ok(SamplerThread {
             stop,
             handle,
+            shared,
+            origin,
+            owner_cpu_ns,
+            cpus: cpus.to_vec(),
             power_names,
             idle_states,
         })
+    }
+
+    /// End the series now: take the last, partial sample on this thread, so that the series
+    /// covers the time up to this call whether or not the sampling thread gets a CPU. Samples
+    /// are taken no more; a second call does nothing.
+    pub fn end(&mut self) {
+        let cpu0 = crate::thread::cpu_time_ns();
+        let mut shared = lock(&self.shared);
+        if !shared.ended {
+            shared.ended = true;
+            shared.sampler.sample(since(self.origin, Instant::now()));
+        }
+        drop(shared);
+        self.owner_cpu_ns += crate::thread::cpu_time_ns().saturating_sub(cpu0);
     }
 
     /// Names of the power sources, in the order of [`Sample::power_w`].
@@ -975,12 +1022,27 @@ impl SamplerThread {
         &self.idle_states
     }
 
-    /// Stop, take the final partial sample, and return the series.
-    pub fn stop(self) -> Samples {
+    /// Stop: [`end`](Self::end) the series if it has not ended, wait for the sampling thread
+    /// and return the series.
+    pub fn stop(mut self) -> Samples {
+        self.end();
         let _ = self.stop.send(());
-        match self.handle.join() {
-            Ok(s) => s,
+        let thread_cpu_ns = match self.handle.join() {
+            Ok(ns) => ns,
             Err(p) => std::panic::resume_unwind(p),
-        }
+        };
+        let shared = match Arc::try_unwrap(self.shared) {
+            Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
+            Err(_) => unreachable!("the sampling thread has ended"),
+        };
+        let mut samples = shared.sampler.finish();
+        samples.sampler_cpus = self.cpus;
+        samples.sampler_cpu_time_ns = thread_cpu_ns + self.owner_cpu_ns;
+        samples
     }
+}
+
+/// Nanoseconds from `origin` to `t` (0 before it).
+fn since(origin: Instant, t: Instant) -> u64 {
+    t.saturating_duration_since(origin).as_nanos() as u64
 }
