@@ -48,8 +48,10 @@ struct CpuAcc {
     sum_ns: u128,
     missed: u64,
     max_ns: u64,
-    last_max_ns: u64,
-    last_p99_9_ns: u64,
+    /// The newest window's worst and 99.9th percentile; `None` when the CPU was not measured
+    /// in it (a daemon restarted with fewer CPUs): no gauge then, as for the frequency.
+    last_max_ns: Option<u64>,
+    last_p99_9_ns: Option<u64>,
     freq_khz: Option<u64>,
     idle_time_s: Vec<f64>,
     idle_usage: Vec<f64>,
@@ -188,8 +190,8 @@ impl Metrics {
                     s.totals.last_end_unix_ns = Some(m.end_unix_ns);
                     for &(cpu, max, p99_9) in &m.cpus {
                         if let Some(c) = s.cpus.get_mut(&cpu) {
-                            c.last_max_ns = max;
-                            c.last_p99_9_ns = p99_9;
+                            c.last_max_ns = Some(max);
+                            c.last_p99_9_ns = Some(p99_9);
                         }
                     }
                 }
@@ -211,14 +213,14 @@ impl Metrics {
             ("latlab_wakeup_latency_window_max_seconds", "gauge"),
             "Worst wake-up latency of the last closed window (the maximum a Prometheus histogram cannot carry).",
             window,
-            &|c| Some(secs(u128::from(c.last_max_ns))),
+            &|c| c.last_max_ns.map(|ns| secs(u128::from(ns))),
         );
         self.per_cpu(
             &mut o,
             ("latlab_wakeup_latency_window_p99_9_seconds", "gauge"),
             "99.9th percentile of wake-up latency in the last closed window.",
             window,
-            &|c| Some(secs(u128::from(c.last_p99_9_ns))),
+            &|c| c.last_p99_9_ns.map(|ns| secs(u128::from(ns))),
         );
         self.per_cpu(
             &mut o,
@@ -503,8 +505,8 @@ fn ingest(acc: &mut SeriesAcc, store: &Store, id: SeriesId) -> Result<bool, Stor
                 sum_ns: u128::from(h.sum()),
                 missed: c.missed,
                 max_ns: h.max(),
-                last_max_ns: w.map_or(0, |w| w.max_ns),
-                last_p99_9_ns: w.map_or(0, |w| w.p99_9_ns),
+                last_max_ns: w.map(|w| w.max_ns),
+                last_p99_9_ns: w.map(|w| w.p99_9_ns),
                 freq_khz: w
                     .and_then(|w| w.cpu_summary.as_ref())
                     .and_then(|s| s.avg_freq_khz),
@@ -639,6 +641,48 @@ mod tests {
         assert_eq!(again.render(None), before);
         // A reader that had read before the merge sees nothing new.
         assert!(!m.refresh(&store, None).unwrap());
+    }
+
+    /// A daemon restarted with fewer CPUs: the CPU no longer measured keeps its totals, but
+    /// its last-window gauges are left out, not said to be 0 s.
+    #[test]
+    fn a_cpu_not_in_the_newest_window_has_no_window_gauges() {
+        let (_d, mut store) = store_with_windows();
+        let id = store.find_series("host \"a\"").unwrap().unwrap();
+        let mut h = Histogram::new();
+        h.record_n(2_000, 10);
+        let cpu1 = latlab_testkit::run::monitor_window(1, h, 0);
+        store
+            .insert_window_set(
+                id,
+                &latlab_testkit::run::window_set(3, (1_003_000_000_000, 1_000_000_000), vec![cpu1]),
+            )
+            .unwrap();
+        let mut m = Metrics::new();
+        m.refresh(&store, None).unwrap();
+        let t = m.render(None);
+        let gauge = |name: &str, cpu: u32| {
+            t.lines()
+                .find(|l| {
+                    l.starts_with(&format!("{name}{{series=\"host \\\"a\\\"\",cpu=\"{cpu}\""))
+                })
+                .map(str::to_string)
+        };
+        for name in [
+            "latlab_wakeup_latency_window_max_seconds",
+            "latlab_wakeup_latency_window_p99_9_seconds",
+        ] {
+            assert_eq!(gauge(name, 0), None, "{t}");
+            assert!(
+                gauge(name, 1).is_some_and(|l| l.ends_with(" 0.000002")),
+                "{t}"
+            );
+        }
+        // The whole series' figures of CPU 0 stay.
+        assert!(
+            gauge("latlab_wakeup_latency_max_seconds", 0).is_some(),
+            "{t}"
+        );
     }
 
     #[test]
