@@ -341,23 +341,29 @@ fn same_series(db: &std::path::Path, name: &str, cfg: &MeasureConfig) -> CliResu
     )))
 }
 
-/// The measuring options of `now` that differ from `was`, as `--interval 200us (not 1ms)`.
+/// The measuring options of `now` that differ from `was`, as `--interval 200us (not 1ms)`, in
+/// the forms `monitor` takes. (Whether sleeps are relative follows from the method here.)
 fn measured_otherwise(was: &MeasureConfig, now: &MeasureConfig) -> Vec<String> {
     let both = |f: fn(&MeasureConfig) -> String| (f(was), f(now));
-    [
+    let mut differ: Vec<String> = [
         ("--interval", both(|c| format_duration(c.interval_ns))),
         ("--method", both(|c| c.method.name().into())),
         ("--clock", both(|c| c.clock.name().into())),
-        ("--relative", both(|c| c.relative.to_string())),
         ("--policy", both(|c| c.policy.name().into())),
         ("--priority", both(|c| c.priority.to_string())),
         ("--timer-slack", both(|c| format_duration(c.timer_slack_ns))),
-        ("--stagger", both(|c| c.stagger.to_string())),
     ]
     .into_iter()
     .filter(|(_, (a, b))| a != b)
     .map(|(option, (a, b))| format!("{option} {a} (not {b})"))
-    .collect()
+    .collect();
+    // A flag, without a value to name.
+    match (was.stagger, now.stagger) {
+        (true, false) => differ.push("--stagger (not without it)".into()),
+        (false, true) => differ.push("without --stagger (not with it)".into()),
+        _ => {}
+    }
+    differ
 }
 
 pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {

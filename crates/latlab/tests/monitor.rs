@@ -1774,13 +1774,23 @@ fn a_series_is_not_continued_with_another_window() {
     // Nor with another interval or method: its numbers would mean something else.
     let out = check(
         "five",
-        &["--window", "5m", "--interval", "1ms", "-m", "timerfd"],
+        &[
+            "--window",
+            "5m",
+            "--interval",
+            "1ms",
+            "-m",
+            "timerfd",
+            "--stagger",
+        ],
     );
     latlab_testkit::assert_one_line_error(&out, 2, "series \"five\" in ");
+    // In the forms monitor takes: it has no --relative, and --stagger takes no value.
     assert!(
         stderr(&out).contains(
             "was measured with --interval 200us (not 1ms), --method clock-nanosleep (not \
-             timerfd) (accepted: those options to continue it, or another --name"
+             timerfd), without --stagger (not with it) (accepted: those options to continue \
+             it, or another --name"
         ),
         "{}",
         stderr(&out)
