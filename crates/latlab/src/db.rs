@@ -51,8 +51,8 @@ enum DbCommand {
     /// Check the store: SQLite integrity, references between rows, every histogram and every run
     /// read back whole. Exit code 1 when anything is wrong.
     Check,
-    /// Save result files written by `latlab measure --json` as runs.
-    #[command(hide = true)]
+    /// Save result files written by `latlab measure --json` (or `db show --json`) as runs
+    /// (`latlab import` reads other tools' output).
     ImportJson {
         #[arg(value_name = "FILE", required = true)]
         files: Vec<PathBuf>,
@@ -107,10 +107,7 @@ fn resolve(store: &Store, text: &str) -> CliResult<RunId> {
 }
 
 fn list(path: &Path, experiment: Option<i64>, limit: Option<u32>) -> CliResult<ExitCode> {
-    if !path.exists() {
-        println!("no runs: no store at {}", path.display());
-        return Ok(ExitCode::SUCCESS);
-    }
+    // A store that is not there is a wrong --db, as for every other reader of the store.
     let store = crate::args::open_existing(path)?;
     let runs = store
         .list_runs(&RunFilter {

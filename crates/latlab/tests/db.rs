@@ -56,14 +56,18 @@ fn store_with_a_run(dir: &Path) -> PathBuf {
 }
 
 #[test]
-fn list_on_a_missing_store_says_so_and_creates_nothing() {
+fn a_missing_store_is_bad_input_and_nothing_is_created() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("none.db");
-    let out = db_ok(&store, &["list"]);
-    assert!(out.contains("no runs: no store at"), "{out}");
-    assert!(!store.exists());
-    // Other commands need a store: a wrong --db is bad input.
-    for args in [&["show", "1"][..], &["rm", "1"], &["vacuum"], &["check"]] {
+    // Every command needs a store, listing too (it said "no runs" and exit 0, as if an empty
+    // store were there): a wrong --db is bad input.
+    for args in [
+        &["list"][..],
+        &["show", "1"],
+        &["rm", "1"],
+        &["vacuum"],
+        &["check"],
+    ] {
         let o = db(&store, args);
         assert_one_line_error(&o, 2, "no store at");
         assert!(!store.exists());
@@ -345,4 +349,30 @@ fn a_failed_output_still_leaves_the_run_in_the_store_and_the_other_files() {
             .unwrap()
             .contains("# Max Latencies")
     );
+}
+
+/// `latlab import` refuses a result latlab wrote and names the command that takes it, which the
+/// help lists (it was hidden, so the error pointed to a command no help showed).
+#[test]
+fn an_own_result_given_to_import_names_a_command_the_help_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = measured_json(dir.path(), "r.json");
+    let store = dir.path().join("s.db");
+    let o = latlab!()
+        .arg("import")
+        .arg(&json)
+        .arg("--db")
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert_one_line_error(&o, 2, "goes in with `latlab db import-json`");
+    assert!(!store.exists());
+    let help = latlab!().args(["db", "--help"]).output().unwrap();
+    assert_ok(&help);
+    assert!(
+        stdout(&help).contains("\n  import-json  "),
+        "{}",
+        stdout(&help)
+    );
+    assert_ok(&import(&store, &[&json]));
 }
