@@ -313,7 +313,13 @@ pub(crate) fn timeline(run: &RunResult, per_cpu: bool) -> (Vec<(String, String)>
         t_end = run.elapsed_ns;
     }
     let x_hi = (t_end as f64 / 1e9).max(0.001);
-    let x_axis = || Axis::linear("time since the start of measuring (s)", 0.0, x_hi);
+    let x_axis = || {
+        Axis::time(
+            "time since the start of measuring",
+            x_hi,
+            Some(run.start_unix_ns),
+        )
+    };
 
     match latency_chart(run, &rows, x_axis()) {
         Ok(svg) => figs.push((
@@ -369,14 +375,58 @@ pub(crate) fn timeline(run: &RunResult, per_cpu: bool) -> (Vec<(String, String)>
     (figs, notes)
 }
 
-/// Sample boundaries in seconds: the start of the first period, then each period's end.
-fn sample_edges(s: &Samples) -> Vec<f64> {
-    let mut xs = Vec::with_capacity(s.series.len() + 1);
-    if let Some(first) = s.series.first() {
-        xs.push(first.at_ns.saturating_sub(first.dt_ns) as f64 / 1e9);
+/// The edges of step lines over spans of time, in seconds: `xs` has one entry more than
+/// `of`, and step `j` (from `xs[j]` to `xs[j + 1]`) draws span `of[j]`, or nothing (`None`)
+/// where no span covers the time between two, as while a monitor was stopped: the lines
+/// break there instead of joining its last window before the stop to its first after.
+struct Steps {
+    xs: Vec<f64>,
+    of: Vec<Option<usize>>,
+}
+
+impl Steps {
+    /// Spans `(from, to)` in nanoseconds, in order. One that starts less than half its own
+    /// length after the previous one ended continues it.
+    fn new(spans: impl IntoIterator<Item = (u64, u64)>) -> Steps {
+        let mut steps = Steps {
+            xs: Vec::new(),
+            of: Vec::new(),
+        };
+        let mut end = None;
+        for (i, (from, to)) in spans.into_iter().enumerate() {
+            match end {
+                None => steps.xs.push(from as f64 / 1e9),
+                Some(end) if from > end + to.saturating_sub(from) / 2 => {
+                    steps.of.push(None);
+                    steps.xs.push(from as f64 / 1e9);
+                }
+                Some(_) => {}
+            }
+            steps.of.push(Some(i));
+            steps.xs.push(to as f64 / 1e9);
+            end = Some(to);
+        }
+        steps
     }
-    xs.extend(s.series.iter().map(|x| x.at_ns as f64 / 1e9));
-    xs
+
+    /// Windows as spans, each `window_ns` long.
+    fn of_windows(rows: &[WindowRow], window_ns: u64) -> Steps {
+        Steps::new(rows.iter().map(|r| (r.start_ns, r.start_ns + window_ns)))
+    }
+
+    /// Sampler periods as spans, each ending at its sample.
+    fn of_samples(s: &Samples) -> Steps {
+        Steps::new(
+            s.series
+                .iter()
+                .map(|x| (x.at_ns.saturating_sub(x.dt_ns), x.at_ns)),
+        )
+    }
+
+    /// The value of each step: `value` of its span's index, `None` in a gap.
+    fn ys(&self, value: impl Fn(usize) -> Option<f64>) -> Vec<Option<f64>> {
+        self.of.iter().map(|i| i.and_then(&value)).collect()
+    }
 }
 
 /// The latency chart: per-window maximum and p99 (the highest of the CPUs), spikes, and the load
@@ -415,20 +465,18 @@ fn latency_chart(run: &RunResult, rows: &[WindowRow], x: Axis) -> Result<String,
         Axis::log("latency (µs)", lo, hi.max(lo)),
     );
     shaded(&mut chart);
-    let mut xs: Vec<f64> = rows.iter().map(|r| r.start_ns as f64 / 1e9).collect();
-    if let Some(last) = rows.last() {
-        xs.push((last.start_ns + run.config.window_ns) as f64 / 1e9);
-    }
+    let steps = Steps::of_windows(rows, run.config.window_ns);
     let pick = |f: fn(&WindowRow) -> u64| -> Vec<Option<f64>> {
-        rows.iter()
-            .map(|r| (r.count > 0).then(|| us(f(r))))
-            .collect()
+        steps.ys(|i| {
+            let r = &rows[i];
+            (r.count > 0).then(|| us(f(r)))
+        })
     };
     let (c0, _) = style(0);
     let (c1, _) = style(1);
     let (c2, _) = style(2);
-    chart.steps(&xs, &pick(|r| r.max), c0, None, 1.5);
-    chart.steps(&xs, &pick(|r| r.p99), c1, None, 1.5);
+    chart.steps(&steps.xs, &pick(|r| r.max), c0, None, 1.5);
+    chart.steps(&steps.xs, &pick(|r| r.p99), c1, None, 1.5);
     for s in &run.spikes.kept {
         let cpu = s
             .cpu
@@ -528,12 +576,10 @@ fn per_cpu_latency_chart(run: &RunResult, rows: &[WindowRow], x: Axis) -> Option
             "",
         );
     }
-    let mut xs: Vec<f64> = rows.iter().map(|r| r.start_ns as f64 / 1e9).collect();
-    if let Some(last) = rows.last() {
-        xs.push((last.start_ns + run.config.window_ns) as f64 / 1e9);
-    }
+    let steps = Steps::of_windows(rows, run.config.window_ns);
     for (i, (cpu, ys)) in lines.iter().enumerate() {
-        cpu_line(&mut chart, (i, *cpu as usize), &xs, ys, 1.5);
+        let ys = steps.ys(|r| ys[r]);
+        cpu_line(&mut chart, (i, *cpu as usize), &steps.xs, &ys, 1.5);
     }
     Some(chart.finish())
 }
@@ -622,13 +668,16 @@ fn idle_chart(
             "",
         );
     }
-    let xs = sample_edges(s);
-    let mut below = vec![0.0f64; shares.len()];
+    let steps = Steps::of_samples(s);
+    let xs = &steps.xs;
+    let mut below = vec![0.0f64; steps.of.len()];
     for (k, name) in names.iter().enumerate() {
+        // Nothing is stacked in a gap: every layer is 0 high there.
+        let share = steps.ys(|i| Some(shares[i][k]));
         let above: Vec<f64> = below
             .iter()
-            .zip(&shares)
-            .map(|(b, sh)| (b + sh[k]).min(100.0))
+            .zip(&share)
+            .map(|(b, sh)| (b + sh.unwrap_or(0.0)).min(100.0))
             .collect();
         let mut poly = Vec::new();
         for (i, top) in above.iter().enumerate() {
@@ -691,9 +740,10 @@ fn frequency_chart(s: &Samples, x: Axis) -> Result<String, String> {
     let pad = (0.05 * hi - (hi - lo)).max(0.0) / 2.0;
     let (lo, hi) = (lo - pad, hi + pad);
     let mut chart = Chart::new("frequency per CPU", 130.0, x, Axis::linear("MHz", lo, hi));
-    let xs = sample_edges(s);
+    let steps = Steps::of_samples(s);
     for (i, &cpu) in cpus.iter().enumerate() {
-        cpu_line(&mut chart, (i, cpu), &xs, &mhz(cpu), 1.3);
+        let ys = mhz(cpu);
+        cpu_line(&mut chart, (i, cpu), &steps.xs, &steps.ys(|j| ys[j]), 1.3);
     }
     Ok(chart.finish())
 }
@@ -718,10 +768,10 @@ fn power_chart(s: &Samples, x: Axis) -> Result<String, String> {
     }
     let hi = all.iter().copied().fold(0.0, f64::max);
     let mut chart = Chart::new("power per source", 130.0, x, Axis::linear("W", 0.0, hi));
-    let xs = sample_edges(s);
+    let steps = Steps::of_samples(s);
     for (k, (src, ys)) in sources.iter().zip(&series).enumerate() {
         let (color, dash) = style(k);
-        chart.steps(&xs, ys, color, dash, 1.3);
+        chart.steps(&steps.xs, &steps.ys(|j| ys[j]), color, dash, 1.3);
         let avg = src
             .avg_w
             .map_or_else(String::new, |w| format!(", mean {w:.2} W"));
@@ -848,10 +898,9 @@ pub(crate) fn tradeoff_chart(
 mod tests {
     use super::*;
 
-    /// A steady clock is a flat line with whole-MHz ticks, not a staircase of 0.2 MHz steps.
-    #[test]
-    fn a_steady_frequency_gets_an_axis_of_whole_mhz() {
-        let sample = |k: u64| latlab_model::samples::Sample {
+    /// A second's sample ending at `k` s on CPU 0 at 2596 MHz.
+    fn sample(k: u64) -> latlab_model::samples::Sample {
+        latlab_model::samples::Sample {
             at_ns: k * 1_000_000_000,
             dt_ns: 1_000_000_000,
             cpus: vec![latlab_model::samples::CpuSample {
@@ -861,8 +910,11 @@ mod tests {
                 ..Default::default()
             }],
             ..Default::default()
-        };
-        let s = Samples {
+        }
+    }
+
+    fn samples(series: Vec<latlab_model::samples::Sample>) -> Samples {
+        Samples {
             period_ns: 1_000_000_000,
             sampler_cpus: Vec::new(),
             sampler_cpu_time_ns: 0,
@@ -873,8 +925,35 @@ mod tests {
             smi: None,
             cpus: Vec::new(),
             thermal: Vec::new(),
-            series: (1..4).map(sample).collect(),
-        };
+            series,
+        }
+    }
+
+    /// Lines break where nothing was measured (a monitor stopped for a while), instead of
+    /// joining the last value before the stop to the first after it; a late start by less than
+    /// half a period continues the line.
+    #[test]
+    fn step_lines_break_where_no_span_covers_the_time() {
+        let sec = 1_000_000_000;
+        let steps =
+            Steps::new([(0, 5), (5, 10), (30, 35), (36, 41)].map(|(a, b)| (a * sec, b * sec)));
+        assert_eq!(steps.xs, [0.0, 5.0, 10.0, 30.0, 35.0, 41.0]);
+        assert_eq!(steps.of, [Some(0), Some(1), None, Some(2), Some(3)]);
+        let mut series: Vec<_> = (1..4).map(sample).collect();
+        series.extend((20..23).map(sample));
+        let svg = frequency_chart(&samples(series), Axis::linear("s", 0.0, 22.0)).expect("a chart");
+        let line = svg
+            .split("<path d=\"")
+            .nth(1)
+            .and_then(|p| p.split('"').next())
+            .expect("a line");
+        assert_eq!(line.matches('M').count(), 2, "{svg}");
+    }
+
+    /// A steady clock is a flat line with whole-MHz ticks, not a staircase of 0.2 MHz steps.
+    #[test]
+    fn a_steady_frequency_gets_an_axis_of_whole_mhz() {
+        let s = samples((1..4).map(sample).collect());
         let svg = frequency_chart(&s, Axis::linear("s", 0.0, 3.0)).expect("a chart");
         assert!(svg.contains(">2600<"), "{svg}");
         assert!(!svg.contains(">2596.2<"), "{svg}");

@@ -132,6 +132,36 @@ impl Axis {
         Axis::linear_fixed(label, lo, hi, step)
     }
 
+    /// A time axis from 0 to `hi` seconds, positions in seconds and ticks in seconds, minutes,
+    /// hours or days as the span needs: a month of monitoring reads in days, not in millions of
+    /// seconds. `what` names the origin; from hours up the label also says when it was (UTC),
+    /// given `origin_unix_ns`.
+    pub fn time(what: &str, hi: f64, origin_unix_ns: Option<u64>) -> Axis {
+        let (unit, name) = if hi <= 300.0 {
+            (1.0, "s")
+        } else if hi <= 5.0 * 3600.0 {
+            (60.0, "min")
+        } else if hi <= 3.0 * 86_400.0 {
+            (3600.0, "h")
+        } else {
+            (86_400.0, "days")
+        };
+        let mut axis = Axis::linear(String::new(), 0.0, hi / unit);
+        axis.lo *= unit;
+        axis.hi *= unit;
+        for tick in &mut axis.ticks {
+            tick.0 *= unit;
+        }
+        axis.label = match origin_unix_ns {
+            Some(ns) if unit >= 3600.0 => {
+                let at = latlab_model::rfc3339_utc(ns);
+                format!("{what} ({name}; 0 is {} {} UTC)", &at[..10], &at[11..16])
+            }
+            _ => format!("{what} ({name})"),
+        };
+        axis
+    }
+
     /// A linear axis over exactly `lo..hi` with ticks every `step` (for percentages).
     pub fn linear_fixed(label: impl Into<String>, lo: f64, hi: f64, step: f64) -> Axis {
         let mut ticks = Vec::new();
@@ -621,6 +651,24 @@ mod tests {
         assert_eq!(n(1.04), "1");
         assert_eq!(n(1.25), "1.3");
         assert_eq!(n(f64::NAN), "0");
+    }
+
+    /// A run of a minute reads in seconds as before; a month of monitoring in days, with the
+    /// date its 0 stands for, not in millions of seconds.
+    #[test]
+    fn a_time_axis_takes_the_unit_its_span_needs() {
+        let labels = |a: &Axis| a.ticks.iter().map(|t| t.1.clone()).collect::<Vec<_>>();
+        let minute = Axis::time("t", 60.0, Some(0));
+        assert_eq!(minute.label, "t (s)");
+        assert_eq!(minute.hi, 60.0);
+        let month = Axis::time("t", 30.0 * 86_400.0, Some(1_795_000_000_000_000_000));
+        assert_eq!(month.label, "t (days; 0 is 2026-11-18 11:06 UTC)");
+        assert_eq!(month.hi, 30.0 * 86_400.0);
+        assert_eq!(labels(&month), ["0", "5", "10", "15", "20", "25", "30"]);
+        assert_eq!(month.ticks[1].0, 5.0 * 86_400.0);
+        let hours = Axis::time("t", 10.0 * 3600.0, None);
+        assert_eq!(hours.label, "t (h)");
+        assert_eq!(labels(&hours), ["0", "2", "4", "6", "8", "10"]);
     }
 
     #[test]
