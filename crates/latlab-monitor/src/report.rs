@@ -104,6 +104,9 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
         start_unix_ns: first,
         elapsed_ns: measured,
         config: latlab_model::MeasureConfig {
+            // Every CPU with windows, not the last start's --cpus: a restart may measure fewer.
+            cpus: Some(threads.iter().filter_map(|t| t.cpu).collect()),
+            threads: threads.len() as u32,
             window_ns: per_point,
             // A series' length is the time its windows cover, as its measured time.
             duration_ns: Some(measured),
@@ -360,6 +363,48 @@ mod tests {
             r.environment
         );
         assert!(series_result(&store, "nope").unwrap().is_none());
+    }
+
+    /// The CPUs of a series are every CPU it has windows of: a daemon restarted with fewer
+    /// CPUs leaves the earlier ones in the series (the report said only the last start's).
+    #[test]
+    fn a_series_measured_on_fewer_cpus_after_a_restart_names_them_all() {
+        use latlab_testkit::run::{monitor_window, window_set};
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("s.db")).unwrap();
+        let spec = |cpus: Vec<u32>| latlab_store::SeriesSpec {
+            name: "s".into(),
+            window_ns: 1_000_000_000,
+            config: latlab_model::monitor::SeriesConfig::new(
+                &SystemInfo::default(),
+                latlab_model::MeasureConfig {
+                    window_ns: 1_000_000_000,
+                    threads: cpus.len() as u32,
+                    cpus: Some(cpus),
+                    ..Default::default()
+                },
+            ),
+            system: None,
+            idle_states: Vec::new(),
+        };
+        let t0 = 1_700_000_000_000_000_000;
+        let hist = || [10_000u64].into_iter().collect::<latlab_hist::Histogram>();
+        let first = store.open_series(&spec(vec![0, 1])).unwrap();
+        let both = vec![monitor_window(0, hist(), 0), monitor_window(1, hist(), 0)];
+        store
+            .insert_window_set(first.id, &window_set(0, (t0, 1_000_000_000), both))
+            .unwrap();
+        let again = store.open_series(&spec(vec![1])).unwrap();
+        let one = vec![monitor_window(1, hist(), 0)];
+        store
+            .insert_window_set(
+                again.id,
+                &window_set(1, (t0 + 60_000_000_000, 1_000_000_000), one),
+            )
+            .unwrap();
+        let r = series_result(&store, "s").unwrap().unwrap();
+        assert_eq!(r.config.cpus, Some(vec![0, 1]));
+        assert_eq!(r.config.threads, 2);
     }
 
     /// A series report draws idle residency and frequency over time, as its run's would:
