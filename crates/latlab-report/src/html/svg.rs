@@ -498,7 +498,15 @@ impl Chart {
         let cols = ((self.width - self.left) / col_w).floor().max(1.0) as usize;
         let rows = self.legend.len().div_ceil(cols);
         let axis_bottom = self.top + self.plot_h + 36.0;
-        let height = axis_bottom
+        // A title longer than the chart is wide (a cell named by many parameters) goes on as
+        // many lines as it needs, and the chart below moves down by the lines added.
+        let title = wrap(
+            &self.title,
+            ((self.width - self.left) / TITLE_CHAR_W) as usize,
+        );
+        let below = (title.len().max(1) - 1) as f64 * 15.0;
+        let height = below
+            + axis_bottom
             + if rows > 0 {
                 rows as f64 * 16.0 + 6.0
             } else {
@@ -514,12 +522,18 @@ impl Chart {
             n(height),
             esc(&self.title)
         );
-        let _ = write!(
-            s,
-            r#"<text x="{}" y="16" font-size="12" font-weight="bold">{}</text>"#,
-            n(self.left),
-            esc(&self.title)
-        );
+        for (i, line) in title.iter().enumerate() {
+            let _ = write!(
+                s,
+                r#"<text x="{}" y="{}" font-size="12" font-weight="bold">{}</text>"#,
+                n(self.left),
+                n(16.0 + i as f64 * 15.0),
+                esc(line)
+            );
+        }
+        if below > 0.0 {
+            let _ = write!(s, r#"<g transform="translate(0 {})">"#, n(below));
+        }
         let (l, t, w, h) = (self.left, self.top, self.plot_w, self.plot_h);
         let _ = write!(
             s,
@@ -632,9 +646,32 @@ impl Chart {
                 esc(&item.label)
             );
         }
+        if below > 0.0 {
+            s.push_str("</g>");
+        }
         s.push_str("</svg>");
         s
     }
+}
+
+/// About the width of a character of a bold 12 px title, in px (a little over the mean, so a
+/// line rather ends early than runs past the edge).
+const TITLE_CHAR_W: f64 = 7.4;
+
+/// `text` in lines of at most `width` characters, broken at spaces (a word longer than a line
+/// stands alone on its line).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split(' ') {
+        match lines.last_mut() {
+            Some(line) if line.chars().count() + 1 + word.chars().count() <= width => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
 }
 
 #[cfg(test)]
@@ -669,6 +706,55 @@ mod tests {
         let hours = Axis::time("t", 10.0 * 3600.0, None);
         assert_eq!(hours.label, "t (h)");
         assert_eq!(labels(&hours), ["0", "2", "4", "6", "8", "10"]);
+    }
+
+    /// A long title goes on two lines within the chart's width, and the chart moves down
+    /// under it (it ran past the right edge: "…latency histogram per CPU, 4 repeats p").
+    #[test]
+    fn a_long_title_is_wrapped_and_the_chart_moves_down() {
+        let chart = |title: &str| {
+            let mut c = Chart::new(
+                title,
+                100.0,
+                Axis::linear("x", 0.0, 1.0),
+                Axis::linear("y", 0.0, 1.0),
+            );
+            c.steps(&[0.0, 1.0], &[Some(0.5)], "#000", None, 1.0);
+            c.finish()
+        };
+        let short = chart("short");
+        let name = "load=none; profile=sleep-states-per-core; interval=200us; policy=fifo";
+        let long = chart(&format!(
+            "{name}: latency histogram per CPU, 4 repeats pooled"
+        ));
+        let titles: Vec<&str> = long
+            .split(r#"font-weight="bold">"#)
+            .skip(1)
+            .filter_map(|t| t.split('<').next())
+            .collect();
+        assert_eq!(titles.len(), 2, "{long}");
+        let room = ((WIDTH - LEFT) / TITLE_CHAR_W) as usize;
+        assert!(
+            titles.iter().all(|t| t.chars().count() <= room),
+            "{titles:?}"
+        );
+        assert!(titles[1].ends_with("4 repeats pooled"), "{titles:?}");
+        assert!(!short.contains("<g transform"));
+        assert!(
+            long.contains(r#"<g transform="translate(0 15)">"#),
+            "{long}"
+        );
+        let height = |svg: &str| -> Option<f64> {
+            svg.split("height=\"")
+                .nth(1)?
+                .split('"')
+                .next()?
+                .parse()
+                .ok()
+        };
+        assert_eq!(height(&long), height(&short).map(|h| h + 15.0));
+        assert_eq!(wrap("a bb ccc", 4), ["a bb", "ccc"]);
+        assert_eq!(wrap("abcdefgh x", 4), ["abcdefgh", "x"]);
     }
 
     #[test]
