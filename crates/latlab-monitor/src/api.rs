@@ -32,6 +32,10 @@ pub fn series(store: &Store, spans: &[latlab_store::SeriesExtent]) -> Result<Val
     for (id, name, window_ns) in store.list_series()? {
         let (config, idle) = store.series_meta(id)?;
         let span = spans.iter().find(|s| s.id == id);
+        let stopped = match span.and_then(|s| s.last_end_unix_ns) {
+            Some(last) => clean_stop(store, id, last.saturating_sub(window_ns))?,
+            None => None,
+        };
         out.push(json!({
             "id": id.0,
             "name": name,
@@ -41,9 +45,24 @@ pub fn series(store: &Store, spans: &[latlab_store::SeriesExtent]) -> Result<Val
             "windows": span.map(|s| s.windows),
             "first_ms": span.and_then(|s| s.first_start_unix_ns).map(ms),
             "last_ms": span.and_then(|s| s.last_end_unix_ns).map(ms),
+            "stopped": stopped,
         }));
     }
     Ok(Value::Array(out))
+}
+
+/// The stop its daemon recorded after the series' last window (from `since`, a window before
+/// its end): `{at_ms, text}` when the newest start or stop since then is a stop, so a page can
+/// tell a series stopped on purpose from one whose daemon died.
+fn clean_stop(store: &Store, id: SeriesId, since: u64) -> Result<Option<Value>, StoreError> {
+    let newest = store
+        .annotations(id, since, u64::MAX >> 1)?
+        .into_iter()
+        .rev()
+        .find(|a| a.kind == "start" || a.kind == "stop");
+    Ok(newest
+        .filter(|a| a.kind == "stop")
+        .map(|a| json!({ "at_ms": ms(a.at_unix_ns), "text": a.text })))
 }
 
 /// Most cells (points × CPUs) a timeline returns: on many CPUs, fewer points per CPU.

@@ -1449,7 +1449,33 @@ fn the_dashboard_lines_break_where_no_window_was_measured() {
     // Its last window ended over half an hour ago, and no daemon keeps it: said above the charts.
     assert!(
         dom.contains("class=\"stale\" data-checked=\"1\">no window stored since")
-            && dom.contains("ago): no daemon is keeping this series"),
+            && dom.contains("ago): no daemon is keeping this series, and none recorded a stop"),
+        "{dom}"
+    );
+    // A daemon that recorded its stop after the last window: the notice says so and why.
+    let mut store = Store::open(&db).unwrap();
+    let id = store.find_series("g").unwrap().unwrap();
+    store
+        .add_annotation(
+            id,
+            &latlab_store::Annotation {
+                at_unix_ns: t0 + 23 * 60 * SEC + SEC,
+                cpu: None,
+                kind: "stop".into(),
+                text: "stopped by SIGTERM".into(),
+            },
+        )
+        .unwrap();
+    drop(store);
+    let (s, addr) = serve(&db, dir.path());
+    let (dom, _) = chromium(&[
+        format!("--user-data-dir={}", dir.path().join("p2").display()),
+        "--dump-dom".into(),
+        format!("http://{addr}/"),
+    ]);
+    drop(s);
+    assert!(
+        dom.contains("ago): its daemon was stopped at ") && dom.contains(" (stopped by SIGTERM)"),
         "{dom}"
     );
 }

@@ -681,7 +681,7 @@ function drawStatus() {
 }
 
 // A series whose last window is three windows old (a minute at least) is not being kept: said
-// above the charts, which end where it stopped.
+// above the charts, which end where it stopped, with why when the store knows (a recorded stop).
 function drawStale(s, series) {
   const p = $('stale');
   p.dataset.checked = '1';
@@ -695,7 +695,9 @@ function drawStale(s, series) {
   const live = s && s.live && s.live.series === series.name ? s.live : null;
   const why = live && live.windows_queued
     ? (live.last_error || 'the store cannot be written') + ': ' + live.windows_queued + ' windows wait in memory'
-    : live ? 'the daemon runs but has stored nothing since' : 'no daemon is keeping this series';
+    : live ? 'the daemon runs but has stored nothing since'
+      : series.stopped ? 'its daemon was stopped at ' + fmtFull(series.stopped.at_ms) + ' (' + series.stopped.text + ')'
+        : 'no daemon is keeping this series, and none recorded a stop (it may have been killed or the machine gone down)';
   p.textContent = 'no window stored since ' + fmtFull(series.last_ms) + ' (' + ago + ' ago): ' + why;
   p.hidden = false;
 }
