@@ -257,6 +257,21 @@ pub(crate) fn int_stat(s: &Stats, m: Metric) -> u64 {
     }
 }
 
+/// Whether `s`'s value of latency statistic `m` is only a lower bound: an import's samples
+/// beyond its histogram's range lie under it ("≥" wherever it is shown).
+pub(crate) fn stat_is_lower_bound(s: &Stats, m: Metric) -> bool {
+    if s.count == 0 {
+        return false;
+    }
+    match m {
+        Metric::Mean => s.mean_is_lower_bound(),
+        Metric::Stdev => s.stdev_is_lower_bound(),
+        m => m
+            .percentile()
+            .is_some_and(|p| s.percentile_is_lower_bound(p, int_stat(s, m))),
+    }
+}
+
 /// Any latency statistic of `s` ([`LATENCY`]); `None` without samples or for another metric.
 fn stat(s: &Stats, m: Metric) -> Option<f64> {
     if s.count == 0 {
@@ -326,6 +341,14 @@ impl CellFigures<'_> {
         spread(&self.values(m))
     }
 
+    /// Whether the cell's value of `m`, or a repeat's, is only a lower bound (latency
+    /// statistics of imports whose samples ran past their histogram).
+    pub fn is_lower_bound(&self, m: Metric) -> bool {
+        m.is_latency()
+            && (stat_is_lower_bound(&self.stats, m)
+                || self.runs.iter().any(|r| stat_is_lower_bound(&r.stats, m)))
+    }
+
     /// The cell's value: latency statistics of the pooled histogram; the median over the repeats
     /// for everything else.
     pub fn value(&self, m: Metric) -> Option<f64> {
@@ -389,6 +412,13 @@ pub(crate) enum Support {
         missed_pct: f64,
         by_cell: bool,
     },
+    /// Not tested: the value of the cell, of its baseline or of a repeat of either is only a
+    /// lower bound (an import's samples beyond its histogram's range), so no difference in it
+    /// can be told.
+    LowerBound {
+        baseline: bool,
+        cell: bool,
+    },
 }
 
 impl Support {
@@ -430,6 +460,7 @@ impl Support {
             Support::NoData => "no-data",
             Support::NotEnough { .. } => "not-enough-repeats",
             Support::Selection { .. } => "not-compared-missed-periods",
+            Support::LowerBound { .. } => "not-compared-lower-bound",
             Support::Tested { verdict, .. } => match verdict {
                 Verdict::Lower => "lower",
                 Verdict::Higher => "higher",
@@ -471,6 +502,7 @@ impl Support {
                  the missed ones)",
                 if *by_cell { b } else { a }
             ),
+            Support::LowerBound { baseline, cell } => lower_bound_text((*baseline, *cell), a, b),
             other => other.text(b),
         }
     }
@@ -489,6 +521,9 @@ impl Support {
                 let who = if *by_cell { b } else { "its baseline" };
                 format!("not compared: {who} missed {missed_pct:.1} % of its periods")
             }
+            Support::LowerBound { baseline, cell } => {
+                lower_bound_text((*baseline, *cell), "its baseline", b)
+            }
             Support::Tested { verdict, .. } => {
                 let stat = self.statistic();
                 match verdict.direction() {
@@ -501,21 +536,51 @@ impl Support {
     }
 }
 
+/// `not compared: …` naming whose value is a lower bound, from whether the baseline's (`a`,
+/// its name) and the cell's (`b`) are.
+fn lower_bound_text((baseline, cell): (bool, bool), a: &str, b: &str) -> String {
+    let who = match (baseline, cell) {
+        (true, true) => "both values are only lower bounds".to_string(),
+        (true, false) => format!("{a}'s value is only a lower bound"),
+        _ => format!("{b}'s value is only a lower bound"),
+    };
+    format!("not compared: {who} (samples beyond an import's histogram range)")
+}
+
 /// One statistic of cell `b` against cell `a`.
 #[derive(Debug, Clone)]
 pub(crate) struct MetricComparison {
     pub metric: Metric,
     pub a: Option<f64>,
     pub b: Option<f64>,
+    /// Whether `a` and `b` are only lower bounds: shown "≥", and no difference is computed.
+    pub at_least: (bool, bool),
     pub support: Support,
 }
 
 impl MetricComparison {
+    /// `b - a`; `None` where either is only a lower bound.
     pub fn diff(&self) -> Option<f64> {
+        if self.at_least != (false, false) {
+            return None;
+        }
         Some(self.b? - self.a?)
     }
-    /// `b / a - 1` in percent.
+
+    /// `a` and `b` as shown: "≥" before a lower bound, "-" for none.
+    pub fn shown(&self) -> (String, String) {
+        let f = |v: Option<f64>, bound: bool| {
+            v.map_or_else(
+                || "-".to_string(),
+                |v| format!("{}{}", if bound { "≥" } else { "" }, self.metric.format(v)),
+            )
+        };
+        (f(self.a, self.at_least.0), f(self.b, self.at_least.1))
+    }
+
+    /// `b / a - 1` in percent; `None` where either is only a lower bound.
     pub fn percent(&self) -> Option<f64> {
+        self.diff()?;
         let a = self.a?;
         if a == 0.0 {
             return None;
@@ -528,10 +593,16 @@ pub(crate) fn compare(a: &CellFigures, b: &CellFigures, metric: Metric) -> Metri
     // Latencies of a cell that missed many periods are the wake-ups that made it: a test on
     // them would call the cell that stalls most the fastest.
     let (pa, pb) = (a.missed_pct(), b.missed_pct());
+    let at_least = (a.is_lower_bound(metric), b.is_lower_bound(metric));
     let support = if metric.is_latency() && pa.max(pb) >= MISSED_SELECTION_PCT {
         Support::Selection {
             missed_pct: pa.max(pb),
             by_cell: pb >= pa,
+        }
+    } else if at_least != (false, false) {
+        Support::LowerBound {
+            baseline: at_least.0,
+            cell: at_least.1,
         }
     } else {
         Support::of(&a.values(metric), &b.values(metric))
@@ -540,6 +611,7 @@ pub(crate) fn compare(a: &CellFigures, b: &CellFigures, metric: Metric) -> Metri
         metric,
         a: a.value(metric),
         b: b.value(metric),
+        at_least,
         support,
     }
 }

@@ -95,7 +95,7 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
     let mut p99_sentence = String::new();
     for m in an.metrics() {
         let r = compare(ca, cb, m);
-        let f = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| m.format(v));
+        let (va, vb) = r.shown();
         let label = if m.is_latency() {
             m.label(&an.keys)
         } else {
@@ -103,8 +103,8 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
         };
         t.row(vec![
             label.into(),
-            f(r.a).into(),
-            f(r.b).into(),
+            va.into(),
+            vb.into(),
             r.diff()
                 .map_or_else(|| "-".to_string(), |d| m.format_diff(d))
                 .into(),

@@ -382,27 +382,19 @@ fn stat_cells(s: &Stats) -> Vec<TCell> {
                 return TCell::new("-").attr("data-stat", *name);
             }
             // "≥": a lower bound (an import's samples beyond its histogram's range).
-            let at_least = |bound: bool| if bound { "≥" } else { "" };
+            let at_least = if crate::analysis::stat_is_lower_bound(s, *m) {
+                "≥"
+            } else {
+                ""
+            };
             let (text, exact) = match m {
                 Metric::Mean | Metric::Stdev => {
-                    let (v, bound) = match m {
-                        Metric::Mean => (s.mean, s.mean_is_lower_bound()),
-                        _ => (s.stdev, s.stdev_is_lower_bound()),
-                    };
-                    (
-                        format!("{}{}", at_least(bound), numfmt::us_f(v)),
-                        format!("{v}"),
-                    )
+                    let v = if *m == Metric::Mean { s.mean } else { s.stdev };
+                    (format!("{at_least}{}", numfmt::us_f(v)), format!("{v}"))
                 }
                 _ => {
                     let v = int_stat(s, *m);
-                    let bound = m
-                        .percentile()
-                        .is_some_and(|p| s.percentile_is_lower_bound(p, v));
-                    (
-                        format!("{}{}", at_least(bound), numfmt::us(v)),
-                        v.to_string(),
-                    )
+                    (format!("{at_least}{}", numfmt::us(v)), v.to_string())
                 }
             };
             TCell::new(text)
@@ -567,7 +559,7 @@ fn comparisons(b: &mut Vec<Block>, a: &Analysis) {
             ],
         );
         for r in &rows {
-            let f = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| r.metric.format(v));
+            let (va, vb) = r.shown();
             t.row_with(
                 vec![
                     ("data-stat", r.metric.key(&a.keys)),
@@ -575,8 +567,8 @@ fn comparisons(b: &mut Vec<Block>, a: &Analysis) {
                 ],
                 vec![
                     r.metric.label(&a.keys).into(),
-                    f(r.a).into(),
-                    f(r.b).into(),
+                    va.into(),
+                    vb.into(),
                     r.diff()
                         .map_or_else(|| "-".to_string(), |d| r.metric.format_diff(d))
                         .into(),

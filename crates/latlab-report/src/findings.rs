@@ -94,9 +94,10 @@ fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
         let c = &a.cells[ci].cell.name;
         let base = &a.cells[bi];
         for r in rows {
-            let (Some(va), Some(vb)) = (r.a, r.b) else {
+            if r.a.is_none() || r.b.is_none() {
                 continue;
-            };
+            }
+            let (va, vb) = r.shown();
             // A cell's missed periods compared are the median of its repeats' counts, not the
             // sum the warnings below give.
             let unit = match r.metric {
@@ -111,9 +112,7 @@ fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
                 format!("{} ", base.cell.name)
             };
             let values = format!(
-                "{} {unit} against {against}{} {unit}{}",
-                r.metric.format(vb),
-                r.metric.format(va),
+                "{vb} {unit} against {against}{va} {unit}{}",
                 pct_text(r.percent())
             );
             match r.support {

@@ -40,7 +40,7 @@ pub use cost::{loads_text, samples_text};
 pub use cyclictest_hist::{HIST_MAX_US, histfile};
 pub use cyclictest_json::{RT_TESTS_VERSION, cyclictest_json, cyclictest_json_with_range};
 pub use sysinfo::sysinfo_text;
-pub use text::{latency_table, summary_table};
+pub use text::{LOWER_BOUND_NOTE, latency_table, summary_table};
 
 // Pass/fail limits of a run and the JUnit XML that CI systems read.
 pub mod gate;

@@ -248,6 +248,8 @@ fn comparisons_json(a: &Analysis) -> Value {
                         "unit": if r.metric.is_latency() { "ns".to_string() } else { r.metric.unit(&a.keys) },
                         "baseline": r.a.map(num),
                         "cell": r.b.map(num),
+                        "baseline_is_lower_bound": r.at_least.0,
+                        "cell_is_lower_bound": r.at_least.1,
                         "difference": r.diff().map(num),
                         "percent": r.percent().map(num),
                         "verdict": r.support.verdict_key(),

@@ -245,12 +245,14 @@ fn table(out: &mut String, r: &RunResult) {
     );
     let bounded = r.threads.iter().map(|t| &t.stats).chain([&r.overall.stats]);
     if bounded.into_iter().any(|s| s.bounded_from_ns.is_some()) {
-        out.push_str(
-            "≥: a lower bound: the value lies among samples beyond the histogram's range, known \
-             only to lie there or above\n",
-        );
+        out.push_str(LOWER_BOUND_NOTE);
+        out.push('\n');
     }
 }
+
+/// What "≥" before a value means, said under a table that shows one.
+pub const LOWER_BOUND_NOTE: &str = "≥: a lower bound: the value lies among samples beyond the \
+                                    histogram's range, known only to lie there or above";
 
 fn row(out: &mut String, label_w: usize, label: &str, missed: &str, s: &Stats) {
     let _ = write!(

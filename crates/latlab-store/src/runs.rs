@@ -59,6 +59,8 @@ pub struct RunSummary {
     pub min_ns: u64,
     pub p50_ns: u64,
     pub p99_ns: u64,
+    /// Whether `p99_ns` is only a lower bound (an import's samples beyond its histogram range).
+    pub p99_is_lower_bound: bool,
     pub p99_9_ns: u64,
     pub max_ns: u64,
     pub hostname: String,
@@ -490,7 +492,8 @@ impl Store {
             "SELECT r.id, r.uid, r.started_at, r.start_unix_ns, r.elapsed_ns, r.method,
                  r.interval_ns, r.policy, r.priority, r.cpus, r.threads, r.stop_reason, r.count,
                  r.missed, r.min_ns, r.p50_ns, r.p99_ns, r.p99_9_ns, r.max_ns, s.hostname,
-                 s.kernel_release, e.name, r.experiment_id, c.cell_key, c.repeat
+                 s.kernel_release, e.name, r.experiment_id, c.cell_key, c.repeat,
+                 r.overall_stats
              FROM runs r
              JOIN systems s ON s.id = r.system_id
              LEFT JOIN experiments e ON e.id = r.experiment_id
@@ -514,6 +517,9 @@ impl Store {
                 |r| {
                     let key: Option<String> = r.get(23)?;
                     let repeat: Option<u32> = r.get(24)?;
+                    // What cannot be read here is found by `db check`: not marked.
+                    let stats: Option<latlab_model::Stats> =
+                        serde_json::from_str(&r.get::<_, String>(25)?).ok();
                     Ok(RunSummary {
                         id: RunId(r.get(0)?),
                         uid: r.get(1)?,
@@ -532,6 +538,8 @@ impl Store {
                         min_ns: from_sql(r.get(14)?),
                         p50_ns: from_sql(r.get(15)?),
                         p99_ns: from_sql(r.get(16)?),
+                        p99_is_lower_bound: stats
+                            .is_some_and(|s| s.percentile_is_lower_bound(99.0, s.p99)),
                         p99_9_ns: from_sql(r.get(17)?),
                         max_ns: from_sql(r.get(18)?),
                         hostname: r.get(19)?,

@@ -152,7 +152,11 @@ fn list_table(runs: &[RunSummary]) -> String {
                 r.cpus
                     .clone()
                     .unwrap_or_else(|| format!("{} unpinned", r.threads)),
-                format_us(r.p99_ns, 1),
+                format!(
+                    "{}{}",
+                    if r.p99_is_lower_bound { "≥" } else { "" },
+                    format_us(r.p99_ns, 1)
+                ),
                 format_us(r.max_ns, 1),
                 match (&r.experiment, &r.cell) {
                     (Some(e), Some((key, repeat))) => format!("{e}: {key} #{}", repeat + 1),
@@ -203,6 +207,10 @@ fn list_table(runs: &[RunSummary]) -> String {
     let mut out = line(&header);
     for row in &rows {
         out.push_str(&line(&row.iter().map(String::as_str).collect::<Vec<_>>()));
+    }
+    if runs.iter().any(|r| r.p99_is_lower_bound) {
+        out.push_str(latlab_report::LOWER_BOUND_NOTE);
+        out.push('\n');
     }
     out
 }

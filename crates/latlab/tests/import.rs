@@ -375,3 +375,65 @@ fn a_reader_that_stops_early_is_not_an_error() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).is_empty(), "{}", stderr(&out));
 }
+
+/// A lower bound is not compared as if exact: `compare`, a report's findings and its JSON, and
+/// `db list` keep the "≥" and compute no difference from it (they said p99 -57 % from a value
+/// known only to be at least what it read).
+#[test]
+fn lower_bounds_are_marked_and_not_compared_as_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let files = [
+        capture("cyclictest.json"),
+        capture("jitterdebugger-results.json"),
+    ];
+    let o = import(&store, &[&files[0], &files[1]], false);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let compared = output_of(&store, &["compare", "1", "2"]);
+    let p99 = compared
+        .lines()
+        .find(|l| l.starts_with("p99 (µs)"))
+        .unwrap_or_else(|| panic!("{compared}"));
+    let cells: Vec<&str> = p99.split_whitespace().collect();
+    assert_eq!(&cells[2..6], ["≥50.5", "94.5", "-", "-"], "{p99}");
+    assert!(
+        p99.ends_with("not compared: its baseline's value is only a lower bound (samples beyond an import's histogram range)"),
+        "{p99}"
+    );
+    assert!(
+        compared.contains("verdict on p99: not compared: A's value is only a lower bound"),
+        "{compared}"
+    );
+    // Exact values are still compared.
+    let max = compared
+        .lines()
+        .find(|l| l.starts_with("max (µs)"))
+        .unwrap();
+    assert!(max.contains("+5772.0"), "{max}");
+    let report = output_of(&store, &["report", "1", "2", "--format", "text"]);
+    let open = report
+        .split("Largest differences without a verdict")
+        .nth(1)
+        .and_then(|s| s.split("Before trusting").next())
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        open.contains("max: ") && !open.contains("p99: ") && !open.contains("p90: "),
+        "{open}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&output_of(
+        &store,
+        &["report", "1", "2", "--format", "json"],
+    ))
+    .unwrap();
+    let rows = json["comparisons"][0]["statistics"].as_array().unwrap();
+    let row = rows.iter().find(|r| r["statistic"] == "p99").unwrap();
+    assert_eq!(row["baseline_is_lower_bound"], true, "{row}");
+    assert_eq!(row["cell_is_lower_bound"], false, "{row}");
+    assert_eq!(row["verdict"], "not-compared-lower-bound", "{row}");
+    assert!(row["percent"].is_null(), "{row}");
+    let listed = list(&store);
+    assert!(
+        listed.contains("  ≥50.5  ") && listed.contains("≥: a lower bound"),
+        "{listed}"
+    );
+}
