@@ -220,6 +220,27 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
             max as f64 / 1000.0
         ),
     };
+    if in_rows == 0 && min.is_some() && t.printed.is_empty() {
+        // No distribution at all (cyclictest without -h): said as such, not as a range.
+        return Built {
+            histogram: h,
+            exact: t.printed.clone(),
+            warning: Some(format!(
+                "{label}: the file has no histogram rows (cyclictest writes them with -h N): of \
+                 its {} samples only the minimum ({:.1} us), the maximum ({:.1} us){} are known; \
+                 every percentile is a lower bound",
+                t.total,
+                min.unwrap_or(0) as f64 / 1000.0,
+                max as f64 / 1000.0,
+                if t.mean_ns.is_some() {
+                    " and the mean as the tool printed it"
+                } else {
+                    ""
+                }
+            )),
+            bounded_from_ns: Some(t.range_end_ns),
+        };
+    }
     let mut warning = format!(
         "{label}: {over} of {} samples lie beyond the histogram range ({} us) and are recorded \
          there ({exact_part}); percentiles above p{:.3}{} are lower bounds",
@@ -346,8 +367,12 @@ fn config(interval_ns: u64, threads: usize, cpus: Option<Vec<u32>>) -> MeasureCo
 
 /// What a cyclictest command line says about the run (rt-tests option names), written into
 /// `cfg`; what it leaves out is cyclictest's default (SCHED_OTHER unless `-p` gives a priority).
-fn cyclictest_args(cmdline: &str, cfg: &mut MeasureConfig) {
+/// Returns the distance between the threads' intervals in ns: thread N sleeps the interval +
+/// N × it (`-d`, 500 µs unless given; 0 with a histogram, `-h` or `-H`).
+fn cyclictest_args(cmdline: &str, cfg: &mut MeasureConfig) -> u64 {
     cfg.policy = Policy::Other;
+    let mut distance_ns = 500_000;
+    let mut histogram = false;
     let words: Vec<&str> = cmdline.split_whitespace().collect();
     let mut i = 0;
     while i < words.len() {
@@ -369,7 +394,20 @@ fn cyclictest_args(cmdline: &str, cfg: &mut MeasureConfig) {
         };
         let takes = matches!(
             name.as_str(),
-            "i" | "interval" | "p" | "priority" | "D" | "duration" | "l" | "loops" | "policy"
+            "i" | "interval"
+                | "p"
+                | "priority"
+                | "D"
+                | "duration"
+                | "l"
+                | "loops"
+                | "policy"
+                | "d"
+                | "distance"
+                | "h"
+                | "histogram"
+                | "H"
+                | "histofall"
         );
         let value = if takes {
             inline.clone().or_else(|| {
@@ -409,10 +447,17 @@ fn cyclictest_args(cmdline: &str, cfg: &mut MeasureConfig) {
             }
             "m" | "mlockall" => cfg.mlock = true,
             "c" | "clock" if inline.as_deref() == Some("1") => cfg.clock = Clock::Realtime,
+            "d" | "distance" => {
+                if let Some(v) = value.and_then(|v| v.parse::<u64>().ok()) {
+                    distance_ns = v.saturating_mul(1000);
+                }
+            }
+            "h" | "histogram" | "H" | "histofall" => histogram = true,
             _ => {}
         }
         i += 1;
     }
+    if histogram { 0 } else { distance_ns }
 }
 
 /// What the command line of a file `latlab measure --cyclictest-json` wrote says about the run
@@ -533,12 +578,13 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         });
     }
     let mut cfg = config(1_000_000, list.len(), None);
+    let mut distance_ns = 0;
     // latlab writes this format too (`measure --cyclictest-json`), with its own command line.
     let by_latlab = cmdline.starts_with("latlab measure");
     if by_latlab {
         latlab_args(cmdline, &mut cfg);
     } else {
-        cyclictest_args(cmdline, &mut cfg);
+        distance_ns = cyclictest_args(cmdline, &mut cfg);
     }
     cfg.cpus = Some(list.iter().filter_map(|t| t.cpu).collect())
         .filter(|c: &Vec<u32>| c.len() == list.len());
@@ -555,6 +601,17 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     ];
     if started == 0 {
         warnings.push("no start time in the file".into());
+    }
+    if list.len() > 1 && distance_ns > 0 {
+        let intervals: Vec<String> = (0..list.len() as u64)
+            .map(|n| latlab_model::interval_text(cfg.interval_ns + n * distance_ns))
+            .collect();
+        warnings.push(format!(
+            "intervals differ per thread: cyclictest adds -d's {} (500 us unless given, none \
+             with -h) for each thread: {}; the run's interval is the first thread's",
+            latlab_model::interval_text(distance_ns),
+            intervals.join(", ")
+        ));
     }
     let sys = sysinfo_of(v.get("sysinfo").unwrap_or(&Value::Null));
     let mut r = assemble(list, cfg, sys, started, warnings);
@@ -846,10 +903,13 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
         0,
         warnings,
     );
-    // Without its command line, how cyclictest slept and whether -m locked memory are unknown.
-    r.environment
-        .not_recorded
-        .extend([Unrecorded::MEMORY.into(), Unrecorded::METHOD.into()]);
+    // Without its command line, how cyclictest slept, whether -m locked memory and whether -a
+    // pinned the threads are unknown.
+    r.environment.not_recorded.extend([
+        Unrecorded::MEMORY.into(),
+        Unrecorded::METHOD.into(),
+        Unrecorded::CPUS.into(),
+    ]);
     // cyclictest prints the PM QoS request it held above its histogram.
     if let Some(us) = text.lines().find_map(|l| {
         l.trim()
@@ -1211,6 +1271,15 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
     let mut r = assemble(threads, cfg, sys, 0, warnings);
     // results.json does not say whether memory was locked.
     r.environment.not_recorded.push(Unrecorded::MEMORY.into());
+    // jitterdebugger writes 0 to /dev/cpu_dma_latency as it starts and keeps it open, as
+    // cyclictest does without --laptop (it has no option to leave it).
+    r.config.pm_qos_us = Some(0);
+    r.environment.pm_qos_held_us = Some(0);
+    r.environment.warnings.push(
+        "PM QoS: jitterdebugger holds /dev/cpu_dma_latency at 0 µs while it runs; results.json \
+         does not record whether the device could be written"
+            .into(),
+    );
     Ok(r)
 }
 

@@ -261,7 +261,7 @@ fn each_format_names_what_it_does_not_record() {
     assert_eq!(unrecorded("cyclictest.json"), names(&["system"]));
     assert_eq!(
         unrecorded("cyclictest-h50.txt"),
-        names(&["system", "memory", "method"])
+        names(&["system", "memory", "method", "cpus"])
     );
     // The log names its method ('clock_ns'); a log without -v would not.
     assert_eq!(
@@ -546,10 +546,39 @@ fn cyclictest_json_without_a_histogram_keeps_its_minimum() {
     }
     // Bounded by -D, and said so.
     assert_eq!(r.stop, latlab_model::StopReason::Duration);
+    // Said as a file without a distribution, not as samples beyond a range.
+    let w = r.environment.warnings.join("\n");
+    assert!(
+        w.contains("cpu0: the file has no histogram rows (cyclictest writes them with -h N): of its 1000 samples only the minimum (8.5 us), the maximum (280.5 us) and the mean as the tool printed it are known; every percentile is a lower bound"),
+        "{w}"
+    );
+    // Without -h, cyclictest's threads sleep 500 us longer each (-d): 1000 and 667 cycles.
+    assert!(
+        w.contains("intervals differ per thread: cyclictest adds -d's 500us (500 us unless given, none with -h) for each thread: 1ms, 1500us"),
+        "{w}"
+    );
+    // With -h they all sleep the interval.
+    let h = import(&data("cyclictest.json"), None, "ct.json").unwrap();
+    assert!(
+        !h.environment
+            .warnings
+            .join("\n")
+            .contains("intervals differ")
+    );
     // jitterdebugger records no policy or priority: unknown, not "fifo 0".
     let j = import(&data("jitterdebugger-results.json"), None, "results.json").unwrap();
     assert_eq!(j.config.policy_text(), "-");
     assert_eq!(j.config.interval_text(), "-");
+    // It holds /dev/cpu_dma_latency at 0 whatever its options (it has none for it).
+    assert_eq!(
+        (j.config.pm_qos_us, j.environment.pm_qos_held_us),
+        (Some(0), Some(0))
+    );
+    // cyclictest's -h text has no command line: whether -a pinned its threads is unknown, not
+    // "unpinned"; its JSON names each thread's CPU.
+    let text = import(&data("cyclictest-h50.txt"), None, "h.txt").unwrap();
+    assert!(!text.records(latlab_model::Unrecorded::CPUS));
+    assert!(h.records(latlab_model::Unrecorded::CPUS));
 }
 
 /// A JSON capture cut short is still told apart by its opening keys, so the error says where

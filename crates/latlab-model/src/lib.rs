@@ -343,6 +343,8 @@ impl Unrecorded {
     pub const METHOD: &'static str = "method";
     /// The system beyond its host and kernel names (the rest of `system` is empty).
     pub const SYSTEM: &'static str = "system";
+    /// Whether and where the threads were pinned (`config.cpus` is `None` because unknown).
+    pub const CPUS: &'static str = "cpus";
 }
 
 /// Why the measurement ended.
