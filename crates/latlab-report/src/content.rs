@@ -233,6 +233,7 @@ fn runs_of(a: &Analysis, runs: &[(usize, usize)]) -> String {
 fn cpus_text(r: &RunResult) -> String {
     match &r.config.cpus {
         Some(cpus) => CpuList::from_cpus(cpus.clone()).to_string(),
+        None if !r.records(Unrecorded::CPUS) => format!("{}, not recorded", r.config.threads),
         None => format!("{} unpinned", r.config.threads),
     }
 }

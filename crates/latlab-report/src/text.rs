@@ -126,6 +126,9 @@ fn header(out: &mut String, r: &RunResult) {
                 CpuList::from_cpus(cpus.clone()).named()
             );
         }
+        None if !r.records(Unrecorded::CPUS) => {
+            let _ = write!(policy, "; {threads}, CPUs not recorded");
+        }
         None => {
             let _ = write!(policy, "; {threads}, unpinned");
         }

@@ -70,6 +70,8 @@ pub struct RunSummary {
     pub experiment_id: Option<crate::ExperimentId>,
     /// Cell key and repeat within the experiment.
     pub cell: Option<(String, u32)>,
+    /// What the run's format does not record ([`latlab_model::Unrecorded`]'s names).
+    pub not_recorded: Vec<String>,
 }
 
 /// NaN cannot be stored as an SQLite REAL (it reads back as NULL): NULL stands for it.
@@ -493,7 +495,7 @@ impl Store {
                  r.interval_ns, r.policy, r.priority, r.cpus, r.threads, r.stop_reason, r.count,
                  r.missed, r.min_ns, r.p50_ns, r.p99_ns, r.p99_9_ns, r.max_ns, s.hostname,
                  s.kernel_release, e.name, r.experiment_id, c.cell_key, c.repeat,
-                 r.overall_stats
+                 r.overall_stats, r.environment
              FROM runs r
              JOIN systems s ON s.id = r.system_id
              LEFT JOIN experiments e ON e.id = r.experiment_id
@@ -520,6 +522,8 @@ impl Store {
                     // What cannot be read here is found by `db check`: not marked.
                     let stats: Option<latlab_model::Stats> =
                         serde_json::from_str(&r.get::<_, String>(25)?).ok();
+                    let environment: Option<latlab_model::RunEnvironment> =
+                        serde_json::from_str(&r.get::<_, String>(26)?).ok();
                     Ok(RunSummary {
                         id: RunId(r.get(0)?),
                         uid: r.get(1)?,
@@ -547,6 +551,7 @@ impl Store {
                         experiment: r.get(21)?,
                         experiment_id: r.get::<_, Option<i64>>(22)?.map(crate::ExperimentId),
                         cell: key.zip(repeat),
+                        not_recorded: environment.map(|e| e.not_recorded).unwrap_or_default(),
                     })
                 },
             )?

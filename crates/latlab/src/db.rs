@@ -4,8 +4,8 @@
 use crate::cli_error::{CliError, CliResult};
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use latlab_model::RunResult;
 use latlab_model::units::format_us;
+use latlab_model::{RunResult, Unrecorded};
 use latlab_store::{ExperimentId, RunFilter, RunId, RunSummary, Store, StoreError};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -146,12 +146,20 @@ fn list_table(runs: &[RunSummary]) -> String {
                 elapsed(r.elapsed_ns),
                 format!(
                     "{}/{}",
-                    r.method,
+                    if r.not_recorded.iter().any(|n| n == Unrecorded::METHOD) {
+                        "-"
+                    } else {
+                        r.method.as_str()
+                    },
                     latlab_model::interval_text(r.interval_ns)
                 ),
-                r.cpus
-                    .clone()
-                    .unwrap_or_else(|| format!("{} unpinned", r.threads)),
+                match &r.cpus {
+                    Some(cpus) => cpus.clone(),
+                    None if r.not_recorded.iter().any(|n| n == Unrecorded::CPUS) => {
+                        format!("{}, not recorded", r.threads)
+                    }
+                    None => format!("{} unpinned", r.threads),
+                },
                 format!(
                     "{}{}",
                     if r.p99_is_lower_bound { "≥" } else { "" },

@@ -112,7 +112,13 @@ fn keep_going_imports_the_files_that_read_and_names_each_refused_one() {
         out.contains("saved as run 1") && out.contains("saved as run 2"),
         "{out}"
     );
-    assert_eq!(list(&store).lines().count(), 3, "a header and two runs");
+    // A header and two runs (and what "≥" means, the note under them).
+    let listed = list(&store);
+    assert_eq!(
+        listed.lines().filter(|l| !l.starts_with('≥')).count(),
+        3,
+        "{listed}"
+    );
     // The same again: the two that read are in the store already, so none is imported.
     let o = import(
         &store,
@@ -154,7 +160,11 @@ fn db_list_shows_a_dash_for_an_unknown_start_and_length() {
     let header = text.lines().next().unwrap();
     let started = header.find("started (UTC)").unwrap();
     let duration_end = header.find("duration").unwrap() + "duration".len();
-    let rows: Vec<&str> = text.lines().skip(1).collect();
+    let rows: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with('≥'))
+        .collect();
     assert_eq!(rows.len(), 2, "{text}");
     let cell = |row: &str, from: usize, to: usize| row[from..to].trim().to_string();
     // Run 1: both unknown.
@@ -344,11 +354,18 @@ fn what_an_import_does_not_record_is_not_recorded() {
     for absent in ["bare metal", "irqbalance running", "memory not locked"] {
         assert!(!report.contains(absent), "{absent}\n{report}");
     }
+    // Nor whether -a pinned its threads: not "2 unpinned".
     let cell = report
         .lines()
-        .find(|l| l.starts_with("import-") && l.contains("2 unpinned"))
+        .find(|l| l.starts_with("import-") && l.contains("2, not recorded"))
         .unwrap_or_else(|| panic!("{report}"));
     assert!(cell.contains("  not recorded  "), "{cell}");
+    assert!(show.contains("2 threads, CPUs not recorded"), "{show}");
+    let listed = list(&store);
+    assert!(
+        listed.contains("  -/-  ") && listed.contains("  2, not recorded  "),
+        "{listed}"
+    );
     // cyclictest --json has its command line: -m locked memory, and it slept with
     // clock_nanosleep.
     let (_dir, store) = imported("cyclictest.json");
