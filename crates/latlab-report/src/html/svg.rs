@@ -592,9 +592,19 @@ impl Chart {
             n(w),
             n(h)
         );
+        self.draw_legend(&mut s, (l, axis_bottom), cols, col_w);
+        if below > 0.0 {
+            s.push_str("</g>");
+        }
+        s.push_str("</svg>");
+        s
+    }
+
+    /// The legend in `cols` columns of `col_w` from `(x0, y0)`: each item's mark and label.
+    fn draw_legend(&self, s: &mut String, (x0, y0): (f64, f64), cols: usize, col_w: f64) {
         for (i, item) in self.legend.iter().enumerate() {
-            let x = l + (i % cols) as f64 * col_w;
-            let y = axis_bottom + (i / cols) as f64 * 16.0 + 10.0;
+            let x = x0 + (i % cols) as f64 * col_w;
+            let y = y0 + (i / cols) as f64 * 16.0 + 10.0;
             match item.mark {
                 Mark::Line { width } => {
                     let dash = item
@@ -646,11 +656,6 @@ impl Chart {
                 esc(&item.label)
             );
         }
-        if below > 0.0 {
-            s.push_str("</g>");
-        }
-        s.push_str("</svg>");
-        s
     }
 }
 
