@@ -605,6 +605,27 @@ fn db_saves_the_run_and_a_bad_store_fails_before_measuring() {
     );
 }
 
+/// `latlab measure` for `duration` at fifo 90 on CPUs 0-1 beside an rt-hog at priority 50 on
+/// the same CPUs, with `extra` options: its JSON.
+fn measured_beside_a_real_time_load(duration: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "measure",
+        "-D",
+        duration,
+        "-a",
+        "0-1",
+        "-p",
+        "90",
+        "--load",
+        "rt-hog:priority=50",
+        "--load-cpus",
+        "0-1",
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["-q", "--json", "-"]);
+    json(&run_ok(&args))
+}
+
 /// The length a run reports is how long its threads measured, also when a real-time load on
 /// every CPU could keep the coordinator waiting until RT throttling lets it run: it said 2.6 to
 /// 4.0 s for a run of 2 s. And the load stops when the measurement ends.
@@ -616,24 +637,7 @@ fn the_measured_length_is_the_threads_under_a_real_time_load() {
     // The load and the measuring threads on every CPU, so the coordinator shares them; twice,
     // as when the coordinator gets to run varies from run to run.
     for _ in 0..2 {
-        let out = run_ok(&[
-            "measure",
-            "-D",
-            "1s",
-            "-a",
-            "0-1",
-            "-p",
-            "90",
-            "--load",
-            "rt-hog:priority=50",
-            "--load-cpus",
-            "0-1",
-            "--no-samplers",
-            "-q",
-            "--json",
-            "-",
-        ]);
-        let v = json(&out);
+        let v = measured_beside_a_real_time_load("1s", &["--no-samplers"]);
         let elapsed = v["elapsed_ns"].as_u64().unwrap();
         // The last period ends at 1 s, plus the wake-up latency of a thread above the load.
         assert!(
@@ -658,25 +662,7 @@ fn the_samplers_cover_the_measurement_under_a_real_time_load() {
     if !latlab_testkit::root_or_skip("a real-time load") {
         return;
     }
-    let out = run_ok(&[
-        "measure",
-        "-D",
-        "1.5s",
-        "-a",
-        "0-1",
-        "-p",
-        "90",
-        "--load",
-        "rt-hog:priority=50",
-        "--load-cpus",
-        "0-1",
-        "--sample-period",
-        "100ms",
-        "-q",
-        "--json",
-        "-",
-    ]);
-    let v = json(&out);
+    let v = measured_beside_a_real_time_load("1.5s", &["--sample-period", "100ms"]);
     let elapsed = v["elapsed_ns"].as_u64().unwrap() as i64;
     let series = v["samples"]["series"].as_array().unwrap();
     let span = |s: &serde_json::Value| {
