@@ -415,3 +415,59 @@ fn promtool_accepts_the_alerting_rules() {
     assert!(out.status.success(), "{}", output_text(&out));
     assert!(stdout(&out).contains("6 rules found"), "{}", stdout(&out));
 }
+
+/// The worst-case alert pages on three windows in a row above 100 µs, not on one bad window
+/// (a daemon's first, or one after a scrape gap): it had no `for` and fired on the first. Run
+/// with promtool's rule tests on both rule files.
+#[test]
+fn the_worst_case_alert_waits_for_fifteen_minutes_of_bad_windows() {
+    if !latlab_testkit::require("promtool") {
+        return;
+    }
+    let docs = manifests();
+    let operator = serde_norway::to_string(&kind(&docs, "PrometheusRule")[0]["spec"]).unwrap();
+    let fleet = std::fs::read_to_string(repo().join("packaging/latlab-alerts.yml")).unwrap();
+    for (rules, place) in [(fleet, "instance"), (operator, "node")] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("rules.yml"), rules).unwrap();
+        let series = |cpu: u32| {
+            format!(
+                "latlab_wakeup_latency_window_max_seconds{{job=\"latlab\",{place}=\"n1\",cpu=\"{cpu}\"}}"
+            )
+        };
+        // CPU 0 above from its first window on; CPU 1 too, but one window of 50 µs at 5 min.
+        let test = format!(
+            "rule_files: [rules.yml]
+evaluation_interval: 30s
+tests:
+  - interval: 30s
+    input_series:
+      - series: '{}'
+        values: '0.0002x40'
+      - series: '{}'
+        values: '0.0002x10 0.00005 0.0002x29'
+    alert_rule_test:
+      - eval_time: 1m
+        alertname: LatlabWindowMaxAboveThreshold
+        exp_alerts: []
+      - eval_time: 16m
+        alertname: LatlabWindowMaxAboveThreshold
+        exp_alerts:
+          - exp_labels: {{job: latlab, {place}: n1, cpu: \"0\", severity: warning}}
+            exp_annotations:
+              summary: \"CPU 0 of n1: every window's worst wake-up above 100 µs for 15 minutes\"
+              description: \"The last window's worst case is 200us. Open the {}'s dashboard (port 9464) for its histograms and spikes.\"
+",
+            series(0),
+            series(1),
+            if place == "node" { "node" } else { "machine" }
+        );
+        std::fs::write(dir.path().join("test.yml"), test).unwrap();
+        let out = std::process::Command::new("promtool")
+            .args(["test", "rules", "test.yml"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{place}: {}", output_text(&out));
+    }
+}
