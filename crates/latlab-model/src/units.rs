@@ -12,6 +12,11 @@ pub struct ParseError {
 
 const DURATION_FORM: &str =
     "a number with a unit ns, us, ms, s, m, h or d, e.g. 100us, 1.5ms, 30s, 2h";
+/// The same, where a bare number is microseconds or seconds (the options that say so).
+const DURATION_FORM_US: &str =
+    "a number of us, or with a unit ns, us, ms, s, m, h or d, e.g. 50, 100us, 1.5ms";
+const DURATION_FORM_S: &str =
+    "a number of seconds, or with a unit ns, us, ms, s, m, h or d, e.g. 30, 1.5ms, 30s, 2h";
 const CPU_LIST_FORM: &str = "CPU numbers and ranges, e.g. 0-3,6 or 0-7:2";
 
 /// Largest CPU number a list may name.
@@ -34,7 +39,11 @@ const DURATION_UNITS: [(u64, &str); 7] = [
 pub fn parse_duration(text: &str, default_unit: Option<&str>) -> Result<u64, ParseError> {
     let err = |problem: String| ParseError {
         problem,
-        accepted: DURATION_FORM,
+        accepted: match default_unit {
+            Some("us") => DURATION_FORM_US,
+            Some("s") => DURATION_FORM_S,
+            _ => DURATION_FORM,
+        },
     };
     let s = text.trim();
     if s.is_empty() {
