@@ -276,15 +276,22 @@ pub fn measure_suite(result: &RunResult, limits: &Limits) -> TestSuite {
 /// The suite of a `latlab measure` that could not measure: one case in error saying why, so a
 /// CI reporter sees the failure and not an absent file.
 pub fn measure_error_suite(message: &str) -> TestSuite {
+    error_suite("measure", message)
+}
+
+/// The suite of a `latlab COMMAND` (measure, run, check) that could not run, refused its command
+/// line included: one case in error saying why, so a CI reporter sees the failure, not an
+/// absent file or one an earlier run left.
+pub fn error_suite(command: &str, message: &str) -> TestSuite {
     TestSuite {
-        name: "latlab measure".into(),
+        name: format!("latlab {command}"),
         timestamp: String::new(),
         hostname: String::new(),
         time_s: None,
         properties: Vec::new(),
         cases: vec![TestCase {
-            classname: "latlab.measure".into(),
-            name: "measure".into(),
+            classname: format!("latlab.{command}"),
+            name: command.into(),
             time_s: 0.0,
             outcome: Outcome::Error {
                 message: message.into(),

@@ -422,6 +422,9 @@ impl OutputFile {
     pub fn write(self, text: &str) -> anyhow::Result<()> {
         use anyhow::Context;
         use std::io::Write;
+        if self.flag == "--junit" {
+            JUNIT_WRITTEN.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         if self.is_stdout() {
             return Ok(write_stdout(text)?);
         }
@@ -431,6 +434,40 @@ impl OutputFile {
                 f.sync_all()
             })
             .with_context(|| format!("writing {} {}", self.flag, self.path.display()))
+    }
+}
+
+/// Whether this process wrote its `--junit` output (its results, or why it could not run).
+pub static JUNIT_WRITTEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A refused command line of a command that writes `--junit FILE` (measure, run, check) writes
+/// FILE too, with one case in error saying why, where the command has not written it: a JUnit
+/// file an earlier run left must not read as this one's pass. `args`: the command line.
+pub fn junit_of_refusal(args: &[std::ffi::OsString], message: &str) {
+    if JUNIT_WRITTEN.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let Some(command) = args
+        .get(1)
+        .and_then(|c| c.to_str())
+        .filter(|c| ["measure", "run", "check"].contains(c))
+    else {
+        return;
+    };
+    let path = args.iter().enumerate().find_map(|(i, a)| {
+        let a = a.to_str()?;
+        match a.strip_prefix("--junit") {
+            Some("") => args.get(i + 1).map(std::path::PathBuf::from),
+            Some(rest) => rest.strip_prefix('=').map(std::path::PathBuf::from),
+            None => None,
+        }
+    });
+    // A path that cannot take it is not written (the refusal is said already).
+    if let Ok(Some(out)) = OutputFile::open("--junit", &path) {
+        let suite = latlab_report::junit::error_suite(command, message);
+        if let Err(e) = out.write(&latlab_report::junit::render(&[suite])) {
+            eprintln!("latlab: error: {e:#}");
+        }
     }
 }
 

@@ -59,6 +59,8 @@ pub fn clap_exit(e: clap::Error) -> ExitCode {
                 " (see --help)"
             };
             eprintln!("latlab: error: {line}{hint}");
+            let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+            crate::args::junit_of_refusal(&args, &line);
             ExitCode::from(2)
         }
     }

@@ -155,11 +155,13 @@ fn dispatch(command: Command, sys: &latlab_sys::Sys) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("latlab: error: {e}");
-            ExitCode::from(if matches!(e, CliError::Usage(_)) {
-                2
+            if matches!(e, CliError::Usage(_)) {
+                let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+                args::junit_of_refusal(&args, &e.to_string());
+                ExitCode::from(2)
             } else {
-                1
-            })
+                ExitCode::from(1)
+            }
         }
     }
 }

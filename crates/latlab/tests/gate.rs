@@ -285,32 +285,77 @@ fn measure_that_cannot_run_writes_a_junit_error() {
     assert!(text.contains("sets nothing this machine has"), "{text}");
 }
 
-/// A gate stopped by this node's facts before it measures (a CPU it does not have) still exits
-/// 2 and replaces the JUnit file an earlier run left with its error: a stale pass is not read as
-/// this run's.
+/// A gate stopped before it measures still exits 2 and replaces the JUnit file an earlier run
+/// left with its error: a stale pass is not read as this run's. Stopped by this node's facts (a
+/// CPU it does not have), and by a refused command line: a limit's value, a misspelled option
+/// (those left the earlier file as it was), for `measure`, `run` and `check`.
 #[test]
 fn a_gate_that_cannot_start_replaces_an_earlier_junit_with_its_error() {
     let dir = tempfile::tempdir().unwrap();
     let junit = dir.path().join("j.xml");
-    std::fs::write(&junit, "<testsuites tests=\"1\" failures=\"0\"/>\n").unwrap();
+    let j = junit.to_str().unwrap();
+    let with_eq = format!("--junit={j}");
+    let cases: [(&[&str], &str, &str); 6] = [
+        (
+            &[
+                "measure",
+                "-D",
+                "1s",
+                "--cpus",
+                "4095",
+                "--max-latency",
+                "50us",
+                "--junit",
+                j,
+            ],
+            "latlab measure",
+            "CPU 4095",
+        ),
+        (
+            &["measure", "-D", "1s", "--junit", j, "--max-latency", "abc"],
+            "latlab measure",
+            "--max-latency: unknown unit",
+        ),
+        (
+            &["measure", "-D", "1s", &with_eq, "--max-p99", "0"],
+            "latlab measure",
+            "--max-p99 0",
+        ),
+        (
+            &["measure", "-D", "1s", "--junit", j, "--max-latenc", "5us"],
+            "latlab measure",
+            "--max-latenc",
+        ),
+        (
+            &["run", "no-such-plan.toml", "--junit", j],
+            "latlab run",
+            "no-such-plan.toml",
+        ),
+        (
+            &["check", "--junit", j, "--bogus"],
+            "latlab check",
+            "--bogus",
+        ),
+    ];
+    for (args, suite, why) in cases {
+        std::fs::write(&junit, "<testsuites tests=\"1\" failures=\"0\"/>\n").unwrap();
+        let out = latlab!().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let text = std::fs::read_to_string(&junit).unwrap();
+        assert!(
+            text.contains("errors=\"1\"") && text.contains(&format!("name=\"{suite}\"")),
+            "{args:?}: {text}"
+        );
+        assert!(text.contains(why), "{args:?}: {text}");
+    }
+    // Help is no refusal: the file stays.
+    std::fs::write(&junit, "kept").unwrap();
     let out = latlab!()
-        .args([
-            "measure",
-            "-D",
-            "1s",
-            "--cpus",
-            "4095",
-            "--max-latency",
-            "50us",
-        ])
-        .arg("--junit")
-        .arg(&junit)
+        .args(["measure", "--junit", j, "--help"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    let text = std::fs::read_to_string(&junit).unwrap();
-    assert!(text.contains("errors=\"1\""), "{text}");
-    assert!(text.contains("CPU 4095"), "{text}");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&junit).unwrap(), "kept");
 }
 
 #[test]
