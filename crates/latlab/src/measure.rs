@@ -447,7 +447,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     let stop = StopSignal::new();
     crate::signals::install(stop.clone());
     let live_allowed = !args.quiet && !stdout_taken && std::io::stdout().is_terminal();
-    if !args.quiet && !stdout_taken {
+    if !args.quiet {
         eprintln!("{}", describe(&prepared.cfg));
     }
     let mut view = LiveView::new();
@@ -469,21 +469,25 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     let mut failures = write_outputs(&result, &args, &limits, json, histfile, ctjson);
     if let Some(db) = &args.db {
         match crate::db::save_result(db.as_deref(), &result) {
-            Ok(saved) if !stdout_taken => eprintln!("latlab: {saved}"),
-            Ok(_) => {}
+            Ok(saved) => eprintln!("latlab: {saved}"),
             Err(e) => failures.push(e),
         }
     }
-    if !stdout_taken {
-        if args.quiet {
-            print!("{}", latlab_report::latency_table(&result));
-        } else {
-            print!("{}", latlab_report::summary_table(&result));
-        }
-        if let Some(t) = &result.trace {
-            print!("\n{}", crate::trace::render_brief(t));
-            print!("{}", story_lines(&result, STORIES_SHOWN));
-        }
+    // The tables go to stdout, or to stderr where a file format takes stdout (a CI log still
+    // shows the numbers beside the XML or JSON a reader takes whole).
+    let mut tables = if args.quiet {
+        latlab_report::latency_table(&result)
+    } else {
+        latlab_report::summary_table(&result)
+    };
+    if let Some(t) = &result.trace {
+        tables.push_str(&format!("\n{}", crate::trace::render_brief(t)));
+        tables.push_str(&story_lines(&result, STORIES_SHOWN));
+    }
+    if stdout_taken {
+        eprint!("{tables}");
+    } else {
+        print!("{tables}");
     }
     if let StopReason::Break { thread, value_ns } = &result.stop {
         eprintln!(

@@ -126,7 +126,7 @@ fn measure_within_its_limits_exits_0_and_every_case_passes() {
 }
 
 /// `--junit -` gives stdout to the XML alone, as `--json -` does (a JUnit reader takes stdout
-/// whole): `measure`'s tables and `run`'s progress lines are not mixed into it.
+/// whole): `measure`'s tables and `run`'s progress lines are not mixed into it, but go to stderr.
 #[test]
 fn junit_to_stdout_is_the_xml_alone() {
     let dir = tempfile::tempdir().unwrap();
@@ -138,6 +138,12 @@ fn junit_to_stdout_is_the_xml_alone() {
     std::fs::write(&xml, &out.stdout).unwrap();
     let (tests, failures, _, _) = xml_counts(&xml);
     assert!(tests >= 1 && failures == 0);
+    // The table the XML displaced is on stderr, for the CI log (it was dropped).
+    assert!(
+        stderr(&out).lines().any(|l| l.starts_with("all ")),
+        "{}",
+        stderr(&out)
+    );
 
     let plan = dir.path().join("plan.toml");
     std::fs::write(
