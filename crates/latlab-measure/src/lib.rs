@@ -103,6 +103,23 @@ pub struct Live {
     pub setup_warnings: Vec<String>,
 }
 
+/// Where a measurement's threads may run: per measuring thread, its label, its CPUs and, for a
+/// thread wake-up method, its waker's CPUs (both run at the configured policy and priority).
+pub fn placement(cfg: &MeasureConfig, online: &CpuList) -> Vec<(String, Vec<u32>, Vec<u32>)> {
+    engine::plan_threads(cfg, online)
+        .0
+        .into_iter()
+        .map(|p| {
+            let waker = if cfg.method.is_wakeup() {
+                p.waker_affinity
+            } else {
+                Vec::new()
+            };
+            (p.label, p.affinity, waker)
+        })
+        .collect()
+}
+
 /// Check a configuration against the online CPUs. Every problem is one line naming the accepted
 /// form; nothing is touched.
 pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureError> {
@@ -166,6 +183,16 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
             return bad("SCHED_DEADLINE threads cannot be pinned to single CPUs \
                  (accepted: unpinned threads, -t N, with --policy deadline)"
                 .into());
+        }
+        // A waker runs at the measuring threads' policy, pinned: the kernel refuses that.
+        if cfg.method.is_wakeup() {
+            return bad(format!(
+                "--policy deadline with -m {}: its waker thread is pinned, and SCHED_DEADLINE \
+                 threads cannot be (accepted: a timer method with deadline, e.g. -m \
+                 clock-nanosleep, or --policy fifo with -m {})",
+                cfg.method.name(),
+                cfg.method.name()
+            ));
         }
     } else if cfg.deadline.is_some() {
         return bad(
