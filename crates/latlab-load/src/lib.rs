@@ -282,6 +282,23 @@ pub fn keep_time_priority(specs: &[LoadSpec]) -> Option<i32> {
         .max()
 }
 
+/// The CPUs the loads keep busy at a real-time priority, as `(spec, priority, CPUs)` (an
+/// rt-hog's hogs take the first of `cpus`, one each): a real-time thread that may run only
+/// there, at that priority or below, does not run while they do.
+pub fn busy_realtime<'a>(
+    specs: &'a [LoadSpec],
+    cpus: &[u32],
+) -> Vec<(&'a LoadSpec, u32, Vec<u32>)> {
+    specs
+        .iter()
+        .filter(|s| s.descriptor().name == loads::rt_hog::DESCRIPTOR.name)
+        .map(|s| {
+            let (priority, busy) = loads::rt_hog::busy(s, cpus);
+            (s, priority, busy)
+        })
+        .collect()
+}
+
 /// Raise the calling thread to [`keep_time_priority`] until the guard is dropped, so that the
 /// loads' real-time threads do not make it late: the thread that ends a measurement or a load
 /// phase. At normal priority beside busy real-time threads it runs only when the kernel's RT

@@ -325,6 +325,15 @@ impl MeasureArgs {
             None => Ok(()),
         }
         .map_err(load_error)?;
+        let specs = schedule
+            .as_ref()
+            .map_or_else(|| loads.clone(), |s| s.specs());
+        let flag = if schedule.is_some() {
+            "--load-schedule phase"
+        } else {
+            "--load"
+        };
+        outranked(&cfg, &online, (flag, &specs), self.load_cpus.as_ref())?;
         let profile = match &self.profile {
             None => None,
             Some(name) => {
@@ -398,6 +407,46 @@ impl MeasureArgs {
             load_options,
         })
     }
+}
+
+/// Refuse loads that keep a measuring thread, or its waker, from ever running: an rt-hog on
+/// every CPU it may run on, at its priority or above. It waited for its turn without end, past
+/// --duration and the first Ctrl-C (RT throttling holds every real-time thread alike).
+fn outranked(
+    cfg: &latlab_model::MeasureConfig,
+    online: &CpuList,
+    (flag, specs): (&str, &[latlab_load::LoadSpec]),
+    load_cpus: Option<&CpuList>,
+) -> CliResult<()> {
+    if !cfg.policy.is_realtime() {
+        return Ok(());
+    }
+    let load_cpus = load_cpus.unwrap_or(online).cpus().to_vec();
+    let busy = latlab_load::busy_realtime(specs, &load_cpus);
+    for (label, cpus, waker) in latlab_measure::placement(cfg, online) {
+        for (who, on) in [("measuring thread", &cpus), ("waker", &waker)] {
+            let Some((spec, priority, _)) = busy.iter().find(|(_, p, hogged)| {
+                *p >= cfg.priority && !on.is_empty() && on.iter().all(|c| hogged.contains(c))
+            }) else {
+                continue;
+            };
+            let whose = if who == "waker" {
+                format!("the waker of {label}")
+            } else {
+                label.clone()
+            };
+            return Err(CliError::Usage(format!(
+                "{flag} {spec}: its threads at priority {priority} keep CPU {} busy, where {whose} \
+                 would run at {} {}, and it would never run (accepted: --priority above \
+                 {priority}, a lower priority= for the load, or --load-cpus apart from the \
+                 measured CPUs)",
+                CpuList::from_cpus(on.clone()),
+                cfg.policy.name(),
+                cfg.priority
+            )));
+        }
+    }
+    Ok(())
 }
 
 pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {

@@ -95,6 +95,15 @@ fn realtime(spec: &LoadSpec) -> i32 {
     watchdog_priority(priority_of(spec))
 }
 
+/// The hogs' priority and the CPUs they keep busy: the first of `cpus`, one each.
+pub(crate) fn busy(spec: &LoadSpec, cpus: &[u32]) -> (u32, Vec<u32>) {
+    let threads = spec.workers("threads", cpus.len());
+    let mut used: Vec<u32> = cpus.iter().copied().take(threads).collect();
+    used.sort_unstable();
+    used.dedup();
+    (u32::try_from(priority_of(spec)).unwrap_or(0), used)
+}
+
 /// Why the hogs' (or the watchdog's) real-time policy was refused, as measuring explains it.
 fn privilege_hint(policy: libc::c_int, priority: i32, e: &std::io::Error) -> String {
     let policy = if policy == libc::SCHED_FIFO {
