@@ -172,7 +172,7 @@ pub fn start_obstacles(p: &MonitorPlan) -> Vec<String> {
         ));
     }
     if let Some(addr) = p.listen
-        && let Err(e) = std::net::TcpListener::bind(addr)
+        && let Err(e) = web::listen(addr)
     {
         out.push(format!("--listen {addr}: {e}"));
     }

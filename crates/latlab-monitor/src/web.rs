@@ -619,8 +619,7 @@ pub struct Server {
 impl Server {
     /// Bind `addr`: a taken port fails here, so a daemon can refuse before it touches anything.
     pub fn bind(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
-        std::net::TcpListener::bind(addr)
-            .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
+        listen(addr).map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
     }
 
     /// Bind `addr` and serve on it: see [`Server::serve`].
@@ -834,6 +833,20 @@ async fn accept_loop(
         while conns.join_next().await.is_some() {}
     })
     .await;
+}
+
+/// Bind `addr`. Every IPv6 address (`[::]`, what `:PORT` reads as) takes IPv4 too, as Go's
+/// exporters do; on a host without IPv6 it is every IPv4 address.
+pub fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    match std::net::TcpListener::bind(addr) {
+        Err(e)
+            if addr.ip() == std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)
+                && e.raw_os_error() == Some(libc::EAFNOSUPPORT) =>
+        {
+            std::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, addr.port()))
+        }
+        other => other,
+    }
 }
 
 #[cfg(test)]

@@ -89,21 +89,21 @@ impl Cpus {
     }
 }
 
-/// `--listen`: an address, or `off` (no web server). `:PORT` is every IPv4 address (as Go's
-/// exporters read it) and `localhost:PORT` is 127.0.0.1.
+/// `--listen`: an address, or `off` (no web server). `:PORT` is every address, IPv6 and IPv4
+/// (as Go's exporters read it: `[::]`), and `localhost:PORT` is 127.0.0.1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Listen(pub Option<std::net::SocketAddr>);
 
 impl std::str::FromStr for Listen {
     type Err = String;
     fn from_str(text: &str) -> Result<Listen, String> {
-        use std::net::{Ipv4Addr, SocketAddr};
+        use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
         if text == "off" || text == "none" {
             return Ok(Listen(None));
         }
         let port = |p: &str| p.parse::<u16>().ok();
         let addr = if let Some(p) = text.strip_prefix(':').and_then(port) {
-            Some(SocketAddr::from((Ipv4Addr::UNSPECIFIED, p)))
+            Some(SocketAddr::from((Ipv6Addr::UNSPECIFIED, p)))
         } else if let Some(p) = text.strip_prefix("localhost:").and_then(port) {
             Some(SocketAddr::from((Ipv4Addr::LOCALHOST, p)))
         } else {

@@ -228,10 +228,10 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (&["serve", "--listen", "everywhere"], "is not an address"),
     (&["serve", "--listen", ":99999"], "is not an address"),
-    // `:PORT` is every address, as Go's exporters read it: so it is not loopback.
+    // `:PORT` is every address, IPv6 and IPv4, as Go's exporters read it: so it is not loopback.
     (
         &["serve", "--listen", ":9464"],
-        "--listen 0.0.0.0:9464: reachable from other machines",
+        "--listen [::]:9464: reachable from other machines",
     ),
     // trace
     (&["trace", "-D", "5x"], "--duration: unknown unit"),

@@ -192,7 +192,7 @@ fn the_daemonsets_command_line_is_one_latlab_accepts() {
         "the series is named after the node: {text}"
     );
     assert!(
-        text.contains("https://0.0.0.0:9464/metrics — TLS 1.2–1.3; basic auth (1 user)"),
+        text.contains("https://[::]:9464/metrics — TLS 1.2–1.3; basic auth (1 user)"),
         "{text}"
     );
     // Without its web config the same line is refused: the manifest cannot serve in the open.

@@ -535,3 +535,31 @@ fn an_x509_v1_server_certificate_is_named_as_the_problem() {
         "cert_file: an X.509 v1 certificate, which rustls does not take (accepted: an X.509 v3",
     );
 }
+
+/// `--listen :PORT` takes IPv6 and IPv4 both, as Go's `:PORT` does (it took IPv4 alone, so an
+/// IPv6-only cluster's Prometheus could not reach a node). Skipped where the host has no IPv6.
+#[test]
+fn listen_on_a_bare_port_takes_ipv6_and_ipv4() {
+    if std::net::TcpListener::bind("[::1]:0").is_err() {
+        eprintln!("skipped: this host has no IPv6 loopback");
+        return;
+    }
+    let (dir, web, db) = tls_files("");
+    let port = latlab_testkit::process::free_port();
+    let mut c = latlab!();
+    c.args(["serve", "--listen", &format!(":{port}"), "--db"])
+        .arg(&db)
+        .arg("--web-config")
+        .arg(&web);
+    let server = Proc::start(c, dir.path().join("serve.log"));
+    wait_for("listening", Duration::from_secs(20), || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let v6: SocketAddr = format!("[::1]:{port}").parse().unwrap();
+    assert!(TcpStream::connect(v6).is_ok(), "{}", server.log());
+    assert!(
+        server.log().contains(&format!("https://[::]:{port}/")),
+        "{}",
+        server.log()
+    );
+}
