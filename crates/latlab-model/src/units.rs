@@ -49,6 +49,9 @@ pub fn parse_duration(text: &str, default_unit: Option<&str>) -> Result<u64, Par
     if s.is_empty() {
         return Err(err("empty duration".into()));
     }
+    if s.starts_with('-') {
+        return Err(err(format!("duration {s:?} is negative")));
+    }
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
@@ -186,6 +189,9 @@ impl CpuList {
         let s = text.trim();
         if s.is_empty() {
             return Err(err("empty CPU list".into()));
+        }
+        if s.starts_with('-') {
+            return Err(err(format!("{s:?}: CPU numbers are not negative")));
         }
         let num = |t: &str| -> Result<u32, ParseError> {
             let t = t.trim();

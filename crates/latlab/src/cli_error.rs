@@ -83,9 +83,25 @@ pub fn clap_line(e: &clap::Error) -> String {
         } else {
             None
         };
+        // clap's own words for a number out of its type's range or not a number at all
+        // ("-1 is not in 0..=4294967295", "invalid digit found in string") said plainly.
+        let said = source.to_string();
+        let plain = if said.contains(" is not in 0..=") {
+            Some("below 0 or too large")
+        } else if source.is::<std::num::ParseIntError>() {
+            Some("not a whole number")
+        } else {
+            None
+        };
+        let accepted = accepted.or(plain.map(|_| "a whole number, e.g. 10"));
         return match (accepted, e.get(ContextKind::InvalidValue)) {
             (Some(form), Some(ContextValue::String(value))) => {
-                format!("{flag} {value:?}: {source} (accepted: {form})")
+                let problem = match plain {
+                    Some(_) if value.starts_with('-') => "negative".to_string(),
+                    Some(p) => p.to_string(),
+                    None => said,
+                };
+                format!("{flag} {value:?}: {problem} (accepted: {form})")
             }
             _ => format!("{flag}: {source}"),
         };
@@ -129,10 +145,22 @@ pub fn clap_line(e: &clap::Error) -> String {
         };
         // The parser names only the start of a negative value with a unit (`-1` of `-D -1s`,
         // read as flags): the word given is named whole.
-        let whole = negative
-            .then(|| std::env::args().find(|a| a.starts_with(arg.as_str())))
+        let args: Vec<String> = std::env::args().collect();
+        let at = negative
+            .then(|| args.iter().position(|a| a.starts_with(arg.as_str())))
             .flatten();
-        let arg = whole.as_deref().unwrap_or(arg);
+        let arg = at.map_or(arg.as_str(), |i| args[i].as_str());
+        // The option it was given to, where the word before it is one (`-p -1`).
+        if let Some(option) = at
+            .and_then(|i| i.checked_sub(1))
+            .map(|i| args[i].as_str())
+            .filter(|o| o.starts_with('-') && o.len() > 1)
+        {
+            return format!(
+                "{option} {arg}: negative (accepted: 0 or more: the durations, limits and counts \
+                 latlab takes are not negative)"
+            );
+        }
         return match tip {
             Some(tip) => format!("unexpected argument '{arg}' found ({tip})"),
             None => format!("unexpected argument '{arg}' found"),

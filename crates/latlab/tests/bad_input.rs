@@ -389,14 +389,23 @@ const ROWS: &[(&[&str], &str)] = &[
         "--duration 0: too short",
     ),
     (&["tune", "hold", "--us", "x"], "--us \"x\""),
+    // A negative value is named with the option it was given to.
     (
         &["measure", "--max-latency", "-5"],
-        "unexpected argument '-5' found (a negative number: the durations, limits and counts \
-         latlab takes are 0 or more)",
+        "--max-latency -5: negative (accepted: 0 or more: the durations, limits and counts \
+         latlab takes are not negative)",
     ),
     (
         &["measure", "-D", "-1s"],
-        "unexpected argument '-1s' found (a negative number:",
+        "-D -1s: negative (accepted: 0 or more",
+    ),
+    (&["measure", "-p", "-1"], "-p -1: negative"),
+    (&["measure", "--priority=-1"], "--priority \"-1\": negative"),
+    (&["measure", "--interval=-1"], "duration \"-1\" is negative"),
+    (&["measure", "--cpus=-1"], "CPU numbers are not negative"),
+    (
+        &["measure", "-p", "1.5"],
+        "--priority \"1.5\": not a whole number (accepted: a whole number, e.g. 10)",
     ),
     (&["tune", "frobnicate"], "unrecognized subcommand"),
     // tune search
