@@ -921,7 +921,10 @@ fn assemble(
             ..cfg.clone()
         },
         system: sys.system_info(),
-        environment: env,
+        environment: RunEnvironment {
+            trace_marker: stop.marker(),
+            ..env
+        },
         stop: stop_reason,
         spikes: Spikes {
             threshold_ns: cfg.spike_threshold_ns,

@@ -45,6 +45,8 @@ pub struct StopSignal {
     flag: AtomicBool,
     reason: Mutex<Option<StopReason>>,
     coordinator: Mutex<Option<std::thread::Thread>>,
+    /// Where a `--break` wrote its trace marker, once written.
+    marker: Mutex<Option<String>>,
 }
 
 impl StopSignal {
@@ -68,6 +70,18 @@ impl StopSignal {
 
     pub fn reason(&self) -> Option<StopReason> {
         self.reason.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// A `--break` wrote its trace marker to `path`.
+    pub(crate) fn marker_written(&self, path: &std::path::Path) {
+        if let Ok(mut m) = self.marker.lock() {
+            m.get_or_insert_with(|| path.display().to_string());
+        }
+    }
+
+    /// Where a `--break` wrote its trace marker, if it wrote one.
+    pub fn marker(&self) -> Option<String> {
+        self.marker.lock().ok().and_then(|m| m.clone())
     }
 
     fn wake_coordinator(&self) {

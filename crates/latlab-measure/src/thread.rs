@@ -82,7 +82,9 @@ impl Ctx {
                     lat / 1000,
                     self.brk / 1000
                 );
-                let _ = std::fs::write(path, msg);
+                if std::fs::write(path, msg).is_ok() {
+                    self.stop.marker_written(path);
+                }
             }
         }
         skipped

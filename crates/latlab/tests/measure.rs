@@ -682,3 +682,41 @@ fn the_samplers_cover_the_measurement_under_a_real_time_load() {
         assert_eq!(span(&pair[0]).1, span(&pair[1]).0);
     }
 }
+
+/// A `--break` writes its marker to tracefs and the result says where (the field was always
+/// null). Run in a mount namespace of its own with tracefs mounted there, which vanishes with
+/// it: nothing of the system is changed.
+#[test]
+fn a_break_marker_written_is_recorded_in_the_result() {
+    if !latlab_testkit::root_or_skip("mounting tracefs in a private mount namespace")
+        || !latlab_testkit::require("unshare")
+    {
+        return;
+    }
+    let script = format!(
+        "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing || exit 9
+         {} measure -D 10s -a 0 -b 1ns -q --no-samplers --json - || exit 8
+         grep -c 'latlab: break: cpu0 latency .* us > 0 us' /sys/kernel/tracing/trace >&2",
+        env!("CARGO_BIN_EXE_latlab")
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    if out.status.code() == Some(9) {
+        eprintln!("skipped: tracefs cannot be mounted here");
+        return;
+    }
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{err}");
+    let r = json(&out);
+    assert_eq!(r["stop"]["reason"], "break");
+    assert_eq!(
+        r["environment"]["trace_marker"], "/sys/kernel/tracing/trace_marker",
+        "{}",
+        r["environment"]
+    );
+    // And the marker is in the trace (grep's count, the last line of stderr).
+    let count = err.lines().last().unwrap_or_default().trim();
+    assert!(count.parse::<u32>().is_ok_and(|n| n >= 1), "{err}");
+}
