@@ -422,7 +422,10 @@ pub fn run_hooked(
     let _pm_qos = match cfg.pm_qos_us {
         Some(us) => {
             let hold = sys.hold_pm_qos(us).map_err(|e| {
-                MeasureError::Setup(format!("cannot hold PM QoS {us} us: {e} (needs root)"))
+                MeasureError::Setup(format!(
+                    "cannot hold PM QoS {us} us: {e}{}",
+                    latlab_sys::pm_qos_hint(&e)
+                ))
             })?;
             env.pm_qos_held_us = Some(us);
             Some(hold)

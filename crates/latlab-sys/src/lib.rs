@@ -344,6 +344,19 @@ impl Sys {
     }
 }
 
+/// What a refused PM QoS request needs, said after its error: root where it was denied, the
+/// device where there is none (a container it was not passed into).
+pub fn pm_qos_hint(e: &SysError) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => " (needs root)",
+        Some(libc::ENOENT) => {
+            " (no such device here; a container needs it passed in, e.g. --device \
+             /dev/cpu_dma_latency)"
+        }
+        _ => "",
+    }
+}
+
 /// A held PM QoS request; dropping it releases the request.
 #[derive(Debug)]
 pub struct PmQosHold {
@@ -455,6 +468,17 @@ mod tests {
     use super::*;
 
     use latlab_testkit::tree_of as tree;
+
+    /// A PM QoS device that is not there (a container it was not passed into) is said so, not
+    /// said to need root.
+    #[test]
+    fn a_missing_pm_qos_device_is_not_said_to_need_root() {
+        let root = tempfile::tempdir().unwrap();
+        let e = Sys::new(root.path()).hold_pm_qos(0).unwrap_err();
+        let hint = pm_qos_hint(&e);
+        assert!(hint.contains("--device /dev/cpu_dma_latency"), "{e}{hint}");
+        assert!(!hint.contains("root"), "{e}{hint}");
+    }
 
     /// A `/proc/PID/task/TID/stat` line of `comm` with `flags`, `rt_priority` and `policy`.
     fn stat(comm: &str, flags: u64, priority: u32, policy: u32) -> String {

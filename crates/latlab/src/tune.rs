@@ -810,14 +810,10 @@ fn hold(ctx: &Ctx, a: &HoldArgs) -> CliResult<ExitCode> {
         }
     };
     let limit = a.duration.map(|d| std::time::Duration::from_nanos(d.0));
-    let held = ctx.sys.hold_pm_qos(us).map_err(|e| {
-        let hint = if e.raw_os_error() == Some(libc::EACCES) {
-            " (needs root)"
-        } else {
-            ""
-        };
-        CliError::Failed(anyhow!("{e}{hint}"))
-    })?;
+    let held = ctx
+        .sys
+        .hold_pm_qos(us)
+        .map_err(|e| CliError::Failed(anyhow!("{e}{}", latlab_sys::pm_qos_hint(&e))))?;
     println!(
         "holding /dev/cpu_dma_latency at {us} µs {}; the request ends when latlab exits",
         match limit {
