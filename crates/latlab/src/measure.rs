@@ -453,6 +453,16 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     // The outputs first: none may be written over another, the store or the profile, and a
     // failure below writes the gate's JUnit.
     let limits = args.gate.limits()?;
+    // A gate measures a fixed length: without one it runs until stopped, and the signal that
+    // stops it is its normal end, so a CI timeout or an evicted pod would read as a pass.
+    if !limits.is_empty() && args.duration.is_none() && args.loops.is_none() {
+        return Err(CliError::Usage(
+            "a limit (--max-latency, --max-p99, --max-missed) needs a length to measure: without \
+             --duration or --loops the run ends only when stopped, and would pass however short \
+             (accepted: a limit with -D, e.g. -D 5m, or --loops N)"
+                .into(),
+        ));
+    }
     let json = Output::open("--json", &args.json)?;
     let junit = Output::open("--junit", &args.gate.junit)?;
     let histfile = Output::open("--histfile", &args.histfile)?;

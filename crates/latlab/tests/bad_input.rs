@@ -389,6 +389,11 @@ const ROWS: &[(&[&str], &str)] = &[
         "--duration 0: too short",
     ),
     (&["tune", "hold", "--us", "x"], "--us \"x\""),
+    // A gate without a length would pass when a signal ends it.
+    (
+        &["measure", "--max-latency", "1ms"],
+        "a limit (--max-latency, --max-p99, --max-missed) needs a length to measure",
+    ),
     // A negative value is named with the option it was given to.
     (
         &["measure", "--max-latency", "-5"],
