@@ -577,11 +577,12 @@ async fn standard_headers(req: axum::extract::Request, next: axum::middleware::N
     h.entry(header::X_CONTENT_TYPE_OPTIONS)
         .or_insert(HeaderValue::from_static("nosniff"));
     h.entry(header::CONTENT_SECURITY_POLICY)
-        .or_insert(HeaderValue::from_static(
-            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'",
-        ));
+        .or_insert(HeaderValue::from_static(CSP));
     resp
 }
+
+/// The content security policy of every answer: only the page's own scripts and styles.
+const CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'";
 
 pub fn router(state: Shared, security: Option<Arc<WebConfigWatch>>) -> Router {
     let app = Router::new()
@@ -723,6 +724,7 @@ async fn plain_http_to_tls(mut stream: tokio::net::TcpStream) {
     const BODY: &str = "Client sent an HTTP request to an HTTPS server.\n";
     let answer = format!(
         "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n\
+         X-Content-Type-Options: nosniff\r\nContent-Security-Policy: {CSP}\r\n\
          Connection: close\r\nContent-Length: {}\r\n\r\n{BODY}",
         BODY.len()
     );

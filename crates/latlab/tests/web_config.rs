@@ -107,6 +107,20 @@ fn tls_and_basic_auth_as_curl_sees_them() {
         (rc, code, body.as_str()),
         (0, 400, "Client sent an HTTP request to an HTTPS server.\n")
     );
+    // With the security headers every other answer carries (it had none).
+    curl(
+        dir.path(),
+        &format!("http://localhost:{}/metrics", addr.port()),
+        &["-D", "h400.txt"],
+    );
+    let head = std::fs::read_to_string(dir.path().join("h400.txt"))
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(
+        head.contains("x-content-type-options: nosniff")
+            && head.contains("content-security-policy: default-src 'self'"),
+        "{head}"
+    );
     // A TCP probe (a readiness check) that connects and closes is not a refused client.
     drop(TcpStream::connect(addr).unwrap());
     std::thread::sleep(Duration::from_millis(200));
