@@ -392,7 +392,11 @@ pub fn probe_write(path: &Path) -> std::io::Result<()> {
             std::thread::current().id()
         ))),
         Ok(_) => OpenOptions::new().write(true).open(path).map(drop),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => probe(path),
+        // A link to a file not there yet is written through: its target is probed.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match std::fs::read_link(path) {
+            Ok(target) => probe(&path.parent().unwrap_or(Path::new("")).join(target)),
+            Err(_) => probe(path),
+        },
         Err(e) => Err(e),
     }
 }
@@ -468,6 +472,20 @@ mod tests {
     use super::*;
 
     use latlab_testkit::tree_of as tree;
+
+    /// A path that is a link to a file not there yet can be written (through the link); it was
+    /// refused as "File exists". Nothing is left behind by the probe.
+    #[test]
+    fn a_link_to_a_missing_file_is_writable_through_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("out.xml");
+        std::os::unix::fs::symlink("target.xml", &link).unwrap();
+        probe_write(&link).unwrap();
+        assert!(!dir.path().join("target.xml").exists());
+        let gone = dir.path().join("link2.xml");
+        std::os::unix::fs::symlink("no-dir/target.xml", &gone).unwrap();
+        assert!(probe_write(&gone).is_err());
+    }
 
     /// A PM QoS device that is not there (a container it was not passed into) is said so, not
     /// said to need root.
