@@ -920,6 +920,9 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
     }) {
         r.config.pm_qos_us = Some(us);
         r.environment.pm_qos_held_us = Some(us);
+    } else {
+        // Not in a --histfile file, nor after --laptop: which of them, the text does not say.
+        r.environment.not_recorded.push(Unrecorded::PM_QOS.into());
     }
     Ok(r)
 }

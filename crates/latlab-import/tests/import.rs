@@ -579,6 +579,17 @@ fn cyclictest_json_without_a_histogram_keeps_its_minimum() {
     let text = import(&data("cyclictest-h50.txt"), None, "h.txt").unwrap();
     assert!(!text.records(latlab_model::Unrecorded::CPUS));
     assert!(h.records(latlab_model::Unrecorded::CPUS));
+    // Its PM QoS line says what was held; without it (a --histfile file, or --laptop) whether
+    // it was is unknown, not "not held".
+    assert!(text.records(latlab_model::Unrecorded::PM_QOS));
+    assert_eq!(text.environment.pm_qos_held_us, Some(0));
+    let without: String = data("cyclictest-h50.txt")
+        .lines()
+        .filter(|l| !l.contains("cpu_dma_latency"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let histfile = import(&without, None, "hist.txt").unwrap();
+    assert!(!histfile.records(latlab_model::Unrecorded::PM_QOS));
 }
 
 /// A JSON capture cut short is still told apart by its opening keys, so the error says where

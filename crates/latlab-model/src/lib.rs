@@ -345,6 +345,8 @@ impl Unrecorded {
     pub const SYSTEM: &'static str = "system";
     /// Whether and where the threads were pinned (`config.cpus` is `None` because unknown).
     pub const CPUS: &'static str = "cpus";
+    /// Whether PM QoS was held (`environment.pm_qos_held_us` is `None` because unknown).
+    pub const PM_QOS: &'static str = "pm-qos";
 }
 
 /// Why the measurement ended.

@@ -177,6 +177,9 @@ fn header(out: &mut String, r: &RunResult) {
 
     let env = &r.environment;
     let pm_qos = match (env.pm_qos_held_us, c.pm_qos_us) {
+        _ if !r.records(Unrecorded::PM_QOS) => {
+            "not recorded (the imported format does not say)".to_string()
+        }
         (Some(held), _) => format!("held at {held} µs (/dev/cpu_dma_latency)"),
         (None, Some(asked)) => format!("not held (asked for {asked} µs)"),
         (None, None) => "not held (system setting left alone)".to_string(),
