@@ -140,6 +140,8 @@ pub(crate) struct Finished {
     pub elapsed: Duration,
     pub throughput: Vec<Throughput>,
     pub warnings: Vec<String>,
+    /// Why the load failed, where it did (a command that exited with an error on its own).
+    pub failed: Option<String>,
 }
 
 /// A rate over `elapsed`: `total` divided by the seconds (0 when nothing ran).
@@ -261,6 +263,7 @@ impl LoadSet {
                     elapsed_ns: u64::try_from(f.elapsed.as_nanos()).unwrap_or(u64::MAX),
                     throughput: f.throughput,
                     warnings: f.warnings,
+                    failed: f.failed,
                 }
             })
             .collect()

@@ -279,6 +279,7 @@ fn run(
                         elapsed_ns: 0,
                         throughput: Vec::new(),
                         warnings: vec![format!("phase {index} did not run: {e}")],
+                        failed: None,
                     });
                     None
                 }

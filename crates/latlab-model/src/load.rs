@@ -35,6 +35,9 @@ pub struct LoadReport {
     /// Anything the user should know (e.g. the rt-hog watchdog stopped it).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Why the load failed, where it did (a command that exited with an error on its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// One phase of a `--load-schedule`: its boundaries relative to the start of measuring.

@@ -248,6 +248,7 @@ mod tests {
                     total: 246_912.0,
                 }],
                 warnings: vec!["stopped early".into()],
+                failed: None,
             }],
             phases: vec![],
         };

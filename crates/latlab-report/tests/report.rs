@@ -443,6 +443,7 @@ fn loads(p: &Profile, seed: u64) -> Loads {
                 total: rate * secs,
             }],
             warnings: vec![],
+            failed: None,
         }],
         phases: vec![
             LoadPhase {

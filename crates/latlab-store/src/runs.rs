@@ -403,6 +403,7 @@ impl Store {
                 started_ns: from_sql(started),
                 elapsed_ns: from_sql(elapsed),
                 throughput: Vec::new(),
+                failed: None,
             });
         }
         Ok(out)

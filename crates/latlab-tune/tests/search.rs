@@ -109,6 +109,7 @@ impl Lab for Simulated {
                 total: rate,
             }],
             warnings: Vec::new(),
+            failed: None,
         });
         Ok(run)
     }

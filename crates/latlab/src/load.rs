@@ -176,6 +176,18 @@ pub fn run(args: LoadArgs, sys: &Sys) -> CliResult<ExitCode> {
     } else {
         print!("{}", table(&loads));
     }
+    // A load that failed (a command that exited with an error on its own) fails the command.
+    let failed: Vec<String> = loads
+        .reports
+        .iter()
+        .filter_map(|r| r.failed.as_ref().map(|f| format!("{}: {f}", r.spec)))
+        .collect();
+    if !failed.is_empty() {
+        return Err(CliError::Failed(anyhow::anyhow!(
+            "a load failed: {}",
+            failed.join("; ")
+        )));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -276,6 +288,7 @@ mod tests {
                     },
                 ],
                 warnings: vec![],
+                failed: None,
             }],
             phases: vec![LoadPhase {
                 index: 0,

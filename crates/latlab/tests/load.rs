@@ -293,3 +293,32 @@ fn a_command_load_and_what_it_forked_end_when_latlab_is_killed() {
     }
     assert!(!still, "what the command left running outlived latlab");
 }
+
+/// A command load that exits with an error on its own fails `latlab load` (exit 1, saying
+/// why; it exited 0), and the JSON carries why; one that ends with success, or is stopped,
+/// does not fail.
+#[test]
+fn a_command_that_fails_on_its_own_fails_the_load() {
+    let out = run_exit(
+        latlab!().args(["load", "cmd:exit 3", "-D", "2s", "--json"]),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.lines().last().is_some_and(|l| l.starts_with(
+            "latlab: error: a load failed: cmd:exit 3: the command ended on its own after"
+        ) && l.ends_with("with exit status 3")),
+        "{err}"
+    );
+    let v = json(&out);
+    assert!(
+        v["reports"][0]["failed"]
+            .as_str()
+            .is_some_and(|f| f.contains("exit status 3")),
+        "{v}"
+    );
+    for ok in ["cmd:true", "cmd:sleep 30"] {
+        let out = run_exit(latlab!().args(["load", ok, "-D", "1s", "--json"]), 0);
+        assert!(json(&out)["reports"][0].get("failed").is_none(), "{ok}");
+    }
+}

@@ -208,11 +208,16 @@ impl Running for CmdLoad {
         } else {
             format!("the command was stopped with SIGTERM and ended with {how}")
         };
+        // A command that ended on its own before it was stopped, other than with success, is a
+        // load that failed (it did not run for the time asked).
+        let failed =
+            (ended_alone && !status.as_ref().is_some_and(|s| s.success())).then(|| note.clone());
         Finished {
             workers: 1,
             elapsed,
             throughput: Vec::new(),
             warnings: vec![note],
+            failed,
         }
     }
 

@@ -59,6 +59,7 @@ pub(crate) fn finished(end: PoolEnd, units: &[(&str, &str, f64)]) -> Finished {
         elapsed: end.elapsed,
         throughput,
         warnings: end.warnings,
+        failed: None,
     }
 }
 

@@ -165,6 +165,7 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
                     total: 1_234.567_890_123 * 1.000_000_1,
                 }],
                 warnings: vec![],
+                failed: None,
             },
             LoadReport {
                 spec: "io:size=4k".into(),
@@ -188,6 +189,7 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
                     },
                 ],
                 warnings: vec!["fsync is slow here".into()],
+                failed: None,
             },
         ],
         phases: vec![
