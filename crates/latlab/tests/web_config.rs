@@ -382,15 +382,13 @@ fn a_web_config_that_does_not_load_and_an_open_address_are_refused_before_servin
     }
 }
 
-#[test]
-fn on_an_open_address_a_change_that_drops_authentication_is_refused() {
-    if !require("curl") {
-        return;
-    }
+/// `latlab serve` of a store over TLS with basic auth on `host` (`0.0.0.0`; empty: `:PORT`) and
+/// a free port, once it listens: its directory, web config, server and port.
+fn serve_open(host: &str) -> (tempfile::TempDir, PathBuf, Proc, u16) {
     let (dir, web, db) = tls_files("");
     let port = latlab_testkit::process::free_port();
     let mut c = latlab!();
-    c.args(["serve", "--listen", &format!("0.0.0.0:{port}"), "--db"])
+    c.args(["serve", "--listen", &format!("{host}:{port}"), "--db"])
         .arg(&db)
         .arg("--web-config")
         .arg(&web);
@@ -398,6 +396,15 @@ fn on_an_open_address_a_change_that_drops_authentication_is_refused() {
     wait_for("listening", Duration::from_secs(20), || {
         TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
+    (dir, web, server, port)
+}
+
+#[test]
+fn on_an_open_address_a_change_that_drops_authentication_is_refused() {
+    if !require("curl") {
+        return;
+    }
+    let (dir, web, server, port) = serve_open("0.0.0.0");
     let url = format!("https://localhost:{port}/metrics");
     assert_eq!(curl(dir.path(), &url, &[]).1, 401, "{}", server.log());
     // Emptied in place, as a tool rewriting the file does for a moment: plain HTTP without
@@ -558,17 +565,7 @@ fn listen_on_a_bare_port_takes_ipv6_and_ipv4() {
         eprintln!("skipped: this host has no IPv6 loopback");
         return;
     }
-    let (dir, web, db) = tls_files("");
-    let port = latlab_testkit::process::free_port();
-    let mut c = latlab!();
-    c.args(["serve", "--listen", &format!(":{port}"), "--db"])
-        .arg(&db)
-        .arg("--web-config")
-        .arg(&web);
-    let server = Proc::start(c, dir.path().join("serve.log"));
-    wait_for("listening", Duration::from_secs(20), || {
-        TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
+    let (_dir, _web, server, port) = serve_open("");
     let v6: SocketAddr = format!("[::1]:{port}").parse().unwrap();
     assert!(TcpStream::connect(v6).is_ok(), "{}", server.log());
     assert!(
