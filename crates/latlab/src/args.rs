@@ -316,6 +316,28 @@ impl GateArgs {
     }
 }
 
+/// Phases past the end would not run: a schedule (`flag`) longer than the run's `duration_ns`
+/// is refused.
+pub fn schedule_within(
+    flag: &str,
+    schedule: &latlab_load::Schedule,
+    duration_ns: u64,
+) -> CliResult<()> {
+    use latlab_model::units::format_duration;
+    let total = schedule.total_ns();
+    if total <= duration_ns {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "{flag}: its phases last {}, longer than --duration {}: those from {} on would not run \
+         (accepted: a --duration of {} or more, or a shorter schedule)",
+        format_duration(total),
+        format_duration(duration_ns),
+        format_duration(duration_ns),
+        format_duration(total)
+    )))
+}
+
 /// The end of a command that checked limits: one line per limit exceeded, exit code 4; else
 /// success.
 pub fn gate_exit(breaches: &[latlab_report::gate::Breach]) -> std::process::ExitCode {

@@ -87,6 +87,9 @@ impl LoadArgs {
                 "--duration 0 (accepted: a duration above 0, e.g. 10s)".into(),
             ));
         }
+        if let Some(s) = &schedule {
+            crate::args::schedule_within("--schedule", s, duration_ns)?;
+        }
         Ok(LoadPlan {
             specs,
             schedule,

@@ -290,19 +290,8 @@ impl MeasureArgs {
             .map(latlab_load::parse_schedule)
             .transpose()
             .map_err(load_error)?;
-        // Phases past the end would not run: a schedule longer than the run asked is refused.
-        if let (Some(s), Some(Ns(d))) = (&schedule, self.duration)
-            && s.total_ns() > d
-        {
-            use latlab_model::units::format_duration;
-            return Err(CliError::Usage(format!(
-                "--load-schedule: its phases last {}, longer than --duration {}: those from {} \
-                 on would not run (accepted: a --duration of {} or more, or a shorter schedule)",
-                format_duration(s.total_ns()),
-                format_duration(d),
-                format_duration(d),
-                format_duration(s.total_ns())
-            )));
+        if let (Some(s), Some(Ns(d))) = (&schedule, self.duration) {
+            args::schedule_within("--load-schedule", s, d)?;
         }
         Ok((sample_period, loads, schedule))
     }

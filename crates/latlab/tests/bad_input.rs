@@ -32,6 +32,11 @@ const ROWS: &[(&[&str], &str)] = &[
         ],
         "--load-schedule: its phases last 4s, longer than --duration 2s",
     ),
+    // `load` refuses it too (it cut the schedule short without a word).
+    (
+        &["load", "--schedule", "cpu 2s, idle 2s", "-D", "1s"],
+        "--schedule: its phases last 4s, longer than --duration 1s",
+    ),
     (
         &["measure", "--window", "500us"],
         "--window 500us: too short (accepted: 1ms or more)",
