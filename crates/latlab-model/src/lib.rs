@@ -709,7 +709,12 @@ impl MeasureConfig {
 
     /// The interval as tables and lines write it: `1ms`, or `-` where it is unknown (0: an
     /// import from a format that does not record it).
+    /// The interval as tables write it; `-` for the busy method, which has none (it reads the
+    /// clock in a loop).
     pub fn interval_text(&self) -> String {
+        if self.method == Method::Busy {
+            return "-".into();
+        }
         interval_text(self.interval_ns)
     }
 

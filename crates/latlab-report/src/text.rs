@@ -82,6 +82,12 @@ fn header(out: &mut String, r: &RunResult) {
         "absolute"
     };
     let mut method = format!("{} ({timing}, {} clock)", c.method.name(), c.clock.name());
+    if c.method == latlab_model::Method::Busy {
+        method = format!(
+            "busy (reads the {} clock in a loop: each gap between two reads is a sample)",
+            c.clock.name()
+        );
+    }
     if !r.records(Unrecorded::METHOD) {
         method = "not recorded (the imported format does not say)".into();
     } else if c.method.is_wakeup() {

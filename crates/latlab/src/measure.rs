@@ -669,10 +669,17 @@ fn describe(cfg: &MeasureConfig) -> String {
     let length = cfg
         .length_text()
         .map_or_else(|| "until Ctrl-C".into(), |l| format!("for {l}"));
+    let how = if cfg.method == latlab_model::Method::Busy {
+        "busy (the clock read in a loop)".to_string()
+    } else {
+        format!(
+            "{} every {}",
+            cfg.method.name(),
+            format_duration(cfg.interval_ns)
+        )
+    };
     format!(
-        "latlab: measuring {} every {} on {place}, {}, {length}",
-        cfg.method.name(),
-        format_duration(cfg.interval_ns),
+        "latlab: measuring {how} on {place}, {}, {length}",
         cfg.policy_text()
     )
 }
@@ -686,6 +693,23 @@ mod tests {
     fn cfg(args: &[&str]) -> CliResult<MeasureConfig> {
         crate::cli_error::parse_args::<MeasureArgs>(args)?
             .to_config(&CpuList::parse("0-3").unwrap())
+    }
+
+    /// The busy method has no interval: its opening line, its summary and its tables do not
+    /// give the default 1ms as one.
+    #[test]
+    fn the_busy_method_is_not_said_to_have_an_interval() {
+        let busy = cfg(&["-m", "busy", "-a", "0"]).unwrap();
+        let line = describe(&busy);
+        assert!(
+            line.starts_with("latlab: measuring busy (the clock read in a loop) on CPU 0"),
+            "{line}"
+        );
+        assert!(!line.contains("every"), "{line}");
+        assert_eq!(busy.interval_text(), "-");
+        let timer = cfg(&["-a", "0"]).unwrap();
+        assert!(describe(&timer).contains("clock-nanosleep every 1ms"));
+        assert_eq!(timer.interval_text(), "1ms");
     }
 
     #[test]
