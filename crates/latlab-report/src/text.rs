@@ -76,31 +76,7 @@ fn header(out: &mut String, r: &RunResult) {
         line(out, "kernel", &kernel);
     }
 
-    let timing = if c.relative || c.method.always_relative() {
-        "relative"
-    } else {
-        "absolute"
-    };
-    let mut method = format!("{} ({timing}, {} clock)", c.method.name(), c.clock.name());
-    if c.method == latlab_model::Method::Busy {
-        method = format!(
-            "busy (reads the {} clock in a loop: each gap between two reads is a sample)",
-            c.clock.name()
-        );
-    }
-    if !r.records(Unrecorded::METHOD) {
-        method = "not recorded (the imported format does not say)".into();
-    } else if c.method.is_wakeup() {
-        match c.waker_cpu {
-            Some(cpu) => {
-                let _ = write!(method, ", waker on CPU {cpu}");
-            }
-            // Every CPU measured: each waker ran on the CPU after its thread's.
-            None if c.cpus.is_some() => method.push_str(", each waker on the next measured CPU"),
-            None => method.push_str(", waker unpinned"),
-        }
-    }
-    line(out, "method", &method);
+    line(out, "method", &method_text(r));
     let mut interval = c.interval_text();
     if c.timer_slack_ns > 0 {
         let _ = write!(
@@ -260,6 +236,37 @@ fn table(out: &mut String, r: &RunResult) {
         out.push_str(LOWER_BOUND_NOTE);
         out.push('\n');
     }
+}
+
+/// The `method:` line of a run's summary: how its threads slept (or were woken), and where the
+/// wakers ran.
+fn method_text(r: &RunResult) -> String {
+    let c = &r.config;
+    let timing = if c.relative || c.method.always_relative() {
+        "relative"
+    } else {
+        "absolute"
+    };
+    let mut method = format!("{} ({timing}, {} clock)", c.method.name(), c.clock.name());
+    if c.method == latlab_model::Method::Busy {
+        method = format!(
+            "busy (reads the {} clock in a loop: each gap between two reads is a sample)",
+            c.clock.name()
+        );
+    }
+    if !r.records(Unrecorded::METHOD) {
+        method = "not recorded (the imported format does not say)".into();
+    } else if c.method.is_wakeup() {
+        match c.waker_cpu {
+            Some(cpu) => {
+                let _ = write!(method, ", waker on CPU {cpu}");
+            }
+            // Every CPU measured: each waker ran on the CPU after its thread's.
+            None if c.cpus.is_some() => method.push_str(", each waker on the next measured CPU"),
+            None => method.push_str(", waker unpinned"),
+        }
+    }
+    method
 }
 
 /// What "≥" before a value means, said under a table that shows one.
