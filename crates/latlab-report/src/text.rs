@@ -32,11 +32,34 @@ pub fn summary_table(result: &RunResult) -> String {
     header(&mut out, result);
     out.push('\n');
     out.push_str(&latency_table(result));
+    if let Some(line) = spikes_line(result) {
+        out.push_str(&line);
+    }
     if let Some(samples) = &result.samples {
         out.push('\n');
         out.push_str(&crate::samples_text(samples));
     }
     out
+}
+
+/// The spikes a `--spike` run kept and the ones it only counted (beyond `--spike-limit`), which
+/// only the JSON said.
+fn spikes_line(r: &RunResult) -> Option<String> {
+    let t = r.spikes.threshold_ns?;
+    let kept = r.spikes.kept.len();
+    let mut line = format!(
+        "\nspikes:   {kept} above {} µs kept (in the JSON and the store)",
+        crate::numfmt::us(t)
+    );
+    if r.spikes.not_kept > 0 {
+        let _ = write!(
+            line,
+            "; {} more counted but not kept (--spike-limit {})",
+            r.spikes.not_kept, r.config.spike_limit
+        );
+    }
+    line.push('\n');
+    Some(line)
 }
 
 /// What `latlab measure -q` prints: the table of [`summary_table`] without its header block or

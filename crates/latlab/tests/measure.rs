@@ -720,3 +720,30 @@ fn a_break_marker_written_is_recorded_in_the_result() {
     let count = err.lines().last().unwrap_or_default().trim();
     assert!(count.parse::<u32>().is_ok_and(|n| n >= 1), "{err}");
 }
+
+/// The summary says how many spikes a `--spike` run kept and how many it only counted beyond
+/// `--spike-limit` (only the JSON said so).
+#[test]
+fn the_summary_says_the_spikes_kept_and_the_ones_only_counted() {
+    let out = measure(&[
+        "-D",
+        "0.5s",
+        "-a",
+        "0",
+        "--spike",
+        "1us",
+        "--spike-limit",
+        "5",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("spikes:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    // Every wake-up takes over 1 µs: five kept, the rest counted.
+    assert!(
+        line.starts_with("spikes:   5 above 1.0 µs kept (in the JSON and the store); ")
+            && line.ends_with(" more counted but not kept (--spike-limit 5)"),
+        "{line}"
+    );
+}
