@@ -74,6 +74,14 @@ pub struct RunSummary {
     pub not_recorded: Vec<String>,
 }
 
+impl RunSummary {
+    /// Whether its format records `what` (one of [`latlab_model::Unrecorded`]'s names), as
+    /// [`latlab_model::RunResult::records`] says of the whole run.
+    pub fn records(&self, what: &str) -> bool {
+        !self.not_recorded.iter().any(|n| n == what)
+    }
+}
+
 /// NaN cannot be stored as an SQLite REAL (it reads back as NULL): NULL stands for it.
 fn real(v: f64) -> Option<f64> {
     if v.is_nan() { None } else { Some(v) }

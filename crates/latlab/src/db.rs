@@ -146,16 +146,16 @@ fn list_table(runs: &[RunSummary]) -> String {
                 elapsed(r.elapsed_ns),
                 format!(
                     "{}/{}",
-                    if r.not_recorded.iter().any(|n| n == Unrecorded::METHOD) {
-                        "-"
-                    } else {
+                    if r.records(Unrecorded::METHOD) {
                         r.method.as_str()
+                    } else {
+                        "-"
                     },
                     latlab_model::interval_text(r.interval_ns)
                 ),
                 match &r.cpus {
                     Some(cpus) => cpus.clone(),
-                    None if r.not_recorded.iter().any(|n| n == Unrecorded::CPUS) => {
+                    None if !r.records(Unrecorded::CPUS) => {
                         format!("{}, not recorded", r.threads)
                     }
                     None => format!("{} unpinned", r.threads),

@@ -413,16 +413,14 @@ fn outranked(
     let load_cpus = load_cpus.unwrap_or(online).cpus().to_vec();
     let busy = latlab_load::busy_realtime(specs, &load_cpus);
     for (label, cpus, waker) in latlab_measure::placement(cfg, online) {
-        for (who, on) in [("measuring thread", &cpus), ("waker", &waker)] {
+        for (whose, on) in [
+            (label.clone(), &cpus),
+            (format!("the waker of {label}"), &waker),
+        ] {
             let Some((spec, priority, _)) = busy.iter().find(|(_, p, hogged)| {
                 *p >= cfg.priority && !on.is_empty() && on.iter().all(|c| hogged.contains(c))
             }) else {
                 continue;
-            };
-            let whose = if who == "waker" {
-                format!("the waker of {label}")
-            } else {
-                label.clone()
             };
             return Err(CliError::Usage(format!(
                 "{flag} {spec}: its threads at priority {priority} keep CPU {} busy, where {whose} \

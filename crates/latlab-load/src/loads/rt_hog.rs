@@ -95,13 +95,18 @@ fn realtime(spec: &LoadSpec) -> i32 {
     watchdog_priority(priority_of(spec))
 }
 
-/// The hogs' priority and the CPUs they keep busy: the first of `cpus`, one each.
+/// The hogs' priority and the CPUs they keep busy.
 pub(crate) fn busy(spec: &LoadSpec, cpus: &[u32]) -> (u32, Vec<u32>) {
-    let threads = spec.workers("threads", cpus.len());
+    let used = hogged(spec.workers("threads", cpus.len()), cpus);
+    (u32::try_from(priority_of(spec)).unwrap_or(0), used)
+}
+
+/// The CPUs `threads` hogs take: the first of `cpus`, one each.
+fn hogged(threads: usize, cpus: &[u32]) -> Vec<u32> {
     let mut used: Vec<u32> = cpus.iter().copied().take(threads).collect();
     used.sort_unstable();
     used.dedup();
-    (u32::try_from(priority_of(spec)).unwrap_or(0), used)
+    used
 }
 
 /// Why the hogs' (or the watchdog's) real-time policy was refused, as measuring explains it.
@@ -240,12 +245,7 @@ impl RtHog {
             fired: Arc::new(Mutex::new(None)),
         };
         // The CPUs the hogs will take.
-        let used: Vec<u32> = {
-            let mut v: Vec<u32> = (0..cfg.threads.min(cpus.len())).map(|i| cpus[i]).collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        };
+        let used = hogged(cfg.threads, cpus);
         let epoch = Instant::now();
         let since = move || u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let beats: Arc<Vec<AtomicU64>> = Arc::new(used.iter().map(|_| AtomicU64::new(0)).collect());
