@@ -175,6 +175,33 @@ impl std::fmt::Debug for LoadSet {
     }
 }
 
+/// A directory the user named (`io:dir=PATH`) must be one: a path that is not is bad input, as
+/// a missing store is, and is said before anything starts.
+fn named_dirs_exist(spec: &LoadSpec) -> Result<(), LoadError> {
+    for opt in spec.descriptor().options {
+        if !matches!(opt.kind, OptKind::Path) || !spec.is_given(opt.name) {
+            continue;
+        }
+        let Some(OptValue::Path(dir)) = spec.option(opt.name) else {
+            continue;
+        };
+        let why = match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => continue,
+            Ok(_) => "not a directory".to_string(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such directory".into(),
+            // Other errors (permissions) say themselves when the load is checked or started.
+            Err(_) => continue,
+        };
+        return Err(LoadError::Invalid(format!(
+            "{}:{}={}: {why} (accepted: an existing directory)",
+            spec.kind(),
+            opt.name,
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 impl LoadSet {
     /// Check, without starting anything, that the CPU set is valid and every load can run here.
     /// No specs: nothing to check.
@@ -184,6 +211,7 @@ impl LoadSet {
         }
         opts.resolve_cpus()?;
         for spec in specs {
+            named_dirs_exist(spec)?;
             (spec.descriptor().supported)(spec, opts).map_err(|reason| LoadError::Unsupported {
                 kind: spec.kind().into(),
                 reason,

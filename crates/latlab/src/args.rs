@@ -89,6 +89,10 @@ impl Cpus {
     }
 }
 
+/// The forms `--listen` accepts as an address.
+pub const LISTEN_FORMS: &str =
+    "IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464; localhost:PORT; :PORT for every address";
+
 /// `--listen`: an address, or `off` (no web server). `:PORT` is every address, IPv6 and IPv4
 /// (as Go's exporters read it: `[::]`), and `localhost:PORT` is 127.0.0.1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,10 +114,7 @@ impl std::str::FromStr for Listen {
             text.parse().ok()
         };
         addr.map(|a| Listen(Some(a))).ok_or_else(|| {
-            format!(
-                "{text:?} is not an address (accepted: IP:PORT, e.g. 127.0.0.1:9464 or \
-                 [::1]:9464; localhost:PORT; :PORT for every address; or off)"
-            )
+            format!("{text:?} is not an address (accepted: {LISTEN_FORMS}; or off for monitor)")
         })
     }
 }

@@ -396,7 +396,10 @@ pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {
 pub fn serve(args: ServeArgs) -> CliResult<ExitCode> {
     let db = latlab_store::resolve_path(args.db.as_deref());
     let listen = args.listen.0.ok_or_else(|| {
-        CliError::Usage("--listen off: serve needs an address (accepted: IP:PORT)".into())
+        CliError::Usage(format!(
+            "--listen off: serve is the web server and needs an address (accepted: {})",
+            crate::args::LISTEN_FORMS
+        ))
     })?;
     let web_config = args.web.resolve(Some(listen))?;
     // A --db that is not a store is refused before the signal thread starts.

@@ -233,6 +233,10 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (&["serve", "--listen", "everywhere"], "is not an address"),
     (&["serve", "--listen", ":99999"], "is not an address"),
+    (
+        &["serve", "--listen", "off"],
+        "--listen off: serve is the web server and needs an address (accepted: IP:PORT",
+    ),
     // `:PORT` is every address, IPv6 and IPv4, as Go's exporters read it: so it is not loopback.
     (
         &["serve", "--listen", ":9464"],

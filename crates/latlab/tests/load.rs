@@ -25,17 +25,21 @@ fn list_shows_every_load_with_options_and_units() {
 }
 
 #[test]
-fn a_load_that_cannot_run_here_fails_before_running() {
-    let out = run_exit(
-        latlab!().args(["load", "cpu", "io:dir=/nonexistent-dir"]),
-        1,
-    );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("io: cannot run here: /nonexistent-dir"),
-        "{err}"
-    );
-    assert!(!err.contains("running"), "{err}");
+fn a_directory_that_is_not_there_is_bad_input_before_running() {
+    for (dir, why) in [
+        ("/nonexistent-dir", "no such directory"),
+        ("/proc/self/status", "not a directory"),
+    ] {
+        let out = run_exit(latlab!().args(["load", "cpu", &format!("io:dir={dir}")]), 2);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "io:dir={dir}: {why} (accepted: an existing directory)"
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("running"), "{err}");
+    }
 }
 
 #[test]
