@@ -9,7 +9,8 @@ pub struct Throughput {
     pub what: String,
     /// The unit of `rate`, e.g. `"ops/s"`, `"IOPS"`, `"MB/s"`, `"files/s"`, `"messages/s"`.
     pub unit: String,
-    /// Work per second of the load's own running time.
+    /// Work per second of the load's own running time (for `cpu` with both loops, of each
+    /// loop's share of it: they alternate).
     pub rate: f64,
     /// The total amount of work counted (in the unit of `rate` times seconds).
     pub total: f64,
