@@ -485,13 +485,35 @@ pub fn junit_of_refusal(args: &[std::ffi::OsString], message: &str) {
             None => None,
         }
     });
-    // A path that cannot take it is not written (the refusal is said already).
+    // A refusal of the path itself, or a file there that is not a JUnit report (the store or
+    // the plan named by mistake), is not written over: the refusal is said already.
+    if message.starts_with("--junit") || !path.as_deref().is_some_and(may_hold_junit) {
+        return;
+    }
     if let Ok(Some(out)) = OutputFile::open("--junit", &path) {
         let suite = latlab_report::junit::error_suite(command, message);
         if let Err(e) = out.write(&latlab_report::junit::render(&[suite])) {
             eprintln!("latlab: error: {e:#}");
         }
     }
+}
+
+/// Whether a refusal's JUnit may go to `path`: standard output, a file not there yet, an empty
+/// one, or a JUnit report (an earlier run's, which must not read as this one's pass).
+fn may_hold_junit(path: &Path) -> bool {
+    use std::io::Read;
+    if path == Path::new("-") {
+        return true;
+    }
+    // Not there (a link to a file not there yet included).
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return !path.exists();
+    };
+    let mut head = [0u8; 512];
+    let n = file.read(&mut head).unwrap_or(0);
+    let text = String::from_utf8_lossy(&head[..n]);
+    let text = text.trim_start();
+    text.is_empty() || (text.starts_with('<') && text.contains("<testsuite"))
 }
 
 /// Write `text` to standard output. A reader that stops early (`| head`) is not an error: what

@@ -364,6 +364,71 @@ fn a_gate_that_cannot_start_replaces_an_earlier_junit_with_its_error() {
     assert_eq!(std::fs::read_to_string(&junit).unwrap(), "kept");
 }
 
+/// A refused `--junit` that names the store or the plan writes nothing there: the store keeps
+/// its runs and the plan its text. Nor is any other file that is not a JUnit report written over.
+#[test]
+fn a_refused_junit_path_that_names_the_store_or_the_plan_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, plan, notes) = (
+        dir.path().join("t.db"),
+        dir.path().join("p.toml"),
+        dir.path().join("notes.txt"),
+    );
+    run_exit(
+        latlab!()
+            .args([
+                "measure",
+                "-l",
+                "20",
+                "-i",
+                "1ms",
+                "-q",
+                "--no-samplers",
+                "--db",
+            ])
+            .arg(&db)
+            .args(policy_args()),
+        0,
+    );
+    let stored = std::fs::read(&db).unwrap();
+    let plan_text = "name = \"p\"\n[settings]\nduration = \"1s\"\n";
+    std::fs::write(&plan, plan_text).unwrap();
+    std::fs::write(&notes, "mine\n").unwrap();
+    let (d, p, n) = (
+        db.to_str().unwrap(),
+        plan.to_str().unwrap(),
+        notes.to_str().unwrap(),
+    );
+    let cases: [&[&str]; 5] = [
+        &["measure", "-D", "1s", "--db", d, "--junit", d],
+        &["run", p, "--db", d, "--junit", d],
+        &["run", p, "--db", d, "--dry-run", "--junit", p],
+        // Refused for another reason: a file that is no JUnit report is not written over.
+        &["measure", "-D", "1s", "--max-p99", "0", "--junit", n],
+        &["check", "--bogus", "--junit", n],
+    ];
+    for args in cases {
+        let out = latlab!().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            std::fs::read(&db).unwrap() == stored,
+            "{args:?}: the store was written over"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&plan).unwrap(),
+            plan_text,
+            "{args:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&notes).unwrap(),
+            "mine\n",
+            "{args:?}"
+        );
+    }
+    let out = run_exit(latlab!().args(["db", "list", "--db", d]), 0);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("clock-nanosleep"));
+}
+
 #[test]
 fn run_gives_a_case_per_cell_and_cpu_and_exits_4_on_a_limit() {
     let dir = tempfile::tempdir().unwrap();
