@@ -185,6 +185,15 @@ fn measure_options() -> BTreeMap<String, Arity> {
         .collect()
 }
 
+/// The long options of the gate (`--max-latency`, `--junit`, ...): `latlab run`'s own, which a
+/// cell's measure arguments would take and nothing would check.
+fn gate_options() -> Vec<String> {
+    crate::args::GateArgs::augment_args(Command::new("gate"))
+        .get_arguments()
+        .filter_map(|a| a.get_long().map(str::to_string))
+        .collect()
+}
+
 impl ExperimentPlan {
     pub fn load(path: &Path) -> Result<ExperimentPlan, PlanError> {
         let file = path.display().to_string();
@@ -248,8 +257,18 @@ impl ExperimentPlan {
             }
         };
         let options = measure_options();
+        let gates = gate_options();
         let check_key = |key: &Spanned<String>| -> Result<Arity, PlanError> {
             let k = key.get_ref();
+            if gates.contains(k) {
+                return Err(err(
+                    key.span().start,
+                    format!(
+                        "{k:?} gates the whole run, which `latlab run` does, not a plan \
+                         (accepted: `latlab run PLAN --{k} …`; a plan holds measuring settings)"
+                    ),
+                ));
+            }
             if RUNNER_OWNED.contains(&k.as_str()) {
                 return Err(err(
                     key.span().start,
@@ -633,6 +652,17 @@ priority = [80, 95]
                 "name = \"x\"\n[settings]\nduration = \"1s\"\njson = \"a\"\n",
                 4,
                 "set by the runner, not by plans (accepted: measuring settings;",
+            ),
+            (
+                "name = \"x\"\n[settings]\nduration = \"1s\"\nmax-latency = \"10us\"\n",
+                4,
+                "\"max-latency\" gates the whole run, which `latlab run` does, not a plan \
+                 (accepted: `latlab run PLAN --max-latency …`",
+            ),
+            (
+                "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\njunit = [\"a\", \"b\"]\n",
+                5,
+                "\"junit\" gates the whole run",
             ),
             (
                 "name = \"x\"\nrepeat = 0\n[settings]\nduration = \"1s\"\n",
