@@ -671,3 +671,38 @@ pub fn profile_dirs(
     }
     Ok(dirs)
 }
+
+/// Where a command's progress lines go: stdout, or stderr where `--junit -` writes the XML to
+/// stdout (a JUnit reader takes stdout whole).
+#[derive(Clone, Copy)]
+pub(crate) struct Say {
+    to_stderr: bool,
+}
+
+impl Say {
+    pub(crate) const STDOUT: Say = Say { to_stderr: false };
+
+    /// Beside the `--junit` output `junit`.
+    pub(crate) fn beside(junit: &Option<std::path::PathBuf>) -> Say {
+        Say {
+            to_stderr: junit.as_deref().is_some_and(|p| p.as_os_str() == "-"),
+        }
+    }
+
+    /// `text` as it is (a table ending in its newline).
+    pub(crate) fn text(self, text: &str) {
+        if self.to_stderr {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
+        }
+    }
+
+    pub(crate) fn line(self, text: impl std::fmt::Display) {
+        if self.to_stderr {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    }
+}

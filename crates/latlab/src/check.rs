@@ -160,6 +160,8 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     let color =
         !args.json && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
 
+    // Beside `--junit -` (the XML alone on stdout), the tables go to stderr.
+    let say = crate::args::Say::beside(&args.junit);
     let facts = latlab_check::Facts::gather(sys, &who);
     let first = latlab_check::run(&facts, target, &skip);
     let mut measured = measure_ns.map(|ns| MeasureOutcome {
@@ -174,10 +176,10 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         if args.json {
             print_json(&first, None, None, measured.as_ref())?;
         } else {
-            print!("{}", table(&first, color));
-            print!("{}", fix_hint(&first));
+            say.text(&table(&first, color));
+            say.text(&fix_hint(&first));
             if let Some(m) = &measured {
-                print!("{}", measure_table(m));
+                say.text(&measure_table(m));
             }
         }
         if let Some(out) = junit {
@@ -233,23 +235,23 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     if args.json {
         print_json(&after, Some(&first), Some(&outcome), measured.as_ref())?;
     } else {
-        print!("{}", table(&first, color));
-        print!("{}", fix_text(&outcome, latlab_tune::boot::has_grub(sys)));
+        say.text(&table(&first, color));
+        say.text(&fix_text(&outcome, latlab_tune::boot::has_grub(sys)));
         if !warned.is_empty() {
-            println!(
+            say.line(format_args!(
                 "  not applied, as they only warn: the knobs of {} (--fix-warnings applies them)",
                 warned.join(", ")
-            );
+            ));
         }
-        println!();
+        say.line("");
         if outcome.done.written == 0 {
-            println!("after the fix: nothing was written; the system is as checked above");
+            say.line("after the fix: nothing was written; the system is as checked above");
         } else {
-            println!("after the fix:");
-            print!("{}", table(&after, color));
+            say.line("after the fix:");
+            say.text(&table(&after, color));
         }
         if let Some(m) = &measured {
-            print!("{}", measure_table(m));
+            say.text(&measure_table(m));
         }
     }
     if let Some(out) = junit {

@@ -1,6 +1,7 @@
 //! `latlab run PLAN.toml`: an experiment over the cartesian product of a plan's axes, each cell
 //! repeated, in an interleaved order, every run saved to the store as it finishes, resumable.
 
+use crate::args::Say;
 use crate::cli_error::{CliError, CliResult};
 use crate::measure::MeasureArgs;
 use crate::plan::{Cell, ExperimentPlan};
@@ -456,32 +457,6 @@ pub fn cut_short_line(
         repeat + 1,
         latlab_model::units::format_elapsed(run.elapsed_ns)
     )
-}
-
-/// Where a command's progress lines go: stdout, or stderr where `--junit -` writes the XML to
-/// stdout (a JUnit reader takes stdout whole).
-#[derive(Clone, Copy)]
-pub(crate) struct Say {
-    to_stderr: bool,
-}
-
-impl Say {
-    pub(crate) const STDOUT: Say = Say { to_stderr: false };
-
-    /// Beside the `--junit` output `junit`.
-    fn beside(junit: &Option<std::path::PathBuf>) -> Say {
-        Say {
-            to_stderr: junit.as_deref().is_some_and(|p| p.as_os_str() == "-"),
-        }
-    }
-
-    pub(crate) fn line(self, text: impl std::fmt::Display) {
-        if self.to_stderr {
-            eprintln!("{text}");
-        } else {
-            println!("{text}");
-        }
-    }
 }
 
 /// Take an interrupted experiment up again: say what is saved, and mark it running.

@@ -422,7 +422,7 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
             &e,
             "search",
             saved.len(),
-            crate::run::Say::STDOUT,
+            crate::args::Say::STDOUT,
         )?;
         (e.id, saved)
     } else {

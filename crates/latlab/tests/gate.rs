@@ -171,6 +171,16 @@ fn junit_to_stdout_is_the_xml_alone() {
         "{}",
         stderr(&out)
     );
+
+    // `check`'s table, too: stdout is the XML alone.
+    let out = latlab!().args(["check", "--junit", "-"]).output().unwrap();
+    std::fs::write(&xml, &out.stdout).unwrap();
+    assert!(
+        xml_counts(&xml).0 >= 20,
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(stderr(&out).contains("limits.rtprio"), "{}", stderr(&out));
 }
 
 /// A gate's run that `--break` ends early measured less than asked: it fails (exit 4) on the CPU
