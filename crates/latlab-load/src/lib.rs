@@ -313,19 +313,40 @@ pub fn keep_time_priority(specs: &[LoadSpec]) -> Option<i32> {
         .max()
 }
 
-/// The CPUs the loads keep busy at a real-time priority, as `(spec, priority, CPUs)` (an
-/// rt-hog's hogs take the first of `cpus`, one each): a real-time thread that may run only
-/// there, at that priority or below, does not run while they do.
-pub fn busy_realtime<'a>(
-    specs: &'a [LoadSpec],
-    cpus: &[u32],
-) -> Vec<(&'a LoadSpec, u32, Vec<u32>)> {
+/// A load's real-time threads that keep CPUs busy (an rt-hog's hogs).
+#[derive(Debug, Clone)]
+pub struct BusyRealtime<'a> {
+    pub spec: &'a LoadSpec,
+    pub priority: u32,
+    /// SCHED_RR: a thread of the same priority gets the CPU when a hog's time slice ends.
+    pub round_robin: bool,
+    /// The CPUs they keep busy: the first of the load's CPUs, one each.
+    pub cpus: Vec<u32>,
+}
+
+impl BusyRealtime<'_> {
+    /// Whether a real-time thread at `priority` that may run only on `on` never runs while
+    /// the hogs do: they outrank it there, or they are SCHED_FIFO at its priority (a FIFO
+    /// thread keeps the CPU until it blocks; RT throttling holds every real-time thread alike).
+    pub fn starves(&self, priority: u32, on: &[u32]) -> bool {
+        let outranks = self.priority > priority || self.priority == priority && !self.round_robin;
+        outranks && !on.is_empty() && on.iter().all(|c| self.cpus.contains(c))
+    }
+}
+
+/// The CPUs the loads keep busy at a real-time priority (see [`BusyRealtime`]).
+pub fn busy_realtime<'a>(specs: &'a [LoadSpec], cpus: &[u32]) -> Vec<BusyRealtime<'a>> {
     specs
         .iter()
         .filter(|s| s.descriptor().name == loads::rt_hog::DESCRIPTOR.name)
-        .map(|s| {
-            let (priority, busy) = loads::rt_hog::busy(s, cpus);
-            (s, priority, busy)
+        .map(|spec| {
+            let (priority, round_robin, cpus) = loads::rt_hog::busy(spec, cpus);
+            BusyRealtime {
+                spec,
+                priority,
+                round_robin,
+                cpus,
+            }
         })
         .collect()
 }
@@ -352,6 +373,28 @@ pub(crate) fn offset_ns(origin: Instant, t: Instant) -> u64 {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A hog starves a thread that may run only on its CPUs when it outranks it, or is fifo at
+    /// its priority; an rr hog at its priority takes turns with it, and a CPU of its own is
+    /// enough.
+    #[test]
+    fn hogs_starve_what_they_outrank_and_fifo_its_equal() {
+        let specs: Vec<LoadSpec> = [
+            "rt-hog:threads=1,priority=50",
+            "rt-hog:threads=1,priority=50,policy=fifo",
+        ]
+        .iter()
+        .map(|s| LoadSpec::parse(s).unwrap())
+        .collect();
+        let busy = busy_realtime(&specs, &[0, 1]);
+        let (rr, fifo) = (&busy[0], &busy[1]);
+        assert_eq!((rr.round_robin, fifo.round_robin), (true, false));
+        assert_eq!(rr.cpus, vec![0]);
+        assert!(rr.starves(49, &[0]) && fifo.starves(49, &[0]));
+        assert!(!rr.starves(50, &[0]) && fifo.starves(50, &[0]));
+        assert!(!rr.starves(51, &[0]) && !fifo.starves(51, &[0]));
+        assert!(!fifo.starves(50, &[0, 1]) && !fifo.starves(50, &[]));
+    }
 
     /// A thread keeps time above the highest real-time thread of the loads: an `rt-hog`'s
     /// watchdog, one above its hogs (99 at most); loads without real-time threads need nothing.

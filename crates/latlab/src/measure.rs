@@ -399,7 +399,7 @@ impl MeasureArgs {
 }
 
 /// Refuse loads that keep a measuring thread, or its waker, from ever running: an rt-hog on
-/// every CPU it may run on, at its priority or above. It waited for its turn without end, past
+/// every CPU it may run on, above its priority or at it under fifo. It waited for its turn without end, past
 /// --duration and the first Ctrl-C (RT throttling holds every real-time thread alike).
 fn outranked(
     cfg: &latlab_model::MeasureConfig,
@@ -417,16 +417,20 @@ fn outranked(
             (label.clone(), &cpus),
             (format!("the waker of {label}"), &waker),
         ] {
-            let Some((spec, priority, _)) = busy.iter().find(|(_, p, hogged)| {
-                *p >= cfg.priority && !on.is_empty() && on.iter().all(|c| hogged.contains(c))
-            }) else {
+            let Some(hog) = busy.iter().find(|b| b.starves(cfg.priority, on)) else {
                 continue;
             };
+            let (spec, priority) = (hog.spec, hog.priority);
+            let how = if priority == cfg.priority {
+                format!("at priority {priority} under fifo, which never yields to its equal,")
+            } else {
+                format!("at priority {priority}")
+            };
             return Err(CliError::Usage(format!(
-                "{flag} {spec}: its threads at priority {priority} keep CPU {} busy, where {whose} \
-                 would run at {} {}, and it would never run (accepted: --priority above \
-                 {priority}, a lower priority= for the load, or --load-cpus apart from the \
-                 measured CPUs)",
+                "{flag} {spec}: its threads {how} keep CPU {} busy, where {whose} would run at \
+                 {} {}, and it would never run (accepted: --priority above {priority}, a lower \
+                 priority= for the load, policy=rr at the same priority, or --load-cpus apart \
+                 from the measured CPUs)",
                 CpuList::from_cpus(on.clone()),
                 cfg.policy.name(),
                 cfg.priority

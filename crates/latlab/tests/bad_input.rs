@@ -93,6 +93,23 @@ const ROWS: &[(&[&str], &str)] = &[
         ],
         "keep CPU 0 busy, where cpu0 would run at fifo 50, and it would never run",
     ),
+    // At the same priority a fifo hog never yields; an rr one does (its time slice ends).
+    (
+        &[
+            "measure",
+            "-a",
+            "0",
+            "-p",
+            "50",
+            "-D",
+            "1s",
+            "--load",
+            "rt-hog:threads=1,priority=50,policy=fifo",
+            "--load-cpus",
+            "0",
+        ],
+        "its threads at priority 50 under fifo, which never yields to its equal, keep CPU 0 busy",
+    ),
     (&["measure", "--sample-period", "1ms"], "too short"),
     (&["measure", "--sample-period", "often"], "--sample-period"),
     (&["measure", "--histfile-range", "0"], "--histfile-range 0"),

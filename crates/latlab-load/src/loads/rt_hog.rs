@@ -95,10 +95,15 @@ fn realtime(spec: &LoadSpec) -> i32 {
     watchdog_priority(priority_of(spec))
 }
 
-/// The hogs' priority and the CPUs they keep busy.
-pub(crate) fn busy(spec: &LoadSpec, cpus: &[u32]) -> (u32, Vec<u32>) {
+/// The hogs' priority, whether they take turns (SCHED_RR) and the CPUs they keep busy.
+pub(crate) fn busy(spec: &LoadSpec, cpus: &[u32]) -> (u32, bool, Vec<u32>) {
     let used = hogged(spec.workers("threads", cpus.len()), cpus);
-    (u32::try_from(priority_of(spec)).unwrap_or(0), used)
+    let round_robin = policy_of(spec) == libc::SCHED_RR;
+    (
+        u32::try_from(priority_of(spec)).unwrap_or(0),
+        round_robin,
+        used,
+    )
 }
 
 /// The CPUs `threads` hogs take: the first of `cpus`, one each.
