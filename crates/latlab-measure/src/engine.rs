@@ -285,6 +285,9 @@ impl Collector {
         acc.next_window = acc.next_window.max(buf.index + buf.span);
         acc.missed += buf.missed;
         acc.last_window_max = max;
+        if buf.spikes_replaced {
+            buf.spikes.sort_unstable_by_key(|s| s.at);
+        }
         let spikes = buf.spikes.iter().map(|s| Spike {
             thread: buf.thread,
             cpu: self.plans_cpu[buf.thread as usize],
@@ -305,15 +308,30 @@ impl Collector {
                 spikes: spikes.collect(),
             }),
             None => {
-                for s in spikes {
-                    if (self.spikes.len() as u64) < self.spike_limit {
-                        self.spikes.push(s);
-                    } else {
-                        self.spikes_not_kept += 1;
-                    }
+                self.spikes.extend(spikes);
+                // Past twice the limit, the largest `spike_limit` stay (amortized: each spike
+                // is looked at a few times at most).
+                if self.spikes.len() as u64 > self.spike_limit.saturating_mul(2).max(1) {
+                    self.keep_largest_spikes();
                 }
             }
         }
+    }
+
+    /// Keep the largest `spike_limit` spikes, in the order of time, and count the others: a
+    /// run with more spikes than its limit keeps its worst ones, never only its first.
+    fn keep_largest_spikes(&mut self) {
+        let limit = usize::try_from(self.spike_limit).unwrap_or(usize::MAX);
+        if self.spikes.len() <= limit {
+            return;
+        }
+        if limit > 0 {
+            self.spikes
+                .select_nth_unstable_by(limit - 1, |a, b| b.value_ns.cmp(&a.value_ns));
+        }
+        self.spikes_not_kept += (self.spikes.len() - limit) as u64;
+        self.spikes.truncate(limit);
+        self.spikes.sort_unstable_by_key(|s| (s.at_ns, s.thread));
     }
 
     fn live(&self, labels: &[String], elapsed_ns: u64) -> Live {
@@ -870,12 +888,13 @@ fn assemble(
     job: &Job,
     sys: &Sys,
     env: RunEnvironment,
-    col: Collector,
+    mut col: Collector,
     ends: Vec<ThreadEnd>,
     start_unix_ns: u64,
     elapsed_ns: u64,
 ) -> RunResult {
     let (cfg, plans, stop, last) = (job.cfg, &job.plans, &job.stop, job.last);
+    col.keep_largest_spikes();
     let stop_reason = stop
         .reason()
         .unwrap_or(if cfg.loops.is_some_and(|l| l <= last) {
@@ -942,6 +961,39 @@ fn assemble(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// The collector keeps a run's largest spikes within the limit, in the order of time, and
+    /// counts the rest: not the first ones.
+    #[test]
+    fn the_collector_keeps_the_largest_spikes_in_time_order() {
+        let cfg = MeasureConfig {
+            cpus: Some(vec![0]),
+            spike_limit: 3,
+            window_ns: 1_000_000_000,
+            ..Default::default()
+        };
+        let (plans, _) = plan_threads(&cfg, &CpuList::parse("0").unwrap());
+        let mut col = Collector::new(&cfg, &plans, false);
+        let mut buf = WindowBuf::new(0);
+        for (at, value) in [
+            (1, 5),
+            (2, 1),
+            (3, 9),
+            (4, 3),
+            (5, 7),
+            (6, 2),
+            (7, 4),
+            (8, 6),
+        ] {
+            buf.hist.record(value);
+            buf.add_spike(at, value);
+        }
+        col.take(&mut buf);
+        col.keep_largest_spikes();
+        let kept: Vec<(u64, u64)> = col.spikes.iter().map(|s| (s.at_ns, s.value_ns)).collect();
+        assert_eq!(kept, vec![(3, 9), (5, 7), (8, 6)]);
+        assert_eq!(col.spikes_not_kept, 5);
+    }
 
     #[test]
     fn a_stall_counts_its_missed_periods_in_the_windows_they_were_due_in() {

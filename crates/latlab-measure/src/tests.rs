@@ -354,3 +354,42 @@ fn stagger_offsets_each_threads_deadlines_by_its_share_of_the_interval() {
         }
     }
 }
+
+/// Beyond `--spike-limit` a run keeps its largest spikes, in the order of time, and counts the
+/// others: the maximum is always among those kept (it was the first ones before).
+#[test]
+fn a_run_past_its_spike_limit_keeps_its_largest_spikes() {
+    let mut c = cfg(Method::ClockNanosleep);
+    c.spike_threshold_ns = Some(1);
+    c.spike_limit = 10;
+    let r = run(&c, &Sys::default(), StopSignal::new(), &mut |_| {}).unwrap();
+    let t = &r.threads[0];
+    assert_eq!(r.spikes.kept.len(), 10);
+    assert_eq!(
+        r.spikes.not_kept + 10,
+        t.stats.count,
+        "every sample is a spike"
+    );
+    assert!(r.spikes.kept.iter().any(|s| s.value_ns == t.stats.max));
+    assert!(r.spikes.kept.windows(2).all(|w| w[0].at_ns <= w[1].at_ns));
+}
+
+/// A window's room for spikes keeps its largest ones: past it the smallest kept gives way.
+#[test]
+fn a_full_window_keeps_its_largest_spikes() {
+    use crate::window::{SPIKES_PER_WINDOW, WindowBuf};
+    let mut buf = WindowBuf::new(0);
+    for i in 0..SPIKES_PER_WINDOW as u64 {
+        assert!(buf.add_spike(i, 100 + i));
+    }
+    assert!(buf.add_spike(5000, 1_000_000), "a larger one is kept");
+    assert!(!buf.add_spike(5001, 50), "a smaller one is counted");
+    assert_eq!(buf.spikes_dropped, 2);
+    assert_eq!(buf.spikes.len(), SPIKES_PER_WINDOW);
+    let values: Vec<u64> = buf.spikes.iter().map(|s| s.value).collect();
+    assert!(
+        values.contains(&1_000_000) && !values.contains(&100),
+        "the smallest gave way"
+    );
+    assert!(buf.spikes_replaced);
+}

@@ -9,8 +9,7 @@ use std::sync::mpsc::{Receiver, SyncSender};
 
 /// Stall events kept per window for the exact missed-period correction.
 pub const STALLS_PER_WINDOW: usize = 256;
-/// Spikes kept per window before further ones are only counted.
-pub const SPIKES_PER_WINDOW: usize = 1024;
+pub use latlab_model::SPIKES_PER_WINDOW;
 /// Buffers per thread: one recording, one in flight, one spare.
 pub const POOL: usize = 3;
 
@@ -47,6 +46,8 @@ pub struct WindowBuf {
     pub stalls_overflowed: bool,
     pub spikes: Vec<SpikeRec>,
     pub spikes_dropped: u64,
+    /// Kept spikes gave way to larger ones: `spikes` is no longer in the order of time.
+    pub spikes_replaced: bool,
     /// When the window's maximum (`hist.max()`) happened, ns after the run's start.
     pub max_at: u64,
     /// The thread's last buffer.
@@ -66,6 +67,7 @@ impl WindowBuf {
             stalls_overflowed: false,
             spikes: Vec::with_capacity(SPIKES_PER_WINDOW),
             spikes_dropped: 0,
+            spikes_replaced: false,
             max_at: 0,
             last: false,
         }
@@ -80,6 +82,7 @@ impl WindowBuf {
         self.stalls_overflowed = false;
         self.spikes.clear();
         self.spikes_dropped = 0;
+        self.spikes_replaced = false;
         self.max_at = 0;
         self.span = 1;
         self.last = false;
@@ -98,15 +101,34 @@ impl WindowBuf {
         }
     }
 
-    /// Keep a spike; false when the window's room for spikes is full (it is only counted).
+    /// Keep a spike; false when it is only counted. When the window's room is full, the
+    /// smallest spike kept gives way to a larger one (and is counted instead), so a window keeps
+    /// its largest spikes: its worst is never the one dropped.
     #[inline]
     pub fn add_spike(&mut self, at: u64, value: u64) -> bool {
         if self.spikes.len() < SPIKES_PER_WINDOW {
             self.spikes.push(SpikeRec { at, value });
-            true
-        } else {
-            self.spikes_dropped += 1;
-            false
+            return true;
+        }
+        self.spikes_dropped += 1;
+        self.replace_smallest(SpikeRec { at, value })
+    }
+
+    /// Beyond the room: `spike` takes the place of the smallest kept, where it is larger.
+    #[cold]
+    fn replace_smallest(&mut self, spike: SpikeRec) -> bool {
+        let smallest = self
+            .spikes
+            .iter_mut()
+            .min_by_key(|s| s.value)
+            .filter(|s| s.value < spike.value);
+        match smallest {
+            Some(s) => {
+                *s = spike;
+                self.spikes_replaced = true;
+                true
+            }
+            None => false,
         }
     }
 }

@@ -550,6 +550,9 @@ pub struct Spike {
     pub story: Option<trace::SpikeStory>,
 }
 
+/// Spikes a measuring thread keeps in one window; beyond it the largest stay.
+pub const SPIKES_PER_WINDOW: usize = 1024;
+
 /// Spikes kept over the run, and how many more were seen but not kept.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Spikes {

@@ -54,8 +54,11 @@ fn spikes_line(r: &RunResult) -> Option<String> {
     if r.spikes.not_kept > 0 {
         let _ = write!(
             line,
-            "; {} more counted but not kept (--spike-limit {})",
-            r.spikes.not_kept, r.config.spike_limit
+            "; {} more counted but not kept (the largest are kept: --spike-limit {} a run, {} a \
+             thread a window)",
+            r.spikes.not_kept,
+            r.config.spike_limit,
+            latlab_model::SPIKES_PER_WINDOW
         );
     }
     line.push('\n');

@@ -743,7 +743,10 @@ fn the_summary_says_the_spikes_kept_and_the_ones_only_counted() {
     // Every wake-up takes over 1 µs: five kept, the rest counted.
     assert!(
         line.starts_with("spikes:   5 above 1.0 µs kept (in the JSON and the store); ")
-            && line.ends_with(" more counted but not kept (--spike-limit 5)"),
+            && line.ends_with(
+                " more counted but not kept (the largest are kept: --spike-limit 5 a run, 1024 \
+                 a thread a window)"
+            ),
         "{line}"
     );
 }
