@@ -63,11 +63,55 @@ enum DbCommand {
 /// creating the store if needed. Returns a line saying where it went.
 pub fn save_result(db: Option<&Path>, result: &RunResult) -> CliResult<String> {
     let path = latlab_store::resolve_path(db);
-    let mut store = crate::args::open_store(&path)?;
-    let id = store
-        .save_run(result, None)
-        .with_context(|| format!("saving the run to {}", path.display()))?;
-    Ok(format!("saved as run {id} in {}", path.display()))
+    let saved = crate::args::open_store(&path).and_then(|mut store| {
+        store
+            .save_run(result, None)
+            .with_context(|| format!("saving the run to {}", path.display()))
+            .map_err(CliError::Failed)
+    });
+    match saved {
+        Ok(id) => Ok(format!("saved as run {id} in {}", path.display())),
+        Err(e) => Err(CliError::Failed(anyhow::anyhow!(
+            "{e:#}; {}",
+            rescue(result, &path)
+        ))),
+    }
+}
+
+/// A run the store could not take (a full disk, a store gone read-only) is written to a file of
+/// its own so that what was measured is not lost: `latlab-unsaved-ID.json` beside the store, or
+/// else in the temporary directory. Returns the words that say where, or that it is lost.
+pub fn rescue(result: &RunResult, store: &Path) -> String {
+    let name = format!("latlab-unsaved-{}.json", result.id);
+    let beside = store
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .join(&name);
+    let text = result.to_json_pretty();
+    let mut why = Vec::new();
+    for path in [beside, std::env::temp_dir().join(&name)] {
+        match std::fs::write(&path, &text) {
+            Ok(()) => {
+                return format!(
+                    "the run is kept in {} (latlab db import-json {} --db {} stores it once \
+                     the store can take it)",
+                    path.display(),
+                    path.display(),
+                    store.display()
+                );
+            }
+            Err(e) => {
+                // A partial file is no result.
+                let _ = std::fs::remove_file(&path);
+                why.push(format!("{}: {e}", path.display()));
+            }
+        }
+    }
+    format!(
+        "the run is lost: no file could take it ({})",
+        why.join("; ")
+    )
 }
 
 pub fn run(args: DbArgs) -> CliResult<ExitCode> {

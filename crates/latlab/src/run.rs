@@ -289,7 +289,11 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             progress.clear();
             if let Ok(result) = &result {
                 let id = store.save_run(result, None).with_context(|| {
-                    format!("saving the cut-short run of cell {}", cell.cell.key)
+                    format!(
+                        "saving the cut-short run of cell {}; {}",
+                        cell.cell.key,
+                        crate::db::rescue(result, &db_path)
+                    )
                 })?;
                 eprintln!(
                     "{}",
@@ -302,9 +306,14 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         match result {
             Ok(result) => {
                 let cref = cell_ref(experiment, &cell.cell, r);
-                store
-                    .save_run(&result, Some(&cref))
-                    .with_context(|| format!("saving cell {} repeat {}", cell.cell.key, r + 1))?;
+                store.save_run(&result, Some(&cref)).with_context(|| {
+                    format!(
+                        "saving cell {} repeat {}; {}",
+                        cell.cell.key,
+                        r + 1,
+                        crate::db::rescue(&result, &db_path)
+                    )
+                })?;
                 progress.finish(n, &result);
             }
             Err(e) => {

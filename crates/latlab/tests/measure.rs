@@ -721,6 +721,71 @@ fn a_break_marker_written_is_recorded_in_the_result() {
     assert!(count.parse::<u32>().is_ok_and(|n| n >= 1), "{err}");
 }
 
+/// A run the store cannot take (its disk full) is not lost: it is written to a file of its own,
+/// the error says where and how to store it, and that file stores. The store lives on a small
+/// tmpfs in a mount namespace of its own, which vanishes with it.
+#[test]
+fn a_run_the_full_store_cannot_take_is_kept_in_a_file() {
+    if !latlab_testkit::root_or_skip("mounting a small tmpfs in a private mount namespace")
+        || !latlab_testkit::require("unshare")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (disk, rescue) = (dir.path().join("disk"), dir.path().join("tmp"));
+    std::fs::create_dir_all(&disk).unwrap();
+    std::fs::create_dir_all(&rescue).unwrap();
+    // The store is made, the disk filled but for 128 KiB: enough to open the store, not to
+    // save thousands of spikes.
+    let script = format!(
+        "mount -t tmpfs -o size=4m tmpfs {d} || exit 9
+         $LATLAB measure -l 10 -q --no-samplers --policy other --db {d}/s.db 2>/dev/null >&2 || exit 7
+         dd if=/dev/zero of={d}/pad bs=4k count=32 2>/dev/null
+         dd if=/dev/zero of={d}/fill bs=4k 2>/dev/null
+         rm {d}/pad
+         $LATLAB measure -D 3s -i 100us -a 0 --spike 1ns -q --no-samplers --policy other \
+           --db {d}/s.db",
+        d = disk.display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .env("LATLAB", env!("CARGO_BIN_EXE_latlab"))
+        .env("TMPDIR", &rescue)
+        .output()
+        .unwrap();
+    if out.status.code() == Some(9) {
+        eprintln!("skipped: a tmpfs cannot be mounted here");
+        return;
+    }
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("database or disk is full"), "{err}");
+    let kept: Vec<_> = std::fs::read_dir(&rescue)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}: {err}");
+    let file = kept[0].to_str().unwrap();
+    assert!(
+        file.contains("latlab-unsaved-") && err.contains(&format!("the run is kept in {file}")),
+        "{err}"
+    );
+    let db = dir.path().join("other.db");
+    run_exit(
+        latlab!().args(["db", "import-json", file, "--db", db.to_str().unwrap()]),
+        0,
+    );
+    let out = run_exit(
+        latlab!().args(["db", "show", "1", "--json", "--db", db.to_str().unwrap()]),
+        0,
+    );
+    let stored: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rescued: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert_eq!(stored, rescued);
+    assert!(stored["spikes"]["kept"].as_array().unwrap().len() > 1000);
+}
+
 /// The summary says how many spikes a `--spike` run kept and how many it only counted beyond
 /// `--spike-limit` (only the JSON said so).
 #[test]
