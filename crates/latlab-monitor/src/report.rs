@@ -26,6 +26,8 @@ struct Fold {
     min: u64,
     max: u64,
     max_start: u64,
+    /// The start of the first window folded in.
+    first_start: u64,
     p99: u64,
     missed: u64,
 }
@@ -47,7 +49,7 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
     let window_ns = config.measure.window_ns.max(1);
     let span = last.saturating_sub(first);
     let per_point = span.div_ceil(MAX_POINTS).div_ceil(window_ns).max(1) * window_ns;
-    let (mut windows, worst) = series_points(store, id, first, last, per_point)?;
+    let (mut windows, worst) = series_points(store, id, (first, last), (per_point, window_ns))?;
     let threads: Vec<ThreadResult> = totals
         .cpus
         .into_iter()
@@ -154,9 +156,8 @@ type Points = (BTreeMap<u32, Vec<Window>>, BTreeMap<u32, (u64, u64)>);
 fn series_points(
     store: &Store,
     id: latlab_store::SeriesId,
-    first: u64,
-    last: u64,
-    per_point: u64,
+    (first, last): (u64, u64),
+    (per_point, window_ns): (u64, u64),
 ) -> Result<Points, StoreError> {
     let mut windows: BTreeMap<u32, Vec<Window>> = BTreeMap::new();
     let mut worst: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
@@ -164,16 +165,25 @@ fn series_points(
     let mut index = 0;
     while from < last {
         let to = from + per_point;
-        let mut folds: BTreeMap<u32, Fold> = BTreeMap::new();
+        // Per point and CPU. A point of one window is that window, at its own start: a
+        // restart's windows do not fall on the grid of the first start's.
+        let mut folds: BTreeMap<(u64, u32), Fold> = BTreeMap::new();
         for w in store.monitor_window_stats(id, from, to)? {
             // A window (or merged hour) belongs to the point its start falls in.
             if w.start_unix_ns < from || w.start_unix_ns >= to {
                 continue;
             }
-            let f = folds.entry(w.cpu).or_insert(Fold {
+            let point = if per_point == window_ns {
+                w.start_unix_ns
+            } else {
+                from
+            };
+            let f = folds.entry((point, w.cpu)).or_insert(Fold {
                 min: u64::MAX,
+                first_start: u64::MAX,
                 ..Fold::default()
             });
+            f.first_start = f.first_start.min(w.start_unix_ns);
             f.count += w.count;
             f.missed += w.missed;
             if w.count > 0 {
@@ -184,14 +194,20 @@ fn series_points(
                 }
             }
         }
-        for (cpu, f) in folds {
+        let mut point = None;
+        for ((at, cpu), f) in folds {
+            if point.is_some_and(|p| p != at) {
+                index += 1;
+            }
+            point = Some(at);
             let w = worst.entry(cpu).or_default();
             if f.count > 0 && f.max >= w.0 {
                 *w = (f.max, f.max_start - first);
             }
             windows.entry(cpu).or_default().push(Window {
                 index,
-                start_ns: from - first,
+                // Where its first window starts: after a stop, not where the point's span does.
+                start_ns: f.first_start - first,
                 count: f.count,
                 min: if f.count > 0 { f.min } else { 0 },
                 max: f.max,
@@ -366,7 +382,8 @@ mod tests {
     }
 
     /// The CPUs of a series are every CPU it has windows of: a daemon restarted with fewer
-    /// CPUs leaves the earlier ones in the series (the report said only the last start's).
+    /// CPUs leaves the earlier ones in the series (the report said only the last start's). And
+    /// the restart's windows are at their own times.
     #[test]
     fn a_series_measured_on_fewer_cpus_after_a_restart_names_them_all() {
         use latlab_testkit::run::{monitor_window, window_set};
@@ -399,12 +416,16 @@ mod tests {
         store
             .insert_window_set(
                 again.id,
-                &window_set(1, (t0 + 60_000_000_000, 1_000_000_000), one),
+                &window_set(1, (t0 + 60_500_000_000, 1_000_000_000), one),
             )
             .unwrap();
         let r = series_result(&store, "s").unwrap().unwrap();
         assert_eq!(r.config.cpus, Some(vec![0, 1]));
         assert_eq!(r.config.threads, 2);
+        // The restart's window is drawn where it was measured, 60.5 s in, not on the grid of
+        // the first start's windows (at 60 s).
+        let starts: Vec<u64> = r.threads[1].windows.iter().map(|w| w.start_ns).collect();
+        assert_eq!(starts, vec![0, 60_500_000_000]);
     }
 
     /// A series report draws idle residency and frequency over time, as its run's would:
