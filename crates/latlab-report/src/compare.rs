@@ -49,20 +49,36 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
     };
     let _ = writeln!(out, "{}", describe("A", a));
     let _ = writeln!(out, "{}", describe("B", b));
-    // What was not measured alike: a difference in latency may come from it.
-    let differ: Vec<String> = an
+    // What was not measured alike: a difference in latency may come from it. A setting one
+    // side does not record is not known to differ; it is named apart.
+    let mut differ = Vec::new();
+    let mut unknown = Vec::new();
+    for r in an
         .diff
         .iter()
         .filter(|r| r.kind == crate::flatten::DiffKind::BetweenCells)
-        .filter_map(|r| {
-            let name = r.key.strip_prefix("config.")?;
-            let (option, va) = option_value(name, &r.cell_text(0));
-            let (_, vb) = option_value(name, &r.cell_text(1));
-            Some(format!("{option} {va} against {vb}"))
-        })
-        .collect();
+    {
+        let Some(name) = r.key.strip_prefix("config.") else {
+            continue;
+        };
+        let (a, b) = (r.cell_text(0), r.cell_text(1));
+        let (option, va) = option_value(name, &a);
+        if [&a, &b].contains(&&crate::flatten::NOT_RECORDED.to_string()) {
+            unknown.push(option);
+            continue;
+        }
+        let (_, vb) = option_value(name, &b);
+        differ.push(format!("{option} {va} against {vb}"));
+    }
     if !differ.is_empty() {
         let _ = writeln!(out, "measured differently: {}", differ.join("; "));
+    }
+    if !unknown.is_empty() {
+        let _ = writeln!(
+            out,
+            "not recorded by one side (an import), so not known to differ: {}",
+            unknown.join(", ")
+        );
     }
 
     let mut t = Table::with_headers(
@@ -159,11 +175,20 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
 /// A measuring setting as the option that sets it, with its value in that option's form:
 /// `interval_ns`, `1000000` is `--interval`, `1ms`; `cpus`, `0, 1` is `--cpus`, `0-1`.
 fn option_value(name: &str, value: &str) -> (String, String) {
-    let flag = |n: &str| format!("--{}", n.replace('_', "-"));
-    if let Some(n) = name.strip_suffix("_ns")
-        && let Ok(v) = value.parse::<u64>()
-    {
-        return (flag(n), latlab_model::units::format_duration(v));
+    // The option that sets it, where its name is not the field's.
+    let flag = |n: &str| match n {
+        "spike_threshold" => "--spike".to_string(),
+        "break_threshold" => "--break".to_string(),
+        "pm_qos_us" => "--pm-qos".to_string(),
+        "mlock" => "mlockall".to_string(),
+        _ => format!("--{}", n.replace('_', "-")),
+    };
+    if let Some(n) = name.strip_suffix("_ns") {
+        let v = match value.parse::<u64>() {
+            Ok(v) => latlab_model::units::format_duration(v),
+            Err(_) => value.to_string(),
+        };
+        return (flag(n), v);
     }
     let list = value.replace(", ", ",");
     match latlab_model::units::CpuList::parse(&list) {

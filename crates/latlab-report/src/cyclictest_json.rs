@@ -151,14 +151,18 @@ fn json_str(s: &str) -> String {
 
 /// The measuring configuration as a `latlab measure` command line that measures the same way
 /// again (not necessarily the literal argument list the user typed). What an import did not
-/// know (an interval, priority or window of 0) is left to latlab's defaults, never written as a
-/// value latlab refuses.
+/// know (an interval, priority or window of 0; a method, CPUs, memory locking or PM QoS its
+/// format does not record) is left out, never written as a value it did not have.
 fn cmdline(result: &RunResult) -> String {
+    use latlab_model::Unrecorded;
     let c = &result.config;
+    let known = |what: &str| result.records(what);
     let mut s = String::from("latlab measure");
-    let _ = write!(s, " --method {}", c.method.name());
-    if c.relative && !c.method.always_relative() {
-        s.push_str(" --relative");
+    if known(Unrecorded::METHOD) {
+        let _ = write!(s, " --method {}", c.method.name());
+        if c.relative && !c.method.always_relative() {
+            s.push_str(" --relative");
+        }
     }
     if c.interval_ns > 0 {
         let _ = write!(s, " --interval {}", format_duration(c.interval_ns));
@@ -166,7 +170,7 @@ fn cmdline(result: &RunResult) -> String {
     if let Some(cpus) = &c.cpus {
         let list = CpuList::from_cpus(cpus.clone());
         let _ = write!(s, " --cpus {list}");
-    } else {
+    } else if known(Unrecorded::CPUS) {
         let _ = write!(s, " --threads {}", c.threads);
     }
     // A real-time policy of priority 0 is one an import did not know.
@@ -194,10 +198,10 @@ fn cmdline(result: &RunResult) -> String {
     if let Some(l) = c.loops {
         let _ = write!(s, " --loops {l}");
     }
-    if let Some(q) = c.pm_qos_us {
+    if let Some(q) = c.pm_qos_us.filter(|_| known(Unrecorded::PM_QOS)) {
         let _ = write!(s, " --pm-qos {q}");
     }
-    if !c.mlock {
+    if !c.mlock && known(Unrecorded::MEMORY) {
         s.push_str(" --no-mlock");
     }
     if c.timer_slack_ns > 0 {
@@ -254,6 +258,28 @@ mod tests {
             ..KernelConfig::default()
         });
         assert_eq!(realtime(&r), 1);
+    }
+
+    /// An import's command line leaves out what its format does not record: no default
+    /// method, unpinned threads, unlocked memory or PM QoS it never had.
+    #[test]
+    fn the_command_line_of_an_import_has_only_what_it_recorded() {
+        let mut r = latlab_testkit::run::one_cpu("x", (1, 1));
+        r.config.cpus = None;
+        r.config.mlock = false;
+        r.config.pm_qos_us = Some(0);
+        assert_eq!(
+            cmdline(&r),
+            "latlab measure --method clock-nanosleep --interval 1ms --threads 1 --policy fifo \
+             --priority 95 --pm-qos 0 --no-mlock --window 1s"
+        );
+        r.environment.not_recorded = ["method", "cpus", "memory", "pm-qos"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            cmdline(&r),
+            "latlab measure --interval 1ms --policy fifo --priority 95 --window 1s"
+        );
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub(crate) fn flatten_run(
             .as_ref()
             .map_or_else(|| "none".into(), |t| t.events.join(", ")),
     );
+    mask_unrecorded(run, &mut out);
     if !run.loads.phases.is_empty() {
         let phases: Vec<String> = run
             .loads
@@ -76,6 +77,57 @@ pub(crate) fn flatten_run(
         out.insert("loads.schedule".into(), phases.join("; "));
     }
     out
+}
+
+/// The value of a setting the run's format does not record: never a default, an empty string
+/// or a 0 that would read as what was measured (and differ from a run that did record it).
+pub(crate) const NOT_RECORDED: &str = "not recorded";
+
+/// Settings an imported run does not record read [`NOT_RECORDED`]: those its format names as
+/// not recorded, an interval of 0, and a real-time policy of priority 0 (an import that did not
+/// know them).
+fn mask_unrecorded(run: &RunResult, out: &mut BTreeMap<String, String>) {
+    use latlab_model::Unrecorded;
+    let c = &run.config;
+    let mut keys: Vec<&str> = Vec::new();
+    for (what, its) in [
+        (
+            Unrecorded::MEMORY,
+            &["config.mlock", "environment.memory_locked"][..],
+        ),
+        (
+            Unrecorded::METHOD,
+            &["config.method", "config.relative"][..],
+        ),
+        (Unrecorded::CPUS, &["config.cpus"][..]),
+        (
+            Unrecorded::PM_QOS,
+            &["config.pm_qos_us", "environment.pm_qos_held_us"][..],
+        ),
+    ] {
+        if !run.records(what) {
+            keys.extend(its);
+        }
+    }
+    if c.interval_ns == 0 {
+        keys.push("config.interval_ns");
+    }
+    if c.policy.is_realtime() && c.priority == 0 {
+        keys.extend(["config.policy", "config.priority"]);
+    }
+    for key in keys {
+        if let Some(v) = out.get_mut(key) {
+            *v = NOT_RECORDED.into();
+        }
+    }
+    // Of the system, such a format keeps the host and kernel names at most.
+    if !run.records(Unrecorded::SYSTEM) {
+        for (k, v) in out.iter_mut() {
+            if k.starts_with("system.") && k != "system.hostname" && k != "system.kernel_release" {
+                *v = NOT_RECORDED.into();
+            }
+        }
+    }
 }
 
 /// The system record without its measurements: steal time (the cost table shows it, rounded)

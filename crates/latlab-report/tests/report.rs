@@ -1307,6 +1307,30 @@ fn compare_says_what_supports_a_difference() {
     // A run's id is too long for a column's heading: the columns are A and B.
     fast.name = "20261126T142745.473712Z-28790".into();
     assert!(compare_text(&one, &fast).contains("B − A"));
+    // An import that records no interval, priority, memory locking or PM QoS is not said to
+    // have measured differently (its 0s and falses are no settings); they are named apart.
+    let mut imported = CellInput::single(input.cells[0].runs[1].clone());
+    let r = &mut imported.runs[0];
+    r.config.interval_ns = 0;
+    r.config.policy = latlab_model::Policy::Fifo;
+    r.config.priority = 0;
+    r.config.mlock = false;
+    r.environment.memory_locked = false;
+    r.environment.not_recorded = vec!["memory".into(), "pm-qos".into()];
+    let text = compare_text(&one, &imported);
+    assert!(!text.contains("measured differently"), "{text}");
+    for name in [
+        "--interval",
+        "--policy",
+        "--priority",
+        "mlockall",
+        "--pm-qos",
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("not recorded by one side"));
+        assert!(line.is_some_and(|l| l.contains(name)), "{name}: {text}");
+    }
 }
 
 #[test]
