@@ -602,6 +602,9 @@ pub struct VerifyReport {
     pub unsupported: Vec<(String, String)>,
     /// Knobs a killed apply journaled but never wrote (not drift).
     pub not_written: Vec<String>,
+    /// The applied profile as its journal names it, to compare it whole where its apply
+    /// wrote nothing (every value was as it wants): its name or file, and the CPUs tuned.
+    pub applied: Option<(String, String)>,
 }
 
 impl VerifyReport {
@@ -632,6 +635,13 @@ pub fn verify(sys: &Sys, state_dir: &Path) -> Result<VerifyReport, TuneError> {
         profile: Some(js.header.profile.clone()),
         since: Some(since(&js.header)),
         rebooted: rebooted(sys, &js.header),
+        applied: Some((
+            match js.header.source.as_str() {
+                "built-in" | "generated" => js.header.profile.clone(),
+                file => file.to_string(),
+            },
+            js.header.cpus.clone(),
+        )),
         ..VerifyReport::default()
     };
     let unwritten = unwritten_last(sys, &js);

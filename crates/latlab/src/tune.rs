@@ -564,7 +564,32 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
             latlab_tune::verify_profile(&ctx.sys, &profile, cpus.as_ref(), &ctx.state_dir)
                 .map_err(usage)?
         }
-        None => latlab_tune::verify(&ctx.sys, &ctx.state_dir).map_err(usage)?,
+        None => {
+            let journal = latlab_tune::verify(&ctx.sys, &ctx.state_dir).map_err(usage)?;
+            match &journal.applied {
+                // An apply that wrote nothing (every value was already as the profile wants)
+                // journaled nothing to compare: the profile itself is compared.
+                Some((name, cpus))
+                    if journal.checks.is_empty() && journal.not_written.is_empty() =>
+                {
+                    let profile = ctx.resolve(name)?;
+                    let cpus = latlab_model::units::CpuList::parse(cpus).ok();
+                    latlab_tune::VerifyReport {
+                        profile: journal.profile.clone(),
+                        since: journal.since.clone(),
+                        rebooted: journal.rebooted,
+                        ..latlab_tune::verify_profile(
+                            &ctx.sys,
+                            &profile,
+                            cpus.as_ref(),
+                            &ctx.state_dir,
+                        )
+                        .map_err(usage)?
+                    }
+                }
+                _ => journal,
+            }
+        }
     };
     let Some(profile) = &report.profile else {
         println!("nothing to verify: no profile is applied (give a PROFILE to compare with one)");
@@ -607,8 +632,8 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
     }
     if drift == 0 {
         println!(
-            "verify: passed ({} values as expected)",
-            report.checks.len()
+            "verify: passed ({} as expected)",
+            latlab_model::units::plural(report.checks.len() as u64, "value", "values")
         );
         Ok(ExitCode::SUCCESS)
     } else {

@@ -807,3 +807,33 @@ fn verify_of_a_profile_with_nothing_to_read_back_is_no_pass() {
     assert!(said.contains("verify: nothing compared"), "{said}");
     assert!(!said.contains("passed"), "{said}");
 }
+
+/// An apply that wrote nothing (every value was already as the profile wants) verifies as the
+/// profile compared with the system: a pass, then drift where a value changes (it compared
+/// nothing and failed).
+#[test]
+fn verify_after_an_apply_that_wrote_nothing_compares_the_profile() {
+    let t = Tree::new("amd-desktop");
+    let profile = profile_file(
+        &t,
+        "same.toml",
+        "description = \"as it is\"\n[system]\ntimer_migration = true\n",
+    );
+    let out = ok(&t.run(&["tune", "apply", profile.to_str().unwrap()]));
+    assert!(out.contains("0 values written"), "{out}");
+    let out = ok(&t.run(&["tune", "verify"]));
+    assert!(out.contains("profile same, applied since"), "{out}");
+    assert!(
+        out.contains("verify: passed (1 value as expected)"),
+        "{out}"
+    );
+    std::fs::write(t.root.join("proc/sys/kernel/timer_migration"), "0\n").unwrap();
+    let out = t.run(&["tune", "verify"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        text(&out.stdout).contains("DRIFT  kernel.timer_migration: expected 1, actual 0"),
+        "{}",
+        text(&out.stdout)
+    );
+    ok(&t.run(&["tune", "restore"]));
+}
