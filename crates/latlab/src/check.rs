@@ -91,6 +91,9 @@ struct MeasureOutcome {
     before: Option<Latency>,
     after: Option<Latency>,
     errors: Vec<String>,
+    /// A measurement was cut short by Ctrl-C or SIGTERM: the command ends with 130, as an
+    /// interrupted `latlab measure` does, after it has said what it has.
+    interrupted: Option<String>,
 }
 
 impl MeasureOutcome {
@@ -102,9 +105,18 @@ impl MeasureOutcome {
                 format_duration(self.duration_ns)
             );
         }
-        measure(self.duration_ns)
-            .map_err(|e| self.errors.push(format!("{name}: {e:#}")))
-            .ok()
+        match measure(self.duration_ns) {
+            Ok((latency, cut_short)) => {
+                if let Some(why) = cut_short {
+                    self.interrupted = Some(format!("the measurement {when} was {why}"));
+                }
+                Some(latency)
+            }
+            Err(e) => {
+                self.errors.push(format!("{name}: {e:#}"));
+                None
+            }
+        }
     }
 }
 
@@ -185,6 +197,9 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         if let Some(out) = junit {
             out.write(&junit_xml(&first, sys))?;
         }
+        if let Some(code) = interrupted(measured.as_ref()) {
+            return Ok(code);
+        }
         return Ok(ExitCode::from(first.exit_code()));
     }
 
@@ -261,7 +276,18 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         eprintln!("latlab: error: --fix: {e}");
         return Ok(ExitCode::from(after.exit_code().max(1)));
     }
+    if let Some(code) = interrupted(measured.as_ref()) {
+        return Ok(code);
+    }
     Ok(ExitCode::from(after.exit_code()))
+}
+
+/// 130 where a measurement was cut short by a signal (said on stderr), as an interrupted
+/// `latlab measure` exits: what was checked and applied is said above it all the same.
+fn interrupted(measured: Option<&MeasureOutcome>) -> Option<ExitCode> {
+    let why = measured?.interrupted.as_ref()?;
+    eprintln!("latlab: interrupted: {why}");
+    Some(ExitCode::from(130))
 }
 
 /// The report as JUnit XML: a case per check, classed by its group (`latlab.check.irq`).
@@ -354,6 +380,7 @@ fn print_json(
                 "before": lat(m.before),
                 "after": lat(m.after),
                 "errors": m.errors,
+                "interrupted": m.interrupted,
             }),
         );
     }
@@ -557,11 +584,12 @@ fn measure_table(m: &MeasureOutcome) -> String {
         // No --fix: one measurement.
         if let Some(l) = m.before {
             return format!(
-                "\nmeasured {}: p99 {}, max {}, missed {}\n",
+                "\nmeasured {}: p99 {}, max {}, missed {}\n{}",
                 format_duration(m.duration_ns),
                 us(l.p99_ns),
                 us(l.max_ns),
-                l.missed
+                l.missed,
+                cut_short_line(m)
             );
         }
     }
@@ -585,7 +613,15 @@ fn measure_table(m: &MeasureOutcome) -> String {
     for e in &m.errors {
         out.push_str(&format!("  measuring failed: {e}\n"));
     }
+    out.push_str(&cut_short_line(m));
     out
+}
+
+/// `  cut short: …` under the measurements where a signal stopped one.
+fn cut_short_line(m: &MeasureOutcome) -> String {
+    m.interrupted
+        .as_ref()
+        .map_or_else(String::new, |why| format!("  cut short: {why}\n"))
 }
 
 pub(crate) fn is_root() -> bool {
@@ -593,7 +629,26 @@ pub(crate) fn is_root() -> bool {
 }
 
 /// Run `latlab measure` on the live system (never a fixture root) and read its result.
-fn measure(ns: u64) -> anyhow::Result<Latency> {
+/// SIGINT ignored until dropped (then as it was).
+struct IgnoreSigint(libc::sighandler_t);
+
+impl IgnoreSigint {
+    fn now() -> IgnoreSigint {
+        // SAFETY: signal() with SIG_IGN installs no handler code.
+        IgnoreSigint(unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) })
+    }
+}
+
+impl Drop for IgnoreSigint {
+    fn drop(&mut self) {
+        // SAFETY: puts back the disposition signal() returned.
+        unsafe { libc::signal(libc::SIGINT, self.0) };
+    }
+}
+
+/// With the words that say how a measurement a signal stopped was cut short (its result is
+/// what it measured until then).
+fn measure(ns: u64) -> anyhow::Result<(Latency, Option<String>)> {
     let exe = std::env::current_exe().context("finding the latlab executable")?;
     let mut cmd = Command::new(exe);
     cmd.env_remove("LATLAB_SYSROOT").args([
@@ -624,8 +679,20 @@ fn measure(ns: u64) -> anyhow::Result<Latency> {
             Ok(())
         });
     }
-    let out = cmd.output().context("running latlab measure")?;
-    if !out.status.success() {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("running latlab measure")?;
+    // Ctrl-C reaches the measurement too (one process group): it stops and writes what it
+    // measured, which is read below. Meanwhile check ignores it, as system(3) does, so it
+    // lives to say so (the child, started before, keeps its own handling).
+    let out = {
+        let _ignored = IgnoreSigint::now();
+        child.wait_with_output().context("running latlab measure")?
+    };
+    // Interrupted (130): its result is written all the same, cut short.
+    if !out.status.success() && out.status.code() != Some(130) {
         let err = String::from_utf8_lossy(&out.stderr);
         anyhow::bail!(
             "latlab measure exited with {}: {}",
@@ -634,10 +701,18 @@ fn measure(ns: u64) -> anyhow::Result<Latency> {
         );
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    let r = RunResult::from_json(&text).context("reading latlab measure's result")?;
-    Ok(Latency {
+    let r = RunResult::from_json(&text).with_context(|| {
+        format!(
+            "reading latlab measure's result (it exited with {})",
+            out.status
+        )
+    })?;
+    let latency = Latency {
         p99_ns: r.overall.stats.p99,
         max_ns: r.overall.stats.max,
         missed: r.overall.missed,
-    })
+    };
+    let cut_short = (out.status.code() == Some(130))
+        .then(|| r.cut_short().unwrap_or_else(|| "interrupted".into()));
+    Ok((latency, cut_short))
 }

@@ -472,3 +472,37 @@ fn the_measurement_ends_with_a_killed_check() {
         panic!("latlab measure {pid} kept running after its check was killed");
     }
 }
+
+/// Ctrl-C during `--measure` (the signal to the terminal's process group: check and its
+/// measuring child) ends check with 130, as an interrupted measure does, after the table and
+/// the cut-short measurement are said; it was a failed measurement and check's own exit code.
+#[test]
+fn ctrl_c_during_the_measurement_exits_130_with_what_was_measured() {
+    use std::os::unix::process::CommandExt;
+    let root = tree("vm");
+    let child = latlab!()
+        .arg("--sysroot")
+        .arg(root.path())
+        .args(["check", "--measure", "20s"])
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    // SAFETY: the process group of a child this test started and has not reaped.
+    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let (text, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(130), "{text}\n{err}");
+    assert!(text.contains("\nmeasured 20s: p99 "), "{text}");
+    assert!(
+        text.contains("cut short: the measurement before was stopped by SIGINT after "),
+        "{text}"
+    );
+    assert!(!text.contains("measuring failed"), "{text}");
+    assert!(err.contains("latlab: interrupted: "), "{err}");
+}
