@@ -215,37 +215,9 @@ fn wind_down(
     unstored
 }
 
-/// The lock file of series `name` in the store at `db`: beside the store (its path with links
-/// resolved, so one file has one lock), the name with every byte outside `[A-Za-z0-9._-]`
-/// written as `%XX`.
+/// The lock file of series `name` in the store at `db` (see [`latlab_store::lock_path`]).
 pub fn series_lock_path(db: &Path, name: &str) -> std::path::PathBuf {
-    let mut safe = String::new();
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
-            safe.push(b as char);
-        } else {
-            safe.push_str(&format!("%{b:02X}"));
-        }
-    }
-    let mut file = resolved(db).into_os_string();
-    file.push(format!(".{safe}.lock"));
-    file.into()
-}
-
-/// The store's path with every link resolved (its directory's, when the file is still to be
-/// made): one lock for one file, however the path to it is spelled.
-fn resolved(db: &Path) -> std::path::PathBuf {
-    if let Ok(p) = std::fs::canonicalize(db) {
-        return p;
-    }
-    let dir = match db.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    match (std::fs::canonicalize(dir), db.file_name()) {
-        (Ok(d), Some(file)) => d.join(file),
-        _ => db.to_path_buf(),
-    }
+    latlab_store::lock_path(db, name)
 }
 
 /// Take series `name`'s lock, or refuse naming the daemon that holds it.

@@ -180,6 +180,39 @@ pub fn resolve_path(explicit: Option<&Path>) -> PathBuf {
     }
 }
 
+/// The lock file of one thing in the store at `db` (a monitoring series by its name, an
+/// experiment a `latlab run` measures): beside the store (its path with links resolved, so one
+/// file has one lock), `name` with every byte outside `[A-Za-z0-9._-]` written as `%XX`.
+pub fn lock_path(db: &Path, name: &str) -> PathBuf {
+    let mut safe = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+            safe.push(b as char);
+        } else {
+            safe.push_str(&format!("%{b:02X}"));
+        }
+    }
+    let mut file = resolved(db).into_os_string();
+    file.push(format!(".{safe}.lock"));
+    file.into()
+}
+
+/// The store's path with every link resolved (its directory's, when the file is still to be
+/// made): one lock for one file, however the path to it is spelled.
+fn resolved(db: &Path) -> PathBuf {
+    if let Ok(p) = std::fs::canonicalize(db) {
+        return p;
+    }
+    let dir = match db.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(dir), db.file_name()) {
+        (Ok(d), Some(file)) => d.join(file),
+        _ => db.to_path_buf(),
+    }
+}
+
 impl Store {
     /// Open the store at `path`, creating it if absent and migrating it if older. A file that is
     /// not a latlab store, or a store newer than this build, is refused without being changed.

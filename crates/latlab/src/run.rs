@@ -205,6 +205,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
 
     let mut store = crate::args::open_store(&db_path)?;
+    let lock;
     let (experiment, done) = if args.resume {
         let found = store
             .resumable_experiment(&plan.text)
@@ -217,15 +218,17 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
                 db_path.display()
             )));
         };
+        // A second `--resume` of it while the first measures would measure its cells again.
+        lock = Some(lock_experiment(&db_path, e.id)?);
         let done: BTreeSet<(String, u32)> = store.done_cells(e.id)?.into_iter().collect();
         resume(&mut store, &e, "experiment", done.len(), say)?;
         (e.id, done)
     } else {
-        (
-            store.create_experiment(&plan.name, &plan.text)?,
-            BTreeSet::new(),
-        )
+        let id = store.create_experiment(&plan.name, &plan.text)?;
+        lock = Some(lock_experiment(&db_path, id)?);
+        (id, BTreeSet::new())
     };
+    let _lock = lock;
     say.line(format!(
         "experiment {} in {}",
         experiment.0,
@@ -466,6 +469,25 @@ pub fn cut_short_line(
         repeat + 1,
         latlab_model::units::format_elapsed(run.elapsed_ns)
     )
+}
+
+/// Hold experiment `id` of the store at `db` for this run (released when it ends, however it
+/// ends), or refuse naming the run that holds it.
+fn lock_experiment(
+    db: &Path,
+    id: latlab_store::ExperimentId,
+) -> CliResult<latlab_sys::pidlock::PidLock> {
+    let path = latlab_store::lock_path(db, &format!("experiment-{}.run", id.0));
+    latlab_sys::pidlock::PidLock::acquire(&path).map_err(|e| match e {
+        latlab_sys::pidlock::LockError::Held { pid, .. } => CliError::Failed(anyhow::anyhow!(
+            "experiment {} in {} is being measured by another latlab run ({}); wait for it, or \
+             stop it and --resume",
+            id.0,
+            db.display(),
+            pid.map_or_else(|| "PID unknown".to_string(), |p| format!("PID {p}"))
+        )),
+        e => CliError::Failed(anyhow::anyhow!("cannot lock experiment {}: {e}", id.0)),
+    })
 }
 
 /// Take an interrupted experiment up again: say what is saved, and mark it running.

@@ -380,3 +380,48 @@ fn the_example_plans_plan_their_cells() {
     // Without root the tracing cells are skipped for that; the reason is never the load.
     assert!(beside.iter().all(|l| !l.contains("--load")), "{text}");
 }
+
+/// A second `--resume` of an experiment another `latlab run` is measuring is refused, naming
+/// it: it would measure the same cells again, beside it. The lock goes with the run.
+#[test]
+fn a_second_resume_of_an_experiment_being_measured_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = interval_plan(dir.path(), "lk", "1.5s", "\"1ms\", \"2ms\"");
+    let db = dir.path().join("t.db");
+    let lock = dir.path().join("t.db.experiment-1.run.lock");
+    let first = latlab!()
+        .arg("run")
+        .arg(&plan)
+        .arg("--db")
+        .arg(&db)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    latlab_testkit::process::wait_for("the first run's lock", Duration::from_secs(20), || {
+        lock.exists()
+    });
+    let out = run_exit(
+        latlab!()
+            .arg("run")
+            .arg(&plan)
+            .arg("--db")
+            .arg(&db)
+            .arg("--resume"),
+        1,
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "experiment 1 in {} is being measured by another latlab run (PID {})",
+            db.display(),
+            first.id()
+        )),
+        "{err}"
+    );
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(!lock.exists(), "the lock goes with the run");
+    let store = Store::open(&db).unwrap();
+    assert_eq!(store.list_runs(&Default::default()).unwrap().len(), 2);
+}
