@@ -63,19 +63,22 @@ enum DbCommand {
 /// creating the store if needed. Returns a line saying where it went.
 pub fn save_result(db: Option<&Path>, result: &RunResult) -> CliResult<String> {
     let path = latlab_store::resolve_path(db);
-    let saved = crate::args::open_store(&path).and_then(|mut store| {
-        store
-            .save_run(result, None)
-            .with_context(|| format!("saving the run to {}", path.display()))
-            .map_err(CliError::Failed)
-    });
-    match saved {
-        Ok(id) => Ok(format!("saved as run {id} in {}", path.display())),
-        Err(e) => Err(CliError::Failed(anyhow::anyhow!(
+    let mut store = crate::args::open_store(&path)?;
+    let id = store
+        .save_run(result, None)
+        .with_context(|| format!("saving the run to {}", path.display()))?;
+    Ok(format!("saved as run {id} in {}", path.display()))
+}
+
+/// [`save_result`] for a run just measured: one the store cannot take is kept in a file of its
+/// own ([`rescue`]), and the error says where.
+pub fn save_measured(db: Option<&Path>, result: &RunResult) -> CliResult<String> {
+    save_result(db, result).map_err(|e| {
+        CliError::Failed(anyhow::anyhow!(
             "{e:#}; {}",
-            rescue(result, &path)
-        ))),
-    }
+            rescue(result, &latlab_store::resolve_path(db))
+        ))
+    })
 }
 
 /// A run the store could not take (a full disk, a store gone read-only) is written to a file of
@@ -153,6 +156,30 @@ fn resolve(store: &Store, text: &str) -> CliResult<RunId> {
 fn list(path: &Path, experiment: Option<i64>, limit: Option<u32>) -> CliResult<ExitCode> {
     // A store that is not there is a wrong --db, as for every other reader of the store.
     let store = crate::args::open_existing(path)?;
+    if limit == Some(0) {
+        return Err(CliError::Usage(
+            "--limit 0: lists nothing (accepted: a number of runs, 1 or more)".into(),
+        ));
+    }
+    if let Some(e) = experiment
+        && let Err(StoreError::UnknownExperiment(_)) = store.experiment(ExperimentId(e))
+    {
+        let known: Vec<String> = store
+            .list_experiments()
+            .map_err(failed)?
+            .iter()
+            .map(|x| x.id.0.to_string())
+            .collect();
+        return Err(CliError::Usage(format!(
+            "--experiment {e}: no experiment {e} in {} (accepted: {})",
+            path.display(),
+            if known.is_empty() {
+                "none: it holds no experiment".to_string()
+            } else {
+                format!("one of {}", known.join(", "))
+            }
+        )));
+    }
     let runs = store
         .list_runs(&RunFilter {
             experiment: experiment.map(ExperimentId),
@@ -416,16 +443,34 @@ fn import_json(db: Option<&Path>, files: &[PathBuf]) -> CliResult<ExitCode> {
     for f in files {
         let text = std::fs::read_to_string(f)
             .map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))?;
-        let r = RunResult::from_json(&text)
-            .map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))?;
+        let r = RunResult::from_json(&text).map_err(|e| {
+            CliError::Usage(format!(
+                "{}: {e} (accepted: latlab's JSON result, as `measure --json` or `export` \
+                 writes it; cyclictest, stress-ng and jitterdebugger output goes in with \
+                 `latlab import`)",
+                f.display()
+            ))
+        })?;
         results.push(r);
     }
+    let path = latlab_store::resolve_path(db);
+    let mut store = crate::args::open_store(&path)?;
     for (f, r) in files.iter().zip(&results) {
-        let line = save_result(db, r).map_err(|e| match e {
-            CliError::Failed(e) => CliError::Failed(e.context(f.display().to_string())),
-            usage => usage,
-        })?;
-        println!("{}: {line}", f.display());
+        // Already stored (imported before, or the same file twice): said and skipped, as
+        // `latlab import` does; the files after it are still stored.
+        if let Some(id) = store.find_run(&r.id).map_err(failed)? {
+            println!(
+                "{}: already in {} as run {}",
+                f.display(),
+                path.display(),
+                id.0
+            );
+            continue;
+        }
+        let id = store
+            .save_run(r, None)
+            .with_context(|| format!("{}: saving to {}", f.display(), path.display()))?;
+        println!("{}: saved as run {id} in {}", f.display(), path.display());
     }
     Ok(ExitCode::SUCCESS)
 }

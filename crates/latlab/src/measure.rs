@@ -518,7 +518,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     // take it, and each that does not is said.
     let mut failures = write_outputs(&result, &args, &limits, json, histfile, ctjson);
     if let Some(db) = &args.db {
-        match crate::db::save_result(db.as_deref(), &result) {
+        match crate::db::save_measured(db.as_deref(), &result) {
             Ok(saved) => eprintln!("latlab: {saved}"),
             Err(e) => failures.push(e),
         }

@@ -124,14 +124,12 @@ fn a_measured_run_is_saved_listed_shown_and_removed() {
         original
     );
 
-    // The same result twice is refused (exit 1), the store unchanged.
+    // The same result twice is said and skipped, the store unchanged.
     let o = import(&store, &[&json]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(
-        stderr(&o).contains("already in the store as run 1"),
-        "{}",
-        stderr(&o)
-    );
+    assert_ok(&o);
+    assert!(stdout(&o).contains("already in"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("as run 1"), "{}", stdout(&o));
+    assert_eq!(db_ok(&store, &["list"]).lines().count(), 2);
 
     assert!(db_ok(&store, &["rm", "1"]).contains(&format!("removed run 1 ({uid})")));
     let out = db_ok(&store, &["list"]);
@@ -375,4 +373,45 @@ fn an_own_result_given_to_import_names_a_command_the_help_lists() {
         stdout(&help)
     );
     assert_ok(&import(&store, &[&json]));
+}
+
+/// `db import-json` of files some of which are stored already saves the others and says which
+/// were there (it stopped at the first, exit 1, the files after it not saved); a file that is
+/// no latlab result points to `latlab import`.
+#[test]
+fn import_json_skips_what_is_stored_and_saves_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("t.db");
+    let (a, b) = (
+        measured_json(dir.path(), "a.json"),
+        measured_json(dir.path(), "b.json"),
+    );
+    let import = |files: &[&Path]| {
+        latlab!()
+            .args(["db", "import-json", "--db"])
+            .arg(&store)
+            .args(files)
+            .output()
+            .unwrap()
+    };
+    assert_ok(&import(&[&a]));
+    let o = import(&[&a, &b]);
+    assert_ok(&o);
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!("a.json: already in {} as run 1", store.display())),
+        "{out}"
+    );
+    assert!(out.contains("b.json: saved as run 2"), "{out}");
+    // A filter that cannot match is bad input, not an empty store.
+    assert_one_line_error(
+        &db(&store, &["list", "--experiment", "99"]),
+        2,
+        "--experiment 99: no experiment 99 in",
+    );
+    assert_one_line_error(&db(&store, &["list", "--limit", "0"]), 2, "--limit 0");
+    assert_eq!(db_ok(&store, &["list", "--limit", "1"]).lines().count(), 2);
+    let ct = dir.path().join("ct.json");
+    std::fs::write(&ct, "{\"file_version\": 1, \"thread\": {}}").unwrap();
+    assert_one_line_error(&import(&[&ct]), 2, "goes in with `latlab import`");
 }
