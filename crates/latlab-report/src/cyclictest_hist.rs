@@ -84,7 +84,12 @@ pub fn histfile(result: &RunResult, range_us: u32) -> String {
     footer(&mut out, "# Total:", threads.iter().map(|t| t.total()), 9);
     let hists = || result.threads.iter().map(|t| &t.histogram);
     footer(&mut out, "# Min Latencies:", hists().map(min_us), 5);
-    footer(&mut out, "# Avg Latencies:", hists().map(mean_us), 5);
+    footer(
+        &mut out,
+        "# Avg Latencies:",
+        result.threads.iter().map(mean_us),
+        5,
+    );
     footer(&mut out, "# Max Latencies:", hists().map(max_us), 5);
     footer(
         &mut out,

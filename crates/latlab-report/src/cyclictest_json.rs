@@ -131,7 +131,7 @@ pub fn cyclictest_json_with_range(result: &RunResult, range_us: u32) -> String {
         let _ = writeln!(f, "      \"cycles\": {},", h.count());
         let _ = writeln!(f, "      \"min\": {},", min_us(h));
         let _ = writeln!(f, "      \"max\": {},", max_us(h));
-        let centi = mean_centi_us(h);
+        let centi = mean_centi_us(t);
         let _ = writeln!(f, "      \"avg\": {}.{:02},", centi / 100, centi % 100);
         let cpu = t.cpu.map_or(-1, i64::from);
         let _ = writeln!(f, "      \"cpu\": {cpu},");

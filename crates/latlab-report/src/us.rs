@@ -1,6 +1,7 @@
 //! Whole-microsecond views of a nanosecond [`Histogram`], as cyclictest counts.
 
 use latlab_hist::Histogram;
+use latlab_model::ThreadResult;
 
 /// Counts per 1 µs bucket below a range, and the count at or above it.
 #[derive(Debug, Default)]
@@ -93,8 +94,13 @@ pub(crate) fn max_us(h: &Histogram) -> u64 {
     h.max() / 1000
 }
 
-/// The mean in hundredths of a µs, rounded half up, from the exact sum (0 without samples).
-pub(crate) fn mean_centi_us(h: &Histogram) -> u64 {
+/// The mean in hundredths of a µs, rounded half up: the one an import's source printed where
+/// it gave one (its histogram holds only bounds), else from the exact sum (0 without samples).
+pub(crate) fn mean_centi_us(t: &ThreadResult) -> u64 {
+    if let Some(m) = t.stats.exact_mean {
+        return (m / 10.0).round() as u64;
+    }
+    let h = &t.histogram;
     let count = u128::from(h.count());
     if count == 0 {
         return 0;
@@ -103,8 +109,13 @@ pub(crate) fn mean_centi_us(h: &Histogram) -> u64 {
     ((sum + 5 * count) / (10 * count)) as u64
 }
 
-/// The mean in whole µs, truncated (0 without samples).
-pub(crate) fn mean_us(h: &Histogram) -> u64 {
+/// The mean in whole µs, truncated: the one an import's source printed where it gave one,
+/// else from the exact sum (0 without samples).
+pub(crate) fn mean_us(t: &ThreadResult) -> u64 {
+    if let Some(m) = t.stats.exact_mean {
+        return (m / 1000.0) as u64;
+    }
+    let h = &t.histogram;
     let count = u128::from(h.count());
     if count == 0 {
         return 0;
@@ -149,17 +160,25 @@ mod tests {
 
     #[test]
     fn means() {
+        let thread = |h: &Histogram| latlab_testkit::run::thread("cpu0", Some(0), 1, 0, h.clone());
         let mut h = Histogram::new();
         h.record(1_000);
         h.record(2_005);
         // mean 1502.5 ns = 1.5025 µs -> 1.50 (hundredths, half up from 150.25), 1 µs truncated
-        assert_eq!(mean_centi_us(&h), 150);
-        assert_eq!(mean_us(&h), 1);
+        assert_eq!(mean_centi_us(&thread(&h)), 150);
+        assert_eq!(mean_us(&thread(&h)), 1);
         h.record(1_505);
         // mean 1503.33.. ns
-        assert_eq!(mean_centi_us(&h), 150);
-        let empty = Histogram::new();
+        assert_eq!(mean_centi_us(&thread(&h)), 150);
+        let empty = thread(&Histogram::new());
         assert_eq!((mean_us(&empty), mean_centi_us(&empty)), (0, 0));
-        assert_eq!((min_us(&empty), max_us(&empty)), (1_000_000, 0));
+        assert_eq!(
+            (min_us(&empty.histogram), max_us(&empty.histogram)),
+            (1_000_000, 0)
+        );
+        // An import's source printed its mean, its histogram only bounds: the printed one.
+        let mut imported = thread(&h);
+        imported.stats.exact_mean = Some(18_870.0);
+        assert_eq!((mean_centi_us(&imported), mean_us(&imported)), (1887, 18));
     }
 }
