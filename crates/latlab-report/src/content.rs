@@ -928,7 +928,16 @@ fn tradeoffs(b: &mut Vec<Block>, a: &Analysis, plots: bool) {
     headers.extend(a.keys.iter().map(|k| (k.label(), true)));
     let mut t = Table::with_headers("tradeoff", headers);
     for c in &a.cells {
-        let f = |m: Metric| c.value(m).map_or_else(|| "-".to_string(), |v| m.format(v));
+        // "≥" where the value is only a lower bound, as every other table marks it.
+        let f = |m: Metric| {
+            c.value(m).map_or_else(
+                || "-".to_string(),
+                |v| {
+                    let at_least = if c.is_lower_bound(m) { "≥" } else { "" };
+                    format!("{at_least}{}", m.format(v))
+                },
+            )
+        };
         let mut row: Vec<TCell> = vec![
             c.cell.name.as_str().into(),
             f(Metric::P99).into(),

@@ -305,6 +305,13 @@ fn a_report_marks_an_imports_lower_bounds() {
         .find(|l| l.starts_with("import-") && l.contains(" 1000 "))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(cell.contains("  40.7  "), "{cell}");
+    // The trade-offs table marks its p99 so too (the maximum is exact).
+    let tradeoff = text
+        .split("Trade-offs")
+        .nth(1)
+        .and_then(|t| t.lines().find(|l| l.starts_with("import-")))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(tradeoff.matches('≥').count(), 1, "{tradeoff}");
     // cyclictest printed no deviation: the one from the histogram counts the samples beyond
     // its range at its end, and is a lower bound too; the printed means are not.
     let html = output_of(&store, &["report", "1", "--format", "html", "-o", "-"]);
