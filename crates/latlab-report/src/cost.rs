@@ -118,10 +118,19 @@ pub fn samples_text(s: &Samples) -> String {
 pub fn loads_text(loads: &Loads) -> String {
     let mut out = String::new();
     for l in &loads.reports {
+        // Several rates are told apart by what each counts.
+        let several = l.throughput.len() > 1;
         let rates: Vec<String> = l
             .throughput
             .iter()
-            .map(|t| format!("{} {}", format_rate(t.rate), t.unit))
+            .map(|t| {
+                let what = if several {
+                    format!(" ({})", t.what)
+                } else {
+                    String::new()
+                };
+                format!("{} {}{what}", format_rate(t.rate), t.unit)
+            })
             .collect();
         let _ = writeln!(
             out,
@@ -252,8 +261,21 @@ mod tests {
             }],
             phases: vec![],
         };
+        let mut loads = loads;
         let t = loads_text(&loads);
-        assert!(t.contains("123k ops/s") && t.contains("2 worker(s)"), "{t}");
+        assert!(
+            t.contains("123k ops/s\n") && t.contains("2 worker(s)"),
+            "{t}"
+        );
         assert!(t.contains("warning: stopped early"));
+        // Two rates of one unit say what each counts.
+        let mut flops = loads.reports[0].throughput[0].clone();
+        flops.what = "floating-point operations".into();
+        loads.reports[0].throughput.push(flops);
+        let t = loads_text(&loads);
+        assert!(
+            t.contains("123k ops/s (multiplies), 123k ops/s (floating-point operations)"),
+            "{t}"
+        );
     }
 }
