@@ -291,6 +291,18 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
         );
     }
 
+    // Runs a signal stopped before their length: they measured less than asked.
+    for (c, repeat, r) in &runs {
+        if let Some(why) = r.cut_short() {
+            let which = if c.runs.len() > 1 {
+                format!("{} repeat {repeat}", c.cell.name)
+            } else {
+                c.cell.name.clone()
+            };
+            push(Kind::Warning, format!("cut short: {which} was {why}"));
+        }
+    }
+
     // Missed periods.
     for c in &a.cells {
         let Some(missed) = c.missed.filter(|&m| m > 0) else {

@@ -1959,6 +1959,32 @@ fn findings_open_the_report_with_verdicts_and_warnings() {
     assert!(at("Supported differences") < at("Before trusting the numbers"));
 }
 
+/// A run a signal stopped before its length is said among what to know first: it measured
+/// less than its cell says it asked (only the seconds measured hinted at it).
+#[test]
+fn findings_say_which_run_was_cut_short() {
+    let mut input = bare();
+    assert!(!has(&findings(&input), "warning", &["cut short"]));
+    let r = &mut input.cells[0].runs[0];
+    r.config.duration_ns = Some(5_000_000_000);
+    r.elapsed_ns = 1_482_000_000;
+    r.stop = latlab_model::StopReason::Signal {
+        signal: "SIGINT".into(),
+    };
+    let f = findings(&input);
+    assert!(
+        has(
+            &f,
+            "warning",
+            &[
+                "cut short: ",
+                " was stopped by SIGINT after 1.5s of the 5s asked"
+            ]
+        ),
+        "{f:#?}"
+    );
+}
+
 /// Missed periods compared are each repeat's count (the median over the repeats), and a cell
 /// that missed many is said to be a selection of the wake-ups that happened.
 #[test]
