@@ -35,7 +35,7 @@ pub use monitor::{
     WindowSet, WindowSetRow, power_names,
 };
 pub use rollups::{DAY_NS, ROLLUP_SPANS_NS, Weighted, WindowSummary};
-pub use runs::{RunFilter, RunId, RunSummary};
+pub use runs::{REMOVED, RunFilter, RunId, RunSummary};
 pub use schema::{APPLICATION_ID, MIGRATIONS, Migration, SCHEMA_VERSION};
 pub use totals::{CpuTotals, SeriesTotals};
 

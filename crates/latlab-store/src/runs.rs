@@ -14,6 +14,9 @@ use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 /// Name of the `trace_results` row holding a trace without its families.
 const TRACE_HEAD: &str = "run";
 
+/// The reason a cell's repeat is pending again after its run was removed.
+pub const REMOVED: &str = "its run was removed with `latlab db rm`";
+
 /// The store's number for a run (shown by `latlab db list`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RunId(pub i64);
@@ -570,8 +573,9 @@ impl Store {
     }
 
     /// Remove runs and everything that belongs to them, in one transaction; an unknown id removes
-    /// nothing. A cell left without a run goes back to pending (a resumed plan redoes it); system
-    /// records no longer used are removed.
+    /// nothing. A cell left without a run goes back to pending (a resumed plan redoes it), with
+    /// [`REMOVED`] as its reason so a report says why it is missing; system records no longer
+    /// used are removed.
     pub fn remove_runs(&mut self, ids: &[RunId]) -> Result<()> {
         let tx = self
             .conn
@@ -588,10 +592,10 @@ impl Store {
             tx.execute("DELETE FROM runs WHERE id = ?1", [id.0])?;
             if let Some(cell) = cell {
                 tx.execute(
-                    "UPDATE cells SET status = 'pending', updated_at = ?2
+                    "UPDATE cells SET status = 'pending', updated_at = ?2, reason = ?3
                      WHERE id = ?1 AND status = 'done'
                        AND NOT EXISTS (SELECT 1 FROM runs WHERE cell_id = ?1)",
-                    params![cell, crate::now_rfc3339()],
+                    params![cell, crate::now_rfc3339(), REMOVED],
                 )?;
             }
         }

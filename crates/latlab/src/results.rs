@@ -191,9 +191,18 @@ fn experiment_cells(
         if matches!(c.status, CellStatus::Pending | CellStatus::Failed) {
             let e = unmeasured.entry(c.key.clone()).or_default();
             e.0 += 1;
-            // The first failure's reason ("" where none was recorded).
-            if c.status == CellStatus::Failed && e.1.is_none() {
-                e.1 = Some(c.reason.clone().unwrap_or_default());
+            // Why: the first failure's reason, or a run removed since it was measured.
+            if e.1.is_none() {
+                e.1 = match (&c.status, c.reason.as_deref()) {
+                    (CellStatus::Failed, Some(r)) if !r.is_empty() => {
+                        Some(format!("one failed: {r}"))
+                    }
+                    (CellStatus::Failed, _) => Some("one failed".into()),
+                    (_, Some(r)) if r == latlab_store::REMOVED => {
+                        Some(format!("{r}; `latlab run PLAN --resume` measures it again"))
+                    }
+                    _ => None,
+                };
             }
         }
         *repeats.entry(c.key.clone()).or_default() += 1;
@@ -232,12 +241,9 @@ fn experiment_cells(
     }
     for (key, (n, failed)) in unmeasured {
         let of = repeats.get(&key).copied().unwrap_or(n);
-        let why = match failed {
-            Some(reason) if !reason.is_empty() => format!("one failed: {reason}"),
-            Some(_) => "one failed".into(),
-            None => "the experiment stopped before them; `latlab run PLAN --resume` measures them"
-                .into(),
-        };
+        let why = failed.unwrap_or_else(|| {
+            "the experiment stopped before them; `latlab run PLAN --resume` measures them".into()
+        });
         let which = match (n, of) {
             (1, 1) => "its repeat".to_string(),
             (n, of) if n == of => format!("its {of} repeats"),
@@ -910,6 +916,29 @@ mod tests {
                 )
             ]
         );
+        // A repeat whose run was removed since says so: the experiment did measure it.
+        let c = store
+            .save_run(&run_with_id("r2"), Some(&cell("x=c", 0)))
+            .unwrap();
+        store
+            .save_run(&run_with_id("r3"), Some(&cell("x=c", 1)))
+            .unwrap();
+        store.remove_runs(&[c]).unwrap();
+        let mut skipped = Vec::new();
+        super::experiment_cells(&store, e, None, &mut skipped).unwrap();
+        assert!(
+            skipped.contains(&(
+                "x=c".to_string(),
+                "1 of its 2 repeats (its run was removed with `latlab db rm`; `latlab run PLAN \
+                 --resume` measures it again)"
+                    .to_string()
+            )),
+            "{skipped:?}"
+        );
+    }
+
+    fn run_with_id(id: &str) -> latlab_model::RunResult {
+        latlab_testkit::run::one_cpu(id, (1, 1_000_000))
     }
 
     /// A plan without axes has one cell; it is named after the plan, not `-`, and the title
