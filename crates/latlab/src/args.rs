@@ -183,6 +183,18 @@ impl MeasureOpts {
 
     /// The configuration these options give, pinned to `--cpus` (default: every online CPU),
     /// without an end; the command sets what is its own on top.
+    /// `--policy deadline` is `measure`'s alone (its runtime, deadline and period options are
+    /// too): refused by `command` before anything else is said of it.
+    pub fn no_deadline(&self, command: &str) -> CliResult<()> {
+        if self.policy == Policy::Deadline {
+            return Err(CliError::Usage(format!(
+                "--policy deadline is not supported by {command}, only by measure (accepted: \
+                 fifo, rr, other, batch, idle)"
+            )));
+        }
+        Ok(())
+    }
+
     pub fn config(&self, online: &CpuList, interval: Ns, window: Ns) -> MeasureConfig {
         let cpus = self
             .cpus

@@ -11,7 +11,7 @@ use crate::cli_error::{CliError, CliResult};
 use clap::Args;
 use latlab_measure::StopSignal;
 use latlab_model::units::format_duration;
-use latlab_model::{MeasureConfig, Method, Policy};
+use latlab_model::{MeasureConfig, Method};
 use latlab_monitor::schedule::{self, Schedule};
 use latlab_monitor::{MonitorPlan, check_config_text, store_state};
 use latlab_sys::Sys;
@@ -205,12 +205,7 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
                 .into(),
         ));
     }
-    if args.opts.policy == Policy::Deadline {
-        return Err(CliError::Usage(
-            "--policy deadline is not supported by monitor (accepted: fifo, rr, other, batch, idle)"
-                .into(),
-        ));
-    }
+    args.opts.no_deadline("monitor")?;
     args.opts.check()?;
     let sample_period = args.opts.sample_period_ns()?;
     // Built like `latlab measure`'s, with no end. Spikes go out with their windows (at most
@@ -431,7 +426,10 @@ mod tests {
         assert_eq!(p.cfg.interval_ns, 200_000);
         assert_eq!(p.cfg.window_ns, 300_000_000_000);
         assert_eq!(p.cfg.cpus, Some(vec![0, 1, 2, 3]));
-        assert_eq!((p.cfg.policy, p.cfg.priority), (Policy::Fifo, 95));
+        assert_eq!(
+            (p.cfg.policy, p.cfg.priority),
+            (latlab_model::Policy::Fifo, 95)
+        );
         assert_eq!(p.cfg.duration_ns, None);
         assert_eq!(p.retention_ns, 90 * 86_400_000_000_000);
         assert_eq!(p.listen, Some("127.0.0.1:9464".parse().unwrap()));

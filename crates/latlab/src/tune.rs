@@ -602,16 +602,24 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
     if report.rebooted {
         println!("  the system was rebooted since apply");
     }
+    // Drift is a change since an apply; a profile compared with a system it was not applied
+    // to only differs from it.
+    let applied = report.since.is_some();
     for c in &report.checks {
         if c.ok {
             println!("  ok     {} = {}", c.knob, c.expected);
-        } else {
+        } else if applied {
             println!(
                 "  DRIFT  {}: expected {}, actual {}; changed by: {}",
                 c.knob,
                 c.expected,
                 c.actual,
                 c.who.as_deref().unwrap_or("unknown")
+            );
+        } else {
+            println!(
+                "  DIFF   {}: the profile wants {}, the system has {}",
+                c.knob, c.expected, c.actual
             );
         }
     }
@@ -638,8 +646,13 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
         Ok(ExitCode::SUCCESS)
     } else {
         println!(
-            "verify: failed ({drift} of {} values drifted)",
-            report.checks.len()
+            "verify: failed ({drift} of {} values {})",
+            report.checks.len(),
+            if applied {
+                "drifted"
+            } else {
+                "differ from the profile, which is not applied"
+            }
         );
         Ok(ExitCode::from(1))
     }

@@ -266,6 +266,7 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
         None => goal.objective(),
     };
     let knobs = search::select_knobs(&args.knobs, &args.skip).map_err(CliError::Usage)?;
+    args.opts.no_deadline("tune search")?;
     if args.opts.method == latlab_model::Method::Busy {
         return Err(CliError::Usage(
             "--method busy: it measures no wake-up, so no candidate could be told from another \

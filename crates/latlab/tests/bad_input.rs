@@ -221,6 +221,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "not supported by monitor",
     ),
     (
+        &["tune", "search", "--policy", "deadline"],
+        "--policy deadline is not supported by tune search, only by measure",
+    ),
+    (
         &["monitor", "--priority", "0"],
         "--priority 0: out of range",
     ),

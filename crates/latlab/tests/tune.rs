@@ -719,8 +719,9 @@ fn a_profile_for_a_run_tunes_the_measured_cpus_and_records_its_pm_qos_hold() {
     let before = snapshot(&t.root);
     let out = ok(&t.run(&["tune", "apply", profile.to_str().unwrap()]));
     assert!(
-        out.contains("note: system.cpu_dma_latency_us = 0") && out.contains("latlab tune hold"),
-        "{out}"
+        out.contains("note: system.cpu_dma_latency_us = 0")
+            && out.contains(&format!("latlab tune hold {}`", profile.display())),
+        "the profile by its path, which `tune hold` takes: {out}"
     );
     assert_eq!(
         out.matches("request lasts only while").count(),
@@ -836,4 +837,20 @@ fn verify_after_an_apply_that_wrote_nothing_compares_the_profile() {
         text(&out.stdout)
     );
     ok(&t.run(&["tune", "restore"]));
+    // Compared with a profile never applied here, the values differ: nothing drifted.
+    let out = t.run(&["tune", "verify", "lowlatency"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let said = text(&out.stdout);
+    assert!(
+        said.contains("profile lowlatency, compared with this system"),
+        "{said}"
+    );
+    assert!(
+        said.contains("  DIFF   ") && !said.contains("DRIFT"),
+        "{said}"
+    );
+    assert!(
+        said.contains("differ from the profile, which is not applied"),
+        "{said}"
+    );
 }
