@@ -99,7 +99,17 @@ pub fn apply(sys: &Sys, plan: &FixPlan, state_dir: &Path) -> Result<FixReport, F
     }
     let path = state_dir.join(format!("{PROFILE_NAME}.toml"));
     if plan.knobs.is_empty() {
-        // Boot options only: the profile is for `latlab tune boot`; nothing is applied.
+        // Boot options only: the profile is for `latlab tune boot`; nothing is applied. An
+        // earlier fix applied from the profile file stays as its journal names it: this one
+        // goes beside it.
+        let applied_from_it = latlab_tune::status(sys, state_dir)?
+            .journal
+            .is_some_and(|j| Path::new(&j.header.source) == path);
+        let path = if applied_from_it {
+            state_dir.join(format!("{PROFILE_NAME}-boot.toml"))
+        } else {
+            path
+        };
         write_profile(&path, plan)?;
         return Ok(FixReport {
             profile: Some(path),

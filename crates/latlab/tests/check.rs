@@ -261,6 +261,21 @@ fn fix_then_tune_restore_leaves_the_bad_tree_as_it_was() {
     assert_ne!(again.status.code(), Some(0));
     assert_eq!(mid, snapshot(dir.path()));
 
+    // The same --fix again has only boot options left to give: the applied profile's file,
+    // which its journal names, is left as it is; the boot options go beside it.
+    let profile = state.path().join("check-fix.toml");
+    let applied = std::fs::read_to_string(&profile).unwrap();
+    let again = check_fix(dir.path(), state.path(), &[]);
+    assert_ne!(again.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&profile).unwrap(), applied);
+    let boot = std::fs::read_to_string(state.path().join("check-fix-boot.toml")).unwrap();
+    assert!(boot.contains("clocksource=tsc"), "{boot}");
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("check-fix-boot.toml"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+
     let r = restore(dir.path(), state.path());
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(before, snapshot(dir.path()), "restored byte for byte");
