@@ -611,6 +611,39 @@ impl VerifyReport {
     pub fn drifted(&self) -> usize {
         self.checks.iter().filter(|c| !c.ok).count()
     }
+
+    /// IRQs whose affinity is as the profile wants but which the kernel still delivers
+    /// elsewhere (`effective_affinity_list`): not drift, but interrupts still land on CPUs
+    /// the profile keeps them off. One line each.
+    pub fn irq_notes(&self, sys: &Sys) -> Vec<String> {
+        use latlab_model::units::CpuList;
+        self.checks
+            .iter()
+            .filter(|c| c.ok)
+            .filter_map(|c| {
+                let irq: u32 = c
+                    .knob
+                    .strip_prefix("irq ")?
+                    .split(' ')
+                    .next()?
+                    .parse()
+                    .ok()?;
+                let wanted = CpuList::parse(&c.expected).ok()?;
+                let path = format!("/proc/irq/{irq}/effective_affinity_list");
+                let effective = CpuList::parse(sys.read_trim(&path).ok()?.as_str())
+                    .ok()
+                    .filter(|e| !e.is_empty())?;
+                effective.not_within(&wanted).map(|_| {
+                    format!(
+                        "{}: set to {}, but the kernel still delivers it to CPU {} ({path}): it \
+                         moves an interrupt when it next fires, and some interrupt controllers \
+                         keep one where it is",
+                        c.knob, c.expected, effective
+                    )
+                })
+            })
+            .collect()
+    }
 }
 
 /// The change an apply that was killed journaled last but never wrote: the journal is not

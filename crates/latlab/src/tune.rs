@@ -626,6 +626,9 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
     for (knob, why) in &report.unsupported {
         println!("  -      {knob}: unsupported here: {why}");
     }
+    for note in report.irq_notes(&ctx.sys) {
+        println!("  note   {note}");
+    }
     for knob in &report.not_written {
         println!("  -      {knob}: not written: the apply was killed before it wrote this one");
     }

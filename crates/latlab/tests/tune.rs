@@ -854,3 +854,22 @@ fn verify_after_an_apply_that_wrote_nothing_compares_the_profile() {
         "{said}"
     );
 }
+
+/// An IRQ moved off the isolated CPUs that the kernel still delivers there (its
+/// effective_affinity_list, which a fixture tree never changes) is said under a passing verify:
+/// not drift, but interrupts still land where the profile keeps them off.
+#[test]
+fn verify_says_which_moved_irqs_still_land_on_the_isolated_cpus() {
+    let t = Tree::new("amd-desktop");
+    ok(&t.run(&["tune", "apply", "realtime", "--cpus", "2-3"]));
+    let out = ok(&t.run(&["tune", "verify"]));
+    assert!(out.contains("verify: passed"), "{out}");
+    assert!(
+        out.contains(
+            "note   irq 56 (PCIe PME, aerdrv) affinity: set to 0-1, but the kernel still \
+             delivers it to CPU 3 (/proc/irq/56/effective_affinity_list)"
+        ),
+        "{out}"
+    );
+    ok(&t.run(&["tune", "restore"]));
+}
