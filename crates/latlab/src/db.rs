@@ -43,6 +43,7 @@ enum DbCommand {
     },
     /// Remove runs and everything stored with them (all or none).
     Rm {
+        /// Run numbers (from `latlab db list`) or result ids.
         #[arg(value_name = "ID", required = true)]
         ids: Vec<String>,
     },
@@ -54,6 +55,7 @@ enum DbCommand {
     /// Save result files written by `latlab measure --json` (or `db show --json`) as runs
     /// (`latlab import` reads other tools' output).
     ImportJson {
+        /// latlab JSON result files; one already stored is said and skipped.
         #[arg(value_name = "FILE", required = true)]
         files: Vec<PathBuf>,
     },

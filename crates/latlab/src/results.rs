@@ -53,6 +53,8 @@ pub struct CompareArgs {
     a: String,
     /// What is compared with it.
     b: String,
+    /// A results store (default ./latlab.db, or LATLAB_DB); repeat to compare across stores,
+    /// naming each side STORE:ITEM.
     #[arg(long, value_name = "PATH")]
     db: Vec<PathBuf>,
 }
@@ -64,9 +66,9 @@ pub struct ExportArgs {
     /// json, csv, histogram-csv, windows-csv, spikes-csv, cyclictest-json or cyclictest-hist.
     #[arg(long, default_value = "json", value_name = "FORMAT")]
     format: String,
-    /// Rows of 1 µs for cyclictest-hist.
-    #[arg(long, default_value_t = 400, value_name = "US")]
-    range: u32,
+    /// Rows of 1 µs for cyclictest-hist [default: 400].
+    #[arg(long, value_name = "US")]
+    range: Option<u32>,
     /// Output file (default: standard output).
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -607,7 +609,16 @@ pub fn export(args: ExportArgs) -> CliResult<ExitCode> {
             )));
         }
     };
-    if args.range == 0 {
+    // Only the -h text has rows; elsewhere a --range would be taken and do nothing.
+    if args.range.is_some() && args.format != "cyclictest-hist" {
+        return Err(CliError::Usage(format!(
+            "--range: --format {} has no rows of 1 µs (accepted: --range with --format \
+             cyclictest-hist)",
+            args.format
+        )));
+    }
+    let range = args.range.unwrap_or(400);
+    if range == 0 {
         return Err(CliError::Usage(
             "--range 0: no rows to show (accepted: 1 or more rows)".into(),
         ));
@@ -622,7 +633,7 @@ pub fn export(args: ExportArgs) -> CliResult<ExitCode> {
         ))
     })?;
     let run = store.load_run(id)?;
-    write_out(out, &render(&run, args.range))?;
+    write_out(out, &render(&run, range))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -604,6 +604,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "required arguments were not provided: <A>, <B>",
     ),
     (&["export"], "required arguments were not provided: <RUN>"),
+    (
+        &["export", "1", "--format", "csv", "--range", "50"],
+        "--range: --format csv has no rows of 1 µs (accepted: --range with --format cyclictest-hist)",
+    ),
     (&["import"], "required arguments were not provided: <FILES>"),
     (&["db", "frob"], "unrecognized subcommand 'frob'"),
     (
