@@ -1478,6 +1478,13 @@ fn the_dashboard_lines_break_where_no_window_was_measured() {
         dom.contains("ago): its daemon was stopped at ") && dom.contains(" (stopped by SIGTERM)"),
         "{dom}"
     );
+    // The range reaches the stop, a second after the last window: it is among the annotations
+    // (the range ended at the last window, and left it out).
+    assert!(
+        dom.contains("<li data-kind=\"stop\"><span class=\"kind\">stop</span>")
+            && dom.contains(" — stopped by SIGTERM</li>"),
+        "{dom}"
+    );
 }
 
 #[test]

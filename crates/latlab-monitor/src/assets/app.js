@@ -706,8 +706,12 @@ function rangeNow() {
   if (st.custom) return st.custom;
   const series = st.seriesList.find((x) => x.id === st.series);
   const now = Date.now();
-  const end = series && series.last_ms ? Math.min(now, Math.max(series.last_ms, now - 60000)) : now;
-  const anchor = series && series.last_ms && series.last_ms < now - 600000 ? series.last_ms : end;
+  // The series' last moment: its last window's end, or its recorded stop just after it (so
+  // the stop's annotation is in the range).
+  const last = series && series.last_ms
+    ? Math.max(series.last_ms, series.stopped ? series.stopped.at_ms + 1 : 0) : 0;
+  const end = last ? Math.min(now, Math.max(last, now - 60000)) : now;
+  const anchor = last && last < now - 600000 ? last : end;
   const first = series && series.first_ms ? series.first_ms : anchor - 21600000;
   if (st.span === 'all') return [first, Math.max(anchor, first + 1000)];
   // A range reaching back before the series began starts where it began.
