@@ -39,6 +39,15 @@ pub use runs::{REMOVED, RunFilter, RunId, RunSummary};
 pub use schema::{APPLICATION_ID, MIGRATIONS, Migration, SCHEMA_VERSION};
 pub use totals::{CpuTotals, SeriesTotals};
 
+/// What an error of a store at `path` should add where its file system is full: SQLite says
+/// "disk I/O error" when it cannot even open its journal.
+fn space_left(path: &Path) -> &'static str {
+    match latlab_sys::available_bytes(path) {
+        Some(0) => "; the file system holding it is full",
+        _ => "",
+    }
+}
+
 /// The store's file name when no path is given.
 pub const DEFAULT_FILE: &str = "latlab.db";
 /// The environment variable naming the store when no path is given.
@@ -49,7 +58,7 @@ pub const ENV_VAR: &str = "LATLAB_DB";
 pub enum StoreError {
     #[error("no store at {0}")]
     Missing(PathBuf),
-    #[error("cannot open the store {path}: {source}")]
+    #[error("cannot open the store {path}: {source}{}", space_left(path))]
     Open {
         path: PathBuf,
         source: rusqlite::Error,

@@ -372,6 +372,21 @@ pub fn nearest_existing(path: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
+/// Bytes free for unprivileged users in the file system holding `path` (or its nearest
+/// existing ancestor), when it says: `None` for one with no blocks (proc, sys) or unreadable.
+pub fn available_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(nearest_existing(path).as_os_str().as_bytes()).ok()?;
+    // SAFETY: c is a valid C string; st is a valid out buffer.
+    unsafe {
+        let mut st: libc::statvfs = std::mem::zeroed();
+        if libc::statvfs(c.as_ptr(), &mut st) != 0 || st.f_blocks == 0 {
+            return None;
+        }
+        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+    }
+}
+
 /// Whether this process can write `path`, tried for real (`access(2)` says yes to root even on
 /// a read-only file system or in sysfs): an existing file is opened for writing, neither
 /// truncated nor changed; a missing one is created and removed again; in a directory a file of

@@ -784,6 +784,27 @@ fn a_run_the_full_store_cannot_take_is_kept_in_a_file() {
         serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
     assert_eq!(stored, rescued);
     assert!(stored["spikes"]["kept"].as_array().unwrap().len() > 1000);
+
+    // A store on a file system with no space left at all is refused before measuring, and the
+    // error says the file system is full (SQLite says only "disk I/O error").
+    let script = format!(
+        "mount -t tmpfs -o size=1m tmpfs {d} || exit 9
+         $LATLAB measure -l 10 -q --no-samplers --policy other --db {d}/s.db 2>/dev/null >&2 || exit 7
+         dd if=/dev/zero of={d}/fill bs=4k 2>/dev/null
+         $LATLAB measure -D 1s -q --no-samplers --policy other --db {d}/s.db",
+        d = disk.display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .env("LATLAB", env!("CARGO_BIN_EXE_latlab"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("; the file system holding it is full"),
+        "{err}"
+    );
 }
 
 /// The summary says how many spikes a `--spike` run kept and how many it only counted beyond

@@ -78,21 +78,6 @@ fn target_dir(spec: &LoadSpec) -> PathBuf {
         .unwrap_or_else(std::env::temp_dir)
 }
 
-/// Bytes free for unprivileged users in the file system holding `dir`, when it says.
-fn available_bytes(dir: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: c is a valid C string; st is a valid out buffer.
-    unsafe {
-        let mut st: libc::statvfs = std::mem::zeroed();
-        // A file system with no blocks (proc, sys) says nothing about space.
-        if libc::statvfs(c.as_ptr(), &mut st) != 0 || st.f_blocks == 0 {
-            return None;
-        }
-        Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
-    }
-}
-
 /// The directory must exist and hold the files. Whether it is writable shows when the files
 /// are created at start.
 fn supported(spec: &LoadSpec, opts: &LoadOptions) -> Result<(), String> {
@@ -105,7 +90,7 @@ fn supported(spec: &LoadSpec, opts: &LoadOptions) -> Result<(), String> {
     let cpus = opts.resolve_cpus().map_err(|e| e.to_string())?;
     let workers = spec.workers("workers", cpus.len()) as u64;
     let need = workers.saturating_mul(spec.size("size").unwrap_or(0));
-    if let Some(free) = available_bytes(&dir)
+    if let Some(free) = latlab_sys::available_bytes(&dir)
         && need > free
     {
         return Err(format!(
