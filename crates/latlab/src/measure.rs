@@ -332,6 +332,20 @@ impl MeasureArgs {
                 let profile = profiles
                     .resolve(name)
                     .map_err(|e| CliError::Usage(format!("--profile {name}: {e}")))?;
+                // rt-hog checks RT throttling before the profile is applied: one that turns it
+                // off would have the load refuse to start only once the run begins.
+                let hog = specs.iter().find(|s| s.kind() == "rt-hog");
+                let off = profile.system.sched_rt_runtime_us.as_ref().map(|v| v.value);
+                if let (Some(hog), Some(runtime), false) = (hog, off, self.force)
+                    && runtime < 0
+                {
+                    return Err(CliError::Failed(anyhow::anyhow!(
+                        "--profile {name} turns RT throttling off (sched_rt_runtime_us = \
+                         {runtime}), beside which {flag} {hog} does not start: busy real-time \
+                         threads could starve everything else (a profile that keeps RT \
+                         throttling, or --force)"
+                    )));
+                }
                 let measured = cfg.cpus.as_ref().map(|c| CpuList::from_cpus(c.clone()));
                 let plan = latlab_tune::Plan::build(sys, &profile, measured.as_ref())
                     .map_err(|e| CliError::Failed(anyhow::anyhow!("--profile {name}: {e}")))?;

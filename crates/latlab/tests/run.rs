@@ -425,3 +425,34 @@ fn a_second_resume_of_an_experiment_being_measured_is_refused() {
     let store = Store::open(&db).unwrap();
     assert_eq!(store.list_runs(&Default::default()).unwrap().len(), 2);
 }
+
+/// A cell whose profile turns RT throttling off beside an rt-hog load is skipped when the plan
+/// is checked, with why: rt-hog refuses to start without RT throttling, which the dry run read
+/// before the profile was applied (it approved the cell, and the run failed it).
+#[test]
+fn a_profile_without_rt_throttling_beside_rt_hog_is_skipped_when_planned() {
+    // Without privileges rt-hog is refused first, for that.
+    if !latlab_testkit::root_or_skip("rt-hog's real-time threads") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        "name = \"rt\"\n[settings]\nduration = \"1s\"\npolicy = \"rr\"\npriority = 20\n\
+         load = \"rt-hog:threads=1,policy=rr,priority=1\"\n\
+         [axes]\nprofile = [\"none\", \"realtime\"]\n",
+    );
+    let out = run_exit(latlab!().arg("run").arg(&plan).arg("--dry-run"), 0);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cell = text
+        .lines()
+        .find(|l| l.contains("profile=realtime"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        cell.contains(
+            "skipped: --profile realtime turns RT throttling off (sched_rt_runtime_us = -1), \
+             beside which --load rt-hog"
+        ),
+        "{text}"
+    );
+}
