@@ -392,4 +392,23 @@ fn a_full_window_keeps_its_largest_spikes() {
         "the smallest gave way"
     );
     assert!(buf.spikes_replaced);
+    // Many more, smaller and larger in turn: the largest of all stay.
+    let more = |i: u64| {
+        if i.is_multiple_of(2) {
+            10 + i
+        } else {
+            10_000 + i
+        }
+    };
+    for i in 0..4096u64 {
+        buf.add_spike(6000 + i, more(i));
+    }
+    let mut values: Vec<u64> = buf.spikes.iter().map(|s| s.value).collect();
+    values.sort_unstable();
+    let mut all: Vec<u64> = (0..SPIKES_PER_WINDOW as u64).map(|i| 100 + i).collect();
+    all.extend((0..4096u64).map(more));
+    all.push(1_000_000);
+    all.sort_unstable();
+    assert_eq!(values, all[all.len() - SPIKES_PER_WINDOW..]);
+    assert_eq!(buf.spikes_dropped, 2 + 4096);
 }

@@ -48,6 +48,8 @@ pub struct WindowBuf {
     pub spikes_dropped: u64,
     /// Kept spikes gave way to larger ones: `spikes` is no longer in the order of time.
     pub spikes_replaced: bool,
+    /// Where the smallest kept spike is, once the room is full and it was looked for.
+    smallest: Option<usize>,
     /// When the window's maximum (`hist.max()`) happened, ns after the run's start.
     pub max_at: u64,
     /// The thread's last buffer.
@@ -68,6 +70,7 @@ impl WindowBuf {
             spikes: Vec::with_capacity(SPIKES_PER_WINDOW),
             spikes_dropped: 0,
             spikes_replaced: false,
+            smallest: None,
             max_at: 0,
             last: false,
         }
@@ -83,6 +86,7 @@ impl WindowBuf {
         self.spikes.clear();
         self.spikes_dropped = 0;
         self.spikes_replaced = false;
+        self.smallest = None;
         self.max_at = 0;
         self.span = 1;
         self.last = false;
@@ -114,21 +118,25 @@ impl WindowBuf {
         self.replace_smallest(SpikeRec { at, value })
     }
 
-    /// Beyond the room: `spike` takes the place of the smallest kept, where it is larger.
+    /// Beyond the room: `spike` takes the place of the smallest kept, where it is larger. The
+    /// smallest is found once and again only after a replacement, so a spike that is not kept
+    /// costs one comparison.
     #[cold]
     fn replace_smallest(&mut self, spike: SpikeRec) -> bool {
-        let smallest = self
-            .spikes
-            .iter_mut()
-            .min_by_key(|s| s.value)
-            .filter(|s| s.value < spike.value);
-        match smallest {
-            Some(s) => {
+        let smallest = |spikes: &[SpikeRec]| {
+            (0..spikes.len())
+                .min_by_key(|&i| spikes[i].value)
+                .unwrap_or(0)
+        };
+        let i = *self.smallest.get_or_insert_with(|| smallest(&self.spikes));
+        match self.spikes.get_mut(i) {
+            Some(s) if s.value < spike.value => {
                 *s = spike;
                 self.spikes_replaced = true;
+                self.smallest = Some(smallest(&self.spikes));
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 }
