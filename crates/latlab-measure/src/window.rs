@@ -46,10 +46,9 @@ pub struct WindowBuf {
     pub stalls_overflowed: bool,
     pub spikes: Vec<SpikeRec>,
     pub spikes_dropped: u64,
-    /// Kept spikes gave way to larger ones: `spikes` is no longer in the order of time.
+    /// The room was full: `spikes` is a heap by value (its smallest first), no longer in the
+    /// order of time.
     pub spikes_replaced: bool,
-    /// Where the smallest kept spike is, once the room is full and it was looked for.
-    smallest: Option<usize>,
     /// When the window's maximum (`hist.max()`) happened, ns after the run's start.
     pub max_at: u64,
     /// The thread's last buffer.
@@ -70,7 +69,6 @@ impl WindowBuf {
             spikes: Vec::with_capacity(SPIKES_PER_WINDOW),
             spikes_dropped: 0,
             spikes_replaced: false,
-            smallest: None,
             max_at: 0,
             last: false,
         }
@@ -86,7 +84,6 @@ impl WindowBuf {
         self.spikes.clear();
         self.spikes_dropped = 0;
         self.spikes_replaced = false;
-        self.smallest = None;
         self.max_at = 0;
         self.span = 1;
         self.last = false;
@@ -119,24 +116,27 @@ impl WindowBuf {
     }
 
     /// Beyond the room: `spike` takes the place of the smallest kept, where it is larger. The
-    /// smallest is found once and again only after a replacement, so a spike that is not kept
-    /// costs one comparison.
+    /// full room is kept as a heap with its smallest first (arranged once, when it fills), so a
+    /// spike that is not kept costs one comparison and one that is about log2(1024) = 10 steps.
     #[cold]
     fn replace_smallest(&mut self, spike: SpikeRec) -> bool {
-        let smallest = |spikes: &[SpikeRec]| {
-            (0..spikes.len())
-                .min_by_key(|&i| spikes[i].value)
-                .unwrap_or(0)
-        };
-        let i = *self.smallest.get_or_insert_with(|| smallest(&self.spikes));
-        match self.spikes.get_mut(i) {
+        if !self.spikes_replaced {
+            for i in (0..self.spikes.len() / 2).rev() {
+                sift_down(&mut self.spikes, i);
+            }
+        }
+        match self.spikes.first_mut() {
             Some(s) if s.value < spike.value => {
                 *s = spike;
+                sift_down(&mut self.spikes, 0);
                 self.spikes_replaced = true;
-                self.smallest = Some(smallest(&self.spikes));
                 true
             }
-            _ => false,
+            _ => {
+                // Arranged as a heap all the same: the next one need not arrange it again.
+                self.spikes_replaced = true;
+                false
+            }
         }
     }
 }
@@ -189,5 +189,23 @@ impl WindowSink {
     pub fn finish(mut self) {
         self.cur.last = true;
         let _ = self.full.send(self.cur);
+    }
+}
+
+/// Move `spikes[i]` down a heap whose smallest value comes first until both children are
+/// larger or equal.
+fn sift_down(spikes: &mut [SpikeRec], mut i: usize) {
+    loop {
+        let mut least = i;
+        for child in [2 * i + 1, 2 * i + 2] {
+            if child < spikes.len() && spikes[child].value < spikes[least].value {
+                least = child;
+            }
+        }
+        if least == i {
+            return;
+        }
+        spikes.swap(i, least);
+        i = least;
     }
 }

@@ -76,24 +76,8 @@ const ROWS: &[(&[&str], &str)] = &[
         ],
         "-m futex: its waker thread is pinned",
     ),
-    // A real-time load that outranks the measuring thread on its CPU: it never ran, past -D.
-    (
-        &[
-            "measure",
-            "-a",
-            "0",
-            "-p",
-            "50",
-            "-D",
-            "1s",
-            "--load",
-            "rt-hog:threads=1,priority=60",
-            "--load-cpus",
-            "0",
-        ],
-        "keep CPU 0 busy, where cpu0 would run at fifo 50, and it would never run",
-    ),
-    // At the same priority a fifo hog never yields; an rr one does (its time slice ends).
+    // A real-time load that outranks the measuring thread on its CPU: it never ran, past -D. At
+    // the same priority a fifo hog never yields; an rr one does (its time slice ends).
     (
         &[
             "measure",
@@ -108,7 +92,8 @@ const ROWS: &[(&[&str], &str)] = &[
             "--load-cpus",
             "0",
         ],
-        "its threads at priority 50 under fifo, which never yields to its equal, keep CPU 0 busy",
+        "its threads at priority 50 under fifo, which never yields to its equal, keep CPU 0 busy, \
+         where cpu0 would run at fifo 50, and it would never run",
     ),
     (&["measure", "--sample-period", "1ms"], "too short"),
     (&["measure", "--sample-period", "often"], "--sample-period"),

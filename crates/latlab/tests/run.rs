@@ -401,15 +401,8 @@ fn a_second_resume_of_an_experiment_being_measured_is_refused() {
     latlab_testkit::process::wait_for("the first run's lock", Duration::from_secs(20), || {
         lock.exists()
     });
-    let out = run_exit(
-        latlab!()
-            .arg("run")
-            .arg(&plan)
-            .arg("--db")
-            .arg(&db)
-            .arg("--resume"),
-        1,
-    );
+    let resume = ["--db", db.to_str().unwrap(), "--resume"];
+    let out = run_exit(latlab!().arg("run").arg(&plan).args(resume), 1);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!(
