@@ -203,6 +203,14 @@ pub fn run_exit(cmd: &mut Command, code: i32) -> Output {
     o
 }
 
+/// The first line of `text` that contains `needle`; the test fails with the whole text where
+/// none does.
+pub fn line_with<'a>(text: &'a str, needle: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
+}
+
 /// stdout then stderr, as one text (what a tool printed, in whichever stream).
 pub fn output_text(o: &Output) -> String {
     format!("{}{}", stdout(o), stderr(o))

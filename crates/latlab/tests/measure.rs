@@ -683,6 +683,18 @@ fn the_samplers_cover_the_measurement_under_a_real_time_load() {
     }
 }
 
+/// `sh -c script` in a mount namespace of its own (`unshare -m`), whose mounts vanish with it:
+/// `$LATLAB` is latlab, `$TMPDIR` `tmp` where given.
+fn in_private_mounts(script: &str, tmp: Option<&std::path::Path>) -> Output {
+    let mut c = latlab_testkit::command("unshare");
+    c.args(["-m", "--propagation", "private", "sh", "-c", script])
+        .env("LATLAB", env!("CARGO_BIN_EXE_latlab"));
+    if let Some(t) = tmp {
+        c.env("TMPDIR", t);
+    }
+    c.output().unwrap()
+}
+
 /// A `--break` writes its marker to tracefs and the result says where (the field was always
 /// null). Run in a mount namespace of its own with tracefs mounted there, which vanishes with
 /// it: nothing of the system is changed.
@@ -693,16 +705,12 @@ fn a_break_marker_written_is_recorded_in_the_result() {
     {
         return;
     }
-    let script = format!(
+    let out = in_private_mounts(
         "mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing || exit 9
-         {} measure -D 10s -a 0 -b 1ns -q --no-samplers --json - || exit 8
+         $LATLAB measure -D 10s -a 0 -b 1ns -q --no-samplers --json - || exit 8
          grep -c 'latlab: break: cpu0 latency .* us > 0 us' /sys/kernel/tracing/trace >&2",
-        env!("CARGO_BIN_EXE_latlab")
+        None,
     );
-    let out = std::process::Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", &script])
-        .output()
-        .unwrap();
     if out.status.code() == Some(9) {
         eprintln!("skipped: tracefs cannot be mounted here");
         return;
@@ -747,12 +755,7 @@ fn a_run_the_full_store_cannot_take_is_kept_in_a_file() {
            --db {d}/s.db",
         d = disk.display()
     );
-    let out = std::process::Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", &script])
-        .env("LATLAB", env!("CARGO_BIN_EXE_latlab"))
-        .env("TMPDIR", &rescue)
-        .output()
-        .unwrap();
+    let out = in_private_mounts(&script, Some(&rescue));
     if out.status.code() == Some(9) {
         eprintln!("skipped: a tmpfs cannot be mounted here");
         return;
@@ -794,11 +797,7 @@ fn a_run_the_full_store_cannot_take_is_kept_in_a_file() {
          $LATLAB measure -D 1s -q --no-samplers --policy other --db {d}/s.db",
         d = disk.display()
     );
-    let out = std::process::Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", &script])
-        .env("LATLAB", env!("CARGO_BIN_EXE_latlab"))
-        .output()
-        .unwrap();
+    let out = in_private_mounts(&script, None);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(

@@ -437,10 +437,7 @@ fn a_profile_without_rt_throttling_beside_rt_hog_is_skipped_when_planned() {
     );
     let out = run_exit(latlab!().arg("run").arg(&plan).arg("--dry-run"), 0);
     let text = String::from_utf8_lossy(&out.stdout);
-    let cell = text
-        .lines()
-        .find(|l| l.contains("profile=realtime"))
-        .unwrap_or_else(|| panic!("{text}"));
+    let cell = latlab_testkit::line_with(&text, "profile=realtime");
     assert!(
         cell.contains(
             "skipped: --profile realtime turns RT throttling off (sched_rt_runtime_us = -1), \
