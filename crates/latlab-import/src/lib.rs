@@ -694,6 +694,8 @@ struct HistText<'a> {
     maxes: Option<(usize, Vec<u64>)>,
     /// The `# Histogram Overflows:` line: (line number, values).
     overflows: Option<(usize, Vec<u64>)>,
+    /// The `# Avg Latencies:` line's values (whole µs, truncated), where it has one per column.
+    avgs: Option<Vec<u64>>,
     /// The last row's latency, in µs.
     last_row: u64,
     /// The number of the last line.
@@ -714,6 +716,7 @@ impl<'a> HistText<'a> {
         // (line number, values)
         let mut maxes: Option<(usize, Vec<u64>)> = None;
         let mut overflows: Option<(usize, Vec<u64>)> = None;
+        let mut avgs: Option<Vec<u64>> = None;
         let mut last_row = 0u64;
         let mut last_line = 0;
         let mut header_line = None;
@@ -726,6 +729,15 @@ impl<'a> HistText<'a> {
             if let Some(rest) = line.strip_prefix("# Max Latencies:") {
                 let expected = "\"# Max Latencies:\" then one µs value per thread";
                 maxes = Some((line_no, numbers(rest, line_no, expected)?));
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("# Avg Latencies:") {
+                // Only where the rows cannot give the mean (samples beyond them): not checked
+                // further, a line that does not read is left out.
+                avgs = rest
+                    .split_whitespace()
+                    .map(|v| v.parse().ok())
+                    .collect::<Option<Vec<u64>>>();
                 continue;
             }
             if let Some(rest) = line.strip_prefix("# Histogram Overflows:") {
@@ -777,6 +789,7 @@ impl<'a> HistText<'a> {
             rows,
             maxes,
             overflows,
+            avgs,
             last_row,
             last_line,
             header_line,
@@ -852,6 +865,7 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
         last_row,
         skipped,
         first_skipped,
+        avgs,
         ..
     } = h;
     // `cyclictest -H` adds a column (and footer value) summing every thread: not a thread.
@@ -861,6 +875,10 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
         maxes.pop();
         overflows.pop();
     }
+    // The mean cyclictest printed, of whole truncated microseconds (half a microsecond below
+    // the middles the samples are recorded at), for a thread whose samples ran past the rows:
+    // there the rows give only a lower bound.
+    let avgs = avgs.filter(|a| a.len() == rows.len() + usize::from(histofall));
     let threads: Vec<Thread> = rows
         .into_iter()
         .enumerate()
@@ -871,6 +889,10 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
                 max_ns: Some(mid_us(maxes[i])),
                 range_end_ns: (last_row + 1) * 1000,
                 rows: r,
+                mean_ns: avgs
+                    .as_ref()
+                    .filter(|_| overflows[i] > 0)
+                    .map(|a| a[i] as f64 * 1000.0 + 500.0),
                 ..Thread::default()
             }
         })

@@ -881,6 +881,16 @@ fn an_imported_histogram_exports_its_overflows_as_overflows() {
     let out = latlab_report::histfile(&r, 400);
     assert_eq!(rows(&out), rows(&text));
     assert_eq!(overflows(&out), "00264 00076");
+    // Both threads ran past the rows: their means are the ones cyclictest printed (whole µs,
+    // + 0.5 for the middle of the microsecond), not the rows' lower bound, and are written back.
+    let means: Vec<Option<f64>> = r.threads.iter().map(|t| t.stats.exact_mean).collect();
+    assert_eq!(means, [Some(47_500.0), Some(32_500.0)]);
+    let avg = |t: &str| {
+        t.lines()
+            .find(|l| l.starts_with("# Avg Latencies:"))
+            .map(str::to_string)
+    };
+    assert_eq!(avg(&out), avg(&text));
     let back = import(&out, None, "again.txt").unwrap();
     for (a, b) in back.threads.iter().zip(&r.threads) {
         assert_eq!(a.stats, b.stats, "{}", a.label);
