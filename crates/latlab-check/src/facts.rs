@@ -114,6 +114,8 @@ pub enum LimitSource {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UserLimits {
     pub user: String,
+    /// Named with `--user` (not the sudo caller, nor latlab's own user).
+    pub named: bool,
     pub uid: Option<u32>,
     pub groups: Vec<String>,
     pub source: LimitSource,
@@ -694,6 +696,7 @@ fn gather_user(
         )
     };
     Field::Value(UserLimits {
+        named: who.explicit.is_some(),
         user: name,
         uid,
         groups,

@@ -553,6 +553,21 @@ fn limits_of_the_sudo_caller_come_from_limits_d() {
             .evidence
             .contains("through sudo for carol")
     );
+    // Named with --user (no sudo), her limits are checked and said to be hers, not a sudo's.
+    let named = UserChoice {
+        explicit: Some("carol".into()),
+        sudo_user: None,
+    };
+    let evidence = report_at(t.path(), Target::Audio, &named)
+        .finding("limits.privileges")
+        .unwrap()
+        .outcome
+        .evidence
+        .clone();
+    assert!(
+        evidence.contains("running as root (the limits below are carol's, named by --user)"),
+        "{evidence}"
+    );
     // Once in group audio, Debian's audio.conf gives her rtprio 95 and unlimited memlock.
     write(
         t.path(),

@@ -63,6 +63,9 @@ pub fn privileges(f: &Facts, ctx: &Ctx) -> Outcome {
     let nice = me.has_cap(Identity::CAP_SYS_NICE);
     if me.is_root() && nice {
         let via = match f.user.value() {
+            Some(u) if u.user != me.name && u.named => {
+                format!(" (the limits below are {}'s, named by --user)", u.user)
+            }
             Some(u) if u.user != me.name => format!(" (through sudo for {})", u.user),
             _ => String::new(),
         };
