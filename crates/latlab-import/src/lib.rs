@@ -581,8 +581,22 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     let mut distance_ns = 0;
     // latlab writes this format too (`measure --cyclictest-json`), with its own command line.
     let by_latlab = cmdline.starts_with("latlab measure");
+    // An export of an import names what it left out for not being known.
+    let (args, unknown) = match cmdline.split_once(Unrecorded::MARK) {
+        Some((args, names)) if by_latlab => (args, names.split(", ").collect::<Vec<_>>()),
+        _ => (cmdline, Vec::new()),
+    };
     if by_latlab {
-        latlab_args(cmdline, &mut cfg);
+        latlab_args(args, &mut cfg);
+        if unknown.contains(&Unrecorded::INTERVAL) {
+            cfg.interval_ns = 0;
+        }
+        if unknown.contains(&Unrecorded::PRIORITY) {
+            (cfg.policy, cfg.priority) = (Policy::Fifo, 0);
+        }
+        if unknown.contains(&Unrecorded::MEMORY) {
+            cfg.mlock = false;
+        }
     } else {
         distance_ns = cyclictest_args(cmdline, &mut cfg);
     }
@@ -616,6 +630,12 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     let sys = sysinfo_of(v.get("sysinfo").unwrap_or(&Value::Null));
     let mut r = assemble(list, cfg, sys, started, warnings);
     if by_latlab {
+        r.environment.not_recorded.extend(
+            unknown
+                .iter()
+                .filter(|n| ![Unrecorded::INTERVAL, Unrecorded::PRIORITY].contains(n))
+                .map(|n| n.to_string()),
+        );
         // latlab holds what --pm-qos asks (it fails without it), and goes on when mlockall
         // fails: the file keeps that it was asked, not whether it worked.
         r.environment.pm_qos_held_us = r.config.pm_qos_us;

@@ -891,6 +891,24 @@ fn an_imported_histogram_exports_its_overflows_as_overflows() {
             .map(str::to_string)
     };
     assert_eq!(avg(&out), avg(&text));
+    // Its cyclictest JSON names what the text did not record, and an import of that file keeps
+    // it unknown rather than taking latlab's defaults (an interval of 1ms, pinned threads,
+    // memory not locked).
+    let again = import(&latlab_report::cyclictest_json(&r), None, "again.json").unwrap();
+    assert_eq!(
+        again.config.interval_ns,
+        0,
+        "{}",
+        again.config.interval_text()
+    );
+    for what in ["method", "cpus", "memory"] {
+        assert!(
+            !again.records(what),
+            "{what}: {:?}",
+            again.environment.not_recorded
+        );
+    }
+    assert!(!again.environment.memory_locked);
     let back = import(&out, None, "again.txt").unwrap();
     for (a, b) in back.threads.iter().zip(&r.threads) {
         assert_eq!(a.stats, b.stats, "{}", a.label);

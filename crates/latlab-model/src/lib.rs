@@ -347,6 +347,14 @@ impl Unrecorded {
     pub const CPUS: &'static str = "cpus";
     /// Whether PM QoS was held (`environment.pm_qos_held_us` is `None` because unknown).
     pub const PM_QOS: &'static str = "pm-qos";
+    /// In a command line an export writes (`cyclictest --json`'s `cmdline:`): what follows
+    /// names, comma-separated, what the line leaves out for not being known, so an import of
+    /// the file does not take latlab's defaults for it. Besides the names above: [`Self::INTERVAL`]
+    /// and [`Self::PRIORITY`] (a run keeps those unknown as 0, not in `not_recorded`).
+    pub const MARK: &'static str = "# not recorded: ";
+    pub const INTERVAL: &'static str = "interval";
+    /// The real-time priority, and so the policy.
+    pub const PRIORITY: &'static str = "priority";
 }
 
 /// Why the measurement ended.

@@ -219,6 +219,28 @@ fn cmdline(result: &RunResult) -> String {
     if let Some(b) = c.break_threshold_ns {
         let _ = write!(s, " --break {}", format_duration(b));
     }
+    // What was left out for not being known is named, so that an import of this file does
+    // not take latlab's defaults for it.
+    let mut unknown: Vec<&str> = Vec::new();
+    if c.interval_ns == 0 {
+        unknown.push(Unrecorded::INTERVAL);
+    }
+    if c.policy.is_realtime() && c.priority == 0 {
+        unknown.push(Unrecorded::PRIORITY);
+    }
+    for what in [
+        Unrecorded::METHOD,
+        Unrecorded::CPUS,
+        Unrecorded::MEMORY,
+        Unrecorded::PM_QOS,
+    ] {
+        if !known(what) {
+            unknown.push(what);
+        }
+    }
+    if !unknown.is_empty() {
+        let _ = write!(s, " {}{}", Unrecorded::MARK, unknown.join(", "));
+    }
     s
 }
 
@@ -278,7 +300,8 @@ mod tests {
             .to_vec();
         assert_eq!(
             cmdline(&r),
-            "latlab measure --interval 1ms --policy fifo --priority 95 --window 1s"
+            "latlab measure --interval 1ms --policy fifo --priority 95 --window 1s # not \
+             recorded: method, cpus, memory, pm-qos"
         );
     }
 
