@@ -454,6 +454,13 @@ impl OutputFile {
         self.path.as_os_str() == "-"
     }
 
+    /// Whether an error's JUnit may go here: standard output, a file not there yet, an empty
+    /// one or an earlier JUnit report; never over another file (a store, a plan, a result) a
+    /// mistaken `--junit` names, which the command did not get to use.
+    pub fn takes_error_report(&self) -> bool {
+        may_hold_junit(&self.path)
+    }
+
     pub fn write(self, text: &str) -> anyhow::Result<()> {
         use anyhow::Context;
         use std::io::Write;

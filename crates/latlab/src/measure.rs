@@ -586,7 +586,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
 
 /// The JUnit of a measure that could not measure, where one was asked for: one case in error.
 fn junit_error(junit: Option<Output>, message: &str) {
-    if let Some(o) = junit {
+    if let Some(o) = junit.filter(Output::takes_error_report) {
         let suite = latlab_report::junit::measure_error_suite(message);
         if let Err(w) = o.write(&latlab_report::junit::render(&[suite])) {
             eprintln!("latlab: error: {w}");

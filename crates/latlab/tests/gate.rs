@@ -409,13 +409,17 @@ fn a_refused_junit_path_that_names_the_store_or_the_plan_is_left_alone() {
         plan.to_str().unwrap(),
         notes.to_str().unwrap(),
     );
-    let cases: [&[&str]; 5] = [
+    let cases: [&[&str]; 7] = [
         &["measure", "-D", "1s", "--db", d, "--junit", d],
         &["run", p, "--db", d, "--junit", d],
         &["run", p, "--db", d, "--dry-run", "--junit", p],
         // Refused for another reason: a file that is no JUnit report is not written over.
         &["measure", "-D", "1s", "--max-p99", "0", "--junit", n],
         &["check", "--bogus", "--junit", n],
+        // Refused after the options are read (an interval, a CPU), with the store or a file
+        // --db does not name.
+        &["measure", "-D", "1s", "-i", "0us", "--junit", n],
+        &["measure", "-D", "1s", "-a", "4095", "--junit", d],
     ];
     for args in cases {
         let out = latlab!().args(args).output().unwrap();
