@@ -181,8 +181,6 @@ impl MeasureOpts {
         }
     }
 
-    /// The configuration these options give, pinned to `--cpus` (default: every online CPU),
-    /// without an end; the command sets what is its own on top.
     /// `--policy deadline` is `measure`'s alone (its runtime, deadline and period options are
     /// too): refused by `command` before anything else is said of it.
     pub fn no_deadline(&self, command: &str) -> CliResult<()> {
@@ -195,6 +193,8 @@ impl MeasureOpts {
         Ok(())
     }
 
+    /// The configuration these options give, pinned to `--cpus` (default: every online CPU),
+    /// without an end; the command sets what is its own on top.
     pub fn config(&self, online: &CpuList, interval: Ns, window: Ns) -> MeasureConfig {
         let cpus = self
             .cpus
