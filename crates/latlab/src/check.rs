@@ -628,7 +628,6 @@ pub(crate) fn is_root() -> bool {
     latlab_sys::thread::euid() == 0
 }
 
-/// Run `latlab measure` on the live system (never a fixture root) and read its result.
 /// SIGINT ignored until dropped (then as it was).
 struct IgnoreSigint(libc::sighandler_t);
 
@@ -646,8 +645,9 @@ impl Drop for IgnoreSigint {
     }
 }
 
-/// With the words that say how a measurement a signal stopped was cut short (its result is
-/// what it measured until then).
+/// Run `latlab measure` on the live system (never a fixture root) and read its result, with
+/// the words that say how a measurement a signal stopped was cut short (its result is what it
+/// measured until then).
 fn measure(ns: u64) -> anyhow::Result<(Latency, Option<String>)> {
     let exe = std::env::current_exe().context("finding the latlab executable")?;
     let mut cmd = Command::new(exe);
