@@ -205,8 +205,8 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
 
     let mut store = crate::args::open_store(&db_path)?;
-    let lock;
-    let (experiment, done) = if args.resume {
+    // The lock is held to the end of the run.
+    let (experiment, done, _lock) = if args.resume {
         let found = store
             .resumable_experiment(&plan.text)
             .context("looking for an unfinished experiment")?;
@@ -219,16 +219,14 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             )));
         };
         // A second `--resume` of it while the first measures would measure its cells again.
-        lock = Some(lock_experiment(&db_path, e.id)?);
+        let lock = lock_experiment(&db_path, e.id)?;
         let done: BTreeSet<(String, u32)> = store.done_cells(e.id)?.into_iter().collect();
         resume(&mut store, &e, "experiment", done.len(), say)?;
-        (e.id, done)
+        (e.id, done, lock)
     } else {
         let id = store.create_experiment(&plan.name, &plan.text)?;
-        lock = Some(lock_experiment(&db_path, id)?);
-        (id, BTreeSet::new())
+        (id, BTreeSet::new(), lock_experiment(&db_path, id)?)
     };
-    let _lock = lock;
     say.line(format!(
         "experiment {} in {}",
         experiment.0,
