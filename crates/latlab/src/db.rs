@@ -61,26 +61,24 @@ enum DbCommand {
     },
 }
 
-/// Save `result` as a new run in the store at `db` (default: `$LATLAB_DB`, else `./latlab.db`),
-/// creating the store if needed. Returns a line saying where it went.
-pub fn save_result(db: Option<&Path>, result: &RunResult) -> CliResult<String> {
-    let path = latlab_store::resolve_path(db);
-    let mut store = crate::args::open_store(&path)?;
-    let id = store
-        .save_run(result, None)
-        .with_context(|| format!("saving the run to {}", path.display()))?;
-    Ok(format!("saved as run {id} in {}", path.display()))
-}
-
-/// [`save_result`] for a run just measured: one the store cannot take is kept in a file of its
-/// own ([`rescue`]), and the error says where.
+/// Save a run just measured as a new run in the store at `db` (default: `$LATLAB_DB`, else
+/// `./latlab.db`), creating the store if needed; a line saying where it went. One the store
+/// cannot take is kept in a file of its own ([`rescue`]), and the error says where.
 pub fn save_measured(db: Option<&Path>, result: &RunResult) -> CliResult<String> {
-    save_result(db, result).map_err(|e| {
-        CliError::Failed(anyhow::anyhow!(
+    let path = latlab_store::resolve_path(db);
+    let saved = crate::args::open_store(&path).and_then(|mut store| {
+        store
+            .save_run(result, None)
+            .with_context(|| format!("saving the run to {}", path.display()))
+            .map_err(CliError::Failed)
+    });
+    match saved {
+        Ok(id) => Ok(format!("saved as run {id} in {}", path.display())),
+        Err(e) => Err(CliError::Failed(anyhow::anyhow!(
             "{e:#}; {}",
-            rescue(result, &latlab_store::resolve_path(db))
-        ))
-    })
+            rescue(result, &path)
+        ))),
+    }
 }
 
 /// A run the store could not take (a full disk, a store gone read-only) is written to a file of
