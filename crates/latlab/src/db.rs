@@ -29,7 +29,7 @@ enum DbCommand {
         #[arg(long, value_name = "N")]
         experiment: Option<i64>,
         /// Only the newest N runs.
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", value_parser = runs, allow_negative_numbers = true)]
         limit: Option<u32>,
     },
     /// Show a run: its summary, or with --json the full result.
@@ -153,14 +153,20 @@ fn resolve(store: &Store, text: &str) -> CliResult<RunId> {
     })
 }
 
+/// `--limit`: how many runs to list, 1 or more (0 would list nothing).
+fn runs(text: &str) -> Result<u32, String> {
+    let accepted = "(accepted: a number of runs, 1 or more, e.g. 10)";
+    match text.trim().parse::<i64>() {
+        Ok(0) => Err(format!("0 lists nothing {accepted}")),
+        Ok(n) if n < 0 => Err(format!("{n} is negative {accepted}")),
+        Ok(n) => u32::try_from(n).map_err(|_| format!("{n} is too many {accepted}")),
+        Err(_) => Err(format!("{text:?} is not a number {accepted}")),
+    }
+}
+
 fn list(path: &Path, experiment: Option<i64>, limit: Option<u32>) -> CliResult<ExitCode> {
     // A store that is not there is a wrong --db, as for every other reader of the store.
     let store = crate::args::open_existing(path)?;
-    if limit == Some(0) {
-        return Err(CliError::Usage(
-            "--limit 0: lists nothing (accepted: a number of runs, 1 or more)".into(),
-        ));
-    }
     if let Some(e) = experiment
         && let Err(StoreError::UnknownExperiment(_)) = store.experiment(ExperimentId(e))
     {

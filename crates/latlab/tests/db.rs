@@ -409,7 +409,17 @@ fn import_json_skips_what_is_stored_and_saves_the_rest() {
         2,
         "--experiment 99: no experiment 99 in",
     );
-    assert_one_line_error(&db(&store, &["list", "--limit", "0"]), 2, "--limit 0");
+    assert_one_line_error(
+        &db(&store, &["list", "--limit", "0"]),
+        2,
+        "--limit: 0 lists nothing (accepted: a number of runs, 1 or more",
+    );
+    // A negative count names this option's accepted form, not every count's "0 or more".
+    assert_one_line_error(
+        &db(&store, &["list", "--limit", "-1"]),
+        2,
+        "--limit: -1 is negative (accepted: a number of runs, 1 or more",
+    );
     assert_eq!(db_ok(&store, &["list", "--limit", "1"]).lines().count(), 2);
     let ct = dir.path().join("ct.json");
     std::fs::write(&ct, "{\"file_version\": 1, \"thread\": {}}").unwrap();
