@@ -159,7 +159,7 @@ pub struct Mount {
     pub options: Vec<String>,
 }
 
-/// A task at a real-time policy.
+/// A process with threads at a real-time policy: the policy and priority of its highest one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Task {
     pub pid: u32,
@@ -169,6 +169,9 @@ pub struct Task {
     pub policy: String,
     pub rt_priority: u32,
     pub kernel_thread: bool,
+    /// How many of its threads are at a real-time policy (an audio server's or a measuring
+    /// tool's often are not its main thread).
+    pub threads: u32,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -556,10 +559,32 @@ fn rt_tasks(sys: &Sys, name_of: &dyn Fn(u32) -> Option<String>) -> Field<Vec<Tas
         let Ok(stat) = sys.read(&format!("/proc/{pid}/stat")) else {
             continue;
         };
-        let Some(f) = parse_stat(&stat) else {
+        let Some(main) = parse_stat(&stat) else {
             continue;
         };
-        let Some(policy) = rt_policy_name(f.policy) else {
+        // Every thread's stat: the main thread's alone where the task directory is unreadable.
+        let stats: Vec<String> = sys
+            .list_dir(&format!("/proc/{pid}/task"))
+            .iter()
+            .filter_map(|tid| sys.read(&format!("/proc/{pid}/task/{tid}/stat")).ok())
+            .collect();
+        let realtime: Vec<(&'static str, u32)> = if stats.is_empty() {
+            rt_policy_name(main.policy)
+                .map(|p| (p, main.rt_priority))
+                .into_iter()
+                .collect()
+        } else {
+            stats
+                .iter()
+                .filter_map(|t| parse_stat(t))
+                .filter_map(|f| Some((rt_policy_name(f.policy)?, f.rt_priority)))
+                .collect()
+        };
+        // Deadline threads run before any fifo or rr one; among those the priority ranks.
+        let Some(&(policy, rt_priority)) = realtime
+            .iter()
+            .max_by_key(|(policy, prio)| (*policy == "deadline", *prio))
+        else {
             continue;
         };
         let uid = sys
@@ -569,12 +594,13 @@ fn rt_tasks(sys: &Sys, name_of: &dyn Fn(u32) -> Option<String>) -> Field<Vec<Tas
             .map(|(uid, _, _)| uid);
         out.push(Task {
             pid,
-            comm: f.comm.to_string(),
+            comm: main.comm.to_string(),
             uid,
             user: uid.and_then(name_of),
             policy: policy.to_string(),
-            rt_priority: f.rt_priority,
-            kernel_thread: f.flags & PF_KTHREAD != 0,
+            rt_priority,
+            kernel_thread: main.flags & PF_KTHREAD != 0,
+            threads: u32::try_from(realtime.len()).unwrap_or(u32::MAX),
         });
     }
     Field::Value(out)

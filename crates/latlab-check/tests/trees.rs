@@ -214,6 +214,12 @@ fn the_bad_tree_says_why() {
     assert!(ev("limits.rtprio").contains("RLIMIT_RTPRIO 0"));
     assert!(ev("limits.rtprio").contains("group audio"));
     assert!(ev("bg.rt-tasks").contains("multipathd (pid 530, root, rr 99)"));
+    // Real-time threads that are not a process's main thread count too.
+    assert!(
+        ev("bg.rt-tasks").contains("latlab (pid 760, root, fifo 95, 2 threads)"),
+        "{}",
+        ev("bg.rt-tasks")
+    );
     assert!(ev("bg.daemons").contains("power-profiles-daemon"));
     assert!(ev("fs.noatime").contains("/home (strictatime)"));
 }

@@ -355,7 +355,7 @@ fn measured_otherwise(was: &MeasureConfig, now: &MeasureConfig) -> Vec<String> {
     // A flag, without a value to name.
     match (was.stagger, now.stagger) {
         (true, false) => differ.push("--stagger (not without it)".into()),
-        (false, true) => differ.push("without --stagger (not with it)".into()),
+        (false, true) => differ.push("no --stagger (not with it)".into()),
         _ => {}
     }
     differ

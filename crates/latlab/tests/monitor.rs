@@ -1822,7 +1822,7 @@ fn a_series_is_not_continued_with_another_window() {
     assert!(
         stderr(&out).contains(
             "was measured with --interval 200us (not 1ms), --method clock-nanosleep (not \
-             timerfd), without --stagger (not with it) (accepted: those options to continue \
+             timerfd), no --stagger (not with it) (accepted: those options to continue \
              it, or another --name"
         ),
         "{}",

@@ -205,7 +205,7 @@ pub fn rt_tasks(f: &Facts, ctx: &Ctx) -> Outcome {
         .take(5)
         .map(|t| {
             format!(
-                "{} (pid {}, {}, {} {})",
+                "{} (pid {}, {}, {} {}{})",
                 t.comm,
                 t.pid,
                 t.user
@@ -213,7 +213,11 @@ pub fn rt_tasks(f: &Facts, ctx: &Ctx) -> Outcome {
                     .or_else(|| t.uid.map(|u| format!("uid {u}")))
                     .unwrap_or_else(|| "?".into()),
                 t.policy,
-                t.rt_priority
+                t.rt_priority,
+                match t.threads {
+                    1 => String::new(),
+                    n => format!(", {n} threads"),
+                }
             )
         })
         .collect();
