@@ -828,6 +828,32 @@ impl RunResult {
         ))
     }
 
+    /// What the user should know about the run: the environment's warnings, then each load's
+    /// named by its spec (`load cmd:exit 3: the command ended on its own after 3ms …`).
+    pub fn warnings(&self) -> Vec<String> {
+        let loads = self.loads.reports.iter().flat_map(|l| {
+            l.warnings
+                .iter()
+                .map(move |w| format!("load {}: {w}", l.spec))
+        });
+        self.environment
+            .warnings
+            .iter()
+            .cloned()
+            .chain(loads)
+            .collect()
+    }
+
+    /// The loads that failed (a command that exited with an error on its own), as
+    /// `cmd:exit 3: why`: the run measured without them from then on.
+    pub fn failed_loads(&self) -> Vec<String> {
+        self.loads
+            .reports
+            .iter()
+            .filter_map(|l| Some(format!("{}: {}", l.spec, l.failed.as_ref()?)))
+            .collect()
+    }
+
     /// [`known_start`] of this run.
     pub fn known_start(&self) -> Option<&str> {
         known_start(self.start_unix_ns, &self.started_at)

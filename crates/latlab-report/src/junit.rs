@@ -203,13 +203,27 @@ fn thread_line(t: &latlab_model::ThreadResult) -> String {
 }
 
 /// A failed case's message: its breaches and the run (`cpu1: max 120.0 us exceeds the limit
-/// 50.0 us (--max-latency); run 0c1d…`).
-fn failure(breaches: &[&Breach], run_id: &str) -> Outcome {
+/// 50.0 us (--max-latency); run 0c1d…`); its text also the run's warnings, which often say why
+/// (another process's real-time threads above the measuring ones).
+fn failure(breaches: &[&Breach], result: &RunResult) -> Outcome {
     let lines: Vec<String> = breaches.iter().map(|b| b.line()).collect();
     Outcome::Failed {
-        message: format!("{}; run {run_id}", lines.join("; ")),
-        text: lines.join("\n"),
+        message: format!("{}; run {}", lines.join("; "), result.id),
+        text: lines
+            .into_iter()
+            .chain(warning_lines(result, ""))
+            .collect::<Vec<_>>()
+            .join("\n"),
     }
+}
+
+/// The run's warnings, a line each (`warning: …`) after `prefix`.
+fn warning_lines(result: &RunResult, prefix: &str) -> Vec<String> {
+    result
+        .warnings()
+        .iter()
+        .map(|w| format!("{prefix}warning: {w}"))
+        .collect()
 }
 
 /// One test case per measuring thread of `result`, named by its label (`cpu3`) after `prefix`,
@@ -234,9 +248,12 @@ pub fn run_cases(
                 outcome: if breaches.is_empty() {
                     Outcome::Passed
                 } else {
-                    failure(&refs, &result.id)
+                    failure(&refs, result)
                 },
-                output: format!("{}; run {}", thread_line(t), result.id),
+                output: std::iter::once(format!("{}; run {}", thread_line(t), result.id))
+                    .chain(warning_lines(result, ""))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
             }
         })
         .collect()
@@ -254,6 +271,19 @@ pub fn measure_suite(result: &RunResult, limits: &Limits) -> TestSuite {
             time_s: result.elapsed_ns as f64 / 1e9,
             outcome: Outcome::Error {
                 message: format!("the run is incomplete: {why}"),
+            },
+            output: format!("run {}", result.id),
+        });
+    }
+    // A load that failed left the run measuring without it: not what the gate asked for.
+    for failed in result.failed_loads() {
+        let spec = failed.split(": ").next().unwrap_or_default();
+        cases.push(TestCase {
+            classname: "latlab.measure".into(),
+            name: format!("load {spec}"),
+            time_s: result.elapsed_ns as f64 / 1e9,
+            outcome: Outcome::Error {
+                message: format!("the load failed: {failed}"),
             },
             output: format!("run {}", result.id),
         });
@@ -350,6 +380,12 @@ pub fn experiment_suite(
             .iter()
             .map(|(stored, why)| format!("repeat {}: {why}", stored + 1))
             .collect();
+        // A repeat measured beside a load that failed did not measure what the plan asked.
+        errors.extend(cell.runs.iter().flat_map(|(stored, r)| {
+            r.failed_loads()
+                .into_iter()
+                .map(move |f| format!("repeat {}: the load failed: {f}", stored + 1))
+        }));
         errors.extend(cell.pending.iter().map(|stored| {
             format!(
                 "repeat {}: not measured: the experiment was interrupted before this repeat \
@@ -387,6 +423,8 @@ pub fn experiment_suite(
             let mut output = Vec::new();
             let mut breaches = Vec::new();
             let mut messages = Vec::new();
+            // The warnings of the repeats that exceeded a limit: often why.
+            let mut explained = Vec::new();
             for (stored, r) in &cell.runs {
                 let Some(t) = r.threads.iter().find(|t| t.label == label) else {
                     continue;
@@ -395,7 +433,13 @@ pub fn experiment_suite(
                 let repeat = stored + 1;
                 time_s += r.elapsed_ns as f64 / 1e9;
                 output.push(format!("repeat {repeat}: {}; run {}", thread_line(t), r.id));
-                for mut b in limits.check_thread(r, t) {
+                let warned = warning_lines(r, &format!("repeat {repeat}: "));
+                output.extend(warned.iter().cloned());
+                let exceeded = limits.check_thread(r, t);
+                if !exceeded.is_empty() {
+                    explained.extend(warned);
+                }
+                for mut b in exceeded {
                     messages.push(format!("repeat {repeat}: {}; run {}", b.line(), r.id));
                     b.thread = format!("cell {} repeat {repeat} {}", cell.key, b.thread);
                     breaches.push(b);
@@ -420,7 +464,12 @@ pub fn experiment_suite(
                 } else {
                     Outcome::Failed {
                         message: messages.join("; "),
-                        text: messages.join("\n"),
+                        text: messages
+                            .iter()
+                            .chain(&explained)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join("\n"),
                     }
                 },
                 output: output.join("\n"),
@@ -563,6 +612,87 @@ mod tests {
         // The CPUs measured side by side: the suite took the run's time, not their sum.
         let xml = render(&[suite]);
         assert!(xml.contains("<testsuites name=\"latlab\" tests=\"2\" failures=\"1\" errors=\"0\" skipped=\"0\" time=\"5.000\">"), "{xml}");
+    }
+
+    /// What explains a failure reaches the reader: the run's warnings in every case's output
+    /// and a failed case's text, and a load that failed as a case in error.
+    #[test]
+    fn warnings_explain_a_failure_and_a_failed_load_is_an_error() {
+        let t0 = thread("cpu0", Some(0), 10, 0, hist(&[(5_000, 99), (80_000, 1)]));
+        let mut r = result(
+            "run-8",
+            (0, 1_000_000_000),
+            Default::default(),
+            Default::default(),
+            vec![t0],
+        );
+        r.environment
+            .warnings
+            .push("real-time threads of other processes: PID 7 latlab".into());
+        r.loads.reports.push(latlab_model::load::LoadReport {
+            spec: "cmd:exit 3".into(),
+            kind: "cmd".into(),
+            cpus: None,
+            workers: 1,
+            started_ns: 0,
+            elapsed_ns: 3_000_000,
+            throughput: Vec::new(),
+            warnings: vec!["ended after 3ms with exit status 3".into()],
+            failed: Some("ended after 3ms with exit status 3".into()),
+        });
+        let limits = Limits {
+            max_ns: Some(50_000),
+            ..Limits::default()
+        };
+        let suite = measure_suite(&r, &limits);
+        assert_eq!(suite.cases.len(), 2);
+        let Outcome::Failed { text, .. } = &suite.cases[0].outcome else {
+            panic!("{:?}", suite.cases[0].outcome)
+        };
+        assert!(
+            text.contains("warning: real-time threads of other processes: PID 7 latlab"),
+            "{text}"
+        );
+        assert!(
+            suite.cases[0]
+                .output
+                .contains("warning: load cmd:exit 3: ended after 3ms"),
+            "{}",
+            suite.cases[0].output
+        );
+        assert_eq!(suite.cases[1].name, "load cmd:exit 3");
+        assert_eq!(
+            suite.cases[1].outcome,
+            Outcome::Error {
+                message: "the load failed: cmd:exit 3: ended after 3ms with exit status 3".into()
+            }
+        );
+        // In an experiment the repeat measured beside it is in error, its warnings in the output.
+        let (suite, _) = experiment_suite(
+            "p",
+            "e1",
+            &[CellRuns {
+                key: "load=cmd".into(),
+                runs: vec![(0, r)],
+                ..CellRuns::default()
+            }],
+            &Limits::default(),
+        );
+        let case = &suite.cases[0];
+        assert_eq!(
+            case.outcome,
+            Outcome::Error {
+                message: "repeat 1: the load failed: cmd:exit 3: ended after 3ms with exit \
+                          status 3"
+                    .into()
+            }
+        );
+        assert!(
+            case.output
+                .contains("repeat 1: warning: real-time threads of other processes"),
+            "{}",
+            case.output
+        );
     }
 
     #[test]

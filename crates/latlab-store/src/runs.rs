@@ -385,7 +385,7 @@ impl Store {
     /// The load reports of run `run`, in order, without their throughput.
     fn load_reports(&self, run: i64, what: &dyn Fn(&str) -> String) -> Result<Vec<LoadReport>> {
         let mut stmt = self.conn.prepare(
-            "SELECT spec, kind, cpus, workers, started_ns, elapsed_ns, warnings
+            "SELECT spec, kind, cpus, workers, started_ns, elapsed_ns, warnings, failed
                  FROM load_reports WHERE run_id = ?1 ORDER BY seq",
         )?;
         let rows = stmt
@@ -398,11 +398,12 @@ impl Store {
                     r.get::<_, i64>(4)?,
                     r.get::<_, i64>(5)?,
                     r.get::<_, String>(6)?,
+                    r.get::<_, Option<String>>(7)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         let mut out = Vec::new();
-        for (spec, kind, cpus, workers, started, elapsed, warnings) in rows {
+        for (spec, kind, cpus, workers, started, elapsed, warnings, failed) in rows {
             out.push(LoadReport {
                 cpus: cpus
                     .map(|c| from_json(&c, &what("load CPUs")))
@@ -414,7 +415,7 @@ impl Store {
                 started_ns: from_sql(started),
                 elapsed_ns: from_sql(elapsed),
                 throughput: Vec::new(),
-                failed: None,
+                failed,
             });
         }
         Ok(out)
@@ -765,8 +766,8 @@ fn insert_spikes(tx: &Transaction<'_>, run: i64, kept: &[Spike]) -> Result<()> {
 fn insert_load_reports(tx: &Transaction<'_>, run: i64, reports: &[LoadReport]) -> Result<()> {
     let mut report_stmt = tx.prepare(
         "INSERT INTO load_reports (run_id, seq, spec, kind, cpus, workers, started_ns,
-                     elapsed_ns, warnings)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                     elapsed_ns, warnings, failed)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?;
     let mut tp_stmt = tx.prepare(
         "INSERT INTO load_throughput (run_id, report_seq, seq, what, unit, rate, total)
@@ -783,6 +784,7 @@ fn insert_load_reports(tx: &Transaction<'_>, run: i64, reports: &[LoadReport]) -
             to_sql(l.started_ns),
             to_sql(l.elapsed_ns),
             to_json(&l.warnings),
+            l.failed,
         ])?;
         for (tseq, t) in l.throughput.iter().enumerate() {
             tp_stmt.execute(params![

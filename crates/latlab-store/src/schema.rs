@@ -35,6 +35,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: MIGRATION_4,
         fill: Some(crate::totals::rebuild_all),
     },
+    Migration {
+        name: "load failures",
+        sql: MIGRATION_5,
+        fill: None,
+    },
 ];
 
 /// The schema version this build writes: the number of [`MIGRATIONS`].
@@ -366,4 +371,10 @@ ALTER TABLE monitor_windows ADD COLUMN coarse_shift INTEGER NOT NULL DEFAULT 0;
 -- The windows still at full resolution (the newest ones), for the ageing pass.
 CREATE INDEX monitor_windows_fine ON monitor_windows(series_id, start_unix_ns)
     WHERE coarse_shift = 0;
+"#;
+
+const MIGRATION_5: &str = r#"
+-- Why a load failed (a command that exited with an error on its own: the run measured without it
+-- from then on), NULL where it did not. Runs stored before this step did not keep it.
+ALTER TABLE load_reports ADD COLUMN failed TEXT;
 "#;

@@ -541,6 +541,7 @@ fn totals_follow_every_set_survive_merges_and_are_filled_in_older_stores() {
         "DROP INDEX monitor_windows_fine;
          ALTER TABLE monitor_windows DROP COLUMN coarse_shift; DROP TABLE monitor_rollups;
          DROP TABLE monitor_cpu_totals; DROP TABLE monitor_totals;
+         ALTER TABLE load_reports DROP COLUMN failed;
          PRAGMA user_version = 3;",
     )
     .unwrap();

@@ -553,6 +553,21 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     } else {
         print!("{tables}");
     }
+    // --quiet keeps the table alone, not what explains it (another process's real-time threads
+    // above the measuring ones, a load that ended early): those go to stderr.
+    if args.quiet {
+        for w in result.warnings() {
+            eprintln!("latlab: warning: {w}");
+        }
+    }
+    // A load that failed left the run measuring without it, as `latlab load` fails then too.
+    let failed_loads = result.failed_loads();
+    if !failed_loads.is_empty() {
+        failures.push(CliError::Failed(anyhow::anyhow!(
+            "a load failed: {}; what was measured is written",
+            failed_loads.join("; ")
+        )));
+    }
     if let StopReason::Break { thread, value_ns } = &result.stop {
         eprintln!(
             "latlab: break: {} saw {} us",

@@ -271,6 +271,8 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
     let mut progress = Progress::new(todo.len(), &todo, &checked);
     let mut failures = 0;
+    // Saved runs measured beside a load that failed (a command that exited with an error).
+    let mut load_failed = 0;
     // Where an interruption left the schedule: what is left is recorded as not measured.
     let mut left_at = todo.len();
     for (n, &(c, r)) in todo.iter().enumerate() {
@@ -316,6 +318,16 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
                     )
                 })?;
                 progress.finish(n, &result);
+                for w in result.warnings() {
+                    progress.note(&format!(
+                        "cell {} repeat {}: warning: {w}",
+                        cell.cell.key,
+                        r + 1
+                    ));
+                }
+                if !result.failed_loads().is_empty() {
+                    load_failed += 1;
+                }
             }
             Err(e) => {
                 failures += 1;
@@ -372,7 +384,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         );
         return Ok(ExitCode::from(130));
     }
-    let status = if failures > 0 {
+    let status = if failures + load_failed > 0 {
         ExperimentStatus::Failed
     } else {
         ExperimentStatus::Done
@@ -386,7 +398,14 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         failures,
         experiment.0
     ));
-    if failures > 0 {
+    if load_failed > 0 {
+        eprintln!(
+            "latlab: error: {} measured beside a load that failed (each named above): they did \
+             not measure what the plan asks",
+            latlab_model::units::plural(load_failed as u64, "run", "runs")
+        );
+    }
+    if failures + load_failed > 0 {
         for b in &breaches {
             eprintln!("latlab: limit exceeded: {}", b.line());
         }

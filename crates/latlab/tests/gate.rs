@@ -554,3 +554,74 @@ fn check_gives_a_case_per_check_as_its_json_says() {
         }
     }
 }
+
+/// A gate measured beside a load that failed is not a pass, and what explains a result reaches
+/// a CI log: `--quiet` keeps the table alone on stdout and says the run's warnings on stderr;
+/// `run` says each repeat's warnings and fails the experiment.
+#[test]
+fn a_load_that_failed_is_not_a_pass_and_its_warning_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("m.xml");
+    let out = run_exit(
+        gated_measure(&["--max-latency", "1s"], &junit).args(["--load", "cmd:exit 3"]),
+        1,
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("latlab: warning: load cmd:exit 3: the command ended on its own after"),
+        "{err}"
+    );
+    assert!(
+        err.contains("latlab: error: a load failed: cmd:exit 3: the command ended on its own"),
+        "{err}"
+    );
+    let text = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let error = doc
+        .descendants()
+        .find(|e| e.has_tag_name("error"))
+        .unwrap_or_else(|| panic!("no case in error: {text}"));
+    assert!(
+        error
+            .attribute("message")
+            .unwrap()
+            .starts_with("the load failed: cmd:exit 3: "),
+        "{text}"
+    );
+
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"broken-load\"\nrepeat = 1\n[settings]\nduration = \"0.3s\"\n\
+             no-samplers = true\nload = \"cmd:exit 3\"\n{}",
+            policy_toml()
+        ),
+    )
+    .unwrap();
+    let (db, junit) = (dir.path().join("t.db"), dir.path().join("r.xml"));
+    let out = run_exit(
+        latlab!()
+            .arg("run")
+            .arg(&plan)
+            .arg("--db")
+            .arg(&db)
+            .arg("--junit")
+            .arg(&junit),
+        1,
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("repeat 1: warning: load cmd:exit 3: the command ended on its own"),
+        "{err}"
+    );
+    assert!(
+        err.contains("latlab: error: 1 run measured beside a load that failed"),
+        "{err}"
+    );
+    assert!(
+        std::fs::read_to_string(&junit)
+            .unwrap()
+            .contains("repeat 1: the load failed: cmd:exit 3"),
+    );
+}
