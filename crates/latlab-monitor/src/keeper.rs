@@ -411,6 +411,15 @@ impl Keeper {
                 self.sidecars = self.store.as_ref().map(Store::sidecars).unwrap_or_default();
                 return;
             }
+            // Left as it is, as another program's file put at the path is: the windows wait in
+            // memory until the path holds a store again, or nothing (a new store is made).
+            Some(FileFate::WrittenOver) => Some(format!(
+                "the store {} was written over in place by another program (it no longer begins \
+                 as an SQLite database; what it held is lost unless a copy exists): nothing more \
+                 is written into it; windows wait in memory until the path holds a latlab store \
+                 again, or nothing (a new store is then made there)",
+                self.db.display()
+            )),
             _ if renamed.is_some() => Some(format!(
                 "the store {} was renamed to {} under the running daemon: its journal goes \
                  with it (the windows it holds stay there); a new store is made at the path \
@@ -433,8 +442,12 @@ impl Keeper {
         if let Some(text) = &event {
             eprintln!("latlab: monitor: {text}");
             // Let go of the old file, then move its journal out of the new one's way: SQLite
-            // would read the old pages from it into whatever file is now at the path.
-            self.store = None;
+            // would read the old pages from it into whatever file is now at the path. A file
+            // written over is let go of without copying the journal into it on the way.
+            match (self.store.take(), fate) {
+                (Some(store), Some(FileFate::WrittenOver)) => store.abandon(),
+                (store, _) => drop(store),
+            }
             self.set_aside_sidecars(renamed.as_deref());
         }
         // A connection that failed may stay failed (a file system remounted read-only): start

@@ -71,15 +71,23 @@ impl Pool {
     /// is let go, so none serves the old file or keeps its space from the file system.
     fn with<T>(&self, f: impl FnOnce(&Store) -> Result<T, Fail>) -> Result<T, Fail> {
         let taken = self.free.lock().ok().and_then(|mut v| v.pop());
-        let store = match taken {
-            Some(s) if s.file_fate() == FileFate::InPlace => s,
-            Some(_) => {
-                if let Ok(mut v) = self.free.lock() {
-                    v.clear();
+        let fate = taken.as_ref().map(Store::file_fate);
+        let store = match (taken, fate) {
+            (Some(s), Some(FileFate::InPlace)) => s,
+            (Some(s), _) => {
+                let mut old = self
+                    .free
+                    .lock()
+                    .map(|mut v| std::mem::take(&mut *v))
+                    .unwrap_or_default();
+                old.push(s);
+                // Closing would copy the journal into a file something else wrote over.
+                if fate == Some(FileFate::WrittenOver) {
+                    old.into_iter().for_each(Store::abandon);
                 }
                 Store::open_to_read(&self.path)?
             }
-            None => Store::open_to_read(&self.path)?,
+            (None, _) => Store::open_to_read(&self.path)?,
         };
         let out = f(&store);
         if let Ok(mut v) = self.free.lock()

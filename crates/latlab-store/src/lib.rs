@@ -155,6 +155,9 @@ pub enum FileFate {
     Deleted,
     /// Another file is at the path.
     Replaced,
+    /// The file that was opened, but something else wrote over it (`> store.db`, a mistaken
+    /// output): it no longer begins as an SQLite database does, and what it held is lost.
+    WrittenOver,
 }
 
 /// An open store. One writer at a time; readers in other processes see committed data.
@@ -163,6 +166,9 @@ pub struct Store {
     path: PathBuf,
     /// Device and inode of the file as opened.
     file: Option<(u64, u64)>,
+    /// Whether the file was seen beginning as an SQLite database: a new store's file stays
+    /// empty until its journal is first copied into it, and is not written over for that.
+    header_seen: std::cell::Cell<bool>,
 }
 
 impl std::fmt::Debug for Store {
@@ -172,6 +178,16 @@ impl std::fmt::Debug for Store {
 }
 
 /// Device and inode of the file at `path`, if there is one.
+/// Whether the file at `path` begins as every SQLite database does (a store, or another
+/// program's database): 16 bytes read.
+pub fn begins_as_sqlite(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == b"SQLite format 3\0")
+}
+
 fn file_identity(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
@@ -268,6 +284,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             file: file_identity(path),
+            header_seen: std::cell::Cell::new(begins_as_sqlite(path)),
         })
     }
 
@@ -337,6 +354,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             file: file_identity(path),
+            header_seen: std::cell::Cell::new(begins_as_sqlite(path)),
         };
         store.migrate(target)?;
         Ok(store)
@@ -409,8 +427,28 @@ impl Store {
         match (file_identity(&self.path), self.file) {
             (None, _) => FileFate::Deleted,
             (Some(now), Some(opened)) if now != opened => FileFate::Replaced,
+            (Some(_), Some(_)) => match std::fs::metadata(&self.path).map(|m| m.len()) {
+                // Not there any more, or still empty: the journal holds all there is so far.
+                Err(_) => FileFate::Deleted,
+                Ok(0) if !self.header_seen.get() => FileFate::InPlace,
+                Ok(_) if begins_as_sqlite(&self.path) => {
+                    self.header_seen.set(true);
+                    FileFate::InPlace
+                }
+                Ok(_) => FileFate::WrittenOver,
+            },
             _ => FileFate::InPlace,
         }
+    }
+
+    /// Let go of a file written over in place ([`FileFate::WrittenOver`]) without writing into
+    /// it: closing would otherwise copy the journal's pages back into whatever is there now.
+    /// The journal stays beside it, with the last windows it holds.
+    pub fn abandon(self) {
+        use rusqlite::config::DbConfig;
+        let _ = self
+            .conn
+            .set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true);
     }
 
     /// Where the file this store opened is now, when it was moved away from its path (renamed,

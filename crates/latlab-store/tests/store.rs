@@ -725,3 +725,42 @@ fn runs_list_by_when_they_started() {
     assert_eq!(uids(None), ["earlier", "later"]);
     assert_eq!(uids(Some(1)), ["later"]);
 }
+
+/// What a daemon's keeper reads before each window: a new store's empty file is its own (the
+/// journal holds all until the first checkpoint), and a file written over in place (new
+/// contents, or emptied, in the same file) is not, so nothing more is written into it.
+#[test]
+fn a_store_written_over_in_place_is_told_from_a_new_one() {
+    use latlab_store::FileFate;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.file_fate(), FileFate::InPlace);
+    let len = std::fs::metadata(&path).unwrap().len();
+    // Either still empty (all in the journal) or begun as a database: both are its own.
+    let head = std::fs::read(&path).unwrap();
+    assert!(len == 0 || head.starts_with(b"SQLite format 3\0"), "{len}");
+    // Emptied in place once it had begun: written over.
+    let stored = dir.path().join("s.db");
+    {
+        let mut s = Store::open(&stored).unwrap();
+        s.save_run(&common::result("r", 1), None).unwrap();
+        s.vacuum().unwrap();
+    }
+    let s = Store::open(&stored).unwrap();
+    assert_eq!(s.file_fate(), FileFate::InPlace);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&stored)
+        .unwrap();
+    assert_eq!(s.file_fate(), FileFate::WrittenOver);
+    std::fs::write(&stored, b"<?xml version=\"1.0\"?>\n").unwrap();
+    assert_eq!(s.file_fate(), FileFate::WrittenOver);
+    s.abandon();
+    assert_eq!(
+        std::fs::read(&stored).unwrap(),
+        b"<?xml version=\"1.0\"?>\n"
+    );
+    drop(store);
+}

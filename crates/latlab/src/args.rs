@@ -390,6 +390,15 @@ impl OutputFile {
         };
         match std::fs::metadata(path) {
             Ok(m) if m.is_dir() => return Err(refused("a directory".into())),
+            // A store (a daemon's, perhaps, in use) named by mistake: written over, all it holds
+            // would be lost, whichever command it belongs to.
+            Ok(_) if latlab_store::begins_as_sqlite(path) => {
+                return Err(CliError::Usage(format!(
+                    "{flag} {}: an SQLite database (a store), which it would be written over \
+                     (accepted: a path that holds no store)",
+                    path.display()
+                )));
+            }
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let dir = path

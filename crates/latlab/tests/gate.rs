@@ -404,12 +404,16 @@ fn a_refused_junit_path_that_names_the_store_or_the_plan_is_left_alone() {
     let plan_text = "name = \"p\"\n[settings]\nduration = \"1s\"\n";
     std::fs::write(&plan, plan_text).unwrap();
     std::fs::write(&notes, "mine\n").unwrap();
-    let (d, p, n) = (
+    // A link to the store: another command's store (a daemon's) given as an output by mistake.
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink(&db, &link).unwrap();
+    let (d, p, n, l) = (
         db.to_str().unwrap(),
         plan.to_str().unwrap(),
         notes.to_str().unwrap(),
+        link.to_str().unwrap(),
     );
-    let cases: [&[&str]; 7] = [
+    let cases: [&[&str]; 10] = [
         &["measure", "-D", "1s", "--db", d, "--junit", d],
         &["run", p, "--db", d, "--junit", d],
         &["run", p, "--db", d, "--dry-run", "--junit", p],
@@ -420,6 +424,10 @@ fn a_refused_junit_path_that_names_the_store_or_the_plan_is_left_alone() {
         // --db does not name.
         &["measure", "-D", "1s", "-i", "0us", "--junit", n],
         &["measure", "-D", "1s", "-a", "4095", "--junit", d],
+        // Any output that holds a store, the command's own or not.
+        &["measure", "-D", "1s", "--junit", l],
+        &["measure", "-D", "1s", "--json", l],
+        &["report", "--db", d, "-o", l],
     ];
     for args in cases {
         let out = latlab!().args(args).output().unwrap();

@@ -613,6 +613,54 @@ fn a_deleted_store_is_made_again_and_a_foreign_file_in_its_place_waited_out() {
     db_check(&db);
 }
 
+/// A store written over in place (a mistaken `--junit store.db`, `cp other store.db`: the same
+/// file, new contents) is noticed at the next window: the daemon says so, writes nothing more
+/// into it and keeps the windows in memory, then stores them in a new store once the file is
+/// gone. (It went on "storing" windows into the ruined file, counting them as written.)
+#[test]
+fn a_store_written_over_in_place_is_noticed_and_its_windows_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let addr = latlab_testkit::process::free_addr();
+    let mut d = Proc::start(
+        common::monitor(&db, &["--listen", &addr.to_string(), "--name", "t"]),
+        dir.path().join("1.log"),
+    );
+    d.wait_until("2 stored windows", Duration::from_secs(30), || {
+        sets(&db, "t").len() >= 2
+    });
+    // The web server's connections are open on the file too.
+    assert!(windows_served(addr) >= 1, "{}", d.log());
+    let xml = b"<?xml version=\"1.0\"?>\n<testsuites/>\n";
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&db)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, xml))
+        .unwrap();
+    wait_for("the overwrite noticed", Duration::from_secs(30), || {
+        d.log()
+            .contains("was written over in place by another program")
+    });
+    // Neither the keeper nor a reader letting go of it copies the journal into it.
+    windows_served(addr);
+    std::thread::sleep(Duration::from_secs(2));
+    windows_served(addr);
+    assert!(
+        std::fs::read(&db).unwrap() == xml,
+        "written into: {}",
+        d.log()
+    );
+    std::fs::remove_file(&db).unwrap();
+    d.wait_until("the parked windows stored", Duration::from_secs(30), || {
+        sets(&db, "t").len() >= 3
+    });
+    let log = d.term();
+    let after = sets(&db, "t");
+    assert_no_gap(&after, &log);
+    db_check(&db);
+}
+
 /// `--check-config` fails where a start would: a store on a read-only file system could be read,
 /// but the daemon writes it, its lock and its journal (it said "a latlab store" and exited 0,
 /// and the start then failed on the lock).
