@@ -404,6 +404,8 @@ struct Spawned {
     handles: Vec<JoinHandle<ThreadEnd>>,
     waker_handles: Vec<JoinHandle<()>>,
     barrier: Arc<Barrier>,
+    /// Set before the barrier opens: the threads end without measuring.
+    abort: Arc<AtomicBool>,
     start_at: Arc<AtomicU64>,
     /// Full window buffers from every measuring thread.
     full_rx: Receiver<Box<WindowBuf>>,
@@ -417,7 +419,14 @@ struct Start {
     unix_ns: u64,
 }
 
-/// [`run_with_windows`](crate::run_with_windows), also telling `hook` of every spike as it happens.
+/// What starts beside the measurement once its threads are set up and its memory locked, just
+/// before they are let go (loads: their memory is not the measurement's to lock, and faulting
+/// in thousands of load threads' stacks took half a minute). An error ends the run before it
+/// measures anything.
+pub type BeforeRelease<'a> = &'a mut dyn FnMut() -> Result<(), String>;
+
+/// [`run_with_windows`](crate::run_with_windows), also telling `hook` of every spike as it
+/// happens, and running `before_release` between the set-up and the start.
 pub fn run_hooked(
     cfg: &MeasureConfig,
     sys: &Sys,
@@ -425,6 +434,7 @@ pub fn run_hooked(
     observer: &mut dyn FnMut(&Live),
     windows: Option<&mut dyn FnMut(Vec<ClosedWindow>)>,
     hook: Option<Arc<dyn SpikeHook>>,
+    before_release: Option<BeforeRelease<'_>>,
 ) -> Result<RunResult, MeasureError> {
     let online = sys
         .online_cpus()
@@ -493,6 +503,12 @@ pub fn run_hooked(
         }
     }
 
+    if let Some(before) = before_release
+        && let Err(e) = before()
+    {
+        spawned.abort();
+        return Err(MeasureError::Setup(e));
+    }
     let start = release(&job, &spawned);
     // The observer hears of the start now, not when the first window closes (minutes later for
     // the monitor), with what the set-up could not do.
@@ -628,25 +644,34 @@ fn spawn(
             setup_error.get_or_insert(e);
         }
     }
-    if let Some(e) = setup_error {
-        abort.store(true, Ordering::Relaxed);
-        barrier.wait();
-        for h in handles {
-            let _ = h.join();
-        }
-        for h in waker_handles {
-            let _ = h.join();
-        }
-        return Err(MeasureError::Setup(e));
-    }
-    Ok(Spawned {
+    let spawned = Spawned {
         handles,
         waker_handles,
         barrier,
+        abort,
         start_at,
         full_rx,
         empties,
-    })
+    };
+    if let Some(e) = setup_error {
+        spawned.abort();
+        return Err(MeasureError::Setup(e));
+    }
+    Ok(spawned)
+}
+
+impl Spawned {
+    /// Let every thread through the barrier without measuring, and join them.
+    fn abort(self) {
+        self.abort.store(true, Ordering::Relaxed);
+        self.barrier.wait();
+        for h in self.handles {
+            let _ = h.join();
+        }
+        for h in self.waker_handles {
+            let _ = h.join();
+        }
+    }
 }
 
 fn spawn_err(e: std::io::Error) -> MeasureError {

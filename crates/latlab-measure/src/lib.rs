@@ -18,7 +18,7 @@ use latlab_sys::Sys;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub use engine::run_hooked;
+pub use engine::{BeforeRelease, run_hooked};
 pub use latlab_sys::thread::explain_policy_error;
 
 /// Told of each spike by the measuring thread that saw it, in its slow path: an implementation
@@ -290,7 +290,7 @@ pub fn run_with_windows(
     observer: &mut dyn FnMut(&Live),
     windows: Option<&mut dyn FnMut(Vec<ClosedWindow>)>,
 ) -> Result<RunResult, MeasureError> {
-    run_hooked(cfg, sys, stop, observer, windows, None)
+    run_hooked(cfg, sys, stop, observer, windows, None, None)
 }
 
 #[cfg(test)]

@@ -305,6 +305,7 @@ fn the_spike_hook_hears_every_kept_spike_with_its_interval() {
             &mut |_| {},
             None,
             Some(rec.clone()),
+            None,
         )
         .unwrap();
         let after = os::now(os::clock_id(c.clock));
@@ -411,4 +412,45 @@ fn a_full_window_keeps_its_largest_spikes() {
     all.sort_unstable();
     assert_eq!(values, all[all.len() - SPIKES_PER_WINDOW..]);
     assert_eq!(buf.spikes_dropped, 2 + 4096);
+}
+
+/// What starts beside a measurement starts once, after the threads are set up and before they
+/// measure; when it cannot, the threads end without measuring and its error is the run's.
+#[test]
+fn before_release_runs_once_and_its_error_ends_the_run_unmeasured() {
+    let c = cfg(Method::ClockNanosleep);
+    let mut calls = 0;
+    let mut ok = || -> Result<(), String> {
+        calls += 1;
+        Ok(())
+    };
+    let r = run_hooked(
+        &c,
+        &Sys::default(),
+        StopSignal::new(),
+        &mut |_| {},
+        None,
+        None,
+        Some(&mut ok),
+    )
+    .unwrap();
+    assert_eq!(calls, 1);
+    assert!(r.overall.stats.count > 0);
+    let mut seen = Vec::new();
+    let mut refuse = || -> Result<(), String> { Err("the load could not start".into()) };
+    let e = run_hooked(
+        &c,
+        &Sys::default(),
+        StopSignal::new(),
+        &mut |l: &Live| seen.push(l.elapsed_ns),
+        None,
+        None,
+        Some(&mut refuse),
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        MeasureError::Setup("the load could not start".into()).to_string()
+    );
+    assert!(seen.is_empty(), "nothing was measured: {seen:?}");
 }

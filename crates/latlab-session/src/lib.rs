@@ -220,35 +220,60 @@ fn run(
         ),
         None => None,
     };
-    let Beside {
-        loads,
-        on_time,
-        late,
-    } = start_loads(p)?;
-    // The samplers start last and end first: their series covers the measuring, not the
-    // loads' start and stop around it.
-    let mut sampler = match p.sample_period_ns {
-        None => None,
-        Some(period) => {
-            let origin = (std::time::Instant::now(), unix_now_ns());
-            let thread = latlab_sys::sample::SamplerThread::spawn(
-                sys,
-                std::time::Duration::from_nanos(period),
-                &housekeeping,
-                origin.0,
-            )
-            .context("starting the samplers")?;
-            Some((thread, origin.1))
-        }
+    // The loads start once the measuring threads are set up and the measurement's memory is
+    // locked (not the loads'), just before measuring; the samplers start last and end first:
+    // their series covers the measuring, not the loads' start and stop around it.
+    let mut beside: Option<Beside> = None;
+    let mut sampler = None;
+    let mut refused: Option<Error> = None;
+    let mut start_beside = || -> Result<(), String> {
+        let started = start_loads(p).and_then(|b| {
+            beside = Some(b);
+            match p.sample_period_ns {
+                None => Ok(()),
+                Some(period) => {
+                    let origin = (std::time::Instant::now(), unix_now_ns());
+                    let thread = latlab_sys::sample::SamplerThread::spawn(
+                        sys,
+                        std::time::Duration::from_nanos(period),
+                        &housekeeping,
+                        origin.0,
+                    )
+                    .context("starting the samplers")?;
+                    sampler = Some((thread, origin.1));
+                    Ok(())
+                }
+            }
+        });
+        started.map_err(|e| {
+            let text = e.to_string();
+            refused = Some(e);
+            text
+        })
     };
     let hook = trace.as_ref().and_then(|t| t.hook());
-    let mut result =
-        latlab_measure::run_hooked(cfg, sys, stop, observer, None, hook).map_err(Error::from);
+    let mut result = latlab_measure::run_hooked(
+        cfg,
+        sys,
+        stop,
+        observer,
+        None,
+        hook,
+        Some(&mut start_beside),
+    )
+    .map_err(|e| refused.take().unwrap_or_else(|| Error::from(e)));
     if let Some((thread, _)) = &mut sampler {
         thread.end();
     }
     // The loads stop first, while this thread still runs above them.
-    let loads = loads.stop();
+    let (loads, on_time, late) = match beside {
+        Some(Beside {
+            loads,
+            on_time,
+            late,
+        }) => (loads.stop(), on_time, late),
+        None => (RunningLoads::None.stop(), None, None),
+    };
     drop(on_time);
     let traced = trace.map(|t| t.finish(result.as_mut().ok()));
     let samples = sampler.map(|(thread, origin_unix_ns)| (thread.stop(), origin_unix_ns));
