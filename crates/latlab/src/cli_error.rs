@@ -40,6 +40,15 @@ pub type CliResult<T> = Result<T, CliError>;
 /// Turn a clap parse error into latlab's one-line form (help and version print as usual).
 pub fn clap_exit(e: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
+    let args: Vec<String> = std::env::args().collect();
+    // cyclictest's -h400 (its histogram) asks latlab for its help: a ported script would then
+    // pass without measuring.
+    if let Some(line) = cyclictest_habit(&args, e.kind()) {
+        eprintln!("latlab: error: {line}");
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        crate::args::junit_of_refusal(&args, &line);
+        return ExitCode::from(2);
+    }
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let _ = e.print();
@@ -204,6 +213,48 @@ pub fn clap_line(e: &clap::Error) -> String {
 }
 
 /// What latlab does where cyclictest has an option latlab does not take.
+/// A `measure` command line refused for a cyclictest option whose letter latlab gives another
+/// meaning: `-h400` / `-h 400` (cyclictest's histogram, latlab's help) and `-m` with no value
+/// (cyclictest's mlockall, latlab's --method).
+fn cyclictest_habit(args: &[String], kind: clap::error::ErrorKind) -> Option<String> {
+    use clap::error::ErrorKind;
+    // After the global options (`--sysroot DIR`).
+    let at = args.iter().position(|a| a == "measure")?;
+    let args = &args[at..];
+    let rows = |a: &str| a.parse::<u32>().ok();
+    match kind {
+        ErrorKind::DisplayHelp => args.iter().enumerate().find_map(|(i, a)| {
+            let n = match a.strip_prefix("-h")? {
+                "" => rows(args.get(i + 1)?)?,
+                attached => rows(attached)?,
+            };
+            Some(format!(
+                "{a}{}: cyclictest's histogram; -h is the help here (accepted: --histfile FILE \
+                 --histfile-range {n})",
+                if a == "-h" {
+                    format!(" {n}")
+                } else {
+                    String::new()
+                }
+            ))
+        }),
+        ErrorKind::InvalidValue => args
+            .iter()
+            .enumerate()
+            .find(|(i, a)| *a == "-m" && args.get(i + 1).is_none_or(|next| next.starts_with('-')))
+            .map(|_| {
+                let methods: Vec<&str> =
+                    latlab_model::Method::ALL.iter().map(|m| m.name()).collect();
+                format!(
+                    "-m: a method is needed: -m is --method here, and cyclictest's -m (mlockall) \
+                     is the default (accepted: -m {}; --no-mlock leaves memory unlocked)",
+                    methods.join(", ")
+                )
+            }),
+        _ => None,
+    }
+}
+
 fn cyclictest_equivalent(flag: &str) -> Option<&'static str> {
     Some(match flag {
         "-S" | "--smp" => "every online CPU is measured by default; -a LIST picks CPUs",

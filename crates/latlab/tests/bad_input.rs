@@ -179,6 +179,22 @@ const ROWS: &[(&[&str], &str)] = &[
         &["measure", "--smp"],
         "(cyclictest's --smp: every online CPU is measured by default; -a LIST picks CPUs)",
     ),
+    // cyclictest's letters that mean something else here: a ported script must not "pass" by
+    // printing the help (-h400 did, exit 0).
+    (
+        &["measure", "-D", "1s", "-h400"],
+        "-h400: cyclictest's histogram; -h is the help here (accepted: --histfile FILE \
+         --histfile-range 400)",
+    ),
+    (
+        &["measure", "-h", "50", "-D", "1s"],
+        "-h 50: cyclictest's histogram",
+    ),
+    (
+        &["measure", "-m", "-D", "1s"],
+        "-m: a method is needed: -m is --method here, and cyclictest's -m (mlockall) is the \
+         default (accepted: -m clock-nanosleep, ",
+    ),
     // monitor: the same measuring options, and its own.
     (
         &["monitor", "--interval", "abc"],
