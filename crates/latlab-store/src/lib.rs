@@ -58,10 +58,16 @@ pub const ENV_VAR: &str = "LATLAB_DB";
 pub enum StoreError {
     #[error("no store at {0}")]
     Missing(PathBuf),
-    #[error("cannot open the store {path}: {source}{}", space_left(path))]
+    #[error(
+        "cannot open the store {path}: {}{}{}",
+        sql_text(error),
+        space_left(path),
+        damaged(error)
+    )]
     Open {
         path: PathBuf,
-        source: rusqlite::Error,
+        /// Said in the message, not as a source: it would be said again after it.
+        error: rusqlite::Error,
     },
     #[error("{path} is not a latlab store ({reason}); it was left untouched")]
     NotAStore { path: PathBuf, reason: String },
@@ -114,8 +120,35 @@ pub enum StoreError {
     Invalid(String),
     #[error("corrupt {what}: {detail}")]
     Corrupt { what: String, detail: String },
-    #[error("store: {0}")]
-    Sql(#[from] rusqlite::Error),
+    /// SQLite's error, said once (as its own source it was said three times over).
+    #[error("store: {}{}", sql_text(.0), damaged(.0))]
+    Sql(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sql(e)
+    }
+}
+
+/// SQLite's words for `e`, without the error code it repeats them with.
+fn sql_text(e: &rusqlite::Error) -> String {
+    match e {
+        rusqlite::Error::SqliteFailure(_, Some(message)) if !message.is_empty() => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// What to do about a store SQLite finds damaged.
+fn damaged(e: &rusqlite::Error) -> &'static str {
+    use rusqlite::ErrorCode as C;
+    match e.sqlite_error_code() {
+        Some(C::DatabaseCorrupt | C::NotADatabase) => {
+            " (the store's file is damaged: restore it from a backup; `sqlite3 STORE \
+             .recover` may save what can still be read)"
+        }
+        _ => "",
+    }
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -127,7 +160,7 @@ impl StoreError {
     pub fn is_storage_failure(&self) -> bool {
         use rusqlite::ErrorCode as C;
         let sql = match self {
-            StoreError::Sql(e) | StoreError::Open { source: e, .. } => e,
+            StoreError::Sql(e) | StoreError::Open { error: e, .. } => e,
             StoreError::Missing(_) | StoreError::Read { .. } => return true,
             _ => return false,
         };
@@ -268,9 +301,9 @@ impl Store {
         let conn = read_only(path)?;
         let version = check_identity(
             path,
-            read_identity(&conn).map_err(|source| StoreError::Open {
+            read_identity(&conn).map_err(|error| StoreError::Open {
                 path: path.to_path_buf(),
-                source,
+                error,
             })?,
         )?;
         if version < SCHEMA_VERSION {
@@ -317,9 +350,9 @@ impl Store {
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
-        let open_err = |source| StoreError::Open {
+        let open_err = |error| StoreError::Open {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
         conn.busy_timeout(Duration::from_secs(10))
@@ -612,15 +645,15 @@ pub fn identify(path: &Path) -> Result<u32> {
 /// as it is, without locks and without the WAL's `-shm` and `-wal` files, which even a read-only
 /// connection would create beside it.
 fn count_tables(path: &Path) -> Result<u32> {
-    let conn = immutable(path).map_err(|source| StoreError::Open {
+    let conn = immutable(path).map_err(|error| StoreError::Open {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     read_identity(&conn)
         .map(|(_, _, tables)| tables)
-        .map_err(|source| StoreError::Open {
+        .map_err(|error| StoreError::Open {
             path: path.to_path_buf(),
-            source,
+            error,
         })
 }
 
@@ -628,9 +661,9 @@ fn count_tables(path: &Path) -> Result<u32> {
 /// a write-ahead log nobody is writing: the file is read as it is, creating nothing beside it.
 /// With one, a daemon may be: it is read through SQLite's locks, waiting out a writer.
 fn read_only(path: &Path) -> Result<Connection> {
-    let open_err = |source| StoreError::Open {
+    let open_err = |error| StoreError::Open {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let conn = if sidecar(path, "-wal").exists() {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;

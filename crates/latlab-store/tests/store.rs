@@ -764,3 +764,33 @@ fn a_store_written_over_in_place_is_told_from_a_new_one() {
     );
     drop(store);
 }
+
+/// A damaged store is said once, with what to do (SQLite's words came three times over).
+#[test]
+fn a_damaged_store_is_said_once_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.db");
+    {
+        let mut s = Store::open(&path).unwrap();
+        s.save_run(&common::result("r", 1), None).unwrap();
+        s.vacuum().unwrap();
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    let len = bytes.len();
+    for b in &mut bytes[4096..len] {
+        *b = 0x5a;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let e = Store::open_existing(&path)
+        .and_then(|s| s.check().map(|_| ()))
+        .unwrap_err();
+    // As a command says it: the error and every source after it.
+    let mut said = e.to_string();
+    let mut next = std::error::Error::source(&e);
+    while let Some(s) = next {
+        said.push_str(&format!(": {s}"));
+        next = s.source();
+    }
+    assert_eq!(said.matches("malformed").count(), 1, "{said}");
+    assert!(said.contains("restore it from a backup"), "{said}");
+}
