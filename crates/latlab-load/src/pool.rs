@@ -53,7 +53,13 @@ pub(crate) struct Pool {
     stop: Arc<AtomicBool>,
     gate: Arc<Gate>,
     handles: Vec<JoinHandle<Option<WorkerEnd>>>,
+    /// When the pool was first asked to stop: its work counts until then.
+    asked: std::sync::OnceLock<Instant>,
 }
+
+/// Workers that take longer than this to stop once asked are said to: thousands of threads on a
+/// few CPUs each wait for their turn to see the request.
+const SLOW_STOP: Duration = Duration::from_secs(2);
 
 /// Holds every worker between its set-up and its work until all are set up: a worker that took a
 /// real-time policy and began spinning would keep the ones after it (still at normal priority)
@@ -105,6 +111,7 @@ impl Pool {
             stop,
             gate: Arc::default(),
             handles: Vec::with_capacity(workers.len()),
+            asked: std::sync::OnceLock::new(),
         };
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), String>>();
         let n = workers.len();
@@ -188,6 +195,7 @@ impl Pool {
     }
 
     pub fn request_stop(&self) {
+        let _ = self.asked.set(Instant::now());
         self.stop.store(true, Ordering::Relaxed);
         // Workers still held at the gate (a start that failed) end without working.
         self.gate.open(false);
@@ -224,7 +232,22 @@ impl Pool {
             }
         }
         if let (Some(b), Some(e)) = (began, ended) {
-            end.elapsed = e.saturating_duration_since(b);
+            // Its time runs until it was asked to stop (or its last worker ended before): the
+            // wait for thousands of workers to see the request is not work to count rates over.
+            let asked = self.asked.get().copied().unwrap_or(e);
+            end.elapsed = e.min(asked).saturating_duration_since(b);
+            let stopping = e.saturating_duration_since(asked);
+            if stopping > SLOW_STOP {
+                end.warnings.push(format!(
+                    "its {} took {} to stop once asked (more threads than the CPUs run at once): \
+                     it loaded the system that much longer, and its rates count its time until \
+                     it was asked",
+                    latlab_model::units::plural(end.workers as u64, "worker", "workers"),
+                    latlab_model::units::format_elapsed(
+                        u64::try_from(stopping.as_nanos()).unwrap_or(u64::MAX)
+                    )
+                ));
+            }
         }
         end
     }
@@ -286,6 +309,62 @@ mod tests {
             }
             vec![1]
         }
+    }
+
+    /// Works until asked to stop, then takes `lag` more before it ends (as one of thousands of
+    /// threads waiting for a CPU to see the request does).
+    struct Late {
+        lag: Duration,
+    }
+
+    impl Worker for Late {
+        fn run(&mut self, stop: &AtomicBool) -> Vec<u64> {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(self.lag);
+            vec![1]
+        }
+    }
+
+    /// A pool's time runs until it is asked to stop, and a slow stop is said: the workers that
+    /// took 23 s to stop after a 1 s run had their rate counted over the 23 s, unsaid.
+    #[test]
+    fn a_slow_stop_is_said_and_not_counted_as_work() {
+        let here = latlab_sys::Sys::default().online_cpus().unwrap();
+        let lag = SLOW_STOP + Duration::from_millis(300);
+        let pool = Pool::start(
+            "t",
+            here.cpus(),
+            vec![Box::new(Late { lag }) as Box<dyn Worker>],
+            Arc::default(),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        let end = pool.join();
+        assert!(end.elapsed < lag, "{:?} counts the stop", end.elapsed);
+        assert!(
+            end.elapsed >= Duration::from_millis(200),
+            "{:?}",
+            end.elapsed
+        );
+        assert_eq!(end.warnings.len(), 1, "{:?}", end.warnings);
+        assert!(
+            end.warnings[0].starts_with("its 1 worker took 2."),
+            "{:?}",
+            end.warnings
+        );
+        // A prompt stop says nothing.
+        let pool = Pool::start(
+            "t",
+            here.cpus(),
+            vec![Box::new(Late {
+                lag: Duration::ZERO,
+            }) as Box<dyn Worker>],
+            Arc::default(),
+        )
+        .unwrap();
+        assert!(pool.join().warnings.is_empty());
     }
 
     /// No worker begins its work before every worker is set up: a real-time one spinning early

@@ -176,6 +176,14 @@ pub fn start_obstacles(p: &MonitorPlan) -> Vec<String> {
     {
         out.push(format!("--listen {addr}: {e}"));
     }
+    // The lock beside the store cannot be written (a passing state, so not bad configuration).
+    if latlab_sys::available_bytes(&p.db) == Some(0) {
+        out.push(format!(
+            "the file system holding {} is full (the monitor writes the store, and its lock \
+             and journal beside it)",
+            p.db.display()
+        ));
+    }
     out
 }
 

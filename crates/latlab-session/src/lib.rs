@@ -164,6 +164,41 @@ fn start_loads(p: &Measurement) -> Result<Beside, Error> {
     })
 }
 
+/// What runs beside a measurement, started just before it measures: the loads, then the
+/// samplers (with the Unix time of their origin); why they could not start, if so.
+#[derive(Default)]
+struct Alongside {
+    beside: Option<Beside>,
+    sampler: Option<(latlab_sys::sample::SamplerThread, u64)>,
+    refused: Option<Error>,
+}
+
+impl Alongside {
+    fn start(&mut self, p: &Measurement, sys: &Sys, housekeeping: &[u32]) -> Result<(), String> {
+        let started = start_loads(p).and_then(|b| {
+            self.beside = Some(b);
+            let Some(period) = p.sample_period_ns else {
+                return Ok(());
+            };
+            let origin = (std::time::Instant::now(), unix_now_ns());
+            let thread = latlab_sys::sample::SamplerThread::spawn(
+                sys,
+                std::time::Duration::from_nanos(period),
+                housekeeping,
+                origin.0,
+            )
+            .context("starting the samplers")?;
+            self.sampler = Some((thread, origin.1));
+            Ok(())
+        });
+        started.map_err(|e| {
+            let text = e.to_string();
+            self.refused = Some(e);
+            text
+        })
+    }
+}
+
 fn run(
     p: &Measurement,
     sys: &Sys,
@@ -223,34 +258,8 @@ fn run(
     // The loads start once the measuring threads are set up and the measurement's memory is
     // locked (not the loads'), just before measuring; the samplers start last and end first:
     // their series covers the measuring, not the loads' start and stop around it.
-    let mut beside: Option<Beside> = None;
-    let mut sampler = None;
-    let mut refused: Option<Error> = None;
-    let mut start_beside = || -> Result<(), String> {
-        let started = start_loads(p).and_then(|b| {
-            beside = Some(b);
-            match p.sample_period_ns {
-                None => Ok(()),
-                Some(period) => {
-                    let origin = (std::time::Instant::now(), unix_now_ns());
-                    let thread = latlab_sys::sample::SamplerThread::spawn(
-                        sys,
-                        std::time::Duration::from_nanos(period),
-                        &housekeeping,
-                        origin.0,
-                    )
-                    .context("starting the samplers")?;
-                    sampler = Some((thread, origin.1));
-                    Ok(())
-                }
-            }
-        });
-        started.map_err(|e| {
-            let text = e.to_string();
-            refused = Some(e);
-            text
-        })
-    };
+    let mut along = Alongside::default();
+    let mut start_beside = || along.start(p, sys, &housekeeping);
     let hook = trace.as_ref().and_then(|t| t.hook());
     let mut result = latlab_measure::run_hooked(
         cfg,
@@ -261,7 +270,12 @@ fn run(
         hook,
         Some(&mut start_beside),
     )
-    .map_err(|e| refused.take().unwrap_or_else(|| Error::from(e)));
+    .map_err(|e| along.refused.take().unwrap_or_else(|| Error::from(e)));
+    let Alongside {
+        beside,
+        mut sampler,
+        ..
+    } = along;
     if let Some((thread, _)) = &mut sampler {
         thread.end();
     }

@@ -275,7 +275,19 @@ impl Store {
     /// Open the store at `path`, creating it if absent and migrating it if older. A file that is
     /// not a latlab store, or a store newer than this build, is refused without being changed.
     pub fn open(path: impl AsRef<Path>) -> Result<Store> {
-        Self::open_with(path.as_ref(), true, SCHEMA_VERSION)
+        let path = path.as_ref();
+        let made = std::fs::symlink_metadata(path).is_err();
+        let opened = Self::open_with(path, true, SCHEMA_VERSION);
+        // A store this call made and could not set up (a full file system) is not left behind
+        // as an empty file, nor its journal.
+        if opened.is_err() && made && std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut p = path.as_os_str().to_os_string();
+                p.push(suffix);
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        opened
     }
 
     /// Open an existing store ([`StoreError::Missing`] when there is none), migrating it if older.

@@ -80,10 +80,17 @@ impl PidLock {
             Ok(now) if (now.dev(), now.ino()) == (held.dev(), held.ino()) => {}
             _ => return Ok(None),
         }
-        file.set_len(0).map_err(io)?;
-        file.seek(SeekFrom::Start(0)).map_err(io)?;
-        writeln!(file, "{}", std::process::id()).map_err(io)?;
-        file.flush().map_err(io)?;
+        let written = file
+            .set_len(0)
+            .and_then(|()| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| writeln!(file, "{}", std::process::id()))
+            .and_then(|()| file.flush());
+        if let Err(e) = written {
+            // A full file system: no empty lock file is left behind (removed while locked, as
+            // a holder lets go).
+            let _ = std::fs::remove_file(path);
+            return Err(io(e));
+        }
         Ok(Some(PidLock {
             file,
             path: path.to_path_buf(),

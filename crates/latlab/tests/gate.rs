@@ -451,28 +451,42 @@ fn a_refused_junit_path_that_names_the_store_or_the_plan_is_left_alone() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("clock-nanosleep"));
 }
 
-#[test]
-fn run_gives_a_case_per_cell_and_cpu_and_exits_4_on_a_limit() {
-    let dir = tempfile::tempdir().unwrap();
-    let plan = dir.path().join("plan.toml");
-    std::fs::write(
-        &plan,
-        format!(
-            "name = \"gate\"\nrepeat = 2\n[settings]\nduration = \"0.3s\"\nno-samplers = true\n\
-             {}[axes]\ninterval = [\"1ms\", \"500us\"]\ncpus = [\"0\", \"63\"]\n",
-            policy_toml()
-        ),
-    )
-    .unwrap();
-    let (db, junit) = (dir.path().join("t.db"), dir.path().join("j.xml"));
+/// `latlab run` of the plan `text` (written in `dir`, its store there) with `limits`, exiting
+/// with `code`; its output and the JUnit file it wrote.
+fn gated_run(
+    dir: &Path,
+    text: &str,
+    limits: &[&str],
+    code: i32,
+) -> (std::process::Output, std::path::PathBuf) {
+    let plan = dir.join("plan.toml");
+    std::fs::write(&plan, text).unwrap();
+    let junit = dir.join("j.xml");
     let out = run_exit(
         latlab!()
             .arg("run")
             .arg(&plan)
             .arg("--db")
-            .arg(&db)
-            .args(["--max-p99", "1ns", "--junit"])
+            .arg(dir.join("t.db"))
+            .args(limits)
+            .arg("--junit")
             .arg(&junit),
+        code,
+    );
+    (out, junit)
+}
+
+#[test]
+fn run_gives_a_case_per_cell_and_cpu_and_exits_4_on_a_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, junit) = gated_run(
+        dir.path(),
+        &format!(
+            "name = \"gate\"\nrepeat = 2\n[settings]\nduration = \"0.3s\"\nno-samplers = true\n\
+             {}[axes]\ninterval = [\"1ms\", \"500us\"]\ncpus = [\"0\", \"63\"]\n",
+            policy_toml()
+        ),
+        &["--max-p99", "1ns"],
         4,
     );
     // Two cells run (CPU 0 at two intervals), twice each: a line per repeat that exceeded.
@@ -597,25 +611,14 @@ fn a_load_that_failed_is_not_a_pass_and_its_warning_is_said() {
         "{text}"
     );
 
-    let plan = dir.path().join("plan.toml");
-    std::fs::write(
-        &plan,
-        format!(
+    let (out, junit) = gated_run(
+        dir.path(),
+        &format!(
             "name = \"broken-load\"\nrepeat = 1\n[settings]\nduration = \"0.3s\"\n\
              no-samplers = true\nload = \"cmd:exit 3\"\n{}",
             policy_toml()
         ),
-    )
-    .unwrap();
-    let (db, junit) = (dir.path().join("t.db"), dir.path().join("r.xml"));
-    let out = run_exit(
-        latlab!()
-            .arg("run")
-            .arg(&plan)
-            .arg("--db")
-            .arg(&db)
-            .arg("--junit")
-            .arg(&junit),
+        &[],
         1,
     );
     let err = stderr(&out);

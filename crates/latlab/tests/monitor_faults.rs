@@ -37,6 +37,21 @@ fn started(db: &Path, dir: &Path, n: usize) -> Proc {
     d
 }
 
+/// The daemon on series `t` of `db` serving at a free address (its log `dir/1.log`), once it has
+/// stored two windows and `/metrics` counts them.
+fn serving(db: &Path, dir: &Path) -> (Proc, std::net::SocketAddr) {
+    let addr = latlab_testkit::process::free_addr();
+    let mut d = Proc::start(
+        common::monitor(db, &["--listen", &addr.to_string(), "--name", "t"]),
+        dir.join("1.log"),
+    );
+    d.wait_until("2 stored windows", Duration::from_secs(30), || {
+        sets(db, "t").len() >= 2
+    });
+    assert!(windows_served(addr) >= 1, "{}", d.log());
+    (d, addr)
+}
+
 /// `latlab_monitor_windows_total` of series `t` as `/metrics` at `addr` serves it (0 if absent).
 fn windows_served(addr: std::net::SocketAddr) -> u64 {
     let (_, _, text) = common::get(addr, "/metrics");
@@ -527,15 +542,7 @@ fn a_renamed_store_keeps_its_windows_and_the_new_one_goes_on_without_a_gap() {
 fn a_deleted_store_is_made_again_and_a_foreign_file_in_its_place_waited_out() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m.db");
-    let addr = latlab_testkit::process::free_addr();
-    let mut d = Proc::start(
-        common::monitor(&db, &["--listen", &addr.to_string(), "--name", "t"]),
-        dir.path().join("1.log"),
-    );
-    d.wait_until("2 stored windows", Duration::from_secs(30), || {
-        sets(&db, "t").len() >= 2
-    });
-    assert!(windows_served(addr) >= 1, "{}", d.log());
+    let (d, addr) = serving(&db, dir.path());
     // No count served from the old file can reach the new one's once it has more windows.
     let old_count = sets(&db, "t").len() + 1;
     for suffix in ["", "-wal", "-shm"] {
@@ -621,16 +628,8 @@ fn a_deleted_store_is_made_again_and_a_foreign_file_in_its_place_waited_out() {
 fn a_store_written_over_in_place_is_noticed_and_its_windows_kept() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("m.db");
-    let addr = latlab_testkit::process::free_addr();
-    let mut d = Proc::start(
-        common::monitor(&db, &["--listen", &addr.to_string(), "--name", "t"]),
-        dir.path().join("1.log"),
-    );
-    d.wait_until("2 stored windows", Duration::from_secs(30), || {
-        sets(&db, "t").len() >= 2
-    });
     // The web server's connections are open on the file too.
-    assert!(windows_served(addr) >= 1, "{}", d.log());
+    let (mut d, addr) = serving(&db, dir.path());
     let xml = b"<?xml version=\"1.0\"?>\n<testsuites/>\n";
     std::fs::OpenOptions::new()
         .write(true)
@@ -692,4 +691,42 @@ fn check_config_refuses_a_store_it_could_not_write() {
     assert!(err.contains("the store is not writable"), "{err}");
     // Outside the namespace nothing was mounted, and the same check passes.
     run_ok(monitor(&fs.join("m.db"), "t").arg("--check-config"));
+}
+
+/// On a full file system `--check-config` fails as the start would (it said the store "will be
+/// created" and exited 0), and neither the start nor `measure --db` leaves an empty lock file or
+/// store behind.
+#[test]
+fn a_full_file_system_fails_the_check_and_a_refused_start_leaves_nothing() {
+    if !root_or_skip("mounting a tmpfs in a mount namespace") || !require("unshare") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fs = dir.path().join("full");
+    std::fs::create_dir(&fs).unwrap();
+    let start = monitor(&fs.join("new.db"), "t");
+    let mut argv = vec![start.get_program().to_os_string()];
+    argv.extend(start.get_args().map(|a| a.to_os_string()));
+    let script = format!(
+        "mount -t tmpfs -o size=1m latlab-test {d} || exit 9
+         dd if=/dev/zero of={d}/fill bs=64k 2>/dev/null
+         \"$@\" --check-config >/dev/null 2>&1; echo check=$?
+         \"$@\" >/dev/null 2>&1; echo start=$?
+         \"$1\" measure -D 0.1s -q --db {d}/m.db >/dev/null 2>&1; echo measure=$?
+         ls -A {d}",
+        d = fs.display()
+    );
+    let out = latlab_testkit::command("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
+        .args(&argv)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(
+        lines,
+        ["check=1", "start=1", "measure=2", "fill"],
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
