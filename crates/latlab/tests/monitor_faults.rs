@@ -660,6 +660,16 @@ fn a_store_written_over_in_place_is_noticed_and_its_windows_kept() {
     db_check(&db);
 }
 
+/// `sh -c script` in a mount namespace of its own, `"$@"` in it the command line of `cmd`.
+fn in_mount_namespace(script: &str, cmd: &Command) -> std::process::Output {
+    latlab_testkit::command("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .output()
+        .unwrap()
+}
+
 /// `--check-config` fails where a start would: a store on a read-only file system could be read,
 /// but the daemon writes it, its lock and its journal (it said "a latlab store" and exited 0,
 /// and the start then failed on the lock).
@@ -672,19 +682,11 @@ fn check_config_refuses_a_store_it_could_not_write() {
     let fs = dir.path().join("ro");
     std::fs::create_dir(&fs).unwrap();
     drop(Store::open(fs.join("m.db")).unwrap());
-    let check = monitor(&fs.join("m.db"), "t");
-    let mut argv = vec![check.get_program().to_os_string()];
-    argv.extend(check.get_args().map(|a| a.to_os_string()));
-    argv.push("--check-config".into());
     let script = format!(
-        "mount --bind {d} {d} && mount -o remount,ro,bind {d} && exec \"$@\"",
+        "mount --bind {d} {d} && mount -o remount,ro,bind {d} && exec \"$@\" --check-config",
         d = fs.display()
     );
-    let out = latlab_testkit::command("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
-        .args(&argv)
-        .output()
-        .unwrap();
+    let out = in_mount_namespace(&script, &monitor(&fs.join("m.db"), "t"));
     let err = String::from_utf8_lossy(&out.stderr);
     // Refused as a start now refuses it, as an unwritable directory for a new store is.
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -704,9 +706,6 @@ fn a_full_file_system_fails_the_check_and_a_refused_start_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let fs = dir.path().join("full");
     std::fs::create_dir(&fs).unwrap();
-    let start = monitor(&fs.join("new.db"), "t");
-    let mut argv = vec![start.get_program().to_os_string()];
-    argv.extend(start.get_args().map(|a| a.to_os_string()));
     let script = format!(
         "mount -t tmpfs -o size=1m latlab-test {d} || exit 9
          dd if=/dev/zero of={d}/fill bs=64k 2>/dev/null
@@ -716,11 +715,7 @@ fn a_full_file_system_fails_the_check_and_a_refused_start_leaves_nothing() {
          ls -A {d}",
         d = fs.display()
     );
-    let out = latlab_testkit::command("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", &script, "sh"])
-        .args(&argv)
-        .output()
-        .unwrap();
+    let out = in_mount_namespace(&script, &monitor(&fs.join("new.db"), "t"));
     let said = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = said.lines().collect();
     assert_eq!(
