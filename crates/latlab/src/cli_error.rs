@@ -165,9 +165,16 @@ pub fn clap_line(e: &clap::Error) -> String {
             .map(|i| args[i].as_str())
             .filter(|o| o.starts_with('-') && o.len() > 1)
         {
+            // Each option has its own range (a priority is 1 to 99): its help gives it.
+            let command = args
+                .iter()
+                .enumerate()
+                .skip(1)
+                .find(|(i, a)| !a.starts_with('-') && args[i - 1] != "--sysroot")
+                .map_or("", |(_, a)| a.as_str());
             return format!(
-                "{option} {arg}: negative (accepted: 0 or more: the durations, limits and counts \
-                 latlab takes are not negative)"
+                "{option} {arg}: negative (accepted: a value that is not negative, in the range \
+                 `latlab {command} --help` gives for {option})"
             );
         }
         return match tip {

@@ -428,14 +428,19 @@ const ROWS: &[(&[&str], &str)] = &[
     // A negative value is named with the option it was given to.
     (
         &["measure", "--max-latency", "-5"],
-        "--max-latency -5: negative (accepted: 0 or more: the durations, limits and counts \
-         latlab takes are not negative)",
+        "--max-latency -5: negative (accepted: a value that is not negative, in the range \
+         `latlab measure --help` gives for --max-latency)",
     ),
     (
         &["measure", "-D", "-1s"],
-        "-D -1s: negative (accepted: 0 or more",
+        "-D -1s: negative (accepted: a value that is not negative",
     ),
-    (&["measure", "-p", "-1"], "-p -1: negative"),
+    // Not "0 or more": a priority is 1 to 99.
+    (
+        &["measure", "-p", "-1"],
+        "-p -1: negative (accepted: a value that is not negative, in the range `latlab measure \
+         --help` gives for -p)",
+    ),
     (&["measure", "--priority=-1"], "--priority \"-1\": negative"),
     (&["measure", "--interval=-1"], "duration \"-1\" is negative"),
     (&["measure", "--cpus=-1"], "CPU numbers are not negative"),
