@@ -124,6 +124,10 @@ pub struct Samples {
     /// Power sources found, or why there are none.
     pub power_sources: Field<Vec<PowerSource>>,
     pub thermal_zones: Vec<String>,
+    /// Why no temperature was sampled, where none was (`None` where a zone was, and in results
+    /// from before latlab said why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thermal_unavailable: Option<String>,
     /// Frequency source, or why there is none.
     pub frequency: Field<String>,
     /// Where the SMI counts come from (MSR_SMI_COUNT through `/dev/cpu/N/msr`), or why there

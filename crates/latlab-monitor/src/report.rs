@@ -252,6 +252,7 @@ fn series_samples(
             _ => Field::unavailable("no power source in the stored windows"),
         },
         thermal_zones: Vec::new(),
+        thermal_unavailable: None,
         frequency,
         smi: None,
         cpus,

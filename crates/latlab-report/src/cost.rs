@@ -111,6 +111,9 @@ pub fn samples_text(s: &Samples) -> String {
             t.zone, t.avg_c, t.max_c
         );
     }
+    if let Some(why) = &s.thermal_unavailable {
+        let _ = writeln!(out, "thermal:  unavailable: {why}");
+    }
     out
 }
 
@@ -184,6 +187,7 @@ mod tests {
                 wraps: 1,
             }]),
             thermal_zones: vec![],
+            thermal_unavailable: None,
             frequency: Field::unavailable("no cpufreq"),
             smi: None,
             cpus: vec![CpuSummary {

@@ -397,6 +397,7 @@ fn samples(p: &Profile, rng: &mut Rng) -> Samples {
             .collect(),
         power_sources,
         thermal_zones: vec!["x86_pkg_temp".into()],
+        thermal_unavailable: None,
         frequency: Field::Value("scaling_cur_freq".into()),
         smi: None,
         cpus: (0..2)

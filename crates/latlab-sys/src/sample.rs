@@ -406,6 +406,9 @@ impl Sampler {
             idle_states,
             power_sources,
             thermal_zones: self.thermal.iter().map(|(z, _)| z.clone()).collect(),
+            thermal_unavailable: self.thermal.is_empty().then(|| {
+                "no thermal zone with a readable temp under /sys/class/thermal".to_string()
+            }),
             frequency: match self.freq {
                 Ok(FreqSource::Cpufreq) => Field::Value("cpufreq scaling_cur_freq".into()),
                 Ok(FreqSource::Cpuinfo) => Field::Value(

@@ -145,6 +145,7 @@ fn laptop_rapl_wraps_idle_interrupts_stat_frequency_battery() {
     assert_eq!(out.cpus[2].avg_freq_khz, Some(2_400_000));
     assert_eq!(out.cpus[1].softirqs_per_s, Some(250.0));
     assert_eq!(out.thermal.len(), 1);
+    assert_eq!(out.thermal_unavailable, None);
     assert_eq!(out.frequency.value().unwrap(), "cpufreq scaling_cur_freq");
 }
 
@@ -244,8 +245,15 @@ fn vm_has_no_power_source_and_says_why() {
     assert!(out.frequency.value().unwrap().contains("/proc/cpuinfo"));
     assert_eq!(out.idle_states[0].states, ["POLL", "haltpoll idle"]);
     assert_eq!(out.cpus[0].avg_freq_khz, Some(2_600_000));
+    // No thermal zone either: said, as power is (it was only absent).
+    assert!(out.thermal.is_empty());
+    assert_eq!(
+        out.thermal_unavailable.as_deref(),
+        Some("no thermal zone with a readable temp under /sys/class/thermal")
+    );
     let json = serde_json::to_value(&out).unwrap();
     assert!(json["power_sources"]["unavailable"].is_string());
+    assert!(json["thermal_unavailable"].is_string());
 }
 
 #[test]

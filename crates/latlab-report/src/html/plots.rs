@@ -921,6 +921,7 @@ mod tests {
             idle_states: Vec::new(),
             power_sources: Field::Value(Vec::new()),
             thermal_zones: Vec::new(),
+            thermal_unavailable: None,
             frequency: Field::Value("scaling_cur_freq".into()),
             smi: None,
             cpus: Vec::new(),

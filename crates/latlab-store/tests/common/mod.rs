@@ -110,6 +110,7 @@ pub fn result(uid: &str, seed: u64) -> RunResult {
             wraps: 0,
         }]),
         thermal_zones: vec!["x86_pkg_temp".into()],
+        thermal_unavailable: None,
         frequency: Field::Value("scaling_cur_freq".into()),
         smi: None,
         cpus: vec![CpuSummary {
