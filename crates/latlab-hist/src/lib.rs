@@ -436,13 +436,15 @@ impl Histogram {
         self.max
     }
 
-    /// The number of values at or below `value` (to the bucket's resolution).
+    /// The number of values at or below `value`, to the bucket's resolution and never above it:
+    /// a bucket counts only when all it can hold is at or below `value` (a Prometheus `le`
+    /// bucket of 10 µs counted values up to 10.007 µs, the whole bucket holding 10 µs).
     pub fn count_at_or_below(&self, value: u64) -> u64 {
         if value >= self.max {
             return self.count;
         }
         self.buckets()
-            .take_while(|b| b.low <= value)
+            .take_while(|b| b.high <= value)
             .map(|b| b.count)
             .sum()
     }

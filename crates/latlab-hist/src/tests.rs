@@ -200,6 +200,12 @@ fn count_at_or_below_walks_buckets() {
     assert_eq!(h.count_at_or_below(20), 2);
     assert_eq!(h.count_at_or_below(999), 3);
     assert_eq!(h.count_at_or_below(5000), 4);
+    // Above 8 µs a bucket is 8 ns wide: 10_003 shares 10_000's bucket and is not counted at or
+    // below 10 µs (it was), nor is any value of that bucket short of the maximum.
+    let h: Histogram = [9_999, 10_003, 20_000].into_iter().collect();
+    assert_eq!(h.count_at_or_below(10_000), 1);
+    assert_eq!(h.count_at_or_below(10_007), 2);
+    assert_eq!(h.count_at_or_below(20_000), 3);
 }
 
 #[test]
