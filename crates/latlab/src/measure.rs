@@ -300,9 +300,17 @@ impl MeasureArgs {
         let online = sys
             .online_cpus()
             .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
-        let cfg = self.to_config(&online)?;
-        latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
+        let mut cfg = self.to_config(&online)?;
         let (sample_period, loads, schedule) = self.own_values()?;
+        // A schedule without a length lasts as long as its phases, as `latlab load --schedule`
+        // does (it ran until stopped, its last phase's load long gone).
+        if let Some(s) = &schedule
+            && cfg.duration_ns.is_none()
+            && cfg.loops.is_none()
+        {
+            cfg.duration_ns = Some(s.total_ns());
+        }
+        latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
         let load_options = latlab_load::LoadOptions {
             cpus: self.load_cpus.clone(),
             force: self.force,

@@ -881,3 +881,25 @@ fn memory_locking_leaves_a_loads_threads_alone() {
         "locked {beside} KiB beside the load against {alone} KiB alone"
     );
 }
+
+/// A schedule without `-D` lasts as long as its phases (it ran until stopped, as a measurement
+/// without a length does, its last load long gone).
+#[test]
+fn a_load_schedule_without_a_length_lasts_its_phases() {
+    let out = latlab_testkit::process::output_within(
+        latlab!()
+            .args(["measure", "-a", "0", "-q", "--no-samplers", "--json", "-"])
+            .args(["--load-schedule", "idle 200ms, cpu 300ms"])
+            .args(policy_args()),
+        Duration::from_secs(30),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        latlab_testkit::stderr(&out)
+    );
+    let r = json(&out);
+    assert_eq!(r["config"]["duration_ns"], 500_000_000);
+    assert_eq!(r["stop"]["reason"], "duration");
+}
