@@ -186,14 +186,18 @@ fn named_dirs_exist(spec: &LoadSpec) -> Result<(), LoadError> {
             continue;
         };
         let why = match std::fs::metadata(dir) {
-            Ok(m) if m.is_dir() => continue,
+            // The load writes its files there: /proc is a directory it cannot write.
+            Ok(m) if m.is_dir() => match latlab_sys::probe_write(dir) {
+                Ok(()) => continue,
+                Err(e) => format!("not writable here ({e})"),
+            },
             Ok(_) => "not a directory".to_string(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such directory".into(),
             // Other errors (permissions) say themselves when the load is checked or started.
             Err(_) => continue,
         };
         return Err(LoadError::Invalid(format!(
-            "{}:{}={}: {why} (accepted: an existing directory)",
+            "{}:{}={}: {why} (accepted: an existing directory latlab may write)",
             spec.kind(),
             opt.name,
             dir.display()
