@@ -168,6 +168,17 @@ fn memory_larger_than_available_is_refused() {
     let e = LoadSet::start(&[LoadSpec::parse("memory:size=1T").unwrap()], &opts(None)).unwrap_err();
     assert!(matches!(e, LoadError::Unsupported { .. }), "{e}");
     assert!(e.to_string().contains("available"), "{e}");
+    // In gigabytes with a decimal, not a count of kilobytes ("24052020k").
+    let said = e.to_string();
+    let amount = said
+        .split("more than the ")
+        .nth(1)
+        .and_then(|r| r.split("G of memory").next())
+        .unwrap_or_default();
+    assert!(
+        amount.parse::<f64>().is_ok() && amount.contains('.'),
+        "{said}"
+    );
 }
 
 fn io_files(dir: &Path) -> Vec<PathBuf> {

@@ -45,11 +45,12 @@ fn supported(spec: &LoadSpec, opts: &LoadOptions) -> Result<(), String> {
     });
     match available_kb {
         Some(kb) if need > kb.saturating_mul(1024) => Err(format!(
-            "{workers} workers × {} = {} is more than the {} of memory available; lower size \
-             or workers",
+            "{workers} workers × {} = {} is more than the {:.1}G of memory available; lower \
+             size or workers",
             format_size(size),
             format_size(need),
-            format_size(kb * 1024)
+            // Read as a person would: MemAvailable is rarely a round number.
+            kb as f64 / (1u64 << 20) as f64
         )),
         _ => Ok(()),
     }
