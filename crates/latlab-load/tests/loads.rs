@@ -498,8 +498,15 @@ fn dropping_a_set_stops_everything() {
 #[test]
 fn a_load_that_fails_to_start_stops_the_ones_started() {
     let _g = serial();
-    // /proc is a directory (supported passes) where no file can be created (start fails).
-    let specs: Vec<_> = ["cpu:workers=1", "cmd:sleep 30", "io:dir=/proc,size=64k"]
+    // A writable directory (the check passes) where the io load's first file is already taken
+    // by a directory of that name, whatever number this process gives the load (start fails).
+    let dir = tempfile::tempdir().unwrap();
+    for id in 0..1000 {
+        let taken = format!("latlab-load-io-{}-{id}-0", std::process::id());
+        std::fs::create_dir(dir.path().join(taken)).unwrap();
+    }
+    let io = format!("io:dir={},size=64k", dir.path().display());
+    let specs: Vec<_> = ["cpu:workers=1", "cmd:sleep 30", io.as_str()]
         .iter()
         .map(|s| LoadSpec::parse(s).unwrap())
         .collect();
@@ -507,8 +514,10 @@ fn a_load_that_fails_to_start_stops_the_ones_started() {
     assert!(matches!(e, LoadError::Start { .. }), "{e:?}");
     assert!(!e.is_usage());
     assert!(
-        e.to_string()
-            .starts_with("io: could not start: creating /proc/"),
+        e.to_string().starts_with(&format!(
+            "io: could not start: creating {}/latlab-load-io-",
+            dir.path().display()
+        )),
         "{e}"
     );
     assert_eq!(leftover_load_threads(), Vec::<String>::new());
