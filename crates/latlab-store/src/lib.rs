@@ -210,17 +210,29 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// Device and inode of the file at `path`, if there is one.
+/// The first 16 bytes of every SQLite database.
+const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
 /// Whether the file at `path` begins as every SQLite database does (a store, or another
-/// program's database): 16 bytes read.
+/// program's database): 16 bytes read. Not for a store this process has open (closing the file
+/// read would drop SQLite's locks): [`Store::file_fate`] reads through SQLite's descriptor.
 pub fn begins_as_sqlite(path: &Path) -> bool {
     use std::io::Read;
     let mut head = [0u8; 16];
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok_and(|()| &head == b"SQLite format 3\0")
+        .is_ok_and(|()| &head == SQLITE_MAGIC)
 }
 
+/// Whether the file `identity`, open in this process, begins as an SQLite database, read
+/// through a descriptor the process holds; `None` where none is open on it.
+fn open_file_is_sqlite(identity: (u64, u64)) -> Option<bool> {
+    let mut head = [0u8; 16];
+    let n = latlab_sys::read_head_of_open(identity, &mut head)?;
+    Some(n == head.len() && &head == SQLITE_MAGIC)
+}
+
+/// Device and inode of the file at `path`, if there is one.
 fn file_identity(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
@@ -329,7 +341,9 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             file: file_identity(path),
-            header_seen: std::cell::Cell::new(begins_as_sqlite(path)),
+            header_seen: std::cell::Cell::new(
+                file_identity(path).and_then(open_file_is_sqlite) == Some(true),
+            ),
         })
     }
 
@@ -399,7 +413,9 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             file: file_identity(path),
-            header_seen: std::cell::Cell::new(begins_as_sqlite(path)),
+            header_seen: std::cell::Cell::new(
+                file_identity(path).and_then(open_file_is_sqlite) == Some(true),
+            ),
         };
         store.migrate(target)?;
         Ok(store)
@@ -472,15 +488,20 @@ impl Store {
         match (file_identity(&self.path), self.file) {
             (None, _) => FileFate::Deleted,
             (Some(now), Some(opened)) if now != opened => FileFate::Replaced,
-            (Some(_), Some(_)) => match std::fs::metadata(&self.path).map(|m| m.len()) {
+            (Some(_), Some(opened)) => match std::fs::metadata(&self.path).map(|m| m.len()) {
                 // Not there any more, or still empty: the journal holds all there is so far.
                 Err(_) => FileFate::Deleted,
                 Ok(0) if !self.header_seen.get() => FileFate::InPlace,
-                Ok(_) if begins_as_sqlite(&self.path) => {
-                    self.header_seen.set(true);
-                    FileFate::InPlace
-                }
-                Ok(_) => FileFate::WrittenOver,
+                // Read through SQLite's own descriptor: a descriptor of ours, closed, would
+                // drop SQLite's locks on the file.
+                Ok(_) => match open_file_is_sqlite(opened) {
+                    Some(false) => FileFate::WrittenOver,
+                    seen => {
+                        self.header_seen
+                            .set(self.header_seen.get() || seen == Some(true));
+                        FileFate::InPlace
+                    }
+                },
             },
             _ => FileFate::InPlace,
         }
@@ -614,7 +635,9 @@ fn sidecar(path: &Path, suffix: &str) -> PathBuf {
 fn writable(path: &Path) -> std::result::Result<(), String> {
     let may_write =
         |p: &Path| latlab_sys::probe_write(p).map_err(|e| format!("{}: {e}", p.display()));
-    may_write(path)?;
+    // The store itself is asked, not opened: a daemon in this process (the web server's
+    // readers) holds SQLite's locks on it, which closing a descriptor of ours would drop.
+    latlab_sys::may_write_unopened(path).map_err(|e| format!("{}: {e}", path.display()))?;
     // Without the log beside it, SQLite must create it (and its index) in the directory.
     if !sidecar(path, "-wal").exists() || !sidecar(path, "-shm").exists() {
         let dir = path

@@ -387,6 +387,46 @@ pub fn available_bytes(path: &Path) -> Option<u64> {
     }
 }
 
+/// The first bytes of a file this process already has open (known by device and inode), read
+/// through a descriptor it holds (`pread`, the descriptor's offset untouched), and how many there
+/// were. Opening and closing a descriptor of its own would drop every POSIX lock the process
+/// holds on the file: SQLite's on a store, so that another program's reader would take the
+/// store for unused and move its journal away under it. `None` where no descriptor of this
+/// process is open on the file.
+pub fn read_head_of_open(identity: (u64, u64), head: &mut [u8]) -> Option<usize> {
+    let fds = std::fs::read_dir("/proc/self/fd").ok()?;
+    for entry in fds.flatten() {
+        let Ok(fd) = entry.file_name().to_string_lossy().parse::<libc::c_int>() else {
+            continue;
+        };
+        // SAFETY: st is a valid out buffer; fstat on a descriptor that may have closed meanwhile
+        // fails and is passed over.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut st) } != 0 || (st.st_dev, st.st_ino) != identity {
+            continue;
+        }
+        // SAFETY: head is valid for head.len() bytes.
+        let n = unsafe { libc::pread(fd, head.as_mut_ptr().cast(), head.len(), 0) };
+        return usize::try_from(n).ok();
+    }
+    None
+}
+
+/// Whether this process may write the existing file `path`, asked without opening it
+/// (`access(2)`: a read-only file system says so to root too); for a file other descriptors of
+/// this process hold locks on, as [`read_head_of_open`] says why.
+pub fn may_write_unopened(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: c is a valid C string.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Whether this process can write `path`, tried for real (`access(2)` says yes to root even on
 /// a read-only file system or in sysfs): an existing file is opened for writing, neither
 /// truncated nor changed; a missing one is created and removed again; in a directory a file of

@@ -481,8 +481,13 @@ impl OutputFile {
         }
         std::fs::File::create(&self.path)
             .and_then(|mut f| {
-                f.write_all(text.as_bytes())?;
-                f.sync_all()
+                let written = f.write_all(text.as_bytes()).and_then(|()| f.sync_all());
+                // A file cut short (a full file system) is no report: none is left. Only a
+                // regular file: `/dev/full` and other devices stay.
+                if written.is_err() && f.metadata().is_ok_and(|m| m.is_file()) {
+                    let _ = std::fs::remove_file(&self.path);
+                }
+                written
             })
             .with_context(|| format!("writing {} {}", self.flag, self.path.display()))
     }

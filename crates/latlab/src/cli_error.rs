@@ -231,9 +231,10 @@ fn cyclictest_habit(args: &[String], kind: clap::error::ErrorKind) -> Option<Str
     let rows = |a: &str| a.parse::<u32>().ok();
     match kind {
         ErrorKind::DisplayHelp => args.iter().enumerate().find_map(|(i, a)| {
+            // -h400, -h=400 or -h 400.
             let n = match a.strip_prefix("-h")? {
                 "" => rows(args.get(i + 1)?)?,
-                attached => rows(attached)?,
+                attached => rows(attached.strip_prefix('=').unwrap_or(attached))?,
             };
             Some(format!(
                 "{a}{}: cyclictest's histogram; -h is the help here (accepted: --histfile FILE \

@@ -390,8 +390,14 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         ExperimentStatus::Done
     };
     store.set_experiment_status(experiment, status)?;
+    // Runs beside a load that failed are saved, and counted apart: they are why it failed.
+    let beside_failed = if load_failed > 0 {
+        format!(" ({load_failed} of them beside a load that failed)")
+    } else {
+        String::new()
+    };
     say.line(format!(
-        "experiment {} {}: {} saved, {} failed; report with: latlab report e{}",
+        "experiment {} {}: {} saved{beside_failed}, {} failed; report with: latlab report e{}",
         experiment.0,
         status.name(),
         latlab_model::units::plural((todo.len() - failures) as u64, "run", "runs"),

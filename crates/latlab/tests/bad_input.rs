@@ -191,6 +191,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "-h 50: cyclictest's histogram",
     ),
     (
+        &["measure", "-h=50", "-D", "1s"],
+        "-h=50: cyclictest's histogram",
+    ),
+    (
         &["measure", "-m", "-D", "1s"],
         "-m: a method is needed: -m is --method here, and cyclictest's -m (mlockall) is the \
          default (accepted: -m clock-nanosleep, ",

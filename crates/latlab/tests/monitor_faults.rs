@@ -697,7 +697,7 @@ fn check_config_refuses_a_store_it_could_not_write() {
 
 /// On a full file system `--check-config` fails as the start would (it said the store "will be
 /// created" and exited 0), and neither the start nor `measure --db` leaves an empty lock file or
-/// store behind.
+/// store behind, nor `measure --json` a file cut short.
 #[test]
 fn a_full_file_system_fails_the_check_and_a_refused_start_leaves_nothing() {
     if !root_or_skip("mounting a tmpfs in a mount namespace") || !require("unshare") {
@@ -712,6 +712,7 @@ fn a_full_file_system_fails_the_check_and_a_refused_start_leaves_nothing() {
          \"$@\" --check-config >/dev/null 2>&1; echo check=$?
          \"$@\" >/dev/null 2>&1; echo start=$?
          \"$1\" measure -D 0.1s -q --db {d}/m.db >/dev/null 2>&1; echo measure=$?
+         \"$1\" measure -D 0.1s -q --json {d}/r.json >/dev/null 2>&1; echo json=$?
          ls -A {d}",
         d = fs.display()
     );
@@ -720,8 +721,47 @@ fn a_full_file_system_fails_the_check_and_a_refused_start_leaves_nothing() {
     let lines: Vec<&str> = said.lines().collect();
     assert_eq!(
         lines,
-        ["check=1", "start=1", "measure=2", "fill"],
+        ["check=1", "start=1", "measure=2", "json=1", "fill"],
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Another program's reader that opens and closes the store (Python's sqlite3, the sqlite3
+/// shell) leaves the running daemon's store as it was: the daemon, its web server's readers
+/// included, keeps SQLite's locks on it.
+/// (Its check for a store written over opened and closed the file each window, which dropped
+/// them: the reader then took the store for unused, copied the journal into it and deleted it,
+/// and the windows after went to the deleted journal, seen by no reader.)
+#[test]
+fn another_programs_reader_leaves_the_running_store_alone() {
+    if !require("python3") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    // Serving too: the web server's readers open the store in the daemon's process.
+    let (mut d, addr) = serving(&db, dir.path());
+    let read = format!(
+        "import sqlite3; c = sqlite3.connect({:?}); \
+         c.execute('select count(*) from monitor_windows').fetchone(); c.close()",
+        db.display().to_string()
+    );
+    run_ok(latlab_testkit::command("python3").args(["-c", &read]));
+    windows_served(addr);
+    let wal = dir.path().join("m.db-wal");
+    assert!(
+        wal.exists(),
+        "the daemon's journal was taken away: {}",
+        d.log()
+    );
+    let before = sets(&db, "t").len();
+    d.wait_until(
+        "two more windows seen by a reader",
+        Duration::from_secs(30),
+        || sets(&db, "t").len() >= before + 2,
+    );
+    let log = d.term();
+    assert_no_gap(&sets(&db, "t"), &log);
+    db_check(&db);
 }
