@@ -104,12 +104,17 @@ pub fn clap_line(e: &clap::Error) -> String {
         };
         let accepted = accepted.or(plain.map(|_| "a whole number, e.g. 10"));
         return match (accepted, e.get(ContextKind::InvalidValue)) {
+            // `-p=-1`: as `-p -1` says it, the option's range in its help.
+            (Some(_), Some(ContextValue::String(value)))
+                if plain.is_some() && value.starts_with('-') =>
+            {
+                format!(
+                    "{flag} {value:?}: negative (accepted: {})",
+                    not_negative(flag)
+                )
+            }
             (Some(form), Some(ContextValue::String(value))) => {
-                let problem = match plain {
-                    Some(_) if value.starts_with('-') => "negative".to_string(),
-                    Some(p) => p.to_string(),
-                    None => said,
-                };
+                let problem = plain.map_or(said, str::to_string);
                 format!("{flag} {value:?}: {problem} (accepted: {form})")
             }
             _ => format!("{flag}: {source}"),
@@ -165,16 +170,9 @@ pub fn clap_line(e: &clap::Error) -> String {
             .map(|i| args[i].as_str())
             .filter(|o| o.starts_with('-') && o.len() > 1)
         {
-            // Each option has its own range (a priority is 1 to 99): its help gives it.
-            let command = args
-                .iter()
-                .enumerate()
-                .skip(1)
-                .find(|(i, a)| !a.starts_with('-') && args[i - 1] != "--sysroot")
-                .map_or("", |(_, a)| a.as_str());
             return format!(
-                "{option} {arg}: negative (accepted: a value that is not negative, in the range \
-                 `latlab {command} --help` gives for {option})"
+                "{option} {arg}: negative (accepted: {})",
+                not_negative(option)
             );
         }
         return match tip {
@@ -220,6 +218,21 @@ pub fn clap_line(e: &clap::Error) -> String {
 }
 
 /// What latlab does where cyclictest has an option latlab does not take.
+/// What a negative value of `option` is refused for: each option has its own range (a priority
+/// is 1 to 99), which the help of the command on the command line gives.
+fn not_negative(option: &str) -> String {
+    let args: Vec<String> = std::env::args().collect();
+    let command = args
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(i, a)| !a.starts_with('-') && args[i - 1] != "--sysroot")
+        .map_or("", |(_, a)| a.as_str());
+    format!(
+        "a value that is not negative, in the range `latlab {command} --help` gives for {option}"
+    )
+}
+
 /// A `measure` command line refused for a cyclictest option whose letter latlab gives another
 /// meaning: `-h400` / `-h 400` (cyclictest's histogram, latlab's help) and `-m` with no value
 /// (cyclictest's mlockall, latlab's --method).

@@ -445,7 +445,11 @@ const ROWS: &[(&[&str], &str)] = &[
         "-p -1: negative (accepted: a value that is not negative, in the range `latlab measure \
          --help` gives for -p)",
     ),
-    (&["measure", "--priority=-1"], "--priority \"-1\": negative"),
+    (
+        &["measure", "--priority=-1"],
+        "--priority \"-1\": negative (accepted: a value that is not negative, in the range \
+         `latlab measure --help` gives for --priority)",
+    ),
     (&["measure", "--interval=-1"], "duration \"-1\" is negative"),
     (&["measure", "--cpus=-1"], "CPU numbers are not negative"),
     (
