@@ -844,16 +844,6 @@ impl RunResult {
             .collect()
     }
 
-    /// The loads that failed (a command that exited with an error on its own), as
-    /// `cmd:exit 3: why`: the run measured without them from then on.
-    pub fn failed_loads(&self) -> Vec<String> {
-        self.loads
-            .reports
-            .iter()
-            .filter_map(|l| Some(format!("{}: {}", l.spec, l.failed.as_ref()?)))
-            .collect()
-    }
-
     /// [`known_start`] of this run.
     pub fn known_start(&self) -> Option<&str> {
         known_start(self.start_unix_ns, &self.started_at)

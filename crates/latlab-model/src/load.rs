@@ -63,4 +63,21 @@ impl Loads {
     pub fn is_empty(&self) -> bool {
         self.reports.is_empty() && self.phases.is_empty()
     }
+
+    /// The loads that failed (a command that exited with an error on its own), each as its spec
+    /// and why: a run beside one measured without it from then on.
+    pub fn failed(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.reports
+            .iter()
+            .filter_map(|l| Some((l.spec.as_str(), l.failed.as_deref()?)))
+    }
+
+    /// [`Loads::failed`] as one line, `cmd:exit 3: why; …`; `None` where none failed.
+    pub fn failed_line(&self) -> Option<String> {
+        let failed: Vec<String> = self
+            .failed()
+            .map(|(spec, why)| format!("{spec}: {why}"))
+            .collect();
+        (!failed.is_empty()).then(|| failed.join("; "))
+    }
 }

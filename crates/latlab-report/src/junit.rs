@@ -276,14 +276,13 @@ pub fn measure_suite(result: &RunResult, limits: &Limits) -> TestSuite {
         });
     }
     // A load that failed left the run measuring without it: not what the gate asked for.
-    for failed in result.failed_loads() {
-        let spec = failed.split(": ").next().unwrap_or_default();
+    for (spec, why) in result.loads.failed() {
         cases.push(TestCase {
             classname: "latlab.measure".into(),
             name: format!("load {spec}"),
             time_s: result.elapsed_ns as f64 / 1e9,
             outcome: Outcome::Error {
-                message: format!("the load failed: {failed}"),
+                message: format!("the load failed: {spec}: {why}"),
             },
             output: format!("run {}", result.id),
         });
@@ -382,9 +381,9 @@ pub fn experiment_suite(
             .collect();
         // A repeat measured beside a load that failed did not measure what the plan asked.
         errors.extend(cell.runs.iter().flat_map(|(stored, r)| {
-            r.failed_loads()
-                .into_iter()
-                .map(move |f| format!("repeat {}: the load failed: {f}", stored + 1))
+            r.loads.failed().map(move |(spec, why)| {
+                format!("repeat {}: the load failed: {spec}: {why}", stored + 1)
+            })
         }));
         errors.extend(cell.pending.iter().map(|stored| {
             format!(

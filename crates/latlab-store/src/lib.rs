@@ -232,6 +232,12 @@ fn open_file_is_sqlite(identity: (u64, u64)) -> Option<bool> {
     Some(n == head.len() && &head == SQLITE_MAGIC)
 }
 
+/// Whether a store just opened at `path` has begun in its file: opened, a file with anything in
+/// it is an SQLite database (a new store's stays empty until its journal is first copied in).
+fn begun(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
+}
+
 /// Device and inode of the file at `path`, if there is one.
 fn file_identity(path: &Path) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
@@ -341,9 +347,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             file: file_identity(path),
-            header_seen: std::cell::Cell::new(
-                file_identity(path).and_then(open_file_is_sqlite) == Some(true),
-            ),
+            header_seen: std::cell::Cell::new(begun(path)),
         })
     }
 
@@ -413,9 +417,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             file: file_identity(path),
-            header_seen: std::cell::Cell::new(
-                file_identity(path).and_then(open_file_is_sqlite) == Some(true),
-            ),
+            header_seen: std::cell::Cell::new(begun(path)),
         };
         store.migrate(target)?;
         Ok(store)
@@ -485,25 +487,30 @@ impl Store {
 
     /// Whether the path still names the file this store opened.
     pub fn file_fate(&self) -> FileFate {
-        match (file_identity(&self.path), self.file) {
-            (None, _) => FileFate::Deleted,
-            (Some(now), Some(opened)) if now != opened => FileFate::Replaced,
-            (Some(_), Some(opened)) => match std::fs::metadata(&self.path).map(|m| m.len()) {
-                // Not there any more, or still empty: the journal holds all there is so far.
-                Err(_) => FileFate::Deleted,
-                Ok(0) if !self.header_seen.get() => FileFate::InPlace,
-                // Read through SQLite's own descriptor: a descriptor of ours, closed, would
-                // drop SQLite's locks on the file.
-                Ok(_) => match open_file_is_sqlite(opened) {
-                    Some(false) => FileFate::WrittenOver,
-                    seen => {
-                        self.header_seen
-                            .set(self.header_seen.get() || seen == Some(true));
-                        FileFate::InPlace
-                    }
-                },
-            },
-            _ => FileFate::InPlace,
+        use std::os::unix::fs::MetadataExt;
+        let Ok(now) = std::fs::metadata(&self.path) else {
+            return FileFate::Deleted;
+        };
+        let Some(opened) = self.file else {
+            return FileFate::InPlace;
+        };
+        if (now.dev(), now.ino()) != opened {
+            return FileFate::Replaced;
+        }
+        // Still empty: the journal holds all there is so far.
+        if now.len() == 0 && !self.header_seen.get() {
+            return FileFate::InPlace;
+        }
+        // Read through SQLite's own descriptor: a descriptor of ours, closed, would drop
+        // SQLite's locks on the file.
+        match open_file_is_sqlite(opened) {
+            Some(false) => FileFate::WrittenOver,
+            seen => {
+                if seen == Some(true) {
+                    self.header_seen.set(true);
+                }
+                FileFate::InPlace
+            }
         }
     }
 

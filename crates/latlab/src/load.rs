@@ -180,16 +180,8 @@ pub fn run(args: LoadArgs, sys: &Sys) -> CliResult<ExitCode> {
         print!("{}", table(&loads));
     }
     // A load that failed (a command that exited with an error on its own) fails the command.
-    let failed: Vec<String> = loads
-        .reports
-        .iter()
-        .filter_map(|r| r.failed.as_ref().map(|f| format!("{}: {f}", r.spec)))
-        .collect();
-    if !failed.is_empty() {
-        return Err(CliError::Failed(anyhow::anyhow!(
-            "a load failed: {}",
-            failed.join("; ")
-        )));
+    if let Some(failed) = loads.failed_line() {
+        return Err(CliError::Failed(anyhow::anyhow!("a load failed: {failed}")));
     }
     Ok(ExitCode::SUCCESS)
 }

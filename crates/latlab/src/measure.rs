@@ -569,11 +569,9 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
     }
     // A load that failed left the run measuring without it, as `latlab load` fails then too.
-    let failed_loads = result.failed_loads();
-    if !failed_loads.is_empty() {
+    if let Some(failed) = result.loads.failed_line() {
         failures.push(CliError::Failed(anyhow::anyhow!(
-            "a load failed: {}; what was measured is written",
-            failed_loads.join("; ")
+            "a load failed: {failed}; what was measured is written"
         )));
     }
     if let StopReason::Break { thread, value_ns } = &result.stop {

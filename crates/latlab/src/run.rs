@@ -325,7 +325,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
                         r + 1
                     ));
                 }
-                if !result.failed_loads().is_empty() {
+                if result.loads.failed().next().is_some() {
                     load_failed += 1;
                 }
             }
