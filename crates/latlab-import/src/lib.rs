@@ -77,7 +77,10 @@ pub fn detect(text: &str) -> Option<Format> {
             if has("cmdline:") || has("rt_test_version:") || has("num_threads") {
                 return Some(Format::CyclictestJson);
             }
-            if has("sysinfo") && (has("cpus_online") || has("cpu")) && !has("file_version") {
+            let jd_opening = has("sysinfo") && (has("cpus_online") || has("cpu"));
+            // Releases before 0.3 wrote no sysinfo: only the threads under "cpu".
+            let jd_threads = has("cpu") && has("histogram");
+            if (jd_opening || jd_threads) && !has("file_version") {
                 return Some(Format::Jitterdebugger);
             }
             return None;
@@ -85,7 +88,7 @@ pub fn detect(text: &str) -> Option<Format> {
         if v.get("thread").is_some() && v.get("num_threads").is_some() {
             return Some(Format::CyclictestJson);
         }
-        if v.get("cpu").is_some() && v.get("sysinfo").is_some() {
+        if is_jitterdebugger(&v) {
             return Some(Format::Jitterdebugger);
         }
         return None;
@@ -104,6 +107,19 @@ pub fn detect(text: &str) -> Option<Format> {
         return Some(Format::CyclictestHist);
     }
     None
+}
+
+/// jitterdebugger's results.json: threads under "cpu", each with a histogram and a count (every
+/// release), and since 0.3 a "sysinfo" block.
+fn is_jitterdebugger(v: &Value) -> bool {
+    let Some(cpus) = v.get("cpu").and_then(Value::as_object) else {
+        return false;
+    };
+    v.get("sysinfo").is_some()
+        || (!cpus.is_empty()
+            && cpus
+                .values()
+                .all(|c| c.get("histogram").is_some() && c.get("count").is_some()))
 }
 
 /// Read `text` (in `format`, or detected) into a result. `source` names the file in the result.
@@ -373,50 +389,7 @@ fn cyclictest_args(cmdline: &str, cfg: &mut MeasureConfig) -> u64 {
     cfg.policy = Policy::Other;
     let mut distance_ns = 500_000;
     let mut histogram = false;
-    let words: Vec<&str> = cmdline.split_whitespace().collect();
-    let mut i = 0;
-    while i < words.len() {
-        let w = words[i];
-        // `-i200`, `-i 200`, `--interval=200`, `--interval 200`
-        let (name, inline) = if let Some(long) = w.strip_prefix("--") {
-            match long.split_once('=') {
-                Some((n, v)) => (n.to_string(), Some(v.to_string())),
-                None => (long.to_string(), None),
-            }
-        } else if let Some(short) = w.strip_prefix('-') {
-            let mut c = short.chars();
-            let n = c.next().map(String::from).unwrap_or_default();
-            let rest: String = c.collect();
-            (n, (!rest.is_empty()).then_some(rest))
-        } else {
-            i += 1;
-            continue;
-        };
-        let takes = matches!(
-            name.as_str(),
-            "i" | "interval"
-                | "p"
-                | "priority"
-                | "D"
-                | "duration"
-                | "l"
-                | "loops"
-                | "policy"
-                | "d"
-                | "distance"
-                | "h"
-                | "histogram"
-                | "H"
-                | "histofall"
-        );
-        let value = if takes {
-            inline.clone().or_else(|| {
-                i += 1;
-                words.get(i).map(|s| s.to_string())
-            })
-        } else {
-            inline.clone()
-        };
+    for (name, value) in cyclictest_options(cmdline) {
         match name.as_str() {
             "i" | "interval" => {
                 if let Some(v) = value.and_then(|v| v.parse::<u64>().ok()) {
@@ -446,7 +419,7 @@ fn cyclictest_args(cmdline: &str, cfg: &mut MeasureConfig) -> u64 {
                 cfg.method = Method::ClockNanosleep;
             }
             "m" | "mlockall" => cfg.mlock = true,
-            "c" | "clock" if inline.as_deref() == Some("1") => cfg.clock = Clock::Realtime,
+            "c" | "clock" if value.as_deref() == Some("1") => cfg.clock = Clock::Realtime,
             "d" | "distance" => {
                 if let Some(v) = value.and_then(|v| v.parse::<u64>().ok()) {
                     distance_ns = v.saturating_mul(1000);
@@ -455,9 +428,64 @@ fn cyclictest_args(cmdline: &str, cfg: &mut MeasureConfig) -> u64 {
             "h" | "histogram" | "H" | "histofall" => histogram = true,
             _ => {}
         }
-        i += 1;
     }
     if histogram { 0 } else { distance_ns }
+}
+
+/// cyclictest's short options that take a value, in the word (`-i200`) or the next one; and
+/// those whose value is optional, in the word only (`-a1`, `-t4`). The others are flags, and
+/// flags may be bundled with what follows them (`-mSp90`), as getopt reads them.
+const CYCLICTEST_VALUED: &str = "bcdDFhHilop";
+const CYCLICTEST_OPTIONAL: &str = "aAt";
+/// The long options that take a value (in `--name=value` or the next word).
+const CYCLICTEST_LONG_VALUED: [&str; 10] = [
+    "latency",
+    "interval",
+    "priority",
+    "duration",
+    "loops",
+    "policy",
+    "distance",
+    "histogram",
+    "histofall",
+    "clock",
+];
+
+/// A cyclictest command line's options, each with its value as getopt gives it.
+fn cyclictest_options(cmdline: &str) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    let mut words = cmdline.split_whitespace();
+    while let Some(w) = words.next() {
+        if let Some(long) = w.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_string())),
+                None if CYCLICTEST_LONG_VALUED.contains(&long) => {
+                    (long, words.next().map(str::to_string))
+                }
+                None => (long, None),
+            };
+            out.push((name.to_string(), value));
+            continue;
+        }
+        let Some(short) = w.strip_prefix('-') else {
+            continue;
+        };
+        for (at, c) in short.char_indices() {
+            let rest = &short[at + c.len_utf8()..];
+            let inline = (!rest.is_empty()).then(|| rest.to_string());
+            if CYCLICTEST_VALUED.contains(c) {
+                let value = inline.or_else(|| words.next().map(str::to_string));
+                out.push((c.to_string(), value));
+                break;
+            }
+            if CYCLICTEST_OPTIONAL.contains(c) {
+                out.push((c.to_string(), inline));
+                break;
+            }
+            out.push((c.to_string(), None));
+        }
+    }
+    out
 }
 
 /// What the command line of a file `latlab measure --cyclictest-json` wrote says about the run
@@ -666,35 +694,21 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
 
 /// The `--latency=N` (µs) of a cyclictest command line, if it gives one.
 fn cyclictest_latency(cmdline: &str) -> Option<u32> {
-    let words: Vec<&str> = cmdline.split_whitespace().collect();
-    words
-        .iter()
-        .enumerate()
-        .find_map(|(i, w)| match w.strip_prefix("--latency") {
-            Some(rest) => rest
-                .strip_prefix('=')
-                .or_else(|| rest.is_empty().then(|| words.get(i + 1).copied()).flatten())?
-                .parse()
-                .ok(),
-            None => None,
-        })
+    cyclictest_value(cmdline, &["latency"])
 }
 
-/// The histogram's range in µs a cyclictest command line asks for (`-h N`, `-hN`,
-/// `--histogram N`, `--histogram=N`), if it does.
+/// The histogram's range in µs a cyclictest command line asks for (`-h N`, `-hN`, `-mh400`,
+/// `--histogram N`, `--histogram=N`, and the same with `-H`), if it does.
 fn histogram_range_us(cmdline: &str) -> Option<u64> {
-    let words: Vec<&str> = cmdline.split_whitespace().collect();
-    words.iter().enumerate().find_map(|(i, w)| {
-        let inline = w
-            .strip_prefix("--histogram=")
-            .or_else(|| w.strip_prefix("-h").filter(|v| !v.is_empty()));
-        let value = match inline {
-            Some(v) => Some(v),
-            None if *w == "-h" || *w == "--histogram" => words.get(i + 1).copied(),
-            None => None,
-        };
-        value?.parse().ok()
-    })
+    cyclictest_value(cmdline, &["h", "histogram", "H", "histofall"])
+}
+
+/// The first value given to one of `names` in a cyclictest command line that reads as a `T`.
+fn cyclictest_value<T: std::str::FromStr>(cmdline: &str, names: &[&str]) -> Option<T> {
+    cyclictest_options(cmdline)
+        .into_iter()
+        .filter(|(n, _)| names.contains(&n.as_str()))
+        .find_map(|(_, v)| v?.parse().ok())
 }
 
 /// A truncated whole-microsecond value at the middle of its microsecond.
@@ -1288,22 +1302,33 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
         .filter_map(|(k, c)| Some((k.parse().ok()?, c)))
         .collect();
     keys.sort_by_key(|k| k.0);
+    // Every release keeps one second's worth of its resolution's units, in thousandths: 1,000
+    // slots of 1 µs, or 10^6 of 1 ns, 1 ms either way; a sample past them is only counted.
+    let range_end_ns = 1_000_000_000 / res.max(1) / 1000 * res;
+    // Its values are whole units, truncated: each at its middle (1 ns units are exact).
+    let middle = res / 2;
     let mut threads = Vec::new();
     for (cpu, c) in keys {
-        // Keys are in units of the resolution (µs unless -N), truncated: each at its middle.
         let keyed = histogram_rows(c.get("histogram").unwrap_or(&Value::Null))?;
-        let range_end_ns = keyed.last().map_or(0, |r| (r.0 + 1) * res);
         let rows = keyed
             .into_iter()
-            .map(|(k, n)| (k * res + res / 2, n))
+            .map(|(k, n)| (k * res + middle, n))
             .collect();
-        let scale = |k: &str| c.get(k).and_then(Value::as_u64).map(|x| x * res + res / 2);
+        let scale = |k: &str| c.get(k).and_then(Value::as_u64).map(|x| x * res + middle);
+        let total = c.get("count").and_then(Value::as_u64).unwrap_or(0);
         threads.push(Thread {
             cpu: Some(cpu),
-            total: c.get("count").and_then(Value::as_u64).unwrap_or(0),
+            total,
             max_ns: scale("max"),
+            min_ns: scale("min"),
             range_end_ns,
             rows,
+            // The mean of every sample, those past the histogram too (its total / its count).
+            mean_ns: c
+                .get("avg")
+                .and_then(Value::as_f64)
+                .filter(|_| total > 0)
+                .map(|avg| avg * res as f64 + middle as f64),
             ..Thread::default()
         });
     }
@@ -1311,7 +1336,9 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
     let cfg = config(0, threads.len(), Some(cpus_list));
     let sys = sysinfo_of(v.get("sysinfo").unwrap_or(&Value::Null));
     let warnings = vec![format!(
-        "values at {res} ns resolution; results.json carries no interval, policy or start time"
+        "values at {res} ns resolution; results.json carries no interval, policy or start time, \
+         and numbers its threads, not their CPUs: thread N ran on the Nth CPU it was given \
+         (-a, or every online CPU)"
     )];
     let mut r = assemble(threads, cfg, sys, 0, warnings);
     // results.json does not say whether memory was locked.
@@ -1337,6 +1364,8 @@ mod tests {
             "cyclictest -p 80 -h400 -q",
             "cyclictest --histogram 400",
             "cyclictest --histogram=400 -q",
+            "cyclictest -mh400 -q",
+            "cyclictest -m -H 400",
         ] {
             assert_eq!(super::histogram_range_us(line), Some(400), "{line}");
         }

@@ -188,6 +188,25 @@ fn cyclictest_command_lines_give_the_configuration() {
             Some(600_000_000_000)
         )
     );
+    // Flags bundled before an option with a value, as getopt reads them.
+    for line in [
+        "cyclictest -m -Sp90 -i200 -h400 -D10",
+        "cyclictest -Smp90 -i 200 -D 10",
+        "cyclictest -mSp 90 --interval 200 --duration=10 --clock 0",
+    ] {
+        assert_eq!(
+            config(line),
+            (
+                (Policy::Fifo, 90, 200_000, true, false),
+                Clock::Monotonic,
+                None,
+                Some(10_000_000_000)
+            ),
+            "{line}"
+        );
+    }
+    assert!(config("cyclictest -rc 1 -t2").0.4);
+    assert_eq!(config("cyclictest -rc 1 -t2").1, Clock::Realtime);
 }
 
 #[test]
@@ -244,6 +263,40 @@ fn recorded_jitterdebugger() {
         assert_eq!(t.stats.count, src["count"].as_u64().unwrap());
         assert_eq!(t.stats.max, src["max"].as_u64().unwrap() * 1000 + 500);
     }
+}
+
+/// jitterdebugger before 0.3 wrote no sysinfo block, and every release's histogram holds 1 ms:
+/// samples past it are only counted, and its mean (of every sample) stays exact.
+#[test]
+fn older_jitterdebugger_results_and_samples_past_its_histogram() {
+    let text = r#"{
+  "version": 1,
+  "cpu": {
+    "0": {
+      "histogram": {
+        "10": 5,
+        "20": 3
+      },
+      "count": 10,
+      "min": 10,
+      "max": 1500,
+      "avg": 160.50
+    }
+  }
+}
+"#;
+    assert_eq!(detect(text), Some(Format::Jitterdebugger));
+    let r = import(text, None, "results.json").unwrap();
+    let t = &r.threads[0];
+    assert_eq!((t.stats.count, t.stats.max), (10, 1_500_500));
+    assert_eq!(t.stats.exact_mean, Some(161_000.0));
+    assert_eq!(t.stats.bounded_from_ns, Some(1_000_000));
+    let said = r.environment.warnings.join("\n");
+    assert!(
+        said.contains("2 of 10 samples lie beyond the histogram range (1000 us)"),
+        "{said}"
+    );
+    assert!(!said.contains("and the mean,"), "{said}");
 }
 
 /// What each format leaves unknown is named in `environment.not_recorded`, so that no report

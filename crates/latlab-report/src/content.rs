@@ -584,6 +584,17 @@ fn comparisons(b: &mut Vec<Block>, a: &Analysis) {
     }
 }
 
+/// Why a histogram chart of `series` has nothing to draw.
+fn undrawn(series: &[HistSeries], of: &str) -> String {
+    if series.iter().all(|s| s.hist.is_empty()) {
+        format!("no samples in {of}")
+    } else {
+        "not drawn: the imported files hold no histogram rows (only the minimum, maximum and \
+         mean of their samples are known)"
+            .into()
+    }
+}
+
 fn distributions(b: &mut Vec<Block>, a: &Analysis) {
     h2(b, "Distributions of all cells", "distributions");
     let series: Vec<HistSeries> = a
@@ -593,6 +604,7 @@ fn distributions(b: &mut Vec<Block>, a: &Analysis) {
             label: c.cell.name.clone(),
             hist: &c.pooled,
             series: c.index,
+            bound_ns: c.stats.bounded_from_ns,
         })
         .collect();
     match histogram_chart("Latency histograms of the cells (share of samples)", &series, true) {
@@ -600,7 +612,7 @@ fn distributions(b: &mut Vec<Block>, a: &Analysis) {
             caption: "Histograms of all cells, all CPUs and repeats pooled, as the share of each cell's samples on a log axis (cells with different sample counts compare directly).".into(),
             svg,
         }),
-        None => b.push(Block::Note("histograms: no samples in any cell".into())),
+        None => b.push(Block::Note(format!("histograms: {}", undrawn(&series, "any cell")))),
     }
     let mut lines = Vec::new();
     for (i, c) in a.cells.iter().enumerate() {
@@ -613,6 +625,7 @@ fn distributions(b: &mut Vec<Block>, a: &Analysis) {
                     width: 0.8,
                     opacity: 0.45,
                     legend: false,
+                    bound_ns: r.stats.bounded_from_ns,
                 });
             }
         }
@@ -623,6 +636,7 @@ fn distributions(b: &mut Vec<Block>, a: &Analysis) {
             width: 2.0,
             opacity: 1.0,
             legend: true,
+            bound_ns: c.stats.bounded_from_ns,
         });
     }
     let note = if a.cells.iter().any(|c| c.runs.len() > 1) {
@@ -1267,6 +1281,7 @@ fn cell_section(b: &mut Vec<Block>, c: &CellFigures) {
             label: cpu.label.clone(),
             hist: &cpu.hist,
             series: i,
+            bound_ns: cpu.stats.bounded_from_ns,
         })
         .collect();
     let pooled = if c.runs.len() > 1 {
@@ -1276,10 +1291,13 @@ fn cell_section(b: &mut Vec<Block>, c: &CellFigures) {
     };
     match histogram_chart(&format!("{}: latency histogram per CPU{pooled}", c.cell.name), &series, false) {
         Some(svg) => b.push(Block::Figure {
-            caption: "Latency histogram: one step line per CPU on a log count axis, each CPU's maximum in the legend; the latency axis is linear up to a maximum of 400 µs (bins of 1 µs or finer), logarithmic past it.".into(),
+            caption: "Latency histogram: one step line per CPU on a log count axis, each CPU's maximum in the legend; the latency axis is linear (bins of 1 µs or finer) when the largest value drawn is at most 400 µs, and logarithmic when it is larger, as its label says.".into(),
             svg,
         }),
-        None => b.push(Block::Note("latency histogram: no samples in this cell".into())),
+        None => b.push(Block::Note(format!(
+            "latency histogram: {}",
+            undrawn(&series, "this cell")
+        ))),
     }
     let mut lines: Vec<SpectrumLine> = c
         .cpus
@@ -1292,6 +1310,7 @@ fn cell_section(b: &mut Vec<Block>, c: &CellFigures) {
             width: 1.2,
             opacity: 1.0,
             legend: true,
+            bound_ns: cpu.stats.bounded_from_ns,
         })
         .collect();
     // Over all CPUs, where there are several (one CPU's line would hide under it).
@@ -1304,6 +1323,7 @@ fn cell_section(b: &mut Vec<Block>, c: &CellFigures) {
             width: 2.4,
             opacity: 1.0,
             legend: true,
+            bound_ns: c.stats.bounded_from_ns,
         });
     }
     if let Some(svg) = spectrum_chart(
@@ -1530,6 +1550,7 @@ fn traced_figures(b: &mut Vec<Block>, a: &Analysis, per_cell: &[Vec<TracedFamily
                     label: c.cell.name.clone(),
                     hist: &f.hist,
                     series: c.index,
+                    bound_ns: None,
                 })
             })
             .collect();
@@ -1559,6 +1580,7 @@ fn traced_figures(b: &mut Vec<Block>, a: &Analysis, per_cell: &[Vec<TracedFamily
                 width: 1.8,
                 opacity: 1.0,
                 legend: true,
+                bound_ns: s.bound_ns,
             })
             .collect();
         if let Some(svg) = spectrum_chart(

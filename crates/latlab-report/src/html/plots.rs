@@ -62,6 +62,38 @@ pub(crate) struct HistSeries<'a> {
     pub hist: &'a Histogram,
     /// Colour index (see [`style`]).
     pub series: usize,
+    /// Where an import's values become lower bounds (its histogram's range ended there): what
+    /// lies at or past it is known only as "at least", and is not drawn as if measured there.
+    pub bound_ns: Option<u64>,
+}
+
+/// The part of `h` a plot draws: the values below `bound` (all of them without one).
+fn below_bound(h: &Histogram, bound: Option<u64>) -> std::borrow::Cow<'_, Histogram> {
+    let Some(bound) = bound else {
+        return std::borrow::Cow::Borrowed(h);
+    };
+    let mut cut = Histogram::new();
+    for (v, c) in crate::us::placed(h).filter(|&(v, c)| v < bound && c > 0) {
+        cut.record_n(v, c);
+    }
+    std::borrow::Cow::Owned(cut)
+}
+
+/// The legend's words for a series with samples past its histogram's range, not drawn.
+fn not_drawn(label: &str, full: &Histogram, drawn: &Histogram, bound: u64) -> String {
+    let past = full.count() - drawn.count();
+    if drawn.is_empty() {
+        format!(
+            "{label}: no histogram in its file, not drawn (max {} µs)",
+            numfmt::us(full.max())
+        )
+    } else {
+        format!(
+            "{label}, max {} µs ({past} samples past {} µs, its range: not drawn)",
+            numfmt::us(full.max()),
+            numfmt::us(bound)
+        )
+    }
 }
 
 /// Up to this many pinned CPUs a run's timeline also draws each CPU's latency and idle states.
@@ -90,14 +122,19 @@ pub(crate) fn log_bin_counts(h: &Histogram, lo_ns: u64, nbins: usize) -> Vec<u64
 /// Step lines of several histograms over one latency axis. With `share`, counts are divided by
 /// each histogram's total (to overlay cells with different sample counts).
 pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], share: bool) -> Option<String> {
-    let max_ns = series.iter().map(|s| s.hist.max()).max()?;
-    if series.iter().all(|s| s.hist.is_empty()) {
+    // Each series' samples as drawn: an import's within its histogram's range.
+    let drawn: Vec<_> = series
+        .iter()
+        .map(|s| below_bound(s.hist, s.bound_ns))
+        .collect();
+    let max_ns = drawn.iter().map(|h| h.max()).max()?;
+    if drawn.iter().all(|h| h.is_empty()) {
         return None;
     }
-    let min_ns = series
+    let min_ns = drawn
         .iter()
-        .filter(|s| !s.hist.is_empty())
-        .map(|s| s.hist.min())
+        .filter(|h| !h.is_empty())
+        .map(|h| h.min())
         .min()
         .unwrap_or(0);
     // The bins' edges in µs, and each series' counts in them.
@@ -111,10 +148,7 @@ pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], share: bool) -
         );
         (
             (0..=nbins).map(|i| us(i as u64 * width)).collect(),
-            series
-                .iter()
-                .map(|s| bin_counts(s.hist, width, nbins))
-                .collect(),
+            drawn.iter().map(|h| bin_counts(h, width, nbins)).collect(),
             Axis::linear(label, 0.0, us(nbins as u64 * width)),
         )
     } else {
@@ -131,9 +165,9 @@ pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], share: bool) -
             (0..=nbins)
                 .map(|i| lo / 1000.0 * 10f64.powf(i as f64 / f64::from(PER_DECADE)))
                 .collect(),
-            series
+            drawn
                 .iter()
-                .map(|s| log_bin_counts(s.hist, lo as u64, nbins))
+                .map(|h| log_bin_counts(h, lo as u64, nbins))
                 .collect(),
             Axis::log(label, lo / 1000.0, hi / 1000.0 * 0.999),
         )
@@ -168,17 +202,24 @@ pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], share: bool) -
     let floor = y.lo / 10f64.sqrt();
     y.lo = floor;
     let mut chart = Chart::new(title, 260.0, x, y);
-    for (s, bins) in series.iter().zip(&binned) {
+    for ((s, bins), shown) in series.iter().zip(&binned).zip(&drawn) {
         if s.hist.is_empty() {
             continue;
         }
         let (color, dash) = style(s.series);
+        let mut legend = max_legend((color, dash), &s.label, s.hist);
+        if let Some(bound) = s.bound_ns.filter(|_| shown.count() < s.hist.count()) {
+            legend.label = not_drawn(&s.label, s.hist, shown, bound);
+        }
+        chart.legend(legend);
+        if shown.is_empty() {
+            continue;
+        }
         let ys: Vec<Option<f64>> = bins
             .iter()
             .map(|&c| Some(if c > 0.0 { c } else { floor }))
             .collect();
         chart.steps(&edges, &ys, color, dash, 1.4);
-        chart.legend(max_legend((color, dash), &s.label, s.hist));
     }
     Some(chart.finish())
 }
@@ -211,6 +252,9 @@ pub(crate) struct SpectrumLine<'a> {
     pub opacity: f64,
     /// Whether the line gets its own legend entry.
     pub legend: bool,
+    /// Where an import's values become lower bounds: the line ends below it, and only the exact
+    /// maximum is marked past it.
+    pub bound_ns: Option<u64>,
 }
 
 /// Points `(nines, µs)` of a histogram's percentile spectrum: every 0.05 nines from the median
@@ -258,7 +302,14 @@ pub(crate) fn spectrum_chart(title: &str, lines: &[SpectrumLine], note: &str) ->
             continue;
         }
         let (color, dash) = style(l.series);
-        let line: Vec<Option<(f64, f64)>> = p.iter().map(|&pt| Some(pt)).collect();
+        // Past an import's range only the maximum is known: the line stops below it.
+        let known = |&(_, v): &&(f64, f64)| l.bound_ns.is_none_or(|b| v * 1000.0 < b as f64);
+        let line: Vec<Option<(f64, f64)>> = p[..p.len() - 1]
+            .iter()
+            .filter(known)
+            .chain(p.last().filter(|_| l.bound_ns.is_none()))
+            .map(|&pt| Some(pt))
+            .collect();
         chart.line(&line, color, dash, l.width, l.opacity);
         if let Some(&(x, y)) = p.last() {
             chart.point(
@@ -270,7 +321,11 @@ pub(crate) fn spectrum_chart(title: &str, lines: &[SpectrumLine], note: &str) ->
             );
         }
         if l.legend {
-            chart.legend(max_legend((color, dash), &l.label, l.hist));
+            let mut legend = max_legend((color, dash), &l.label, l.hist);
+            if let Some(b) = l.bound_ns.filter(|&b| l.hist.max() >= b) {
+                legend.label += &format!(" (past {} µs only the maximum is known)", numfmt::us(b));
+            }
+            chart.legend(legend);
         }
     }
     Some(chart.finish())
@@ -323,8 +378,14 @@ pub(crate) fn timeline(run: &RunResult, per_cpu: bool) -> (Vec<(String, String)>
 
     match latency_chart(run, &rows, x_axis()) {
         Ok(svg) => figs.push((
-            "Latency over time: per-window maximum and p99, the highest of the CPUs, with load phases shaded"
-                .to_string(),
+            format!(
+                "Latency over time: per-window maximum and p99, the highest of the CPUs{}",
+                if run.loads.phases.is_empty() {
+                    ""
+                } else {
+                    ", with load phases shaded"
+                }
+            ),
             svg,
         )),
         Err(reason) => notes.push(format!("latency over time: {reason}")),
@@ -960,6 +1021,57 @@ mod tests {
         assert!(!svg.contains(">2596.2<"), "{svg}");
     }
 
+    /// An import's samples past its histogram's range are known only as "at least" its end:
+    /// neither chart draws them as if measured there; the legends say how many, and the
+    /// spectrum marks only the exact maximum past it.
+    #[test]
+    fn samples_past_an_imports_range_are_not_drawn() {
+        let mut h: Histogram = (1..=9u64).map(|v| v * 1_000).collect();
+        h.record_n(50_500, 9);
+        h.record(1_500_500);
+        let series = [HistSeries {
+            label: "imported".into(),
+            hist: &h,
+            series: 0,
+            bound_ns: Some(50_000),
+        }];
+        let svg = histogram_chart("t", &series, false).expect("a chart");
+        assert!(
+            svg.contains("imported, max 1500.5 µs (10 samples past 50.0 µs, its range: not drawn)"),
+            "{svg}"
+        );
+        // The axis ends at what is drawn (9 µs), not at the range's end or the maximum.
+        assert!(svg.contains(", max 9.0 µs</text>"), "{svg}");
+        let line = |bound_ns| SpectrumLine {
+            label: "imported".into(),
+            hist: &h,
+            series: 0,
+            width: 1.0,
+            opacity: 1.0,
+            legend: true,
+            bound_ns,
+        };
+        let cut = spectrum_chart("t", &[line(Some(50_000))], "").expect("a chart");
+        assert!(
+            cut.contains("(past 50.0 µs only the maximum is known)"),
+            "{cut}"
+        );
+        let whole = spectrum_chart("t", &[line(None)], "").expect("a chart");
+        assert!(cut.len() < whole.len(), "the line past the range is drawn");
+
+        // No histogram rows at all (cyclictest without -h): nothing to draw.
+        let mut none = Histogram::new();
+        none.record_n(3_000, 99);
+        none.record(91_000);
+        let series = [HistSeries {
+            label: "no rows".into(),
+            hist: &none,
+            series: 0,
+            bound_ns: Some(3_000),
+        }];
+        assert!(histogram_chart("t", &series, true).is_none());
+    }
+
     /// A share axis ends at 1 (every sample), also when one histogram lies in a single bin.
     #[test]
     fn a_share_axis_ends_at_one() {
@@ -970,11 +1082,13 @@ mod tests {
                 label: "a".into(),
                 hist: &one_bin,
                 series: 0,
+                bound_ns: None,
             },
             HistSeries {
                 label: "b".into(),
                 hist: &spread,
                 series: 1,
+                bound_ns: None,
             },
         ];
         let svg = histogram_chart("t", &series, true).expect("a chart");
@@ -993,6 +1107,7 @@ mod tests {
                 label: "a".into(),
                 hist: &h,
                 series: 0,
+                bound_ns: None,
             }];
             histogram_chart("t", &series, false).expect("a chart")
         };
