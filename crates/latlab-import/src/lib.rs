@@ -518,6 +518,9 @@ fn latlab_args(cmdline: &str, cfg: &mut MeasureConfig) {
             "--waker-cpu" => cfg.waker_cpu = v.and_then(|v| v.parse().ok()),
             "--stagger" => cfg.stagger = true,
             "--break" => cfg.break_threshold_ns = duration(v, "us"),
+            "--window" => cfg.window_ns = duration(v, "s").unwrap_or(0),
+            "--spike" => cfg.spike_threshold_ns = duration(v, "us"),
+            "--spike-limit" => cfg.spike_limit = v.and_then(|v| v.parse().ok()).unwrap_or(0),
             _ => {}
         }
     }

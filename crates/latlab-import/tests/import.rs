@@ -95,6 +95,16 @@ fn latlab_written_cyclictest_json_keeps_its_own_settings() {
     let back = import(&latlab_report_json(&r), None, "l.json").unwrap();
     assert_eq!(back.environment.pm_qos_held_us, Some(0));
     assert!(!back.environment.memory_locked && !back.config.mlock);
+    // Its window and spike settings come back as they were measured.
+    r.config.window_ns = 250_000_000;
+    r.config.spike_threshold_ns = Some(30_000);
+    r.config.spike_limit = 500;
+    let back = import(&latlab_report_json(&r), None, "l.json").unwrap();
+    let c = &back.config;
+    assert_eq!(
+        (c.window_ns, c.spike_threshold_ns, c.spike_limit),
+        (250_000_000, Some(30_000), 500)
+    );
 }
 
 #[test]

@@ -99,7 +99,7 @@ pub(crate) struct CellFigures<'a> {
 
 /// From this share of missed periods (percent) on, a cell's latencies are a selection: the
 /// wake-ups that happened, without the stalls that took the others.
-pub(crate) const MISSED_SELECTION_PCT: f64 = 5.0;
+pub const MISSED_SELECTION_PCT: f64 = 5.0;
 
 impl CellFigures<'_> {
     /// The share of its periods the cell missed, percent.
@@ -498,8 +498,8 @@ impl Support {
                 by_cell,
             } => format!(
                 "not compared: {} missed {missed_pct:.1} % of its periods, so its latencies are \
-                 only the wake-ups that happened (the corrected statistics in JSON and CSV count \
-                 the missed ones)",
+                 only the wake-ups that happened (each run's corrected statistics, in \
+                 `latlab export --format json` or `csv`, count the missed ones)",
                 if *by_cell { b } else { a }
             ),
             Support::LowerBound { baseline, cell } => lower_bound_text((*baseline, *cell), a, b),

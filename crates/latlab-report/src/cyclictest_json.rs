@@ -219,6 +219,14 @@ fn cmdline(result: &RunResult) -> String {
     if let Some(b) = c.break_threshold_ns {
         let _ = write!(s, " --break {}", format_duration(b));
     }
+    if let Some(t) = c.spike_threshold_ns {
+        let _ = write!(
+            s,
+            " --spike {} --spike-limit {}",
+            format_duration(t),
+            c.spike_limit
+        );
+    }
     // What was left out for not being known is named, so that an import of this file does
     // not take latlab's defaults for it.
     let mut unknown: Vec<&str> = Vec::new();

@@ -312,7 +312,7 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
         let share = c.missed_pct();
         // So many missed that the latencies measured are a selection: the ones that made it.
         let selection = if share >= MISSED_SELECTION_PCT {
-            "; with so many, its latency statistics describe only the wake-ups that happened and are not compared (the corrected statistics in JSON and CSV count each missed period at the latency it would have had)"
+            "; with so many, its latency statistics describe only the wake-ups that happened and are not compared (each run's corrected statistics, in `latlab export --format json` or `csv`, count each missed period at the latency it would have had)"
         } else {
             ""
         };

@@ -84,8 +84,8 @@ pub(crate) fn flatten_run(
 pub(crate) const NOT_RECORDED: &str = "not recorded";
 
 /// Settings an imported run does not record read [`NOT_RECORDED`]: those its format names as
-/// not recorded, an interval of 0, and a real-time policy of priority 0 (an import that did not
-/// know them).
+/// not recorded, an interval of 0, a real-time policy of priority 0, and an import's window,
+/// spike limit and length where its format did not give them.
 fn mask_unrecorded(run: &RunResult, out: &mut BTreeMap<String, String>) {
     use latlab_model::Unrecorded;
     let c = &run.config;
@@ -114,6 +114,19 @@ fn mask_unrecorded(run: &RunResult, out: &mut BTreeMap<String, String>) {
     }
     if c.policy.is_realtime() && c.priority == 0 {
         keys.extend(["config.policy", "config.priority"]);
+    }
+    // An import (no format counts missed periods): a window of 0, no spike threshold and no
+    // bound on the run are what its format had no place for, not latlab's defaults.
+    if run.environment.missed_unrecorded {
+        if c.window_ns == 0 {
+            keys.push("config.window_ns");
+        }
+        if c.spike_threshold_ns.is_none() {
+            keys.extend(["config.spike_threshold_ns", "config.spike_limit"]);
+        }
+        if c.duration_ns.is_none() && c.loops.is_none() {
+            keys.extend(["config.duration_ns", "config.loops"]);
+        }
     }
     for key in keys {
         if let Some(v) = out.get_mut(key) {

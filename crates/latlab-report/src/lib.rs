@@ -36,6 +36,7 @@ mod sysinfo;
 mod text;
 mod us;
 
+pub use analysis::MISSED_SELECTION_PCT;
 pub use cost::{loads_text, samples_text};
 pub use cyclictest_hist::{HIST_MAX_US, histfile};
 pub use cyclictest_json::{RT_TESTS_VERSION, cyclictest_json, cyclictest_json_with_range};

@@ -257,11 +257,27 @@ fn table(out: &mut String, r: &RunResult) {
         &missed(r.overall.missed),
         &r.overall.stats,
     );
-    let bounded = r.threads.iter().map(|t| &t.stats).chain([&r.overall.stats]);
-    if bounded.into_iter().any(|s| s.bounded_from_ns.is_some()) {
+    let mut shown = r.threads.iter().map(|t| &t.stats).chain([&r.overall.stats]);
+    if shown.any(|s| VALUE_COLUMNS.iter().any(|c| at_least(s, c))) {
         out.push_str(LOWER_BOUND_NOTE);
         out.push('\n');
     }
+    let periods = r.overall.stats.count + r.overall.missed;
+    let share = r.overall.missed as f64 * 100.0 / periods.max(1) as f64;
+    if r.records_missed() && share >= crate::MISSED_SELECTION_PCT {
+        let _ = writeln!(
+            out,
+            "missed {share:.1}% of its periods: the latencies above are only the wake-ups that \
+             happened\n  (stalls took the others); the corrected statistics of `latlab export \
+             --format csv`\n  count each missed period at the latency it would have had"
+        );
+    }
+}
+
+/// Whether a column's value of `s` is a lower bound (an import's samples beyond its
+/// histogram's range): shown with "≥".
+fn at_least(s: &Stats, (_, value, percentile): &Column) -> bool {
+    s.count > 0 && percentile.is_some_and(|p| s.percentile_is_lower_bound(p, value(s)))
 }
 
 /// The `method:` line of a run's summary: how its threads slept (or were woken), and where the
@@ -297,7 +313,7 @@ fn method_text(r: &RunResult) -> String {
 
 /// What "≥" before a value means, said under a table that shows one.
 pub const LOWER_BOUND_NOTE: &str = "≥: a lower bound: the value lies among samples beyond the \
-                                    histogram's range, known only to lie there or above";
+                                    histogram's range,\n   known only to lie there or above";
 
 fn row(out: &mut String, label_w: usize, label: &str, missed: &str, s: &Stats) {
     let _ = write!(
@@ -305,17 +321,14 @@ fn row(out: &mut String, label_w: usize, label: &str, missed: &str, s: &Stats) {
         "{label:<label_w$}{:>SAMPLES_W$}{missed:>MISSED_W$}",
         s.count
     );
-    for (_, value, percentile) in VALUE_COLUMNS {
-        let v = value(s);
-        // "≥": a lower bound (an import's samples beyond its histogram's range).
-        let at_least = percentile.is_some_and(|p| s.percentile_is_lower_bound(p, v));
+    for column in &VALUE_COLUMNS {
         let cell = if s.count == 0 {
             "-".to_string()
         } else {
             format!(
                 "{}{}",
-                if at_least { "≥" } else { "" },
-                crate::numfmt::us(v)
+                if at_least(s, column) { "≥" } else { "" },
+                crate::numfmt::us((column.1)(s))
             )
         };
         let _ = write!(out, "{cell:>VALUE_W$}");

@@ -336,6 +336,27 @@ fn unpinned_and_empty_threads() {
     assert!(table.contains("2 threads, unpinned"));
 }
 
+/// The "≥" note stands under a table only when a value in it is a lower bound, and a run that
+/// missed most of its periods says what its latencies are.
+#[test]
+fn summary_notes_only_what_its_table_shows() {
+    let mut result = fixture();
+    result.overall.missed = 0;
+    let bounded = |r: &latlab_model::RunResult| summary_table(r).contains("≥: a lower bound");
+    // The range of an import ends past every value shown: nothing is a lower bound.
+    result.overall.stats.bounded_from_ns = Some(result.overall.stats.max + 1);
+    assert!(!bounded(&result));
+    result.overall.stats.bounded_from_ns = Some(result.overall.stats.p50);
+    assert!(bounded(&result));
+    assert!(!summary_table(&result).contains("of its periods"));
+    result.overall.missed = 3 * result.overall.stats.count;
+    let table = summary_table(&result);
+    assert!(table.contains("missed 75.0% of its periods"), "{table}");
+    for line in table.lines() {
+        assert!(line.chars().count() <= 100, "{line:?}");
+    }
+}
+
 #[test]
 fn summary_fits_in_100_columns() {
     let table = summary_table(&fixture());

@@ -1332,6 +1332,24 @@ fn compare_says_what_supports_a_difference() {
             .find(|l| l.starts_with("not recorded by one side"));
         assert!(line.is_some_and(|l| l.contains(name)), "{name}: {text}");
     }
+    // Nor is one whose format has no windows, spikes or length (cyclictest's histogram text).
+    let r = &mut imported.runs[0];
+    r.environment.missed_unrecorded = true;
+    (
+        r.config.window_ns,
+        r.config.spike_threshold_ns,
+        r.config.spike_limit,
+    ) = (0, None, 0);
+    (r.config.duration_ns, r.config.loops) = (None, None);
+    let text = compare_text(&one, &imported);
+    assert!(!text.contains("measured differently"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("not recorded by one side"))
+        .unwrap_or_default();
+    for name in ["--window", "--spike", "--spike-limit", "--duration"] {
+        assert!(line.contains(name), "{name}: {text}");
+    }
 }
 
 #[test]

@@ -75,6 +75,8 @@ pub struct RunSummary {
     pub cell: Option<(String, u32)>,
     /// What the run's format does not record ([`latlab_model::Unrecorded`]'s names).
     pub not_recorded: Vec<String>,
+    /// Whether its missed periods were counted (an import's format does not count them).
+    pub missed_recorded: bool,
 }
 
 impl RunSummary {
@@ -564,6 +566,7 @@ impl Store {
                         experiment: r.get(21)?,
                         experiment_id: r.get::<_, Option<i64>>(22)?.map(crate::ExperimentId),
                         cell: key.zip(repeat),
+                        missed_recorded: environment.as_ref().is_none_or(|e| !e.missed_unrecorded),
                         not_recorded: environment.map(|e| e.not_recorded).unwrap_or_default(),
                     })
                 },

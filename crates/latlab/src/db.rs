@@ -212,9 +212,15 @@ fn list(path: &Path, experiment: Option<i64>, limit: Option<u32>) -> CliResult<E
     Ok(ExitCode::SUCCESS)
 }
 
+/// The share of its periods a run missed, percent; `None` where its format does not count them.
+fn missed_share(r: &RunSummary) -> Option<f64> {
+    let periods = r.count + r.missed;
+    (r.missed_recorded && periods > 0).then(|| r.missed as f64 * 100.0 / periods as f64)
+}
+
 /// The run list: one row per run, latencies in µs with one decimal.
 fn list_table(runs: &[RunSummary]) -> String {
-    let rows: Vec<[String; 8]> = runs
+    let rows: Vec<[String; 9]> = runs
         .iter()
         .map(|r| {
             [
@@ -237,6 +243,7 @@ fn list_table(runs: &[RunSummary]) -> String {
                     }
                     None => format!("{} unpinned", r.threads),
                 },
+                missed_share(r).map_or_else(|| "-".into(), |p| format!("{p:.1}%")),
                 format!(
                     "{}{}",
                     if r.p99_is_lower_bound { "≥" } else { "" },
@@ -257,6 +264,7 @@ fn list_table(runs: &[RunSummary]) -> String {
         "duration",
         "method/interval",
         "CPUs",
+        "missed",
         "p99 (µs)",
         "max (µs)",
         "experiment",
@@ -268,7 +276,7 @@ fn list_table(runs: &[RunSummary]) -> String {
         }
     }
     // Numbers right-aligned, text left-aligned; the last column unpadded.
-    let right = [true, false, true, false, false, true, true, false];
+    let right = [true, false, true, false, false, true, true, true, false];
     let line = |cells: &[&str]| {
         let mut out = String::new();
         for (k, cell) in cells.iter().enumerate() {
@@ -296,6 +304,17 @@ fn list_table(runs: &[RunSummary]) -> String {
     if runs.iter().any(|r| r.p99_is_lower_bound) {
         out.push_str(latlab_report::LOWER_BOUND_NOTE);
         out.push('\n');
+    }
+    let selection = latlab_report::MISSED_SELECTION_PCT;
+    if runs
+        .iter()
+        .any(|r| missed_share(r).is_some_and(|p| p >= selection))
+    {
+        out.push_str(&format!(
+            "missed: the share of periods with no wake-up measured; from {selection:.0}% on, a \
+             run's latencies\n  are only the wake-ups that happened (stalls took the others): \
+             its p99 and max look better than the machine was\n"
+        ));
     }
     out
 }

@@ -55,6 +55,40 @@ fn store_with_a_run(dir: &Path) -> PathBuf {
     store
 }
 
+/// A run that missed most of its periods is not listed as the best one without a word: `db list`
+/// shows the share missed and says what it means, and `db show` says it under its table.
+#[test]
+fn a_run_that_missed_most_periods_says_so_in_list_and_show() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let json = measured_json(dir.path(), "r.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // Three periods missed for each one measured: 75 %.
+    let count = v["overall"]["stats"]["count"].as_u64().unwrap();
+    v["overall"]["missed"] = (3 * count).into();
+    v["threads"][0]["missed"] = (3 * count).into();
+    std::fs::write(&json, v.to_string()).unwrap();
+    assert_ok(&import(&store, &[&json]));
+    let list = db_ok(&store, &["list"]);
+    let header = list.lines().next().unwrap();
+    assert!(header.contains("missed"), "{list}");
+    assert!(list.lines().nth(1).unwrap().contains(" 75.0% "), "{list}");
+    assert!(
+        list.contains("from 5% on, a run's latencies\n  are only the wake-ups that happened"),
+        "{list}"
+    );
+    let show = db_ok(&store, &["show", "1"]);
+    assert!(
+        show.contains("missed 75.0% of its periods: the latencies above are only the wake-ups"),
+        "{show}"
+    );
+    // A run that missed none has no such lines.
+    let plain = dir.path().join("p.db");
+    assert_ok(&import(&plain, &[&measured_json(dir.path(), "p.json")]));
+    assert!(!db_ok(&plain, &["show", "1"]).contains("of its periods"));
+}
+
 #[test]
 fn a_missing_store_is_bad_input_and_nothing_is_created() {
     let dir = tempfile::tempdir().unwrap();
