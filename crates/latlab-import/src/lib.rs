@@ -553,7 +553,9 @@ fn histogram_rows(v: &Value) -> Result<Vec<(u64, u64)>, ImportError> {
         })?;
         let n = n.as_u64().ok_or_else(|| ImportError {
             line: 0,
-            message: format!("histogram count at {k} is not a number"),
+            message: format!(
+                "histogram count at {k} is {n}, not a count (accepted: a whole number, 0 or more)"
+            ),
         })?;
         rows.push((us, n));
     }
@@ -577,9 +579,28 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     // samples beyond it are recorded at its end, or at the file's minimum when that lies above
     // (a file without -h has no rows at all: its samples are only bounded below by it).
     let range_us = histogram_range_us(cmdline);
-    for (_, t) in keys {
+    // What the file says of itself and does not hold: said, and its own counts used.
+    let mut inconsistent = Vec::new();
+    if let Some(n) = v.get("num_threads").and_then(Value::as_u64)
+        && n != keys.len() as u64
+    {
+        inconsistent.push(format!(
+            "\"num_threads\" is {n} but the file holds {} thread(s): those are imported",
+            keys.len()
+        ));
+    }
+    for (key, t) in keys {
         let keyed = histogram_rows(t.get("histogram").unwrap_or(&Value::Null))?;
-        let total = t.get("cycles").and_then(Value::as_u64).unwrap_or(0);
+        let in_rows: u64 = keyed.iter().map(|r| r.1).sum();
+        let cycles = t.get("cycles").and_then(Value::as_u64).unwrap_or(0);
+        // "cycles" counts every sample, the histogram those within its range: never more.
+        if in_rows > cycles {
+            inconsistent.push(format!(
+                "thread {key}: its histogram holds {in_rows} samples, more than its \"cycles\" \
+                 ({cycles}): the histogram's count is used"
+            ));
+        }
+        let total = cycles.max(in_rows);
         let max = t.get("max").and_then(Value::as_u64).map(mid_us);
         let min = t.get("min").and_then(Value::as_u64).map(mid_us);
         let rows_end = range_us.or(keyed.last().map(|r| r.0 + 1)).unwrap_or(0) * 1000;
@@ -646,6 +667,12 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     ];
     if started == 0 {
         warnings.push("no start time in the file".into());
+    }
+    if !inconsistent.is_empty() {
+        warnings.push(format!(
+            "the file contradicts itself (edited or damaged?): {}",
+            inconsistent.join("; ")
+        ));
     }
     if list.len() > 1 && distance_ns > 0 {
         let intervals: Vec<String> = (0..list.len() as u64)
@@ -1235,14 +1262,38 @@ fn stress_ng_method(text: &str, cfg: &mut MeasureConfig, warnings: &mut Vec<Stri
         .lines()
         .find_map(|l| l.split_once("invoked with '").map(|(_, rest)| rest))
         .unwrap_or("");
-    let words: Vec<&str> = invoked.split_whitespace().collect();
-    if cfg.policy.is_realtime()
-        && let Some(p) = words
-            .iter()
-            .position(|w| *w == "--cyclic-prio")
-            .and_then(|i| words.get(i + 1)?.trim_end_matches('\'').parse().ok())
-    {
-        cfg.priority = p;
+    let words: Vec<&str> = invoked
+        .split_once('\'')
+        .map_or(invoked, |(line, _)| line)
+        .split_whitespace()
+        .collect();
+    let value = |names: &[&str]| {
+        words.iter().enumerate().find_map(|(i, w)| {
+            let (name, inline) = w.split_once('=').map_or((*w, None), |(n, v)| (n, Some(v)));
+            names
+                .contains(&name)
+                .then(|| inline.or_else(|| words.get(i + 1).copied()))
+                .flatten()
+        })
+    };
+    // The policy's highest priority (99), or --cyclic-prio where it asks a lower one.
+    if cfg.policy.is_realtime() {
+        let asked = value(&["--cyclic-prio"]).and_then(|v| v.parse::<u32>().ok());
+        cfg.priority = asked.map_or(99, |p| p.min(99));
+    }
+    if let Some(t) = value(&["-t", "--timeout"]) {
+        cfg.duration_ns = latlab_model::units::parse_duration(t, Some("s")).ok();
+    }
+    // It keeps the first --cyclic-samples samples and only counts the rest.
+    let needed = text.lines().find_map(|l| {
+        let rest = l.split_once("--cyclic-samples needed to be ")?.1;
+        rest.split_whitespace().next()?.parse::<u64>().ok()
+    });
+    if let Some(n) = needed {
+        warnings.push(format!(
+            "stress-ng kept only the first --cyclic-samples samples of the {n} the run took: \
+             every statistic describes those, not the whole run"
+        ));
     }
     let method = text.lines().find_map(|l| {
         let rest = l.split_once("using method '")?.1;

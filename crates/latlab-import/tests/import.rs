@@ -596,6 +596,45 @@ fn cyclictest_histofall_is_not_a_thread() {
     assert_eq!(plain.threads.len(), 2);
 }
 
+/// A cyclictest JSON that contradicts itself (edited by hand, or damaged) says so, and a count
+/// that is no count is refused with the accepted form.
+#[test]
+fn a_cyclictest_json_that_contradicts_itself_says_so() {
+    let mut v: Value = serde_json::from_str(&data("cyclictest.json")).unwrap();
+    let said = |v: &Value| {
+        import(&v.to_string(), None, "ct.json").map(|r| r.environment.warnings.join("\n"))
+    };
+    assert!(!said(&v).unwrap().contains("contradicts itself"));
+    v["num_threads"] = 3.into();
+    v["thread"]["0"]["cycles"] = 5.into();
+    let w = said(&v).unwrap();
+    assert!(
+        w.contains("the file contradicts itself (edited or damaged?)"),
+        "{w}"
+    );
+    assert!(
+        w.contains("\"num_threads\" is 3 but the file holds 2 thread(s)"),
+        "{w}"
+    );
+    assert!(w.contains("thread 0: its histogram holds"), "{w}");
+    let first = v["thread"]["0"]["histogram"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    v["thread"]["0"]["histogram"][&first] = (-3).into();
+    let e = said(&v).unwrap_err();
+    assert!(
+        e.message.contains(&format!(
+            "histogram count at {first} is -3, not a count (accepted: a whole number, 0 or more)"
+        )),
+        "{}",
+        e.message
+    );
+}
+
 /// `cyclictest -D1 -q -a0-1 -t2 -p50 -i 1000 --json=ct.json`, without -h: no histogram rows, only
 /// each thread's cycles, min and max. The samples are bounded below by the minimum, not put at 0.
 #[test]
@@ -783,7 +822,8 @@ fn formats_without_a_start_time_or_length_leave_them_unknown() {
         "stress-ng-cyclic.log",
         "jitterdebugger-results.json",
     ] {
-        let r = import(&data(name), None, name).unwrap();
+        // stress-ng's length is its -t (below): here invoked without it.
+        let r = import(&data(name).replace(" -t 2 ", " "), None, name).unwrap();
         assert_eq!((r.start_unix_ns, r.elapsed_ns), (0, 0), "{name}");
         assert_eq!(latlab_model::known_time(r.start_unix_ns), None, "{name}");
         assert_eq!(
@@ -917,6 +957,27 @@ fn stress_ng_method_and_priority_come_from_the_log() {
         w.contains("method: stress-ng's \"poll\", which latlab has no equal of"),
         "{w}"
     );
+    // Without --cyclic-prio it runs at its policy's highest priority; -t is its length.
+    assert_eq!(
+        (c.policy, c.priority, c.duration_ns),
+        (latlab_model::Policy::Rr, 99, Some(2_000_000_000))
+    );
+    // A run longer than --cyclic-samples kept only its first samples: said.
+    assert!(
+        w.contains("stress-ng kept only the first --cyclic-samples samples of the 15543"),
+        "{w}"
+    );
+    let whole: String = text
+        .lines()
+        .filter(|l| !l.contains("--cyclic-samples needed"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let w = import(&whole, None, "sng.log")
+        .unwrap()
+        .environment
+        .warnings
+        .join("\n");
+    assert!(!w.contains("kept only the first"), "{w}");
 }
 
 /// An imported histogram's overflows are only known to lie at or beyond its range: exported

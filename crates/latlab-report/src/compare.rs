@@ -49,6 +49,13 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
     };
     let _ = writeln!(out, "{}", describe("A", a));
     let _ = writeln!(out, "{}", describe("B", b));
+    let ids = |c: &CellInput| c.runs.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+    if ids(a) == ids(b) {
+        let _ = writeln!(
+            out,
+            "A and B are the same runs: nothing differs (name two runs or cells to compare)"
+        );
+    }
     // What was not measured alike: a difference in latency may come from it. A setting one
     // side does not record is not known to differ; it is named apart.
     let mut differ = Vec::new();

@@ -1284,6 +1284,8 @@ fn compare_says_what_supports_a_difference() {
     let text = compare_text(&input.cells[0], &input.cells[0]);
     assert!(text.contains("B − A"));
     assert!(text.contains("no difference shown"), "{text}");
+    assert!(text.contains("A and B are the same runs"), "{text}");
+    assert!(!compare_text(&input.cells[0], &input.cells[1]).contains("the same runs"));
     // Pooled p99 values and their difference.
     let p = |c: &CellInput| {
         let mut h = Histogram::new();
