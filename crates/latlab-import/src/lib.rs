@@ -578,7 +578,19 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     // Histogram rows go up to the -h range of the command line (else, the largest row + 1);
     // samples beyond it are recorded at its end, or at the file's minimum when that lies above
     // (a file without -h has no rows at all: its samples are only bounded below by it).
-    let range_us = histogram_range_us(cmdline);
+    // latlab writes this format too (`measure --cyclictest-json`), with its own command line,
+    // which names the range where it ends before latlab's longest (an import's); without it,
+    // every sample of the run is in the rows.
+    let by_latlab = cmdline.starts_with("latlab measure");
+    let range_us = if by_latlab {
+        let words: Vec<&str> = cmdline.split_whitespace().collect();
+        words
+            .iter()
+            .position(|w| *w == "--histfile-range")
+            .and_then(|i| words.get(i + 1)?.parse().ok())
+    } else {
+        histogram_range_us(cmdline)
+    };
     // What the file says of itself and does not hold: said, and its own counts used.
     let mut inconsistent = Vec::new();
     if let Some(n) = v.get("num_threads").and_then(Value::as_u64)
@@ -631,8 +643,6 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     }
     let mut cfg = config(1_000_000, list.len(), None);
     let mut distance_ns = 0;
-    // latlab writes this format too (`measure --cyclictest-json`), with its own command line.
-    let by_latlab = cmdline.starts_with("latlab measure");
     // An export of an import names what it left out for not being known.
     let (args, unknown) = match cmdline.split_once(Unrecorded::MARK) {
         Some((args, names)) if by_latlab => (args, names.split(", ").collect::<Vec<_>>()),

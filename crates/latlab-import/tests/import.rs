@@ -1046,4 +1046,16 @@ fn an_imported_histogram_exports_its_overflows_as_overflows() {
         .map(|k| k.parse().unwrap())
         .collect();
     assert!(keys.iter().all(|&k| k < 50), "{keys:?}");
+    // It names that range, and its import reads it (not its last row) as the range's end.
+    assert!(
+        json["cmdline:"]
+            .as_str()
+            .unwrap()
+            .contains(" --histfile-range 50"),
+        "{json}"
+    );
+    for (a, b) in again.threads.iter().zip(&r.threads) {
+        assert_eq!(a.stats.bounded_from_ns, Some(50_000), "{}", a.label);
+        assert_eq!(b.stats.bounded_from_ns, Some(50_000), "{}", b.label);
+    }
 }

@@ -96,7 +96,7 @@ pub fn cyclictest_json_with_range(result: &RunResult, range_us: u32) -> String {
     let mut f = String::with_capacity(1024 + 64 * result.threads.len());
     f.push_str("{\n");
     f.push_str("  \"file_version\": 1,\n");
-    let _ = writeln!(f, "  \"cmdline:\": {},", json_str(&cmdline(result)));
+    let _ = writeln!(f, "  \"cmdline:\": {},", json_str(&cmdline(result, range)));
     let _ = writeln!(f, "  \"rt_test_version:\": \"{RT_TESTS_VERSION}\",");
     let _ = writeln!(f, "  \"start_time\": \"{start_time}\",");
     let _ = writeln!(f, "  \"end_time\": \"{end_time}\",");
@@ -153,7 +153,7 @@ fn json_str(s: &str) -> String {
 /// again (not necessarily the literal argument list the user typed). What an import did not
 /// know (an interval, priority or window of 0; a method, CPUs, memory locking or PM QoS its
 /// format does not record) is left out, never written as a value it did not have.
-fn cmdline(result: &RunResult) -> String {
+fn cmdline(result: &RunResult, range_us: u32) -> String {
     use latlab_model::Unrecorded;
     let c = &result.config;
     let known = |what: &str| result.records(what);
@@ -218,6 +218,11 @@ fn cmdline(result: &RunResult) -> String {
     }
     if let Some(b) = c.break_threshold_ns {
         let _ = write!(s, " --break {}", format_duration(b));
+    }
+    // A histogram that ends before the longest one (an import's range): where it ends, so a
+    // reader does not take its last row for its end.
+    if range_us < HIST_MAX_US {
+        let _ = write!(s, " --histfile-range {range_us}");
     }
     if let Some(t) = c.spike_threshold_ns {
         let _ = write!(
@@ -299,7 +304,7 @@ mod tests {
         r.config.mlock = false;
         r.config.pm_qos_us = Some(0);
         assert_eq!(
-            cmdline(&r),
+            cmdline(&r, HIST_MAX_US),
             "latlab measure --method clock-nanosleep --interval 1ms --threads 1 --policy fifo \
              --priority 95 --pm-qos 0 --no-mlock --window 1s"
         );
@@ -307,7 +312,7 @@ mod tests {
             .map(String::from)
             .to_vec();
         assert_eq!(
-            cmdline(&r),
+            cmdline(&r, HIST_MAX_US),
             "latlab measure --interval 1ms --policy fifo --priority 95 --window 1s # not \
              recorded: method, cpus, memory, pm-qos"
         );
