@@ -1029,13 +1029,15 @@ mod tests {
         let mut h: Histogram = (1..=9u64).map(|v| v * 1_000).collect();
         h.record_n(50_500, 9);
         h.record(1_500_500);
-        let series = [HistSeries {
-            label: "imported".into(),
-            hist: &h,
-            series: 0,
-            bound_ns: Some(50_000),
-        }];
-        let svg = histogram_chart("t", &series, false).expect("a chart");
+        let imported = |hist, bound| {
+            [HistSeries {
+                label: "imported".into(),
+                hist,
+                series: 0,
+                bound_ns: Some(bound),
+            }]
+        };
+        let svg = histogram_chart("t", &imported(&h, 50_000), false).expect("a chart");
         assert!(
             svg.contains("imported, max 1500.5 µs (10 samples past 50.0 µs, its range: not drawn)"),
             "{svg}"
@@ -1063,13 +1065,7 @@ mod tests {
         let mut none = Histogram::new();
         none.record_n(3_000, 99);
         none.record(91_000);
-        let series = [HistSeries {
-            label: "no rows".into(),
-            hist: &none,
-            series: 0,
-            bound_ns: Some(3_000),
-        }];
-        assert!(histogram_chart("t", &series, true).is_none());
+        assert!(histogram_chart("t", &imported(&none, 3_000), true).is_none());
     }
 
     /// A share axis ends at 1 (every sample), also when one histogram lies in a single bin.
