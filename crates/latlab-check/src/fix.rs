@@ -65,7 +65,7 @@ pub fn profile_text(plan: &FixPlan) -> String {
             acc
         });
     let mut out = format!(
-        "description = \"\"\"\nWritten by latlab check --fix: the settings behind the failed checks {}.\n\
+        "description = \"\"\"\nWritten by latlab check --fix: the settings behind the checks {}.\n\
          `latlab tune restore` puts back every value it changed.\n\"\"\"\n",
         ids.join(", ")
     );

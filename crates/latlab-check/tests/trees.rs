@@ -511,6 +511,14 @@ fn a_mitigation_without_its_microcode_is_counted() {
         "2 mitigations active; costly on each kernel entry: spec_rstack_overflow (Vulnerable: \
          Safe RET, no microcode)"
     );
+    // Turning security off is never a fix `--fix --fix-warnings` writes: it is the user's call.
+    let r = report_at(t.path(), Target::Audio, &UserChoice::default());
+    let plan = plan_fixes(&r, Verdict::Warn);
+    assert!(
+        plan.boot.iter().all(|(o, _)| !o.contains("mitigations")),
+        "{:?}",
+        plan.boot
+    );
 }
 
 #[test]

@@ -447,6 +447,8 @@ pub fn run_hooked(
         euid: os::euid(),
         ..Default::default()
     };
+    // Read before ours is held: a request of another process is part of what is measured.
+    env.warnings.extend(sys.foreign_dma_latency(cfg.pm_qos_us));
     let _pm_qos = match cfg.pm_qos_us {
         Some(us) => {
             let hold = sys.hold_pm_qos(us).map_err(|e| {

@@ -407,6 +407,21 @@ impl Sys {
         Ok(i64::from(i32::from_ne_bytes(b)))
     }
 
+    /// What another process's `/dev/cpu_dma_latency` request does to a measurement here, in
+    /// words, when one is held below `own_us` (latlab's own request, if it holds one): the CPUs
+    /// stay out of idle states slower to leave than it for as long as it is held.
+    pub fn foreign_dma_latency(&self, own_us: Option<u32>) -> Option<String> {
+        let held = self.cpu_dma_latency().ok()?;
+        let below_own = own_us.is_none_or(|own| held < i64::from(own));
+        (held < PmQos::NO_REQUEST_US && below_own).then(|| {
+            format!(
+                "another process holds a /dev/cpu_dma_latency request of {held} µs: the CPUs \
+                 stay out of idle states slower to leave than that while it is held, so this \
+                 measures the machine with that request, not without it"
+            )
+        })
+    }
+
     fn pm_qos(&self, cpus: &[u32]) -> PmQos {
         PmQos {
             cpu_dma_latency_us: self.cpu_dma_latency().into(),
@@ -662,6 +677,31 @@ fn hypervisor_name(signature: &str) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A request another process holds below latlab's own (or with none of latlab's) is said;
+    /// none held (the kernel's default) or one above latlab's own is not.
+    #[test]
+    fn a_dma_latency_request_of_another_process_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("dev")).unwrap();
+        let sys = Sys::new(dir.path());
+        let hold = |us: i32| {
+            std::fs::write(dir.path().join("dev/cpu_dma_latency"), us.to_ne_bytes()).unwrap();
+        };
+        hold(2_000_000_000);
+        assert_eq!(sys.foreign_dma_latency(None), None);
+        hold(0);
+        let said = sys.foreign_dma_latency(None).unwrap();
+        assert!(
+            said.starts_with("another process holds a /dev/cpu_dma_latency request of 0 µs"),
+            "{said}"
+        );
+        assert!(sys.foreign_dma_latency(Some(10)).is_some());
+        hold(20);
+        assert_eq!(sys.foreign_dma_latency(Some(10)), None);
+        std::fs::remove_file(dir.path().join("dev/cpu_dma_latency")).unwrap();
+        assert_eq!(sys.foreign_dma_latency(None), None);
+    }
 
     #[test]
     fn a_hypervisor_signature_is_named() {

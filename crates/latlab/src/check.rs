@@ -613,6 +613,13 @@ fn measure_table(m: &MeasureOutcome) -> String {
     for e in &m.errors {
         out.push_str(&format!("  measuring failed: {e}\n"));
     }
+    if m.before.is_some() && m.after.is_some() {
+        // One run each side: no verdict. `tune search` repeats and tests.
+        out.push_str(
+            "  one run each: a difference here may be noise (a maximum above all); `latlab \
+             tune search` measures repeats and says what they support\n",
+        );
+    }
     out.push_str(&cut_short_line(m));
     out
 }

@@ -629,6 +629,27 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
     for note in report.irq_notes(&ctx.sys) {
         println!("  note   {note}");
     }
+    // A /dev/cpu_dma_latency request is held by a process, not written: said as it stands.
+    let named = a.profile.as_deref();
+    let source = report.applied.as_ref().map(|(source, _)| source.as_str());
+    let which = named.or(source).unwrap_or(profile);
+    let wanted = ctx
+        .resolve(which)
+        .ok()
+        .and_then(|p| p.system.cpu_dma_latency_us.map(|d| d.value));
+    if let Some(us) = wanted {
+        match ctx.sys.cpu_dma_latency() {
+            Ok(held) if held <= i64::from(us) => println!(
+                "  ok     /dev/cpu_dma_latency: {held} µs held by a process (the profile wants \
+                 {us} µs or less)"
+            ),
+            Ok(_) => println!(
+                "  note   system.cpu_dma_latency_us = {us}: not held (a request lasts while a \
+                 process holds it: `latlab tune hold {which}`)"
+            ),
+            Err(e) => println!("  -      system.cpu_dma_latency_us = {us}: cannot be read: {e}"),
+        }
+    }
     for knob in &report.not_written {
         println!("  -      {knob}: not written: the apply was killed before it wrote this one");
     }

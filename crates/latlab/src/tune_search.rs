@@ -102,7 +102,20 @@ fn profile_path(sys: &Sys, name: &str) -> CliResult<PathBuf> {
             path.display()
         )));
     }
-    // Written after the whole search (missing directories made then): where it cannot be is
+    // A path given is written where it says, as every other output file: its directory must be
+    // there (only the system's profile directory, for a bare name, is made).
+    if name.ends_with(".toml")
+        && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.exists()
+    {
+        return Err(CliError::Usage(format!(
+            "--write-profile {}: no directory {} (accepted: a profile name, or a path ending in \
+             .toml in an existing directory)",
+            path.display(),
+            dir.display()
+        )));
+    }
+    // Written after the whole search (the profile directory made then): where it cannot be is
     // bad input now.
     let at = latlab_sys::nearest_existing(&path);
     if at != path && !at.is_dir() {
@@ -444,6 +457,13 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
         )?;
     }
     println!("search {} in {}", experiment.0, db_path.display());
+    // Every run, the baseline's too, is measured under it: a PM QoS knob cannot show an effect.
+    if let Some(held) = sys.foreign_dma_latency(None) {
+        eprintln!(
+            "latlab: warning: {held}; the baseline is measured with it too, so a PM QoS knob \
+             shows no effect here (stop that process, or `latlab tune hold`, and search again)"
+        );
+    }
 
     let interrupts = crate::signals::Interrupts::install();
     let mut lab = StoreLab {

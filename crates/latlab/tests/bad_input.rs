@@ -368,6 +368,17 @@ const ROWS: &[(&[&str], &str)] = &[
         &["tune", "search", "--write-profile", "/etc/passwd/x.toml"],
         "--write-profile /etc/passwd/x.toml: /etc/passwd is not a directory",
     ),
+    // A path given is written where it says: no directory is made for it.
+    (
+        &[
+            "tune",
+            "search",
+            "--write-profile",
+            "/nonexistent-dir/x.toml",
+        ],
+        "--write-profile /nonexistent-dir/x.toml: no directory /nonexistent-dir (accepted: a \
+         profile name, or a path ending in .toml in an existing directory)",
+    ),
     // A series' name is one line: it is a label in logs, tables and Prometheus.
     (
         &["monitor", "--name", "a\nb", "--check-config"],

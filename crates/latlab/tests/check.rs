@@ -388,6 +388,14 @@ fn measure_before_and_after_the_fix() {
         assert!(p99 > 0 && max >= p99, "{when}: {m}");
     }
     assert!(restore(dir.path(), state.path()).status.success());
+    // In text, the two runs come with what one run each can say.
+    let out = check_fix(dir.path(), state.path(), &["--measure", "0.3s"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("one run each: a difference here may be noise"),
+        "{text}"
+    );
+    assert!(restore(dir.path(), state.path()).status.success());
 
     // Without --fix: one measurement, printed on one line.
     let out = check(tree("vm").path(), &["--measure", "0.3s"]);

@@ -903,3 +903,48 @@ fn a_load_schedule_without_a_length_lasts_its_phases() {
     assert_eq!(r["config"]["duration_ns"], 500_000_000);
     assert_eq!(r["stop"]["reason"], "duration");
 }
+
+/// A /dev/cpu_dma_latency request another process holds is part of what is measured: the run
+/// says so, as it says of competing real-time threads.
+#[test]
+fn a_pm_qos_request_of_another_process_is_said() {
+    if !latlab_testkit::root_or_skip("holding /dev/cpu_dma_latency") {
+        return;
+    }
+    let mut hold = latlab!()
+        .args(["tune", "hold", "--us", "0", "--duration", "20s"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Held once the device reads 0.
+    let held =
+        || std::fs::read("/dev/cpu_dma_latency").is_ok_and(|b| b.get(..4) == Some(&[0, 0, 0, 0]));
+    let t0 = std::time::Instant::now();
+    while !held() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    let out = measure(&[
+        "-D",
+        "0.3s",
+        "-a",
+        "0",
+        "-q",
+        "--no-samplers",
+        "--json",
+        file.to_str().unwrap(),
+    ]);
+    let _ = hold.kill();
+    let _ = hold.wait();
+    let r = read_json(&file);
+    let warnings = r["environment"]["warnings"].to_string();
+    assert!(
+        warnings.contains("another process holds a /dev/cpu_dma_latency request of 0 µs"),
+        "{warnings}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("another process holds"),
+        "said with -q too"
+    );
+}

@@ -728,6 +728,26 @@ fn a_profile_for_a_run_tunes_the_measured_cpus_and_records_its_pm_qos_hold() {
         1,
         "said once: {out}"
     );
+    // `tune verify` says whether a process holds it, rather than passing without a word.
+    let dev = t.root.join("dev/cpu_dma_latency");
+    std::fs::create_dir_all(dev.parent().unwrap()).unwrap();
+    let was = std::fs::read(&dev).ok();
+    std::fs::write(&dev, 2_000_000_000i32.to_ne_bytes()).unwrap();
+    let verified = ok(&t.run(&["tune", "verify"]));
+    assert!(
+        verified.contains("note   system.cpu_dma_latency_us = 0: not held"),
+        "{verified}"
+    );
+    std::fs::write(&dev, 0i32.to_ne_bytes()).unwrap();
+    let verified = ok(&t.run(&["tune", "verify"]));
+    assert!(
+        verified.contains("ok     /dev/cpu_dma_latency: 0 µs held by a process"),
+        "{verified}"
+    );
+    match was {
+        Some(b) => std::fs::write(&dev, b).unwrap(),
+        None => std::fs::remove_file(&dev).unwrap(),
+    }
     ok(&t.run(&["tune", "restore"]));
     assert_eq!(snapshot(&t.root), before);
 }
