@@ -563,6 +563,51 @@ fn histogram_rows(v: &Value) -> Result<Vec<(u64, u64)>, ImportError> {
     Ok(rows)
 }
 
+/// One thread of a cyclictest JSON: its histogram rows up to `range_us` (else its largest row
+/// + 1), its counts and extremes; what contradicts itself is added to `inconsistent`.
+fn cyclictest_thread(
+    key: u32,
+    t: &Value,
+    range_us: Option<u64>,
+    by_latlab: bool,
+    inconsistent: &mut Vec<String>,
+) -> Result<Thread, ImportError> {
+    let keyed = histogram_rows(t.get("histogram").unwrap_or(&Value::Null))?;
+    let in_rows: u64 = keyed.iter().map(|r| r.1).sum();
+    let cycles = t.get("cycles").and_then(Value::as_u64).unwrap_or(0);
+    // "cycles" counts every sample, the histogram those within its range: never more.
+    if in_rows > cycles {
+        inconsistent.push(format!(
+            "thread {key}: its histogram holds {in_rows} samples, more than its \"cycles\" \
+             ({cycles}): the histogram's count is used"
+        ));
+    }
+    let total = cycles.max(in_rows);
+    let max = t.get("max").and_then(Value::as_u64).map(mid_us);
+    let min = t.get("min").and_then(Value::as_u64).map(mid_us);
+    let rows_end = range_us.or(keyed.last().map(|r| r.0 + 1)).unwrap_or(0) * 1000;
+    let range_end_ns = rows_end.max(min.unwrap_or(0));
+    let rows = keyed.into_iter().map(|(us, n)| (mid_us(us), n)).collect();
+    // The mean of all its samples, in µs: cyclictest's of whole, truncated microseconds
+    // (half a microsecond below the middles the samples are recorded at), latlab's exact.
+    let truncation = if by_latlab { 0.0 } else { 500.0 };
+    let mean_ns = t
+        .get("avg")
+        .and_then(Value::as_f64)
+        .filter(|_| total > 0)
+        .map(|avg| avg * 1000.0 + truncation);
+    Ok(Thread {
+        cpu: t.get("cpu").and_then(Value::as_u64).map(|c| c as u32),
+        rows,
+        total,
+        max_ns: max,
+        min_ns: min,
+        range_end_ns,
+        mean_ns,
+        ..Thread::default()
+    })
+}
+
 fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     let v = json_of(text, "cyclictest --json")?;
     let cmdline = v.get("cmdline:").and_then(Value::as_str).unwrap_or("");
@@ -602,44 +647,13 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         ));
     }
     for (key, t) in keys {
-        let keyed = histogram_rows(t.get("histogram").unwrap_or(&Value::Null))?;
-        let in_rows: u64 = keyed.iter().map(|r| r.1).sum();
-        let cycles = t.get("cycles").and_then(Value::as_u64).unwrap_or(0);
-        // "cycles" counts every sample, the histogram those within its range: never more.
-        if in_rows > cycles {
-            inconsistent.push(format!(
-                "thread {key}: its histogram holds {in_rows} samples, more than its \"cycles\" \
-                 ({cycles}): the histogram's count is used"
-            ));
-        }
-        let total = cycles.max(in_rows);
-        let max = t.get("max").and_then(Value::as_u64).map(mid_us);
-        let min = t.get("min").and_then(Value::as_u64).map(mid_us);
-        let rows_end = range_us.or(keyed.last().map(|r| r.0 + 1)).unwrap_or(0) * 1000;
-        let range_end_ns = rows_end.max(min.unwrap_or(0));
-        let rows = keyed.into_iter().map(|(us, n)| (mid_us(us), n)).collect();
-        // The mean of all its samples, in µs: cyclictest's of whole, truncated microseconds
-        // (half a microsecond below the middles the samples are recorded at), latlab's exact.
-        let truncation = if cmdline.starts_with("latlab measure") {
-            0.0
-        } else {
-            500.0
-        };
-        let mean_ns = t
-            .get("avg")
-            .and_then(Value::as_f64)
-            .filter(|_| total > 0)
-            .map(|avg| avg * 1000.0 + truncation);
-        list.push(Thread {
-            cpu: t.get("cpu").and_then(Value::as_u64).map(|c| c as u32),
-            rows,
-            total,
-            max_ns: max,
-            min_ns: min,
-            range_end_ns,
-            mean_ns,
-            ..Thread::default()
-        });
+        list.push(cyclictest_thread(
+            key,
+            t,
+            range_us,
+            by_latlab,
+            &mut inconsistent,
+        )?);
     }
     let mut cfg = config(1_000_000, list.len(), None);
     let mut distance_ns = 0;

@@ -56,37 +56,7 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
             "A and B are the same runs: nothing differs (name two runs or cells to compare)"
         );
     }
-    // What was not measured alike: a difference in latency may come from it. A setting one
-    // side does not record is not known to differ; it is named apart.
-    let mut differ = Vec::new();
-    let mut unknown = Vec::new();
-    for r in an
-        .diff
-        .iter()
-        .filter(|r| r.kind == crate::flatten::DiffKind::BetweenCells)
-    {
-        let Some(name) = r.key.strip_prefix("config.") else {
-            continue;
-        };
-        let (a, b) = (r.cell_text(0), r.cell_text(1));
-        let (option, va) = option_value(name, &a);
-        if [&a, &b].contains(&&crate::flatten::NOT_RECORDED.to_string()) {
-            unknown.push(option);
-            continue;
-        }
-        let (_, vb) = option_value(name, &b);
-        differ.push(format!("{option} {va} against {vb}"));
-    }
-    if !differ.is_empty() {
-        let _ = writeln!(out, "measured differently: {}", differ.join("; "));
-    }
-    if !unknown.is_empty() {
-        let _ = writeln!(
-            out,
-            "not recorded by one side (an import), so not known to differ: {}",
-            unknown.join(", ")
-        );
-    }
+    setting_differences(&an, &mut out);
 
     let mut t = Table::with_headers(
         "compare",
@@ -177,6 +147,40 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
         let _ = writeln!(out, "{what}: unavailable: {}", reasons.join("; "));
     }
     out
+}
+
+/// What was not measured alike: a difference in latency may come from it. A setting one side
+/// does not record is not known to differ; it is named apart.
+fn setting_differences(an: &Analysis, out: &mut String) {
+    let mut differ = Vec::new();
+    let mut unknown = Vec::new();
+    for r in an
+        .diff
+        .iter()
+        .filter(|r| r.kind == crate::flatten::DiffKind::BetweenCells)
+    {
+        let Some(name) = r.key.strip_prefix("config.") else {
+            continue;
+        };
+        let (a, b) = (r.cell_text(0), r.cell_text(1));
+        let (option, va) = option_value(name, &a);
+        if [&a, &b].contains(&&crate::flatten::NOT_RECORDED.to_string()) {
+            unknown.push(option);
+            continue;
+        }
+        let (_, vb) = option_value(name, &b);
+        differ.push(format!("{option} {va} against {vb}"));
+    }
+    if !differ.is_empty() {
+        let _ = writeln!(out, "measured differently: {}", differ.join("; "));
+    }
+    if !unknown.is_empty() {
+        let _ = writeln!(
+            out,
+            "not recorded by one side (an import), so not known to differ: {}",
+            unknown.join(", ")
+        );
+    }
 }
 
 /// A measuring setting as the option that sets it, with its value in that option's form:

@@ -893,8 +893,9 @@ fn parse(name: &str, source: ProfileSource, text: &str) -> Result<Parsed, Profil
             let line = line_of(text, span.start);
             let key = key_at(text, span);
             let mut message = e.message().trim().to_string();
-            // A value of the wrong type: the form a built-in profile writes it in.
-            if message.starts_with("invalid type") {
+            // A value of the wrong type, or one its type cannot hold (a negative count): the
+            // form a built-in profile writes it in.
+            if message.starts_with("invalid type") || message.starts_with("invalid value") {
                 message.push_str(&match example_of(&key) {
                     Some((line, profile)) => {
                         format!(
@@ -1110,8 +1111,14 @@ impl Profiles {
             .filter_map(|name| {
                 let defs = self.defs.get(name)?;
                 let def = defs.last()?;
-                let description = parse(name, def.source.clone(), &def.text)
-                    .map(|p| p.description.unwrap_or_else(|| "(no description)".into()))
+                // Resolved with its includes: one missing, or a cycle, is as unreadable as a
+                // syntax error.
+                let description = self
+                    .resolve(name)
+                    .map(|p| match p.description {
+                        d if d.is_empty() => "(no description)".into(),
+                        d => d,
+                    })
                     .map_err(|e| e.to_string());
                 Some(Listed {
                     name: name.clone(),
@@ -1306,6 +1313,10 @@ mod tests {
         assert_eq!((line, key.as_str()), (3, "cpu.all.governor"));
         let (line, key, _) = invalid("[system]\nvmstat_interval_s = 1.5\n");
         assert_eq!((line, key.as_str()), (2, "system.vmstat_interval_s"));
+        // A negative count names the accepted form too.
+        let (line, key, msg) = invalid("[system]\nvmstat_interval_s = -5\n");
+        assert_eq!((line, key.as_str()), (2, "system.vmstat_interval_s"));
+        assert!(msg.contains("(accepted: "), "{msg}");
         // Includes are profiles merged in turn, not alternatives as governors are.
         let (line, key, msg) = invalid("include = 5\n");
         assert_eq!((line, key.as_str()), (1, "include"));
@@ -1458,6 +1469,13 @@ mod tests {
                 .iter()
                 .any(|l| l.name == "lowlatency" && l.overrides_builtin)
         );
+        // A cycle or a missing include lists the profile as unreadable, as `tune show` refuses it.
+        for name in ["self", "missing", "c"] {
+            let l = listed.iter().find(|l| l.name == name).unwrap();
+            assert!(l.description.is_err(), "{name}: {:?}", l.description);
+        }
+        let a = listed.iter().find(|l| l.name == "a").unwrap();
+        assert!(a.description.is_ok(), "{:?}", a.description);
         // By path, relative includes resolve beside the file.
         let by_path = p
             .resolve(dir.path().join("a.toml").to_str().unwrap())
