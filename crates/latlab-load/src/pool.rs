@@ -343,8 +343,10 @@ mod tests {
         std::thread::sleep(Duration::from_millis(200));
         let end = pool.join();
         assert!(end.elapsed < lag, "{:?} counts the stop", end.elapsed);
+        // The 200 ms it ran, less the moment its workers took to start (its time begins when
+        // they do).
         assert!(
-            end.elapsed >= Duration::from_millis(200),
+            end.elapsed >= Duration::from_millis(150),
             "{:?}",
             end.elapsed
         );
