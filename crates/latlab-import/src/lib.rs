@@ -757,11 +757,13 @@ fn histogram_range_us(cmdline: &str) -> Option<u64> {
     cyclictest_value(cmdline, &["h", "histogram", "H", "histofall"])
 }
 
-/// The first value given to one of `names` in a cyclictest command line that reads as a `T`.
+/// The last value given to one of `names` in a cyclictest command line (getopt's, which the
+/// later one overrides) that reads as a `T`.
 fn cyclictest_value<T: std::str::FromStr>(cmdline: &str, names: &[&str]) -> Option<T> {
     cyclictest_options(cmdline)
         .into_iter()
         .filter(|(n, _)| names.contains(&n.as_str()))
+        .rev()
         .find_map(|(_, v)| v?.parse().ok())
 }
 
@@ -1291,8 +1293,9 @@ fn stress_ng_method(text: &str, cfg: &mut MeasureConfig, warnings: &mut Vec<Stri
         .map_or(invoked, |(line, _)| line)
         .split_whitespace()
         .collect();
+    // The last one given, as getopt leaves it.
     let value = |names: &[&str]| {
-        words.iter().enumerate().find_map(|(i, w)| {
+        words.iter().enumerate().rev().find_map(|(i, w)| {
             let (name, inline) = w.split_once('=').map_or((*w, None), |(n, v)| (n, Some(v)));
             names
                 .contains(&name)
@@ -1444,6 +1447,7 @@ mod tests {
             "cyclictest --histogram=400 -q",
             "cyclictest -mh400 -q",
             "cyclictest -m -H 400",
+            "cyclictest -h 100 -q -h400",
         ] {
             assert_eq!(super::histogram_range_us(line), Some(400), "{line}");
         }

@@ -962,6 +962,10 @@ fn stress_ng_method_and_priority_come_from_the_log() {
         (c.policy, c.priority, c.duration_ns),
         (latlab_model::Policy::Rr, 99, Some(2_000_000_000))
     );
+    // Given twice, the later one holds, as in stress-ng's getopt.
+    let twice = text.replace(" -t 2 ", " -t 5 --timeout 7 ");
+    let r = import(&twice, None, "sng.log").unwrap();
+    assert_eq!(r.config.duration_ns, Some(7_000_000_000));
     // A run longer than --cyclic-samples kept only its first samples: said.
     assert!(
         w.contains("stress-ng kept only the first --cyclic-samples samples of the 15543"),
