@@ -18,7 +18,7 @@
 use latlab_hist::Histogram;
 use latlab_model::{
     Clock, ExactPercentile, MeasureConfig, Method, Policy, RunEnvironment, RunHead, RunResult,
-    Spikes, Stats, StopReason, SystemInfo, ThreadResult, Unrecorded,
+    Spikes, Stats, StopReason, SystemInfo, ThreadResult, Unrecorded, units::format_us,
 };
 use serde_json::Value;
 
@@ -141,6 +141,18 @@ pub fn import(text: &str, format: Option<Format>, source: &str) -> Result<RunRes
         Format::StressNgCyclic => stress_ng(text)?,
         Format::Jitterdebugger => jitterdebugger(text)?,
     };
+    // A run that measured nothing has nothing to compare or report: it would stand in lists
+    // with a maximum of 0.
+    if r.overall.stats.count == 0 {
+        return err(
+            0,
+            format!(
+                "no samples: every thread of this {} file counts 0 (accepted: a file of a run \
+                 that measured at least one sample)",
+                format.name()
+            ),
+        );
+    }
     r.environment.warnings.insert(
         0,
         format!(
@@ -212,8 +224,13 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
         .min_ns
         .filter(|&m| over >= 2 && m >= t.range_end_ns && m <= max);
     // Just past the range's end (its first unit's middle), so no reader puts them inside it; never
-    // below an exact minimum.
-    let at = (t.range_end_ns + 500).max(min.unwrap_or(0));
+    // above an exact maximum (stress-ng's ns, jitterdebugger's finer units can lie within that
+    // half unit) nor below an exact minimum.
+    let past_end = match t.max_ns {
+        Some(_) => (t.range_end_ns + 500).min(max),
+        None => t.range_end_ns + 500,
+    };
+    let at = past_end.max(min.unwrap_or(0));
     if let Some(m) = min {
         h.record(m);
     }
@@ -296,13 +313,57 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
     }
 }
 
-/// Turn threads into a result with the given configuration and system.
+/// Where a thread's own extremes contradict its histogram rows: said (with `label`), and the
+/// rows kept as the truth. A maximum below the largest row becomes that row; a maximum inside
+/// the range while samples lie beyond it stays at the range's end, where they are recorded.
+fn contradictions(t: &mut Thread, label: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let filled = || t.rows.iter().filter(|r| r.1 > 0).map(|r| r.0);
+    let (top, bottom) = (filled().max(), filled().min());
+    let in_rows: u64 = t.rows.iter().map(|r| r.1).sum();
+    let us = |ns: u64| format_us(ns, 1);
+    match (t.max_ns, top) {
+        (Some(max), Some(top)) if max < top => {
+            found.push(format!(
+                "{label}: its maximum ({} us) lies below its largest histogram row ({} us): the \
+                 row is used",
+                us(max),
+                us(top)
+            ));
+            t.max_ns = Some(top);
+        }
+        (Some(max), _) if t.total > in_rows && max < t.range_end_ns => found.push(format!(
+            "{label}: {} of its samples lie beyond its histogram range ({} us), yet its maximum \
+             is {} us: they are recorded at the range's end",
+            t.total - in_rows,
+            us(t.range_end_ns),
+            us(max)
+        )),
+        _ => {}
+    }
+    if let (Some(min), Some(bottom)) = (t.min_ns, bottom)
+        && min > bottom
+    {
+        found.push(format!(
+            "{label}: its minimum ({} us) lies above its smallest histogram row ({} us): the \
+             row is used",
+            us(min),
+            us(bottom)
+        ));
+        t.min_ns = Some(bottom);
+    }
+    found
+}
+
+/// Turn threads into a result with the given configuration and system; `inconsistent` holds
+/// what the file's format found contradicting itself, to which the threads' own are added.
 fn assemble(
-    threads: Vec<Thread>,
+    mut threads: Vec<Thread>,
     config: MeasureConfig,
     system: SystemInfo,
     started_unix_ns: u64,
     warnings: Vec<String>,
+    mut inconsistent: Vec<String>,
 ) -> RunResult {
     // No import format carries the system record beyond its host and kernel names.
     let mut env = RunEnvironment {
@@ -317,12 +378,25 @@ fn assemble(
     } else {
         StopReason::Loops
     };
-    let mut results = Vec::new();
-    for (i, t) in threads.iter().enumerate() {
-        let label = match t.cpu {
+    let labels: Vec<String> = threads
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match t.cpu {
             Some(c) => format!("cpu{c}"),
             None => format!("thread{i}"),
-        };
+        })
+        .collect();
+    for (t, label) in threads.iter_mut().zip(&labels) {
+        inconsistent.extend(contradictions(t, label));
+    }
+    if !inconsistent.is_empty() {
+        env.warnings.push(format!(
+            "the file contradicts itself (edited or damaged?): {}",
+            inconsistent.join("; ")
+        ));
+    }
+    let mut results = Vec::new();
+    for (t, label) in threads.iter().zip(labels) {
         let Built {
             histogram: h,
             exact,
@@ -540,6 +614,21 @@ fn sysinfo_of(v: &Value) -> SystemInfo {
 /// "Sun, 22 Nov 2026 17:49:19 +0000" (cyclictest's start_time) → unix ns.
 pub use latlab_model::parse_rfc2822;
 
+/// `v[key]` as a count or a whole-unit value (absent or null: `None`); anything else (a negative
+/// or fractional number, a string) is refused, naming `what` holds it and the accepted form.
+fn whole_of(v: &Value, key: &str, what: &str) -> Result<Option<u64>, ImportError> {
+    match v.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) => x.as_u64().map(Some).ok_or_else(|| ImportError {
+            line: 0,
+            message: format!(
+                "{what}: \"{key}\" is {x}, not a whole number (accepted: a whole number, 0 or \
+                 more)"
+            ),
+        }),
+    }
+}
+
 /// Rows keyed by whole units (µs, or the resolution) as `(key, count)`.
 fn histogram_rows(v: &Value) -> Result<Vec<(u64, u64)>, ImportError> {
     let Some(obj) = v.as_object() else {
@@ -574,7 +663,8 @@ fn cyclictest_thread(
 ) -> Result<Thread, ImportError> {
     let keyed = histogram_rows(t.get("histogram").unwrap_or(&Value::Null))?;
     let in_rows: u64 = keyed.iter().map(|r| r.1).sum();
-    let cycles = t.get("cycles").and_then(Value::as_u64).unwrap_or(0);
+    let what = format!("thread {key}");
+    let cycles = whole_of(t, "cycles", &what)?.unwrap_or(0);
     // "cycles" counts every sample, the histogram those within its range: never more.
     if in_rows > cycles {
         inconsistent.push(format!(
@@ -583,8 +673,8 @@ fn cyclictest_thread(
         ));
     }
     let total = cycles.max(in_rows);
-    let max = t.get("max").and_then(Value::as_u64).map(mid_us);
-    let min = t.get("min").and_then(Value::as_u64).map(mid_us);
+    let max = whole_of(t, "max", &what)?.map(mid_us);
+    let min = whole_of(t, "min", &what)?.map(mid_us);
     let rows_end = range_us.or(keyed.last().map(|r| r.0 + 1)).unwrap_or(0) * 1000;
     let range_end_ns = rows_end.max(min.unwrap_or(0));
     let rows = keyed.into_iter().map(|(us, n)| (mid_us(us), n)).collect();
@@ -638,7 +728,7 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     };
     // What the file says of itself and does not hold: said, and its own counts used.
     let mut inconsistent = Vec::new();
-    if let Some(n) = v.get("num_threads").and_then(Value::as_u64)
+    if let Some(n) = whole_of(&v, "num_threads", "the file")?
         && n != keys.len() as u64
     {
         inconsistent.push(format!(
@@ -692,12 +782,6 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
     if started == 0 {
         warnings.push("no start time in the file".into());
     }
-    if !inconsistent.is_empty() {
-        warnings.push(format!(
-            "the file contradicts itself (edited or damaged?): {}",
-            inconsistent.join("; ")
-        ));
-    }
     if list.len() > 1 && distance_ns > 0 {
         let intervals: Vec<String> = (0..list.len() as u64)
             .map(|n| latlab_model::interval_text(cfg.interval_ns + n * distance_ns))
@@ -710,7 +794,7 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         ));
     }
     let sys = sysinfo_of(v.get("sysinfo").unwrap_or(&Value::Null));
-    let mut r = assemble(list, cfg, sys, started, warnings);
+    let mut r = assemble(list, cfg, sys, started, warnings, inconsistent);
     if by_latlab {
         r.environment.not_recorded.extend(
             unknown
@@ -1014,6 +1098,7 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
         SystemInfo::default(),
         0,
         warnings,
+        Vec::new(),
     );
     // Without its command line, how cyclictest slept, whether -m locked memory and whether -a
     // pinned the threads are unknown.
@@ -1270,7 +1355,14 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
          exact); stress-ng keeps at most --cyclic-samples samples of the run"
     )];
     let method_known = stress_ng_method(text, &mut cfg, &mut warnings);
-    let mut r = assemble(vec![thread], cfg, SystemInfo::default(), 0, warnings);
+    let mut r = assemble(
+        vec![thread],
+        cfg,
+        SystemInfo::default(),
+        0,
+        warnings,
+        Vec::new(),
+    );
     // Its log does not say whether memory was locked.
     r.environment.not_recorded.push(Unrecorded::MEMORY.into());
     if !method_known {
@@ -1395,13 +1487,16 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
             .into_iter()
             .map(|(k, n)| (k * res + middle, n))
             .collect();
-        let scale = |k: &str| c.get(k).and_then(Value::as_u64).map(|x| x * res + middle);
-        let total = c.get("count").and_then(Value::as_u64).unwrap_or(0);
+        let what = format!("cpu {cpu}");
+        let scale = |k: &str| -> Result<Option<u64>, ImportError> {
+            Ok(whole_of(c, k, &what)?.map(|x| x * res + middle))
+        };
+        let total = whole_of(c, "count", &what)?.unwrap_or(0);
         threads.push(Thread {
             cpu: Some(cpu),
             total,
-            max_ns: scale("max"),
-            min_ns: scale("min"),
+            max_ns: scale("max")?,
+            min_ns: scale("min")?,
             range_end_ns,
             rows,
             // The mean of every sample, those past the histogram too (its total / its count).
@@ -1421,7 +1516,7 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
          and numbers its threads, not their CPUs: thread N ran on the Nth CPU it was given \
          (-a, or every online CPU)"
     )];
-    let mut r = assemble(threads, cfg, sys, 0, warnings);
+    let mut r = assemble(threads, cfg, sys, 0, warnings, Vec::new());
     // results.json does not say whether memory was locked.
     r.environment.not_recorded.push(Unrecorded::MEMORY.into());
     // jitterdebugger writes 0 to /dev/cpu_dma_latency as it starts and keeps it open, as

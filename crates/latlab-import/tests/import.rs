@@ -624,12 +624,99 @@ fn a_cyclictest_json_that_contradicts_itself_says_so() {
         .next()
         .unwrap()
         .clone();
-    v["thread"]["0"]["histogram"][&first] = (-3).into();
-    let e = said(&v).unwrap_err();
+    // Its extremes against its rows (-h 50, rows up to 49 us, 263 us its maximum): a maximum
+    // below its largest row gives way to the row, one inside the range while samples lie beyond
+    // it keeps them at the range's end.
+    let mut m = v.clone();
+    m["thread"]["0"]["cycles"] = 500.into();
+    m["thread"]["0"]["max"] = 40.into();
+    m["thread"]["1"]["min"] = 45.into();
+    let r = import(&m.to_string(), None, "ct.json").unwrap();
+    let w = r.environment.warnings.join("\n");
     assert!(
-        e.message.contains(&format!(
-            "histogram count at {first} is -3, not a count (accepted: a whole number, 0 or more)"
-        )),
+        w.contains(
+            "cpu0: its maximum (40.5 us) lies below its largest histogram row (49.5 us): the row \
+             is used"
+        ),
+        "{w}"
+    );
+    assert!(
+        w.contains("cpu1: its minimum (45.5 us) lies above its smallest histogram row"),
+        "{w}"
+    );
+    m["thread"]["0"]["max"] = 49.into();
+    let r = import(&m.to_string(), None, "ct.json").unwrap();
+    let w = r.environment.warnings.join("\n");
+    assert!(
+        w.contains(
+            "of its samples lie beyond its histogram range (50.0 us), yet its maximum is 49.5 us"
+        ),
+        "{w}"
+    );
+    // The samples beyond stay beyond the range, and nothing lies above the run's maximum.
+    let t = &r.threads[0];
+    assert_eq!(t.stats.max, 50_000);
+    assert_eq!(t.histogram.max(), 50_000);
+    // Counts that are no counts are refused, naming where and the accepted form.
+    for (key, at, bad) in [
+        (
+            "histogram",
+            first.as_str(),
+            "histogram count at FIRST is -3, not a count",
+        ),
+        (
+            "cycles",
+            "",
+            "thread 0: \"cycles\" is -5, not a whole number",
+        ),
+        ("max", "", "thread 0: \"max\" is 2.5, not a whole number"),
+        (
+            "num_threads",
+            "",
+            "the file: \"num_threads\" is -2, not a whole number",
+        ),
+    ] {
+        let mut b = v.clone();
+        let value: Value = match key {
+            "histogram" => (-3).into(),
+            "cycles" => (-5).into(),
+            "max" => 2.5.into(),
+            _ => (-2).into(),
+        };
+        match key {
+            "histogram" => b["thread"]["0"]["histogram"][at] = value,
+            "num_threads" => b[key] = value,
+            _ => b["thread"]["0"][key] = value,
+        }
+        let e = said(&b).unwrap_err();
+        let bad = bad.replace("FIRST", &first);
+        assert!(e.message.contains(&bad), "{key}: {}", e.message);
+        assert!(
+            e.message.contains("(accepted: a whole number, 0 or more)"),
+            "{key}: {}",
+            e.message
+        );
+    }
+}
+
+/// A file of a run that measured nothing (jitterdebugger stopped at once: every count 0) is
+/// refused: it would stand in lists as a run with a maximum of 0.
+#[test]
+fn a_file_without_samples_is_refused() {
+    let text = r#"{"cpu": {"0": {"histogram": {}, "count": 0, "min": 0, "max": 0, "avg": 0}}}"#;
+    assert_eq!(detect(text), Some(Format::Jitterdebugger));
+    let e = import(text, None, "results.json").unwrap_err();
+    assert!(
+        e.message
+            .starts_with("no samples: every thread of this jitterdebugger file counts 0"),
+        "{}",
+        e.message
+    );
+    let negative = text.replace("\"count\": 0", "\"count\": -1");
+    let e = import(&negative, None, "results.json").unwrap_err();
+    assert!(
+        e.message
+            .contains("cpu 0: \"count\" is -1, not a whole number"),
         "{}",
         e.message
     );
