@@ -542,6 +542,21 @@ impl Ctx<'_> {
         }
     }
 
+    /// `value` of `key` lies outside what it takes (`range_of`).
+    fn out_of_range(
+        &self,
+        span: std::ops::Range<usize>,
+        key: &str,
+        value: &impl std::fmt::Display,
+    ) -> ProfileError {
+        let range = range_of(key).unwrap_or("the forms the built-in profiles use");
+        self.err(
+            span,
+            key,
+            format!("{value} is out of range (accepted: {range})"),
+        )
+    }
+
     fn at<T>(&self, s: Spanned<T>, key: &str) -> At<T> {
         let at = self.origin(s.span(), key);
         At {
@@ -707,7 +722,10 @@ impl Ctx<'_> {
                     return Err(self.err(
                         v.span(),
                         &key,
-                        "expected microseconds from 0 to 2147483646, or \"none\"",
+                        format!(
+                            "{n} is out of range (accepted: microseconds from 0 to 2147483646, \
+                             or \"none\")"
+                        ),
                     ));
                 }
                 Some(n) => ResumeLatency::Us(n),
@@ -732,21 +750,13 @@ impl Ctx<'_> {
         if let Some(v) = s.vmstat_interval_s {
             // The kernel keeps it as jiffies in an int: at HZ 1000, at most 2147483 s.
             if !(1..=2_147_483).contains(v.get_ref()) {
-                return Err(self.err(
-                    v.span(),
-                    "system.vmstat_interval_s",
-                    "expected seconds from 1 to 2147483",
-                ));
+                return Err(self.out_of_range(v.span(), "system.vmstat_interval_s", v.get_ref()));
             }
             sys.vmstat_interval_s = Some(self.at(v, "system.vmstat_interval_s"));
         }
         if let Some(v) = s.sched_rt_runtime_us {
             if !(-1..=i64::from(i32::MAX)).contains(v.get_ref()) {
-                return Err(self.err(
-                    v.span(),
-                    "system.sched_rt_runtime_us",
-                    "expected microseconds from 0 to 2147483647, or -1 for no RT throttling",
-                ));
+                return Err(self.out_of_range(v.span(), "system.sched_rt_runtime_us", v.get_ref()));
             }
             sys.sched_rt_runtime_us = Some(self.at(v, "system.sched_rt_runtime_us"));
         }
@@ -757,11 +767,7 @@ impl Ctx<'_> {
         if let Some(v) = &s.cpu_dma_latency_us
             && i32::try_from(*v.get_ref()).is_err()
         {
-            return Err(self.err(
-                v.span(),
-                "system.cpu_dma_latency_us",
-                "more than the kernel takes, expected µs from 0 to 2147483647",
-            ));
+            return Err(self.out_of_range(v.span(), "system.cpu_dma_latency_us", v.get_ref()));
         }
         sys.cpu_dma_latency_us = s
             .cpu_dma_latency_us
@@ -849,7 +855,7 @@ impl Ctx<'_> {
     fn kernel(&self, k: RawKernel, kernel: &mut KernelWants) -> Result<(), ProfileError> {
         if let Some(v) = k.hz {
             if ![100, 250, 300, 1000].contains(v.get_ref()) {
-                return Err(self.err(v.span(), "kernel.hz", "expected 100, 250, 300 or 1000"));
+                return Err(self.out_of_range(v.span(), "kernel.hz", v.get_ref()));
             }
             kernel.hz = Some(self.at(v, "kernel.hz"));
         }
@@ -866,6 +872,21 @@ struct Parsed {
 }
 
 /// The line of a built-in profile that sets `key` (`boot.isolcpus`), and that profile's name.
+/// The values a numeric profile key takes, as said in its errors: a value outside them (a
+/// negative one too, which its type refuses before any check) names this.
+fn range_of(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "system.vmstat_interval_s" => "seconds from 1 to 2147483",
+        "system.sched_rt_runtime_us" => {
+            "microseconds from 0 to 2147483647, or -1 for no RT throttling"
+        }
+        "system.cpu_dma_latency_us" => "µs from 0 to 2147483647",
+        "boot.max_cstate" => "a C-state number from 0 to 4294967295",
+        "kernel.hz" => "100, 250, 300 or 1000",
+        _ => return None,
+    })
+}
+
 fn example_of(key: &str) -> Option<(String, &'static str)> {
     let (section, name) = key.rsplit_once('.')?;
     BUILTIN.iter().find_map(|(profile, text)| {
@@ -895,7 +916,14 @@ fn parse(name: &str, source: ProfileSource, text: &str) -> Result<Parsed, Profil
             let mut message = e.message().trim().to_string();
             // A value of the wrong type, or one its type cannot hold (a negative count): the
             // form a built-in profile writes it in.
-            if message.starts_with("invalid type") || message.starts_with("invalid value") {
+            if let Some(range) = range_of(&key).filter(|_| message.starts_with("invalid value")) {
+                // "invalid value: integer `-1`, expected u32": the type's range is not the key's.
+                let value = message
+                    .split('`')
+                    .nth(1)
+                    .map_or(String::new(), |v| format!("{v} "));
+                message = format!("{value}is out of range (accepted: {range})");
+            } else if message.starts_with("invalid type") || message.starts_with("invalid value") {
                 message.push_str(&match example_of(&key) {
                     Some((line, profile)) => {
                         format!(
@@ -1356,6 +1384,33 @@ mod tests {
                 "[system]\ncpu_dma_latency_us = 2147483648\n",
                 "system.cpu_dma_latency_us",
                 "from 0 to 2147483647",
+            ),
+            // Below the range, and negative where the type refuses it first: the key's range,
+            // not the type's ("expected u32").
+            (
+                "[system]\ncpu_dma_latency_us = -1\n",
+                "system.cpu_dma_latency_us",
+                "-1 is out of range (accepted: µs from 0 to 2147483647)",
+            ),
+            (
+                "[system]\nvmstat_interval_s = 0\n",
+                "system.vmstat_interval_s",
+                "0 is out of range (accepted: seconds from 1 to 2147483)",
+            ),
+            (
+                "[system]\nsched_rt_runtime_us = -2\n",
+                "system.sched_rt_runtime_us",
+                "-2 is out of range (accepted: microseconds from 0 to 2147483647, or -1",
+            ),
+            (
+                "[kernel]\nhz = -250\n",
+                "kernel.hz",
+                "-250 is out of range (accepted: 100, 250, 300 or 1000)",
+            ),
+            (
+                "[boot]\nmax_cstate = -1\n",
+                "boot.max_cstate",
+                "-1 is out of range (accepted: a C-state number",
             ),
         ] {
             let (line, k, msg) = invalid(text);

@@ -405,8 +405,8 @@ const ROWS: &[(&[&str], &str)] = &[
     // The kernel takes a signed 32-bit PM QoS request.
     (
         &["tune", "apply", "./dma.toml"],
-        "dma.toml:2: system.cpu_dma_latency_us: more than the kernel takes, expected µs from 0 \
-         to 2147483647",
+        "dma.toml:2: system.cpu_dma_latency_us: 3000000000 is out of range (accepted: µs from 0 \
+         to 2147483647)",
     ),
     (
         &["tune", "hold", "--us", "4294967295"],
