@@ -55,6 +55,8 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
             out,
             "A and B are the same runs: nothing differs (name two runs or cells to compare)"
         );
+        // A table of equal values, each said to show no difference, would only repeat it.
+        return out;
     }
     setting_differences(&an, &mut out);
 

@@ -1281,11 +1281,15 @@ fn compare_says_what_supports_a_difference() {
     let text = compare_text(&one, &other);
     assert!(text.contains("not enough repeats to decide (1 and 1; 4 each needed)"));
     // Same names are told apart as A and B.
+    let mut namesake = input.cells[1].clone();
+    namesake.name = input.cells[0].name.clone();
+    let text = compare_text(&input.cells[0], &namesake);
+    assert!(text.contains("B − A"), "{text}");
+    assert!(!text.contains("the same runs"), "{text}");
+    // The same runs twice: said, and no table of equal values under it.
     let text = compare_text(&input.cells[0], &input.cells[0]);
-    assert!(text.contains("B − A"));
-    assert!(text.contains("no difference shown"), "{text}");
     assert!(text.contains("A and B are the same runs"), "{text}");
-    assert!(!compare_text(&input.cells[0], &input.cells[1]).contains("the same runs"));
+    assert!(!text.contains("B − A") && !text.contains("p99"), "{text}");
     // Pooled p99 values and their difference.
     let p = |c: &CellInput| {
         let mut h = Histogram::new();
@@ -1357,8 +1361,16 @@ fn compare_says_what_supports_a_difference() {
 #[test]
 fn compare_without_power_says_why() {
     let input = experiment();
-    let text = compare_text(&input.cells[2], &input.cells[2]);
-    assert!(text.contains("power: unavailable: no RAPL zones: /sys/class/powercap is absent"));
+    // Two cells without power (the same runs under other ids: not "the same runs").
+    let mut other = input.cells[2].clone();
+    for r in &mut other.runs {
+        r.id.push_str("-again");
+    }
+    let text = compare_text(&input.cells[2], &other);
+    assert!(
+        text.contains("power: unavailable: no RAPL zones: /sys/class/powercap is absent"),
+        "{text}"
+    );
     assert!(!text.contains("power (W)"));
 }
 

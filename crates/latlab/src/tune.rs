@@ -643,9 +643,14 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
                 "  ok     /dev/cpu_dma_latency: {held} µs held by a process (the profile wants \
                  {us} µs or less)"
             ),
-            Ok(_) => println!(
-                "  note   system.cpu_dma_latency_us = {us}: not held (a request lasts while a \
-                 process holds it: `latlab tune hold {which}`)"
+            Ok(held) => println!(
+                "  note   system.cpu_dma_latency_us = {us}: not held ({}; a request lasts while \
+                 a process holds it: `latlab tune hold {which}`)",
+                if held < latlab_model::system::PmQos::NO_REQUEST_US {
+                    format!("a process holds a looser one, {held} µs")
+                } else {
+                    "no process holds one".to_string()
+                }
             ),
             Err(e) => println!("  -      system.cpu_dma_latency_us = {us}: cannot be read: {e}"),
         }

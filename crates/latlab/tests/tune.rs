@@ -735,7 +735,18 @@ fn a_profile_for_a_run_tunes_the_measured_cpus_and_records_its_pm_qos_hold() {
     std::fs::write(&dev, 2_000_000_000i32.to_ne_bytes()).unwrap();
     let verified = ok(&t.run(&["tune", "verify"]));
     assert!(
-        verified.contains("note   system.cpu_dma_latency_us = 0: not held"),
+        verified.contains(
+            "note   system.cpu_dma_latency_us = 0: not held (no process holds one; a request"
+        ),
+        "{verified}"
+    );
+    // A looser request held by a process is named, not taken for none.
+    std::fs::write(&dev, 500i32.to_ne_bytes()).unwrap();
+    let verified = ok(&t.run(&["tune", "verify"]));
+    assert!(
+        verified.contains(
+            "note   system.cpu_dma_latency_us = 0: not held (a process holds a looser one, 500 µs;"
+        ),
         "{verified}"
     );
     std::fs::write(&dev, 0i32.to_ne_bytes()).unwrap();
