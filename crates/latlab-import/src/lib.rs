@@ -322,35 +322,42 @@ fn contradictions(t: &mut Thread, label: &str) -> Vec<String> {
     let (top, bottom) = (filled().max(), filled().min());
     let in_rows: u64 = t.rows.iter().map(|r| r.1).sum();
     let us = |ns: u64| format_us(ns, 1);
-    match (t.max_ns, top) {
-        (Some(max), Some(top)) if max < top => {
-            found.push(format!(
-                "{label}: its maximum ({} us) lies below its largest histogram row ({} us): the \
+    // An extreme on the wrong side of the rows gives way to the row.
+    let mut past_row =
+        |extreme: &mut Option<u64>, row: Option<u64>, wrong: fn(u64, u64) -> bool| {
+            let (Some(v), Some(row)) = (*extreme, row) else {
+                return false;
+            };
+            if wrong(v, row) {
+                let (name, side, which) = if v < row {
+                    ("maximum", "below", "largest")
+                } else {
+                    ("minimum", "above", "smallest")
+                };
+                found.push(format!(
+                "{label}: its {name} ({} us) lies {side} its {which} histogram row ({} us): the \
                  row is used",
-                us(max),
-                us(top)
+                us(v),
+                us(row)
             ));
-            t.max_ns = Some(top);
-        }
-        (Some(max), _) if t.total > in_rows && max < t.range_end_ns => found.push(format!(
+                *extreme = Some(row);
+            }
+            wrong(v, row)
+        };
+    let max_below = past_row(&mut t.max_ns, top, |v, row| v < row);
+    past_row(&mut t.min_ns, bottom, |v, row| v > row);
+    if let Some(max) = t.max_ns
+        && !max_below
+        && t.total > in_rows
+        && max < t.range_end_ns
+    {
+        found.push(format!(
             "{label}: {} of its samples lie beyond its histogram range ({} us), yet its maximum \
              is {} us: they are recorded at the range's end",
             t.total - in_rows,
             us(t.range_end_ns),
             us(max)
-        )),
-        _ => {}
-    }
-    if let (Some(min), Some(bottom)) = (t.min_ns, bottom)
-        && min > bottom
-    {
-        found.push(format!(
-            "{label}: its minimum ({} us) lies above its smallest histogram row ({} us): the \
-             row is used",
-            us(min),
-            us(bottom)
         ));
-        t.min_ns = Some(bottom);
     }
     found
 }
