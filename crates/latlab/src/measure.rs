@@ -83,9 +83,9 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "DUR", value_parser = args::with_unit)]
     window: Option<Ns>,
 
-    /// Most spikes kept; further ones are counted.
-    #[arg(long, default_value_t = 10_000, value_name = "N")]
-    spike_limit: u32,
+    /// With --spike: most spikes kept; further ones are counted [default: 10000].
+    #[arg(long, value_name = "N")]
+    spike_limit: Option<u32>,
 
     /// Stop when a sample exceeds DUR, and write a trace marker if tracefs is mounted.
     #[arg(short = 'b', long = "break", value_name = "DUR", value_parser = args::us)]
@@ -147,10 +147,10 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "FILE")]
     histfile: Option<PathBuf>,
 
-    /// Rows of 1 µs in --histfile (--cyclictest-json's histogram keeps every sample below 1 s,
-    /// whatever this is).
-    #[arg(long, default_value_t = 400, value_name = "US")]
-    histfile_range: u32,
+    /// Rows of 1 µs in --histfile [default: 400] (--cyclictest-json's histogram keeps every
+    /// sample below 1 s, whatever this is).
+    #[arg(long, value_name = "US")]
+    histfile_range: Option<u32>,
 
     /// Write a file that readers of `cyclictest --json` read unchanged.
     #[arg(long, value_name = "FILE")]
@@ -211,7 +211,9 @@ impl MeasureArgs {
         cfg.clock = self.clock;
         cfg.timer_slack_ns = self.timer_slack.0;
         cfg.pm_qos_us = self.pm_qos;
-        cfg.spike_limit = self.spike_limit;
+        if let Some(limit) = self.spike_limit {
+            cfg.spike_limit = limit;
+        }
         cfg.break_threshold_ns = self.brk.map(|b| b.0);
         cfg.waker_cpu = self.waker_cpu;
         Ok(cfg)
@@ -272,7 +274,7 @@ impl MeasureArgs {
         Vec<latlab_load::LoadSpec>,
         Option<latlab_load::Schedule>,
     )> {
-        if self.histfile_range == 0 {
+        if self.histfile_range == Some(0) {
             return Err(CliError::Usage(
                 "--histfile-range 0: no rows to write (accepted: 1 or more rows of 1 us)".into(),
             ));
@@ -294,6 +296,51 @@ impl MeasureArgs {
             args::schedule_within("--load-schedule", s, d)?;
         }
         Ok((sample_period, loads, schedule))
+    }
+
+    /// The rows of `--histfile`.
+    fn histfile_range(&self) -> u32 {
+        self.histfile_range.unwrap_or(400)
+    }
+
+    /// An option given on the command line that does nothing without another: refused, as a
+    /// sign the other was forgotten (not in a plan, whose settings serve cells with and without
+    /// loads or spikes alike).
+    fn idle_option(&self) -> CliResult<()> {
+        let no_load = self.loads.is_empty() && self.load_schedule.is_none();
+        let idle = [
+            (
+                self.load_cpus.is_some() && no_load,
+                "--load-cpus: no load to place on them",
+                "with --load or --load-schedule",
+            ),
+            (
+                self.force && no_load,
+                "--force: no load to force",
+                "with an rt-hog --load",
+            ),
+            (
+                self.profile_dir.is_some() && self.profile.is_none(),
+                "--profile-dir: no --profile to look for in it",
+                "with --profile NAME",
+            ),
+            (
+                self.spike_limit.is_some() && self.opts.spike.is_none(),
+                "--spike-limit: no spikes are kept without --spike",
+                "with --spike DUR, e.g. --spike 100us",
+            ),
+            (
+                self.histfile_range.is_some() && self.histfile.is_none(),
+                "--histfile-range: no --histfile to write",
+                "with --histfile FILE",
+            ),
+        ];
+        match idle.into_iter().find(|(given, ..)| *given) {
+            Some((_, problem, accepted)) => {
+                Err(CliError::Usage(format!("{problem} (accepted: {accepted})")))
+            }
+            None => Ok(()),
+        }
     }
 
     pub fn prepare(&self, sys: &Sys) -> CliResult<Measurement> {
@@ -476,6 +523,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
                 .into(),
         ));
     }
+    args.idle_option()?;
     let json = Output::open("--json", &args.json)?;
     let junit = Output::open("--junit", &args.gate.junit)?;
     let histfile = Output::open("--histfile", &args.histfile)?;
@@ -684,9 +732,9 @@ fn write_outputs(
     };
     let outputs = [
         json.map(|o| (o, json_text())),
-        histfile.map(|o| (o, latlab_report::histfile(result, args.histfile_range))),
+        histfile.map(|o| (o, latlab_report::histfile(result, args.histfile_range()))),
         ctjson.map(|o| {
-            let range = args.histfile_range.max(latlab_report::HIST_MAX_US);
+            let range = args.histfile_range().max(latlab_report::HIST_MAX_US);
             (o, latlab_report::cyclictest_json_with_range(result, range))
         }),
     ];

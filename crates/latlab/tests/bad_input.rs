@@ -97,7 +97,28 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (&["measure", "--sample-period", "1ms"], "too short"),
     (&["measure", "--sample-period", "often"], "--sample-period"),
-    (&["measure", "--histfile-range", "0"], "--histfile-range 0"),
+    (
+        &["measure", "--histfile", "h.txt", "--histfile-range", "0"],
+        "--histfile-range 0",
+    ),
+    // An option that does nothing without another: the other was forgotten.
+    (
+        &["measure", "--load-cpus", "1"],
+        "--load-cpus: no load to place on them (accepted: with --load or --load-schedule)",
+    ),
+    (
+        &["measure", "--spike-limit", "5"],
+        "--spike-limit: no spikes are kept without --spike (accepted: with --spike DUR",
+    ),
+    (
+        &["measure", "--histfile-range", "50"],
+        "--histfile-range: no --histfile to write (accepted: with --histfile FILE)",
+    ),
+    (
+        &["measure", "--profile-dir", "."],
+        "--profile-dir: no --profile to look for in it (accepted: with --profile NAME)",
+    ),
+    (&["measure", "--force"], "--force: no load to force"),
     (
         &["measure", "--trace", "wakeup,irqs"],
         "unknown event group \"irqs\"",

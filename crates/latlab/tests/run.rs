@@ -446,3 +446,20 @@ fn a_profile_without_rt_throttling_beside_rt_hog_is_skipped_when_planned() {
         "{text}"
     );
 }
+
+/// A plan's settings serve every cell: options that do nothing in some cells (`load-cpus` where
+/// the axis has no load, `spike-limit` without `spike`) are not refused there, as `measure`
+/// refuses them on its command line.
+#[test]
+fn settings_a_cell_does_not_use_are_not_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = write_plan(
+        dir.path(),
+        "name = \"shared\"\n[settings]\nduration = \"1s\"\nload-cpus = \"0\"\nspike-limit = 5\n\
+         [axes]\nload = [\"none\", \"cpu\"]\n",
+    );
+    let out = run_exit(latlab!().arg("run").arg(&plan).arg("--dry-run"), 0);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2 cells × "), "{text}");
+    assert!(!text.contains("skipped"), "{text}");
+}
