@@ -160,9 +160,9 @@ pub struct MeasureOpts {
     pub stagger: bool,
 
     /// Period of the samplers (idle states, frequency, power, interrupts, utilisation); the
-    /// monitor uses at most a fifth of its window.
-    #[arg(long, default_value = "1s", value_name = "DUR", value_parser = secs)]
-    pub sample_period: Ns,
+    /// monitor uses at most a fifth of its window [default: 1s].
+    #[arg(long, value_name = "DUR", value_parser = secs)]
+    pub sample_period: Option<Ns>,
 }
 
 /// The real-time priority of fifo and rr without `-p`.
@@ -222,13 +222,14 @@ impl MeasureOpts {
 
     /// The samplers' period, at least 10ms.
     pub fn sample_period_ns(&self) -> CliResult<u64> {
-        if self.sample_period.0 < 10_000_000 {
+        let Ns(period) = self.sample_period.unwrap_or(Ns(1_000_000_000));
+        if period < 10_000_000 {
             return Err(CliError::Usage(format!(
                 "--sample-period {}: too short (accepted: 10ms or more)",
-                latlab_model::units::format_duration(self.sample_period.0)
+                latlab_model::units::format_duration(period)
             )));
         }
-        Ok(self.sample_period.0)
+        Ok(period)
     }
 }
 

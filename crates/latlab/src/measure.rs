@@ -330,6 +330,11 @@ impl MeasureArgs {
                 "with --spike DUR, e.g. --spike 100us",
             ),
             (
+                self.opts.sample_period.is_some() && self.no_samplers,
+                "--sample-period: no samplers run with --no-samplers",
+                "one of the two",
+            ),
+            (
                 self.histfile_range.is_some() && self.histfile.is_none(),
                 "--histfile-range: no --histfile to write",
                 "with --histfile FILE",

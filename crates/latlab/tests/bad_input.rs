@@ -120,6 +120,10 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (&["measure", "--force"], "--force: no load to force"),
     (
+        &["measure", "--no-samplers", "--sample-period", "2s"],
+        "--sample-period: no samplers run with --no-samplers (accepted: one of the two)",
+    ),
+    (
         &["measure", "--trace", "wakeup,irqs"],
         "unknown event group \"irqs\"",
     ),
