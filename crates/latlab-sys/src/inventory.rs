@@ -14,6 +14,8 @@ use std::io::Read;
 pub(crate) const HOSTNAME: &str = "/proc/sys/kernel/hostname";
 use crate::CPU_SYSFS as CPU;
 const OSRELEASE: &str = "/proc/sys/kernel/osrelease";
+/// How a warning of another process's PM QoS request begins; the request in µs follows.
+const FOREIGN_DMA_LATENCY: &str = "another process holds a /dev/cpu_dma_latency request of ";
 
 /// Options of interest in a kernel configuration.
 const CONFIG_OF_INTEREST: &[&str] = &[
@@ -407,6 +409,17 @@ impl Sys {
         Ok(i64::from(i32::from_ne_bytes(b)))
     }
 
+    /// The request a [`foreign_dma_latency`](Self::foreign_dma_latency) warning names, in µs,
+    /// if `warning` is one.
+    pub fn foreign_dma_latency_in(warning: &str) -> Option<i64> {
+        warning
+            .strip_prefix(FOREIGN_DMA_LATENCY)?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()
+    }
+
     /// What another process's `/dev/cpu_dma_latency` request does to a measurement here, in
     /// words, when one is held below `own_us` (latlab's own request, if it holds one): the CPUs
     /// stay out of idle states slower to leave than it for as long as it is held.
@@ -415,7 +428,7 @@ impl Sys {
         let below_own = own_us.is_none_or(|own| held < i64::from(own));
         (held < PmQos::NO_REQUEST_US && below_own).then(|| {
             format!(
-                "another process holds a /dev/cpu_dma_latency request of {held} µs: the CPUs \
+                "{FOREIGN_DMA_LATENCY}{held} µs: the CPUs \
                  stay out of idle states slower to leave than that while it is held, so this \
                  measures the machine with that request, not without it"
             )

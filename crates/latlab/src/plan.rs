@@ -623,6 +623,9 @@ priority = [80, 95]
         assert_eq!(p.schedule(4), s);
         let again = ExperimentPlan::parse(text, "p.toml").unwrap();
         assert_eq!(again.schedule(4), s);
+        // Said once as the order (it read "in a random order order").
+        let line = crate::run::plan_line(&p, 4, 4, std::time::Duration::from_secs(30));
+        assert!(line.ends_with("(each round in a random order)"), "{line}");
     }
 
     #[test]

@@ -78,10 +78,15 @@ pub(crate) fn run_length(p: &Measurement) -> Duration {
 
 /// `plan "x": 2 cells × 4 repeats = 8 runs, about 2m (interleaved order), 1 cell skipped`:
 /// the cells that will run, and the skipped ones apart.
-fn plan_line(plan: &ExperimentPlan, cells: usize, runnable: usize, total: Duration) -> String {
+pub(crate) fn plan_line(
+    plan: &ExperimentPlan,
+    cells: usize,
+    runnable: usize,
+    total: Duration,
+) -> String {
     let skipped = cells - runnable;
     format!(
-        "plan {:?}: {runnable} {} × {} {} = {}, about {} ({} order){}{}",
+        "plan {:?}: {runnable} {} × {} {} = {}, about {} ({}){}{}",
         plan.name,
         if runnable == 1 { "cell" } else { "cells" },
         plan.repeat,
@@ -93,8 +98,8 @@ fn plan_line(plan: &ExperimentPlan, cells: usize, runnable: usize, total: Durati
         latlab_model::units::plural((runnable * plan.repeat as usize) as u64, "run", "runs"),
         human(total),
         match plan.order {
-            crate::plan::Order::Interleaved => "interleaved",
-            crate::plan::Order::Sequential => "sequential",
+            crate::plan::Order::Interleaved => "interleaved order",
+            crate::plan::Order::Sequential => "sequential order",
             crate::plan::Order::Random => "each round in a random order",
         },
         match skipped {
