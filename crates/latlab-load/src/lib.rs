@@ -85,7 +85,7 @@ impl LoadOptions {
             None => {
                 let mut cpus = online.cpus().to_vec();
                 if self.sys.is_live()
-                    && let Ok(allowed) = latlab_sys::thread::affinity()
+                    && let Ok(allowed) = latlab_sys::thread::process_affinity()
                 {
                     let kept: Vec<u32> = cpus
                         .iter()

@@ -131,7 +131,7 @@ impl Pool {
                 let late = worker.pins_after_ready();
                 // One pinned late is checked now: a CPU it may not use fails the start, as
                 // pinning first would.
-                let may_use = || match (cpu, latlab_sys::thread::affinity()) {
+                let may_use = || match (cpu, latlab_sys::thread::process_affinity()) {
                     (Some(c), Ok(allowed)) if !allowed.contains(&c) => Err(format!(
                         "pinning a worker to CPU {c}: not among the CPUs this process may use \
                          ({})",

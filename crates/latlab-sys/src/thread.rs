@@ -72,9 +72,17 @@ pub fn keep_on(cpus: &[u32]) {
     }
 }
 
+/// The CPUs this process could run on before latlab first confined one of its threads.
+static BEFORE_CONFINED: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+
 /// Confine the task `tid` (0: the calling thread) to `cpus`.
 pub fn set_task_affinity(tid: i32, cpus: &[u32]) -> io::Result<()> {
     let set = cpu_set(cpus)?;
+    if BEFORE_CONFINED.get().is_none()
+        && let Ok(now) = affinity()
+    {
+        let _ = BEFORE_CONFINED.set(now);
+    }
     // SAFETY: a valid cpu_set_t of the size passed.
     let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if r == 0 {
@@ -94,6 +102,17 @@ pub fn tid_named(name: &str) -> Option<i32> {
         (comm.strip_suffix(b"\n").unwrap_or(&comm) == want)
             .then(|| e.file_name().to_str()?.parse().ok())?
     })
+}
+
+/// The CPUs this process may put a thread on: the calling thread's, as they were before latlab
+/// confined any thread (to a measured CPU, or the coordinator to the housekeeping ones). Its own
+/// placement of threads does not limit where others (the loads) may go; `taskset` or a cpuset
+/// given to the process does.
+pub fn process_affinity() -> io::Result<Vec<u32>> {
+    match BEFORE_CONFINED.get() {
+        Some(cpus) => Ok(cpus.clone()),
+        None => affinity(),
+    }
 }
 
 /// The CPUs the calling thread may run on.
@@ -388,6 +407,8 @@ mod tests {
         std::thread::spawn(move || {
             set_affinity(&before[..1]).unwrap();
             assert_eq!(affinity().unwrap(), before[..1]);
+            // Where the process may put threads stays what it was.
+            assert_eq!(process_affinity().unwrap(), before);
             let e = set_affinity(&[5000]).unwrap_err();
             assert!(e.to_string().contains("CPU 5000"), "{e}");
             assert_eq!(

@@ -839,6 +839,56 @@ fn the_summary_says_the_spikes_kept_and_the_ones_only_counted() {
     );
 }
 
+/// Loads go on every online CPU by default, the measured ones too, and may be put on a measured
+/// CPU: with `-a 1` the one load worker went to CPU 0 only (latlab had confined its own
+/// coordinator to the CPUs not measured, and took that for the process's), and an rt-hog with
+/// `--load-cpus 1` could not start ("not among the CPUs this process may use (0)").
+#[test]
+fn loads_go_on_the_measured_cpus_too() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let n_online = latlab_model::units::CpuList::parse(online.trim())
+        .unwrap()
+        .len();
+    if n_online < 2 {
+        eprintln!("skipped: needs 2 online CPUs, one measured and one not");
+        return;
+    }
+    let mut args = vec!["measure", "-a", "1", "-D", "0.5s", "--no-samplers", "-q"];
+    args.extend(policy_args());
+    let v = json(&run_ok(
+        &[&args[..], &["--load", "cpu", "--json", "-"]].concat(),
+    ));
+    assert_eq!(
+        v["loads"]["reports"][0]["workers"].as_u64(),
+        Some(n_online as u64),
+        "one worker per online CPU: {}",
+        v["loads"]
+    );
+    if !latlab_testkit::root_or_skip("rt-hog's real-time threads") {
+        return;
+    }
+    let v = json(&run_ok(&[
+        "measure",
+        "-a",
+        "1",
+        "-D",
+        "0.5s",
+        "--no-samplers",
+        "-q",
+        "--policy",
+        "rr",
+        "-p",
+        "20",
+        "--load",
+        "rt-hog:threads=1,policy=rr,priority=1",
+        "--load-cpus",
+        "1",
+        "--json",
+        "-",
+    ]));
+    assert_eq!(v["loads"]["reports"][0]["workers"].as_u64(), Some(1));
+}
+
 /// The most memory `measure` held locked while it ran (`VmLck`, KiB), beside `load` if given.
 fn most_locked_kib(load: Option<&str>) -> u64 {
     let mut cmd = latlab!();
