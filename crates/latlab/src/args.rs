@@ -624,6 +624,26 @@ pub fn open_store(path: &Path) -> CliResult<Store> {
     })
 }
 
+/// `word` as a shell reads it back: as it is when it holds only characters a shell passes
+/// through, else in single quotes.
+pub fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:=,@%+-".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// ` --db PATH` for a command latlab prints to be copied, when a store was named.
+pub fn db_option(db: Option<&Path>) -> String {
+    db.map(|d| format!(" --db {}", shell_word(&d.display().to_string())))
+        .unwrap_or_default()
+}
+
 /// A `--db` path a store can be at or made at: its directory exists, and it is no directory
 /// itself (checked before anything is printed or run).
 pub fn check_store_path(path: &Path) -> CliResult<()> {
@@ -738,5 +758,23 @@ impl Say {
         } else {
             println!("{text}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A printed command reads back as the words it was made of.
+    #[test]
+    fn a_word_is_quoted_only_where_a_shell_would_split_or_expand_it() {
+        use super::{db_option, shell_word};
+        assert_eq!(shell_word("/tmp/a-b_c.db"), "/tmp/a-b_c.db");
+        assert_eq!(shell_word("my runs.db"), "'my runs.db'");
+        assert_eq!(shell_word("it's$x"), r"'it'\''s$x'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(db_option(None), "");
+        assert_eq!(
+            db_option(Some(std::path::Path::new("/x/l.db"))),
+            " --db /x/l.db"
+        );
     }
 }

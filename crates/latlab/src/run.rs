@@ -381,11 +381,8 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         store.set_experiment_status(experiment, ExperimentStatus::Interrupted)?;
         eprintln!(
             "latlab: interrupted; saved runs are kept. Continue with: latlab run {} --resume{}",
-            args.plan.display(),
-            args.db
-                .as_ref()
-                .map(|d| format!(" --db {}", d.display()))
-                .unwrap_or_default()
+            crate::args::shell_word(&args.plan.display().to_string()),
+            crate::args::db_option(args.db.as_deref())
         );
         return Ok(ExitCode::from(130));
     }
@@ -402,12 +399,13 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         String::new()
     };
     say.line(format!(
-        "experiment {} {}: {} saved{beside_failed}, {} failed; report with: latlab report e{}",
+        "experiment {} {}: {} saved{beside_failed}, {} failed; report with: latlab report e{}{}",
         experiment.0,
         status.name(),
         latlab_model::units::plural((todo.len() - failures) as u64, "run", "runs"),
         failures,
-        experiment.0
+        experiment.0,
+        crate::args::db_option(args.db.as_deref())
     ));
     if load_failed > 0 {
         eprintln!(

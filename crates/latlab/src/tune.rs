@@ -187,10 +187,23 @@ fn usage(e: TuneError) -> CliError {
 struct Ctx {
     sys: Sys,
     state_dir: PathBuf,
+    /// `--state-dir` as given, which the commands it prints must carry.
+    given_state_dir: Option<PathBuf>,
     profiles: Profiles,
 }
 
 impl Ctx {
+    /// The command that restores this journal, as it can be copied.
+    fn restore_command(&self) -> String {
+        match &self.given_state_dir {
+            Some(dir) => format!(
+                "latlab tune restore --state-dir {}",
+                crate::args::shell_word(&dir.display().to_string())
+            ),
+            None => "latlab tune restore".into(),
+        }
+    }
+
     fn resolve(&self, name: &str) -> CliResult<Profile> {
         self.profiles.resolve(name).map_err(|e| usage(e.into()))
     }
@@ -212,6 +225,7 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
             .state_dir
             .clone()
             .unwrap_or_else(|| latlab_tune::default_state_dir(sys)),
+        given_state_dir: args.state_dir.clone(),
         profiles: Profiles::load(&dirs).map_err(|e| usage(e.into()))?,
     };
     // What reads the system as it is (a plan, a recommendation) says first when a tuning left
@@ -475,8 +489,9 @@ fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
         print!("{}", wrap(&format!("note: {n}"), 2, 100));
     }
     println!(
-        "journal: {}; `latlab tune restore` puts every value back",
-        applied.journal.display()
+        "journal: {}; `{}` puts every value back",
+        applied.journal.display(),
+        ctx.restore_command()
     );
     Ok(ExitCode::SUCCESS)
 }

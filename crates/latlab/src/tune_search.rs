@@ -539,7 +539,11 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
         }
         (None, None) => {}
     }
-    println!("report with: latlab report e{}", experiment.0);
+    println!(
+        "report with: latlab report e{}{}",
+        experiment.0,
+        crate::args::db_option(args.db.as_deref())
+    );
     Ok(ExitCode::SUCCESS)
 }
 

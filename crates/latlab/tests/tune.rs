@@ -757,6 +757,48 @@ fn a_profile_for_a_run_tunes_the_measured_cpus_and_records_its_pm_qos_hold() {
     assert_eq!(snapshot(&t.root), before);
 }
 
+/// The restore command `tune apply --state-dir DIR` prints carries the directory: copied, it
+/// restores (without it, it found no journal, said "nothing to restore" and left the system
+/// tuned).
+#[test]
+fn the_printed_restore_command_restores_a_given_state_dir() {
+    let t = Tree::new("amd-desktop");
+    let before = snapshot(&t.root);
+    let state = t.dir.path().join("given state");
+    let at = |args: &[&str]| {
+        let mut c = latlab!();
+        c.arg("--sysroot").arg(&t.root).args(args);
+        c
+    };
+    let out = ok(&at(&["tune", "apply", "lowlatency", "--state-dir"])
+        .arg(&state)
+        .output()
+        .unwrap());
+    let printed = out
+        .lines()
+        .find_map(|l| l.strip_prefix("journal: "))
+        .and_then(|l| l.split('`').nth(1))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(
+        printed,
+        format!("latlab tune restore --state-dir '{}'", state.display())
+    );
+    assert_ne!(snapshot(&t.root), before);
+    // As a shell reads it.
+    let words = printed
+        .strip_prefix("latlab ")
+        .unwrap()
+        .split_once(" '")
+        .map(|(head, quoted)| (head, quoted.trim_end_matches('\'')))
+        .unwrap();
+    let restored = ok(&at(&words.0.split(' ').collect::<Vec<_>>())
+        .arg(words.1)
+        .output()
+        .unwrap());
+    assert!(!restored.contains("nothing to restore"), "{restored}");
+    assert_eq!(snapshot(&t.root), before);
+}
+
 /// A profile in `--profile-dir` wins over one of the same name in /etc/latlab/profiles, for
 /// `tune` and for `measure --profile` alike.
 #[test]

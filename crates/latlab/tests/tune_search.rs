@@ -245,7 +245,14 @@ fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it
         let pct = row.split_whitespace().find(|w| w.ends_with('%')).unwrap();
         assert!(pct.starts_with('+') || pct.starts_with('-'), "{row}");
     }
-    assert!(stdout.contains("report with: latlab report e1"), "{stdout}");
+    // With the store it was given, so that it runs as copied.
+    assert!(
+        stdout.contains(&format!(
+            "report with: latlab report e1 --db {}",
+            t.db.display()
+        )),
+        "{stdout}"
+    );
     assert!(
         latlab_sys::fixture::snapshot(&t.root).unwrap() == before,
         "the search left the tree changed"
