@@ -349,13 +349,9 @@ fn cmd_is_stopped_with_its_whole_process_group() {
     assert_eq!(r.workers, 1);
     assert!(r.throughput.is_empty());
     assert!(r.elapsed_ns > 0);
-    assert_eq!(r.warnings.len(), 1);
-    assert!(
-        r.warnings[0].contains("stopped with SIGTERM"),
-        "{:?}",
-        r.warnings
-    );
-    assert!(r.warnings[0].contains("signal SIGTERM"), "{:?}", r.warnings);
+    // Stopped by SIGTERM as asked: the normal end, no warning (every run with a `cmd:` load
+    // warned of it, and the report repeated it).
+    assert_eq!(r.warnings, Vec::<String>::new());
     assert_eq!(leftover_load_threads(), Vec::<String>::new());
 }
 

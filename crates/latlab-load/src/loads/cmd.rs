@@ -195,6 +195,8 @@ impl Running for CmdLoad {
             .unwrap_or_else(Instant::now)
             .saturating_duration_since(self.started);
         let how = status.as_ref().map_or("an unknown status".into(), describe);
+        // Stopped by SIGTERM as the run ended, as a command that outlives the run is: the
+        // normal end, said nowhere. Ending early or having to be killed is said.
         let note = if ended_alone {
             format!(
                 "the command ended on its own after {} with {how}",
@@ -206,7 +208,7 @@ impl Running for CmdLoad {
                 format_duration(GRACE.as_nanos() as u64)
             )
         } else {
-            format!("the command was stopped with SIGTERM and ended with {how}")
+            String::new()
         };
         // A command that ended on its own before it was stopped, other than with success, is a
         // load that failed (it did not run for the time asked).
@@ -216,7 +218,7 @@ impl Running for CmdLoad {
             workers: 1,
             elapsed,
             throughput: Vec::new(),
-            warnings: vec![note],
+            warnings: (!note.is_empty()).then_some(note).into_iter().collect(),
             failed,
         }
     }
