@@ -244,12 +244,13 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
         .collect();
     let exact_part = match min {
         Some(m) => format!(
-            "only their minimum, {:.1} us, and maximum, {:.1} us, are exact",
+            "only their minimum, {:.1} us, and maximum, {:.1} us, are known (to the file's \
+             resolution)",
             m as f64 / 1000.0,
             max as f64 / 1000.0
         ),
         None => format!(
-            "only their maximum, {:.1} us, is exact",
+            "only their maximum, {:.1} us, is known (to the file's resolution)",
             max as f64 / 1000.0
         ),
     };

@@ -306,6 +306,11 @@ fn older_jitterdebugger_results_and_samples_past_its_histogram() {
         said.contains("2 of 10 samples lie beyond the histogram range (1000 us)"),
         "{said}"
     );
+    // Known to its resolution, not exact (a whole µs, truncated, at its middle).
+    assert!(
+        said.contains("only their maximum, 1500.5 us, is known (to the file's resolution)"),
+        "{said}"
+    );
     assert!(!said.contains("and the mean,"), "{said}");
 }
 

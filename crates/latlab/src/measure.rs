@@ -305,7 +305,8 @@ impl MeasureArgs {
 
     /// An option given on the command line that does nothing without another: refused, as a
     /// sign the other was forgotten (not in a plan, whose settings serve cells with and without
-    /// loads or spikes alike).
+    /// loads or spikes alike). `--histfile-range` alone is taken: the command line of an
+    /// exported cyclictest JSON carries its histogram's range so.
     fn idle_option(&self) -> CliResult<()> {
         let no_load = self.loads.is_empty() && self.load_schedule.is_none();
         let idle = [
@@ -333,11 +334,6 @@ impl MeasureArgs {
                 self.opts.sample_period.is_some() && self.no_samplers,
                 "--sample-period: no samplers run with --no-samplers",
                 "one of the two",
-            ),
-            (
-                self.histfile_range.is_some() && self.histfile.is_none(),
-                "--histfile-range: no --histfile to write",
-                "with --histfile FILE",
             ),
         ];
         match idle.into_iter().find(|(given, ..)| *given) {

@@ -111,10 +111,6 @@ const ROWS: &[(&[&str], &str)] = &[
         "--spike-limit: no spikes are kept without --spike (accepted: with --spike DUR",
     ),
     (
-        &["measure", "--histfile-range", "50"],
-        "--histfile-range: no --histfile to write (accepted: with --histfile FILE)",
-    ),
-    (
         &["measure", "--profile-dir", "."],
         "--profile-dir: no --profile to look for in it (accepted: with --profile NAME)",
     ),
