@@ -209,16 +209,25 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         Verdict::Fail
     };
     let plan = latlab_check::plan_fixes(&first, least);
-    // Knobs of warnings --fix leaves alone, named so the way to apply them is plain.
+    // The fixes of warnings --fix leaves alone (knobs, boot options, steps by hand), named by
+    // their checks so the way to apply them is plain.
     let warned: Vec<&str> = if args.fix_warnings {
         Vec::new()
     } else {
-        let mut ids: Vec<&str> = latlab_check::plan_fixes(&first, Verdict::Warn)
-            .knobs
-            .iter()
-            .filter(|(k, _)| !plan.knobs.iter().any(|(p, _)| p == k))
-            .flat_map(|(_, ids)| ids.iter().copied())
-            .collect();
+        let all = latlab_check::plan_fixes(&first, Verdict::Warn);
+        /// The checks asking for a fix of `with` that `without` does not hold.
+        fn left<K: PartialEq>(
+            with: &[(K, Vec<&'static str>)],
+            without: &[(K, Vec<&'static str>)],
+        ) -> Vec<&'static str> {
+            with.iter()
+                .filter(|(k, _)| !without.iter().any(|(p, _)| p == k))
+                .flat_map(|(_, ids)| ids.clone())
+                .collect()
+        }
+        let mut ids = left(&all.knobs, &plan.knobs);
+        ids.extend(left(&all.boot, &plan.boot));
+        ids.extend(left(&all.manual, &plan.manual));
         ids.sort_unstable();
         ids.dedup();
         ids
@@ -254,7 +263,7 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         say.text(&fix_text(&outcome, latlab_tune::boot::has_grub(sys)));
         if !warned.is_empty() {
             say.line(format_args!(
-                "  not applied, as they only warn: the knobs of {} (--fix-warnings applies them)",
+                "  not applied, as they only warn: the fixes of {} (--fix-warnings applies them)",
                 warned.join(", ")
             ));
         }

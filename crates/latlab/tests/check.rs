@@ -309,10 +309,16 @@ fn fix_leaves_warnings_unless_asked_and_says_so() {
     let out = check_fix(dir.path(), state.path(), &["--target", "control"]);
     let text = String::from_utf8(out.stdout).unwrap();
     for said in [
-        "not applied, as they only warn: the knobs of limits.rt-throttling",
+        "not applied, as they only warn: the fixes of ",
         "after the fix: nothing was written; the system is as checked above",
     ] {
         assert!(text.contains(said), "{said}: {text}");
+    }
+    // Every warning with a fix is named: a knob's, and a boot option's too (only the knobs'
+    // were, so threadirqs went unnamed).
+    let left = latlab_testkit::line_with(&text, "only warn");
+    for id in ["limits.rt-throttling", "kernel.threadirqs"] {
+        assert!(left.contains(id), "{id}: {left}");
     }
     assert_eq!(
         text.matches("limits.rt-throttling  warn").count(),
