@@ -150,6 +150,7 @@ pub fn run(args: LoadArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
         std::thread::sleep((end - now).min(Duration::from_millis(20)));
     }
+    let ran = origin.elapsed();
     let mut loads = Loads {
         reports: set.stop(),
         phases: Vec::new(),
@@ -160,10 +161,12 @@ pub fn run(args: LoadArgs, sys: &Sys) -> CliResult<ExitCode> {
         loads.reports.extend(l.reports);
         loads.phases = l.phases;
     }
+    let signalled = matches!(stop.reason(), Some(StopReason::Signal { .. }));
     if let Some(StopReason::Signal { signal }) = stop.reason() {
         eprintln!(
-            "latlab: stopped by {signal} after {}",
-            format_duration(origin.elapsed().as_millis() as u64 * 1_000_000)
+            "latlab: stopped by {signal} after {} of {}",
+            format_duration(ran.as_millis() as u64 * 1_000_000),
+            format_duration(plan.duration_ns)
         );
     }
 
@@ -182,6 +185,11 @@ pub fn run(args: LoadArgs, sys: &Sys) -> CliResult<ExitCode> {
     // A load that failed (a command that exited with an error on its own) fails the command.
     if let Some(failed) = loads.failed_line() {
         return Err(CliError::Failed(anyhow::anyhow!("a load failed: {failed}")));
+    }
+    // Stopped before its length, as an interrupted `measure` or `run`: its table is written,
+    // and a script or CI step does not take it for a whole run.
+    if signalled {
+        return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
 }
