@@ -170,8 +170,10 @@ pub fn clap_line(e: &clap::Error) -> String {
             .map(|i| args[i].as_str())
             .filter(|o| o.starts_with('-') && o.len() > 1)
         {
+            // Named long, as every other refusal names it (`-i -5` as `--interval -5`).
+            let shown = long_name(&args, option).map_or(option.to_string(), |l| format!("--{l}"));
             return format!(
-                "{option} {arg}: negative (accepted: {})",
+                "{shown} {arg}: negative (accepted: {})",
                 not_negative(option)
             );
         }
@@ -217,11 +219,14 @@ pub fn clap_line(e: &clap::Error) -> String {
     first.to_string()
 }
 
-/// What latlab does where cyclictest has an option latlab does not take.
-/// What a negative value of `option` is refused for: each option has its own range (a priority
-/// is 1 to 99), which the help of the command on the command line gives.
+/// What a negative value of `option` is refused for: the range of its long name where latlab
+/// knows one, else a pointer to the help of the command on the command line.
 fn not_negative(option: &str) -> String {
     let args: Vec<String> = std::env::args().collect();
+    let long = long_name(&args, option);
+    if let Some(range) = long.as_deref().and_then(range_of) {
+        return range.to_string();
+    }
     let command = args
         .iter()
         .enumerate()
@@ -231,6 +236,47 @@ fn not_negative(option: &str) -> String {
     format!(
         "a value that is not negative, in the range `latlab {command} --help` gives for {option}"
     )
+}
+
+/// The values a numeric option takes, by its long name, as its own refusals say them.
+fn range_of(long: &str) -> Option<&'static str> {
+    Some(match long {
+        "interval" => "1us or more, e.g. 100us, 1ms",
+        "duration" => "a length above 0, e.g. 10s, 5m",
+        "loops" => "a positive number of periods",
+        "threads" => "1..1024",
+        "priority" => "1..99 for fifo and rr",
+        "pm-qos" | "us" => "a whole number of µs from 0 to 2147483647, e.g. 10",
+        "max-latency" | "max-p99" | "spike" | "break" => "a duration above 0, e.g. 50us",
+        "max-missed" | "spike-limit" => "a whole number, 0 or more",
+        "timer-slack" => "a duration, 0 or more, e.g. 50us",
+        "sample-period" => "10ms or more",
+        "histfile-range" => "1 or more rows of 1 us",
+        "repeats" => "4 or more",
+        _ => return None,
+    })
+}
+
+/// The long name of `option` (`-i` or `--interval`) of the command `args` name, if it has one.
+fn long_name(args: &[String], option: &str) -> Option<String> {
+    use clap::CommandFactory;
+    let mut cmd = crate::Cli::command();
+    // Down the subcommands named on the command line (`tune hold`), past option values
+    // (`--sysroot DIR`).
+    for word in args.iter().skip(1).filter(|a| !a.starts_with('-')) {
+        if let Some(sub) = cmd.find_subcommand(word) {
+            cmd = sub.clone();
+        }
+    }
+    let flag = option.split('=').next().unwrap_or(option);
+    let arg = match flag.strip_prefix("--") {
+        Some(long) => cmd.get_arguments().find(|a| a.get_long() == Some(long)),
+        None => {
+            let short = flag.strip_prefix('-')?.chars().next()?;
+            cmd.get_arguments().find(|a| a.get_short() == Some(short))
+        }
+    }?;
+    arg.get_long().map(str::to_string)
 }
 
 /// A `measure` command line refused for a cyclictest option whose letter latlab gives another

@@ -461,26 +461,38 @@ const ROWS: &[(&[&str], &str)] = &[
         &["measure", "--max-latency", "1ms"],
         "a limit (--max-latency, --max-p99, --max-missed) needs a length to measure",
     ),
-    // A negative value is named with the option it was given to.
+    // A negative value is named with the option it was given to, long, and that option's
+    // range (it pointed to --help).
     (
         &["measure", "--max-latency", "-5"],
-        "--max-latency -5: negative (accepted: a value that is not negative, in the range \
-         `latlab measure --help` gives for --max-latency)",
+        "--max-latency -5: negative (accepted: a duration above 0, e.g. 50us)",
     ),
     (
         &["measure", "-D", "-1s"],
-        "-D -1s: negative (accepted: a value that is not negative",
+        "--duration -1s: negative (accepted: a length above 0, e.g. 10s, 5m)",
+    ),
+    (
+        &["measure", "-i", "-5"],
+        "--interval -5: negative (accepted: 1us or more, e.g. 100us, 1ms)",
+    ),
+    (
+        &["tune", "hold", "--us", "-3"],
+        "--us -3: negative (accepted: a whole number of µs from 0 to 2147483647, e.g. 10)",
     ),
     // Not "0 or more": a priority is 1 to 99.
     (
         &["measure", "-p", "-1"],
-        "-p -1: negative (accepted: a value that is not negative, in the range `latlab measure \
-         --help` gives for -p)",
+        "--priority -1: negative (accepted: 1..99 for fifo and rr)",
     ),
     (
         &["measure", "--priority=-1"],
-        "--priority \"-1\": negative (accepted: a value that is not negative, in the range \
-         `latlab measure --help` gives for --priority)",
+        "--priority \"-1\": negative (accepted: 1..99 for fifo and rr)",
+    ),
+    // An option without a range of its own points to the help.
+    (
+        &["measure", "--window", "-1s"],
+        "--window -1s: negative (accepted: a value that is not negative, in the range `latlab \
+         measure --help` gives for --window)",
     ),
     (&["measure", "--interval=-1"], "duration \"-1\" is negative"),
     (&["measure", "--cpus=-1"], "CPU numbers are not negative"),
