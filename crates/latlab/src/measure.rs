@@ -565,6 +565,17 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
     };
 
+    // A tuning a crashed run left in force is in what this measures (`--profile` puts it back
+    // first): said in the result, not only on stderr.
+    let left_in_force = if args.holds_profile() {
+        None
+    } else {
+        let dir = args
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| latlab_tune::default_state_dir(sys));
+        crate::tune::left_in_force(sys, &dir)
+    };
     let stop = StopSignal::new();
     crate::signals::install(stop.clone());
     let live_allowed = !args.quiet && !stdout_taken && std::io::stdout().is_terminal();
@@ -572,7 +583,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         eprintln!("{}", describe(&prepared.cfg));
     }
     let mut view = LiveView::new();
-    let result = match prepared.run(sys, stop, &mut |live| {
+    let mut result = match prepared.run(sys, stop, &mut |live| {
         if live_allowed {
             view.draw(live);
         }
@@ -585,6 +596,12 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
     };
 
+    if let Some(left) = left_in_force {
+        result
+            .environment
+            .warnings
+            .push(format!("measured under a tuning left in force: {left}"));
+    }
     // Every output and the store are tried, whichever fails: what was measured reaches all that
     // take it, and each that does not is said.
     let mut failures = write_outputs(&result, &args, &limits, json, histfile, ctjson);

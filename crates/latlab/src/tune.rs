@@ -161,6 +161,19 @@ fn stale_journal_notice_in(sys: &Sys, dir: &std::path::Path) {
     }
 }
 
+/// A tuning a run that did not finish left in force (its journal in `dir`; not one a reboot
+/// has reset), in words: what a measurement taken under it must carry.
+pub fn left_in_force(sys: &Sys, dir: &std::path::Path) -> Option<String> {
+    if !dir.join(latlab_tune::journal::JOURNAL_FILE).exists() {
+        return None;
+    }
+    let status = latlab_tune::status(sys, dir).ok()?;
+    if status.rebooted {
+        return None;
+    }
+    status.stale_notice(dir)
+}
+
 /// What a monitor's `--schedule` that ended without restoring left, if anything.
 fn schedule_notice(sys: &Sys, dir: &std::path::Path) -> Option<String> {
     let left: Vec<String> = latlab_monitor::schedule::stale(sys, dir)

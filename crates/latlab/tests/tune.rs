@@ -441,6 +441,64 @@ fn a_second_ctrl_c_still_puts_back_the_profile_and_stops_the_loads() {
     assert!(!t.state.join("tune.journal").exists(), "{err}");
 }
 
+/// A run killed with its profile applied leaves that tuning in force: the next measurement
+/// (without --profile, which would put it back first) carries it among its warnings, in its
+/// result, not only in a note on stderr.
+#[test]
+fn a_measurement_under_a_tuning_a_killed_run_left_says_so_in_its_result() {
+    let t = Tree::new("laptop-intel");
+    let before = snapshot(&t.root);
+    let mut child = t
+        .cmd(&[
+            "measure",
+            "-D",
+            "60s",
+            "-q",
+            "-a",
+            "0",
+            "--profile",
+            "lowlatency",
+        ])
+        .args(latlab_testkit::policy_args())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    latlab_testkit::process::wait_for(
+        "the profile applied",
+        std::time::Duration::from_secs(30),
+        || t.state.join("tune.journal").exists() && snapshot(&t.root) != before,
+    );
+    // SIGKILL: no destructor, no restore.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let out = t
+        .cmd(&[
+            "measure",
+            "-D",
+            "0.2s",
+            "-q",
+            "-a",
+            "0",
+            "--no-samplers",
+            "--json",
+            "-",
+        ])
+        .args(latlab_testkit::policy_args())
+        .output()
+        .unwrap();
+    let v = latlab_testkit::json(&out);
+    let warned = v["environment"]["warnings"].to_string();
+    assert!(
+        warned
+            .contains("measured under a tuning left in force: a tuning journal left by latlab pid")
+            && warned.contains("profile lowlatency"),
+        "{warned}"
+    );
+    ok(&t.run(&["tune", "restore"]));
+    assert_eq!(snapshot(&t.root), before);
+}
+
 #[test]
 fn without_root_nothing_is_written() {
     let t = Tree::new("vm");
