@@ -699,7 +699,7 @@ fn spawn_measuring(
     let stop2 = stop.clone();
     let base = base.clone();
     std::thread::Builder::new()
-        .name(format!("latlab-{}", plan.label))
+        .name(latlab_model::trace::measuring_thread_name(&plan.label))
         .stack_size(THREAD_STACK)
         .spawn(move || {
             let tid = latlab_sys::thread::gettid();

@@ -351,10 +351,19 @@ impl SpikeStory {
     pub fn summary(&self) -> String {
         let us = |ns: u64| format!("{}us", crate::units::format_us(ns, 1));
         let mut parts: Vec<(u64, String)> = Vec::new();
+        // The CPU's own measuring thread, on the CPU past its deadline: it had not gone back to
+        // sleep from its last period, time the kernel did not see pass.
+        let own = measuring_thread_name(&format!("cpu{}", self.cpu));
         for t in &self.tasks {
+            let why = if t.comm == own {
+                " (the measuring thread itself, still running from its last period: a stall the \
+                 kernel did not see, such as the host preempting this VM or an SMI)"
+            } else {
+                ""
+            };
             parts.push((
                 t.ran_ns,
-                format!("task {}[{}] {}", t.comm, t.pid, us(t.ran_ns)),
+                format!("task {}[{}] {}{why}", t.comm, t.pid, us(t.ran_ns)),
             ));
         }
         let idle: u64 = self
@@ -411,6 +420,11 @@ impl SpikeStory {
         }
         line
     }
+}
+
+/// The name (`comm`) of the measuring thread labelled `label` (`cpu3`, `thread0`).
+pub fn measuring_thread_name(label: &str) -> String {
+    format!("latlab-{label}")
 }
 
 /// Most parts [`SpikeStory::summary`] names; the rest are counted.
@@ -595,5 +609,22 @@ mod tests {
             s.summary()
                 .ends_with("(incomplete: older events were overwritten)")
         );
+        // The CPU's own measuring thread holding it is a stall it did not see, not a task that
+        // took the CPU from it; another CPU's measuring thread is a task as any other.
+        for (comm, own) in [("latlab-cpu1", true), ("latlab-cpu0", false)] {
+            s.tasks = vec![StoryTask {
+                pid: 7,
+                comm: comm.into(),
+                ran_ns: 290_000,
+            }];
+            let line = s.summary();
+            assert_eq!(
+                line.contains(&format!(
+                    "task {comm}[7] 290.0us (the measuring thread itself, still running"
+                )),
+                own,
+                "{line}"
+            );
+        }
     }
 }
