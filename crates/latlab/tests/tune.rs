@@ -391,6 +391,22 @@ fn running(args: &[&str]) -> Vec<u32> {
         .collect()
 }
 
+/// `latlab measure` for a minute on CPU 0 under the profile lowlatency, in `t`.
+fn measuring_under_lowlatency(t: &Tree) -> Command {
+    let mut c = t.cmd(&[
+        "measure",
+        "-D",
+        "60s",
+        "-q",
+        "-a",
+        "0",
+        "--profile",
+        "lowlatency",
+    ]);
+    c.args(latlab_testkit::policy_args());
+    c
+}
+
 /// Two Ctrl-Cs in quick succession: the second ends latlab without writing results, but only
 /// after the profile is put back and the command load is stopped.
 #[test]
@@ -398,19 +414,8 @@ fn a_second_ctrl_c_still_puts_back_the_profile_and_stops_the_loads() {
     let t = Tree::new("laptop-intel");
     let before = snapshot(&t.root);
     let load = ["sleep", "3217"];
-    let mut child = t
-        .cmd(&[
-            "measure",
-            "-D",
-            "60s",
-            "-q",
-            "-a",
-            "0",
-            "--profile",
-            "lowlatency",
-        ])
+    let mut child = measuring_under_lowlatency(&t)
         .args(["--load", &format!("cmd:{}", load.join(" "))])
-        .args(latlab_testkit::policy_args())
         .stdout(Stdio::null())
         // A file, not a pipe: a load left running would hold a pipe open.
         .stderr(std::fs::File::create(t.dir.path().join("err")).unwrap())
@@ -448,18 +453,7 @@ fn a_second_ctrl_c_still_puts_back_the_profile_and_stops_the_loads() {
 fn a_measurement_under_a_tuning_a_killed_run_left_says_so_in_its_result() {
     let t = Tree::new("laptop-intel");
     let before = snapshot(&t.root);
-    let mut child = t
-        .cmd(&[
-            "measure",
-            "-D",
-            "60s",
-            "-q",
-            "-a",
-            "0",
-            "--profile",
-            "lowlatency",
-        ])
-        .args(latlab_testkit::policy_args())
+    let mut child = measuring_under_lowlatency(&t)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
