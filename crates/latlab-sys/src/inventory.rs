@@ -14,8 +14,6 @@ use std::io::Read;
 pub(crate) const HOSTNAME: &str = "/proc/sys/kernel/hostname";
 use crate::CPU_SYSFS as CPU;
 const OSRELEASE: &str = "/proc/sys/kernel/osrelease";
-/// How a warning of another process's PM QoS request begins; the request in µs follows.
-const FOREIGN_DMA_LATENCY: &str = "another process holds a /dev/cpu_dma_latency request of ";
 
 /// Options of interest in a kernel configuration.
 const CONFIG_OF_INTEREST: &[&str] = &[
@@ -409,26 +407,17 @@ impl Sys {
         Ok(i64::from(i32::from_ne_bytes(b)))
     }
 
-    /// The request a [`foreign_dma_latency`](Self::foreign_dma_latency) warning names, in µs,
-    /// if `warning` is one.
-    pub fn foreign_dma_latency_in(warning: &str) -> Option<i64> {
-        warning
-            .strip_prefix(FOREIGN_DMA_LATENCY)?
-            .split(' ')
-            .next()?
-            .parse()
-            .ok()
-    }
-
     /// What another process's `/dev/cpu_dma_latency` request does to a measurement here, in
-    /// words, when one is held below `own_us` (latlab's own request, if it holds one): the CPUs
-    /// stay out of idle states slower to leave than it for as long as it is held.
+    /// words, when one is held below `own_us` (a run's request about to be held) and below every
+    /// request this process already holds (a profile's): the CPUs stay out of idle states slower
+    /// to leave than it for as long as it is held.
     pub fn foreign_dma_latency(&self, own_us: Option<u32>) -> Option<String> {
         let held = self.cpu_dma_latency().ok()?;
-        let below_own = own_us.is_none_or(|own| held < i64::from(own));
+        let own = own_us.into_iter().chain(crate::pm_qos_held_here()).min();
+        let below_own = own.is_none_or(|own| held < i64::from(own));
         (held < PmQos::NO_REQUEST_US && below_own).then(|| {
             format!(
-                "{FOREIGN_DMA_LATENCY}{held} µs: the CPUs \
+                "another process holds a /dev/cpu_dma_latency request of {held} µs: the CPUs \
                  stay out of idle states slower to leave than that while it is held, so this \
                  measures the machine with that request, not without it"
             )
@@ -712,6 +701,13 @@ mod tests {
         assert!(sys.foreign_dma_latency(Some(10)).is_some());
         hold(20);
         assert_eq!(sys.foreign_dma_latency(Some(10)), None);
+        // A request this process holds (a profile's, held before the measurement reads the
+        // device) is not another process's; once released, the same value is.
+        hold(2_000_000_000);
+        let own = sys.hold_pm_qos(0).unwrap();
+        assert_eq!(sys.foreign_dma_latency(None), None);
+        drop(own);
+        assert!(sys.foreign_dma_latency(None).is_some());
         std::fs::remove_file(dir.path().join("dev/cpu_dma_latency")).unwrap();
         assert_eq!(sys.foreign_dma_latency(None), None);
     }

@@ -340,8 +340,23 @@ impl Sys {
             .map_err(io)?;
         let value = i32::try_from(us).unwrap_or(i32::MAX);
         file.write_all(&value.to_ne_bytes()).map_err(io)?;
+        HELD_HERE.lock().unwrap_or_else(|p| p.into_inner()).push(us);
         Ok(PmQosHold { _file: file, us })
     }
+}
+
+/// The PM QoS requests this process holds (a run's own, a profile's): what a request read from
+/// `/dev/cpu_dma_latency` is not another process's.
+static HELD_HERE: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// The lowest PM QoS request this process holds, if any.
+pub fn pm_qos_held_here() -> Option<u32> {
+    HELD_HERE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .copied()
+        .min()
 }
 
 /// What a refused PM QoS request needs, said after its error: root where it was denied, the
@@ -362,6 +377,15 @@ pub fn pm_qos_hint(e: &SysError) -> &'static str {
 pub struct PmQosHold {
     _file: File,
     pub us: u32,
+}
+
+impl Drop for PmQosHold {
+    fn drop(&mut self) {
+        let mut held = HELD_HERE.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = held.iter().position(|&us| us == self.us) {
+            held.swap_remove(i);
+        }
+    }
 }
 
 /// `path` if it exists, else its nearest ancestor that does (`.` for a relative path none of

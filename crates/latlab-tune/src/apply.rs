@@ -880,14 +880,6 @@ impl TuningRecord {
     /// Written into a run's environment; the lower of the run's own and the profile's PM QoS
     /// request is the one that ruled.
     pub fn note_in(self, env: &mut latlab_model::RunEnvironment) {
-        // The measurement read the request in force as it began, when the profile's own was
-        // already held: a request no lower than the profile's is that one, not another
-        // process's.
-        if let Some(own) = self.pm_qos_us {
-            env.warnings.retain(|w| {
-                latlab_sys::Sys::foreign_dma_latency_in(w).is_none_or(|held| held < i64::from(own))
-            });
-        }
         env.profile = Some(self.profile);
         env.tuning = self.lines;
         env.pm_qos_held_us = match (env.pm_qos_held_us, self.pm_qos_us) {
@@ -1121,33 +1113,5 @@ mod tests {
         })
         .join()
         .unwrap();
-    }
-
-    /// A measurement beside a profile's own PM QoS request read it as another process's: the
-    /// warning goes where the request read is no lower than the profile's, and stays where
-    /// another process holds a lower one.
-    #[test]
-    fn the_profiles_own_pm_qos_request_is_not_another_process() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("dev")).unwrap();
-        let sys = Sys::new(dir.path());
-        let warned = |read: i32, own: Option<u32>| {
-            std::fs::write(dir.path().join("dev/cpu_dma_latency"), read.to_ne_bytes()).unwrap();
-            let mut env = latlab_model::RunEnvironment::default();
-            env.warnings.extend(sys.foreign_dma_latency(None));
-            env.warnings.push("another warning".into());
-            TuningRecord {
-                profile: "p".into(),
-                lines: Vec::new(),
-                pm_qos_us: own,
-            }
-            .note_in(&mut env);
-            assert!(env.warnings.contains(&"another warning".to_string()));
-            env.warnings.len() == 2
-        };
-        assert!(!warned(0, Some(0)));
-        assert!(!warned(20, Some(20)));
-        assert!(warned(5, Some(20)));
-        assert!(warned(0, None));
     }
 }

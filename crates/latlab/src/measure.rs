@@ -298,6 +298,13 @@ impl MeasureArgs {
         Ok((sample_period, loads, schedule))
     }
 
+    /// Where the tuning journal lives: `--state-dir`, else the default (or LATLAB_STATE_DIR).
+    fn state_dir(&self, sys: &Sys) -> PathBuf {
+        self.state_dir
+            .clone()
+            .unwrap_or_else(|| latlab_tune::default_state_dir(sys))
+    }
+
     /// The rows of `--histfile`.
     fn histfile_range(&self) -> u32 {
         self.histfile_range.unwrap_or(400)
@@ -422,10 +429,7 @@ impl MeasureArgs {
                         unsupported.join("; ")
                     )));
                 }
-                let state_dir = self
-                    .state_dir
-                    .clone()
-                    .unwrap_or_else(|| latlab_tune::default_state_dir(sys));
+                let state_dir = self.state_dir(sys);
                 // A tuning `tune apply` put in force: said now, not after "measuring".
                 if let Ok(st) = latlab_tune::status(sys, &state_dir)
                     && let Some(j) = st.journal.as_ref().filter(|_| !st.stale)
@@ -570,11 +574,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     let left_in_force = if args.holds_profile() {
         None
     } else {
-        let dir = args
-            .state_dir
-            .clone()
-            .unwrap_or_else(|| latlab_tune::default_state_dir(sys));
-        crate::tune::left_in_force(sys, &dir)
+        crate::tune::left_in_force(sys, &args.state_dir(sys))
     };
     let stop = StopSignal::new();
     crate::signals::install(stop.clone());

@@ -1001,3 +1001,44 @@ fn a_pm_qos_request_of_another_process_is_said() {
         "said with -q too"
     );
 }
+
+/// A profile's own PM QoS request, held before the measurement reads the device, is not another
+/// process's: every run of such a profile (and of `tune search`'s `pm_qos` candidate) warned of
+/// it, and reports listed it under "Before trusting the numbers".
+#[test]
+fn a_profiles_own_pm_qos_request_is_not_another_process() {
+    if !latlab_testkit::root_or_skip("holding /dev/cpu_dma_latency") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("pmqos.toml");
+    std::fs::write(
+        &profile,
+        "description = \"pm qos only\"\n[system]\ncpu_dma_latency_us = 0\n",
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let file = dir.path().join("r.json");
+    measure(&[
+        "-D",
+        "0.3s",
+        "-a",
+        "0",
+        "-q",
+        "--no-samplers",
+        "--profile",
+        profile.to_str().unwrap(),
+        "--state-dir",
+        state.to_str().unwrap(),
+        "--json",
+        file.to_str().unwrap(),
+    ]);
+    let r = read_json(&file);
+    assert_eq!(
+        r["environment"]["pm_qos_held_us"], 0,
+        "{}",
+        r["environment"]
+    );
+    let warnings = r["environment"]["warnings"].to_string();
+    assert!(!warnings.contains("another process holds"), "{warnings}");
+}

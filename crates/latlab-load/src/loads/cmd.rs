@@ -198,27 +198,28 @@ impl Running for CmdLoad {
         // Stopped by SIGTERM as the run ended, as a command that outlives the run is: the
         // normal end, said nowhere. Ending early or having to be killed is said.
         let note = if ended_alone {
-            format!(
+            Some(format!(
                 "the command ended on its own after {} with {how}",
                 format_duration(elapsed.as_millis() as u64 * 1_000_000)
-            )
+            ))
         } else if killed {
-            format!(
+            Some(format!(
                 "the command did not end within {} of SIGTERM and was killed ({how})",
                 format_duration(GRACE.as_nanos() as u64)
-            )
+            ))
         } else {
-            String::new()
+            None
         };
         // A command that ended on its own before it was stopped, other than with success, is a
         // load that failed (it did not run for the time asked).
-        let failed =
-            (ended_alone && !status.as_ref().is_some_and(|s| s.success())).then(|| note.clone());
+        let failed = note
+            .clone()
+            .filter(|_| ended_alone && !status.as_ref().is_some_and(|s| s.success()));
         Finished {
             workers: 1,
             elapsed,
             throughput: Vec::new(),
-            warnings: (!note.is_empty()).then_some(note).into_iter().collect(),
+            warnings: note.into_iter().collect(),
             failed,
         }
     }
