@@ -976,21 +976,9 @@ fn a_pm_qos_request_of_another_process_is_said() {
     while !held() && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("r.json");
-    let out = measure(&[
-        "-D",
-        "0.3s",
-        "-a",
-        "0",
-        "-q",
-        "--no-samplers",
-        "--json",
-        file.to_str().unwrap(),
-    ]);
+    let (out, r) = briefly_on_cpu0(&[]);
     let _ = hold.kill();
     let _ = hold.wait();
-    let r = read_json(&file);
     let warnings = r["environment"]["warnings"].to_string();
     assert!(
         warnings.contains("another process holds a /dev/cpu_dma_latency request of 0 µs"),
@@ -1000,6 +988,17 @@ fn a_pm_qos_request_of_another_process_is_said() {
         String::from_utf8_lossy(&out.stderr).contains("another process holds"),
         "said with -q too"
     );
+}
+
+/// `measure` for 0.3 s on CPU 0 with `extra`: its output and its JSON result.
+fn briefly_on_cpu0(extra: &[&str]) -> (Output, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    let mut args = vec!["-D", "0.3s", "-a", "0", "-q", "--no-samplers"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--json", file.to_str().unwrap()]);
+    let out = measure(&args);
+    (out, read_json(&file))
 }
 
 /// A profile's own PM QoS request, held before the measurement reads the device, is not another
@@ -1018,22 +1017,12 @@ fn a_profiles_own_pm_qos_request_is_not_another_process() {
     )
     .unwrap();
     let state = dir.path().join("state");
-    let file = dir.path().join("r.json");
-    measure(&[
-        "-D",
-        "0.3s",
-        "-a",
-        "0",
-        "-q",
-        "--no-samplers",
+    let (_, r) = briefly_on_cpu0(&[
         "--profile",
         profile.to_str().unwrap(),
         "--state-dir",
         state.to_str().unwrap(),
-        "--json",
-        file.to_str().unwrap(),
     ]);
-    let r = read_json(&file);
     assert_eq!(
         r["environment"]["pm_qos_held_us"], 0,
         "{}",
