@@ -12,10 +12,12 @@ pub const PROFILE_NAME: &str = "check-fix";
 /// Why the knobs could not be applied.
 #[derive(Debug, thiserror::Error)]
 pub enum FixError {
-    #[error(
-        "profile {profile} is applied (since {since}); restore it first with `latlab tune restore`"
-    )]
-    AlreadyApplied { profile: String, since: String },
+    #[error("profile {profile} is applied (since {since}); restore it first with `{restore}`")]
+    AlreadyApplied {
+        profile: String,
+        since: String,
+        restore: String,
+    },
     #[error("writing the profile {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -42,6 +44,8 @@ pub struct FixReport {
     /// The profile file and the journal `latlab tune restore` reads.
     pub profile: Option<PathBuf>,
     pub journal: Option<PathBuf>,
+    /// The command that undoes the fixes (with the journal).
+    pub restore: Option<String>,
 }
 
 /// Where the tuning journal lives by default (as for `latlab tune`).
@@ -121,6 +125,7 @@ pub fn apply(sys: &Sys, plan: &FixPlan, state_dir: &Path) -> Result<FixReport, F
         return Err(FixError::AlreadyApplied {
             profile: j.header.profile.clone(),
             since: status.since().unwrap_or_default(),
+            restore: latlab_tune::restore_command(sys, state_dir),
         });
     }
     write_profile(&path, plan)?;
@@ -135,6 +140,7 @@ pub fn apply(sys: &Sys, plan: &FixPlan, state_dir: &Path) -> Result<FixReport, F
         written: applied.written.len(),
         profile: Some(path),
         journal: Some(applied.journal.clone()),
+        restore: Some(latlab_tune::restore_command(sys, state_dir)),
         ..FixReport::default()
     };
     for item in &applied.plan.items {

@@ -293,6 +293,27 @@ impl CpuList {
     }
 }
 
+/// `word` as a shell reads it back: as it is when it holds only characters a shell passes
+/// through, else in single quotes.
+pub fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./:=,@%+-".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// A path in a command latlab prints to be copied: absolute (a relative one would name another
+/// file once the user changes directory), as a shell reads it back.
+pub fn shell_path(path: &std::path::Path) -> String {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    shell_word(&path.display().to_string())
+}
+
 /// `1 run`, `2 runs`: a count with its noun.
 pub fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -340,6 +361,16 @@ pub fn fuzz_check(data: &[u8]) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A printed command reads back as the words it was made of.
+    #[test]
+    fn a_word_is_quoted_only_where_a_shell_would_split_or_expand_it() {
+        assert_eq!(shell_word("/tmp/a-b_c.db"), "/tmp/a-b_c.db");
+        assert_eq!(shell_word("my runs.db"), "'my runs.db'");
+        assert_eq!(shell_word("it's$x"), r"'it'\''s$x'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_path(std::path::Path::new("/a b/c")), "'/a b/c'");
+    }
 
     #[test]
     fn a_cpu_list_is_named_in_the_singular_or_the_plural() {

@@ -330,17 +330,18 @@ fn run(
             .push(format!("reading the trace failed: {e}")),
         None => {}
     }
-    if let Some((record, restored)) = tuning {
+    if let (Some((record, restored)), Some((_, state_dir))) = (tuning, &p.profile) {
         // The profile's /dev/cpu_dma_latency request was held too: the lower request rules.
         record.note_in(&mut result.environment);
+        let restore = latlab_tune::restore_command(sys, state_dir);
         match restored {
             Ok(report) if report.failures().is_empty() => {}
             Ok(report) => result.environment.warnings.push(format!(
-                "restoring the profile left {} value(s) changed; run `latlab tune restore`",
+                "restoring the profile left {} value(s) changed; run `{restore}`",
                 report.failures().len()
             )),
             Err(e) => result.environment.warnings.push(format!(
-                "restoring the profile failed ({e}); run `latlab tune restore`"
+                "restoring the profile failed ({e}); run `{restore}`"
             )),
         }
     }

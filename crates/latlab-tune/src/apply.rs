@@ -299,6 +299,7 @@ fn apply_inner(
             return Err(TuneError::AlreadyApplied {
                 profile: js.header.profile.clone(),
                 since: since(&js.header),
+                restore: crate::restore_command(sys, state_dir),
             });
         }
     }
@@ -435,8 +436,9 @@ fn rollback(
         )
     } else {
         format!(
-            "rollback failed for {}; the journal is kept, run `latlab tune restore`",
-            failed.join(", ")
+            "rollback failed for {}; the journal is kept, run `{}`",
+            failed.join(", "),
+            crate::restore_command(sys, state_dir)
         )
     }
 }
@@ -528,6 +530,7 @@ fn restore_locked(
     } else {
         Err(TuneError::RestoreIncomplete {
             failed,
+            restore: crate::restore_command(sys, state_dir),
             report: Box::new(report),
         })
     }
@@ -773,16 +776,17 @@ impl Status {
     }
 
     /// A one-line notice for a stale journal.
-    pub fn stale_notice(&self, state_dir: &Path) -> Option<String> {
+    pub fn stale_notice(&self, sys: &Sys, state_dir: &Path) -> Option<String> {
         let j = self.journal.as_ref()?;
         if !self.stale {
             return None;
         }
         let h = &j.header;
+        let restore = crate::restore_command(sys, state_dir);
         if self.rebooted {
             return Some(format!(
                 "the journal of profile {}, applied before the last reboot (since {}), is in {}; \
-                 the reboot reset its values, and `latlab tune restore` clears the journal",
+                 the reboot reset its values, and `{restore}` clears the journal",
                 h.profile,
                 since(h),
                 state_dir.display()
@@ -806,7 +810,7 @@ impl Status {
             )
         };
         Some(format!(
-            "{what} is in {}; run `latlab tune restore` to put the system back",
+            "{what} is in {}; run `{restore}` to put the system back",
             state_dir.display()
         ))
     }

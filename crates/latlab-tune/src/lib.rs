@@ -39,6 +39,20 @@ pub fn default_state_dir(sys: &latlab_sys::Sys) -> PathBuf {
     }
 }
 
+/// The command that restores the journal in `state_dir`, as it can be copied: with
+/// `--state-dir` and the directory's absolute path unless it is the default one (a directory
+/// set through `LATLAB_STATE_DIR` is named too, so the command works in any shell).
+pub fn restore_command(sys: &latlab_sys::Sys, state_dir: &Path) -> String {
+    if state_dir == sys.path("/var/lib/latlab") {
+        "latlab tune restore".into()
+    } else {
+        format!(
+            "latlab tune restore --state-dir {}",
+            latlab_model::units::shell_path(state_dir)
+        )
+    }
+}
+
 /// The name of an errno value (`EIO`), for messages that name the errno.
 pub fn errno_name(errno: i32) -> &'static str {
     match errno {
@@ -100,10 +114,13 @@ pub enum TuneError {
     )]
     Busy { pid: Option<u32>, lock: PathBuf },
     /// A tuning is already in place and must be restored first.
-    #[error(
-        "profile {profile} is applied (since {since}); restore it first with `latlab tune restore`"
-    )]
-    AlreadyApplied { profile: String, since: String },
+    #[error("profile {profile} is applied (since {since}); restore it first with `{restore}`")]
+    AlreadyApplied {
+        profile: String,
+        since: String,
+        /// The command that restores it ([`restore_command`]).
+        restore: String,
+    },
     /// A write failed; what was written before it has been rolled back (or says why not).
     /// `target`: the file (or task) and the value, `path = value`.
     #[error("writing {knob} ({target}) failed: {error}; {rollback}")]
@@ -126,9 +143,11 @@ pub enum TuneError {
     #[error("{0}")]
     Sys(#[from] latlab_sys::SysError),
     /// Restore could not put every value back; the journal is kept for another try.
-    #[error("restore incomplete: {}; the journal is kept, run `latlab tune restore` again", failed.join("; "))]
+    #[error("restore incomplete: {}; the journal is kept, run `{restore}` again", failed.join("; "))]
     RestoreIncomplete {
         failed: Vec<String>,
+        /// The command that tries again ([`restore_command`]).
+        restore: String,
         report: Box<apply::RestoreReport>,
     },
     /// Writing a GRUB drop-in where there is no GRUB.
@@ -154,5 +173,33 @@ impl TuneError {
             path: path.to_path_buf(),
             error,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::restore_command;
+    use std::path::Path;
+
+    /// The printed command restores the journal it speaks of, from any directory.
+    #[test]
+    fn the_restore_command_names_a_state_dir_other_than_the_default() {
+        let sys = latlab_sys::Sys::new("/");
+        assert_eq!(
+            restore_command(&sys, Path::new("/var/lib/latlab")),
+            "latlab tune restore"
+        );
+        assert_eq!(
+            restore_command(&sys, Path::new("/srv/my state")),
+            "latlab tune restore --state-dir '/srv/my state'"
+        );
+        let cwd = std::env::current_dir().unwrap_or_else(|e| panic!("cwd: {e}"));
+        assert_eq!(
+            restore_command(&sys, Path::new("st")),
+            format!(
+                "latlab tune restore --state-dir {}",
+                cwd.join("st").display()
+            )
+        );
     }
 }

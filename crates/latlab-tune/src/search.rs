@@ -822,9 +822,10 @@ impl<L: Lab> Searcher<'_, L> {
             let report = restored?;
             if !report.failures().is_empty() {
                 return Err(TuneError::Search(format!(
-                    "restoring {} left {} value(s) changed; run `latlab tune restore`",
+                    "restoring {} left {} value(s) changed; run `{}`",
                     record.profile,
-                    report.failures().len()
+                    report.failures().len(),
+                    crate::restore_command(self.sys, &self.spec.state_dir)
                 )));
             }
             record.note_in(&mut run.environment);

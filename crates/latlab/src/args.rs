@@ -624,23 +624,9 @@ pub fn open_store(path: &Path) -> CliResult<Store> {
     })
 }
 
-/// `word` as a shell reads it back: as it is when it holds only characters a shell passes
-/// through, else in single quotes.
-pub fn shell_word(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_./:=,@%+-".contains(c));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', "'\\''"))
-    }
-}
-
 /// ` --db PATH` for a command latlab prints to be copied, when a store was named.
 pub fn db_option(db: Option<&Path>) -> String {
-    db.map(|d| format!(" --db {}", shell_word(&d.display().to_string())))
+    db.map(|d| format!(" --db {}", latlab_model::units::shell_path(d)))
         .unwrap_or_default()
 }
 
@@ -763,18 +749,20 @@ impl Say {
 
 #[cfg(test)]
 mod tests {
-    /// A printed command reads back as the words it was made of.
+    /// A printed `--db` names the store from wherever the command is pasted.
     #[test]
     fn a_word_is_quoted_only_where_a_shell_would_split_or_expand_it() {
-        use super::{db_option, shell_word};
-        assert_eq!(shell_word("/tmp/a-b_c.db"), "/tmp/a-b_c.db");
-        assert_eq!(shell_word("my runs.db"), "'my runs.db'");
-        assert_eq!(shell_word("it's$x"), r"'it'\''s$x'");
-        assert_eq!(shell_word(""), "''");
+        use super::db_option;
         assert_eq!(db_option(None), "");
         assert_eq!(
             db_option(Some(std::path::Path::new("/x/l.db"))),
             " --db /x/l.db"
+        );
+        let cwd = std::env::current_dir().unwrap_or_else(|e| panic!("cwd: {e}"));
+        assert_eq!(
+            db_option(Some(std::path::Path::new("l.db"))),
+            format!(" --db {}", cwd.join("l.db").display()),
+            "a relative path is made absolute, so the command works from any directory"
         );
     }
 }

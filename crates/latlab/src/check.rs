@@ -247,7 +247,9 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         }) {
             Held::Done(Ok(done)) => outcome.done = done,
             Held::Done(Err(e)) => outcome.error = Some(e.to_string()),
-            Held::Interrupted(restore) => return interrupted_apply("the fixes", restore),
+            Held::Interrupted(restore, command) => {
+                return interrupted_apply("the fixes", restore, &command);
+            }
         }
     }
     // Read the system again: the table after the fix shows what it changed.
@@ -543,9 +545,9 @@ fn fix_text(o: &FixOutcome, grub: bool) -> String {
     if let Some(p) = &done.profile {
         out.push_str(&format!("  profile: {}\n", p.display()));
     }
-    if let Some(j) = &done.journal {
+    if let (Some(j), Some(restore)) = (&done.journal, &done.restore) {
         out.push_str(&format!(
-            "  journal: {} (undo everything: latlab tune restore)\n",
+            "  journal: {} (undo everything: {restore})\n",
             j.display()
         ));
     }

@@ -439,6 +439,7 @@ impl MeasureArgs {
                         latlab_tune::TuneError::AlreadyApplied {
                             profile: j.header.profile.clone(),
                             since: st.since().unwrap_or_default(),
+                            restore: latlab_tune::restore_command(sys, &state_dir),
                         }
                     )));
                 }

@@ -381,7 +381,7 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         store.set_experiment_status(experiment, ExperimentStatus::Interrupted)?;
         eprintln!(
             "latlab: interrupted; saved runs are kept. Continue with: latlab run {} --resume{}",
-            crate::args::shell_word(&args.plan.display().to_string()),
+            latlab_model::units::shell_path(&args.plan),
             crate::args::db_option(args.db.as_deref())
         );
         return Ok(ExitCode::from(130));

@@ -155,7 +155,7 @@ fn stale_journal_notice_in(sys: &Sys, dir: &std::path::Path) {
         return;
     }
     if let Ok(status) = latlab_tune::status(sys, dir)
-        && let Some(notice) = status.stale_notice(dir)
+        && let Some(notice) = status.stale_notice(sys, dir)
     {
         eprintln!("latlab: note: {notice}");
     }
@@ -171,7 +171,7 @@ pub fn left_in_force(sys: &Sys, dir: &std::path::Path) -> Option<String> {
     if status.rebooted {
         return None;
     }
-    status.stale_notice(dir)
+    status.stale_notice(sys, dir)
 }
 
 /// What a monitor's `--schedule` that ended without restoring left, if anything.
@@ -182,9 +182,9 @@ fn schedule_notice(sys: &Sys, dir: &std::path::Path) -> Option<String> {
         .collect();
     (!left.is_empty()).then(|| {
         format!(
-            "a monitor's --schedule ended without restoring the governor of {}; `latlab tune \
-             restore` puts it back",
-            left.join(", ")
+            "a monitor's --schedule ended without restoring the governor of {}; `{}` puts it back",
+            left.join(", "),
+            latlab_tune::restore_command(sys, dir)
         )
     })
 }
@@ -200,21 +200,13 @@ fn usage(e: TuneError) -> CliError {
 struct Ctx {
     sys: Sys,
     state_dir: PathBuf,
-    /// `--state-dir` as given, which the commands it prints must carry.
-    given_state_dir: Option<PathBuf>,
     profiles: Profiles,
 }
 
 impl Ctx {
     /// The command that restores this journal, as it can be copied.
     fn restore_command(&self) -> String {
-        match &self.given_state_dir {
-            Some(dir) => format!(
-                "latlab tune restore --state-dir {}",
-                crate::args::shell_word(&dir.display().to_string())
-            ),
-            None => "latlab tune restore".into(),
-        }
+        latlab_tune::restore_command(&self.sys, &self.state_dir)
     }
 
     fn resolve(&self, name: &str) -> CliResult<Profile> {
@@ -238,7 +230,6 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
             .state_dir
             .clone()
             .unwrap_or_else(|| latlab_tune::default_state_dir(sys)),
-        given_state_dir: args.state_dir.clone(),
         profiles: Profiles::load(&dirs).map_err(|e| usage(e.into()))?,
     };
     // What reads the system as it is (a plan, a recommendation) says first when a tuning left
@@ -404,8 +395,9 @@ fn print_restore(report: &RestoreReport) {
 /// How an apply with the stop signals held off ended.
 pub enum Held<T> {
     Done(T),
-    /// A stop signal came while it wrote: what the restore that followed did.
-    Interrupted(Result<RestoreReport, TuneError>),
+    /// A stop signal came while it wrote: what the restore that followed did, and the
+    /// command that tries it again.
+    Interrupted(Result<RestoreReport, TuneError>, String),
 }
 
 /// Run `apply`, a tuning until `tune restore`, with Ctrl-C, SIGTERM and SIGHUP held off until
@@ -418,13 +410,16 @@ pub fn held_off<T>(sys: &Sys, state_dir: &std::path::Path, apply: impl FnOnce() 
     if !interrupts.interrupted() {
         return Held::Done(out);
     }
-    Held::Interrupted(latlab_tune::restore(sys, state_dir))
+    Held::Interrupted(
+        latlab_tune::restore(sys, state_dir),
+        latlab_tune::restore_command(sys, state_dir),
+    )
 }
 
 /// The error of an apply: a previous profile not fully restored, or the apply's own.
 fn held_error(e: TuneError, profile: &str) -> CliResult<ExitCode> {
     match e {
-        TuneError::RestoreIncomplete { failed, report } => {
+        TuneError::RestoreIncomplete { failed, report, .. } => {
             println!(
                 "restoring {} first:",
                 report.profile.as_deref().unwrap_or("the previous profile")
@@ -444,6 +439,7 @@ fn held_error(e: TuneError, profile: &str) -> CliResult<ExitCode> {
 pub fn interrupted_apply(
     profile: &str,
     restore: Result<RestoreReport, TuneError>,
+    command: &str,
 ) -> CliResult<ExitCode> {
     match restore {
         Ok(report) => {
@@ -453,7 +449,7 @@ pub fn interrupted_apply(
         }
         Err(e) => Err(CliError::Failed(anyhow!(
             "interrupted while applying {profile}, and putting its values back failed: {e}; \
-             run `latlab tune restore`"
+             run `{command}`"
         ))),
     }
 }
@@ -470,7 +466,9 @@ fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
         latlab_tune::apply(&ctx.sys, &profile, &ctx.state_dir, &opts)
     }) {
         Held::Done(Ok(a)) => a,
-        Held::Interrupted(restore) => return interrupted_apply(&profile.name, restore),
+        Held::Interrupted(restore, command) => {
+            return interrupted_apply(&profile.name, restore, &command);
+        }
         Held::Done(Err(e)) => return held_error(e, &profile.name),
     };
     if let Some(prev) = &applied.previous {
@@ -578,7 +576,7 @@ fn status(ctx: &Ctx) -> CliResult<ExitCode> {
     if st.rebooted {
         println!("  the system was rebooted since: the values are back to their boot defaults");
     }
-    if let Some(n) = st.stale_notice(&ctx.state_dir) {
+    if let Some(n) = st.stale_notice(&ctx.sys, &ctx.state_dir) {
         print!("{}", wrap(&n, 2, 100));
     }
     Ok(ExitCode::SUCCESS)
@@ -747,16 +745,15 @@ fn restore(ctx: &Ctx) -> CliResult<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(TuneError::RestoreIncomplete { failed, report }) => {
-            println!(
-                "restoring {}:",
-                report.profile.as_deref().unwrap_or("the profile")
-            );
-            print_restore(&report);
-            Err(CliError::Failed(anyhow!(
-                "restore incomplete: {}; the journal is kept, run `latlab tune restore` again",
-                failed.join("; ")
-            )))
+        Err(e @ TuneError::RestoreIncomplete { .. }) => {
+            if let TuneError::RestoreIncomplete { report, .. } = &e {
+                println!(
+                    "restoring {}:",
+                    report.profile.as_deref().unwrap_or("the profile")
+                );
+                print_restore(report);
+            }
+            Err(CliError::Failed(anyhow!(e)))
         }
         Err(e) => Err(usage(e)),
     }

@@ -391,8 +391,9 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
             |j| format!("profile {}", j.header.profile),
         );
         return Err(CliError::Failed(anyhow::anyhow!(
-            "{profile} is applied (since {since}); restore it with `latlab tune restore` \
-             first, so the baseline is the system as it is; nothing was touched"
+            "{profile} is applied (since {since}); restore it with `{}` first, so the baseline \
+             is the system as it is; nothing was touched",
+            latlab_tune::restore_command(sys, &state_dir)
         )));
     }
     let db_path = latlab_store::resolve_path(args.db.as_deref());

@@ -292,7 +292,13 @@ fn fix_prints_the_boot_options_it_cannot_apply() {
     assert!(text.contains("clocksource=tsc"));
     assert!(text.contains("snd_hda_intel.enable_msi=1"));
     assert!(text.contains("usermod -aG audio carol"));
-    assert!(text.contains("undo everything: latlab tune restore"));
+    assert!(
+        text.contains(&format!(
+            "undo everything: latlab tune restore --state-dir {})",
+            state.path().display()
+        )),
+        "{text}"
+    );
     assert!(text.contains("after the fix:"));
     assert!(restore(dir.path(), state.path()).status.success());
 }

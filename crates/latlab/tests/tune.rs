@@ -205,7 +205,13 @@ fn sigkill_in_the_middle_of_apply_then_restore_puts_the_tree_back() {
     assert!(out.status.success());
     let err = text(&out.stderr);
     assert!(err.contains("killed while applying"), "{err}");
-    assert!(err.contains("latlab tune restore"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "run `latlab tune restore --state-dir {}`",
+            t.state.display()
+        )),
+        "{err}"
+    );
     // So do the tune commands that read the system as it is: what they see is partly tuned.
     for args in [
         &["tune", "show", "lowlatency"][..],
@@ -448,7 +454,7 @@ fn a_second_ctrl_c_still_puts_back_the_profile_and_stops_the_loads() {
 
 /// A run killed with its profile applied leaves that tuning in force: the next measurement
 /// (without --profile, which would put it back first) carries it among its warnings, in its
-/// result, not only in a note on stderr.
+/// result, not only in a note on stderr, with the command that restores it.
 #[test]
 fn a_measurement_under_a_tuning_a_killed_run_left_says_so_in_its_result() {
     let t = Tree::new("laptop-intel");
@@ -489,7 +495,20 @@ fn a_measurement_under_a_tuning_a_killed_run_left_says_so_in_its_result() {
             && warned.contains("profile lowlatency"),
         "{warned}"
     );
-    ok(&t.run(&["tune", "restore"]));
+    // The command it names carries the state directory (set here through LATLAB_STATE_DIR):
+    // run where that variable is not set, it restores.
+    let printed = warned
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("{warned}"));
+    assert_eq!(
+        printed,
+        format!("latlab tune restore --state-dir {}", t.state.display())
+    );
+    let words: Vec<&str> = printed.split(' ').skip(1).collect();
+    let mut restore = latlab!();
+    restore.arg("--sysroot").arg(&t.root).args(&words);
+    ok(&restore.output().unwrap());
     assert_eq!(snapshot(&t.root), before);
 }
 
