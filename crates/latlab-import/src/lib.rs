@@ -59,11 +59,17 @@ pub struct ImportError {
     pub message: String,
 }
 
+impl ImportError {
+    fn at(line: usize, message: impl Into<String>) -> ImportError {
+        ImportError {
+            line,
+            message: message.into(),
+        }
+    }
+}
+
 fn err<T>(line: usize, message: impl Into<String>) -> Result<T, ImportError> {
-    Err(ImportError {
-        line,
-        message: message.into(),
-    })
+    Err(ImportError::at(line, message))
 }
 
 /// Recognise a file's format from its content.
@@ -372,7 +378,8 @@ fn assemble(
     started_unix_ns: u64,
     warnings: Vec<String>,
     mut inconsistent: Vec<String>,
-) -> RunResult {
+) -> Result<RunResult, ImportError> {
+    within_bounds(&threads)?;
     // No import format carries the system record beyond its host and kernel names.
     let mut env = RunEnvironment {
         warnings,
@@ -447,7 +454,53 @@ fn assemble(
         stop,
         spikes: Spikes::default(),
     };
-    RunResult::from_threads(head, results)
+    Ok(RunResult::from_threads(head, results))
+}
+
+/// The largest count, and the largest latency in µs, a file may hold: 2^53, up to which every
+/// JSON reader's numbers are exact (as many samples as a 1 µs period gives in 285 years).
+const MOST: u64 = 1 << 53;
+
+/// Refuse counts and latencies past [`MOST`] (a damaged or hand-edited file): they do not add
+/// up as counts, and past 2^63 ns would not even be stored.
+fn within_bounds(threads: &[Thread]) -> Result<(), ImportError> {
+    let most_ns = MOST * 1000;
+    let mut all = 0u64;
+    for (i, t) in threads.iter().enumerate() {
+        let what = match t.cpu {
+            Some(c) => format!("the thread on CPU {c}"),
+            None => format!("thread {i}"),
+        };
+        let counts = t.rows.iter().map(|r| r.1).chain([t.total]);
+        let latencies = t.rows.iter().map(|r| r.0).chain(t.max_ns).chain(t.min_ns);
+        all = all.saturating_add(t.total);
+        if let Some(n) = counts.filter(|n| *n > MOST).max() {
+            return err(
+                0,
+                format!("{what} counts {n} samples, more than latlab takes ({ACCEPTED})"),
+            );
+        }
+        if let Some(ns) = latencies.filter(|ns| *ns > most_ns).max() {
+            return err(
+                0,
+                format!(
+                    "{what} holds a latency of {} µs or more, more than latlab takes \
+                     ({ACCEPTED} of µs)",
+                    ns / 1000
+                ),
+            );
+        }
+    }
+    if all > MOST {
+        return err(
+            0,
+            format!(
+                "the file's threads count {all} samples in all, more than latlab takes \
+                 ({ACCEPTED})"
+            ),
+        );
+    }
+    Ok(())
 }
 
 fn config(interval_ns: u64, threads: usize, cpus: Option<Vec<u32>>) -> MeasureConfig {
@@ -623,18 +676,45 @@ fn sysinfo_of(v: &Value) -> SystemInfo {
 pub use latlab_model::parse_rfc2822;
 
 /// `v[key]` as a count or a whole-unit value (absent or null: `None`); anything else (a negative
-/// or fractional number, a string) is refused, naming `what` holds it and the accepted form.
+/// or fractional number, one past [`MOST`], a string) is refused, naming `what` holds it and the
+/// accepted form.
 fn whole_of(v: &Value, key: &str, what: &str) -> Result<Option<u64>, ImportError> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(x) => x.as_u64().map(Some).ok_or_else(|| ImportError {
-            line: 0,
-            message: format!(
-                "{what}: \"{key}\" is {x}, not a whole number (accepted: a whole number, 0 or \
-                 more)"
-            ),
-        }),
+        Some(x) => whole(x)
+            .map(Some)
+            .map_err(|why| ImportError::at(0, format!("{what}: \"{key}\" is {x}, {why}"))),
     }
+}
+
+/// A JSON number that is whole, not negative and at most [`MOST`], also written with a
+/// fraction of zero (`500.0`, as some writers print every number); else why not, with the
+/// accepted form.
+fn whole(x: &Value) -> Result<u64, String> {
+    let n = match (x.as_u64(), x.as_f64()) {
+        (Some(n), _) => n,
+        // Past u64 too: as large as ever.
+        (None, Some(f)) if f.fract() == 0.0 && f >= 0.0 => f.min(u64::MAX as f64) as u64,
+        _ => return Err(format!("not a whole number ({ACCEPTED})")),
+    };
+    bounded(n)
+}
+
+/// `n` when it is at most [`MOST`]; else why not, with the accepted form.
+fn bounded(n: u64) -> Result<u64, String> {
+    if n <= MOST {
+        Ok(n)
+    } else {
+        Err(format!("more than latlab takes ({ACCEPTED})"))
+    }
+}
+
+/// What a count or a latency in whole units may be.
+const ACCEPTED: &str = "accepted: a whole number from 0 to 2^53";
+
+/// A whole number in a column of a text file, at most [`MOST`].
+fn whole_word(w: &str) -> Option<u64> {
+    w.parse::<u64>().ok().filter(|n| *n <= MOST)
 }
 
 /// Rows keyed by whole units (µs, or the resolution) as `(key, count)`.
@@ -644,16 +724,14 @@ fn histogram_rows(v: &Value) -> Result<Vec<(u64, u64)>, ImportError> {
     };
     let mut rows = Vec::with_capacity(obj.len());
     for (k, n) in obj {
-        let us: u64 = k.parse().map_err(|_| ImportError {
-            line: 0,
-            message: format!("histogram key {k:?} is not a number of µs"),
+        let us = whole_word(k).ok_or_else(|| {
+            ImportError::at(
+                0,
+                format!("histogram key {k:?} is not a number of µs ({ACCEPTED})"),
+            )
         })?;
-        let n = n.as_u64().ok_or_else(|| ImportError {
-            line: 0,
-            message: format!(
-                "histogram count at {k} is {n}, not a count (accepted: a whole number, 0 or more)"
-            ),
-        })?;
+        let n = whole(n)
+            .map_err(|why| ImportError::at(0, format!("histogram count at {k} is {n}, {why}")))?;
         rows.push((us, n));
     }
     rows.sort_unstable();
@@ -670,7 +748,7 @@ fn cyclictest_thread(
     inconsistent: &mut Vec<String>,
 ) -> Result<Thread, ImportError> {
     let keyed = histogram_rows(t.get("histogram").unwrap_or(&Value::Null))?;
-    let in_rows: u64 = keyed.iter().map(|r| r.1).sum();
+    let in_rows = keyed.iter().fold(0u64, |n, r| n.saturating_add(r.1));
     let what = format!("thread {key}");
     let cycles = whole_of(t, "cycles", &what)?.unwrap_or(0);
     // "cycles" counts every sample, the histogram those within its range: never more.
@@ -802,7 +880,7 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         ));
     }
     let sys = sysinfo_of(v.get("sysinfo").unwrap_or(&Value::Null));
-    let mut r = assemble(list, cfg, sys, started, warnings, inconsistent);
+    let mut r = assemble(list, cfg, sys, started, warnings, inconsistent)?;
     if by_latlab {
         r.environment.not_recorded.extend(
             unknown
@@ -861,7 +939,8 @@ fn cyclictest_value<T: std::str::FromStr>(cmdline: &str, names: &[&str]) -> Opti
 
 /// A truncated whole-microsecond value at the middle of its microsecond.
 fn mid_us(us: u64) -> u64 {
-    us * 1000 + 500
+    // Saturating: a value this large is refused as the result is assembled.
+    us.saturating_mul(1000).saturating_add(500)
 }
 
 /// What a cyclictest histogram row is, for messages.
@@ -1107,7 +1186,7 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
         0,
         warnings,
         Vec::new(),
-    );
+    )?;
     // Without its command line, how cyclictest slept, whether -m locked memory and whether -a
     // pinned the threads are unknown.
     r.environment.not_recorded.extend([
@@ -1153,9 +1232,11 @@ fn numbers(text: &str, line: usize, expected: &str) -> Result<Vec<u64>, ImportEr
     text.split_whitespace()
         .take_while(|w| *w != "#")
         .map(|w| {
-            w.parse::<u64>().map_err(|_| ImportError {
-                line,
-                message: format!("{w:?} is not a number (expected {expected})"),
+            whole_word(w).ok_or_else(|| {
+                ImportError::at(
+                    line,
+                    format!("{w:?} is not a number (expected {expected}; {ACCEPTED})"),
+                )
             })
         })
         .collect()
@@ -1263,12 +1344,14 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
                 [a, b] if a.parse::<u64>().is_ok() => {
                     let (v, c) = (
                         a.parse::<u64>().unwrap_or(0),
-                        b.parse::<u64>().map_err(|_| ImportError {
-                            line: line_no,
-                            message: format!(
-                                "{b:?} is not a count (expected a distribution row: the \
-                                 bucket's lowest ns, then its count)"
-                            ),
+                        whole_word(b).ok_or_else(|| {
+                            ImportError::at(
+                                line_no,
+                                format!(
+                                    "{b:?} is not a count (expected a distribution row: the \
+                                     bucket's lowest ns, then its count; {ACCEPTED})"
+                                ),
+                            )
                         })?,
                     );
                     if c > 0 {
@@ -1370,7 +1453,7 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
         0,
         warnings,
         Vec::new(),
-    );
+    )?;
     // Its log does not say whether memory was locked.
     r.environment.not_recorded.push(Unrecorded::MEMORY.into());
     if !method_known {
@@ -1493,11 +1576,11 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
         let keyed = histogram_rows(c.get("histogram").unwrap_or(&Value::Null))?;
         let rows = keyed
             .into_iter()
-            .map(|(k, n)| (k * res + middle, n))
+            .map(|(k, n)| (k.saturating_mul(res).saturating_add(middle), n))
             .collect();
         let what = format!("cpu {cpu}");
         let scale = |k: &str| -> Result<Option<u64>, ImportError> {
-            Ok(whole_of(c, k, &what)?.map(|x| x * res + middle))
+            Ok(whole_of(c, k, &what)?.map(|x| x.saturating_mul(res).saturating_add(middle)))
         };
         let total = whole_of(c, "count", &what)?.unwrap_or(0);
         threads.push(Thread {
@@ -1524,7 +1607,7 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
          and numbers its threads, not their CPUs: thread N ran on the Nth CPU it was given \
          (-a, or every online CPU)"
     )];
-    let mut r = assemble(threads, cfg, sys, 0, warnings, Vec::new());
+    let mut r = assemble(threads, cfg, sys, 0, warnings, Vec::new())?;
     // results.json does not say whether memory was locked.
     r.environment.not_recorded.push(Unrecorded::MEMORY.into());
     // jitterdebugger writes 0 to /dev/cpu_dma_latency as it starts and keeps it open, as

@@ -667,7 +667,7 @@ fn a_cyclictest_json_that_contradicts_itself_says_so() {
         (
             "histogram",
             first.as_str(),
-            "histogram count at FIRST is -3, not a count",
+            "histogram count at FIRST is -3, not a whole number",
         ),
         (
             "cycles",
@@ -697,11 +697,70 @@ fn a_cyclictest_json_that_contradicts_itself_says_so() {
         let bad = bad.replace("FIRST", &first);
         assert!(e.message.contains(&bad), "{key}: {}", e.message);
         assert!(
-            e.message.contains("(accepted: a whole number, 0 or more)"),
+            e.message
+                .contains("(accepted: a whole number from 0 to 2^53)"),
             "{key}: {}",
             e.message
         );
     }
+}
+
+/// Counts and latencies no run could have (a damaged or hand-edited file) are refused, naming
+/// the largest taken: past 2^64 they wrapped, and the stored run could not be read back. A
+/// whole number written with a zero fraction (`500.0`) is a whole number.
+#[test]
+fn counts_and_latencies_past_2_to_the_53_are_refused() {
+    let v: Value = serde_json::from_str(&data("cyclictest.json")).unwrap();
+    let refused = |edit: &dyn Fn(&mut Value)| {
+        let mut b = v.clone();
+        edit(&mut b);
+        import(&b.to_string(), None, "ct.json").unwrap_err().message
+    };
+    let accepted = "(accepted: a whole number from 0 to 2^53)";
+    let e = refused(&|b| b["thread"]["0"]["cycles"] = u64::MAX.into());
+    assert_eq!(
+        e,
+        format!("thread 0: \"cycles\" is 18446744073709551615, more than latlab takes {accepted}")
+    );
+    // Each thread within the bound, both together past it.
+    let e = refused(&|b| {
+        b["thread"]["0"]["cycles"] = (1u64 << 53).into();
+        b["thread"]["1"]["cycles"] = (1u64 << 53).into();
+    });
+    assert_eq!(
+        e,
+        format!(
+            "the file's threads count 18014398509481984 samples in all, more than latlab takes \
+             {accepted}"
+        )
+    );
+    // Rows within the bound that add up past it.
+    let e = refused(&|b| {
+        b["thread"]["0"]["histogram"]["1"] = (1u64 << 53).into();
+        b["thread"]["0"]["histogram"]["2"] = (1u64 << 53).into();
+    });
+    assert!(
+        e.starts_with("the thread on CPU 0 counts 180143985094822")
+            && e.ends_with(&format!("samples, more than latlab takes {accepted}")),
+        "{e}"
+    );
+    let e = refused(&|b| b["thread"]["1"]["max"] = 1e300.into());
+    assert_eq!(
+        e,
+        format!("thread 1: \"max\" is 1e+300, more than latlab takes {accepted}")
+    );
+    let e = refused(&|b| b["thread"]["0"]["histogram"]["18446744073709551615"] = 1.into());
+    assert_eq!(
+        e,
+        format!("histogram key \"18446744073709551615\" is not a number of µs {accepted}")
+    );
+    // 500.0 is 500.
+    let mut f = v.clone();
+    f["thread"]["0"]["cycles"] = 500.0.into();
+    f["thread"]["0"]["max"] = serde_json::json!(263.0);
+    let whole = import(&f.to_string(), None, "ct.json").unwrap();
+    let plain = import(&v.to_string(), None, "ct.json").unwrap();
+    assert_eq!(whole.threads[0].stats, plain.threads[0].stats);
 }
 
 /// A file of a run that measured nothing (jitterdebugger stopped at once: every count 0) is
