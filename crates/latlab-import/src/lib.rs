@@ -353,6 +353,19 @@ fn contradictions(t: &mut Thread, label: &str) -> Vec<String> {
         };
     let max_below = past_row(&mut t.max_ns, top, |v, row| v < row);
     past_row(&mut t.min_ns, bottom, |v, row| v > row);
+    // A maximum above every row while no sample lies beyond them: no sample is that large.
+    if let (Some(max), Some(row)) = (t.max_ns, top)
+        && max > row
+        && t.total <= in_rows
+    {
+        found.push(format!(
+            "{label}: its maximum ({} us) lies above its largest histogram row ({} us), yet \
+             it counts no sample beyond its rows: the row is used",
+            us(max),
+            us(row)
+        ));
+        t.max_ns = Some(row);
+    }
     if let Some(max) = t.max_ns
         && !max_below
         && t.total > in_rows

@@ -662,6 +662,25 @@ fn a_cyclictest_json_that_contradicts_itself_says_so() {
     let t = &r.threads[0];
     assert_eq!(t.stats.max, 50_000);
     assert_eq!(t.histogram.max(), 50_000);
+    // A maximum above every row, with no sample beyond them, gives way to the largest row.
+    let in_rows: u64 = v["thread"]["0"]["histogram"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    m["thread"]["0"]["cycles"] = in_rows.into();
+    m["thread"]["0"]["max"] = 300.into();
+    let r = import(&m.to_string(), None, "ct.json").unwrap();
+    let w = r.environment.warnings.join("\n");
+    assert!(
+        w.contains(
+            "cpu0: its maximum (300.5 us) lies above its largest histogram row (49.5 us), yet it \
+             counts no sample beyond its rows: the row is used"
+        ),
+        "{w}"
+    );
+    assert_eq!(r.threads[0].stats.max, 49_500);
     // Counts that are no counts are refused, naming where and the accepted form.
     for (key, at, bad) in [
         (
