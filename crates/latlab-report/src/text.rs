@@ -209,11 +209,17 @@ fn header(out: &mut String, r: &RunResult) {
             .iter()
             .filter(|t| !t.contains("unsupported here"))
             .count();
-        line(
-            out,
-            "profile",
-            &format!("{profile}: {changed} setting(s) changed for the run, then restored"),
-        );
+        let said = match (changed, env.pm_qos_held_us) {
+            // A profile of only a /dev/cpu_dma_latency request writes nothing: it is held (the
+            // request is the profile's when --pm-qos asked for none).
+            (0, Some(_)) if c.pm_qos_us.is_none() => format!(
+                "{profile}: no setting changed; its /dev/cpu_dma_latency request held for the run \
+                 (PM QoS above)"
+            ),
+            (0, _) => format!("{profile}: no setting changed (each was as it wants, or absent)"),
+            _ => format!("{profile}: {changed} setting(s) changed for the run, then restored"),
+        };
+        line(out, "profile", &said);
     }
     for w in &env.warnings {
         let _ = writeln!(out, "warning: {w}");

@@ -655,37 +655,17 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
     for note in report.irq_notes(&ctx.sys) {
         println!("  note   {note}");
     }
-    // A /dev/cpu_dma_latency request is held by a process, not written: said as it stands.
+    // A /dev/cpu_dma_latency request is held by a process, not written: said as it stands, and
+    // compared when one is held (its absence is a note: `tune apply` holds none).
     let named = a.profile.as_deref();
     let source = report.applied.as_ref().map(|(source, _)| source.as_str());
-    let which = named.or(source).unwrap_or(profile);
-    let wanted = ctx
-        .resolve(which)
-        .ok()
-        .and_then(|p| p.system.cpu_dma_latency_us.map(|d| d.value));
-    if let Some(us) = wanted {
-        match ctx.sys.cpu_dma_latency() {
-            Ok(held) if held <= i64::from(us) => println!(
-                "  ok     /dev/cpu_dma_latency: {held} µs held by a process (the profile wants \
-                 {us} µs or less)"
-            ),
-            Ok(held) => println!(
-                "  note   system.cpu_dma_latency_us = {us}: not held ({}; a request lasts while \
-                 a process holds it: `latlab tune hold {which}`)",
-                if held < latlab_model::system::PmQos::NO_REQUEST_US {
-                    format!("a process holds a looser one, {held} µs")
-                } else {
-                    "no process holds one".to_string()
-                }
-            ),
-            Err(e) => println!("  -      system.cpu_dma_latency_us = {us}: cannot be read: {e}"),
-        }
-    }
+    let pm_qos_met = pm_qos_check(ctx, named.or(source).unwrap_or(profile));
     for knob in &report.not_written {
         println!("  -      {knob}: not written: the apply was killed before it wrote this one");
     }
     let drift = report.drifted();
-    if report.checks.is_empty() {
+    let compared = report.checks.len() + usize::from(pm_qos_met);
+    if compared == 0 {
         // Nothing compared is no pass.
         println!(
             "verify: nothing compared: the profile sets no value that can be read back here (a \
@@ -696,13 +676,12 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
     if drift == 0 {
         println!(
             "verify: passed ({} as expected)",
-            latlab_model::units::plural(report.checks.len() as u64, "value", "values")
+            latlab_model::units::plural(compared as u64, "value", "values")
         );
         Ok(ExitCode::SUCCESS)
     } else {
         println!(
-            "verify: failed ({drift} of {} values {})",
-            report.checks.len(),
+            "verify: failed ({drift} of {compared} values {})",
             if applied {
                 "drifted"
             } else {
@@ -710,6 +689,43 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
             }
         );
         Ok(ExitCode::from(1))
+    }
+}
+
+/// Print how profile `which`'s /dev/cpu_dma_latency request stands; whether a process
+/// holds one as strict as it wants.
+fn pm_qos_check(ctx: &Ctx, which: &str) -> bool {
+    let Some(us) = ctx
+        .resolve(which)
+        .ok()
+        .and_then(|p| p.system.cpu_dma_latency_us.map(|d| d.value))
+    else {
+        return false;
+    };
+    match ctx.sys.cpu_dma_latency() {
+        Ok(held) if held <= i64::from(us) => {
+            println!(
+                "  ok     /dev/cpu_dma_latency: {held} µs held by a process (the profile wants \
+                 {us} µs or less)"
+            );
+            true
+        }
+        Ok(held) => {
+            println!(
+                "  note   system.cpu_dma_latency_us = {us}: not held ({}; a request lasts while \
+                 a process holds it: `latlab tune hold {which}`)",
+                if held < latlab_model::system::PmQos::NO_REQUEST_US {
+                    format!("a process holds a looser one, {held} µs")
+                } else {
+                    "no process holds one".to_string()
+                }
+            );
+            false
+        }
+        Err(e) => {
+            println!("  -      system.cpu_dma_latency_us = {us}: cannot be read: {e}");
+            false
+        }
     }
 }
 

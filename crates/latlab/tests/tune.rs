@@ -752,6 +752,61 @@ fn a_closed_pipe_on_stdout_or_stderr_ends_quietly() {
     }
 }
 
+/// A profile that only asks for a /dev/cpu_dma_latency request is verified by whether a process
+/// holds one as strict: passed when it does (it ended "nothing compared", exit 1, even then);
+/// measured under it, the run says the request was held.
+#[test]
+fn verify_of_a_profile_of_only_a_pm_qos_request_compares_the_held_request() {
+    let t = Tree::new("vm");
+    let profile = profile_file(
+        &t,
+        "pq.toml",
+        "description = \"pm qos\"\n[system]\ncpu_dma_latency_us = 20\n",
+    );
+    let dev = t.root.join("dev/cpu_dma_latency");
+    std::fs::create_dir_all(dev.parent().unwrap()).unwrap();
+    let verify = |held: i32| {
+        std::fs::write(&dev, held.to_ne_bytes()).unwrap();
+        t.run(&["tune", "verify", profile.to_str().unwrap()])
+    };
+    let out = verify(5);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("verify: passed (1 value as expected)"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = verify(2_000_000_000);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("verify: nothing compared"),
+        "{}",
+        text(&out.stdout)
+    );
+    // Measured under it, the summary says the request was held, not "0 setting(s) changed".
+    let out = t
+        .cmd(&[
+            "measure",
+            "-D",
+            "0.2s",
+            "-a",
+            "0",
+            "--no-samplers",
+            "--profile",
+        ])
+        .arg(&profile)
+        .args(latlab_testkit::policy_args())
+        .output()
+        .unwrap();
+    assert!(
+        ok(&out).contains(
+            "profile:  pq: no setting changed; its /dev/cpu_dma_latency request held for the run"
+        ),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
 /// A profile applied for a run tunes the measured CPUs only (`-a 0`: the governor of CPU 0's
 /// policy, not the others'), and its /dev/cpu_dma_latency request is recorded as held.
 #[test]
