@@ -163,6 +163,12 @@ impl MeasureArgs {
         self.profile.is_some()
     }
 
+    /// The state directory whose tuning, if a killed run left one, is in force while this
+    /// measures: none with `--profile`, which puts it back first.
+    pub fn unrestored_state_dir(&self, sys: &Sys) -> Option<PathBuf> {
+        (!self.holds_profile()).then(|| self.state_dir(sys))
+    }
+
     /// Turn the arguments into a configuration, checking what spans several options.
     pub fn to_config(&self, online: &CpuList) -> CliResult<MeasureConfig> {
         let o = &self.opts;
@@ -572,11 +578,9 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
 
     // A tuning a crashed run left in force is in what this measures (`--profile` puts it back
     // first): said in the result, not only on stderr.
-    let left_in_force = if args.holds_profile() {
-        None
-    } else {
-        crate::tune::left_in_force(sys, &args.state_dir(sys))
-    };
+    let left_in_force = args
+        .unrestored_state_dir(sys)
+        .and_then(|dir| crate::tune::left_in_force(sys, &dir));
     let stop = StopSignal::new();
     crate::signals::install(stop.clone());
     let live_allowed = !args.quiet && !stdout_taken && std::io::stdout().is_terminal();
@@ -597,12 +601,7 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
     };
 
-    if let Some(left) = left_in_force {
-        result
-            .environment
-            .warnings
-            .push(format!("measured under a tuning left in force: {left}"));
-    }
+    result.environment.warnings.extend(left_in_force);
     // Every output and the store are tried, whichever fails: what was measured reaches all that
     // take it, and each that does not is said.
     let mut failures = write_outputs(&result, &args, &limits, json, histfile, ctjson);

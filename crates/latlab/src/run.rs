@@ -47,6 +47,8 @@ pub struct RunArgs {
 struct Checked {
     cell: Cell,
     prepared: Result<Measurement, String>,
+    /// Where a tuning a killed run left would be in force while the cell measures.
+    unrestored: Option<PathBuf>,
 }
 
 /// The `latlab measure` arguments of a cell, parsed as the command line would be.
@@ -173,7 +175,12 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
                 Err(e.to_string())
             }
         };
-        checked.push(Checked { cell, prepared });
+        let unrestored = margs.unrestored_state_dir(sys);
+        checked.push(Checked {
+            cell,
+            prepared,
+            unrestored,
+        });
     }
     let runnable: Vec<&Checked> = checked.iter().filter(|c| c.prepared.is_ok()).collect();
     let schedule = plan.schedule(checked.len());
@@ -290,7 +297,17 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             continue;
         };
         progress.start(n, cell, r, plan.repeat);
-        let result = interrupts.measuring(|stop| prepared.run(sys, stop, &mut |_| {}));
+        // A tuning a killed run left in force is in what the cell measures: said in its result.
+        let left_in_force = cell
+            .unrestored
+            .as_ref()
+            .and_then(|dir| crate::tune::left_in_force(sys, dir));
+        let result = interrupts
+            .measuring(|stop| prepared.run(sys, stop, &mut |_| {}))
+            .map(|mut r| {
+                r.environment.warnings.extend(left_in_force);
+                r
+            });
         if interrupts.interrupted() {
             // A cut-short run is not a repeat of its cell (--resume measures the cell again),
             // but what it measured is kept: saved as a run of its own, outside the experiment.

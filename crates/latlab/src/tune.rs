@@ -162,7 +162,7 @@ fn stale_journal_notice_in(sys: &Sys, dir: &std::path::Path) {
 }
 
 /// A tuning a run that did not finish left in force (its journal in `dir`; not one a reboot
-/// has reset), in words: what a measurement taken under it must carry.
+/// has reset), as the warning a measurement taken under it carries.
 pub fn left_in_force(sys: &Sys, dir: &std::path::Path) -> Option<String> {
     if !dir.join(latlab_tune::journal::JOURNAL_FILE).exists() {
         return None;
@@ -171,7 +171,8 @@ pub fn left_in_force(sys: &Sys, dir: &std::path::Path) -> Option<String> {
     if status.rebooted {
         return None;
     }
-    status.stale_notice(sys, dir)
+    let notice = status.stale_notice(sys, dir)?;
+    Some(format!("measured under a tuning left in force: {notice}"))
 }
 
 /// What a monitor's `--schedule` that ended without restoring left, if anything.

@@ -495,6 +495,29 @@ fn a_measurement_under_a_tuning_a_killed_run_left_says_so_in_its_result() {
             && warned.contains("profile lowlatency"),
         "{warned}"
     );
+    // So does each run of a plan measured under it.
+    let plan = t.dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"under\"\n[settings]\nduration = \"0.2s\"\ncpus = \"0\"\n\
+             no-samplers = true\n{}[axes]\ninterval = [\"1ms\"]\n",
+            latlab_testkit::policy_toml()
+        ),
+    )
+    .unwrap();
+    let db = t.dir.path().join("runs.db");
+    ok(&t
+        .cmd(&["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()])
+        .output()
+        .unwrap());
+    let shown =
+        latlab_testkit::json(&t.run(&["db", "show", "1", "--json", "--db", db.to_str().unwrap()]));
+    let in_run = shown["environment"]["warnings"].to_string();
+    assert!(
+        in_run.contains("measured under a tuning left in force: a tuning journal left by"),
+        "{in_run}"
+    );
     // The command it names carries the state directory (set here through LATLAB_STATE_DIR):
     // run where that variable is not set, it restores.
     let printed = warned
