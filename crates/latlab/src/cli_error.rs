@@ -171,11 +171,18 @@ pub fn clap_line(e: &clap::Error) -> String {
             .filter(|o| o.starts_with('-') && o.len() > 1)
         {
             // Named long, as every other refusal names it (`-i -5` as `--interval -5`).
-            let shown = long_name(&args, option).map_or(option.to_string(), |l| format!("--{l}"));
-            return format!(
-                "{shown} {arg}: negative (accepted: {})",
-                not_negative(option)
-            );
+            let long = long_name(&args, option);
+            let shown = long
+                .as_ref()
+                .map_or(option.to_string(), |l| format!("--{l}"));
+            return match long.as_deref().and_then(range_of) {
+                Some(range) => format!("{shown} {arg}: negative (accepted: {range})"),
+                // A name, a path or a list: `-5` is a value only as `--title=-5`.
+                None => format!(
+                    "{shown} {arg}: a value that starts with '-' is read as an option \
+                     (accepted: {shown}={arg})"
+                ),
+            };
         }
         return match tip {
             Some(tip) => format!("unexpected argument '{arg}' found ({tip})"),
@@ -223,19 +230,11 @@ pub fn clap_line(e: &clap::Error) -> String {
 /// knows one, else a pointer to the help of the command on the command line.
 fn not_negative(option: &str) -> String {
     let args: Vec<String> = std::env::args().collect();
-    let long = long_name(&args, option);
-    if let Some(range) = long.as_deref().and_then(range_of) {
+    if let Some(range) = long_name(&args, option).as_deref().and_then(range_of) {
         return range.to_string();
     }
-    let command = args
-        .iter()
-        .enumerate()
-        .skip(1)
-        .find(|(i, a)| !a.starts_with('-') && args[i - 1] != "--sysroot")
-        .map_or("", |(_, a)| a.as_str());
-    format!(
-        "a value that is not negative, in the range `latlab {command} --help` gives for {option}"
-    )
+    let (_, path) = subcommand_of(&args);
+    format!("a value that is not negative, in the range `latlab {path} --help` gives for {option}")
 }
 
 /// The values a numeric option takes, by its long name, as its own refusals say them.
@@ -253,21 +252,40 @@ fn range_of(long: &str) -> Option<&'static str> {
         "sample-period" => "10ms or more",
         "histfile-range" => "1 or more rows of 1 us",
         "repeats" => "4 or more",
+        "window" => "1ms or more, e.g. 1s",
+        "cpus" | "load-cpus" => "CPU numbers and ranges, e.g. 0-3,6 or 0-7:2",
+        "waker-cpu" => "a CPU number, e.g. 1",
+        "dl-runtime" | "dl-period" | "dl-deadline" => "a duration above 0, e.g. 100us",
+        "retention" => "1h or more, e.g. 90d",
+        "budget" => "a duration, e.g. 30m",
+        "range" => "1 or more rows of 1 µs, e.g. 400",
+        "measure" => "a duration above 0, e.g. 2s",
+        "top" => "1 or more rows",
+        "pid" => "a positive PID",
+        "experiment" => "an experiment's number from `latlab db list`",
+        "limit" => "a number of runs, 1 or more, e.g. 10",
         _ => return None,
     })
 }
 
-/// The long name of `option` (`-i` or `--interval`) of the command `args` name, if it has one.
-fn long_name(args: &[String], option: &str) -> Option<String> {
+/// The subcommand `args` name (`tune hold`), down past option values (`--sysroot DIR`), with
+/// its words.
+fn subcommand_of(args: &[String]) -> (clap::Command, String) {
     use clap::CommandFactory;
     let mut cmd = crate::Cli::command();
-    // Down the subcommands named on the command line (`tune hold`), past option values
-    // (`--sysroot DIR`).
+    let mut path = Vec::new();
     for word in args.iter().skip(1).filter(|a| !a.starts_with('-')) {
         if let Some(sub) = cmd.find_subcommand(word) {
+            path.push(word.as_str());
             cmd = sub.clone();
         }
     }
+    (cmd, path.join(" "))
+}
+
+/// The long name of `option` (`-i` or `--interval`) of the command `args` name, if it has one.
+fn long_name(args: &[String], option: &str) -> Option<String> {
+    let (cmd, _) = subcommand_of(args);
     let flag = option.split('=').next().unwrap_or(option);
     let arg = match flag.strip_prefix("--") {
         Some(long) => cmd.get_arguments().find(|a| a.get_long() == Some(long)),

@@ -488,11 +488,26 @@ const ROWS: &[(&[&str], &str)] = &[
         &["measure", "--priority=-1"],
         "--priority \"-1\": negative (accepted: 1..99 for fifo and rr)",
     ),
-    // An option without a range of its own points to the help.
     (
         &["measure", "--window", "-1s"],
-        "--window -1s: negative (accepted: a value that is not negative, in the range `latlab \
-         measure --help` gives for --window)",
+        "--window -1s: negative (accepted: 1ms or more, e.g. 1s)",
+    ),
+    (
+        &["tune", "search", "--budget", "-5"],
+        "--budget -5: negative (accepted: a duration, e.g. 30m)",
+    ),
+    (
+        &["measure", "-a", "-1"],
+        "--cpus -1: negative (accepted: CPU numbers and ranges, e.g. 0-3,6 or 0-7:2)",
+    ),
+    // A name or a path that starts with '-' is no negative number: it is given with `=`.
+    (
+        &["report", "--title", "-5"],
+        "--title -5: a value that starts with '-' is read as an option (accepted: --title=-5)",
+    ),
+    (
+        &["tune", "search", "--repeats=-1"],
+        "--repeats \"-1\": negative (accepted: 4 or more)",
     ),
     (&["measure", "--interval=-1"], "duration \"-1\" is negative"),
     (&["measure", "--cpus=-1"], "CPU numbers are not negative"),
