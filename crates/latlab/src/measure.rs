@@ -322,6 +322,12 @@ impl MeasureArgs {
     /// exported cyclictest JSON carries its histogram's range so.
     fn idle_option(&self) -> CliResult<()> {
         let no_load = self.loads.is_empty() && self.load_schedule.is_none();
+        // --force only lets rt-hog start with RT throttling off.
+        let hog = self
+            .loads
+            .iter()
+            .chain(&self.load_schedule)
+            .any(|s| s.contains("rt-hog"));
         let idle = [
             (
                 self.load_cpus.is_some() && no_load,
@@ -329,8 +335,8 @@ impl MeasureArgs {
                 "with --load or --load-schedule",
             ),
             (
-                self.force && no_load,
-                "--force: no load to force",
+                self.force && !hog,
+                "--force: no rt-hog load to force",
                 "with an rt-hog --load",
             ),
             (

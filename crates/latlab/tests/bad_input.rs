@@ -114,7 +114,11 @@ const ROWS: &[(&[&str], &str)] = &[
         &["measure", "--profile-dir", "."],
         "--profile-dir: no --profile to look for in it (accepted: with --profile NAME)",
     ),
-    (&["measure", "--force"], "--force: no load to force"),
+    (&["measure", "--force"], "--force: no rt-hog load to force"),
+    (
+        &["measure", "--force", "--load", "cpu"],
+        "--force: no rt-hog load to force (accepted: with an rt-hog --load)",
+    ),
     (
         &["measure", "--no-samplers", "--sample-period", "2s"],
         "--sample-period: no samplers run with --no-samplers (accepted: one of the two)",
