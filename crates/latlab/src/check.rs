@@ -209,10 +209,11 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         Verdict::Fail
     };
     let plan = latlab_check::plan_fixes(&first, least);
-    // The fixes of warnings --fix leaves alone (knobs, boot options, steps by hand), named by
-    // their checks so the way to apply them is plain.
-    let warned: Vec<&str> = if args.fix_warnings {
-        Vec::new()
+    // The fixes of warnings --fix leaves alone, named by their checks so the way to apply them
+    // is plain: knobs (--fix-warnings applies them), and boot options and steps by hand (it
+    // lists them).
+    let (warned_knobs, warned_listed) = if args.fix_warnings {
+        (Vec::new(), Vec::new())
     } else {
         let all = latlab_check::plan_fixes(&first, Verdict::Warn);
         /// The checks asking for a fix of `with` that `without` does not hold.
@@ -220,17 +221,20 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
             with: &[(K, Vec<&'static str>)],
             without: &[(K, Vec<&'static str>)],
         ) -> Vec<&'static str> {
-            with.iter()
+            let mut ids: Vec<&'static str> = with
+                .iter()
                 .filter(|(k, _)| !without.iter().any(|(p, _)| p == k))
                 .flat_map(|(_, ids)| ids.clone())
-                .collect()
+                .collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids
         }
-        let mut ids = left(&all.knobs, &plan.knobs);
-        ids.extend(left(&all.boot, &plan.boot));
-        ids.extend(left(&all.manual, &plan.manual));
-        ids.sort_unstable();
-        ids.dedup();
-        ids
+        let mut listed = left(&all.boot, &plan.boot);
+        listed.extend(left(&all.manual, &plan.manual));
+        listed.sort_unstable();
+        listed.dedup();
+        (left(&all.knobs, &plan.knobs), listed)
     };
     let mut outcome = FixOutcome {
         plan: plan.clone(),
@@ -263,10 +267,17 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     } else {
         say.text(&table(&first, color));
         say.text(&fix_text(&outcome, latlab_tune::boot::has_grub(sys)));
-        if !warned.is_empty() {
+        if !warned_knobs.is_empty() {
             say.line(format_args!(
                 "  not applied, as they only warn: the fixes of {} (--fix-warnings applies them)",
-                warned.join(", ")
+                warned_knobs.join(", ")
+            ));
+        }
+        if !warned_listed.is_empty() {
+            say.line(format_args!(
+                "  not listed, as they only warn: the boot options and steps by hand of {} \
+                 (--fix-warnings lists them)",
+                warned_listed.join(", ")
             ));
         }
         say.line("");

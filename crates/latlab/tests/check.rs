@@ -321,11 +321,22 @@ fn fix_leaves_warnings_unless_asked_and_says_so() {
         assert!(text.contains(said), "{said}: {text}");
     }
     // Every warning with a fix is named: a knob's, and a boot option's too (only the knobs'
-    // were, so threadirqs went unnamed).
-    let left = latlab_testkit::line_with(&text, "only warn");
-    for id in ["limits.rt-throttling", "kernel.threadirqs"] {
-        assert!(left.contains(id), "{id}: {left}");
-    }
+    // were, so threadirqs went unnamed); --fix-warnings applies the knob and only lists the
+    // boot option, and each line says which.
+    let applies = latlab_testkit::line_with(&text, "not applied, as they only warn");
+    assert!(
+        applies.contains("limits.rt-throttling")
+            && !applies.contains("kernel.threadirqs")
+            && applies.ends_with("(--fix-warnings applies them)"),
+        "{applies}"
+    );
+    let lists = latlab_testkit::line_with(&text, "not listed, as they only warn");
+    assert!(
+        lists.contains("the boot options and steps by hand of ")
+            && lists.contains("kernel.threadirqs")
+            && lists.ends_with("(--fix-warnings lists them)"),
+        "{lists}"
+    );
     assert_eq!(
         text.matches("limits.rt-throttling  warn").count(),
         1,
