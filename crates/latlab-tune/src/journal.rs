@@ -232,18 +232,33 @@ impl Journal {
 /// The exclusive tuning lock (a [`PidLock`] on `tune.lock`); released, and its file removed,
 /// when dropped (or released by the kernel when the process dies).
 #[derive(Debug)]
-pub struct StateLock(PidLock);
+pub struct StateLock(PidLock, PathBuf);
+
+/// The state directories whose lock this process holds: what a process that must exit at once
+/// names, so the tuning it may leave can be restored.
+static LOCKED_HERE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// The state directories whose tuning lock this process holds now.
+pub fn locked_here() -> Vec<PathBuf> {
+    LOCKED_HERE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
 
 impl StateLock {
     /// Take the lock without waiting; `Busy` names the holder's pid when it is known.
     pub fn acquire(dir: &Path) -> Result<StateLock, TuneError> {
         std::fs::create_dir_all(dir).map_err(|e| TuneError::io(dir, e))?;
-        PidLock::acquire(&dir.join(LOCK_FILE))
-            .map(StateLock)
-            .map_err(|e| match e {
-                LockError::Held { path, pid } => TuneError::Busy { pid, lock: path },
-                LockError::Io { path, source } => TuneError::io(&path, source),
-            })
+        let lock = PidLock::acquire(&dir.join(LOCK_FILE)).map_err(|e| match e {
+            LockError::Held { path, pid } => TuneError::Busy { pid, lock: path },
+            LockError::Io { path, source } => TuneError::io(&path, source),
+        })?;
+        LOCKED_HERE
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(dir.to_path_buf());
+        Ok(StateLock(lock, dir.to_path_buf()))
     }
 
     /// The pid holding the lock in `dir`, if a process holds it (`Some(None)`: held, pid
@@ -257,11 +272,31 @@ impl StateLock {
     }
 }
 
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        let mut held = LOCKED_HERE.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = held.iter().position(|d| *d == self.1) {
+            held.remove(i);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::plan::{Phase, Target};
+
+    /// A process that must exit at once names the state directories whose lock it holds.
+    #[test]
+    fn the_state_dirs_locked_here_are_known_until_the_lock_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let lock = StateLock::acquire(&state).unwrap();
+        assert!(locked_here().contains(&state));
+        drop(lock);
+        assert!(!locked_here().contains(&state));
+    }
 
     fn header() -> Header {
         Header {

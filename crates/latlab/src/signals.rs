@@ -190,10 +190,22 @@ fn watch(on_signal: impl Fn(&str) + Send + 'static, daemon: bool) {
                         }
                     }
                     _ => {
-                        say(
-                            "latlab: third signal: exiting now; if a profile stays applied, \
-                             `latlab tune restore` puts it back",
-                        );
+                        // The tuning being put back may be left part-way: named with the
+                        // command that finishes it.
+                        let sys = latlab_sys::Sys::from_env();
+                        let restore: Vec<String> = latlab_tune::journal::locked_here()
+                            .iter()
+                            .map(|dir| format!("`{}`", latlab_tune::restore_command(&sys, dir)))
+                            .collect();
+                        say(&if restore.is_empty() {
+                            "latlab: third signal: exiting now".to_string()
+                        } else {
+                            format!(
+                                "latlab: third signal: exiting now; a tuning may stay applied: {} \
+                                 puts it back",
+                                restore.join(", ")
+                            )
+                        });
                         std::process::exit(130);
                     }
                 }
