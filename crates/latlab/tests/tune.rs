@@ -775,6 +775,13 @@ fn a_closed_pipe_on_stdout_or_stderr_ends_quietly() {
     }
 }
 
+/// The tree's /dev/cpu_dma_latency, a file a test writes the request a process holds into.
+fn pm_qos_device(t: &Tree) -> std::path::PathBuf {
+    let dev = t.root.join("dev/cpu_dma_latency");
+    std::fs::create_dir_all(dev.parent().unwrap()).unwrap();
+    dev
+}
+
 /// A profile that only asks for a /dev/cpu_dma_latency request is verified by whether a process
 /// holds one as strict: passed when it does (it ended "nothing compared", exit 1, even then);
 /// measured under it, the run says the request was held.
@@ -786,8 +793,7 @@ fn verify_of_a_profile_of_only_a_pm_qos_request_compares_the_held_request() {
         "pq.toml",
         "description = \"pm qos\"\n[system]\ncpu_dma_latency_us = 20\n",
     );
-    let dev = t.root.join("dev/cpu_dma_latency");
-    std::fs::create_dir_all(dev.parent().unwrap()).unwrap();
+    let dev = pm_qos_device(&t);
     let verify = |held: i32| {
         std::fs::write(&dev, held.to_ne_bytes()).unwrap();
         t.run(&["tune", "verify", profile.to_str().unwrap()])
@@ -878,8 +884,7 @@ fn a_profile_for_a_run_tunes_the_measured_cpus_and_records_its_pm_qos_hold() {
         "said once: {out}"
     );
     // `tune verify` says whether a process holds it, rather than passing without a word.
-    let dev = t.root.join("dev/cpu_dma_latency");
-    std::fs::create_dir_all(dev.parent().unwrap()).unwrap();
+    let dev = pm_qos_device(&t);
     let was = std::fs::read(&dev).ok();
     // No request held, a looser one held by a process (named, not taken for none), the
     // profile's own.
