@@ -366,6 +366,22 @@ fn contradictions(t: &mut Thread, label: &str) -> Vec<String> {
         ));
         t.max_ns = Some(row);
     }
+    // A mean outside the extremes is no mean of these samples: the histogram's own is used
+    // (10 ns spare: the tools print their means to 0.01 us).
+    let (lowest, highest) = (t.min_ns.or(bottom), t.max_ns.or(top));
+    if let (Some(mean), Some(lo), Some(hi)) = (t.mean_ns, lowest, highest)
+        && !(lo as f64 - 10.0..=hi as f64 + 10.0).contains(&mean)
+    {
+        found.push(format!(
+            "{label}: its mean ({:.1} us) lies outside its minimum and maximum ({} us to {} us): \
+             the histogram's mean is used",
+            mean / 1000.0,
+            us(lo),
+            us(hi)
+        ));
+        t.mean_ns = None;
+        t.stdev_ns = None;
+    }
     if let Some(max) = t.max_ns
         && !max_below
         && t.total > in_rows
@@ -474,8 +490,9 @@ fn assemble(
 /// JSON reader's numbers are exact (as many samples as a 1 µs period gives in 285 years).
 const MOST: u64 = 1 << 53;
 
-/// Refuse counts and latencies past [`MOST`] (a damaged or hand-edited file): they do not add
-/// up as counts, and past 2^63 ns would not even be stored.
+/// Refuse counts, latencies and averages no run can have (a damaged or hand-edited file): counts
+/// and latencies past [`MOST`], an average that is no latency, and latencies whose sum the
+/// histogram could not keep (2^64 ns).
 fn within_bounds(threads: &[Thread]) -> Result<(), ImportError> {
     let most_ns = MOST * 1000;
     let mut all = 0u64;
@@ -484,22 +501,58 @@ fn within_bounds(threads: &[Thread]) -> Result<(), ImportError> {
             Some(c) => format!("the thread on CPU {c}"),
             None => format!("thread {i}"),
         };
-        let counts = t.rows.iter().map(|r| r.1).chain([t.total]);
-        let latencies = t.rows.iter().map(|r| r.0).chain(t.max_ns).chain(t.min_ns);
-        all = all.saturating_add(t.total);
-        if let Some(n) = counts.filter(|n| *n > MOST).max() {
+        let in_rows = t.rows.iter().fold(0u64, |n, r| n.saturating_add(r.1));
+        let count = t.total.max(in_rows);
+        all = all.saturating_add(count);
+        if count > MOST {
             return err(
                 0,
-                format!("{what} counts {n} samples, more than latlab takes ({ACCEPTED})"),
+                format!("{what} counts {count} samples, more than latlab takes ({ACCEPTED})"),
             );
         }
-        if let Some(ns) = latencies.filter(|ns| *ns > most_ns).max() {
+        let printed = t.printed.iter().map(|p| p.value_ns);
+        let latencies = t.rows.iter().map(|r| r.0).chain(t.max_ns).chain(t.min_ns);
+        let latencies = latencies.chain([t.range_end_ns]);
+        if let Some(ns) = latencies.chain(printed).filter(|ns| *ns > most_ns).max() {
             return err(
                 0,
                 format!(
                     "{what} holds a latency of {} µs or more, more than latlab takes \
                      ({ACCEPTED} of µs)",
                     ns / 1000
+                ),
+            );
+        }
+        for (name, v) in [("mean", t.mean_ns), ("standard deviation", t.stdev_ns)] {
+            if let Some(v) = v.filter(|v| !(0.0..=most_ns as f64).contains(v)) {
+                return err(
+                    0,
+                    format!(
+                        "{what} has a {name} of {} µs, which no latency can be (accepted: from 0 \
+                         to 2^53 µs)",
+                        if v.abs() < 1e12 {
+                            format!("{:.1}", v / 1000.0)
+                        } else {
+                            format!("{:e}", v / 1000.0)
+                        }
+                    ),
+                );
+            }
+        }
+        // What the histogram keeps as the sum of its samples; those beyond the rows are kept
+        // at the range's end or the maximum.
+        let top = t.range_end_ns.max(t.max_ns.unwrap_or(0));
+        let beyond = u128::from(count - in_rows) * u128::from(top);
+        let sum = t
+            .rows
+            .iter()
+            .fold(beyond, |s, r| s + u128::from(r.0) * u128::from(r.1));
+        if sum > u128::from(u64::MAX) {
+            return err(
+                0,
+                format!(
+                    "{what}'s samples add up to {sum} ns of latency, more than latlab keeps \
+                     (accepted: latencies that add up to less than 2^64 ns)"
                 ),
             );
         }
@@ -713,6 +766,26 @@ fn whole(x: &Value) -> Result<u64, String> {
     bounded(n)
 }
 
+/// A thread's `"cpu"` (absent, null or -1, as cyclictest writes an unpinned thread's: `None`),
+/// a CPU number Linux can have.
+fn cpu_of(v: Option<&Value>, what: &str) -> Result<Option<u32>, ImportError> {
+    let max = latlab_model::units::MAX_CPU;
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(x) if x.as_i64() == Some(-1) => Ok(None),
+        Some(x) => x
+            .as_u64()
+            .filter(|c| *c <= u64::from(max))
+            .map(|c| Some(c as u32))
+            .ok_or_else(|| {
+                ImportError::at(
+                    0,
+                    format!("{what}: \"cpu\" is {x}, not a CPU number (accepted: 0 to {max})"),
+                )
+            }),
+    }
+}
+
 /// `n` when it is at most [`MOST`]; else why not, with the accepted form.
 fn bounded(n: u64) -> Result<u64, String> {
     if n <= MOST {
@@ -725,9 +798,13 @@ fn bounded(n: u64) -> Result<u64, String> {
 /// What a count or a latency in whole units may be.
 const ACCEPTED: &str = "accepted: a whole number from 0 to 2^53";
 
-/// A whole number in a column of a text file, at most [`MOST`].
-fn whole_word(w: &str) -> Option<u64> {
-    w.parse::<u64>().ok().filter(|n| *n <= MOST)
+/// A whole number in a column of a text file, at most [`MOST`]; else why not.
+fn whole_word(w: &str) -> Result<u64, String> {
+    match w.parse::<u64>() {
+        Ok(n) if n <= MOST => Ok(n),
+        Ok(_) => Err("more than latlab takes".into()),
+        Err(_) => Err("not a number".into()),
+    }
 }
 
 /// Rows keyed by whole units (µs, or the resolution) as `(key, count)`.
@@ -737,10 +814,12 @@ fn histogram_rows(v: &Value) -> Result<Vec<(u64, u64)>, ImportError> {
     };
     let mut rows = Vec::with_capacity(obj.len());
     for (k, n) in obj {
-        let us = whole_word(k).ok_or_else(|| {
+        let us = whole_word(k).map_err(|why| {
             ImportError::at(
                 0,
-                format!("histogram key {k:?} is not a number of µs ({ACCEPTED})"),
+                format!(
+                    "histogram key {k:?} is {why} (accepted: a whole number of µs from 0 to 2^53)"
+                ),
             )
         })?;
         let n = whole(n)
@@ -774,7 +853,11 @@ fn cyclictest_thread(
     let total = cycles.max(in_rows);
     let max = whole_of(t, "max", &what)?.map(mid_us);
     let min = whole_of(t, "min", &what)?.map(mid_us);
-    let rows_end = range_us.or(keyed.last().map(|r| r.0 + 1)).unwrap_or(0) * 1000;
+    // Saturating: a range this large is refused as the result is assembled.
+    let rows_end = range_us
+        .or(keyed.last().map(|r| r.0 + 1))
+        .unwrap_or(0)
+        .saturating_mul(1000);
     let range_end_ns = rows_end.max(min.unwrap_or(0));
     let rows = keyed.into_iter().map(|(us, n)| (mid_us(us), n)).collect();
     // The mean of all its samples, in µs: cyclictest's of whole, truncated microseconds
@@ -786,7 +869,7 @@ fn cyclictest_thread(
         .filter(|_| total > 0)
         .map(|avg| avg * 1000.0 + truncation);
     Ok(Thread {
-        cpu: t.get("cpu").and_then(Value::as_u64).map(|c| c as u32),
+        cpu: cpu_of(t.get("cpu"), &what)?,
         rows,
         total,
         max_ns: max,
@@ -1245,10 +1328,10 @@ fn numbers(text: &str, line: usize, expected: &str) -> Result<Vec<u64>, ImportEr
     text.split_whitespace()
         .take_while(|w| *w != "#")
         .map(|w| {
-            whole_word(w).ok_or_else(|| {
+            whole_word(w).map_err(|why| {
                 ImportError::at(
                     line,
-                    format!("{w:?} is not a number (expected {expected}; {ACCEPTED})"),
+                    format!("{w:?} is {why} (expected {expected}; {ACCEPTED})"),
                 )
             })
         })
@@ -1357,12 +1440,12 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
                 [a, b] if a.parse::<u64>().is_ok() => {
                     let (v, c) = (
                         a.parse::<u64>().unwrap_or(0),
-                        whole_word(b).ok_or_else(|| {
+                        whole_word(b).map_err(|why| {
                             ImportError::at(
                                 line_no,
                                 format!(
-                                    "{b:?} is not a count (expected a distribution row: the \
-                                     bucket's lowest ns, then its count; {ACCEPTED})"
+                                    "{b:?} is {why} (expected a distribution row: the bucket's \
+                                     lowest ns, then its count; {ACCEPTED})"
                                 ),
                             )
                         })?,
@@ -1418,7 +1501,7 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
     let hi = max.unwrap_or(u64::MAX);
     let mut buckets: Vec<(u64, u64)> = rows
         .iter()
-        .map(|&(low, n)| ((low + width / 2).clamp(lo, hi), n))
+        .map(|&(low, n)| ((low.saturating_add(width / 2)).clamp(lo, hi), n))
         .collect();
     let maxes = if truncated { vec![min] } else { vec![min, max] };
     for exact in maxes.into_iter().flatten() {
@@ -1438,8 +1521,8 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
         printed_count
     };
     let range_end_ns = match truncated_at {
-        Some(n) => n * width,
-        None => rows.last().map_or(0, |r| r.0 + width),
+        Some(n) => n.saturating_mul(width),
+        None => rows.last().map_or(0, |r| r.0.saturating_add(width)),
     };
     let thread = Thread {
         rows: buckets,
@@ -1574,10 +1657,17 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
         .and_then(|s| s.get("resolution_in_ns"))
         .and_then(Value::as_u64)
         .unwrap_or(1000);
+    let max = latlab_model::units::MAX_CPU;
     let mut keys: Vec<(u32, &Value)> = cpus
         .iter()
-        .filter_map(|(k, c)| Some((k.parse().ok()?, c)))
-        .collect();
+        .map(|(k, c)| match k.parse::<u32>() {
+            Ok(cpu) if cpu <= max => Ok((cpu, c)),
+            _ => err(
+                0,
+                format!("\"cpu\" key {k:?} is not a CPU number (accepted: 0 to {max})"),
+            ),
+        })
+        .collect::<Result<_, _>>()?;
     keys.sort_by_key(|k| k.0);
     // Every release keeps one second's worth of its resolution's units, in thousandths: 1,000
     // slots of 1 µs, or 10^6 of 1 ns, 1 ms either way; a sample past them is only counted.

@@ -743,8 +743,12 @@ fn counts_and_latencies_past_2_to_the_53_are_refused() {
     );
     // Each thread within the bound, both together past it.
     let e = refused(&|b| {
-        b["thread"]["0"]["cycles"] = (1u64 << 53).into();
-        b["thread"]["1"]["cycles"] = (1u64 << 53).into();
+        for t in ["0", "1"] {
+            b["thread"][t] = serde_json::json!({
+                "histogram": {"0": 1u64 << 53}, "cycles": 1u64 << 53,
+                "min": 0, "max": 0, "avg": 0.0, "cpu": t.parse::<u32>().unwrap()
+            });
+        }
     });
     assert_eq!(
         e,
@@ -771,7 +775,49 @@ fn counts_and_latencies_past_2_to_the_53_are_refused() {
     let e = refused(&|b| b["thread"]["0"]["histogram"]["18446744073709551615"] = 1.into());
     assert_eq!(
         e,
-        format!("histogram key \"18446744073709551615\" is not a number of µs {accepted}")
+        "histogram key \"18446744073709551615\" is more than latlab takes (accepted: a whole \
+         number of µs from 0 to 2^53)"
+    );
+    // Averages no latency can be, a CPU Linux cannot have, and latencies whose sum the
+    // histogram cannot keep.
+    let e = refused(&|b| b["thread"]["0"]["avg"] = 1e300.into());
+    assert_eq!(
+        e,
+        "the thread on CPU 0 has a mean of 1e300 µs, which no latency can be (accepted: from 0 \
+         to 2^53 µs)"
+    );
+    let e = refused(&|b| b["thread"]["0"]["avg"] = (-5.0).into());
+    assert!(
+        e.contains("has a mean of -4.5 µs, which no latency can be"),
+        "{e}"
+    );
+    let e = refused(&|b| b["thread"]["1"]["cpu"] = u64::MAX.into());
+    assert_eq!(
+        e,
+        "thread 1: \"cpu\" is 18446744073709551615, not a CPU number (accepted: 0 to 8191)"
+    );
+    let e = refused(&|b| b["thread"]["0"]["histogram"]["1000000000"] = (1u64 << 40).into());
+    assert!(
+        e.starts_with("the thread on CPU 0's samples add up to ")
+            && e.ends_with(
+                "ns of latency, more than latlab keeps (accepted: latencies that add \
+                up to less than 2^64 ns)"
+            ),
+        "{e}"
+    );
+    // A mean outside the extremes contradicts them: the histogram's mean is used.
+    let mut m = v.clone();
+    m["thread"]["0"]["avg"] = 1000.0.into();
+    let r = import(&m.to_string(), None, "ct.json").unwrap();
+    let w = r.environment.warnings.join("\n");
+    assert!(
+        w.contains("cpu0: its mean (1000.5 us) lies outside its minimum and maximum"),
+        "{w}"
+    );
+    assert!(
+        r.threads[0].stats.mean < 263_500.0,
+        "{}",
+        r.threads[0].stats.mean
     );
     // 500.0 is 500.
     let mut f = v.clone();
@@ -802,6 +848,12 @@ fn a_file_without_samples_is_refused() {
             .contains("cpu 0: \"count\" is -1, not a whole number"),
         "{}",
         e.message
+    );
+    // A CPU that is no CPU number is refused, not left out.
+    let e = import(&text.replace("\"0\":", "\"99999\":"), None, "results.json").unwrap_err();
+    assert_eq!(
+        e.message,
+        "\"cpu\" key \"99999\" is not a CPU number (accepted: 0 to 8191)"
     );
 }
 
