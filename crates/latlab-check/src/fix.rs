@@ -12,12 +12,6 @@ pub const PROFILE_NAME: &str = "check-fix";
 /// Why the knobs could not be applied.
 #[derive(Debug, thiserror::Error)]
 pub enum FixError {
-    #[error("profile {profile} is applied (since {since}); restore it first with `{restore}`")]
-    AlreadyApplied {
-        profile: String,
-        since: String,
-        restore: String,
-    },
     #[error("writing the profile {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -120,13 +114,8 @@ pub fn apply(sys: &Sys, plan: &FixPlan, state_dir: &Path) -> Result<FixReport, F
             ..FixReport::default()
         });
     }
-    let status = latlab_tune::status(sys, state_dir)?;
-    if let Some(j) = &status.journal {
-        return Err(FixError::AlreadyApplied {
-            profile: j.header.profile.clone(),
-            since: status.since().unwrap_or_default(),
-            restore: latlab_tune::restore_command(sys, state_dir),
-        });
+    if let Some(e) = latlab_tune::status(sys, state_dir)?.in_force(sys, state_dir) {
+        return Err(e.into());
     }
     write_profile(&path, plan)?;
     let profile = latlab_tune::Profiles::builtin().resolve(&path.to_string_lossy())?;

@@ -775,6 +775,23 @@ impl Status {
         self.journal.as_ref().map(|j| since(&j.header))
     }
 
+    /// Why a tuning cannot start here now, `None` when none is in force: a latlab process that
+    /// holds one (wait for it), or one `tune apply` or a killed process left (restore it).
+    pub fn in_force(&self, sys: &Sys, state_dir: &Path) -> Option<TuneError> {
+        let j = self.journal.as_ref()?;
+        Some(match self.holder {
+            Some(pid) => TuneError::Busy {
+                pid,
+                lock: state_dir.join(crate::journal::LOCK_FILE),
+            },
+            None => TuneError::AlreadyApplied {
+                profile: j.header.profile.clone(),
+                since: since(&j.header),
+                restore: crate::restore_command(sys, state_dir),
+            },
+        })
+    }
+
     /// A one-line notice for a stale journal.
     pub fn stale_notice(&self, sys: &Sys, state_dir: &Path) -> Option<String> {
         let j = self.journal.as_ref()?;

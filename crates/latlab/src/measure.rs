@@ -442,18 +442,13 @@ impl MeasureArgs {
                     )));
                 }
                 let state_dir = self.state_dir(sys);
-                // A tuning `tune apply` put in force: said now, not after "measuring".
+                // A tuning `tune apply` or a running latlab put in force: said now, not after
+                // "measuring" (one a killed process left is put back first).
                 if let Ok(st) = latlab_tune::status(sys, &state_dir)
-                    && let Some(j) = st.journal.as_ref().filter(|_| !st.stale)
+                    && !st.stale
+                    && let Some(e) = st.in_force(sys, &state_dir)
                 {
-                    return Err(CliError::Failed(anyhow::anyhow!(
-                        "--profile {name}: {}",
-                        latlab_tune::TuneError::AlreadyApplied {
-                            profile: j.header.profile.clone(),
-                            since: st.since().unwrap_or_default(),
-                            restore: latlab_tune::restore_command(sys, &state_dir),
-                        }
-                    )));
+                    return Err(CliError::Failed(anyhow::anyhow!("--profile {name}: {e}")));
                 }
                 Some((profile, state_dir))
             }

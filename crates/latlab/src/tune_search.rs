@@ -385,15 +385,9 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
     // measured under it would not be the system as it is.
     let status = latlab_tune::status(sys, &state_dir)
         .map_err(|e| CliError::Failed(anyhow::anyhow!("{e}")))?;
-    if let Some(since) = status.since() {
-        let profile = status.journal.as_ref().map_or_else(
-            || "a tuning".to_string(),
-            |j| format!("profile {}", j.header.profile),
-        );
+    if let Some(e) = status.in_force(sys, &state_dir) {
         return Err(CliError::Failed(anyhow::anyhow!(
-            "{profile} is applied (since {since}); restore it with `{}` first, so the baseline \
-             is the system as it is; nothing was touched",
-            latlab_tune::restore_command(sys, &state_dir)
+            "{e} (a search measures the system untuned); nothing was touched"
         )));
     }
     let db_path = latlab_store::resolve_path(args.db.as_deref());

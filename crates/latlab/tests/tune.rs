@@ -413,6 +413,43 @@ fn measuring_under_lowlatency(t: &Tree) -> Command {
     c
 }
 
+/// A tuning a running latlab holds is not "applied" to restore: a second `measure --profile`
+/// names that process and waits for nothing (it told the user to restore a tuning the other
+/// run was using, and the restore it named would be refused).
+#[test]
+fn a_tuning_another_running_latlab_holds_is_named_as_its() {
+    let t = Tree::new("laptop-intel");
+    let before = snapshot(&t.root);
+    let mut child = measuring_under_lowlatency(&t)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    latlab_testkit::process::wait_for(
+        "the profile applied",
+        std::time::Duration::from_secs(30),
+        || t.state.join("tune.journal").exists() && snapshot(&t.root) != before,
+    );
+    let out = t
+        .cmd(&["measure", "-D", "0.2s", "-a", "0", "--profile", "powersave"])
+        .args(latlab_testkit::policy_args())
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    // SAFETY: kill has no memory-safety preconditions; the pid is the child's.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    child.wait().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--profile powersave: another latlab process (pid {}) is tuning this system",
+            child.id()
+        )) && !err.contains("restore it"),
+        "{err}"
+    );
+    assert_eq!(snapshot(&t.root), before);
+}
+
 /// Two Ctrl-Cs in quick succession: the second ends latlab without writing results, but only
 /// after the profile is put back and the command load is stopped.
 #[test]
