@@ -929,15 +929,10 @@ fn system(sys: &Sys, profile: &Profile, plan: &mut Plan) {
     if let Some(d) = &s.cpu_dma_latency_us {
         plan.notes.push(format!(
             "system.cpu_dma_latency_us = {}: a /dev/cpu_dma_latency request lasts only while a \
-             file stays open, so `tune apply` does not set it; run `latlab tune hold {}` (a \
-             temporary tuning such as `measure --profile` holds it for its run)",
+             file stays open, so `tune apply` does not set it; run `{}` (a temporary tuning \
+             such as `measure --profile` holds it for its run)",
             d.value,
-            // A profile file is named by its path: `tune hold NAME` finds only the profile
-            // directories' profiles.
-            match &profile.source {
-                crate::profile::ProfileSource::File(path) => path.display().to_string(),
-                _ => profile.name.clone(),
-            }
+            profile.hold_command()
         ));
     }
 }

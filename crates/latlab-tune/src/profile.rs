@@ -287,6 +287,17 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// The command that holds this profile's /dev/cpu_dma_latency request, as it can be
+    /// copied: a profile file by its absolute path (`tune hold NAME` finds only the built-in
+    /// and system profiles without the `--profile-dir` it came from).
+    pub fn hold_command(&self) -> String {
+        let which = match &self.source {
+            ProfileSource::File(path) => latlab_model::units::shell_path(path),
+            _ => latlab_model::units::shell_word(&self.name),
+        };
+        format!("latlab tune hold {which}")
+    }
+
     fn empty(name: &str, source: ProfileSource) -> Profile {
         Profile {
             name: name.to_string(),
@@ -1290,6 +1301,20 @@ mod tests {
 
     fn parse_text(text: &str) -> Result<Profile, ProfileError> {
         parse("t", ProfileSource::File("t.toml".into()), text).map(|p| p.profile)
+    }
+
+    /// The printed `tune hold` command finds the profile from any directory: a built-in by its
+    /// name, a file by its absolute path (a relative `--profile-dir`'s failed elsewhere).
+    #[test]
+    fn the_hold_command_names_a_profile_file_by_its_absolute_path() {
+        let builtin = Profiles::builtin().resolve("lowlatency").unwrap();
+        assert_eq!(builtin.hold_command(), "latlab tune hold lowlatency");
+        let file = parse_text("description = \"d\"\n").unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(
+            file.hold_command(),
+            format!("latlab tune hold {}", cwd.join("t.toml").display())
+        );
     }
 
     fn invalid(text: &str) -> (usize, String, String) {

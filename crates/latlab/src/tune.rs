@@ -665,7 +665,14 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
         println!("  -      {knob}: not written: the apply was killed before it wrote this one");
     }
     let drift = report.drifted();
-    let compared = report.checks.len() + usize::from(pm_qos_met);
+    let compared = report.checks.len() + usize::from(pm_qos_met == Some(true));
+    if compared == 0 && pm_qos_met == Some(false) {
+        println!(
+            "verify: failed: the profile's one value that can be read here, its \
+             /dev/cpu_dma_latency request, is not held (see above)"
+        );
+        return Ok(ExitCode::from(1));
+    }
     if compared == 0 {
         // Nothing compared is no pass.
         println!(
@@ -694,38 +701,37 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
 }
 
 /// Print how profile `which`'s /dev/cpu_dma_latency request stands; whether a process
-/// holds one as strict as it wants.
-fn pm_qos_check(ctx: &Ctx, which: &str) -> bool {
-    let Some(us) = ctx
-        .resolve(which)
-        .ok()
-        .and_then(|p| p.system.cpu_dma_latency_us.map(|d| d.value))
-    else {
-        return false;
-    };
+/// holds one as strict as it wants (`None`: the profile asks for none, or it cannot be read).
+fn pm_qos_check(ctx: &Ctx, which: &str) -> Option<bool> {
+    let (us, hold) = ctx.resolve(which).ok().and_then(|p| {
+        p.system
+            .cpu_dma_latency_us
+            .as_ref()
+            .map(|d| (d.value, p.hold_command()))
+    })?;
     match ctx.sys.cpu_dma_latency() {
         Ok(held) if held <= i64::from(us) => {
             println!(
                 "  ok     /dev/cpu_dma_latency: {held} µs held by a process (the profile wants \
                  {us} µs or less)"
             );
-            true
+            Some(true)
         }
         Ok(held) => {
             println!(
                 "  note   system.cpu_dma_latency_us = {us}: not held ({}; a request lasts while \
-                 a process holds it: `latlab tune hold {which}`)",
+                 a process holds it: `{hold}`)",
                 if held < latlab_model::system::PmQos::NO_REQUEST_US {
                     format!("a process holds a looser one, {held} µs")
                 } else {
                     "no process holds one".to_string()
                 }
             );
-            false
+            Some(false)
         }
         Err(e) => {
             println!("  -      system.cpu_dma_latency_us = {us}: cannot be read: {e}");
-            false
+            None
         }
     }
 }

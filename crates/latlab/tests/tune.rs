@@ -820,8 +820,9 @@ fn pm_qos_device(t: &Tree) -> std::path::PathBuf {
 }
 
 /// A profile that only asks for a /dev/cpu_dma_latency request is verified by whether a process
-/// holds one as strict: passed when it does (it ended "nothing compared", exit 1, even then);
-/// measured under it, the run says the request was held.
+/// holds one as strict: passed when it does (it ended "nothing compared", exit 1, even then),
+/// failed when none or a looser one is held; measured under it, the run says the request was
+/// held.
 #[test]
 fn verify_of_a_profile_of_only_a_pm_qos_request_compares_the_held_request() {
     let t = Tree::new("vm");
@@ -842,13 +843,20 @@ fn verify_of_a_profile_of_only_a_pm_qos_request_compares_the_held_request() {
         "{}",
         text(&out.stdout)
     );
-    let out = verify(2_000_000_000);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
-    assert!(
-        text(&out.stdout).contains("verify: nothing compared"),
-        "{}",
-        text(&out.stdout)
-    );
+    // None held, or a looser one: not met, said as such (not "nothing compared"), with the
+    // command that holds it, the profile file by its path.
+    for held in [2_000_000_000, 50] {
+        let out = verify(held);
+        let said = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains(
+                "verify: failed: the profile's one value that can be read here, its \
+                 /dev/cpu_dma_latency request, is not held"
+            ) && said.contains(&format!("`latlab tune hold {}`", profile.display())),
+            "{said}"
+        );
+    }
     // Measured under it, the summary says the request was held, not "0 setting(s) changed".
     let out = t
         .cmd(&[
