@@ -106,7 +106,10 @@ pub fn clap_line(e: &clap::Error) -> String {
         return match (accepted, e.get(ContextKind::InvalidValue)) {
             // `-p=-1`: as `-p -1` says it, the option's range in its help.
             (Some(_), Some(ContextValue::String(value)))
-                if plain.is_some() && value.starts_with('-') =>
+                if plain.is_some()
+                    && value
+                        .strip_prefix('-')
+                        .is_some_and(|n| n.parse::<f64>().is_ok()) =>
             {
                 format!(
                     "{flag} {value:?}: negative (accepted: {})",
@@ -157,27 +160,42 @@ pub fn clap_line(e: &clap::Error) -> String {
             ),
             (None, _) => None,
         };
-        // The parser names only the start of a negative value with a unit (`-1` of `-D -1s`,
-        // read as flags): the word given is named whole.
+        // The parser names only the start of a value it took for flags (`-1` of `-D -1s`,
+        // `-a` of `--title -abc`): the word given is named whole.
         let args: Vec<String> = std::env::args().collect();
-        let at = negative
-            .then(|| args.iter().position(|a| a.starts_with(arg.as_str())))
-            .flatten();
+        let at = args.iter().position(|a| a.starts_with(arg.as_str()));
         let arg = at.map_or(arg.as_str(), |i| args[i].as_str());
-        // The option it was given to, where the word before it is one (`-p -1`).
+        // The option it was given to, where the word before it is one that takes a value
+        // (`-p -1`, `--db -x`).
         if let Some(option) = at
             .and_then(|i| i.checked_sub(1))
             .map(|i| args[i].as_str())
             .filter(|o| o.starts_with('-') && o.len() > 1)
+            && let Some((_, takes)) =
+                option_arg(&args, option).filter(|(_, a)| a.get_action().takes_values())
         {
             // Named long, as every other refusal names it (`-i -5` as `--interval -5`).
-            let long = long_name(&args, option);
-            let shown = long
-                .as_ref()
+            let shown = takes
+                .get_long()
                 .map_or(option.to_string(), |l| format!("--{l}"));
-            return match long.as_deref().and_then(range_of) {
-                Some(range) => format!("{shown} {arg}: negative (accepted: {range})"),
-                // A name, a path or a list: `-5` is a value only as `--title=-5`.
+            if let Some(range) = takes.get_long().and_then(range_of)
+                && negative
+            {
+                return format!("{shown} {arg}: negative (accepted: {range})");
+            }
+            // What the option says of the value itself, read as `--option=VALUE`; a value it
+            // takes is given that way.
+            let i = at.unwrap_or(0);
+            let mut given = args.clone();
+            given.splice(i - 1..=i, [format!("{shown}={arg}")]);
+            let refusal = <crate::Cli as clap::Parser>::try_parse_from(&given)
+                .err()
+                .filter(|e| {
+                    matches!(e.get(ContextKind::InvalidArg),
+                    Some(ContextValue::String(a)) if a.split_whitespace().next() == Some(&shown))
+                });
+            return match refusal {
+                Some(e) => clap_line(&e),
                 None => format!(
                     "{shown} {arg}: a value that starts with '-' is read as an option \
                      (accepted: {shown}={arg})"
@@ -271,30 +289,52 @@ fn range_of(long: &str) -> Option<&'static str> {
 /// The subcommand `args` name (`tune hold`), down past option values (`--sysroot DIR`), with
 /// its words.
 fn subcommand_of(args: &[String]) -> (clap::Command, String) {
+    let (mut chain, path) = subcommands_of(args);
+    (chain.pop().unwrap_or_else(clap::Command::default), path)
+}
+
+/// The commands `args` name from the top (`latlab`, `tune`, `tune hold`), with the words of
+/// the deepest.
+fn subcommands_of(args: &[String]) -> (Vec<clap::Command>, String) {
     use clap::CommandFactory;
-    let mut cmd = crate::Cli::command();
+    let mut chain = vec![crate::Cli::command()];
     let mut path = Vec::new();
     for word in args.iter().skip(1).filter(|a| !a.starts_with('-')) {
-        if let Some(sub) = cmd.find_subcommand(word) {
+        let sub = chain.last().and_then(|c| c.find_subcommand(word)).cloned();
+        if let Some(sub) = sub {
             path.push(word.as_str());
-            cmd = sub.clone();
+            chain.push(sub);
         }
     }
-    (cmd, path.join(" "))
+    (chain, path.join(" "))
 }
 
 /// The long name of `option` (`-i` or `--interval`) of the command `args` name, if it has one.
 fn long_name(args: &[String], option: &str) -> Option<String> {
-    let (cmd, _) = subcommand_of(args);
+    option_arg(args, option)?.1.get_long().map(str::to_string)
+}
+
+/// The argument `option` (`-i` or `--interval`) of the command `args` name, with the command
+/// that has it (the deepest of the subcommands named, or one above it for a global option).
+fn option_arg(args: &[String], option: &str) -> Option<(clap::Command, clap::Arg)> {
     let flag = option.split('=').next().unwrap_or(option);
-    let arg = match flag.strip_prefix("--") {
-        Some(long) => cmd.get_arguments().find(|a| a.get_long() == Some(long)),
+    let find = |cmd: &clap::Command| match flag.strip_prefix("--") {
+        Some(long) => cmd
+            .get_arguments()
+            .find(|a| a.get_long() == Some(long))
+            .cloned(),
         None => {
             let short = flag.strip_prefix('-')?.chars().next()?;
-            cmd.get_arguments().find(|a| a.get_short() == Some(short))
+            cmd.get_arguments()
+                .find(|a| a.get_short() == Some(short))
+                .cloned()
         }
-    }?;
-    arg.get_long().map(str::to_string)
+    };
+    let (chain, _) = subcommands_of(args);
+    chain
+        .into_iter()
+        .rev()
+        .find_map(|cmd| find(&cmd).map(|arg| (cmd, arg)))
 }
 
 /// A `measure` command line refused for a cyclictest option whose letter latlab gives another

@@ -510,6 +510,19 @@ const ROWS: &[(&[&str], &str)] = &[
         "--title -5: a value that starts with '-' is read as an option (accepted: --title=-5)",
     ),
     (
+        &["db", "list", "--db", "-x"],
+        "--db -x: a value that starts with '-' is read as an option (accepted: --db=-x)",
+    ),
+    // A value the option refuses itself is refused in its words.
+    (
+        &["measure", "--policy", "-5"],
+        "--policy: unknown policy \"-5\" (accepted: fifo, rr, other, batch, idle, deadline)",
+    ),
+    (
+        &["trace", "--top", "-x"],
+        "--top \"-x\": not a whole number (accepted: a whole number, e.g. 10)",
+    ),
+    (
         &["tune", "search", "--repeats=-1"],
         "--repeats \"-1\": negative (accepted: 4 or more)",
     ),
