@@ -482,10 +482,15 @@ impl OutputFile {
         }
         std::fs::File::create(&self.path)
             .and_then(|mut f| {
-                let written = f.write_all(text.as_bytes()).and_then(|()| f.sync_all());
+                // Synced to disk when it is a file: a device (`/dev/null`) or a pipe has no
+                // disk to sync to, and refuses it (EINVAL).
+                let file = f.metadata().is_ok_and(|m| m.is_file());
+                let written = f
+                    .write_all(text.as_bytes())
+                    .and_then(|()| if file { f.sync_all() } else { Ok(()) });
                 // A file cut short (a full file system) is no report: none is left. Only a
                 // regular file: `/dev/full` and other devices stay.
-                if written.is_err() && f.metadata().is_ok_and(|m| m.is_file()) {
+                if written.is_err() && file {
                     let _ = std::fs::remove_file(&self.path);
                 }
                 written
