@@ -49,7 +49,7 @@ pub fn default_state_dir(sys: &Sys) -> PathBuf {
 
 /// The profile text for the plan's knobs: one table per section, knobs in plan order; the boot
 /// options in `[boot] extra`, for `latlab tune boot` (`tune apply` leaves them alone).
-pub fn profile_text(plan: &FixPlan) -> String {
+pub fn profile_text(plan: &FixPlan, restore: &str) -> String {
     let ids: Vec<&str> = plan
         .knobs
         .iter()
@@ -62,9 +62,11 @@ pub fn profile_text(plan: &FixPlan) -> String {
             }
             acc
         });
+    // In a TOML basic string: backslashes and quotes escaped.
+    let restore = restore.replace('\\', "\\\\").replace('"', "\\\"");
     let mut out = format!(
         "description = \"\"\"\nWritten by latlab check --fix: the settings behind the checks {}.\n\
-         `latlab tune restore` puts back every value it changed.\n\"\"\"\n",
+         `{restore}` puts back every value it changed.\n\"\"\"\n",
         ids.join(", ")
     );
     let mut tables: Vec<(&str, Vec<String>)> = Vec::new();
@@ -108,7 +110,7 @@ pub fn apply(sys: &Sys, plan: &FixPlan, state_dir: &Path) -> Result<FixReport, F
         } else {
             path
         };
-        write_profile(&path, plan)?;
+        write_profile(sys, &path, plan)?;
         return Ok(FixReport {
             profile: Some(path),
             ..FixReport::default()
@@ -117,7 +119,7 @@ pub fn apply(sys: &Sys, plan: &FixPlan, state_dir: &Path) -> Result<FixReport, F
     if let Some(e) = latlab_tune::status(sys, state_dir)?.in_force(sys, state_dir) {
         return Err(e.into());
     }
-    write_profile(&path, plan)?;
+    write_profile(sys, &path, plan)?;
     let profile = latlab_tune::Profiles::builtin().resolve(&path.to_string_lossy())?;
     let opts = latlab_tune::ApplyOptions {
         hooks: latlab_tune::TestHooks::from_env(),
@@ -147,10 +149,12 @@ pub fn apply(sys: &Sys, plan: &FixPlan, state_dir: &Path) -> Result<FixReport, F
     Ok(report)
 }
 
-fn write_profile(path: &Path, plan: &FixPlan) -> Result<(), FixError> {
-    path.parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(path, profile_text(plan)))
+/// Write the profile of `plan` at `path`, in the state directory whose journal it names.
+fn write_profile(sys: &Sys, path: &Path, plan: &FixPlan) -> Result<(), FixError> {
+    let state_dir = path.parent().unwrap_or(Path::new("."));
+    let restore = latlab_tune::restore_command(sys, state_dir);
+    std::fs::create_dir_all(state_dir)
+        .and_then(|()| std::fs::write(path, profile_text(plan, &restore)))
         .map_err(|source| FixError::Write {
             path: path.to_path_buf(),
             source,
@@ -174,7 +178,7 @@ mod tests {
             ],
             ..FixPlan::default()
         };
-        let text = profile_text(&plan);
+        let text = profile_text(&plan, "latlab tune restore");
         assert!(
             text.contains("[cpu.all]\ngovernor = \"performance\"\nmax_idle_latency_us = 100\n")
         );
@@ -196,7 +200,7 @@ mod tests {
             ],
             ..FixPlan::default()
         };
-        let text = profile_text(&plan);
+        let text = profile_text(&plan, "latlab tune restore");
         assert!(
             text.ends_with("\n[boot]\nextra = [\"preempt=full\", \"threadirqs\"]\n"),
             "{text}"
@@ -208,6 +212,27 @@ mod tests {
         assert_eq!(
             p.boot.extra.as_ref().unwrap().value,
             ["preempt=full", "threadirqs"]
+        );
+    }
+
+    /// The profile names the command that restores its journal, whatever the directory's
+    /// name holds (quotes and backslashes stay a valid profile).
+    #[test]
+    fn the_profile_names_its_restore_command() {
+        let plan = FixPlan {
+            knobs: vec![(Knob::SchedRtRuntimeUs(-1), vec!["limits.rt-throttling"])],
+            ..FixPlan::default()
+        };
+        let restore = r#"latlab tune restore --state-dir '/s/a"b\c'"#;
+        let text = profile_text(&plan, restore);
+        let p = latlab_tune::Profiles::builtin()
+            .resolve_text(PROFILE_NAME, &text)
+            .unwrap();
+        assert!(
+            p.description
+                .contains(&format!("`{restore}` puts back every value it changed")),
+            "{}",
+            p.description
         );
     }
 }
