@@ -233,17 +233,17 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
             .unwrap_or_else(|| latlab_tune::default_state_dir(sys)),
         profiles: Profiles::load(&dirs).map_err(|e| usage(e.into()))?,
     };
-    // What reads the system as it is (a plan, a recommendation) says first when a tuning left
-    // behind is in it; status, restore, apply and verify of the journal speak of it themselves.
-    let reads_the_system = match &args.command {
+    // What reads the system as it is (a plan, a recommendation, a verification) says first
+    // when a tuning left behind is in it; status, restore and apply speak of it themselves.
+    let reads_the_system = matches!(
+        &args.command,
         TuneCommand::Show(_)
-        | TuneCommand::Boot(_)
-        | TuneCommand::Recommend(_)
-        | TuneCommand::Hold(_)
-        | TuneCommand::Search(_) => true,
-        TuneCommand::Verify(a) => a.profile.is_some(),
-        _ => false,
-    };
+            | TuneCommand::Boot(_)
+            | TuneCommand::Recommend(_)
+            | TuneCommand::Hold(_)
+            | TuneCommand::Search(_)
+            | TuneCommand::Verify(_)
+    );
     if reads_the_system {
         stale_journal_notice_in(sys, &ctx.state_dir);
     }

@@ -216,6 +216,7 @@ fn sigkill_in_the_middle_of_apply_then_restore_puts_the_tree_back() {
     for args in [
         &["tune", "show", "lowlatency"][..],
         &["tune", "verify", "lowlatency"],
+        &["tune", "verify"],
         &["tune", "recommend"],
     ] {
         let err = text(&t.run(args).stderr);
