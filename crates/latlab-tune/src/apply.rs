@@ -800,6 +800,8 @@ impl Status {
         }
         let h = &j.header;
         let restore = crate::restore_command(sys, state_dir);
+        // Absolute, as the command is: the notice is read from anywhere.
+        let state_dir = &std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.into());
         if self.rebooted {
             return Some(format!(
                 "the journal of profile {}, applied before the last reboot (since {}), is in {}; \

@@ -629,6 +629,12 @@ pub fn open_store(path: &Path) -> CliResult<Store> {
     })
 }
 
+/// Whether load specs or a load schedule name rt-hog, the one load `--force` is for (it lets
+/// rt-hog start with RT throttling off).
+pub fn names_rt_hog(specs: &[String], schedule: Option<&String>) -> bool {
+    specs.iter().chain(schedule).any(|s| s.contains("rt-hog"))
+}
+
 /// ` --db PATH` for a command latlab prints to be copied, when a store was named.
 pub fn db_option(db: Option<&Path>) -> String {
     db.map(|d| format!(" --db {}", latlab_model::units::shell_path(d)))

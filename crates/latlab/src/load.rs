@@ -64,6 +64,11 @@ impl LoadArgs {
                     .into(),
             ));
         }
+        if self.force && !crate::args::names_rt_hog(&self.specs, self.schedule.as_ref()) {
+            return Err(CliError::Usage(
+                "--force: no rt-hog load to force (accepted: with an rt-hog load)".into(),
+            ));
+        }
         let specs = self
             .specs
             .iter()

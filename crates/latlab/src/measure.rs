@@ -322,12 +322,7 @@ impl MeasureArgs {
     /// exported cyclictest JSON carries its histogram's range so.
     fn idle_option(&self) -> CliResult<()> {
         let no_load = self.loads.is_empty() && self.load_schedule.is_none();
-        // --force only lets rt-hog start with RT throttling off.
-        let hog = self
-            .loads
-            .iter()
-            .chain(&self.load_schedule)
-            .any(|s| s.contains("rt-hog"));
+        let hog = args::names_rt_hog(&self.loads, self.load_schedule.as_ref());
         let idle = [
             (
                 self.load_cpus.is_some() && no_load,

@@ -539,10 +539,11 @@ fn status(ctx: &Ctx) -> CliResult<ExitCode> {
     };
     let h = &j.header;
     println!(
-        "profile {} ({}) applied on CPUs {} since {} by latlab pid {}{}",
+        "profile {} ({}) applied on {} since {} by latlab pid {}{}",
         h.profile,
         h.source,
-        h.cpus,
+        latlab_model::units::CpuList::parse(&h.cpus)
+            .map_or_else(|_| format!("CPUs {}", h.cpus), |c| c.named()),
         st.since().unwrap_or_default(),
         h.pid,
         if h.temporary { ", for a run" } else { "" }

@@ -120,6 +120,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "--force: no rt-hog load to force (accepted: with an rt-hog --load)",
     ),
     (
+        &["load", "cpu", "--force"],
+        "--force: no rt-hog load to force (accepted: with an rt-hog load)",
+    ),
+    (
         &["measure", "--no-samplers", "--sample-period", "2s"],
         "--sample-period: no samplers run with --no-samplers (accepted: one of the two)",
     ),
