@@ -421,16 +421,7 @@ fn measuring_under_lowlatency(t: &Tree) -> Command {
 fn a_tuning_another_running_latlab_holds_is_named_as_its() {
     let t = Tree::new("laptop-intel");
     let before = snapshot(&t.root);
-    let mut child = measuring_under_lowlatency(&t)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    latlab_testkit::process::wait_for(
-        "the profile applied",
-        std::time::Duration::from_secs(30),
-        || t.state.join("tune.journal").exists() && snapshot(&t.root) != before,
-    );
+    let mut child = running_under_lowlatency(&t, &before);
     let out = t
         .cmd(&["measure", "-D", "0.2s", "-a", "0", "--profile", "powersave"])
         .args(latlab_testkit::policy_args())
@@ -449,6 +440,25 @@ fn a_tuning_another_running_latlab_holds_is_named_as_its() {
         "{err}"
     );
     assert_eq!(snapshot(&t.root), before);
+}
+
+/// [`measuring_under_lowlatency`] started in the background, once its profile is applied (the
+/// tree no longer as `before`).
+fn running_under_lowlatency(
+    t: &Tree,
+    before: &BTreeMap<PathBuf, latlab_sys::fixture::Entry>,
+) -> std::process::Child {
+    let child = measuring_under_lowlatency(t)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    latlab_testkit::process::wait_for(
+        "the profile applied",
+        std::time::Duration::from_secs(30),
+        || t.state.join("tune.journal").exists() && snapshot(&t.root) != *before,
+    );
+    child
 }
 
 /// Two Ctrl-Cs in quick succession: the second ends latlab without writing results, but only
@@ -497,16 +507,7 @@ fn a_second_ctrl_c_still_puts_back_the_profile_and_stops_the_loads() {
 fn a_measurement_under_a_tuning_a_killed_run_left_says_so_in_its_result() {
     let t = Tree::new("laptop-intel");
     let before = snapshot(&t.root);
-    let mut child = measuring_under_lowlatency(&t)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    latlab_testkit::process::wait_for(
-        "the profile applied",
-        std::time::Duration::from_secs(30),
-        || t.state.join("tune.journal").exists() && snapshot(&t.root) != before,
-    );
+    let mut child = running_under_lowlatency(&t, &before);
     // SIGKILL: no destructor, no restore.
     child.kill().unwrap();
     child.wait().unwrap();
