@@ -190,8 +190,12 @@ impl CpuList {
         if s.is_empty() {
             return Err(err("empty CPU list".into()));
         }
-        if s.starts_with('-') {
-            return Err(err(format!("{s:?}: CPU numbers are not negative")));
+        if let Some(rest) = s.strip_prefix('-') {
+            return Err(err(if rest.starts_with(|c: char| c.is_ascii_digit()) {
+                format!("{s:?}: CPU numbers are not negative")
+            } else {
+                format!("{s:?} is not a CPU number")
+            }));
         }
         let num = |t: &str| -> Result<u32, ParseError> {
             let t = t.trim();

@@ -523,6 +523,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "--policy: unknown policy \"-5\" (accepted: fifo, rr, other, batch, idle, deadline)",
     ),
     (
+        &["measure", "-a", "-x"],
+        "--cpus: \"-x\" is not a CPU number (accepted: CPU numbers and ranges",
+    ),
+    (
         &["trace", "--top", "-x"],
         "--top \"-x\": not a whole number (accepted: a whole number, e.g. 10)",
     ),
