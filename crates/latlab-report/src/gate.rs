@@ -63,6 +63,15 @@ impl Measure {
             _ => format!("{} us", format_us(v, 1)),
         }
     }
+
+    /// A limit as given: finer than 0.1 us, to the ns (`1ns` is not "0.0 us").
+    fn limit(self, v: u64) -> String {
+        match self {
+            Measure::Missed => v.to_string(),
+            _ if !v.is_multiple_of(100) => format!("{} us", format_us(v, 3)),
+            _ => self.amount(v),
+        }
+    }
 }
 
 impl Breach {
@@ -73,7 +82,7 @@ impl Breach {
                 "{}: latency {} exceeds {} ({}), which ended the run before its length",
                 self.thread,
                 self.what.amount(v),
-                self.what.amount(self.limit),
+                self.what.limit(self.limit),
                 self.what.flag()
             );
         }
@@ -83,14 +92,14 @@ impl Breach {
                 self.thread,
                 self.what.name(),
                 self.what.amount(v),
-                self.what.amount(self.limit),
+                self.what.limit(self.limit),
                 self.what.flag()
             ),
             None => format!(
                 "{}: no samples, so {} cannot be shown within the limit {} ({})",
                 self.thread,
                 self.what.name(),
-                self.what.amount(self.limit),
+                self.what.limit(self.limit),
                 self.what.flag()
             ),
         }
@@ -241,6 +250,16 @@ mod tests {
                 "cpu1: max 120.0 us exceeds the limit 50.0 us (--max-latency)",
                 "cpu1: missed periods 3 exceeds the limit 2 (--max-missed)"
             ]
+        );
+        // A limit finer than the values' 0.1 us is said to the ns, not as 0.0 us.
+        let fine = Limits {
+            p99_ns: Some(1),
+            ..Limits::default()
+        };
+        let lines: Vec<String> = fine.check(&r).iter().map(Breach::line).collect();
+        assert!(
+            lines[0].ends_with("exceeds the limit 0.001 us (--max-p99)"),
+            "{lines:?}"
         );
         // At the limit is within it.
         let at = Limits {

@@ -29,9 +29,14 @@ pub fn nanos(text: &str) -> Result<Ns, ParseError> {
     parse_duration(text, Some("ns")).map(Ns)
 }
 
-/// A duration whose bare number is days (`--retention 90`).
+/// A duration whose bare number is days (`--retention 90`), said so in its accepted form.
 pub fn days(text: &str) -> Result<Ns, ParseError> {
-    parse_duration(text, Some("d")).map(Ns)
+    parse_duration(text, Some("d"))
+        .map(Ns)
+        .map_err(|e| ParseError {
+            accepted: "a number of days, or with a unit h or d, e.g. 90 or 90d, 12h",
+            ..e
+        })
 }
 
 /// A duration that must name its unit (`--window 5m`).

@@ -178,7 +178,8 @@ pub fn clap_line(e: &clap::Error) -> String {
             let shown = takes
                 .get_long()
                 .map_or(option.to_string(), |l| format!("--{l}"));
-            if let Some(range) = takes.get_long().and_then(range_of)
+            let (_, command) = subcommands_of(&args);
+            if let Some(range) = takes.get_long().and_then(|l| range_of(&command, l))
                 && negative
             {
                 return format!("{shown} {arg}: negative (accepted: {range})");
@@ -248,15 +249,19 @@ pub fn clap_line(e: &clap::Error) -> String {
 /// knows one, else a pointer to the help of the command on the command line.
 fn not_negative(option: &str) -> String {
     let args: Vec<String> = std::env::args().collect();
-    if let Some(range) = long_name(&args, option).as_deref().and_then(range_of) {
+    let (_, path) = subcommand_of(&args);
+    if let Some(range) = long_name(&args, option)
+        .as_deref()
+        .and_then(|l| range_of(&path, l))
+    {
         return range.to_string();
     }
-    let (_, path) = subcommand_of(&args);
     format!("a value that is not negative, in the range `latlab {path} --help` gives for {option}")
 }
 
-/// The values a numeric option takes, by its long name, as its own refusals say them.
-fn range_of(long: &str) -> Option<&'static str> {
+/// The values a numeric option of `command` (`tune search`) takes, by its long name, as its
+/// own refusals say them.
+fn range_of(command: &str, long: &str) -> Option<&'static str> {
     Some(match long {
         "interval" => "1us or more, e.g. 100us, 1ms",
         "duration" => "a length above 0, e.g. 10s, 5m",
@@ -270,6 +275,7 @@ fn range_of(long: &str) -> Option<&'static str> {
         "sample-period" => "10ms or more",
         "histfile-range" => "1 or more rows of 1 us",
         "repeats" => "4 or more",
+        "window" if command == "monitor" => "1s or more, e.g. 5m",
         "window" => "1ms or more, e.g. 1s",
         "cpus" | "load-cpus" => "CPU numbers and ranges, e.g. 0-3,6 or 0-7:2",
         "waker-cpu" => "a CPU number, e.g. 1",

@@ -46,7 +46,8 @@ pub struct MonitorArgs {
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
 
-    /// Windows older than this are merged into hourly rows (histograms merge exactly).
+    /// Windows older than this are merged into hourly rows (histograms merge exactly); 1h or
+    /// more, a bare number is days.
     #[arg(long, default_value = "90d", value_name = "DUR", value_parser = args::days)]
     retention: Ns,
 

@@ -514,6 +514,14 @@ const ROWS: &[(&[&str], &str)] = &[
         "--title -5: a value that starts with '-' is read as an option (accepted: --title=-5)",
     ),
     (
+        &["monitor", "--window", "-1s"],
+        "--window -1s: negative (accepted: 1s or more, e.g. 5m)",
+    ),
+    (
+        &["monitor", "--retention", "abc"],
+        "(accepted: a number of days, or with a unit h or d, e.g. 90 or 90d, 12h)",
+    ),
+    (
         &["db", "list", "--db", "-x"],
         "--db -x: a value that starts with '-' is read as an option (accepted: --db=-x)",
     ),

@@ -60,7 +60,7 @@ fn measure_exceeding_a_limit_exits_4_with_a_line_per_cpu_and_a_failed_junit_case
             *line,
             // The one µs format (a float's {:.1} rounds 445.65 down, the format up).
             format!(
-                "latlab: limit exceeded: {}: max {} us exceeds the limit 0.0 us (--max-latency)",
+                "latlab: limit exceeded: {}: max {} us exceeds the limit 0.001 us (--max-latency)",
                 t["label"].as_str().unwrap(),
                 latlab_model::units::format_us(max, 1)
             )
@@ -99,7 +99,7 @@ fn measure_exceeding_a_limit_exits_4_with_a_line_per_cpu_and_a_failed_junit_case
         assert_eq!(case["result"], "failure");
         let m = case["message"].as_str().unwrap();
         assert!(
-            m.contains("exceeds the limit 0.0 us") && m.contains(id),
+            m.contains("exceeds the limit 0.001 us") && m.contains(id),
             "{m}"
         );
     }
@@ -500,7 +500,7 @@ fn run_gives_a_case_per_cell_and_cpu_and_exits_4_on_a_limit() {
     // Repeats counted from 1, as the progress and the reports count them.
     assert!(messages.iter().all(|m| m.contains("repeat 1: cpu0: p99 ")
         && m.contains("repeat 2: cpu0: p99 ")
-        && m.contains("exceeds the limit 0.0 us (--max-p99); run ")));
+        && m.contains("exceeds the limit 0.001 us (--max-p99); run ")));
     if let Some(suites) = junit_read(&junit) {
         let s = &suites[0];
         assert_eq!(s["name"], "latlab run gate");
