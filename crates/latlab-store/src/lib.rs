@@ -41,10 +41,17 @@ pub use totals::{CpuTotals, SeriesTotals};
 
 /// What an error of a store at `path` should add where its file system is full: SQLite says
 /// "disk I/O error" when it cannot even open its journal.
-fn space_left(path: &Path) -> &'static str {
+fn space_left(path: &Path) -> String {
     match latlab_sys::available_bytes(path) {
-        Some(0) => "; the file system holding it is full",
-        _ => "",
+        Some(0) => "; the file system holding it is full".into(),
+        // Less than a store's set-up and its journal take.
+        Some(n) if n < 1 << 20 => {
+            format!(
+                "; the file system holding it is nearly full ({} KiB left)",
+                n / 1024
+            )
+        }
+        _ => String::new(),
     }
 }
 
@@ -101,12 +108,17 @@ pub enum StoreError {
     /// A store a command must change is not writable here.
     #[error("the store {path} is not writable here ({why})")]
     NotWritable { path: PathBuf, why: String },
-    #[error("migrating the store {path} to version {version} ({name}): {source}")]
+    #[error(
+        "migrating the store {path} to version {version} ({name}): {}{}",
+        sql_text(error),
+        space_left(path)
+    )]
     Migration {
         path: PathBuf,
         version: u32,
         name: &'static str,
-        source: rusqlite::Error,
+        /// Said in the message, not as a source: it would be said again after it.
+        error: rusqlite::Error,
     },
     #[error("no run {0} in the store")]
     UnknownRun(String),
@@ -160,7 +172,9 @@ impl StoreError {
     pub fn is_storage_failure(&self) -> bool {
         use rusqlite::ErrorCode as C;
         let sql = match self {
-            StoreError::Sql(e) | StoreError::Open { error: e, .. } => e,
+            StoreError::Sql(e)
+            | StoreError::Open { error: e, .. }
+            | StoreError::Migration { error: e, .. } => e,
             StoreError::Missing(_) | StoreError::Read { .. } => return true,
             _ => return false,
         };
@@ -295,10 +309,18 @@ impl Store {
     pub fn open(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref();
         let made = std::fs::symlink_metadata(path).is_err();
-        let opened = Self::open_with(path, true, SCHEMA_VERSION);
+        // SQLite's own failure while opening is the opening's (said with the path, and with a
+        // full file system named).
+        let opened = Self::open_with(path, true, SCHEMA_VERSION).map_err(|e| match e {
+            StoreError::Sql(error) => StoreError::Open {
+                path: path.to_path_buf(),
+                error,
+            },
+            e => e,
+        });
         // A store this call made and could not set up (a full file system) is not left behind
-        // as an empty file, nor its journal.
-        if opened.is_err() && made && std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+        // half made, nor its journal.
+        if opened.is_err() && made {
             for suffix in ["", "-wal", "-shm", "-journal"] {
                 let mut p = path.as_os_str().to_os_string();
                 p.push(suffix);
@@ -443,11 +465,11 @@ impl Store {
             }
             let step = MIGRATIONS[version as usize];
             let next = version + 1;
-            let fail = |source| StoreError::Migration {
+            let fail = |error| StoreError::Migration {
                 path: self.path.clone(),
                 version: next,
                 name: step.name,
-                source,
+                error,
             };
             tx.execute_batch(step.sql).map_err(fail)?;
             if let Some(fill) = step.fill {

@@ -620,6 +620,8 @@ pub fn open_store(path: &Path) -> CliResult<Store> {
         Store::open(path)
     };
     opened.map_err(|e| match e {
+        // A full or failing disk is no bad input: the same command may succeed later.
+        e if e.is_storage_failure() => CliError::Failed(anyhow::anyhow!("--db: {e}")),
         StoreError::Migration { .. } => CliError::Failed(anyhow::Error::new(e)),
         e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {
             CliError::Usage(format!("--db: {e}"))

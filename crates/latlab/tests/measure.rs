@@ -791,22 +791,28 @@ fn a_run_the_full_store_cannot_take_is_kept_in_a_file() {
     assert_eq!(stored, rescued);
     assert!(stored["spikes"]["kept"].as_array().unwrap().len() > 1000);
 
-    // A store on a file system with no space left at all is refused before measuring, and the
-    // error says the file system is full (SQLite says only "disk I/O error").
+    // A store on a file system with no space left at all is refused before measuring, as a
+    // failure (no bad input: it may work later), and the error says the file system is full
+    // (SQLite says only "disk I/O error"). A new store there is not left half made.
     let script = format!(
         "mount -t tmpfs -o size=1m tmpfs {d} || exit 9
          $LATLAB measure -l 10 -q --no-samplers --policy other --db {d}/s.db 2>/dev/null >&2 || exit 7
          dd if=/dev/zero of={d}/fill bs=4k 2>/dev/null
-         $LATLAB measure -D 1s -q --no-samplers --policy other --db {d}/s.db",
+         $LATLAB measure -D 1s -q --no-samplers --policy other --db {d}/s.db || echo \"rc $?\" >&2
+         $LATLAB measure -D 1s -q --no-samplers --policy other --db {d}/new.db
+         rc=$?; ls {d} >&2; exit $rc",
         d = disk.display()
     );
     let out = in_private_mounts(&script, None);
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("; the file system holding it is full"),
+    assert!(err.contains("rc 1"), "{err}");
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.matches("; the file system holding it is full").count(),
+        2,
         "{err}"
     );
+    assert!(!err.lines().any(|l| l.starts_with("new.db")), "{err}");
 }
 
 /// The summary says how many spikes a `--spike` run kept and how many it only counted beyond
