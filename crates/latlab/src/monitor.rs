@@ -230,7 +230,13 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
             .unwrap_or_else(|| "monitor".into()),
     };
     let db = latlab_store::resolve_path(args.db.as_deref());
-    let store_state = store_state(&db).map_err(|e| CliError::Usage(format!("--db {e}")))?;
+    // Where a store cannot be, said as every command that writes one says it.
+    crate::args::check_store_path(&db)?;
+    let store_state = store_state(&db).map_err(|e| {
+        CliError::Usage(format!(
+            "--db {e} (accepted: a latlab store or a new file this user can write)"
+        ))
+    })?;
     same_series(&db, &name, &cfg)?;
     let state_dir = latlab_tune::default_state_dir(sys);
     let profile = match &args.profile {

@@ -522,6 +522,11 @@ const ROWS: &[(&[&str], &str)] = &[
         "(accepted: a number of days, or with a unit h or d, e.g. 90 or 90d, 12h)",
     ),
     (
+        &["monitor", "--db", "/nonexistent/dir/m.db", "--check-config"],
+        "--db /nonexistent/dir/m.db: no directory /nonexistent/dir (accepted: a latlab store or \
+         a new file)",
+    ),
+    (
         &["db", "list", "--db", "-x"],
         "--db -x: a value that starts with '-' is read as an option (accepted: --db=-x)",
     ),
