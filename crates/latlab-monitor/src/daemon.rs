@@ -148,7 +148,8 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
     if unstored > 0 {
         // Exit 1: the store failed, which a restart (once it is writable) can help.
         return Err(Error::Failed(anyhow::anyhow!(
-            "{unstored} window set(s) were measured but not stored"
+            "{unstored} window set(s) were measured but not stored: the store could not be \
+             written before the exit, and they are lost"
         )));
     }
     Ok(())
@@ -168,8 +169,15 @@ fn wind_down(
         Ok(end) => {
             unstored = end.lost;
             let mut store = end.store;
+            // Where windows were lost with the store, a note it cannot take goes unsaid: the
+            // error at the exit says the store failed (said for each note, the same loss was
+            // said four times).
             let mut note = |kind: &str, text: &str| match store.as_mut() {
+                Some(s) if unstored > 0 => {
+                    let _ = s.add_annotation(end.series, &note(kind, text));
+                }
                 Some(s) => annotate(s, end.series, &note(kind, text)),
+                None if unstored > 0 => {}
                 None => eprintln!("latlab: monitor: no store for the annotation {text:?}"),
             };
             if let Some(g) = guard {

@@ -338,19 +338,16 @@ impl Keeper {
             let s = sw.restore_all(self.clock.as_ref());
             self.switched(s);
         }
-        // A last try for what is parked; what still cannot be stored is lost, and said so.
+        // A last try for what is parked; what still cannot be stored is lost.
         if !self.backlog.is_empty() {
             self.check_store();
         }
+        // Counted: the daemon's exit says them lost, once.
         let unstored = self.backlog.len() as u64;
-        if unstored > 0 {
-            self.error(format!(
-                "{unstored} window set(s) kept in memory could not be stored before the exit \
-                 and are lost"
-            ));
-            if let Ok(mut l) = self.live.lock() {
-                l.windows_lost += unstored;
-            }
+        if unstored > 0
+            && let Ok(mut l) = self.live.lock()
+        {
+            l.windows_lost += unstored;
         }
         KeeperEnd {
             store: self.store,

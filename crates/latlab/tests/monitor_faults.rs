@@ -463,6 +463,9 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
         "{log}"
     );
     assert!(log.contains("were measured but not stored"), "{log}");
+    // Said once, at the exit (the store's failure, the lost notes and the summary said it four
+    // times).
+    assert_eq!(log.matches("are lost").count(), 1, "{log}");
     // The namespace is gone with the daemon, and the loop device with its mount: repair the
     // image as a boot would (replaying its journal) and read the store out of it.
     let fsck = Command::new("e2fsck")
