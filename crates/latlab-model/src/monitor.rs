@@ -8,14 +8,14 @@ use latlab_hist::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// A sample above the spike threshold within a monitoring window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MonitorSpike {
     pub at_unix_ns: u64,
     pub value_ns: u64,
 }
 
 /// One CPU's closed window. Count, min, max and percentiles are derived from the histogram.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MonitorWindow {
     pub cpu: u32,
     pub histogram: Histogram,
@@ -25,8 +25,9 @@ pub struct MonitorWindow {
     pub spikes: Vec<MonitorSpike>,
 }
 
-/// One closed window over every measured CPU: written in one transaction.
-#[derive(Debug, Clone, PartialEq)]
+/// One closed window over every measured CPU: written in one transaction (or, when the store
+/// cannot take it as a daemon ends, kept in a file as JSON).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowSet {
     /// The window's number in its series (from `SeriesState::next_window_index` in the store).
     pub index: u64,

@@ -165,6 +165,11 @@ impl Backlog {
         self.sets.len()
     }
 
+    /// The sets waiting, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Parked> {
+        self.sets.iter()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.sets.is_empty()
     }

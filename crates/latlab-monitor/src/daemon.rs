@@ -143,16 +143,41 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
         (Ok(()), Some(StopReason::Signal { signal })) => format!("stopped by {signal}"),
         (Ok(()), _) => "stopped".to_string(),
     };
-    let unstored = wind_down(keeper_thread, guard, server, &live, &stop_text);
+    let unstored = wind_down(keeper_thread, guard, server, &live, &stop_text, &plan.db);
     result.map_err(Error::from)?;
-    if unstored > 0 {
+    match unstored {
         // Exit 1: the store failed, which a restart (once it is writable) can help.
-        return Err(Error::Failed(anyhow::anyhow!(
-            "{unstored} window set(s) were measured but not stored: the store could not be \
-             written before the exit, and they are lost"
-        )));
+        Some(said) => Err(Error::Failed(anyhow::anyhow!("{said}"))),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// What became of the window sets the store did not take, in one sentence (`None`: it took
+/// them all).
+fn unstored_said(end: &crate::keeper::KeeperEnd, db: &Path) -> Option<String> {
+    let mut said = Vec::new();
+    match &end.kept {
+        Some((n, Ok(path))) => said.push(format!(
+            "{n} window set(s) the store could not take before the exit are kept in {} \
+             (latlab db import-json {} --db {} stores them)",
+            path.display(),
+            path.display(),
+            db.display()
+        )),
+        Some((_, Err(why))) => said.push(format!("no file could keep them either ({why})")),
+        None => {}
+    }
+    if end.lost > 0 {
+        said.insert(
+            0,
+            format!(
+                "{} window set(s) were measured but not stored: the store could not be \
+                 written, and they are lost",
+                end.lost
+            ),
+        );
+    }
+    (!said.is_empty()).then(|| said.join("; "))
 }
 
 /// After the measurement: the keeper's last windows stored, the profile restored (and said in
@@ -163,21 +188,23 @@ fn wind_down(
     server: Option<web::Server>,
     live: &Arc<Mutex<web::LiveStatus>>,
     stop_text: &str,
-) -> u64 {
-    let mut unstored = 0;
+    db: &Path,
+) -> Option<String> {
+    let mut unstored = None;
     match keeper_thread.join() {
         Ok(end) => {
-            unstored = end.lost;
+            unstored = unstored_said(&end, db);
+            let failed = unstored.is_some();
             let mut store = end.store;
-            // Where windows were lost with the store, a note it cannot take goes unsaid: the
-            // error at the exit says the store failed (said for each note, the same loss was
-            // said four times).
+            // Where windows went unstored with the store, a note it cannot take goes unsaid:
+            // the error at the exit says the store failed (said for each note, the same loss
+            // was said four times).
             let mut note = |kind: &str, text: &str| match store.as_mut() {
-                Some(s) if unstored > 0 => {
+                Some(s) if failed => {
                     let _ = s.add_annotation(end.series, &note(kind, text));
                 }
                 Some(s) => annotate(s, end.series, &note(kind, text)),
-                None if unstored > 0 => {}
+                None if failed => {}
                 None => eprintln!("latlab: monitor: no store for the annotation {text:?}"),
             };
             if let Some(g) = guard {
@@ -189,15 +216,9 @@ fn wind_down(
                 eprintln!("latlab: {text}");
                 note("profile", &text);
             }
-            match unstored {
-                0 => note("stop", stop_text),
-                n => note(
-                    "stop",
-                    &format!(
-                        "{stop_text}; {n} window set(s) kept in memory could not be stored and \
-                         are lost"
-                    ),
-                ),
+            match &unstored {
+                None => note("stop", stop_text),
+                Some(said) => note("stop", &format!("{stop_text}; {said}")),
             }
         }
         Err(_) => {

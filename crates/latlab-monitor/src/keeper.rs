@@ -128,6 +128,10 @@ pub struct KeeperEnd {
     pub series: latlab_store::SeriesId,
     /// Window sets that were not stored.
     pub lost: u64,
+    /// Window sets the store could not take at the end, and where they are kept instead (a
+    /// file `latlab db import-json` stores), or why no file took them (then they count in
+    /// `lost`); `None`: none were left.
+    pub kept: Option<(u64, Result<PathBuf, String>)>,
 }
 
 /// The store could not be written since `since_unix_ns`, for `reason`.
@@ -342,9 +346,11 @@ impl Keeper {
         if !self.backlog.is_empty() {
             self.check_store();
         }
-        // Counted: the daemon's exit says them lost, once.
+        // Kept in a file for `db import-json` where one takes them, else counted lost; the
+        // daemon's exit says which, once.
         let unstored = self.backlog.len() as u64;
-        if unstored > 0
+        let kept = (unstored > 0).then(|| (unstored, self.keep_unstored()));
+        if let Some((_, Err(_))) = &kept
             && let Ok(mut l) = self.live.lock()
         {
             l.windows_lost += unstored;
@@ -353,7 +359,36 @@ impl Keeper {
             store: self.store,
             series: self.setup.series.id,
             lost: self.live.lock().map(|l| l.windows_lost).unwrap_or(0),
+            kept,
         }
+    }
+
+    /// The window sets still waiting for the store, written to a file beside it or in the
+    /// temporary directory, with their series (see [`latlab_store::UnsavedWindows`]).
+    fn keep_unstored(&self) -> Result<PathBuf, String> {
+        let sets: Vec<WindowSet> = self.backlog.iter().filter_map(|p| p.to_set(p.k)).collect();
+        let first = sets.first().map_or(0, |s| s.start_unix_ns);
+        let unsaved = latlab_store::UnsavedWindows {
+            unsaved_windows: self.setup.spec.clone(),
+            sets,
+        };
+        let text = serde_json::to_string(&unsaved).map_err(|e| e.to_string())?;
+        // The series' name as a file name may hold it (letters, digits, `-`, `_`, `.`).
+        let name: String = self
+            .setup
+            .spec
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let file = format!("latlab-unsaved-windows-{name}-{first}.json");
+        latlab_store::rescue_file(&self.db, &file, &text)
     }
 
     /// Whether the daemon that stored the series' last window recorded its stop: the newest

@@ -32,7 +32,7 @@ pub use latlab_model::RunResult;
 pub use monitor::{
     Annotation, COARSE_SHIFT, END_OF_TIME, FULL_RESOLUTION_NS, HOUR_NS, MergeSummary, MonitorSpike,
     MonitorWindow, MonitorWindowRow, SeriesConfig, SeriesExtent, SeriesId, SeriesSpec, SeriesState,
-    WindowSet, WindowSetRow, power_names,
+    UnsavedWindows, WindowSet, WindowSetRow, power_names,
 };
 pub use rollups::{DAY_NS, ROLLUP_SPANS_NS, Weighted, WindowSummary};
 pub use runs::{REMOVED, RunFilter, RunId, RunSummary};
@@ -53,6 +53,28 @@ fn space_left(path: &Path) -> String {
         }
         _ => String::new(),
     }
+}
+
+/// Write `text` to a file `name` beside the store at `store`, or else in the temporary
+/// directory: what the store could not take, kept for later. The path written, or why no file
+/// took it (a partial file is removed: it is no copy).
+pub fn rescue_file(store: &Path, name: &str, text: &str) -> std::result::Result<PathBuf, String> {
+    let beside = store
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .join(name);
+    let mut why = Vec::new();
+    for path in [beside, std::env::temp_dir().join(name)] {
+        match std::fs::write(&path, text) {
+            Ok(()) => return Ok(path),
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                why.push(format!("{}: {e}", path.display()));
+            }
+        }
+    }
+    Err(why.join("; "))
 }
 
 /// The store's file name when no path is given.
@@ -130,6 +152,9 @@ pub enum StoreError {
     DuplicateRun { uid: String, id: i64 },
     #[error("invalid input: {0}")]
     Invalid(String),
+    /// A window set whose time a stored one of its series already covers.
+    #[error("invalid input: window set {index} overlaps the stored window starting at {other}")]
+    Overlap { index: u64, other: u64 },
     #[error("corrupt {what}: {detail}")]
     Corrupt { what: String, detail: String },
     /// SQLite's error, said once (as its own source it was said three times over).

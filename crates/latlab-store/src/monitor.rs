@@ -26,8 +26,17 @@ pub const END_OF_TIME: u64 = i64::MAX as u64;
 #[serde(transparent)]
 pub struct SeriesId(pub i64);
 
+/// Window sets a daemon could not store before it ended, kept in a file (JSON) that
+/// `latlab db import-json` stores: the series they belong to, and the sets in order.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UnsavedWindows {
+    /// The series (its key names the file's kind).
+    pub unsaved_windows: SeriesSpec,
+    pub sets: Vec<WindowSet>,
+}
+
 /// What a daemon measures with: given when it opens (or continues) its series.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SeriesSpec {
     /// The series' name; a daemon restarted with the same name continues the series.
     pub name: String,
@@ -414,6 +423,27 @@ impl Store {
         Ok((from_json(&config, &what)?, from_json(&idle, &what)?))
     }
 
+    /// Store the window sets a daemon kept in a file: in its series (opened, or made in a new
+    /// store), numbered on from the series' last window; a set stored already is left out.
+    /// Returns the series and the window numbers given, `first..end`.
+    pub fn insert_unsaved(&mut self, u: &UnsavedWindows) -> Result<(SeriesState, u64, u64)> {
+        let state = self.open_series(&u.unsaved_windows)?;
+        let mut next = state.next_window_index;
+        for set in &u.sets {
+            let set = WindowSet {
+                index: next,
+                ..set.clone()
+            };
+            match self.insert_window_set(state.id, &set) {
+                Ok(()) => next += 1,
+                // Stored already (the file imported before): not twice.
+                Err(StoreError::Overlap { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((state.clone(), state.next_window_index, next))
+    }
+
     /// Store one closed window of every CPU, in one transaction.
     pub fn insert_window_set(&mut self, series: SeriesId, set: &WindowSet) -> Result<()> {
         if set.end_unix_ns <= set.start_unix_ns {
@@ -452,11 +482,10 @@ impl Store {
             )
             .optional()?;
         if let Some(other) = overlapping {
-            return Err(StoreError::Invalid(format!(
-                "window set {} overlaps the stored window starting at {}",
-                set.index,
-                from_sql(other)
-            )));
+            return Err(StoreError::Overlap {
+                index: set.index,
+                other: from_sql(other),
+            });
         }
         let row = WindowSetRow::of(set);
         write_set(&tx, series, &row)?;

@@ -247,7 +247,7 @@ fn a_window_set_is_written_whole_or_not_at_all() {
     store.insert_window_set(s.id, &set).unwrap();
     // The same window again (a daemon retrying) is refused: windows never overlap.
     let err = store.insert_window_set(s.id, &set).unwrap_err();
-    assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+    assert!(matches!(err, StoreError::Overlap { .. }), "{err}");
     assert_eq!(
         store
             .monitor_windows(s.id, 0, u64::MAX / 2, None)

@@ -86,35 +86,16 @@ pub fn save_measured(db: Option<&Path>, result: &RunResult) -> CliResult<String>
 /// else in the temporary directory. Returns the words that say where, or that it is lost.
 pub fn rescue(result: &RunResult, store: &Path) -> String {
     let name = format!("latlab-unsaved-{}.json", result.id);
-    let beside = store
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .join(&name);
-    let text = result.to_json_pretty();
-    let mut why = Vec::new();
-    for path in [beside, std::env::temp_dir().join(&name)] {
-        match std::fs::write(&path, &text) {
-            Ok(()) => {
-                return format!(
-                    "the run is kept in {} (latlab db import-json {} --db {} stores it once \
-                     the store can take it)",
-                    path.display(),
-                    path.display(),
-                    store.display()
-                );
-            }
-            Err(e) => {
-                // A partial file is no result.
-                let _ = std::fs::remove_file(&path);
-                why.push(format!("{}: {e}", path.display()));
-            }
-        }
+    match latlab_store::rescue_file(store, &name, &result.to_json_pretty()) {
+        Ok(path) => format!(
+            "the run is kept in {} (latlab db import-json {} --db {} stores it once the store \
+             can take it)",
+            path.display(),
+            path.display(),
+            store.display()
+        ),
+        Err(why) => format!("the run is lost: no file could take it ({why})"),
     }
-    format!(
-        "the run is lost: no file could take it ({})",
-        why.join("; ")
-    )
 }
 
 pub fn run(args: DbArgs) -> CliResult<ExitCode> {
@@ -462,25 +443,69 @@ fn check(path: &Path) -> CliResult<ExitCode> {
     }
 }
 
+/// What a file `db import-json` takes holds: a run, or the window sets a monitor kept when
+/// its store could not take them.
+enum Kept {
+    Run(Box<RunResult>),
+    Windows(Box<latlab_store::UnsavedWindows>),
+}
+
 fn import_json(db: Option<&Path>, files: &[PathBuf]) -> CliResult<ExitCode> {
     // Every file is read and parsed before anything is saved.
-    let mut results = Vec::new();
+    let mut kept = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f)
             .map_err(|e| CliError::Usage(format!("{}: {e}", f.display())))?;
-        let r = RunResult::from_json(&text).map_err(|e| {
+        let windows = serde_json::from_str::<serde_json::Value>(&text)
+            .is_ok_and(|v| v.get("unsaved_windows").is_some());
+        let read = if windows {
+            serde_json::from_str(&text)
+                .map(|u| Kept::Windows(Box::new(u)))
+                .map_err(|e| e.to_string())
+        } else {
+            RunResult::from_json(&text)
+                .map(|r| Kept::Run(Box::new(r)))
+                .map_err(|e| e.to_string())
+        };
+        kept.push(read.map_err(|e| {
             CliError::Usage(format!(
                 "{}: {e} (accepted: latlab's JSON result, as `measure --json` or `export` \
-                 writes it; cyclictest, stress-ng and jitterdebugger output goes in with \
-                 `latlab import`)",
+                 writes it, or the window sets a monitor kept; cyclictest, stress-ng and \
+                 jitterdebugger output goes in with `latlab import`)",
                 f.display()
             ))
-        })?;
-        results.push(r);
+        })?);
     }
     let path = latlab_store::resolve_path(db);
     let mut store = crate::args::open_store(&path)?;
-    for (f, r) in files.iter().zip(&results) {
+    for (f, k) in files.iter().zip(&kept) {
+        let r = match k {
+            Kept::Run(r) => r,
+            Kept::Windows(u) => {
+                let (series, first, end) = store
+                    .insert_unsaved(u)
+                    .with_context(|| format!("{}: saving to {}", f.display(), path.display()))?;
+                let stored = end - first;
+                let before = u.sets.len() as u64 - stored;
+                println!(
+                    "{}: {stored} window set(s) stored in series {}{}{}, in {}",
+                    f.display(),
+                    series.name,
+                    if stored > 0 {
+                        format!(" as windows {first} to {}", end - 1)
+                    } else {
+                        String::new()
+                    },
+                    if before > 0 {
+                        format!("; {before} already there")
+                    } else {
+                        String::new()
+                    },
+                    path.display()
+                );
+                continue;
+            }
+        };
         // Already stored (imported before, or the same file twice): said and skipped, as
         // `latlab import` does; the files after it are still stored.
         if let Some(id) = store.find_run(&r.id).map_err(failed)? {
