@@ -402,8 +402,8 @@ fn bcrypt_parts(hash: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(
-            "not a bcrypt hash (accepted: $2y$10$ and 53 characters, e.g. from \
-             `htpasswd -nBC 10 \"\" | tr -d ':\\n'`)"
+            "not a bcrypt hash (accepted: $2a$, $2b$, $2x$ or $2y$, a cost from 04 to 31, $, \
+             then 53 characters, e.g. from `htpasswd -nBC 10 \"\" | tr -d ':\\n'`)"
                 .into(),
         )
     }

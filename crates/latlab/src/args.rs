@@ -46,8 +46,16 @@ pub fn with_unit(text: &str) -> Result<Ns, ParseError> {
 
 /// A count (`--max-missed 10`): a whole number, 0 or more.
 pub fn count(text: &str) -> Result<u64, String> {
-    text.trim().parse().map_err(|_| {
-        format!("{text:?} is not a count (accepted: a whole number, 0 or more, e.g. 10)")
+    let t = text.trim();
+    t.parse().map_err(|_| {
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            format!(
+                "{text:?} is too large (accepted: a whole number up to {})",
+                u64::MAX
+            )
+        } else {
+            format!("{text:?} is not a count (accepted: a whole number, 0 or more, e.g. 10)")
+        }
     })
 }
 

@@ -527,6 +527,11 @@ const ROWS: &[(&[&str], &str)] = &[
          a new file)",
     ),
     (
+        &["measure", "--max-missed", "18446744073709551616"],
+        "\"18446744073709551616\" is too large (accepted: a whole number up to \
+         18446744073709551615)",
+    ),
+    (
         &["db", "list", "--db", "-x"],
         "--db -x: a value that starts with '-' is read as an option (accepted: --db=-x)",
     ),
