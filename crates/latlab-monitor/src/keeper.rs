@@ -277,7 +277,9 @@ impl Keeper {
                             Some(false) => {
                                 let why = "the daemon before did not record its stop (killed, \
                                            crashed, or its store could not be written): its open \
-                                           window, and any it still kept in memory, were lost";
+                                           window was lost, and any it still kept in memory were \
+                                           lost or, where its exit said so, kept in a \
+                                           latlab-unsaved-windows file";
                                 eprintln!("latlab: warning: {why}");
                                 text.push_str(&format!(
                                     "; continues the series after {gap} without a stored \
