@@ -119,6 +119,22 @@ pub struct KeeperSetup {
     pub hotplug: Hotplug,
 }
 
+/// The start of the name of the file that keeps series `name`'s window sets the store could not
+/// take (the series' name as a file name may hold it: letters, digits, `-`, `_`, `.`).
+fn unsaved_prefix(name: &str) -> String {
+    let name: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("latlab-unsaved-windows-{name}-")
+}
+
 /// What the keeper leaves when it ends.
 pub struct KeeperEnd {
     /// The store, unless the file at its path could not be opened as one.
@@ -275,11 +291,27 @@ impl Keeper {
                                 text.push_str(&format!("; continues the series, stopped for {gap}"))
                             }
                             Some(false) => {
-                                let why = "the daemon before did not record its stop (killed, \
-                                           crashed, or its store could not be written): its open \
-                                           window was lost, and any it still kept in memory were \
-                                           lost or, where its exit said so, kept in a \
-                                           latlab-unsaved-windows file";
+                                let mut why = "the daemon before did not record its stop \
+                                               (killed, crashed, or its store could not be \
+                                               written)"
+                                    .to_string();
+                                let kept = self.kept_before();
+                                if kept.is_empty() {
+                                    why.push_str(
+                                        ": its open window, and any it still kept in memory, \
+                                         were lost",
+                                    );
+                                } else {
+                                    let files: Vec<String> =
+                                        kept.iter().map(|p| p.display().to_string()).collect();
+                                    why.push_str(&format!(
+                                        ": its open window was lost; window sets a daemon of \
+                                         this series could not store are kept in {} (latlab db \
+                                         import-json FILE --db {} stores those not stored yet)",
+                                        files.join(", "),
+                                        self.db.display()
+                                    ));
+                                }
                                 eprintln!("latlab: warning: {why}");
                                 text.push_str(&format!(
                                     "; continues the series after {gap} without a stored \
@@ -375,22 +407,34 @@ impl Keeper {
             sets,
         };
         let text = serde_json::to_string(&unsaved).map_err(|e| e.to_string())?;
-        // The series' name as a file name may hold it (letters, digits, `-`, `_`, `.`).
-        let name: String = self
-            .setup
-            .spec
-            .name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
+        let file = format!("{}{first}.json", unsaved_prefix(&self.setup.spec.name));
+        latlab_store::rescue_file(&self.db, &file, &text)
+    }
+
+    /// The files of window sets an earlier daemon of this series kept when its store could not
+    /// take them (beside the store, or in the temporary directory), oldest first.
+    fn kept_before(&self) -> Vec<PathBuf> {
+        let prefix = unsaved_prefix(&self.setup.spec.name);
+        let beside = self
+            .db
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let mut found: Vec<PathBuf> = [beside, std::env::temp_dir()]
+            .iter()
+            .filter_map(|d| std::fs::read_dir(d).ok())
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".json"))
             })
             .collect();
-        let file = format!("latlab-unsaved-windows-{name}-{first}.json");
-        latlab_store::rescue_file(&self.db, &file, &text)
+        found.sort();
+        found.dedup();
+        found
     }
 
     /// Whether the daemon that stored the series' last window recorded its stop: the newest

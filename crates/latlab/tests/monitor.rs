@@ -112,11 +112,14 @@ fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
     assert_eq!(ann.iter().filter(|a| a.kind == "stop").count(), 0, "killed");
     drop(store);
 
-    // Restarted with the same name: the series continues.
-    let mut d = Proc::start(
-        monitor(&db, &["--name", "t", "--listen", "off"]),
-        dir.path().join("2.log"),
-    );
+    // Restarted with the same name: the series continues. A file of window sets a daemon of
+    // the series could not store lies beside the store: the restart names it.
+    let kept = dir.path().join("latlab-unsaved-windows-t-1.json");
+    std::fs::write(&kept, "{}").unwrap();
+    let mut restart = monitor(&db, &["--name", "t", "--listen", "off"]);
+    // No file another run left in the machine's temporary directory is named.
+    restart.env("TMPDIR", dir.path());
+    let mut d = Proc::start(restart, dir.path().join("2.log"));
     let before = sets.len();
     d.wait_until("2 more windows", Duration::from_secs(30), || {
         set_count(&db, "t") >= before + 2
@@ -151,6 +154,16 @@ fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
         starts[1]
     );
     assert!(log2.contains("did not record its stop"), "{log2}");
+    assert!(
+        log2.contains(&format!(
+            "its open window was lost; window sets a daemon of this series could not store \
+             are kept in {} (latlab db import-json FILE --db {} stores those not stored yet)",
+            kept.display(),
+            db.display()
+        )),
+        "{log2}"
+    );
+    std::fs::remove_file(&kept).unwrap();
     let stop = ann.iter().find(|a| a.kind == "stop").unwrap();
     assert!(stop.text.contains("SIGINT"), "{stop:?}");
     // The series' report counts the time its windows cover, not the gap the SIGKILL left.
