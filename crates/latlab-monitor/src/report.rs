@@ -122,9 +122,9 @@ pub fn series_result(store: &Store, name: &str) -> Result<Option<RunResult>, Sto
         }),
         environment: RunEnvironment {
             warnings: vec![format!(
-                "monitoring series {name:?}: {} windows{gaps}; histograms are every window \
+                "monitoring series {name:?}: {}{gaps}; histograms are every window \
                  merged; over time, {points}{}",
-                totals.windows,
+                latlab_model::units::plural(totals.windows, "window", "windows"),
                 if unlocked {
                     "; memory was not locked in a run of it (its start annotation says why)"
                 } else {
