@@ -249,7 +249,7 @@ pub fn clap_line(e: &clap::Error) -> String {
 /// knows one, else a pointer to the help of the command on the command line.
 fn not_negative(option: &str) -> String {
     let args: Vec<String> = std::env::args().collect();
-    let (_, path) = subcommand_of(&args);
+    let (_, path) = subcommands_of(&args);
     if let Some(range) = long_name(&args, option)
         .as_deref()
         .and_then(|l| range_of(&path, l))
@@ -292,15 +292,8 @@ fn range_of(command: &str, long: &str) -> Option<&'static str> {
     })
 }
 
-/// The subcommand `args` name (`tune hold`), down past option values (`--sysroot DIR`), with
-/// its words.
-fn subcommand_of(args: &[String]) -> (clap::Command, String) {
-    let (mut chain, path) = subcommands_of(args);
-    (chain.pop().unwrap_or_else(clap::Command::default), path)
-}
-
-/// The commands `args` name from the top (`latlab`, `tune`, `tune hold`), with the words of
-/// the deepest.
+/// The commands `args` name from the top (`latlab`, `tune`, `tune hold`), down past option
+/// values (`--sysroot DIR`), with the words of the deepest.
 fn subcommands_of(args: &[String]) -> (Vec<clap::Command>, String) {
     use clap::CommandFactory;
     let mut chain = vec![crate::Cli::command()];
