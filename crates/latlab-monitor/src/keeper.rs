@@ -415,13 +415,7 @@ impl Keeper {
     /// take them (beside the store, or in the temporary directory), oldest first.
     fn kept_before(&self) -> Vec<PathBuf> {
         let prefix = unsaved_prefix(&self.setup.spec.name);
-        let beside = self
-            .db
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
-        let mut found: Vec<PathBuf> = [beside, std::env::temp_dir()]
+        let mut found: Vec<PathBuf> = latlab_store::rescue_dirs(&self.db)
             .iter()
             .filter_map(|d| std::fs::read_dir(d).ok())
             .flatten()

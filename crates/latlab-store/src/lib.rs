@@ -55,17 +55,22 @@ fn space_left(path: &Path) -> String {
     }
 }
 
+/// Where [`rescue_file`] keeps what the store at `store` could not take: beside it, else in
+/// the temporary directory.
+pub fn rescue_dirs(store: &Path) -> [PathBuf; 2] {
+    let beside = store
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    [beside.to_path_buf(), std::env::temp_dir()]
+}
+
 /// Write `text` to a file `name` beside the store at `store`, or else in the temporary
 /// directory: what the store could not take, kept for later. The path written, or why no file
 /// took it (a partial file is removed: it is no copy).
 pub fn rescue_file(store: &Path, name: &str, text: &str) -> std::result::Result<PathBuf, String> {
-    let beside = store
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .join(name);
     let mut why = Vec::new();
-    for path in [beside, std::env::temp_dir().join(name)] {
+    for path in rescue_dirs(store).map(|d| d.join(name)) {
         match std::fs::write(&path, text) {
             Ok(()) => return Ok(path),
             Err(e) => {

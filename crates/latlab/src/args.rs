@@ -628,8 +628,13 @@ pub fn open_store(path: &Path) -> CliResult<Store> {
         Store::open(path)
     };
     opened.map_err(|e| match e {
-        // A full or failing disk is no bad input: the same command may succeed later.
-        e if e.is_storage_failure() => CliError::Failed(anyhow::anyhow!("--db: {e}")),
+        // A full or failing disk is no bad input: the same command may succeed later (a file
+        // that cannot be read is the one named, and stays bad input).
+        e if e.is_storage_failure()
+            && !matches!(e, StoreError::Missing(_) | StoreError::Read { .. }) =>
+        {
+            CliError::Failed(anyhow::anyhow!("--db: {e}"))
+        }
         StoreError::Migration { .. } => CliError::Failed(anyhow::Error::new(e)),
         e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {
             CliError::Usage(format!("--db: {e}"))
