@@ -340,23 +340,55 @@ impl Sys {
             .map_err(io)?;
         let value = i32::try_from(us).unwrap_or(i32::MAX);
         file.write_all(&value.to_ne_bytes()).map_err(io)?;
-        HELD_HERE.lock().unwrap_or_else(|p| p.into_inner()).push(us);
+        HELD_HERE.add(us);
         Ok(PmQosHold { _file: file, us })
+    }
+}
+
+/// What this process holds now (requests, locks), process-wide: added as each is taken and
+/// removed as it is let go, so other parts of the process can say what is held.
+pub struct HeldHere<T>(std::sync::Mutex<Vec<T>>);
+
+impl<T: PartialEq + Clone> HeldHere<T> {
+    pub const fn new() -> Self {
+        HeldHere(std::sync::Mutex::new(Vec::new()))
+    }
+
+    fn list(&self) -> std::sync::MutexGuard<'_, Vec<T>> {
+        // A poisoned list is still the list.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn add(&self, item: T) {
+        self.list().push(item);
+    }
+
+    /// Let go of one `item` (others equal to it stay).
+    pub fn remove(&self, item: &T) {
+        let mut list = self.list();
+        if let Some(i) = list.iter().position(|x| x == item) {
+            list.swap_remove(i);
+        }
+    }
+
+    pub fn now(&self) -> Vec<T> {
+        self.list().clone()
+    }
+}
+
+impl<T: PartialEq + Clone> Default for HeldHere<T> {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 /// The PM QoS requests this process holds (a run's own, a profile's): what a request read from
 /// `/dev/cpu_dma_latency` is not another process's.
-static HELD_HERE: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+static HELD_HERE: HeldHere<u32> = HeldHere::new();
 
 /// The lowest PM QoS request this process holds, if any.
 pub fn pm_qos_held_here() -> Option<u32> {
-    HELD_HERE
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .copied()
-        .min()
+    HELD_HERE.now().into_iter().min()
 }
 
 /// What a refused PM QoS request needs, said after its error: root where it was denied, the
@@ -381,10 +413,7 @@ pub struct PmQosHold {
 
 impl Drop for PmQosHold {
     fn drop(&mut self) {
-        let mut held = HELD_HERE.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = held.iter().position(|&us| us == self.us) {
-            held.swap_remove(i);
-        }
+        HELD_HERE.remove(&self.us);
     }
 }
 

@@ -236,14 +236,11 @@ pub struct StateLock(PidLock, PathBuf);
 
 /// The state directories whose lock this process holds: what a process that must exit at once
 /// names, so the tuning it may leave can be restored.
-static LOCKED_HERE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+static LOCKED_HERE: latlab_sys::HeldHere<PathBuf> = latlab_sys::HeldHere::new();
 
 /// The state directories whose tuning lock this process holds now.
 pub fn locked_here() -> Vec<PathBuf> {
-    LOCKED_HERE
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone()
+    LOCKED_HERE.now()
 }
 
 impl StateLock {
@@ -254,10 +251,7 @@ impl StateLock {
             LockError::Held { path, pid } => TuneError::Busy { pid, lock: path },
             LockError::Io { path, source } => TuneError::io(&path, source),
         })?;
-        LOCKED_HERE
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(dir.to_path_buf());
+        LOCKED_HERE.add(dir.to_path_buf());
         Ok(StateLock(lock, dir.to_path_buf()))
     }
 
@@ -274,10 +268,7 @@ impl StateLock {
 
 impl Drop for StateLock {
     fn drop(&mut self) {
-        let mut held = LOCKED_HERE.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = held.iter().position(|d| *d == self.1) {
-            held.remove(i);
-        }
+        LOCKED_HERE.remove(&self.1);
     }
 }
 
