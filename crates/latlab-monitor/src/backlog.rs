@@ -4,7 +4,8 @@
 //! A set is parked with its histograms encoded (a few KiB per CPU instead of the 270 KiB of a
 //! histogram's counters), so an hour of windows of many CPUs fits. The bound: the backlog
 //! always keeps the last [`KEEP_AT_LEAST_NS`] (an hour) of windows, and beyond that at most
-//! [`MEMORY_BOUND`] bytes; only then is the oldest set given up, and counted.
+//! [`MEMORY_BOUND`] bytes; only then are the oldest sets given up, a quarter of the bound (or of
+//! the hour) at a time, for the keeper to write to a file.
 
 use latlab_hist::Histogram;
 use latlab_model::monitor::{MonitorSpike, MonitorWindow, WindowSet};
@@ -14,6 +15,7 @@ use std::collections::VecDeque;
 /// Time of windows the backlog always keeps, whatever their size.
 pub const KEEP_AT_LEAST_NS: u64 = latlab_store::HOUR_NS;
 /// Bytes of parked windows beyond which sets older than [`KEEP_AT_LEAST_NS`] are given up.
+/// (Hidden for tests: `latlab monitor --backlog-bound BYTES,SECONDS` sets both.)
 pub const MEMORY_BOUND: usize = 64 << 20;
 
 /// One window set waiting for the store. `k` is the window's number in this daemon's run: the
@@ -128,19 +130,26 @@ impl Backlog {
         }
     }
 
-    /// Park `p` last; returns how many of the oldest sets had to be given up for it.
-    pub fn push(&mut self, p: Parked) -> u64 {
+    /// Park `p` last; returns the oldest sets given up for it, oldest first. Over the bound,
+    /// sets are given up until a quarter of the bound, or of the kept time, is free again, so
+    /// that they leave in batches (one file each), not one with every new window.
+    pub fn push(&mut self, p: Parked) -> Vec<Parked> {
         self.bytes += p.bytes();
         self.sets.push_back(p);
-        let mut dropped = 0;
-        while self.bytes > self.bound && self.span_ns() > self.keep_ns {
-            if let Some(old) = self.sets.pop_front() {
-                self.bytes -= old.bytes();
-                dropped += 1;
+        let mut out = Vec::new();
+        if self.bytes > self.bound && self.span_ns() > self.keep_ns {
+            while self.sets.len() > 1
+                && self.bytes > self.bound / 4 * 3
+                && self.span_ns() > self.keep_ns / 4 * 3
+            {
+                if let Some(old) = self.sets.pop_front() {
+                    self.bytes -= old.bytes();
+                    out.push(old);
+                }
             }
         }
-        self.given_up += dropped;
-        dropped
+        self.given_up += out.len() as u64;
+        out
     }
 
     /// Time from the oldest parked window's start to the newest one's end.
@@ -234,23 +243,38 @@ mod tests {
         // A bound of 3 sets, and 10 minutes that are always kept: 1-minute windows.
         let one = Parked::new(0, set(0, 2, MIN)).bytes();
         let mut b = Backlog::new(10 * MIN, 3 * one);
+        let mut batches = Vec::new();
         for k in 0..30 {
-            b.push(Parked::new(k, set(k, 2, MIN)));
+            let out = b.push(Parked::new(k, set(k, 2, MIN)));
+            if !out.is_empty() {
+                batches.push(out.iter().map(|p| p.k).collect::<Vec<_>>());
+            }
+            // Over the bound, the last 10 minutes always stay.
+            assert!(
+                b.len() >= 7.min(k as usize + 1) && b.len() <= 10,
+                "{}",
+                b.len()
+            );
         }
-        // Over the bound, so only the last 10 minutes stay.
-        assert_eq!(b.len(), 10);
+        // Given up oldest first, in batches down to 7.5 minutes, each set once.
+        assert_eq!(
+            batches,
+            (0..5)
+                .map(|i| (4 * i..4 * i + 4).collect())
+                .collect::<Vec<Vec<u64>>>()
+        );
         assert_eq!(b.given_up, 20);
-        assert_eq!(b.front().unwrap().k, 20);
+        assert_eq!((b.front().unwrap().k, b.len()), (20, 10));
         // Under the bound, nothing is given up however old.
         let mut b = Backlog::new(MIN, 1000 * one);
         for k in 0..300 {
-            assert_eq!(b.push(Parked::new(k, set(k, 2, MIN))), 0);
+            assert!(b.push(Parked::new(k, set(k, 2, MIN))).is_empty());
         }
         assert_eq!((b.len(), b.given_up), (300, 0));
         // The defaults hold a day of 5-minute windows of 2 CPUs without giving any up.
         let mut b = Backlog::default();
         for k in 0..288 {
-            assert_eq!(b.push(Parked::new(k, set(k, 2, 5 * MIN))), 0);
+            assert!(b.push(Parked::new(k, set(k, 2, 5 * MIN))).is_empty());
         }
         assert_eq!((b.len(), b.given_up), (288, 0));
         while b.front().is_some() {

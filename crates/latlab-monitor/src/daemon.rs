@@ -116,6 +116,7 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
             describe: describe.clone(),
             merge_every: Duration::from_secs(3600),
             retry_every: Duration::from_secs(5),
+            backlog: plan.backlog,
             hotplug: crate::hotplug::Hotplug::new(
                 sys.clone(),
                 &crate::hotplug::measured_cpus(plan.cfg.cpus.as_deref(), &plan.online),
@@ -156,26 +157,25 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
 /// them all).
 fn unstored_said(end: &crate::keeper::KeeperEnd, db: &Path) -> Option<String> {
     let mut said = Vec::new();
-    match &end.kept {
-        Some((n, Ok(path))) => said.push(format!(
-            "{n} window set(s) the store could not take before the exit are kept in {} \
-             (latlab db import-json {} --db {} stores them)",
-            path.display(),
-            path.display(),
-            db.display()
-        )),
-        Some((_, Err(why))) => said.push(format!("no file could keep them either ({why})")),
-        None => {}
-    }
     if end.lost > 0 {
-        said.insert(
-            0,
-            format!(
-                "{} window set(s) were measured but not stored: the store could not be \
-                 written, and they are lost",
-                end.lost
-            ),
-        );
+        said.push(format!(
+            "{} window set(s) were measured but not stored: the store could not be written, and \
+             they are lost",
+            end.lost
+        ));
+    }
+    if let Some(why) = &end.unkept {
+        said.push(format!("no file could keep them either ({why})"));
+    }
+    if !end.kept.is_empty() {
+        let n: u64 = end.kept.iter().map(|(n, _)| n).sum();
+        let files: Vec<&Path> = end.kept.iter().map(|(_, p)| p.as_path()).collect();
+        said.push(format!(
+            "{n} window set(s) the store could not take are kept in {} ({} --db {} stores them)",
+            crate::keeper::kept_files(&files),
+            crate::keeper::import_command(&files),
+            latlab_model::units::shell_path(db)
+        ));
     }
     (!said.is_empty()).then(|| said.join("; "))
 }
@@ -232,8 +232,13 @@ fn wind_down(
     }
     if let Ok(l) = live.lock() {
         eprintln!(
-            "latlab: {stop_text}; {} window(s) stored{}",
+            "latlab: {stop_text}; {} window(s) stored{}{}",
             l.windows_written,
+            if l.windows_kept > 0 {
+                format!(", {} kept in files", l.windows_kept)
+            } else {
+                String::new()
+            },
             if l.windows_lost > 0 {
                 format!(", {} not stored", l.windows_lost)
             } else {

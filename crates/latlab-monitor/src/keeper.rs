@@ -21,7 +21,7 @@ use super::schedule::{GovernorTuner, Switch, Switcher, WallClock};
 use super::web::LiveStatus;
 use latlab_measure::ClosedWindow;
 use latlab_model::samples::{PowerSource, Sample};
-use latlab_model::units::format_duration;
+use latlab_model::units::{format_duration, shell_path};
 use latlab_store::{
     Annotation, COARSE_SHIFT, FULL_RESOLUTION_NS, FileFate, MergeSummary, MonitorSpike,
     MonitorWindow, SeriesId, SeriesSpec, SeriesState, Store, StoreError, WindowSet,
@@ -117,6 +117,9 @@ pub struct KeeperSetup {
     pub retry_every: Duration,
     /// The measured CPUs going offline and coming back (checked every second).
     pub hotplug: Hotplug,
+    /// While the store cannot be written: the time of windows always kept in memory, ns, and
+    /// the bytes beyond it (see [`Backlog`]).
+    pub backlog: (u64, usize),
 }
 
 /// The start of the name of the file that keeps series `name`'s window sets the store could not
@@ -135,6 +138,54 @@ fn unsaved_prefix(name: &str) -> String {
     format!("latlab-unsaved-windows-{name}-")
 }
 
+/// Files past which a list of kept files is said by the pattern that names them all.
+const FILES_LISTED: usize = 3;
+
+/// The files, listed; many are said by their number and their directories.
+pub fn kept_files(files: &[&Path]) -> String {
+    let list: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    if files.len() <= FILES_LISTED {
+        return list.join(", ");
+    }
+    format!(
+        "{} files, {}",
+        files.len(),
+        kept_patterns(files).join(" and ")
+    )
+}
+
+/// `latlab db import-json` of the files: each named, or many by their patterns.
+pub fn import_command(files: &[&Path]) -> String {
+    let words: Vec<String> = if files.len() <= FILES_LISTED {
+        files
+            .iter()
+            .map(|p| latlab_model::units::shell_path(p))
+            .collect()
+    } else {
+        kept_patterns(files)
+    };
+    format!("latlab db import-json {}", words.join(" "))
+}
+
+/// One shell pattern a directory for the files, which share the series' prefix: the directory
+/// quoted as a shell would need, the pattern bare (a file name of the series is plain).
+fn kept_patterns(files: &[&Path]) -> Vec<String> {
+    let mut dirs: Vec<(&Path, String)> = Vec::new();
+    for f in files {
+        let (Some(dir), Some(name)) = (f.parent(), f.file_name().and_then(|n| n.to_str())) else {
+            continue;
+        };
+        // `latlab-unsaved-windows-NAME-START.json`: all but the start.
+        let prefix = name.rsplit_once('-').map_or(name, |(p, _)| p);
+        if !dirs.iter().any(|(d, _)| *d == dir) {
+            dirs.push((dir, format!("{prefix}-*.json")));
+        }
+    }
+    dirs.into_iter()
+        .map(|(d, pattern)| format!("{}/{pattern}", latlab_model::units::shell_path(d)))
+        .collect()
+}
+
 /// What the keeper leaves when it ends.
 pub struct KeeperEnd {
     /// The store, unless the file at its path could not be opened as one.
@@ -142,12 +193,14 @@ pub struct KeeperEnd {
     /// The series as last opened (a store replaced under the daemon may hold it under another
     /// id).
     pub series: latlab_store::SeriesId,
-    /// Window sets that were not stored.
+    /// Window sets that were not stored, and are in no file.
     pub lost: u64,
-    /// Window sets the store could not take at the end, and where they are kept instead (a
-    /// file `latlab db import-json` stores), or why no file took them (then they count in
-    /// `lost`); `None`: none were left.
-    pub kept: Option<(u64, Result<PathBuf, String>)>,
+    /// Window sets the store could not take, and the files that keep them instead (files
+    /// `latlab db import-json` stores): those given up to bound the memory while the daemon
+    /// ran, then those left at the end; oldest first.
+    pub kept: Vec<(u64, PathBuf)>,
+    /// Why no file took the window sets left at the end (they count in `lost`).
+    pub unkept: Option<String>,
 }
 
 /// The store could not be written since `since_unix_ns`, for `reason`.
@@ -187,6 +240,8 @@ pub struct Keeper {
     start_warnings: String,
     /// Windows and hours merged by retention steps not said yet: a backlog is said once.
     merged_unsaid: (u64, u64),
+    /// The files that keep window sets the store could not take, and how many each holds.
+    kept: Vec<(u64, PathBuf)>,
 }
 
 /// CPU time of the monitoring itself, ns: every thread of the process (measuring threads, their
@@ -210,6 +265,8 @@ impl Keeper {
             sidecars: store.sidecars(),
             start_warnings: String::new(),
             merged_unsaid: (0, 0),
+            kept: Vec::new(),
+            backlog: Backlog::new(setup.backlog.0, setup.backlog.1),
             store: Some(store),
             setup,
             pending: BTreeMap::new(),
@@ -222,7 +279,6 @@ impl Keeper {
             switcher,
             clock,
             next_merge: Instant::now(),
-            backlog: Backlog::default(),
             outage: None,
             next_check: Instant::now(),
             next_hotplug: Instant::now(),
@@ -302,14 +358,15 @@ impl Keeper {
                                          were lost",
                                     );
                                 } else {
-                                    let files: Vec<String> =
-                                        kept.iter().map(|p| p.display().to_string()).collect();
+                                    let files: Vec<&Path> =
+                                        kept.iter().map(|p| p.as_path()).collect();
                                     why.push_str(&format!(
                                         ": its open window was lost; window sets a daemon of \
-                                         this series could not store are kept in {} (latlab db \
-                                         import-json FILE --db {} stores those not stored yet)",
-                                        files.join(", "),
-                                        self.db.display()
+                                         this series could not store are kept in {} ({} --db {} \
+                                         stores those not stored yet)",
+                                        kept_files(&files),
+                                        import_command(&files),
+                                        shell_path(&self.db)
                                     ));
                                 }
                                 eprintln!("latlab: warning: {why}");
@@ -382,25 +439,38 @@ impl Keeper {
         }
         // Kept in a file for `db import-json` where one takes them, else counted lost; the
         // daemon's exit says which, once.
-        let unstored = self.backlog.len() as u64;
-        let kept = (unstored > 0).then(|| (unstored, self.keep_unstored()));
-        if let Some((_, Err(_))) = &kept
-            && let Ok(mut l) = self.live.lock()
-        {
-            l.windows_lost += unstored;
-        }
+        let left = self.backlog.iter().filter_map(|p| p.to_set(p.k)).collect();
+        let unkept = self.keep(left).err();
         KeeperEnd {
             store: self.store,
             series: self.setup.series.id,
             lost: self.live.lock().map(|l| l.windows_lost).unwrap_or(0),
-            kept,
+            kept: self.kept,
+            unkept,
         }
     }
 
-    /// The window sets still waiting for the store, written to a file beside it or in the
-    /// temporary directory, with their series (see [`latlab_store::UnsavedWindows`]).
-    fn keep_unstored(&self) -> Result<PathBuf, String> {
-        let sets: Vec<WindowSet> = self.backlog.iter().filter_map(|p| p.to_set(p.k)).collect();
+    /// Write `sets` to a file for `latlab db import-json` (see [`Keeper::keep_in_file`]) and
+    /// count them kept, or else lost. Nothing to write is no error.
+    fn keep(&mut self, sets: Vec<WindowSet>) -> Result<(), String> {
+        if sets.is_empty() {
+            return Ok(());
+        }
+        let n = sets.len() as u64;
+        let kept = self.keep_in_file(sets);
+        if let Ok(mut l) = self.live.lock() {
+            match kept {
+                Ok(_) => l.windows_kept += n,
+                Err(_) => l.windows_lost += n,
+            }
+        }
+        self.kept.push((n, kept?));
+        Ok(())
+    }
+
+    /// Window sets the store cannot take, written to a file beside it or in the temporary
+    /// directory, with their series (see [`latlab_store::UnsavedWindows`]).
+    fn keep_in_file(&self, sets: Vec<WindowSet>) -> Result<PathBuf, String> {
         let first = sets.first().map_or(0, |s| s.start_unix_ns);
         let unsaved = latlab_store::UnsavedWindows {
             unsaved_windows: self.setup.spec.clone(),
@@ -689,7 +759,10 @@ impl Keeper {
                 o.stored,
                 match self.backlog.given_up {
                     0 => String::new(),
-                    n => format!("; {n} older one(s) were given up to bound the memory"),
+                    n => format!(
+                        "; {n} older one(s) were written to a file to bound the memory (see \
+                         the lines before)"
+                    ),
                 }
             );
             eprintln!("latlab: monitor: {text}");
@@ -722,20 +795,42 @@ impl Keeper {
     }
 
     /// Keep `set` (window `k` of this run) for when the store can be written again.
+    /// Beyond the backlog's bound the oldest sets go to a file, said each time (a file to
+    /// import later), or are lost, said once an outage.
     fn park(&mut self, k: u64, set: WindowSet) {
         let given_up = self.backlog.push(Parked::new(k, set));
         self.queued();
-        if given_up > 0 {
-            if let Ok(mut l) = self.live.lock() {
-                l.windows_lost += given_up;
-            }
-            if self.backlog.given_up == given_up {
+        if given_up.is_empty() {
+            return;
+        }
+        let n = given_up.len() as u64;
+        let (keep_ns, bytes) = self.setup.backlog;
+        let bound = format!(
+            "the windows kept in memory reached their bound ({} beyond the last {})",
+            match bytes {
+                b if b >= 1 << 20 && b.is_multiple_of(1 << 20) => format!("{} MiB", b >> 20),
+                b => latlab_model::units::plural(b as u64, "byte", "bytes"),
+            },
+            format_duration(keep_ns)
+        );
+        match self.keep(given_up.iter().filter_map(|p| p.to_set(p.k)).collect()) {
+            Ok(()) => {
+                let path = self.kept.last().map(|(_, p)| p.clone()).unwrap_or_default();
                 self.error(format!(
-                    "the windows kept in memory reached their bound ({} MiB beyond the last \
-                     hour): the oldest are given up",
-                    super::backlog::MEMORY_BOUND >> 20
+                    "{bound}: the oldest {} are kept in {} (latlab db import-json {} --db {} \
+                     stores them)",
+                    latlab_model::units::plural(n, "window set", "window sets"),
+                    path.display(),
+                    shell_path(&path),
+                    shell_path(&self.db)
                 ));
             }
+            Err(why) if self.backlog.given_up == n => {
+                self.error(format!(
+                    "{bound}: the oldest are given up, and lost: no file could keep them ({why})"
+                ));
+            }
+            Err(_) => {}
         }
     }
 
@@ -960,5 +1055,41 @@ mod tests {
         assert_eq!(name(&wal), dir.path().join("m.db-wal.orphaned.1"));
         std::fs::write(dir.path().join("m.db-wal.orphaned.1"), "2").unwrap();
         assert_eq!(name(&wal), dir.path().join("m.db-wal.orphaned.2"));
+    }
+
+    /// Up to three kept files are named one by one; more by a pattern a directory, in a
+    /// command a shell runs as printed (a directory with a space quoted, the pattern bare).
+    #[test]
+    fn kept_files_are_named_one_by_one_or_by_their_pattern() {
+        let file = |dir: &str, start: u64| {
+            std::path::PathBuf::from(format!("{dir}/latlab-unsaved-windows-h.1-{start}.json"))
+        };
+        let few = [file("/var/lib", 10), file("/tmp/my dir", 20)];
+        let few: Vec<&std::path::Path> = few.iter().map(|p| p.as_path()).collect();
+        assert_eq!(
+            super::kept_files(&few),
+            "/var/lib/latlab-unsaved-windows-h.1-10.json, \
+             /tmp/my dir/latlab-unsaved-windows-h.1-20.json"
+        );
+        assert_eq!(
+            super::import_command(&few),
+            "latlab db import-json /var/lib/latlab-unsaved-windows-h.1-10.json \
+             '/tmp/my dir/latlab-unsaved-windows-h.1-20.json'"
+        );
+        let many: Vec<_> = (1..=4)
+            .map(|i| file("/var/lib", i))
+            .chain([file("/tmp/my dir", 9)])
+            .collect();
+        let many: Vec<&std::path::Path> = many.iter().map(|p| p.as_path()).collect();
+        assert_eq!(
+            super::kept_files(&many),
+            "5 files, /var/lib/latlab-unsaved-windows-h.1-*.json and \
+             '/tmp/my dir'/latlab-unsaved-windows-h.1-*.json"
+        );
+        assert_eq!(
+            super::import_command(&many),
+            "latlab db import-json /var/lib/latlab-unsaved-windows-h.1-*.json \
+             '/tmp/my dir'/latlab-unsaved-windows-h.1-*.json"
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! This is the one crate of latlab with an async runtime (the web server's).
 
 mod api;
-mod backlog;
+pub mod backlog;
 mod daemon;
 mod hotplug;
 mod keeper;
@@ -123,6 +123,9 @@ pub struct MonitorPlan {
     pub online: CpuList,
     pub state_dir: PathBuf,
     pub store_state: String,
+    /// While the store cannot be written: the time of windows always kept in memory, ns, and
+    /// the bytes beyond it; older ones go to files (default: an hour, 64 MiB).
+    pub backlog: (u64, usize),
 }
 
 impl MonitorPlan {

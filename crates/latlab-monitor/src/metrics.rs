@@ -120,6 +120,7 @@ pub struct Live {
     pub profile: String,
     pub windows_queued: u64,
     pub windows_lost: u64,
+    pub windows_kept: u64,
     /// The newest window it measured, stored or not.
     pub measured: Option<Measured>,
 }
@@ -295,6 +296,18 @@ impl Metrics {
                 o,
                 "latlab_monitor_windows_lost_total{{series=\"{series}\"}} {}",
                 l.windows_lost
+            );
+            family(
+                &mut o,
+                "latlab_monitor_windows_kept_total",
+                "counter",
+                "Window sets the running daemon measured that its store could not take, written \
+                 to files for latlab db import-json (since it started).",
+            );
+            let _ = writeln!(
+                o,
+                "latlab_monitor_windows_kept_total{{series=\"{series}\"}} {}",
+                l.windows_kept
             );
         }
         o
@@ -760,6 +773,7 @@ mod tests {
             profile: "none".into(),
             windows_queued: 3,
             windows_lost: 2,
+            windows_kept: 7,
             measured: None,
         };
         let t = m.render(Some(&live));
@@ -775,8 +789,13 @@ mod tests {
             t.contains("# TYPE latlab_monitor_windows_lost_total counter\n"),
             "{t}"
         );
+        assert!(
+            t.contains("latlab_monitor_windows_kept_total{series=\"host \\\"a\\\"\"} 7\n"),
+            "{t}"
+        );
         let alone = m.render(None);
         assert!(!alone.contains("windows_queued") && !alone.contains("windows_lost"));
+        assert!(!alone.contains("windows_kept"));
     }
 
     /// The running daemon serves its own series only: another one in its store (a series
@@ -823,6 +842,7 @@ mod tests {
             profile: "none".into(),
             windows_queued: 2,
             windows_lost: 0,
+            windows_kept: 0,
             measured: Some(super::Measured {
                 end_unix_ns,
                 cpus: vec![(0, 2_500_000, 900_000)],

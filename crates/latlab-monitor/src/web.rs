@@ -46,6 +46,8 @@ pub struct LiveStatus {
     pub schedule: Option<String>,
     pub windows_written: u64,
     pub windows_lost: u64,
+    /// Window sets the store could not take, written to files for `latlab db import-json`.
+    pub windows_kept: u64,
     /// Window sets measured and waiting in memory for the store to be writable, and their size.
     pub windows_queued: u64,
     pub queued_bytes: u64,
@@ -168,6 +170,7 @@ impl AppState {
                     profile: l.profile.clone().unwrap_or_else(|| "none".into()),
                     windows_queued: l.windows_queued,
                     windows_lost: l.windows_lost,
+                    windows_kept: l.windows_kept,
                     measured: l.measured.clone(),
                 });
                 c.text = Arc::new(c.metrics.render(live.as_ref()));

@@ -70,6 +70,18 @@ pub struct MonitorArgs {
     /// Check every option, print what would be done, and exit without touching anything.
     #[arg(long)]
     check_config: bool,
+
+    /// (Tests) While the store cannot be written, the bytes of windows kept in memory beyond
+    /// the last SECONDS; older ones go to files.
+    #[arg(long, hide = true, value_name = "BYTES,SECONDS", value_parser = backlog_bound)]
+    backlog_bound: Option<(usize, u64)>,
+}
+
+/// `BYTES,SECONDS` of `--backlog-bound`.
+fn backlog_bound(s: &str) -> Result<(usize, u64), String> {
+    s.split_once(',')
+        .and_then(|(b, t)| Some((b.parse().ok()?, t.parse().ok()?)))
+        .ok_or_else(|| "expected BYTES,SECONDS, two whole numbers".to_string())
 }
 
 #[derive(Args, Debug)]
@@ -298,6 +310,13 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
         online,
         state_dir,
         store_state,
+        backlog: match args.backlog_bound {
+            Some((bytes, secs)) => (secs.saturating_mul(1_000_000_000), bytes),
+            None => (
+                latlab_monitor::backlog::KEEP_AT_LEAST_NS,
+                latlab_monitor::backlog::MEMORY_BOUND,
+            ),
+        },
     })
 }
 

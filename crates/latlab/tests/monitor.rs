@@ -157,7 +157,8 @@ fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
     assert!(
         log2.contains(&format!(
             "its open window was lost; window sets a daemon of this series could not store \
-             are kept in {} (latlab db import-json FILE --db {} stores those not stored yet)",
+             are kept in {} (latlab db import-json {} --db {} stores those not stored yet)",
+            kept.display(),
             kept.display(),
             db.display()
         )),

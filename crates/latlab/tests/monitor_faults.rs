@@ -246,7 +246,8 @@ fn a_stopped_daemon_shows_the_stop_as_missed_periods_where_they_were_due() {
 }
 
 /// A daemon whose store lives on a file system mounted at `dir/fs` in a mount namespace of its
-/// own (`mount` is the mount command's arguments before the mount point). It is reached from outside through `/proc/PID/root` (SQLite resolves
+/// own (`mount` is the mount command's arguments before the mount point; `extra`, more of
+/// `monitor`'s). It is reached from outside through `/proc/PID/root` (SQLite resolves
 /// that link to `/`, so the store is read from a copy, and checked from inside with nsenter).
 struct Namespaced {
     daemon: Proc,
@@ -257,14 +258,15 @@ struct Namespaced {
 }
 
 impl Namespaced {
-    fn start(dir: &Path, mount: &str) -> Namespaced {
+    fn start(dir: &Path, mount: &str, extra: &[&str]) -> Namespaced {
         let fs = dir.join("fs");
         std::fs::create_dir(&fs).unwrap();
         let addr = latlab_testkit::process::free_addr();
-        let daemon = common::monitor(
+        let mut daemon = common::monitor(
             &fs.join("m.db"),
             &["--listen", &addr.to_string(), "--name", "t"],
         );
+        daemon.args(extra);
         let mut argv = vec![daemon.get_program().to_os_string()];
         argv.extend(daemon.get_args().map(|a| a.to_os_string()));
         let script = format!("mount {mount} {} && exec \"$@\"", fs.display());
@@ -369,7 +371,7 @@ fn a_full_file_system_parks_windows_in_memory_until_space_returns() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let n = Namespaced::start(dir.path(), "-t tmpfs -o size=4m latlab-test");
+    let n = Namespaced::start(dir.path(), "-t tmpfs -o size=4m latlab-test", &[]);
     let fill = n.inside().join("fill");
     // Until the file system has no block left.
     let mut f = std::fs::File::create(&fill).unwrap();
@@ -415,7 +417,9 @@ fn a_full_file_system_parks_windows_in_memory_until_space_returns() {
 /// the default of many distributions) cannot come back without an unmount: the daemon keeps
 /// measuring, says so once, and at the stop exits with 1 (a restart can help once the file
 /// system is repaired) saying where it kept the windows it could not store; what it had stored is
-/// whole, and with the kept windows imported no window of the run is missing.
+/// whole, and with the kept windows imported no window of the run is missing. Windows beyond the
+/// memory's bound (here 3 s of windows, and no byte beyond) go to files while it runs, each said
+/// when written, and the command the exit prints (a pattern, for so many files) stores them all.
 #[test]
 fn a_file_system_turned_read_only_loses_nothing_already_stored() {
     if !root_or_skip("mounting a loop file system in a mount namespace")
@@ -438,6 +442,7 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
     let n = Namespaced::start(
         dir.path(),
         &format!("-o loop,errors=remount-ro {}", img.display()),
+        &["--backlog-bound", "1,3"],
     );
     let pid = n.daemon.pid().to_string();
     let out = run_ok(
@@ -457,7 +462,12 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
     wait_for("the outage said", Duration::from_secs(15), || {
         n.daemon.log().contains("the store cannot be written")
     });
-    std::thread::sleep(Duration::from_secs(4));
+    // Three files while it runs, and one at the exit: more than the exit lists one by one.
+    wait_for("windows kept in 3 files", Duration::from_secs(30), || {
+        n.daemon.log().matches("reached their bound").count() >= 3
+    });
+    // /metrics counts what went to files.
+    assert!(n.metric("latlab_monitor_windows_kept_total") >= 3.0);
     let mut d = n.daemon;
     assert!(d.child.try_wait().unwrap().is_none(), "still measuring");
     let (status, log) = d.end(libc::SIGTERM);
@@ -467,27 +477,37 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
         1,
         "{log}"
     );
-    // What the store could not take is kept in a file (beside it is read-only: in TMPDIR),
-    // said once, at the exit (it was lost, and said so four times).
+    // What the store could not take is kept in files (beside it is read-only: in TMPDIR): those
+    // given up while it ran, each said when written, and what was left at the exit. The exit
+    // says them all once (they were lost, and said so four times).
     let kept: Vec<PathBuf> = std::fs::read_dir(dir.path().join("tmp"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert_eq!(kept.len(), 1, "{log}");
-    let file = kept[0].to_str().unwrap();
-    assert!(
-        file.contains("latlab-unsaved-windows-t-")
-            && log.contains(&format!(
-                "the store could not take before the exit are kept in {file}"
-            )),
-        "{log}"
-    );
-    assert_eq!(
-        log.matches(file).count(),
-        2,
-        "the path and its import: {log}"
-    );
+    assert!(kept.len() >= 4, "{log}");
+    let named = kept
+        .iter()
+        .filter(|f| log.contains(f.to_str().unwrap()))
+        .count();
+    assert_eq!(named, kept.len() - 1, "each but the exit's said: {log}");
     assert!(!log.contains("are lost"), "{log}");
+    let exit = log
+        .lines()
+        .find(|l| l.contains("the store could not take are kept in"))
+        .unwrap_or_else(|| panic!("the exit names the files: {log}"));
+    let pattern = format!(
+        "{}/latlab-unsaved-windows-t-*.json",
+        dir.path().join("tmp").display()
+    );
+    assert!(
+        exit.contains(&format!("are kept in {} files, {pattern} (", kept.len())),
+        "{exit}"
+    );
+    let command = exit
+        .split_once("(latlab db import-json ")
+        .and_then(|(_, c)| c.split_once(" --db "))
+        .unwrap_or_else(|| panic!("the import command: {exit}"))
+        .0;
     // The namespace is gone with the daemon, and the loop device with its mount: repair the
     // image as a boot would (replaying its journal) and read the store out of it.
     let fsck = Command::new("e2fsck")
@@ -514,23 +534,29 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
     let stored = sets(&copy, "t");
     assert!(stored.len() >= 2, "{log}");
     assert_no_gap(&stored, &log);
-    // The kept windows go in after the stored ones: together, every window of the run. A
-    // second import stores none twice.
+    // The kept windows go in after the stored ones, by the command the exit printed (run by a
+    // shell): together, every window of the run. A second import stores none twice.
     let import = || {
         let out = run_ok(
-            latlab!()
-                .args(["db", "import-json", file, "--db"])
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!("\"$0\" db import-json {command} --db \"$1\""))
+                .arg(env!("CARGO_BIN_EXE_latlab"))
                 .arg(&copy),
         );
         String::from_utf8_lossy(&out.stdout).to_string()
     };
     let said = import();
     let all = sets(&copy, "t");
-    assert!(all.len() > stored.len(), "{said}");
+    assert!(all.len() > stored.len() + 1, "{said}");
     assert_no_gap(&all, &log);
-    assert!(
-        import().contains("0 window set(s) stored in series t; "),
-        "{said}"
+    let again = import();
+    assert_eq!(
+        again
+            .matches("0 window set(s) stored in series t; ")
+            .count(),
+        kept.len(),
+        "{again}"
     );
     assert_eq!(sets(&copy, "t").len(), all.len());
     db_check(&copy);
