@@ -22,7 +22,8 @@ use std::process::{Command, ExitCode};
 pub struct CheckArgs {
     /// What the system is for: audio, control or throughput (sets the bounds, e.g. 100 µs of
     /// idle exit latency for audio, 10 µs for control).
-    #[arg(long, default_value = "audio", value_name = "TARGET")]
+    #[arg(long, default_value = "audio", value_name = "TARGET",
+          hide_possible_values = true, value_parser = clap::builder::PossibleValuesParser::new(latlab_check::Target::ALL.map(|t| t.name())))]
     target: String,
 
     /// Leave out these checks: ids or groups (`irq`), comma-separated.

@@ -34,7 +34,8 @@ pub struct ReportArgs {
     output: Option<PathBuf>,
 
     /// html, text, md, json or csv.
-    #[arg(long, default_value = "html", value_name = "FORMAT")]
+    #[arg(long, default_value = "html", value_name = "FORMAT",
+          hide_possible_values = true, value_parser = clap::builder::PossibleValuesParser::new(["html", "text", "md", "json", "csv"]))]
     format: String,
 
     /// Title of the report.
@@ -59,12 +60,23 @@ pub struct CompareArgs {
     db: Vec<PathBuf>,
 }
 
+/// What `export --format` writes.
+const EXPORT_FORMATS: [&str; 7] = [
+    "json",
+    "csv",
+    "histogram-csv",
+    "windows-csv",
+    "spikes-csv",
+    "cyclictest-json",
+    "cyclictest-hist",
+];
+
 #[derive(Args, Debug)]
 pub struct ExportArgs {
     /// The run (number or id).
     run: String,
     /// json, csv, histogram-csv, windows-csv, spikes-csv, cyclictest-json or cyclictest-hist.
-    #[arg(long, default_value = "json", value_name = "FORMAT")]
+    #[arg(long, default_value = "json", value_name = "FORMAT", hide_possible_values = true, value_parser = clap::builder::PossibleValuesParser::new(EXPORT_FORMATS))]
     format: String,
     /// Rows of 1 µs for cyclictest-hist [default: 400].
     #[arg(long, value_name = "US")]
@@ -84,7 +96,8 @@ pub struct ImportArgs {
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// cyclictest-json, cyclictest-hist, stress-ng or jitterdebugger (default: recognised).
-    #[arg(long, value_name = "FORMAT")]
+    #[arg(long, value_name = "FORMAT",
+          hide_possible_values = true, value_parser = clap::builder::PossibleValuesParser::new(latlab_import::Format::ALL.map(|f| f.name())))]
     format: Option<String>,
     /// Import the files that read even when others do not: one line per refused file, then exit
     /// code 2 (without it, one refused file stops the import and nothing is saved).
@@ -604,8 +617,8 @@ pub fn export(args: ExportArgs) -> CliResult<ExitCode> {
         "cyclictest-hist" => |r, range| latlab_report::histfile(r, range),
         other => {
             return Err(CliError::Usage(format!(
-                "--format {other}: unknown (accepted: json, csv, histogram-csv, windows-csv, \
-                 spikes-csv, cyclictest-json, cyclictest-hist)"
+                "--format {other}: unknown (accepted: {})",
+                EXPORT_FORMATS.join(", ")
             )));
         }
     };

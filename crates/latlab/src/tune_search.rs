@@ -31,11 +31,12 @@ input (nothing was touched), 130 interrupted (continue with --resume)."
 pub struct SearchArgs {
     /// What to tune for: audio (p99 of 1 ms wake-ups), control (max of 250 µs wake-ups),
     /// throughput (p99, keeping no knob that costs the load's throughput).
-    #[arg(long, default_value = "audio", value_name = "TARGET")]
+    #[arg(long, default_value = "audio", value_name = "TARGET",
+          hide_possible_values = true, value_parser = clap::builder::PossibleValuesParser::new(Goal::NAMES.split(", ")))]
     target: String,
 
     /// What to lower: p50, p99, p99.9, max, p99-per-watt (default: the target's).
-    #[arg(long, value_name = "OBJECTIVE")]
+    #[arg(long, value_name = "OBJECTIVE", hide_possible_values = true, value_parser = clap::builder::PossibleValuesParser::new(Objective::NAMES.split(", ")))]
     objective: Option<String>,
 
     #[command(flatten)]

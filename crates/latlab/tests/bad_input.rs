@@ -323,7 +323,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "--json /nonexistent-dir/t.json",
     ),
     // check
-    (&["check", "--target", "x"], "unknown target \"x\""),
+    (
+        &["check", "--target", "x"],
+        "--target x: unknown (accepted: audio, control, throughput)",
+    ),
     (
         &["check", "--skip", "unknown-id"],
         "unknown check id \"unknown-id\"",
@@ -535,7 +538,30 @@ const ROWS: &[(&[&str], &str)] = &[
         &["db", "list", "--db", "-x"],
         "--db -x: a value that starts with '-' is read as an option (accepted: --db=-x)",
     ),
-    // A value the option refuses itself is refused in its words.
+    // A value the option refuses itself is refused in its words (a name from a list too: it
+    // was given as `--target=-5`, to be refused then).
+    (
+        &["tune", "search", "--target", "-5"],
+        "--target -5: unknown (accepted: audio, control, throughput)",
+    ),
+    (
+        &["check", "--target", "-5"],
+        "--target -5: unknown (accepted: audio, control, throughput)",
+    ),
+    (
+        &["report", "--format", "-5"],
+        "--format -5: unknown (accepted: html, text, md, json, csv)",
+    ),
+    (
+        &["export", "1", "--format", "-5"],
+        "--format -5: unknown (accepted: json, csv, histogram-csv, windows-csv, spikes-csv, \
+         cyclictest-json, cyclictest-hist)",
+    ),
+    (
+        &["import", "x.json", "--format", "-5"],
+        "--format -5: unknown (accepted: cyclictest-json, cyclictest-hist, stress-ng, \
+         jitterdebugger)",
+    ),
     (
         &["measure", "--policy", "-5"],
         "--policy: unknown policy \"-5\" (accepted: fifo, rr, other, batch, idle, deadline)",
@@ -570,11 +596,11 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (
         &["tune", "search", "--objective", "p95"],
-        "--objective p95: unknown objective",
+        "--objective p95: unknown (accepted: p50, p99, p99.9, max, p99-per-watt)",
     ),
     (
         &["tune", "search", "--target", "video"],
-        "--target video: unknown target",
+        "--target video: unknown (accepted: audio, control, throughput)",
     ),
     (
         &["tune", "search", "--budget", "10s"],
