@@ -1039,6 +1039,11 @@ fn mid_us(us: u64) -> u64 {
     us.saturating_mul(1000).saturating_add(500)
 }
 
+/// The whole numbers of a footer line, if every word is one.
+fn whole_words(rest: &str) -> Option<Vec<u64>> {
+    rest.split_whitespace().map(|v| v.parse().ok()).collect()
+}
+
 /// What a cyclictest histogram row is, for messages.
 const HIST_ROW: &str = "a histogram row: the latency in µs, then one count per thread";
 
@@ -1053,6 +1058,8 @@ struct HistText<'a> {
     overflows: Option<(usize, Vec<u64>)>,
     /// The `# Avg Latencies:` line's values (whole µs, truncated), where it has one per column.
     avgs: Option<Vec<u64>>,
+    /// The `# Total:` line's values: per column, the samples its rows count.
+    totals: Option<Vec<u64>>,
     /// The last row's latency, in µs.
     last_row: u64,
     /// The number of the last line.
@@ -1074,6 +1081,7 @@ impl<'a> HistText<'a> {
         let mut maxes: Option<(usize, Vec<u64>)> = None;
         let mut overflows: Option<(usize, Vec<u64>)> = None;
         let mut avgs: Option<Vec<u64>> = None;
+        let mut totals: Option<Vec<u64>> = None;
         let mut last_row = 0u64;
         let mut last_line = 0;
         let mut header_line = None;
@@ -1088,13 +1096,14 @@ impl<'a> HistText<'a> {
                 maxes = Some((line_no, numbers(rest, line_no, expected)?));
                 continue;
             }
+            // Lines checked against the rows where they read: one that does not is left out.
+            // The mean, only where the rows cannot give it (samples beyond them).
             if let Some(rest) = line.strip_prefix("# Avg Latencies:") {
-                // Only where the rows cannot give the mean (samples beyond them): not checked
-                // further, a line that does not read is left out.
-                avgs = rest
-                    .split_whitespace()
-                    .map(|v| v.parse().ok())
-                    .collect::<Option<Vec<u64>>>();
+                avgs = whole_words(rest);
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("# Total:") {
+                totals = whole_words(rest);
                 continue;
             }
             if let Some(rest) = line.strip_prefix("# Histogram Overflows:") {
@@ -1147,6 +1156,7 @@ impl<'a> HistText<'a> {
             maxes,
             overflows,
             avgs,
+            totals,
             last_row,
             last_line,
             header_line,
@@ -1223,6 +1233,7 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
         skipped,
         first_skipped,
         avgs,
+        totals,
         ..
     } = h;
     // `cyclictest -H` adds a column (and footer value) summing every thread: not a thread.
@@ -1236,6 +1247,21 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
     // the middles the samples are recorded at), for a thread whose samples ran past the rows:
     // there the rows give only a lower bound.
     let avgs = avgs.filter(|a| a.len() == rows.len() + usize::from(histofall));
+    // cyclictest's `# Total:` counts what its rows hold (overflows apart): rows lost or changed
+    // since are named, and imported as they are.
+    let mut contradicted = Vec::new();
+    if let Some(totals) = totals.filter(|t| t.len() == rows.len() + usize::from(histofall)) {
+        for (i, (r, &total)) in rows.iter().zip(&totals).enumerate() {
+            let in_rows: u64 = r.iter().map(|x| x.1).sum();
+            if in_rows != total {
+                contradicted.push(format!(
+                    "thread {i}: its \"# Total:\" counts {total} samples in the rows, and the \
+                     rows hold {in_rows} (rows lost or changed?); the rows are imported as they \
+                     are"
+                ));
+            }
+        }
+    }
     let threads: Vec<Thread> = rows
         .into_iter()
         .enumerate()
@@ -1275,6 +1301,7 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
             if skipped == 1 { "is" } else { "are" },
         ));
     }
+    warnings.extend(contradicted);
     let mut r = assemble(
         threads,
         config(0, n, None),
@@ -1520,6 +1547,14 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
     } else {
         printed_count
     };
+    // Every bucket printed, they count every sample kept: lines lost or changed since are
+    // named, and the buckets imported as they are.
+    let contradicted = (!truncated && printed_count != samples).then(|| {
+        format!(
+            "its summary counts {samples} samples, and its distribution {printed_count} (lines \
+             lost or changed?); the distribution is imported as it is"
+        )
+    });
     let range_end_ns = match truncated_at {
         Some(n) => n.saturating_mul(width),
         None => rows.last().map_or(0, |r| r.0.saturating_add(width)),
@@ -1541,6 +1576,7 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
         "values are known to {width} ns buckets (recorded at each bucket's middle; min and max \
          exact); stress-ng keeps at most --cyclic-samples samples of the run"
     )];
+    warnings.extend(contradicted);
     let method_known = stress_ng_method(text, &mut cfg, &mut warnings);
     let mut r = assemble(
         vec![thread],

@@ -380,6 +380,8 @@ fn live_cyclictest_output_round_trips() {
     let hist = String::from_utf8_lossy(&out.stdout).to_string();
     let r = import(&hist, Some(Format::CyclictestHist), "stdout").unwrap();
     assert_eq!(r.threads[0].stats.count, 300);
+    let w = r.environment.warnings.join("\n");
+    assert!(!w.contains("lost or changed"), "its # Total: holds: {w}");
 }
 
 /// stress-ng --cyclic for 2000 samples at 200 µs with buckets of `dist` ns, verbose: its log.
@@ -417,6 +419,11 @@ fn live_stress_ng_output() {
     let r = import(&text, None, "sng.log").unwrap();
     let t = &r.threads[0];
     assert!(t.stats.count > 0 && t.stats.min <= t.stats.max);
+    let w = r.environment.warnings.join("\n");
+    assert!(
+        !w.contains("lost or changed"),
+        "its sample count holds: {w}"
+    );
     let max_line = text.lines().find(|l| l.contains("max:")).unwrap();
     assert!(
         max_line.contains(&format!("max: {} ns", t.stats.max)),
@@ -599,6 +606,66 @@ fn cyclictest_histofall_is_not_a_thread() {
     // Without -H, two threads stay two.
     let plain = import(&data("cyclictest-h50.txt"), None, "h.txt").unwrap();
     assert_eq!(plain.threads.len(), 2);
+}
+
+/// A text's own count of its samples (cyclictest's `# Total:`, stress-ng's summary) that its rows
+/// do not hold is named: rows were lost or changed since. The rows are imported as they are; the
+/// recorded files (with `-H`'s sum column too, and stress-ng's cut distributions) name nothing.
+#[test]
+fn a_sample_count_the_rows_do_not_hold_is_named() {
+    let said = |text: &str| {
+        import(text, None, "f")
+            .unwrap()
+            .environment
+            .warnings
+            .join("\n")
+    };
+    for f in [
+        "cyclictest-h50.txt",
+        "cyclictest-H50.txt",
+        "cyclictest-h20-stderr.txt",
+        "stress-ng-cyclic.log",
+        "stress-ng-cyclic-dist1.log",
+        "stress-ng-cyclic-beyond-range.log",
+    ] {
+        let w = said(&data(f));
+        assert!(!w.contains("lost or changed"), "{f}: {w}");
+    }
+    // A row of cyclictest -h 50 lost (22 us: 1 and 41 samples).
+    let text = data("cyclictest-h50.txt");
+    let cut: String = text
+        .lines()
+        .filter(|l| !l.starts_with("000022 "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let r = import(&cut, None, "f").unwrap();
+    let w = r.environment.warnings.join("\n");
+    assert!(
+        w.contains(
+            "thread 0: its \"# Total:\" counts 236 samples in the rows, and the rows hold 235 \
+             (rows lost or changed?); the rows are imported as they are"
+        ),
+        "{w}"
+    );
+    assert!(
+        w.contains("thread 1: its \"# Total:\" counts 424 samples"),
+        "{w}"
+    );
+    let whole = import(&text, None, "f").unwrap();
+    assert_eq!(
+        r.threads[0].histogram.count(),
+        whole.threads[0].histogram.count() - 1
+    );
+    // A stress-ng summary above every printed bucket.
+    let text = data("stress-ng-cyclic.log").replace("10000 samples", "12000 samples");
+    let w = said(&text);
+    assert!(
+        w.contains(
+            "its summary counts 12000 samples, and its distribution 10000 (lines lost or \
+             changed?); the distribution is imported as it is"
+        ),
+        "{w}"
+    );
 }
 
 /// A cyclictest JSON that contradicts itself (edited by hand, or damaged) says so, and a count
