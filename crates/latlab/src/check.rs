@@ -269,8 +269,15 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         say.text(&table(&first, color));
         say.text(&fix_text(&outcome, latlab_tune::boot::has_grub(sys)));
         if !warned_knobs.is_empty() {
+            // A fix applied now is in force: another is refused until it is restored.
+            let how = match (&outcome.done.journal, &outcome.done.restore) {
+                (Some(_), Some(restore)) => {
+                    format!("after `{restore}`, --fix --fix-warnings applies them with the rest")
+                }
+                _ => "--fix-warnings applies them".to_string(),
+            };
             say.line(format_args!(
-                "  not applied, as they only warn: the fixes of {} (--fix-warnings applies them)",
+                "  not applied, as they only warn: the fixes of {} ({how})",
                 warned_knobs.join(", ")
             ));
         }

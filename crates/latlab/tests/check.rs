@@ -363,6 +363,43 @@ fn fix_leaves_warnings_unless_asked_and_says_so() {
     latlab_testkit::assert_one_line_error(&out, 2, "--fix-warnings without --fix");
 }
 
+/// A fix applied now leaves the warnings' knobs to a second fix, which is refused while the
+/// first is in force: the line that names them says to restore first, and its command, as
+/// printed, makes the way for `--fix --fix-warnings`.
+#[test]
+fn the_warnings_left_by_an_applied_fix_name_the_restore_that_comes_first() {
+    let dir = copy_tree("laptop-intel");
+    let state = tempfile::tempdir().unwrap();
+    let out = check_fix(dir.path(), state.path(), &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = latlab_testkit::line_with(&text, "not applied, as they only warn");
+    let (_, printed) = line
+        .split_once("after `")
+        .and_then(|(a, r)| Some((a, r.split_once("`, --fix --fix-warnings applies them")?.0)))
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(line.contains("cpu.epp, cpu.governor"), "{line}");
+    assert!(
+        printed.starts_with("latlab tune restore --state-dir "),
+        "{printed}"
+    );
+    let words: Vec<&str> = printed.split_whitespace().skip(1).collect();
+    let r = latlab!()
+        .arg("--sysroot")
+        .arg(dir.path())
+        .args(&words)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let out = check_fix(dir.path(), state.path(), &["--fix-warnings"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let applied = latlab_testkit::line_with(&text, "applied through latlab tune:");
+    for knob in ["governor = \"performance\"", "epp = \"performance\""] {
+        assert!(applied.contains(knob), "{knob}: {applied}");
+    }
+    assert!(!text.contains("not applied, as they only warn"), "{text}");
+    assert!(restore(dir.path(), state.path()).status.success());
+}
+
 /// With only boot options to fix, nothing is applied: the system is untouched, no journal is
 /// written, and the profile it leaves is the one the printed `tune boot` command takes.
 #[test]
