@@ -171,7 +171,8 @@ fn unstored_said(end: &crate::keeper::KeeperEnd, db: &Path) -> Option<String> {
         let n: u64 = end.kept.iter().map(|(n, _)| n).sum();
         let files: Vec<&Path> = end.kept.iter().map(|(_, p)| p.as_path()).collect();
         said.push(format!(
-            "{n} window set(s) the store could not take are kept in {} ({} --db {} stores them)",
+            "{n} window set(s) the store could not take are kept in {} ({} --db {} stores them; \
+             so does the next start of this series on this store)",
             crate::keeper::kept_files(&files),
             crate::keeper::import_command(&files),
             latlab_model::units::shell_path(db)

@@ -339,6 +339,31 @@ impl Keeper {
                     self.start_instant = Some(start_instant);
                     self.cpu_time_mark = process_cpu_time_ns();
                     let mut text = self.setup.describe.clone();
+                    // Window sets an earlier daemon of this series kept in files for this
+                    // store are stored first, after the series' last window, where they were
+                    // measured.
+                    let before = self.kept_before();
+                    let (stored, adopted, newest) = self.adopt(&before, true);
+                    let left: Vec<&Path> = before
+                        .iter()
+                        .filter(|p| !adopted.contains(p))
+                        .map(|p| p.as_path())
+                        .collect();
+                    if let Some(end) = newest {
+                        let last = self.setup.series.last_end_unix_ns.get_or_insert(end);
+                        *last = (*last).max(end);
+                    }
+                    let adopted_said = (!adopted.is_empty()).then(|| {
+                        let files: Vec<&Path> = adopted.iter().map(|p| p.as_path()).collect();
+                        format!(
+                            "{stored} window set(s) an earlier daemon of this series could not \
+                             store, kept in {}, are stored now",
+                            kept_files(&files)
+                        )
+                    });
+                    if let Some(said) = &adopted_said {
+                        eprintln!("latlab: {said}");
+                    }
                     if let Some(last) = self.setup.series.last_end_unix_ns {
                         let gap =
                             latlab_model::units::format_elapsed(start_unix_ns.saturating_sub(last));
@@ -351,21 +376,20 @@ impl Keeper {
                                                (killed, crashed, or its store could not be \
                                                written)"
                                     .to_string();
-                                let kept = self.kept_before();
-                                if kept.is_empty() {
+                                if before.is_empty() {
                                     why.push_str(
                                         ": its open window, and any it still kept in memory, \
                                          were lost",
                                     );
                                 } else {
-                                    let files: Vec<&Path> =
-                                        kept.iter().map(|p| p.as_path()).collect();
+                                    why.push_str(": its open window was lost");
+                                }
+                                if !left.is_empty() {
                                     why.push_str(&format!(
-                                        ": its open window was lost; window sets a daemon of \
-                                         this series could not store are kept in {} ({} --db {} \
-                                         stores those not stored yet)",
-                                        kept_files(&files),
-                                        import_command(&files),
+                                        "; window sets a daemon of this series could not store \
+                                         are kept in {} ({} --db {} stores those not stored yet)",
+                                        kept_files(&left),
+                                        import_command(&left),
                                         shell_path(&self.db)
                                     ));
                                 }
@@ -377,6 +401,9 @@ impl Keeper {
                             }
                             None => text.push_str(&format!("; continues the series after {gap}")),
                         }
+                    }
+                    if let Some(said) = adopted_said {
+                        text.push_str(&format!("; {said}"));
                     }
                     // In the log and in the store, where a series' report reads them.
                     for w in &warnings {
@@ -474,11 +501,78 @@ impl Keeper {
         let first = sets.first().map_or(0, |s| s.start_unix_ns);
         let unsaved = latlab_store::UnsavedWindows {
             unsaved_windows: self.setup.spec.clone(),
+            store: std::path::absolute(&self.db).ok(),
             sets,
         };
         let text = serde_json::to_string(&unsaved).map_err(|e| e.to_string())?;
         let file = format!("{}{first}.json", unsaved_prefix(&self.setup.spec.name));
         latlab_store::rescue_file(&self.db, &file, &text)
+    }
+
+    /// Store the window sets kept in `files` for this series and this store, and remove each
+    /// file stored. `renumber`: an earlier daemon's sets, numbered on after the series' last
+    /// window (this run's then count on after them); else this run's own, each at its number
+    /// in the run. A file of another series or store, or one that does not read, is left; a
+    /// store that fails stops it. Returns the sets stored, the files they came from, and the
+    /// end of the newest.
+    fn adopt(&mut self, files: &[PathBuf], renumber: bool) -> (u64, Vec<PathBuf>, Option<u64>) {
+        let here = std::path::absolute(&self.db).ok();
+        let (mut stored, mut done, mut newest) = (0, Vec::new(), None);
+        for f in files {
+            let Some(u) = std::fs::read_to_string(f)
+                .ok()
+                .and_then(|t| serde_json::from_str::<latlab_store::UnsavedWindows>(&t).ok())
+                .filter(|u| {
+                    u.unsaved_windows.name == self.setup.spec.name
+                        && u.store.is_some()
+                        && u.store == here
+                })
+            else {
+                continue;
+            };
+            let Some(store) = self.store.as_mut() else {
+                break;
+            };
+            let series = self.setup.series.id;
+            let base = self.setup.series.next_window_index;
+            let result = if renumber {
+                store.insert_numbered(series, &u.sets).map(|(first, end)| {
+                    self.setup.series.next_window_index = end;
+                    end - first
+                })
+            } else {
+                u.sets.iter().try_fold(0, |n, s| {
+                    let set = WindowSet {
+                        index: base + s.index,
+                        ..s.clone()
+                    };
+                    match store.insert_window_set(series, &set) {
+                        Ok(()) => Ok(n + 1),
+                        Err(latlab_store::StoreError::Overlap { .. }) => Ok(n),
+                        Err(e) => Err(e),
+                    }
+                })
+            };
+            match result {
+                Ok(n) => {
+                    stored += n;
+                    newest = newest.max(u.sets.iter().map(|s| s.end_unix_ns).max());
+                    let _ = std::fs::remove_file(f);
+                    done.push(f.clone());
+                }
+                Err(e) => {
+                    self.error(format!(
+                        "the window sets kept in {} are not stored yet: {e}",
+                        f.display()
+                    ));
+                    break;
+                }
+            }
+        }
+        if let Ok(mut l) = self.live.lock() {
+            l.windows_written += stored;
+        }
+        (stored, done, newest)
     }
 
     /// The files of window sets an earlier daemon of this series kept when its store could not
@@ -747,22 +841,41 @@ impl Keeper {
             }
         }
         self.queued();
+        // What went to files past the memory's bound is stored from them, in its place (each
+        // set keeps its number in this run), and the files go.
+        let own: Vec<PathBuf> = self.kept.iter().map(|(_, p)| p.clone()).collect();
+        let (_, adopted, _) = self.adopt(&own, false);
+        let from_files: u64 = self
+            .kept
+            .iter()
+            .filter(|(_, p)| adopted.contains(p))
+            .map(|(n, _)| n)
+            .sum();
+        self.kept.retain(|(_, p)| !adopted.contains(p));
+        if let Ok(mut l) = self.live.lock() {
+            l.windows_kept = l.windows_kept.saturating_sub(from_files);
+        }
         if let Some(o) = self.outage.take() {
+            let left: u64 = self.kept.iter().map(|(n, _)| n).sum();
             let text = format!(
                 "the store could not be written for {} ({}): {} window set(s) were kept \
-                 in memory and are now stored{}",
+                 in memory and are now stored{}{}",
                 format_duration(
                     self.now_unix_ns().saturating_sub(o.since_unix_ns) / 1_000_000_000
                         * 1_000_000_000
                 ),
                 o.reason,
                 o.stored,
-                match self.backlog.given_up {
+                match from_files {
                     0 => String::new(),
                     n => format!(
-                        "; {n} older one(s) were written to a file to bound the memory (see \
-                         the lines before)"
+                        "; {n} older one(s), written to files to bound the memory, are stored \
+                         from them now"
                     ),
+                },
+                match left {
+                    0 => String::new(),
+                    n => format!("; {n} wait in files still (see the lines before)"),
                 }
             );
             eprintln!("latlab: monitor: {text}");
@@ -795,8 +908,8 @@ impl Keeper {
     }
 
     /// Keep `set` (window `k` of this run) for when the store can be written again.
-    /// Beyond the backlog's bound the oldest sets go to a file, said each time (a file to
-    /// import later), or are lost, said once an outage.
+    /// Beyond the backlog's bound the oldest sets go to a file, said each time (stored from it
+    /// when the store can be written again), or are lost, said once an outage.
     fn park(&mut self, k: u64, set: WindowSet) {
         let given_up = self.backlog.push(Parked::new(k, set));
         self.queued();
@@ -817,12 +930,10 @@ impl Keeper {
             Ok(()) => {
                 let path = self.kept.last().map(|(_, p)| p.clone()).unwrap_or_default();
                 self.error(format!(
-                    "{bound}: the oldest {} are kept in {} (latlab db import-json {} --db {} \
-                     stores them)",
+                    "{bound}: the oldest {} are kept in {}, and stored from it when the store \
+                     can be written again",
                     latlab_model::units::plural(n, "window set", "window sets"),
                     path.display(),
-                    shell_path(&path),
-                    shell_path(&self.db)
                 ));
             }
             Err(why) if self.backlog.given_up == n => {

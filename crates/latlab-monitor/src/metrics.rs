@@ -299,14 +299,15 @@ impl Metrics {
             );
             family(
                 &mut o,
-                "latlab_monitor_windows_kept_total",
-                "counter",
-                "Window sets the running daemon measured that its store could not take, written \
-                 to files for latlab db import-json (since it started).",
+                "latlab_monitor_windows_in_files",
+                "gauge",
+                "Window sets the running daemon measured that wait in files for the store: \
+                 written past the memory's bound while it could not be written, stored from \
+                 them when it can be.",
             );
             let _ = writeln!(
                 o,
-                "latlab_monitor_windows_kept_total{{series=\"{series}\"}} {}",
+                "latlab_monitor_windows_in_files{{series=\"{series}\"}} {}",
                 l.windows_kept
             );
         }
@@ -790,12 +791,12 @@ mod tests {
             "{t}"
         );
         assert!(
-            t.contains("latlab_monitor_windows_kept_total{series=\"host \\\"a\\\"\"} 7\n"),
+            t.contains("latlab_monitor_windows_in_files{series=\"host \\\"a\\\"\"} 7\n"),
             "{t}"
         );
         let alone = m.render(None);
         assert!(!alone.contains("windows_queued") && !alone.contains("windows_lost"));
-        assert!(!alone.contains("windows_kept"));
+        assert!(!alone.contains("windows_in_files"));
     }
 
     /// The running daemon serves its own series only: another one in its store (a series

@@ -46,7 +46,8 @@ pub struct LiveStatus {
     pub schedule: Option<String>,
     pub windows_written: u64,
     pub windows_lost: u64,
-    /// Window sets the store could not take, written to files for `latlab db import-json`.
+    /// Window sets the store could not take, waiting in files (stored from them, and the files
+    /// removed, when it can take them).
     pub windows_kept: u64,
     /// Window sets measured and waiting in memory for the store to be writable, and their size.
     pub windows_queued: u64,

@@ -26,12 +26,16 @@ pub const END_OF_TIME: u64 = i64::MAX as u64;
 #[serde(transparent)]
 pub struct SeriesId(pub i64);
 
-/// Window sets a daemon could not store before it ended, kept in a file (JSON) that
-/// `latlab db import-json` stores: the series they belong to, and the sets in order.
+/// Window sets a daemon could not store, kept in a file (JSON) that `latlab db import-json`
+/// stores: the series they belong to, and the sets in order.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UnsavedWindows {
     /// The series (its key names the file's kind).
     pub unsaved_windows: SeriesSpec,
+    /// The store they were measured for, absolute: a daemon of the series on it stores them
+    /// itself (files written before it was recorded have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<std::path::PathBuf>,
     pub sets: Vec<WindowSet>,
 }
 
@@ -428,20 +432,33 @@ impl Store {
     /// Returns the series and the window numbers given, `first..end`.
     pub fn insert_unsaved(&mut self, u: &UnsavedWindows) -> Result<(SeriesState, u64, u64)> {
         let state = self.open_series(&u.unsaved_windows)?;
-        let mut next = state.next_window_index;
-        for set in &u.sets {
+        let (first, end) = self.insert_numbered(state.id, &u.sets)?;
+        Ok((state, first, end))
+    }
+
+    /// Store `sets` in `series`, numbered on from its last window; a set stored already is
+    /// left out. Returns the window numbers given, `first..end`.
+    pub fn insert_numbered(&mut self, series: SeriesId, sets: &[WindowSet]) -> Result<(u64, u64)> {
+        let last: Option<i64> = self.conn.query_row(
+            "SELECT MAX(last_window_index) FROM monitor_sets WHERE series_id = ?1",
+            [series.0],
+            |r| r.get(0),
+        )?;
+        let first = last.map_or(0, |l| from_sql(l) + 1);
+        let mut next = first;
+        for set in sets {
             let set = WindowSet {
                 index: next,
                 ..set.clone()
             };
-            match self.insert_window_set(state.id, &set) {
+            match self.insert_window_set(series, &set) {
                 Ok(()) => next += 1,
                 // Stored already (the file imported before): not twice.
                 Err(StoreError::Overlap { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok((state.clone(), state.next_window_index, next))
+        Ok((first, next))
     }
 
     /// Store one closed window of every CPU, in one transaction.

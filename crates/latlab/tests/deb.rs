@@ -161,6 +161,14 @@ fn the_deb_holds_binary_man_pages_completions_unit_and_profiles() {
     );
     assert!(unit.contains("ExecStart=/usr/bin/latlab monitor"));
     assert!(unit.contains("Restart=on-failure"));
+    // Windows its store cannot take go to TMPDIR: a directory that outlives a stop (PrivateTmp's
+    // /tmp does not), where the next start finds them.
+    assert!(
+        unit.contains("Environment=TMPDIR=%t/latlab")
+            && unit.contains("RuntimeDirectory=latlab")
+            && unit.contains("RuntimeDirectoryPreserve=yes"),
+        "{unit}"
+    );
     let dash: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(root.join("usr/share/latlab/grafana-dashboard.json")).unwrap(),
     )

@@ -260,7 +260,7 @@ struct Namespaced {
 impl Namespaced {
     fn start(dir: &Path, mount: &str, extra: &[&str]) -> Namespaced {
         let fs = dir.join("fs");
-        std::fs::create_dir(&fs).unwrap();
+        std::fs::create_dir_all(&fs).unwrap();
         let addr = latlab_testkit::process::free_addr();
         let mut daemon = common::monitor(
             &fs.join("m.db"),
@@ -275,11 +275,11 @@ impl Namespaced {
             .args(&argv);
         // Where what the store cannot take at the exit is kept.
         let tmp = dir.join("tmp");
-        std::fs::create_dir(&tmp).unwrap();
+        std::fs::create_dir_all(&tmp).unwrap();
         c.env("TMPDIR", &tmp);
         let daemon = Proc::start(c, dir.join("daemon.log"));
         let copies = dir.join("copies");
-        std::fs::create_dir(&copies).unwrap();
+        std::fs::create_dir_all(&copies).unwrap();
         let n = Namespaced {
             daemon,
             fs,
@@ -360,7 +360,8 @@ impl Namespaced {
 }
 
 /// Fill the namespaced tmpfs for a few windows, then give the space back: every window
-/// measured meanwhile must be stored.
+/// measured meanwhile must be stored. Those past the memory's bound (here 3 s of windows, no
+/// byte beyond) wait in files meanwhile: stored from them in their place, and the files gone.
 #[test]
 fn a_full_file_system_parks_windows_in_memory_until_space_returns() {
     let how = "full disk";
@@ -371,7 +372,11 @@ fn a_full_file_system_parks_windows_in_memory_until_space_returns() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let n = Namespaced::start(dir.path(), "-t tmpfs -o size=4m latlab-test", &[]);
+    let n = Namespaced::start(
+        dir.path(),
+        "-t tmpfs -o size=4m latlab-test",
+        &["--backlog-bound", "1,3"],
+    );
     let fill = n.inside().join("fill");
     // Until the file system has no block left.
     let mut f = std::fs::File::create(&fill).unwrap();
@@ -394,6 +399,13 @@ fn a_full_file_system_parks_windows_in_memory_until_space_returns() {
         "the window gauges stopped with the store"
     );
     assert_eq!(n.metric("latlab_monitor_windows_total"), stored);
+    wait_for("windows in a file", Duration::from_secs(20), || {
+        n.daemon.log().contains("reached their bound")
+    });
+    let tmp = dir.path().join("tmp");
+    let files = || std::fs::read_dir(&tmp).unwrap().count();
+    assert!(files() >= 1);
+    assert!(n.metric("latlab_monitor_windows_in_files") >= 1.0);
     std::fs::remove_file(&fill).unwrap();
     wait_for("the parked windows stored", Duration::from_secs(30), || {
         n.daemon.log().contains("are now stored")
@@ -408,6 +420,12 @@ fn a_full_file_system_parks_windows_in_memory_until_space_returns() {
     let marks = n.annotations("store");
     assert_eq!(marks.len(), 1, "{how}: one mark of the outage: {marks:?}");
     assert!(marks[0].contains("are now stored"), "{marks:?}");
+    assert!(
+        marks[0].contains("written to files to bound the memory, are stored from them now"),
+        "{marks:?}"
+    );
+    assert_eq!(files(), 0, "the files stored are removed: {log}");
+    assert_eq!(n.metric("latlab_monitor_windows_in_files"), 0.0);
     n.db_check();
     n.finish(how);
     let _ = dir;
@@ -466,8 +484,8 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
     wait_for("windows kept in 3 files", Duration::from_secs(30), || {
         n.daemon.log().matches("reached their bound").count() >= 3
     });
-    // /metrics counts what went to files.
-    assert!(n.metric("latlab_monitor_windows_kept_total") >= 3.0);
+    // /metrics counts what waits in files.
+    assert!(n.metric("latlab_monitor_windows_in_files") >= 3.0);
     let mut d = n.daemon;
     assert!(d.child.try_wait().unwrap().is_none(), "still measuring");
     let (status, log) = d.end(libc::SIGTERM);
@@ -560,6 +578,35 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
     );
     assert_eq!(sets(&copy, "t").len(), all.len());
     db_check(&copy);
+    // The repaired file system mounted again, the next start of the series stores the files
+    // itself, after the windows stored before them, and removes them.
+    let n = Namespaced::start(dir.path(), &format!("-o loop {}", img.display()), &[]);
+    wait_for("the kept windows stored", Duration::from_secs(20), || {
+        n.daemon.log().contains("are stored now")
+    });
+    let log = n.daemon.log();
+    assert!(
+        log.contains(&format!(
+            "{} window set(s) an earlier daemon of this series could not store, kept in {} files",
+            all.len() - stored.len(),
+            kept.len()
+        )),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+        0
+    );
+    let now = n.sets();
+    // The first run whole, then the gap of the stop, then the second run.
+    let first_run = now
+        .windows(2)
+        .position(|p| p[1].start_unix_ns != p[0].end_unix_ns)
+        .map_or(now.len(), |i| i + 1);
+    assert_eq!(first_run, all.len(), "{log}");
+    assert_no_gap(&now[..first_run], &log);
+    n.db_check();
+    n.daemon.stop();
 }
 
 /// A store renamed under the daemon (`mv` of the file alone, as log rotation does) keeps every

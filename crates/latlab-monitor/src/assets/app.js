@@ -668,7 +668,7 @@ function drawStatus() {
   const parts = [];
   if (s && s.live) {
     parts.push('monitoring: ' + s.live.describe);
-    parts.push(s.live.windows_written + ' windows stored since start' + (s.live.windows_lost ? ', ' + s.live.windows_lost + ' not stored' : '') + (s.live.windows_kept ? ', ' + s.live.windows_kept + ' kept in files for latlab db import-json' : '') + (s.live.windows_queued ? ', ' + s.live.windows_queued + ' waiting in memory for the store' : ''));
+    parts.push(s.live.windows_written + ' windows stored since start' + (s.live.windows_lost ? ', ' + s.live.windows_lost + ' not stored' : '') + (s.live.windows_kept ? ', ' + s.live.windows_kept + ' waiting in files for the store' : '') + (s.live.windows_queued ? ', ' + s.live.windows_queued + ' waiting in memory for the store' : ''));
     parts.push('web server CPU ' + Number(s.live.web_cpu_s || 0).toFixed(1) + ' s');
     if (s.live.last_error) parts.push('last error: ' + s.live.last_error);
   } else if (s) {
