@@ -130,14 +130,24 @@ impl Backlog {
         }
     }
 
-    /// Park `p` last; returns the oldest sets given up for it, oldest first. Over the bound,
-    /// sets are given up until a quarter of the bound, or of the kept time, is free again, so
-    /// that they leave in batches (one file each), not one with every new window.
-    pub fn push(&mut self, p: Parked) -> Vec<Parked> {
+    /// Park `p` last.
+    pub fn push(&mut self, p: Parked) {
         self.bytes += p.bytes();
         self.sets.push_back(p);
+    }
+
+    /// Whether the sets parked are beyond the bound: more bytes than it, over more than the
+    /// time always kept.
+    pub fn over(&self) -> bool {
+        self.bytes > self.bound && self.span_ns() > self.keep_ns
+    }
+
+    /// Over the bound, the oldest sets, given up until a quarter of the bound, or of the kept
+    /// time, is free again (so that they leave in batches, one file each, not one with every
+    /// new window); oldest first. None under it.
+    pub fn give_up(&mut self) -> Vec<Parked> {
         let mut out = Vec::new();
-        if self.bytes > self.bound && self.span_ns() > self.keep_ns {
+        if self.over() {
             while self.sets.len() > 1
                 && self.bytes > self.bound / 4 * 3
                 && self.span_ns() > self.keep_ns / 4 * 3
@@ -245,7 +255,8 @@ mod tests {
         let mut b = Backlog::new(10 * MIN, 3 * one);
         let mut batches = Vec::new();
         for k in 0..30 {
-            let out = b.push(Parked::new(k, set(k, 2, MIN)));
+            b.push(Parked::new(k, set(k, 2, MIN)));
+            let out = b.give_up();
             if !out.is_empty() {
                 batches.push(out.iter().map(|p| p.k).collect::<Vec<_>>());
             }
@@ -268,13 +279,15 @@ mod tests {
         // Under the bound, nothing is given up however old.
         let mut b = Backlog::new(MIN, 1000 * one);
         for k in 0..300 {
-            assert!(b.push(Parked::new(k, set(k, 2, MIN))).is_empty());
+            b.push(Parked::new(k, set(k, 2, MIN)));
+            assert!(!b.over() && b.give_up().is_empty());
         }
         assert_eq!((b.len(), b.given_up), (300, 0));
         // The defaults hold a day of 5-minute windows of 2 CPUs without giving any up.
         let mut b = Backlog::default();
         for k in 0..288 {
-            assert!(b.push(Parked::new(k, set(k, 2, 5 * MIN))).is_empty());
+            b.push(Parked::new(k, set(k, 2, 5 * MIN)));
+            assert!(!b.over() && b.give_up().is_empty());
         }
         assert_eq!((b.len(), b.given_up), (288, 0));
         while b.front().is_some() {

@@ -175,15 +175,29 @@ fn kept_patterns(files: &[&Path]) -> Vec<String> {
         let (Some(dir), Some(name)) = (f.parent(), f.file_name().and_then(|n| n.to_str())) else {
             continue;
         };
-        // `latlab-unsaved-windows-NAME-START.json`: all but the start.
+        // `latlab-unsaved-windows-NAME-START.json`: all but the start, whose every digit a `?`
+        // stands for (a `*` would take in the files of a series named `NAME-…` too).
         let prefix = name.rsplit_once('-').map_or(name, |(p, _)| p);
         if !dirs.iter().any(|(d, _)| *d == dir) {
-            dirs.push((dir, format!("{prefix}-*.json")));
+            dirs.push((dir, format!("{prefix}-{}.json", "?".repeat(START_DIGITS))));
         }
     }
     dirs.into_iter()
         .map(|(d, pattern)| format!("{}/{pattern}", latlab_model::units::shell_path(d)))
         .collect()
+}
+
+/// Digits of the start in a kept file's name (unix ns, zero-padded): a name of this series is
+/// told from one of a series whose name goes on after it (`h` and `h-2`) by its length.
+const START_DIGITS: usize = 19;
+
+/// Whether `file` is a kept file of the series whose files start with `prefix`.
+fn is_kept_file(file: &str, prefix: &str) -> bool {
+    file.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_suffix(".json"))
+        .is_some_and(|start| {
+            start.len() == START_DIGITS && start.bytes().all(|b| b.is_ascii_digit())
+        })
 }
 
 /// What the keeper leaves when it ends.
@@ -376,13 +390,13 @@ impl Keeper {
                                                (killed, crashed, or its store could not be \
                                                written)"
                                     .to_string();
+                                // A daemon that could not store its last windows wrote them
+                                // to files, its open window too; one killed lost them.
                                 if before.is_empty() {
                                     why.push_str(
                                         ": its open window, and any it still kept in memory, \
                                          were lost",
                                     );
-                                } else {
-                                    why.push_str(": its open window was lost");
                                 }
                                 if !left.is_empty() {
                                     why.push_str(&format!(
@@ -505,7 +519,10 @@ impl Keeper {
             sets,
         };
         let text = serde_json::to_string(&unsaved).map_err(|e| e.to_string())?;
-        let file = format!("{}{first}.json", unsaved_prefix(&self.setup.spec.name));
+        let file = format!(
+            "{}{first:0START_DIGITS$}.json",
+            unsaved_prefix(&self.setup.spec.name)
+        );
         latlab_store::rescue_file(&self.db, &file, &text)
     }
 
@@ -587,7 +604,7 @@ impl Keeper {
             .filter(|p| {
                 p.file_name()
                     .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".json"))
+                    .is_some_and(|n| is_kept_file(n, &prefix))
             })
             .collect();
         found.sort();
@@ -857,6 +874,7 @@ impl Keeper {
         }
         if let Some(o) = self.outage.take() {
             let left: u64 = self.kept.iter().map(|(n, _)| n).sum();
+            let files: Vec<&Path> = self.kept.iter().map(|(_, p)| p.as_path()).collect();
             let text = format!(
                 "the store could not be written for {} ({}): {} window set(s) were kept \
                  in memory and are now stored{}{}",
@@ -875,7 +893,7 @@ impl Keeper {
                 },
                 match left {
                     0 => String::new(),
-                    n => format!("; {n} wait in files still (see the lines before)"),
+                    n => format!("; {n} wait still in {}", kept_files(&files)),
                 }
             );
             eprintln!("latlab: monitor: {text}");
@@ -911,7 +929,14 @@ impl Keeper {
     /// Beyond the backlog's bound the oldest sets go to a file, said each time (stored from it
     /// when the store can be written again), or are lost, said once an outage.
     fn park(&mut self, k: u64, set: WindowSet) {
-        let given_up = self.backlog.push(Parked::new(k, set));
+        self.backlog.push(Parked::new(k, set));
+        self.queued();
+        if !self.backlog.over() {
+            return;
+        }
+        // The store may take them again (the space came back since its last retry).
+        self.check_store();
+        let given_up = self.backlog.give_up();
         self.queued();
         if given_up.is_empty() {
             return;
@@ -938,7 +963,10 @@ impl Keeper {
             }
             Err(why) if self.backlog.given_up == n => {
                 self.error(format!(
-                    "{bound}: the oldest are given up, and lost: no file could keep them ({why})"
+                    "{bound}: the oldest {} are given up, and lost: no file could keep them \
+                     ({why}); those given up after them are counted in \
+                     latlab_monitor_windows_lost_total",
+                    latlab_model::units::plural(n, "window set", "window sets"),
                 ));
             }
             Err(_) => {}
@@ -1172,20 +1200,33 @@ mod tests {
     /// command a shell runs as printed (a directory with a space quoted, the pattern bare).
     #[test]
     fn kept_files_are_named_one_by_one_or_by_their_pattern() {
+        // A series' files, and not those of a series whose name goes on after its own.
+        let prefix = super::unsaved_prefix("h");
+        assert!(super::is_kept_file(
+            "latlab-unsaved-windows-h-1795923271514534369.json",
+            &prefix
+        ));
+        for other in [
+            "latlab-unsaved-windows-h-2-1795923271514534369.json",
+            "latlab-unsaved-windows-h-x1795923271514534369.json",
+            "latlab-unsaved-windows-h-1795923271514534369.json.tmp",
+        ] {
+            assert!(!super::is_kept_file(other, &prefix), "{other}");
+        }
         let file = |dir: &str, start: u64| {
-            std::path::PathBuf::from(format!("{dir}/latlab-unsaved-windows-h.1-{start}.json"))
+            std::path::PathBuf::from(format!("{dir}/latlab-unsaved-windows-h.1-{start:019}.json"))
         };
         let few = [file("/var/lib", 10), file("/tmp/my dir", 20)];
         let few: Vec<&std::path::Path> = few.iter().map(|p| p.as_path()).collect();
         assert_eq!(
             super::kept_files(&few),
-            "/var/lib/latlab-unsaved-windows-h.1-10.json, \
-             /tmp/my dir/latlab-unsaved-windows-h.1-20.json"
+            "/var/lib/latlab-unsaved-windows-h.1-0000000000000000010.json, \
+             /tmp/my dir/latlab-unsaved-windows-h.1-0000000000000000020.json"
         );
         assert_eq!(
             super::import_command(&few),
-            "latlab db import-json /var/lib/latlab-unsaved-windows-h.1-10.json \
-             '/tmp/my dir/latlab-unsaved-windows-h.1-20.json'"
+            "latlab db import-json /var/lib/latlab-unsaved-windows-h.1-0000000000000000010.json \
+             '/tmp/my dir/latlab-unsaved-windows-h.1-0000000000000000020.json'"
         );
         let many: Vec<_> = (1..=4)
             .map(|i| file("/var/lib", i))
@@ -1194,13 +1235,13 @@ mod tests {
         let many: Vec<&std::path::Path> = many.iter().map(|p| p.as_path()).collect();
         assert_eq!(
             super::kept_files(&many),
-            "5 files, /var/lib/latlab-unsaved-windows-h.1-*.json and \
-             '/tmp/my dir'/latlab-unsaved-windows-h.1-*.json"
+            "5 files, /var/lib/latlab-unsaved-windows-h.1-???????????????????.json and \
+             '/tmp/my dir'/latlab-unsaved-windows-h.1-???????????????????.json"
         );
         assert_eq!(
             super::import_command(&many),
-            "latlab db import-json /var/lib/latlab-unsaved-windows-h.1-*.json \
-             '/tmp/my dir'/latlab-unsaved-windows-h.1-*.json"
+            "latlab db import-json /var/lib/latlab-unsaved-windows-h.1-???????????????????.json \
+             '/tmp/my dir'/latlab-unsaved-windows-h.1-???????????????????.json"
         );
     }
 }

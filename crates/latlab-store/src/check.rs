@@ -63,6 +63,7 @@ impl Store {
         self.check_trace_histograms(&mut report)?;
         self.check_monitor_histograms(&mut report)?;
         self.check_monitor_totals(&mut report)?;
+        self.check_monitor_numbers(&mut report)?;
         self.check_runs_read_back(&mut report, &bad_runs)?;
         Ok(report)
     }
@@ -184,6 +185,39 @@ impl Store {
                 &blob,
                 Some(stored),
             );
+        }
+        Ok(())
+    }
+
+    /// No window number of a series is given twice (a set numbers the windows it holds, from
+    /// `window_index` to `last_window_index`).
+    fn check_monitor_numbers(&self, report: &mut CheckReport) -> Result<()> {
+        let mut stmt = self.conn.prepare(
+            "SELECT s.name, n.window_index, n.start_unix_ns FROM (
+                 SELECT series_id, window_index, start_unix_ns,
+                        MAX(last_window_index) OVER (
+                            PARTITION BY series_id ORDER BY window_index, start_unix_ns
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS before
+                 FROM monitor_sets) n
+             JOIN monitor_series s ON s.id = n.series_id
+             WHERE n.before >= n.window_index
+             ORDER BY n.series_id, n.window_index",
+        )?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        for (name, index, start) in rows {
+            report.problems.push(format!(
+                "monitor series {name}: window number {} is given twice (again to the set at {})",
+                from_sql(index),
+                from_sql(start)
+            ));
         }
         Ok(())
     }

@@ -257,6 +257,49 @@ fn a_window_set_is_written_whole_or_not_at_all() {
     );
 }
 
+/// Sets stored again from a file are numbered on after the series' last window, each once
+/// (the rest were stored already); a window number given twice is a problem `check` names.
+#[test]
+fn window_numbers_are_given_once_and_check_names_one_given_twice() {
+    let (_dir, _path, mut store, s) = host_store();
+    let sets = window_sets(6, 11);
+    for set in &sets[..2] {
+        store.insert_window_set(s.id, set).unwrap();
+    }
+    // Sets 1 to 5 again, as a kept file would hold them, numbered as a daemon's run counts.
+    let again: Vec<WindowSet> = sets[1..]
+        .iter()
+        .map(|w| WindowSet {
+            index: 90 + w.index,
+            ..w.clone()
+        })
+        .collect();
+    assert_eq!(store.insert_numbered(s.id, &again).unwrap(), (2, 6));
+    let numbers: Vec<u64> = store
+        .monitor_sets(s.id, 0, u64::MAX / 2)
+        .unwrap()
+        .iter()
+        .map(|r| r.window_index)
+        .collect();
+    assert_eq!(numbers, [0, 1, 2, 3, 4, 5]);
+    assert!(store.check().unwrap().is_ok());
+    // A set numbered 3 again, after the others in time.
+    let mut rng = common::Rng::new(12);
+    let late = WindowSet {
+        index: 3,
+        ..window_set(9, &mut rng)
+    };
+    store.insert_window_set(s.id, &late).unwrap();
+    let report = store.check().unwrap();
+    assert_eq!(
+        report.problems,
+        [format!(
+            "monitor series host: window number 3 is given twice (again to the set at {})",
+            late.start_unix_ns
+        )]
+    );
+}
+
 #[test]
 fn annotations_are_kept_on_the_time_axis() {
     let (_dir, _, mut store, s) = host_store();

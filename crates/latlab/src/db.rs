@@ -91,8 +91,8 @@ pub fn rescue(result: &RunResult, store: &Path) -> String {
             "the run is kept in {} (latlab db import-json {} --db {} stores it once the store \
              can take it)",
             path.display(),
-            path.display(),
-            store.display()
+            latlab_model::units::shell_path(&path),
+            latlab_model::units::shell_path(store)
         ),
         Err(why) => format!("the run is lost: no file could take it ({why})"),
     }
@@ -183,8 +183,8 @@ fn list(path: &Path, experiment: Option<i64>, limit: Option<u32>) -> CliResult<E
                 "no runs in {}; it holds monitoring windows: {} (latlab report {} --db {})",
                 path.display(),
                 series.join(", "),
-                series[0],
-                path.display()
+                latlab_model::units::shell_word(&series[0]),
+                latlab_model::units::shell_path(path)
             );
         }
         return Ok(ExitCode::SUCCESS);
@@ -477,6 +477,36 @@ fn import_json(db: Option<&Path>, files: &[PathBuf]) -> CliResult<ExitCode> {
         })?);
     }
     let path = latlab_store::resolve_path(db);
+    // A daemon recording a series numbers its windows on as it goes: sets stored beside it
+    // would take its numbers. It stores the files kept for its store itself; the lock of each
+    // series is held here until the import is done, so none starts meanwhile either.
+    let mut locks = Vec::new();
+    for (f, k) in files.iter().zip(&kept) {
+        let Kept::Windows(u) = k else { continue };
+        let name = &u.unsaved_windows.name;
+        let lock = latlab_store::lock_path(&path, name);
+        if locks
+            .iter()
+            .any(|l: &latlab_sys::pidlock::PidLock| l.path() == lock)
+        {
+            continue;
+        }
+        locks.push(
+            latlab_sys::pidlock::PidLock::acquire(&lock).map_err(|e| match e {
+                latlab_sys::pidlock::LockError::Held { pid, .. } => {
+                    CliError::Failed(anyhow::anyhow!(
+                        "{}: series {name} in {} is being recorded by a running daemon ({}): it \
+                     stores the windows kept for its store itself; stop it to store them by \
+                     hand, or import them into another store",
+                        f.display(),
+                        path.display(),
+                        pid.map_or_else(|| "PID unknown".to_string(), |p| format!("PID {p}"))
+                    ))
+                }
+                e => CliError::Failed(anyhow::anyhow!("{}: {e}", f.display())),
+            })?,
+        );
+    }
     let mut store = crate::args::open_store(&path)?;
     for (f, k) in files.iter().zip(&kept) {
         let r = match k {

@@ -113,9 +113,17 @@ fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
     drop(store);
 
     // Restarted with the same name: the series continues. A file of window sets a daemon of
-    // the series could not store lies beside the store: the restart names it.
-    let kept = dir.path().join("latlab-unsaved-windows-t-1.json");
+    // the series could not store lies beside the store, one that does not read: the restart
+    // names it (a file that reads is stored: `monitor_faults.rs`). One of series `t-2` is not
+    // this series'.
+    let kept = dir
+        .path()
+        .join("latlab-unsaved-windows-t-0000000000000000001.json");
     std::fs::write(&kept, "{}").unwrap();
+    let other = dir
+        .path()
+        .join("latlab-unsaved-windows-t-2-0000000000000000001.json");
+    std::fs::write(&other, "{}").unwrap();
     let mut restart = monitor(&db, &["--name", "t", "--listen", "off"]);
     // No file another run left in the machine's temporary directory is named.
     restart.env("TMPDIR", dir.path());
@@ -156,14 +164,16 @@ fn the_daemon_stores_windows_and_a_killed_one_continues_its_series() {
     assert!(log2.contains("did not record its stop"), "{log2}");
     assert!(
         log2.contains(&format!(
-            "its open window was lost; window sets a daemon of this series could not store \
-             are kept in {} (latlab db import-json {} --db {} stores those not stored yet)",
+            "(killed, crashed, or its store could not be written); window sets a daemon of this \
+             series could not store are kept in {} (latlab db import-json {} --db {} stores \
+             those not stored yet)",
             kept.display(),
             kept.display(),
             db.display()
         )),
         "{log2}"
     );
+    assert!(!log2.contains("t-2-"), "{log2}");
     std::fs::remove_file(&kept).unwrap();
     let stop = ann.iter().find(|a| a.kind == "stop").unwrap();
     assert!(stop.text.contains("SIGINT"), "{stop:?}");

@@ -513,9 +513,11 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
         .lines()
         .find(|l| l.contains("the store could not take are kept in"))
         .unwrap_or_else(|| panic!("the exit names the files: {log}"));
+    // Each digit of the start a `?`: a `*` would take in the files of a series `t-…` too.
     let pattern = format!(
-        "{}/latlab-unsaved-windows-t-*.json",
-        dir.path().join("tmp").display()
+        "{}/latlab-unsaved-windows-t-{}.json",
+        dir.path().join("tmp").display(),
+        "?".repeat(19)
     );
     assert!(
         exit.contains(&format!("are kept in {} files, {pattern} (", kept.len())),
@@ -554,16 +556,31 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
     assert_no_gap(&stored, &log);
     // The kept windows go in after the stored ones, by the command the exit printed (run by a
     // shell): together, every window of the run. A second import stores none twice.
-    let import = || {
-        let out = run_ok(
-            Command::new("sh")
-                .arg("-c")
-                .arg(format!("\"$0\" db import-json {command} --db \"$1\""))
-                .arg(env!("CARGO_BIN_EXE_latlab"))
-                .arg(&copy),
-        );
-        String::from_utf8_lossy(&out.stdout).to_string()
+    let shell = || {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(format!("\"$0\" db import-json {command} --db \"$1\""))
+            .arg(env!("CARGO_BIN_EXE_latlab"))
+            .arg(&copy);
+        c
     };
+    let import = || String::from_utf8_lossy(&run_ok(&mut shell()).stdout).to_string();
+    // Not while a daemon records the series in that store (here this test holds its lock):
+    // the sets would take the numbers it gives its windows.
+    let held = latlab_sys::pidlock::PidLock::acquire(&latlab_store::lock_path(&copy, "t")).unwrap();
+    let refused = shell().output().unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains(&format!(
+            "is being recorded by a running daemon (PID {}): it stores the windows kept for its \
+             store itself",
+            std::process::id()
+        )),
+        "{err}"
+    );
+    assert_eq!(sets(&copy, "t").len(), stored.len(), "nothing stored");
+    drop(held);
     let said = import();
     let all = sets(&copy, "t");
     assert!(all.len() > stored.len() + 1, "{said}");
