@@ -1039,11 +1039,6 @@ fn mid_us(us: u64) -> u64 {
     us.saturating_mul(1000).saturating_add(500)
 }
 
-/// The whole numbers of a footer line, if every word is one.
-fn whole_words(rest: &str) -> Option<Vec<u64>> {
-    rest.split_whitespace().map(|v| v.parse().ok()).collect()
-}
-
 /// What a cyclictest histogram row is, for messages.
 const HIST_ROW: &str = "a histogram row: the latency in µs, then one count per thread";
 
@@ -1058,8 +1053,8 @@ struct HistText<'a> {
     overflows: Option<(usize, Vec<u64>)>,
     /// The `# Avg Latencies:` line's values (whole µs, truncated), where it has one per column.
     avgs: Option<Vec<u64>>,
-    /// The `# Total:` line's values: per column, the samples its rows count.
-    totals: Option<Vec<u64>>,
+    /// The `# Total:` line: (line number, per column the samples its rows count).
+    totals: Option<(usize, Vec<u64>)>,
     /// The last row's latency, in µs.
     last_row: u64,
     /// The number of the last line.
@@ -1081,7 +1076,7 @@ impl<'a> HistText<'a> {
         let mut maxes: Option<(usize, Vec<u64>)> = None;
         let mut overflows: Option<(usize, Vec<u64>)> = None;
         let mut avgs: Option<Vec<u64>> = None;
-        let mut totals: Option<Vec<u64>> = None;
+        let mut totals: Option<(usize, Vec<u64>)> = None;
         let mut last_row = 0u64;
         let mut last_line = 0;
         let mut header_line = None;
@@ -1096,14 +1091,18 @@ impl<'a> HistText<'a> {
                 maxes = Some((line_no, numbers(rest, line_no, expected)?));
                 continue;
             }
-            // Lines checked against the rows where they read: one that does not is left out.
-            // The mean, only where the rows cannot give it (samples beyond them).
+            // The mean, only where the rows cannot give it (samples beyond them): not checked
+            // further, a line that does not read is left out.
             if let Some(rest) = line.strip_prefix("# Avg Latencies:") {
-                avgs = whole_words(rest);
+                avgs = rest
+                    .split_whitespace()
+                    .map(|v| v.parse().ok())
+                    .collect::<Option<Vec<u64>>>();
                 continue;
             }
             if let Some(rest) = line.strip_prefix("# Total:") {
-                totals = whole_words(rest);
+                let expected = "\"# Total:\" then one count per column";
+                totals = Some((line_no, numbers(rest, line_no, expected)?));
                 continue;
             }
             if let Some(rest) = line.strip_prefix("# Histogram Overflows:") {
@@ -1166,7 +1165,8 @@ impl<'a> HistText<'a> {
     }
 
     /// The footer's maxima and overflow counts, one per thread, checked against the rows
-    /// (the overflow line may be absent when no maximum lies beyond the last row).
+    /// (the overflow line may be absent when no maximum lies beyond the last row); the
+    /// `# Total:` line, where there is one, has one count per column too.
     fn footer(&mut self) -> Result<(Vec<u64>, Vec<u64>), ImportError> {
         let (threads_n, last_row, last_line) = (self.rows.len(), self.last_row, self.last_line);
         let Some((max_line, maxes)) = self.maxes.take() else {
@@ -1191,6 +1191,9 @@ impl<'a> HistText<'a> {
             }
         };
         per_thread(max_line, "\"# Max Latencies:\"", &maxes)?;
+        if let Some((line, totals)) = &self.totals {
+            per_thread(*line, "\"# Total:\"", totals)?;
+        }
         let overflows = match self.overflows.take() {
             Some((line, values)) => {
                 per_thread(line, "\"# Histogram Overflows:\"", &values)?;
@@ -1246,18 +1249,19 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
     // The mean cyclictest printed, of whole truncated microseconds (half a microsecond below
     // the middles the samples are recorded at), for a thread whose samples ran past the rows:
     // there the rows give only a lower bound.
-    let avgs = avgs.filter(|a| a.len() == rows.len() + usize::from(histofall));
+    // `-H` prints no mean of its sum column (it does print its maximum and overflows).
+    let avgs =
+        avgs.filter(|a| a.len() == rows.len() || a.len() == rows.len() + usize::from(histofall));
     // cyclictest's `# Total:` counts what its rows hold (overflows apart): rows lost or changed
     // since are named, and imported as they are.
     let mut contradicted = Vec::new();
-    if let Some(totals) = totals.filter(|t| t.len() == rows.len() + usize::from(histofall)) {
-        for (i, (r, &total)) in rows.iter().zip(&totals).enumerate() {
+    if let Some((_, totals)) = &totals {
+        for (i, (r, &total)) in rows.iter().zip(totals).enumerate() {
             let in_rows: u64 = r.iter().map(|x| x.1).sum();
             if in_rows != total {
                 contradicted.push(format!(
-                    "thread {i}: its \"# Total:\" counts {total} samples in the rows, and the \
-                     rows hold {in_rows} (rows lost or changed?); the rows are imported as they \
-                     are"
+                    "thread{i}: its \"# Total:\" counts {total} samples in its rows, and they \
+                     hold {in_rows} (rows lost or changed?); the rows are imported as they are"
                 ));
             }
         }
@@ -1301,7 +1305,12 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
             if skipped == 1 { "is" } else { "are" },
         ));
     }
-    warnings.extend(contradicted);
+    if !contradicted.is_empty() {
+        warnings.push(format!(
+            "the file contradicts itself (edited or damaged?): {}",
+            contradicted.join("; ")
+        ));
+    }
     let mut r = assemble(
         threads,
         config(0, n, None),
@@ -1393,12 +1402,27 @@ struct Summary {
 }
 
 impl Summary {
-    /// Read `rest` (a line after `cyclic:`) if it is a summary line.
-    fn read(&mut self, rest: &str) -> bool {
-        let numbers = |t: &str| -> Vec<u64> {
-            t.split(|c: char| !c.is_ascii_digit())
-                .filter_map(|x| x.parse().ok())
-                .collect()
+    /// Read `rest` (a line after `cyclic:`) if it is a summary line; a count or latency in it
+    /// that is negative or too large is refused, with what the line is.
+    fn read(&mut self, rest: &str) -> Result<bool, String> {
+        let numbers = |t: &str| -> Result<Vec<u64>, String> {
+            let mut out = Vec::new();
+            let mut at = 0;
+            for word in t.split(|c: char| !c.is_ascii_digit()) {
+                let before = t[..at].chars().next_back();
+                at += word.len() + 1;
+                if word.is_empty() {
+                    continue;
+                }
+                if before == Some('-') {
+                    return Err(format!("-{word} is negative"));
+                }
+                // Digits only: a word that does not parse is too large.
+                out.push(
+                    whole_word(word).map_err(|_| format!("{word} is more than latlab takes"))?,
+                );
+            }
+            Ok(out)
         };
         if let Some(s) = rest.strip_prefix("sched ") {
             // "SCHED_RR: 100000 ns delay, 10000 samples"
@@ -1409,7 +1433,7 @@ impl Summary {
                 "SCHED_DEADLINE" => Policy::Deadline,
                 _ => Policy::Other,
             });
-            let nums = numbers(tail);
+            let nums = numbers(tail)?;
             self.delay_ns = nums.first().copied();
             self.samples = nums.get(1).copied();
         } else if let Some(s) = rest.strip_prefix("mean:") {
@@ -1419,14 +1443,14 @@ impl Summary {
         } else if let Some(s) = rest.strip_prefix("min:") {
             // "10575 ns, max: 251220 ns, std.dev. 13418.60"
             let (bounds, stdev) = s.split_once("std.dev.").unwrap_or((s, ""));
-            let nums = numbers(bounds);
+            let nums = numbers(bounds)?;
             self.min = nums.first().copied();
             self.max = nums.get(1).copied();
             self.stdevs.push(stdev.trim().parse().ok());
         } else {
-            return false;
+            return Ok(false);
         }
-        true
+        Ok(true)
     }
 
     /// The one instance's printed figure, where there is one.
@@ -1446,13 +1470,37 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
     let mut in_dist = false;
     // Buckets printed (or said to be zero), when fewer than there are.
     let mut truncated_at = None;
+    // The buckets the distribution announces, the rows read of them (and the line of the
+    // last), and whether it said the rest are zeros: a log cut short has fewer rows.
+    let mut announced = None;
+    let (mut rows_read, mut last_row_line) = (0u64, 0);
+    let mut zeros_after = false;
     for (n, line) in text.lines().enumerate() {
         let Some((_, rest)) = line.split_once("cyclic:") else {
             continue;
         };
         let rest = rest.trim();
         let line_no = n + 1;
-        if summary.read(rest) {
+        // A stressor that measured nothing (SCHED_DEADLINE refused, …) says so in its log.
+        if rest.contains("no latency information available") {
+            return err(
+                line_no,
+                format!(
+                    "stress-ng measured no latency: {rest:?} (accepted: a log of a --cyclic run \
+                     that printed its latency distribution)"
+                ),
+            );
+        }
+        let summary_line = summary.read(rest).map_err(|why| {
+            ImportError::at(
+                line_no,
+                format!(
+                    "{why} (expected the summary line \"cyclic: sched POLICY: N ns delay, M \
+                     samples\" or \"min: N ns, max: N ns\"; {ACCEPTED})"
+                ),
+            )
+        })?;
+        if summary_line {
         } else if let Some(p) = printed_percentile(rest) {
             printed.push(p);
         } else if let Some(s) = rest.strip_prefix("latency distribution (") {
@@ -1480,6 +1528,12 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
                     if c > 0 {
                         rows.push((v, c));
                     }
+                    rows_read += 1;
+                    last_row_line = line_no;
+                }
+                _ if rest.contains("(all zeros hereafter)") => {
+                    zeros_after = true;
+                    in_dist = false;
                 }
                 _ if rest.starts_with("(for the first") => {
                     // "(for the first 26 buckets of 400)": the rest are not printed.
@@ -1491,11 +1545,24 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
                         [first, of] if first < of => Some(*first),
                         _ => None,
                     };
+                    announced = n.first().copied();
                 }
                 _ if rest.starts_with("latency (ns)") => {}
                 _ => in_dist = false,
             }
         }
+    }
+    if let Some(n) = announced
+        && rows_read < n
+        && !zeros_after
+    {
+        return err(
+            last_row_line + 1,
+            format!(
+                "the distribution ends after {rows_read} of the {n} buckets it announces \
+                 (expected its remaining rows; is the log cut short?)"
+            ),
+        );
     }
     let Summary {
         policy,
@@ -1551,8 +1618,9 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
     // named, and the buckets imported as they are.
     let contradicted = (!truncated && printed_count != samples).then(|| {
         format!(
-            "its summary counts {samples} samples, and its distribution {printed_count} (lines \
-             lost or changed?); the distribution is imported as it is"
+            "the file contradicts itself (edited or damaged?): its summary line counts {samples} \
+             samples, and its distribution {printed_count} (lines lost or changed?); the \
+             distribution is imported as it is"
         )
     });
     let range_end_ns = match truncated_at {

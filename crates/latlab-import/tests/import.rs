@@ -595,6 +595,10 @@ fn cyclictest_histofall_is_not_a_thread() {
     assert_eq!(r.threads[1].stats.count, 1000);
     assert_eq!(r.overall.stats.count, 2000);
     assert_eq!(r.overall.stats.max, 477_500);
+    // Samples ran past the rows of both: their means are the ones printed ("# Avg Latencies:
+    // 00013 00014", which has no third value), not the rows' lower bounds.
+    let means: Vec<Option<f64>> = r.threads.iter().map(|t| t.stats.exact_mean).collect();
+    assert_eq!(means, [Some(13_500.0), Some(14_500.0)]);
     assert!(
         r.environment
             .warnings
@@ -642,13 +646,10 @@ fn a_sample_count_the_rows_do_not_hold_is_named() {
     let w = r.environment.warnings.join("\n");
     assert!(
         w.contains(
-            "thread 0: its \"# Total:\" counts 236 samples in the rows, and the rows hold 235 \
-             (rows lost or changed?); the rows are imported as they are"
+            "the file contradicts itself (edited or damaged?): thread0: its \"# Total:\" counts \
+             236 samples in its rows, and they hold 235 (rows lost or changed?); the rows are \
+             imported as they are; thread1: its \"# Total:\" counts 424 samples"
         ),
-        "{w}"
-    );
-    assert!(
-        w.contains("thread 1: its \"# Total:\" counts 424 samples"),
         "{w}"
     );
     let whole = import(&text, None, "f").unwrap();
@@ -661,10 +662,77 @@ fn a_sample_count_the_rows_do_not_hold_is_named() {
     let w = said(&text);
     assert!(
         w.contains(
-            "its summary counts 12000 samples, and its distribution 10000 (lines lost or \
-             changed?); the distribution is imported as it is"
+            "the file contradicts itself (edited or damaged?): its summary line counts 12000 \
+             samples, and its distribution 10000 (lines lost or changed?); the distribution is \
+             imported as it is"
         ),
         "{w}"
+    );
+    // What cannot be a count, or a line cut short, is refused with its line, as in every
+    // other footer or summary line.
+    let refused = |text: &str| import(text, None, "f").unwrap_err().to_string();
+    let ct = data("cyclictest-h50.txt");
+    let total = ct.lines().position(|l| l.starts_with("# Total:")).unwrap() + 1;
+    for (line, said) in [
+        (
+            "# Total: 000000236",
+            "1 \"# Total:\" values where the histogram has 2 threads",
+        ),
+        ("# Total: abc 000000424", "\"abc\" is not a number"),
+        ("# Total: -5 000000424", "\"-5\" is not a number"),
+    ] {
+        let e = refused(&ct.replace("# Total: 000000236 000000424", line));
+        assert!(
+            e.contains(&format!("line {total}")) && e.contains(said),
+            "{line}: {e}"
+        );
+    }
+    let sng = data("stress-ng-cyclic.log");
+    let sched = sng.lines().position(|l| l.contains("ns delay")).unwrap() + 1;
+    for (from, to, said) in [
+        ("10000 samples", "-5 samples", "-5 is negative"),
+        (
+            "10000 samples",
+            "99999999999999999999999 samples",
+            "99999999999999999999999 is more than latlab takes",
+        ),
+    ] {
+        let e = refused(&sng.replace(from, to));
+        assert!(
+            e.contains(&format!("line {sched}")) && e.contains(said),
+            "{to}: {e}"
+        );
+    }
+    // Cut after its 10th row: 26 buckets announced.
+    let rows = sng
+        .lines()
+        .position(|l| l.contains("latency (ns)"))
+        .unwrap();
+    let cut: String = sng
+        .lines()
+        .take(rows + 11)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let e = refused(&cut);
+    assert!(
+        e.contains(&format!("line {}", rows + 12))
+            && e.contains(
+                "the distribution ends after 10 of the 26 buckets it announces (expected its \
+                 remaining rows; is the log cut short?)"
+            ),
+        "{e}"
+    );
+    // A stressor that measured nothing says so; its log is refused in its words.
+    let none = sng.replace(
+        "cyclic: sched SCHED_RR: 100000 ns delay, 10000 samples",
+        "cyclic: SCHED_DEADLINE: no latency information available",
+    );
+    let e = refused(&none);
+    assert!(
+        e.contains(
+            "stress-ng measured no latency: \"SCHED_DEADLINE: no latency information available\""
+        ),
+        "{e}"
     );
 }
 
