@@ -241,7 +241,16 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
         ));
     }
     if cfg.loops == Some(0) {
-        return bad("--loops 0 (accepted: a positive number of periods)".into());
+        return bad(
+            "--loops 0: no period to measure (accepted: a positive number of periods)".into(),
+        );
+    }
+    if cfg.break_threshold_ns == Some(0) {
+        return bad(
+            "--break 0: every wake-up takes longer, so the first would end the run (accepted: a \
+             duration above 0, e.g. 500us)"
+                .into(),
+        );
     }
     if cfg.loops.is_some() && cfg.method == Method::Busy {
         return bad("--loops does not apply to --method busy (accepted: --duration)".into());

@@ -86,7 +86,14 @@ fn validation_rejects_bad_input_with_the_accepted_form() {
             Box::new(|c| c.duration_ns = Some(10)),
             "shorter than one interval",
         ),
-        (Box::new(|c| c.loops = Some(0)), "--loops 0"),
+        (
+            Box::new(|c| c.loops = Some(0)),
+            "--loops 0: no period to measure",
+        ),
+        (
+            Box::new(|c| c.break_threshold_ns = Some(0)),
+            "--break 0: every wake-up takes longer",
+        ),
         (
             Box::new(|c| {
                 c.method = Method::Timerfd;

@@ -49,8 +49,13 @@ pub fn parse_duration(text: &str, default_unit: Option<&str>) -> Result<u64, Par
     if s.is_empty() {
         return Err(err("empty duration".into()));
     }
-    if s.starts_with('-') {
-        return Err(err(format!("duration {s:?} is negative")));
+    if let Some(rest) = s.strip_prefix('-') {
+        // `-5ms` is a negative duration; `-x` no duration at all.
+        return Err(err(if parse_duration(rest, default_unit).is_ok() {
+            format!("duration {s:?} is negative")
+        } else {
+            format!("{s:?} is not a duration")
+        }));
     }
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

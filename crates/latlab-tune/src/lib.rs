@@ -41,13 +41,19 @@ pub fn default_state_dir(sys: &latlab_sys::Sys) -> PathBuf {
 
 /// The command that restores the journal in `state_dir`, as it can be copied: with
 /// `--state-dir` and the directory's absolute path unless it is the default one (a directory
-/// set through `LATLAB_STATE_DIR` is named too, so the command works in any shell).
+/// set through `LATLAB_STATE_DIR` is named too, so the command works in any shell). A system
+/// root other than `/` is named with `--sysroot`: the journal is restored under the root its
+/// values were written under, and no other.
 pub fn restore_command(sys: &latlab_sys::Sys, state_dir: &Path) -> String {
+    let root = match sys.root() {
+        r if r == Path::new("/") => String::new(),
+        r => format!(" --sysroot {}", latlab_model::units::shell_path(r)),
+    };
     if state_dir == sys.path("/var/lib/latlab") {
-        "latlab tune restore".into()
+        format!("latlab{root} tune restore")
     } else {
         format!(
-            "latlab tune restore --state-dir {}",
+            "latlab{root} tune restore --state-dir {}",
             latlab_model::units::shell_path(state_dir)
         )
     }
@@ -200,6 +206,16 @@ mod tests {
                 "latlab tune restore --state-dir {}",
                 cwd.join("st").display()
             )
+        );
+        // Under another system root (a fixture tree), that root is named too.
+        let tree = latlab_sys::Sys::new("/srv/tree");
+        assert_eq!(
+            restore_command(&tree, Path::new("/srv/tree/var/lib/latlab")),
+            "latlab --sysroot /srv/tree tune restore"
+        );
+        assert_eq!(
+            restore_command(&tree, Path::new("/srv/st")),
+            "latlab --sysroot /srv/tree tune restore --state-dir /srv/st"
         );
     }
 }

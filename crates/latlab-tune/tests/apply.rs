@@ -459,8 +459,12 @@ fn restore_after_a_reboot_writes_nothing_and_says_what_the_reboot_reset() {
     let status = latlab_tune::status(&t.sys(), &t.state).unwrap();
     assert!(status.rebooted && status.stale);
     let notice = status.stale_notice(&t.sys(), &t.state).unwrap();
-    // The journal is not in the default directory: the command names it.
-    let restore = format!("`latlab tune restore --state-dir {}`", t.state.display());
+    // The journal is not in the default directory, nor the root `/`: the command names both.
+    let restore = format!(
+        "`latlab --sysroot {} tune restore --state-dir {}`",
+        t.sys().root().display(),
+        t.state.display()
+    );
     assert!(
         notice.starts_with("the journal of profile lowlatency, applied before the last reboot")
             && notice.contains(&format!(

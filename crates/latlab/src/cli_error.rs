@@ -93,14 +93,24 @@ pub fn clap_line(e: &clap::Error) -> String {
             None
         };
         // clap's own words for a number out of its type's range or not a number at all
-        // ("-1 is not in 0..=4294967295", "invalid digit found in string") said plainly.
+        // ("-1 is not in 0..=4294967295", "number too large to fit in target type", "invalid
+        // digit found in string") said plainly; a negative one is said below.
         let said = source.to_string();
-        let plain = if said.contains(" is not in 0..=") {
-            Some("below 0 or too large")
+        let too_large = said.contains(" is not in 0..=")
+            || source
+                .downcast_ref::<std::num::ParseIntError>()
+                .is_some_and(|p| *p.kind() == std::num::IntErrorKind::PosOverflow);
+        let plain = if too_large {
+            Some("too large")
         } else if source.is::<std::num::ParseIntError>() {
             Some("not a whole number")
         } else {
             None
+        };
+        // The option's own range where latlab knows it.
+        let accepted = match too_large {
+            true => known_range(flag).or(accepted),
+            false => accepted,
         };
         let accepted = accepted.or(plain.map(|_| "a whole number, e.g. 10"));
         return match (accepted, e.get(ContextKind::InvalidValue)) {
@@ -134,10 +144,12 @@ pub fn clap_line(e: &clap::Error) -> String {
             e.get(ContextKind::InvalidValue),
             e.get(ContextKind::ValidValue),
         )
-        && !value.is_empty()
         && !valid.is_empty()
     {
         let flag = arg.split_whitespace().next().unwrap_or(arg);
+        if value.is_empty() {
+            return format!("{flag}: no value (accepted: {})", valid.join(", "));
+        }
         return format!("{flag} {value}: unknown (accepted: {})", valid.join(", "));
     }
     if e.kind() == ErrorKind::UnknownArgument
@@ -248,15 +260,21 @@ pub fn clap_line(e: &clap::Error) -> String {
 /// What a negative value of `option` is refused for: the range of its long name where latlab
 /// knows one, else a pointer to the help of the command on the command line.
 fn not_negative(option: &str) -> String {
-    let args: Vec<String> = std::env::args().collect();
-    let (_, path) = subcommands_of(&args);
-    if let Some(range) = long_name(&args, option)
-        .as_deref()
-        .and_then(|l| range_of(&path, l))
-    {
+    if let Some(range) = known_range(option) {
         return range.to_string();
     }
+    let args: Vec<String> = std::env::args().collect();
+    let (_, path) = subcommands_of(&args);
     format!("a value that is not negative, in the range `latlab {path} --help` gives for {option}")
+}
+
+/// The values `option` of the command on the command line takes, where latlab knows them.
+fn known_range(option: &str) -> Option<&'static str> {
+    let args: Vec<String> = std::env::args().collect();
+    let (_, path) = subcommands_of(&args);
+    long_name(&args, option)
+        .as_deref()
+        .and_then(|l| range_of(&path, l))
 }
 
 /// The values a numeric option of `command` (`tune search`) takes, by its long name, as its

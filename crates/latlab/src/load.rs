@@ -89,7 +89,7 @@ impl LoadArgs {
         };
         if duration_ns == 0 {
             return Err(CliError::Usage(
-                "--duration 0 (accepted: a duration above 0, e.g. 10s)".into(),
+                "--duration 0: no time to run (accepted: a duration above 0, e.g. 10s)".into(),
             ));
         }
         if let Some(s) = &schedule {

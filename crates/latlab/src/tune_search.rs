@@ -63,8 +63,8 @@ pub struct SearchArgs {
     skip: Vec<String>,
 
     /// Time the whole search may take; candidates that do not fit are listed as not measured.
-    #[arg(long, default_value = "30m", value_name = "DUR")]
-    budget: String,
+    #[arg(long, default_value = "30m", value_name = "DUR", value_parser = secs)]
+    budget: Ns,
 
     /// Runs per cell in each comparison (4 or more: fewer cannot reach p < 0.05).
     #[arg(long, default_value_t = 5, value_name = "N")]
@@ -288,9 +288,7 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
                 .into(),
         ));
     }
-    let budget = latlab_model::units::parse_duration(&args.budget, Some("s"))
-        .map(Duration::from_nanos)
-        .map_err(|e| CliError::Usage(format!("--budget {}: {e}", args.budget)))?;
+    let budget = Duration::from_nanos(args.budget.0);
     if args.repeats < latlab_report::MIN_REPEATS as u32 {
         return Err(CliError::Usage(format!(
             "--repeats {}: too few for a verdict (accepted: {} or more; the exact two-sided \
@@ -375,7 +373,7 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
         return Err(CliError::Usage(format!(
             "--budget {}: too small for one candidate and its confirmation (accepted: at least \
              {} with --repeats {} and runs of {})",
-            args.budget,
+            latlab_model::units::format_duration(args.budget.0),
             // In whole seconds, a form --budget reads back.
             latlab_model::units::format_duration(need.as_secs_f64().ceil() as u64 * 1_000_000_000),
             args.repeats,

@@ -529,6 +529,42 @@ const ROWS: &[(&[&str], &str)] = &[
         "--db /nonexistent/dir/m.db: no directory /nonexistent/dir (accepted: a latlab store or \
          a new file)",
     ),
+    // Too large for its type: said so, with the option's range where latlab knows it.
+    (
+        &["measure", "-l", "18446744073709551616"],
+        "--loops \"18446744073709551616\": too large (accepted: a positive number of periods)",
+    ),
+    (
+        &["measure", "--policy", "fifo", "-p", "4294967297"],
+        "--priority \"4294967297\": too large (accepted: 1..99 for fifo and rr)",
+    ),
+    // Zero where it cannot be, with the reason.
+    (
+        &["measure", "-l", "0"],
+        "--loops 0: no period to measure (accepted: a positive number of periods)",
+    ),
+    (
+        &["measure", "-b", "0"],
+        "--break 0: every wake-up takes longer, so the first would end the run (accepted: a \
+         duration above 0, e.g. 500us)",
+    ),
+    (
+        &["load", "cpu", "-D", "0"],
+        "--duration 0: no time to run (accepted: a duration above 0, e.g. 10s)",
+    ),
+    // No duration at all is not a negative one; an empty name from a list names the list.
+    (
+        &["measure", "-i=-x"],
+        "--interval: \"-x\" is not a duration (accepted: a number of us",
+    ),
+    (
+        &["tune", "search", "--budget=-x"],
+        "--budget: \"-x\" is not a duration (accepted: a number of seconds",
+    ),
+    (
+        &["report", "--format="],
+        "--format: no value (accepted: html, text, md, json, csv)",
+    ),
     (
         &["measure", "--max-missed", "18446744073709551616"],
         "\"18446744073709551616\" is too large (accepted: a whole number up to \
@@ -606,7 +642,10 @@ const ROWS: &[(&[&str], &str)] = &[
         &["tune", "search", "--budget", "10s"],
         "--budget 10s: too small",
     ),
-    (&["tune", "search", "--budget", "soon"], "--budget soon:"),
+    (
+        &["tune", "search", "--budget", "soon"],
+        "--budget: unknown unit",
+    ),
     (
         &["tune", "search", "--repeats", "3"],
         "--repeats 3: too few for a verdict",

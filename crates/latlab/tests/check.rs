@@ -294,7 +294,8 @@ fn fix_prints_the_boot_options_it_cannot_apply() {
     assert!(text.contains("usermod -aG audio carol"));
     assert!(
         text.contains(&format!(
-            "undo everything: latlab tune restore --state-dir {})",
+            "undo everything: latlab --sysroot {} tune restore --state-dir {})",
+            dir.path().display(),
             state.path().display()
         )),
         "{text}"
@@ -378,17 +379,16 @@ fn the_warnings_left_by_an_applied_fix_name_the_restore_that_comes_first() {
         .and_then(|(a, r)| Some((a, r.split_once("`, --fix --fix-warnings applies them")?.0)))
         .unwrap_or_else(|| panic!("{line}"));
     assert!(line.contains("cpu.epp, cpu.governor"), "{line}");
+    // The tree's root is named: the journal restores under it alone.
     assert!(
-        printed.starts_with("latlab tune restore --state-dir "),
+        printed.starts_with(&format!(
+            "latlab --sysroot {} tune restore --state-dir ",
+            dir.path().display()
+        )),
         "{printed}"
     );
     let words: Vec<&str> = printed.split_whitespace().skip(1).collect();
-    let r = latlab!()
-        .arg("--sysroot")
-        .arg(dir.path())
-        .args(&words)
-        .output()
-        .unwrap();
+    let r = latlab!().args(&words).output().unwrap();
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let out = check_fix(dir.path(), state.path(), &["--fix-warnings"]);
     let text = String::from_utf8(out.stdout).unwrap();

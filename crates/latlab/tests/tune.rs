@@ -207,7 +207,8 @@ fn sigkill_in_the_middle_of_apply_then_restore_puts_the_tree_back() {
     assert!(err.contains("killed while applying"), "{err}");
     assert!(
         err.contains(&format!(
-            "run `latlab tune restore --state-dir {}`",
+            "run `latlab --sysroot {} tune restore --state-dir {}`",
+            t.root.display(),
             t.state.display()
         )),
         "{err}"
@@ -563,13 +564,18 @@ fn a_measurement_under_a_tuning_a_killed_run_left_says_so_in_its_result() {
         .split('`')
         .nth(1)
         .unwrap_or_else(|| panic!("{warned}"));
+    // The tree's root too: the journal restores under it alone.
     assert_eq!(
         printed,
-        format!("latlab tune restore --state-dir {}", t.state.display())
+        format!(
+            "latlab --sysroot {} tune restore --state-dir {}",
+            t.root.display(),
+            t.state.display()
+        )
     );
     let words: Vec<&str> = printed.split(' ').skip(1).collect();
     let mut restore = latlab!();
-    restore.arg("--sysroot").arg(&t.root).args(&words);
+    restore.args(&words);
     ok(&restore.output().unwrap());
     assert_eq!(snapshot(&t.root), before);
 }
@@ -982,18 +988,18 @@ fn the_printed_restore_command_restores_a_given_state_dir() {
         .unwrap_or_else(|| panic!("{out}"));
     assert_eq!(
         printed,
-        format!("latlab tune restore --state-dir '{}'", state.display())
+        format!(
+            "latlab --sysroot {} tune restore --state-dir '{}'",
+            t.root.display(),
+            state.display()
+        )
     );
     assert_ne!(snapshot(&t.root), before);
     // As a shell reads it.
-    let words = printed
-        .strip_prefix("latlab ")
-        .unwrap()
-        .split_once(" '")
-        .map(|(head, quoted)| (head, quoted.trim_end_matches('\'')))
-        .unwrap();
-    let restored = ok(&at(&words.0.split(' ').collect::<Vec<_>>())
-        .arg(words.1)
+    let restored = ok(&Command::new("sh")
+        .arg("-c")
+        .arg(printed.replacen("latlab", "\"$0\"", 1))
+        .arg(env!("CARGO_BIN_EXE_latlab"))
         .output()
         .unwrap());
     assert!(!restored.contains("nothing to restore"), "{restored}");
