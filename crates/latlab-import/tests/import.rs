@@ -232,6 +232,15 @@ fn recorded_cyclictest_histogram_text() {
         assert_eq!(t.stats.count, src["cycles"].as_u64().unwrap());
         assert_eq!(t.stats.max, src["max"].as_u64().unwrap() * 1000 + 500);
     }
+    // Thread 0 ran past the rows (its mean the one printed), thread 1 did not (its rows'):
+    // the run's mean pools both, no lower bound.
+    let (t0, t1) = (&r.threads[0].stats, &r.threads[1].stats);
+    assert!(t0.exact_mean.is_some() && !t1.mean_is_lower_bound());
+    let o = &r.overall.stats;
+    assert!(!o.mean_is_lower_bound(), "{o:?}");
+    let pooled = (t0.exact_mean.unwrap() * t0.count as f64 + t1.mean * t1.count as f64)
+        / (t0.count + t1.count) as f64;
+    assert!((o.mean - pooled).abs() < 1e-6, "{} {pooled}", o.mean);
     // The text says what PM QoS request cyclictest held; nothing says its policy or length.
     assert_eq!(r.environment.pm_qos_held_us, Some(0));
     let summary = latlab_report::summary_table(&r);

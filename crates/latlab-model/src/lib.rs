@@ -488,14 +488,24 @@ impl Stats {
     }
 
     /// These statistics of the merged histograms of `parts` with the mean (and standard
-    /// deviation) made exact where every part's is: the count-weighted mean of the means, and
-    /// the population deviation from each part's deviation and its distance from that mean.
+    /// deviation) made exact where some part's is and every other's is known: the
+    /// count-weighted mean of the means, and the population deviation from each part's
+    /// deviation and its distance from that mean. A part whose samples all lie within its
+    /// histogram gives its histogram's mean; one with samples beyond it and no mean printed
+    /// leaves the merged histogram's, a lower bound.
     pub fn with_pooled_exact<'a>(mut self, parts: impl IntoIterator<Item = &'a Stats>) -> Stats {
         let parts: Vec<&Stats> = parts.into_iter().filter(|p| p.count > 0).collect();
         let n: f64 = parts.iter().map(|p| p.count as f64).sum();
+        if parts.iter().all(|p| p.exact_mean.is_none()) {
+            return self;
+        }
         let Some(means) = parts
             .iter()
-            .map(|p| p.exact_mean.map(|m| (p.count as f64, m, p.exact_stdev)))
+            .map(|p| match (p.exact_mean, p.bounded_from_ns) {
+                (Some(m), _) => Some((p.count as f64, m, p.exact_stdev)),
+                (None, None) => Some((p.count as f64, p.mean, Some(p.stdev))),
+                (None, Some(_)) => None,
+            })
             .collect::<Option<Vec<_>>>()
             .filter(|m| !m.is_empty())
         else {

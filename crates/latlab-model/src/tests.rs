@@ -275,9 +275,21 @@ fn pooled_means_and_deviations_are_exact_only_where_every_part_is() {
     .with_pooled_exact([&a, &c]);
     assert!((pooled.mean - mean).abs() < 1e-12);
     assert_eq!((pooled.stdev, pooled.exact_stdev), (7.0, None));
-    // One part without a mean: nothing is exact.
+    // One part whose samples all lie within its histogram: its histogram's mean and deviation
+    // count as they are ({10, 10, 10, 10} again).
+    let within = Stats {
+        count: 4,
+        mean: 10.0,
+        stdev: 0.0,
+        ..Stats::default()
+    };
+    let pooled = Stats::default().with_pooled_exact([&a, &within]);
+    assert!((pooled.mean - mean).abs() < 1e-12, "{}", pooled.mean);
+    assert!((pooled.stdev - stdev).abs() < 1e-12, "{}", pooled.stdev);
+    // One part with samples beyond its histogram and no mean printed: nothing is exact.
     let d = Stats {
         count: 3,
+        bounded_from_ns: Some(50_000),
         ..Stats::default()
     };
     let pooled = Stats {
@@ -285,5 +297,12 @@ fn pooled_means_and_deviations_are_exact_only_where_every_part_is() {
         ..Stats::default()
     }
     .with_pooled_exact([&a, &d]);
+    assert_eq!((pooled.mean, pooled.exact_mean), (5.0, None));
+    // No part with a mean printed: the histogram's, as merged.
+    let pooled = Stats {
+        mean: 5.0,
+        ..Stats::default()
+    }
+    .with_pooled_exact([&within, &within]);
     assert_eq!((pooled.mean, pooled.exact_mean), (5.0, None));
 }
