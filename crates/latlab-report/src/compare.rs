@@ -40,8 +40,14 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
             .map(|r| r.id.as_str())
             .collect::<Vec<_>>()
             .join(", ");
+        // A run named by its id is not named twice.
+        let ids = if ids == c.name {
+            String::new()
+        } else {
+            format!(": {ids}")
+        };
         format!(
-            "{tag}: {} ({} {}{params}): {ids}",
+            "{tag}: {} ({} {}{params}){ids}",
             if c.name.is_empty() { "-" } else { &c.name },
             c.runs.len(),
             if c.runs.len() == 1 { "run" } else { "runs" }

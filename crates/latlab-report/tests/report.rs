@@ -1280,6 +1280,10 @@ fn compare_says_what_supports_a_difference() {
     let other = CellInput::single(input.cells[1].runs[0].clone());
     let text = compare_text(&one, &other);
     assert!(text.contains("not enough repeats to decide (1 and 1; 4 each needed)"));
+    // A single run is named once: by its id.
+    let id = &one.runs[0].id;
+    assert_eq!(one.name, *id);
+    assert!(text.starts_with(&format!("A: {id} (1 run)\n")), "{text}");
     // Same names are told apart as A and B.
     let mut namesake = input.cells[1].clone();
     namesake.name = input.cells[0].name.clone();
