@@ -77,12 +77,6 @@ pub fn run_daemon(plan: MonitorPlan, sys: &Sys, stop: Arc<StopSignal>) -> Result
             )));
         }
     };
-    if series.resumed {
-        eprintln!(
-            "latlab: continuing series {} at window {}",
-            series.name, series.next_window_index
-        );
-    }
     for note in &notes {
         annotate(&mut store, series.id, note);
     }
@@ -170,12 +164,22 @@ fn unstored_said(end: &crate::keeper::KeeperEnd, db: &Path) -> Option<String> {
     if !end.kept.is_empty() {
         let n: u64 = end.kept.iter().map(|(n, _)| n).sum();
         let files: Vec<&Path> = end.kept.iter().map(|(_, p)| p.as_path()).collect();
+        let by_pattern = crate::keeper::files_by_pattern(&files);
+        // A directory in memory (the service's /run/latlab, a tmpfs /tmp) is emptied by a boot.
+        let in_memory = files
+            .iter()
+            .any(|f| f.parent().is_some_and(latlab_sys::in_memory));
         said.push(format!(
             "{n} window set(s) the store could not take are kept in {} ({} --db {} stores them; \
-             so does the next start of this series on this store)",
-            crate::keeper::kept_files(&files),
-            crate::keeper::import_command(&files),
-            latlab_model::units::shell_path(db)
+             so does the next start of this series on this store){}",
+            crate::keeper::kept_files(&files, by_pattern),
+            crate::keeper::import_command(&files, by_pattern),
+            latlab_model::units::shell_path(db),
+            if in_memory {
+                ", in memory: a reboot loses them"
+            } else {
+                ""
+            }
         ));
     }
     (!said.is_empty()).then(|| said.join("; "))

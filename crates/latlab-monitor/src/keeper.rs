@@ -21,7 +21,7 @@ use super::schedule::{GovernorTuner, Switch, Switcher, WallClock};
 use super::web::LiveStatus;
 use latlab_measure::ClosedWindow;
 use latlab_model::samples::{PowerSource, Sample};
-use latlab_model::units::{format_duration, shell_path};
+use latlab_model::units::format_duration;
 use latlab_store::{
     Annotation, COARSE_SHIFT, FULL_RESOLUTION_NS, FileFate, MergeSummary, MonitorSpike,
     MonitorWindow, SeriesId, SeriesSpec, SeriesState, Store, StoreError, WindowSet,
@@ -141,10 +141,33 @@ fn unsaved_prefix(name: &str) -> String {
 /// Files past which a list of kept files is said by the pattern that names them all.
 const FILES_LISTED: usize = 3;
 
-/// The files, listed; many are said by their number and their directories.
-pub fn kept_files(files: &[&Path]) -> String {
-    let list: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
-    if files.len() <= FILES_LISTED {
+/// Whether `files` are better said by their patterns ([`kept_patterns`]): more than
+/// [`FILES_LISTED`], and no other file in their directories matches (another store's, one that
+/// does not read, left there), so that the pattern names these and no more.
+pub fn files_by_pattern(files: &[&Path]) -> bool {
+    files.len() > FILES_LISTED
+        && files.iter().all(|f| {
+            let (Some(dir), Some(name)) = (f.parent(), f.file_name().and_then(|n| n.to_str()))
+            else {
+                return false;
+            };
+            let prefix = format!("{}-", name.rsplit_once('-').map_or(name, |(p, _)| p));
+            std::fs::read_dir(dir).is_ok_and(|entries| {
+                entries.filter_map(|e| e.ok()).all(|e| {
+                    let n = e.file_name();
+                    !n.to_str().is_some_and(|n| is_kept_file(n, &prefix))
+                        || files.iter().any(|f| {
+                            f.file_name() == Some(n.as_os_str()) && f.parent() == Some(dir)
+                        })
+                })
+            })
+        })
+}
+
+/// The files: listed, or said by their number and their patterns (`by_pattern`).
+pub fn kept_files(files: &[&Path], by_pattern: bool) -> String {
+    if !by_pattern {
+        let list: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
         return list.join(", ");
     }
     format!(
@@ -154,15 +177,15 @@ pub fn kept_files(files: &[&Path]) -> String {
     )
 }
 
-/// `latlab db import-json` of the files: each named, or many by their patterns.
-pub fn import_command(files: &[&Path]) -> String {
-    let words: Vec<String> = if files.len() <= FILES_LISTED {
+/// `latlab db import-json` of the files: each named, or by their patterns (`by_pattern`).
+pub fn import_command(files: &[&Path], by_pattern: bool) -> String {
+    let words: Vec<String> = if by_pattern {
+        kept_patterns(files)
+    } else {
         files
             .iter()
             .map(|p| latlab_model::units::shell_path(p))
             .collect()
-    } else {
-        kept_patterns(files)
     };
     format!("latlab db import-json {}", words.join(" "))
 }
@@ -198,6 +221,20 @@ fn is_kept_file(file: &str, prefix: &str) -> bool {
         .is_some_and(|start| {
             start.len() == START_DIGITS && start.bytes().all(|b| b.is_ascii_digit())
         })
+}
+
+/// What [`Keeper::adopt`] did with the files it was given.
+#[derive(Default)]
+struct Adopted {
+    /// Sets stored from the files, and sets they held that were stored already.
+    stored: u64,
+    already: u64,
+    /// The files stored (and removed).
+    files: Vec<PathBuf>,
+    /// The files left, each with why.
+    left: Vec<(PathBuf, String)>,
+    /// The end of the newest set stored.
+    newest: Option<u64>,
 }
 
 /// What the keeper leaves when it ends.
@@ -315,6 +352,87 @@ impl Keeper {
         }
     }
 
+    /// The measurement started at `start_unix_ns`: the files an earlier daemon of this series
+    /// kept for this store are stored first (after the series' last window, where they were
+    /// measured), and the start is said, in the log and as the series' start annotation, with
+    /// how the series goes on and the set-up's `warnings`.
+    fn started(&mut self, start_unix_ns: u64, warnings: &[String]) {
+        let mut text = self.setup.describe.clone();
+        let before = self.kept_before();
+        let adopted = self.adopt(&before, true);
+        if let Some(end) = adopted.newest {
+            let last = self.setup.series.last_end_unix_ns.get_or_insert(end);
+            *last = (*last).max(end);
+        }
+        if self.setup.series.resumed {
+            eprintln!(
+                "latlab: continuing series {} at window {}",
+                self.setup.series.name, self.setup.series.next_window_index
+            );
+        }
+        let mut said = Vec::new();
+        if !adopted.files.is_empty() {
+            let files: Vec<&Path> = adopted.files.iter().map(|p| p.as_path()).collect();
+            said.push(format!(
+                "{} window set(s) an earlier daemon of this series could not store, kept in {}, \
+                 are stored now{}",
+                adopted.stored,
+                kept_files(&files, files_by_pattern(&files)),
+                match adopted.already {
+                    0 => String::new(),
+                    n => format!(" ({n} more they held were stored already)"),
+                }
+            ));
+        }
+        if !adopted.left.is_empty() {
+            let left: Vec<String> = adopted
+                .left
+                .iter()
+                .map(|(f, why)| format!("{} ({why})", f.display()))
+                .collect();
+            said.push(format!(
+                "files of window sets of this series left as they are: {}",
+                left.join(", ")
+            ));
+        }
+        for s in &said {
+            eprintln!("latlab: {s}");
+        }
+        if let Some(last) = self.setup.series.last_end_unix_ns {
+            let gap = latlab_model::units::format_elapsed(start_unix_ns.saturating_sub(last));
+            match self.stopped_cleanly() {
+                Some(true) => text.push_str(&format!("; continues the series, stopped for {gap}")),
+                Some(false) => {
+                    let mut why = "the daemon before did not record its stop (killed, crashed, \
+                                   or its store could not be written)"
+                        .to_string();
+                    // A daemon that could not store its last windows wrote them to files, its
+                    // open window too; one killed lost them.
+                    if before.is_empty() {
+                        why.push_str(
+                            ": its open window, and any it still kept in memory, were lost",
+                        );
+                    }
+                    eprintln!("latlab: warning: {why}");
+                    text.push_str(&format!(
+                        "; continues the series after {gap} without a stored window: {why}"
+                    ));
+                }
+                None => text.push_str(&format!("; continues the series after {gap}")),
+            }
+        }
+        for s in said {
+            text.push_str(&format!("; {s}"));
+        }
+        // In the log and in the store, where a series' report reads them.
+        for w in warnings {
+            eprintln!("latlab: warning: {w}");
+            self.start_warnings.push_str(&format!("; warning: {w}"));
+        }
+        text.push_str(&self.start_warnings);
+        self.annotate(start_unix_ns, None, "start", &text);
+    }
+
     fn error(&self, msg: String) {
         eprintln!("latlab: monitor: {msg}");
         if let Ok(mut l) = self.live.lock() {
@@ -352,80 +470,7 @@ impl Keeper {
                     self.start_unix_ns = Some(start_unix_ns);
                     self.start_instant = Some(start_instant);
                     self.cpu_time_mark = process_cpu_time_ns();
-                    let mut text = self.setup.describe.clone();
-                    // Window sets an earlier daemon of this series kept in files for this
-                    // store are stored first, after the series' last window, where they were
-                    // measured.
-                    let before = self.kept_before();
-                    let (stored, adopted, newest) = self.adopt(&before, true);
-                    let left: Vec<&Path> = before
-                        .iter()
-                        .filter(|p| !adopted.contains(p))
-                        .map(|p| p.as_path())
-                        .collect();
-                    if let Some(end) = newest {
-                        let last = self.setup.series.last_end_unix_ns.get_or_insert(end);
-                        *last = (*last).max(end);
-                    }
-                    let adopted_said = (!adopted.is_empty()).then(|| {
-                        let files: Vec<&Path> = adopted.iter().map(|p| p.as_path()).collect();
-                        format!(
-                            "{stored} window set(s) an earlier daemon of this series could not \
-                             store, kept in {}, are stored now",
-                            kept_files(&files)
-                        )
-                    });
-                    if let Some(said) = &adopted_said {
-                        eprintln!("latlab: {said}");
-                    }
-                    if let Some(last) = self.setup.series.last_end_unix_ns {
-                        let gap =
-                            latlab_model::units::format_elapsed(start_unix_ns.saturating_sub(last));
-                        match self.stopped_cleanly() {
-                            Some(true) => {
-                                text.push_str(&format!("; continues the series, stopped for {gap}"))
-                            }
-                            Some(false) => {
-                                let mut why = "the daemon before did not record its stop \
-                                               (killed, crashed, or its store could not be \
-                                               written)"
-                                    .to_string();
-                                // A daemon that could not store its last windows wrote them
-                                // to files, its open window too; one killed lost them.
-                                if before.is_empty() {
-                                    why.push_str(
-                                        ": its open window, and any it still kept in memory, \
-                                         were lost",
-                                    );
-                                }
-                                if !left.is_empty() {
-                                    why.push_str(&format!(
-                                        "; window sets a daemon of this series could not store \
-                                         are kept in {} ({} --db {} stores those not stored yet)",
-                                        kept_files(&left),
-                                        import_command(&left),
-                                        shell_path(&self.db)
-                                    ));
-                                }
-                                eprintln!("latlab: warning: {why}");
-                                text.push_str(&format!(
-                                    "; continues the series after {gap} without a stored \
-                                     window: {why}"
-                                ));
-                            }
-                            None => text.push_str(&format!("; continues the series after {gap}")),
-                        }
-                    }
-                    if let Some(said) = adopted_said {
-                        text.push_str(&format!("; {said}"));
-                    }
-                    // In the log and in the store, where a series' report reads them.
-                    for w in &warnings {
-                        eprintln!("latlab: warning: {w}");
-                        self.start_warnings.push_str(&format!("; warning: {w}"));
-                    }
-                    text.push_str(&self.start_warnings);
-                    self.annotate(start_unix_ns, None, "start", &text);
+                    self.started(start_unix_ns, &warnings);
                 }
                 Ok(Msg::Windows(ws)) => {
                     for w in ws {
@@ -516,6 +561,7 @@ impl Keeper {
         let unsaved = latlab_store::UnsavedWindows {
             unsaved_windows: self.setup.spec.clone(),
             store: std::path::absolute(&self.db).ok(),
+            series_created: Some(self.setup.series.created_at.clone()),
             sets,
         };
         let text = serde_json::to_string(&unsaved).map_err(|e| e.to_string())?;
@@ -528,27 +574,55 @@ impl Keeper {
 
     /// Store the window sets kept in `files` for this series and this store, and remove each
     /// file stored. `renumber`: an earlier daemon's sets, numbered on after the series' last
-    /// window (this run's then count on after them); else this run's own, each at its number
-    /// in the run. A file of another series or store, or one that does not read, is left; a
-    /// store that fails stops it. Returns the sets stored, the files they came from, and the
-    /// end of the newest.
-    fn adopt(&mut self, files: &[PathBuf], renumber: bool) -> (u64, Vec<PathBuf>, Option<u64>) {
+    /// window (this run's then count on after them), taken only from a file written for this
+    /// series in this store (not one made again at the path) whose windows come after the
+    /// series' last; else this run's own, each at its number in the run. A file left is said
+    /// with why; a store that fails stops it.
+    fn adopt(&mut self, files: &[PathBuf], renumber: bool) -> Adopted {
         let here = std::path::absolute(&self.db).ok();
-        let (mut stored, mut done, mut newest) = (0, Vec::new(), None);
+        let mut out = Adopted::default();
+        let mut failed = None;
         for f in files {
-            let Some(u) = std::fs::read_to_string(f)
-                .ok()
-                .and_then(|t| serde_json::from_str::<latlab_store::UnsavedWindows>(&t).ok())
-                .filter(|u| {
-                    u.unsaved_windows.name == self.setup.spec.name
-                        && u.store.is_some()
-                        && u.store == here
-                })
-            else {
+            if let Some(e) = &failed {
+                out.left.push((f.clone(), format!("not stored yet: {e}")));
                 continue;
+            }
+            let u = match std::fs::read_to_string(f)
+                .map_err(|e| e.to_string())
+                .and_then(|t| {
+                    serde_json::from_str::<latlab_store::UnsavedWindows>(&t)
+                        .map_err(|e| e.to_string())
+                }) {
+                Ok(u) => u,
+                Err(e) => {
+                    out.left.push((f.clone(), format!("it does not read: {e}")));
+                    continue;
+                }
             };
+            let last_end = self.setup.series.last_end_unix_ns.unwrap_or(0);
+            let why_not = if u.unsaved_windows.name != self.setup.spec.name {
+                Some(format!("kept for series {}", u.unsaved_windows.name))
+            } else if u.store.is_none() {
+                Some("it names no store".to_string())
+            } else if u.store != here {
+                let there = u.store.as_deref().unwrap_or(Path::new("?"));
+                Some(format!("kept for the store {}", there.display()))
+            } else if renumber && u.series_created.as_ref() != Some(&self.setup.series.created_at) {
+                Some("kept for an earlier store at this path".to_string())
+            } else if renumber && u.sets.iter().any(|s| s.start_unix_ns < last_end) {
+                Some("its windows lie before the series' last stored window".to_string())
+            } else {
+                None
+            };
+            if let Some(why) = why_not {
+                out.left.push((f.clone(), why));
+                continue;
+            }
             let Some(store) = self.store.as_mut() else {
-                break;
+                failed = Some("no store".to_string());
+                out.left
+                    .push((f.clone(), "not stored yet: no store".into()));
+                continue;
             };
             let series = self.setup.series.id;
             let base = self.setup.series.next_window_index;
@@ -572,24 +646,22 @@ impl Keeper {
             };
             match result {
                 Ok(n) => {
-                    stored += n;
-                    newest = newest.max(u.sets.iter().map(|s| s.end_unix_ns).max());
+                    out.stored += n;
+                    out.already += u.sets.len() as u64 - n;
+                    out.newest = out.newest.max(u.sets.iter().map(|s| s.end_unix_ns).max());
                     let _ = std::fs::remove_file(f);
-                    done.push(f.clone());
+                    out.files.push(f.clone());
                 }
                 Err(e) => {
-                    self.error(format!(
-                        "the window sets kept in {} are not stored yet: {e}",
-                        f.display()
-                    ));
-                    break;
+                    out.left.push((f.clone(), format!("not stored yet: {e}")));
+                    failed = Some(e.to_string());
                 }
             }
         }
         if let Ok(mut l) = self.live.lock() {
-            l.windows_written += stored;
+            l.windows_written += out.stored;
         }
-        (stored, done, newest)
+        out
     }
 
     /// The files of window sets an earlier daemon of this series kept when its store could not
@@ -861,7 +933,7 @@ impl Keeper {
         // What went to files past the memory's bound is stored from them, in its place (each
         // set keeps its number in this run), and the files go.
         let own: Vec<PathBuf> = self.kept.iter().map(|(_, p)| p.clone()).collect();
-        let (_, adopted, _) = self.adopt(&own, false);
+        let adopted = self.adopt(&own, false).files;
         let from_files: u64 = self
             .kept
             .iter()
@@ -893,7 +965,10 @@ impl Keeper {
                 },
                 match left {
                     0 => String::new(),
-                    n => format!("; {n} wait still in {}", kept_files(&files)),
+                    n => format!(
+                        "; {n} wait still in {}",
+                        kept_files(&files, files_by_pattern(&files))
+                    ),
                 }
             );
             eprintln!("latlab: monitor: {text}");
@@ -955,9 +1030,12 @@ impl Keeper {
             Ok(()) => {
                 let path = self.kept.last().map(|(_, p)| p.clone()).unwrap_or_default();
                 self.error(format!(
-                    "{bound}: the oldest {} are kept in {}, and stored from it when the store \
-                     can be written again",
-                    latlab_model::units::plural(n, "window set", "window sets"),
+                    "{bound}: the oldest {} kept in {}, and stored from it when the store can \
+                     be written again",
+                    match n {
+                        1 => "window set is".to_string(),
+                        n => format!("{n} window sets are"),
+                    },
                     path.display(),
                 ));
             }
@@ -1219,12 +1297,12 @@ mod tests {
         let few = [file("/var/lib", 10), file("/tmp/my dir", 20)];
         let few: Vec<&std::path::Path> = few.iter().map(|p| p.as_path()).collect();
         assert_eq!(
-            super::kept_files(&few),
+            super::kept_files(&few, false),
             "/var/lib/latlab-unsaved-windows-h.1-0000000000000000010.json, \
              /tmp/my dir/latlab-unsaved-windows-h.1-0000000000000000020.json"
         );
         assert_eq!(
-            super::import_command(&few),
+            super::import_command(&few, false),
             "latlab db import-json /var/lib/latlab-unsaved-windows-h.1-0000000000000000010.json \
              '/tmp/my dir/latlab-unsaved-windows-h.1-0000000000000000020.json'"
         );
@@ -1234,14 +1312,47 @@ mod tests {
             .collect();
         let many: Vec<&std::path::Path> = many.iter().map(|p| p.as_path()).collect();
         assert_eq!(
-            super::kept_files(&many),
+            super::kept_files(&many, true),
             "5 files, /var/lib/latlab-unsaved-windows-h.1-???????????????????.json and \
              '/tmp/my dir'/latlab-unsaved-windows-h.1-???????????????????.json"
         );
         assert_eq!(
-            super::import_command(&many),
+            super::import_command(&many, true),
             "latlab db import-json /var/lib/latlab-unsaved-windows-h.1-???????????????????.json \
              '/tmp/my dir'/latlab-unsaved-windows-h.1-???????????????????.json"
         );
+    }
+
+    /// Many files are said by their pattern only where it names no other file: one of another
+    /// store, or that does not read, left in the same directory.
+    #[test]
+    fn a_pattern_stands_for_the_files_only_where_it_names_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let files: Vec<std::path::PathBuf> = (1..=4)
+            .map(|i| {
+                let f = dir
+                    .path()
+                    .join(format!("latlab-unsaved-windows-t-{i:019}.json"));
+                std::fs::write(&f, "{}").unwrap();
+                f
+            })
+            .collect();
+        let paths: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
+        // Another series' file matches no pattern of `t`.
+        std::fs::write(
+            dir.path()
+                .join("latlab-unsaved-windows-t-2-0000000000000000009.json"),
+            "{}",
+        )
+        .unwrap();
+        assert!(super::files_by_pattern(&paths));
+        assert!(!super::files_by_pattern(&paths[..3]), "three are listed");
+        std::fs::write(
+            dir.path()
+                .join("latlab-unsaved-windows-t-0000000000000000009.json"),
+            "{garbage",
+        )
+        .unwrap();
+        assert!(!super::files_by_pattern(&paths));
     }
 }

@@ -36,6 +36,10 @@ pub struct UnsavedWindows {
     /// itself (files written before it was recorded have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<std::path::PathBuf>,
+    /// When the series was made in that store ([`SeriesState::created_at`]): a store made
+    /// again at the same path holds another series of the name, whose windows these are not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub series_created: Option<String>,
     pub sets: Vec<WindowSet>,
 }
 

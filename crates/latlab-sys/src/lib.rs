@@ -440,6 +440,23 @@ pub fn available_bytes(path: &Path) -> Option<u64> {
     }
 }
 
+/// Whether the file system holding `path` (or its nearest existing ancestor) keeps its files in
+/// memory (tmpfs, ramfs): they are gone at the next boot.
+pub fn in_memory(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let Ok(c) = std::ffi::CString::new(nearest_existing(path).as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: c is a valid C string; st is a valid out buffer.
+    unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut st) == 0
+            && matches!(st.f_type as i64, TMPFS_MAGIC | RAMFS_MAGIC)
+    }
+}
+
 /// The first bytes of a file this process already has open (known by device and inode), read
 /// through a descriptor it holds (`pread`, the descriptor's offset untouched), and how many there
 /// were. Opening and closing a descriptor of its own would drop every POSIX lock the process
@@ -580,6 +597,29 @@ mod tests {
     use super::*;
 
     use latlab_testkit::tree_of as tree;
+
+    /// A file system in memory is told from one on a disk, as /proc/mounts names them (a path
+    /// below a mount point counts as its file system's, one not made yet as its parent's).
+    #[test]
+    fn a_file_system_in_memory_is_told_from_a_disk() {
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+        let kind = |fs: &[&str]| {
+            mounts.lines().find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() > 2 && fs.contains(&f[2])).then(|| PathBuf::from(f[1]))
+            })
+        };
+        let Some(tmp) = kind(&["tmpfs"]) else {
+            eprintln!("skipped: no tmpfs mounted");
+            return;
+        };
+        assert!(in_memory(&tmp), "{}", tmp.display());
+        assert!(in_memory(&tmp.join("not-made-yet/f.json")));
+        match kind(&["ext4", "xfs", "btrfs"]) {
+            Some(disk) => assert!(!in_memory(&disk), "{}", disk.display()),
+            None => eprintln!("note: no disk file system mounted to compare"),
+        }
+    }
 
     /// A path that is a link to a file not there yet can be written (through the link); it was
     /// refused as "File exists". Nothing is left behind by the probe.

@@ -596,24 +596,50 @@ fn a_file_system_turned_read_only_loses_nothing_already_stored() {
     assert_eq!(sets(&copy, "t").len(), all.len());
     db_check(&copy);
     // The repaired file system mounted again, the next start of the series stores the files
-    // itself, after the windows stored before them, and removes them.
+    // itself, after the windows stored before them, and removes them. A file kept for an
+    // earlier store made at the same path (its series made at another time) is left, and said.
+    let mut earlier: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&kept[0]).unwrap()).unwrap();
+    earlier["series_created"] = "2000-01-01T00:00:00Z".into();
+    let foreign = dir
+        .path()
+        .join("tmp/latlab-unsaved-windows-t-0000000000000000001.json");
+    std::fs::write(&foreign, earlier.to_string()).unwrap();
     let n = Namespaced::start(dir.path(), &format!("-o loop {}", img.display()), &[]);
     wait_for("the kept windows stored", Duration::from_secs(20), || {
         n.daemon.log().contains("are stored now")
     });
     let log = n.daemon.log();
+    // Named one by one: a pattern would name the file left too.
+    let line = log
+        .lines()
+        .find(|l| l.contains("an earlier daemon of this series could not store"))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        line.starts_with(&format!(
+            "latlab: {} window set(s) an earlier daemon of this series could not store, kept in ",
+            all.len() - stored.len(),
+        )) && kept.iter().all(|f| line.contains(f.to_str().unwrap()))
+            && line.ends_with(", are stored now"),
+        "{line}"
+    );
+    assert!(
+        log.contains(&format!("continuing series t at window {}", all.len())),
+        "{log}"
+    );
     assert!(
         log.contains(&format!(
-            "{} window set(s) an earlier daemon of this series could not store, kept in {} files",
-            all.len() - stored.len(),
-            kept.len()
+            "files of window sets of this series left as they are: {} (kept for an earlier \
+             store at this path)",
+            foreign.display()
         )),
         "{log}"
     );
-    assert_eq!(
-        std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
-        0
-    );
+    let left: Vec<PathBuf> = std::fs::read_dir(dir.path().join("tmp"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(left, [foreign]);
     let now = n.sets();
     // The first run whole, then the gap of the stop, then the second run.
     let first_run = now
