@@ -1462,19 +1462,105 @@ impl Summary {
     }
 }
 
+/// A stress-ng cyclic log's latency distribution, read line by line.
+#[derive(Default)]
+struct Distribution {
+    /// The buckets' width, ns.
+    width: Option<u64>,
+    /// The buckets with samples: (lowest ns, count).
+    rows: Vec<(u64, u64)>,
+    in_dist: bool,
+    /// Buckets printed (or said to be zero), when fewer than there are.
+    truncated_at: Option<u64>,
+    /// The buckets the distribution announces, the rows read of them (and the line of the
+    /// last), and whether it said the rest are zeros: a log cut short has fewer rows.
+    announced: Option<u64>,
+    rows_read: u64,
+    last_row_line: usize,
+    zeros_after: bool,
+}
+
+impl Distribution {
+    /// Read `rest` (a line after `cyclic:`, number `line_no`) if it belongs to the
+    /// distribution; false where it does not.
+    fn read(&mut self, rest: &str, line_no: usize) -> Result<bool, ImportError> {
+        if let Some(s) = rest.strip_prefix("latency distribution (") {
+            self.width = s
+                .split_whitespace()
+                .next()
+                .and_then(|w| w.parse::<u64>().ok());
+            self.in_dist = true;
+            return Ok(true);
+        }
+        if !self.in_dist {
+            return Ok(false);
+        }
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        match f.as_slice() {
+            [a, b] if a.parse::<u64>().is_ok() => {
+                let (v, c) = (
+                    a.parse::<u64>().unwrap_or(0),
+                    whole_word(b).map_err(|why| {
+                        ImportError::at(
+                            line_no,
+                            format!(
+                                "{b:?} is {why} (expected a distribution row: the bucket's \
+                                 lowest ns, then its count; {ACCEPTED})"
+                            ),
+                        )
+                    })?,
+                );
+                if c > 0 {
+                    self.rows.push((v, c));
+                }
+                self.rows_read += 1;
+                self.last_row_line = line_no;
+            }
+            _ if rest.contains("(all zeros hereafter)") => {
+                self.zeros_after = true;
+                self.in_dist = false;
+            }
+            _ if rest.starts_with("(for the first") => {
+                // "(for the first 26 buckets of 400)": the rest are not printed.
+                let n: Vec<u64> = rest
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|x| x.parse().ok())
+                    .collect();
+                self.truncated_at = match n.as_slice() {
+                    [first, of] if first < of => Some(*first),
+                    _ => None,
+                };
+                self.announced = n.first().copied();
+            }
+            _ if rest.starts_with("latency (ns)") => {}
+            _ => {
+                self.in_dist = false;
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Refused where the log ends before the buckets the distribution announces.
+    fn whole(&self) -> Result<(), ImportError> {
+        match self.announced {
+            Some(n) if self.rows_read < n && !self.zeros_after => err(
+                self.last_row_line + 1,
+                format!(
+                    "the distribution ends after {} of the {n} buckets it announces (expected \
+                     its remaining rows; is the log cut short?)",
+                    self.rows_read
+                ),
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
 fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
     let mut summary = Summary::default();
-    let mut width = None;
-    let mut rows = Vec::new();
+    let mut dist = Distribution::default();
     let mut printed = Vec::new();
-    let mut in_dist = false;
-    // Buckets printed (or said to be zero), when fewer than there are.
-    let mut truncated_at = None;
-    // The buckets the distribution announces, the rows read of them (and the line of the
-    // last), and whether it said the rest are zeros: a log cut short has fewer rows.
-    let mut announced = None;
-    let (mut rows_read, mut last_row_line) = (0u64, 0);
-    let mut zeros_after = false;
     for (n, line) in text.lines().enumerate() {
         let Some((_, rest)) = line.split_once("cyclic:") else {
             continue;
@@ -1500,70 +1586,18 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
                 ),
             )
         })?;
-        if summary_line {
+        if summary_line || dist.read(rest, line_no)? {
         } else if let Some(p) = printed_percentile(rest) {
             printed.push(p);
-        } else if let Some(s) = rest.strip_prefix("latency distribution (") {
-            width = s
-                .split_whitespace()
-                .next()
-                .and_then(|w| w.parse::<u64>().ok());
-            in_dist = true;
-        } else if in_dist {
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            match f.as_slice() {
-                [a, b] if a.parse::<u64>().is_ok() => {
-                    let (v, c) = (
-                        a.parse::<u64>().unwrap_or(0),
-                        whole_word(b).map_err(|why| {
-                            ImportError::at(
-                                line_no,
-                                format!(
-                                    "{b:?} is {why} (expected a distribution row: the bucket's \
-                                     lowest ns, then its count; {ACCEPTED})"
-                                ),
-                            )
-                        })?,
-                    );
-                    if c > 0 {
-                        rows.push((v, c));
-                    }
-                    rows_read += 1;
-                    last_row_line = line_no;
-                }
-                _ if rest.contains("(all zeros hereafter)") => {
-                    zeros_after = true;
-                    in_dist = false;
-                }
-                _ if rest.starts_with("(for the first") => {
-                    // "(for the first 26 buckets of 400)": the rest are not printed.
-                    let n: Vec<u64> = rest
-                        .split(|c: char| !c.is_ascii_digit())
-                        .filter_map(|x| x.parse().ok())
-                        .collect();
-                    truncated_at = match n.as_slice() {
-                        [first, of] if first < of => Some(*first),
-                        _ => None,
-                    };
-                    announced = n.first().copied();
-                }
-                _ if rest.starts_with("latency (ns)") => {}
-                _ => in_dist = false,
-            }
         }
     }
-    if let Some(n) = announced
-        && rows_read < n
-        && !zeros_after
-    {
-        return err(
-            last_row_line + 1,
-            format!(
-                "the distribution ends after {rows_read} of the {n} buckets it announces \
-                 (expected its remaining rows; is the log cut short?)"
-            ),
-        );
-    }
+    dist.whole()?;
+    let Distribution {
+        width,
+        rows,
+        truncated_at,
+        ..
+    } = dist;
     let Summary {
         policy,
         delay_ns,
