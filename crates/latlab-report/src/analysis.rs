@@ -179,7 +179,8 @@ impl Metric {
     pub fn unit(self, keys: &[ThroughputKey]) -> String {
         match self {
             m if m.is_latency() => "µs".into(),
-            Metric::Missed => "periods".into(),
+            // A share: runs of other intervals or lengths have other numbers of periods.
+            Metric::Missed => "% of periods".into(),
             Metric::PowerW => "W".into(),
             Metric::EnergyJ => "J".into(),
             Metric::FreqMhz => "MHz".into(),
@@ -198,6 +199,7 @@ impl Metric {
         match self {
             Metric::P99_9 => "p99_9".into(),
             Metric::P99_99 => "p99_99".into(),
+            Metric::Missed => "missed_pct".into(),
             Metric::PowerW => "power_w".into(),
             Metric::EnergyJ => "energy_j".into(),
             Metric::FreqMhz => "frequency_mhz".into(),
@@ -212,13 +214,7 @@ impl Metric {
     pub fn format(self, v: f64) -> String {
         match self {
             m if m.is_latency() => numfmt::us_f(v),
-            Metric::Missed => {
-                if v.fract() == 0.0 {
-                    format!("{v:.0}")
-                } else {
-                    format!("{v:.1}")
-                }
-            }
+            Metric::Missed => format!("{v:.3}"),
             Metric::PowerW => format!("{v:.2}"),
             Metric::EnergyJ => format!("{v:.1}"),
             Metric::FreqMhz => format!("{v:.0}"),
@@ -288,7 +284,10 @@ fn stat(s: &Stats, m: Metric) -> Option<f64> {
 impl RunFigures<'_> {
     pub fn value(&self, m: Metric) -> Option<f64> {
         match m {
-            Metric::Missed => self.missed.map(|m| m as f64),
+            Metric::Missed => self.missed.map(|m| {
+                let periods = self.stats.count + m;
+                m as f64 / periods.max(1) as f64 * 100.0
+            }),
             Metric::PowerW => self.power.as_ref().ok().map(|p| p.watts),
             Metric::EnergyJ => self.power.as_ref().ok().and_then(|p| p.joules),
             Metric::FreqMhz => self.freq_mhz.as_ref().ok().copied(),

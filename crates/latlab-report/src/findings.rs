@@ -98,11 +98,11 @@ fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
                 continue;
             }
             let (va, vb) = r.shown();
-            // A cell's missed periods compared are the median of its repeats' counts, not the
+            // A cell's missed periods compared are the median of its repeats' shares, not the
             // sum the warnings below give.
-            let unit = match r.metric {
-                Metric::Missed => "periods per repeat".into(),
-                m => m.unit(&a.keys),
+            let (unit, of) = match r.metric {
+                Metric::Missed => ("%".to_string(), " of the periods (medians of the repeats)"),
+                m => (m.unit(&a.keys), ""),
             };
             let metric = r.metric.name(&a.keys);
             // A cell compared with another than the first names it.
@@ -112,7 +112,7 @@ fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
                 format!("{} ", base.cell.name)
             };
             let values = format!(
-                "{vb} {unit} against {against}{va} {unit}{}",
+                "{vb} {unit} against {against}{va} {unit}{of}{}",
                 pct_text(r.percent())
             );
             match r.support {

@@ -11,8 +11,10 @@ use crate::input::ReportInput;
 
 /// The value of the JSON report's `schema` field.
 pub const REPORT_SCHEMA: &str = "latlab.report";
-/// The version of the JSON report's layout.
-pub const REPORT_SCHEMA_VERSION: u32 = 1;
+/// The version of the JSON report's layout. 2: missed periods are compared as a share of the
+/// periods, `missed_pct` in `values`, `spread_across_repeats` and the comparisons (1 compared
+/// counts, as `missed`); the counts stay in `missed`.
+pub const REPORT_SCHEMA_VERSION: u32 = 2;
 
 /// The formats of `latlab report --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

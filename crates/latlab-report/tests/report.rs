@@ -986,8 +986,14 @@ fn json_numbers_and_verdicts() {
     let input = experiment();
     let v = report_json(&input);
     assert_eq!(v["schema"], "latlab.report");
+    // 2: missed periods compared as shares (`missed_pct`), the counts kept in `missed`.
+    assert_eq!(v["schema_version"], 2);
     assert_eq!(v["unit"], "ns");
     for (i, c) in input.cells.iter().enumerate() {
+        let missed: u64 = c.runs.iter().map(|r| r.overall.missed).sum();
+        assert_eq!(v["cells"][i]["missed"], missed);
+        let share = v["cells"][i]["values"]["missed_pct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&share), "{share}");
         let mut pooled = Histogram::new();
         for r in &c.runs {
             pooled.merge(&r.overall.histogram);
@@ -1284,6 +1290,23 @@ fn compare_says_what_supports_a_difference() {
     let id = &one.runs[0].id;
     assert_eq!(one.name, *id);
     assert!(text.starts_with(&format!("A: {id} (1 run)\n")), "{text}");
+    // Missed periods are compared as shares of the periods: a run of fewer periods that missed
+    // fewer of them may have missed more of its share.
+    let (mut few, mut many) = (one.clone(), other.clone());
+    few.runs[0].overall.missed = 4;
+    many.runs[0].overall.missed = 40;
+    let share = |c: &CellInput| {
+        let o = &c.runs[0].overall;
+        o.missed as f64 / (o.stats.count + o.missed) as f64 * 100.0
+    };
+    let text = compare_text(&few, &many);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("missed (% of periods)"))
+        .unwrap_or_else(|| panic!("{text}"));
+    for c in [&few, &many] {
+        assert!(row.contains(&format!("{:.3}", share(c))), "{row}");
+    }
     // Same names are told apart as A and B.
     let mut namesake = input.cells[1].clone();
     namesake.name = input.cells[0].name.clone();
@@ -2022,8 +2045,9 @@ fn findings_say_which_run_was_cut_short() {
     );
 }
 
-/// Missed periods compared are each repeat's count (the median over the repeats), and a cell
-/// that missed many is said to be a selection of the wake-ups that happened.
+/// Missed periods compared are each repeat's share of its periods (the median over the repeats:
+/// runs of other intervals or lengths have other numbers of periods), and a cell that missed
+/// many is said to be a selection of the wake-ups that happened.
 #[test]
 fn findings_say_what_missed_counts_and_when_too_many_were_missed() {
     let mut input = experiment();
@@ -2037,7 +2061,7 @@ fn findings_say_what_missed_counts_and_when_too_many_were_missed() {
             "verdict",
             &[
                 "missed: powersave higher than performance",
-                "6000 periods per repeat against 2 periods per repeat"
+                "23.079 % against 0.010 % of the periods (medians of the repeats)"
             ]
         ),
         "{f:#?}"
