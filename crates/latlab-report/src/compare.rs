@@ -162,14 +162,20 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
 fn setting_differences(an: &Analysis, out: &mut String) {
     let mut differ = Vec::new();
     let mut unknown = Vec::new();
-    for r in an
-        .diff
-        .iter()
-        .filter(|r| r.kind == crate::flatten::DiffKind::BetweenCells)
-    {
+    let between = || {
+        an.diff
+            .iter()
+            .filter(|r| r.kind == crate::flatten::DiffKind::BetweenCells)
+    };
+    // Pinned threads are one per CPU: their count follows from the CPUs, which are named.
+    let cpus_differ = between().any(|r| r.key == "config.cpus");
+    for r in between() {
         let Some(name) = r.key.strip_prefix("config.") else {
             continue;
         };
+        if name == "threads" && cpus_differ {
+            continue;
+        }
         let (a, b) = (r.cell_text(0), r.cell_text(1));
         let (option, va) = option_value(name, &a);
         if [&a, &b].contains(&&crate::flatten::NOT_RECORDED.to_string()) {

@@ -1290,6 +1290,16 @@ fn compare_says_what_supports_a_difference() {
     let id = &one.runs[0].id;
     assert_eq!(one.name, *id);
     assert!(text.starts_with(&format!("A: {id} (1 run)\n")), "{text}");
+    // Runs pinned to other CPUs differ in their CPUs; the thread count follows from them.
+    let mut one_cpu = other.clone();
+    one_cpu.runs[0].config.cpus = Some(vec![0]);
+    one_cpu.runs[0].config.threads = 1;
+    let text = compare_text(&one, &one_cpu);
+    let line = latlab_testkit::line_with(&text, "measured differently:");
+    assert!(
+        line.contains("--cpus ") && !line.contains("--threads"),
+        "{line}"
+    );
     // Missed periods are compared as shares of the periods: a run of fewer periods that missed
     // fewer of them may have missed more of its share.
     let (mut few, mut many) = (one.clone(), other.clone());

@@ -27,7 +27,7 @@ th, td { border: 1px solid #dcdcdc; padding: 2px 7px; text-align: left; vertical
 th { background: #eef1f5; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.num { white-space: nowrap; }
-th.num { max-width: 14em; overflow-wrap: break-word; }
+th.num { max-width: 20em; overflow-wrap: break-word; }
 tbody tr:nth-child(even) { background: #f8f9fb; }
 .table-wrap { overflow-x: auto; }
 p.note { color: #5d5d5d; font-style: italic; margin: .25em 0; }
