@@ -501,7 +501,25 @@ fn signatures(c: &CellFigures, push: &mut impl FnMut(Kind, String)) {
             .iter()
             .all(|t| phase_of(t.max_at_ns).is_some_and(|q| q.spec == p.spec));
         let short = (p.end_ns - p.start_ns) * 2 < run.elapsed_ns.max(1);
-        if !same || !short || p.spec == "idle" || phase.is_some_and(|(s, ..)| s != p.spec) {
+        // A maximum the windows outside the phase nearly reach (a CPU's spike that comes back
+        // in every phase) is no mark of it: it stands a quarter above them.
+        let window = run.config.window_ns.max(1);
+        let stands_out = run.threads.iter().all(|t| {
+            let outside = t
+                .windows
+                .iter()
+                .filter(|w| w.start_ns + window <= p.start_ns || w.start_ns >= p.end_ns)
+                .map(|w| w.max)
+                .max()
+                .unwrap_or(0);
+            outside * 5 <= t.histogram.max() * 4
+        });
+        if !same
+            || !short
+            || !stands_out
+            || p.spec == "idle"
+            || phase.is_some_and(|(s, ..)| s != p.spec)
+        {
             break;
         }
         phase = Some((&p.spec, p.start_ns, p.end_ns));

@@ -2327,6 +2327,24 @@ fn findings_name_a_signature_only_where_the_numbers_fit() {
         ),
         "{f:#?}"
     );
+    // A maximum that windows outside the phase nearly reach (a spike that comes back in every
+    // phase) marks no phase.
+    let mut again = input.clone();
+    let r = &mut again.cells[0].runs[2];
+    r.threads[0].windows = vec![latlab_model::Window {
+        index: 0,
+        start_ns: 0,
+        count: 1000,
+        min: 10_000,
+        max: 880_000,
+        p99: 20_000,
+        missed: 0,
+    }];
+    assert!(!has(
+        &findings(&again),
+        "signature",
+        &["performance: in all"]
+    ));
     // One repeat whose maximum is elsewhere: no signature.
     input.cells[0].runs[3].threads[0].max_at_ns = 0;
     assert!(!has(
