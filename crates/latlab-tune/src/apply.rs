@@ -318,7 +318,7 @@ fn apply_inner(
         boot_id: boot_id(sys),
         pid: std::process::id(),
         temporary: opts.temporary,
-        sysroot: sys.root().display().to_string(),
+        sysroot: absolute_root(sys.root()),
     };
     let mut journal = Journal::create(state_dir, header)?;
     let mut written: Vec<(usize, Change)> = Vec::new();
@@ -454,13 +454,23 @@ pub fn restore(sys: &Sys, state_dir: &Path) -> Result<RestoreReport, TuneError> 
     }
 }
 
+/// A system root as a journal keeps it: absolute.
+fn absolute_root(root: &Path) -> String {
+    std::path::absolute(root)
+        .unwrap_or_else(|_| root.to_path_buf())
+        .display()
+        .to_string()
+}
+
 fn restore_locked(
     sys: &Sys,
     state_dir: &Path,
     js: JournalState,
 ) -> Result<RestoreReport, TuneError> {
-    let root = sys.root().display().to_string();
-    if js.header.sysroot != root {
+    // Absolute, as printed restore commands name it (a journal written before that kept the
+    // root as given, relative to where latlab ran).
+    let root = absolute_root(sys.root());
+    if absolute_root(Path::new(&js.header.sysroot)) != root {
         return Err(TuneError::Journal {
             path: js.path.clone(),
             message: format!(

@@ -972,9 +972,14 @@ fn the_printed_restore_command_restores_a_given_state_dir() {
     let t = Tree::new("amd-desktop");
     let before = snapshot(&t.root);
     let state = t.dir.path().join("given state");
+    // The root given relative to where latlab runs: the command names it absolute, and the
+    // journal keeps it so, so that the command restores from anywhere.
     let at = |args: &[&str]| {
         let mut c = latlab!();
-        c.arg("--sysroot").arg(&t.root).args(args);
+        c.current_dir(t.dir.path())
+            .arg("--sysroot")
+            .arg(t.root.strip_prefix(t.dir.path()).unwrap())
+            .args(args);
         c
     };
     let out = ok(&at(&["tune", "apply", "lowlatency", "--state-dir"])
@@ -997,6 +1002,7 @@ fn the_printed_restore_command_restores_a_given_state_dir() {
     assert_ne!(snapshot(&t.root), before);
     // As a shell reads it.
     let restored = ok(&Command::new("sh")
+        .current_dir("/")
         .arg("-c")
         .arg(printed.replacen("latlab", "\"$0\"", 1))
         .arg(env!("CARGO_BIN_EXE_latlab"))
