@@ -1091,13 +1091,20 @@ impl<'a> HistText<'a> {
                 maxes = Some((line_no, numbers(rest, line_no, expected)?));
                 continue;
             }
-            // The mean, only where the rows cannot give it (samples beyond them): not checked
-            // further, a line that does not read is left out.
+            // The mean, used only where the rows cannot give it (samples beyond them); the
+            // minimum, which the rows give. Each refused, as every footer line, where it holds
+            // what is no count.
             if let Some(rest) = line.strip_prefix("# Avg Latencies:") {
-                avgs = rest
-                    .split_whitespace()
-                    .map(|v| v.parse().ok())
-                    .collect::<Option<Vec<u64>>>();
+                let expected = "\"# Avg Latencies:\" then one µs value per thread";
+                avgs = Some(numbers(rest, line_no, expected)?);
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("# Min Latencies:") {
+                numbers(
+                    rest,
+                    line_no,
+                    "\"# Min Latencies:\" then one µs value per thread",
+                )?;
                 continue;
             }
             if let Some(rest) = line.strip_prefix("# Total:") {
@@ -1476,7 +1483,8 @@ struct Distribution {
     /// last), and whether it said the rest are zeros: a log cut short has fewer rows.
     announced: Option<u64>,
     rows_read: u64,
-    last_row_line: usize,
+    /// The last line of the distribution read (its header, its announcement or a row).
+    last_line: usize,
     zeros_after: bool,
 }
 
@@ -1490,6 +1498,7 @@ impl Distribution {
                 .next()
                 .and_then(|w| w.parse::<u64>().ok());
             self.in_dist = true;
+            self.last_line = line_no;
             return Ok(true);
         }
         if !self.in_dist {
@@ -1514,7 +1523,6 @@ impl Distribution {
                     self.rows.push((v, c));
                 }
                 self.rows_read += 1;
-                self.last_row_line = line_no;
             }
             _ if rest.contains("(all zeros hereafter)") => {
                 self.zeros_after = true;
@@ -1538,19 +1546,26 @@ impl Distribution {
                 return Ok(false);
             }
         }
+        self.last_line = line_no;
         Ok(true)
     }
 
-    /// Refused where the log ends before the buckets the distribution announces.
+    /// Refused where the log ends before the buckets the distribution announces, or before its
+    /// first row.
     fn whole(&self) -> Result<(), ImportError> {
         match self.announced {
             Some(n) if self.rows_read < n && !self.zeros_after => err(
-                self.last_row_line + 1,
+                self.last_line + 1,
                 format!(
                     "the distribution ends after {} of the {n} buckets it announces (expected \
                      its remaining rows; is the log cut short?)",
                     self.rows_read
                 ),
+            ),
+            _ if self.width.is_some() && self.rows_read == 0 && !self.zeros_after => err(
+                self.last_line + 1,
+                "the distribution ends before its first row (expected rows of a bucket's \
+                 lowest ns and its count; is the log cut short?)",
             ),
             _ => Ok(()),
         }

@@ -696,6 +696,15 @@ fn a_sample_count_the_rows_do_not_hold_is_named() {
             "{line}: {e}"
         );
     }
+    // So are the minima and means (a mean that does not read made both threads' lower bounds).
+    for label in ["# Min Latencies:", "# Avg Latencies:"] {
+        let at = ct.lines().position(|l| l.starts_with(label)).unwrap() + 1;
+        let e = refused(&ct.replace(label, &format!("{label} zz")));
+        assert!(
+            e.contains(&format!("line {at}")) && e.contains("\"zz\" is not a number"),
+            "{label}: {e}"
+        );
+    }
     let sng = data("stress-ng-cyclic.log");
     let sched = sng.lines().position(|l| l.contains("ns delay")).unwrap() + 1;
     for (from, to, said) in [
@@ -710,6 +719,25 @@ fn a_sample_count_the_rows_do_not_hold_is_named() {
         assert!(
             e.contains(&format!("line {sched}")) && e.contains(said),
             "{to}: {e}"
+        );
+    }
+    // Cut at the distribution's header, or after its announcement: named at the line after.
+    let header = sng
+        .lines()
+        .position(|l| l.contains("latency distribution ("))
+        .unwrap();
+    for (keep, said) in [
+        (header + 1, "the distribution ends before its first row"),
+        (
+            header + 2,
+            "the distribution ends after 0 of the 26 buckets it announces",
+        ),
+    ] {
+        let cut: String = sng.lines().take(keep).map(|l| format!("{l}\n")).collect();
+        let e = refused(&cut);
+        assert!(
+            e.contains(&format!("line {}", keep + 1)) && e.contains(said),
+            "{keep}: {e}"
         );
     }
     // Cut after its 10th row: 26 buckets announced.
