@@ -12,7 +12,10 @@ pub struct ParseError {
 
 const DURATION_FORM: &str =
     "a number with a unit ns, us, ms, s, m, h or d, e.g. 100us, 1.5ms, 30s, 2h";
-/// The same, where a bare number is microseconds or seconds (the options that say so).
+/// The same, where a bare number is nanoseconds, microseconds or seconds (the options that say
+/// so).
+const DURATION_FORM_NS: &str =
+    "a number of ns, or with a unit ns, us, ms, s, m, h or d, e.g. 50000, 50us";
 const DURATION_FORM_US: &str =
     "a number of us, or with a unit ns, us, ms, s, m, h or d, e.g. 50, 100us, 1.5ms";
 const DURATION_FORM_S: &str =
@@ -40,6 +43,7 @@ pub fn parse_duration(text: &str, default_unit: Option<&str>) -> Result<u64, Par
     let err = |problem: String| ParseError {
         problem,
         accepted: match default_unit {
+            Some("ns") => DURATION_FORM_NS,
             Some("us") => DURATION_FORM_US,
             Some("s") => DURATION_FORM_S,
             _ => DURATION_FORM,

@@ -167,8 +167,12 @@ fn setting_differences(an: &Analysis, out: &mut String) {
             .iter()
             .filter(|r| r.kind == crate::flatten::DiffKind::BetweenCells)
     };
-    // Pinned threads are one per CPU: their count follows from the CPUs, which are named.
+    // Pinned threads are one per CPU: their count follows from the CPUs, which are named; an
+    // unpinned side is said so, with its count.
     let cpus_differ = between().any(|r| r.key == "config.cpus");
+    let threads = between()
+        .find(|r| r.key == "config.threads")
+        .map(|r| [r.cell_text(0), r.cell_text(1)]);
     for r in between() {
         let Some(name) = r.key.strip_prefix("config.") else {
             continue;
@@ -183,6 +187,12 @@ fn setting_differences(an: &Analysis, out: &mut String) {
             continue;
         }
         let (_, vb) = option_value(name, &b);
+        let unpinned = |v: String, side: usize| match (&threads, v.as_str()) {
+            (_, v) if name != "cpus" || v != "none" => v.to_string(),
+            (Some(t), _) => format!("unpinned (--threads {})", t[side]),
+            (None, _) => "unpinned".to_string(),
+        };
+        let (va, vb) = (unpinned(va, 0), unpinned(vb, 1));
         differ.push(format!("{option} {va} against {vb}"));
     }
     if !differ.is_empty() {

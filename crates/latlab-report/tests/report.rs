@@ -1300,6 +1300,13 @@ fn compare_says_what_supports_a_difference() {
         line.contains("--cpus ") && !line.contains("--threads"),
         "{line}"
     );
+    // An unpinned side is said so, with the threads it ran.
+    let mut unpinned = other.clone();
+    unpinned.runs[0].config.cpus = None;
+    unpinned.runs[0].config.threads = 3;
+    let text = compare_text(&one, &unpinned);
+    let line = latlab_testkit::line_with(&text, "measured differently:");
+    assert!(line.contains("against unpinned (--threads 3)"), "{line}");
     // Missed periods are compared as shares of the periods: a run of fewer periods that missed
     // fewer of them may have missed more of its share.
     let (mut few, mut many) = (one.clone(), other.clone());

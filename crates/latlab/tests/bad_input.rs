@@ -562,6 +562,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "--budget: \"-x\" is not a duration (accepted: a number of seconds",
     ),
     (
+        &["measure", "--timer-slack=-x"],
+        "--timer-slack: \"-x\" is not a duration (accepted: a number of ns, or with a unit",
+    ),
+    (
         &["report", "--format="],
         "--format: no value (accepted: html, text, md, json, csv)",
     ),
