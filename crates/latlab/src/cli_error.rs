@@ -152,6 +152,19 @@ pub fn clap_line(e: &clap::Error) -> String {
         }
         return format!("{flag} {value}: unknown (accepted: {})", valid.join(", "));
     }
+    // An empty value of an option that takes a name or a path (`--json ''`): the form its help
+    // gives it (`--json <FILE>`).
+    if e.kind() == ErrorKind::InvalidValue
+        && let (Some(ContextValue::String(arg)), Some(ContextValue::String(value))) = (
+            e.get(ContextKind::InvalidArg),
+            e.get(ContextKind::InvalidValue),
+        )
+        && value.is_empty()
+        && let Some((flag, form)) = arg.split_once(' ')
+    {
+        let form = form.trim_start_matches('<').trim_end_matches('>');
+        return format!("{flag}: no value (accepted: {form}, as `--help` describes it)");
+    }
     if e.kind() == ErrorKind::UnknownArgument
         && let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg)
     {

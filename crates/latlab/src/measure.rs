@@ -286,12 +286,18 @@ impl MeasureArgs {
             ));
         }
         let sample_period = self.opts.sample_period_ns()?;
+        // A refused spec is named by its option, as every other refusal of measure's.
         let loads = self
             .loads
             .iter()
-            .map(|l| latlab_load::LoadSpec::parse(l))
+            .map(|l| latlab_load::LoadSpec::parse(l).map_err(|e| (l, e)))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(load_error)?;
+            .map_err(|(l, e)| match load_error(e) {
+                latlab_session::Error::Usage(m) => {
+                    latlab_session::Error::Usage(format!("--load {l:?}: {m}"))
+                }
+                other => other,
+            })?;
         let schedule = self
             .load_schedule
             .as_deref()

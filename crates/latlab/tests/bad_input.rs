@@ -566,6 +566,14 @@ const ROWS: &[(&[&str], &str)] = &[
         "--timer-slack: \"-x\" is not a duration (accepted: a number of ns, or with a unit",
     ),
     (
+        &["measure", "--json", ""],
+        "--json: no value (accepted: FILE, as `--help` describes it)",
+    ),
+    (
+        &["measure", "--load", "1e99"],
+        "--load \"1e99\": unknown load kind \"1e99\" (accepted: cpu, matrix",
+    ),
+    (
         &["report", "--format="],
         "--format: no value (accepted: html, text, md, json, csv)",
     ),
