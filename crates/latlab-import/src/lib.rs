@@ -250,13 +250,13 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
         .collect();
     let exact_part = match min {
         Some(m) => format!(
-            "only their minimum, {:.1} us, and maximum, {:.1} us, are known (to the file's \
-             resolution)",
+            "only their minimum, {:.1} us, and maximum, {:.1} us, are known, to the file's \
+             resolution",
             m as f64 / 1000.0,
             max as f64 / 1000.0
         ),
         None => format!(
-            "only their maximum, {:.1} us, is known (to the file's resolution)",
+            "only their maximum, {:.1} us, is known, to the file's resolution",
             max as f64 / 1000.0
         ),
     };
@@ -283,7 +283,7 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
     }
     let mut warning = format!(
         "{label}: {over} of {} samples lie beyond the histogram range ({} us) and are recorded \
-         there ({exact_part}); percentiles above p{:.3}{} are lower bounds",
+         there; {exact_part}. Percentiles above p{:.3}{} are lower bounds",
         t.total,
         // Whole µs as before; a range of ns buckets (stress-ng --cyclic-dist 1) in decimals.
         if t.range_end_ns.is_multiple_of(1000) {
@@ -298,19 +298,18 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
             ", and the mean,"
         }
     );
-    if t.mean_ns.is_some() {
-        warning.push_str(", the mean as the tool printed it");
-    }
     if !beyond.is_empty() {
         let names: Vec<String> = beyond
             .iter()
             .map(|p| format!("p{}", p.percentile))
             .collect();
         warning.push_str(&format!(
-            ", except {} as the tool printed them (computed from all its samples), which are \
-             exact",
+            ", except {}: the tool printed them from all its samples, so they are exact",
             names.join(", ")
         ));
+    }
+    if t.mean_ns.is_some() {
+        warning.push_str("; the mean is the one the tool printed");
     }
     Built {
         histogram: h,

@@ -317,7 +317,7 @@ fn older_jitterdebugger_results_and_samples_past_its_histogram() {
     );
     // Known to its resolution, not exact (a whole µs, truncated, at its middle).
     assert!(
-        said.contains("only their maximum, 1500.5 us, is known (to the file's resolution)"),
+        said.contains("only their maximum, 1500.5 us, is known, to the file's resolution"),
         "{said}"
     );
     assert!(!said.contains("and the mean,"), "{said}");
@@ -1150,7 +1150,10 @@ fn stress_ng_percentiles_beyond_its_histogram_are_kept_exact() {
     let w = r.environment.warnings.join("\n");
     assert!(
         w.contains("72 of 500 samples lie beyond the histogram range (250 us)")
-            && w.contains("except p90, p95.4, p99, p99.5, p99.9, p99.99 as the tool printed them"),
+            && w.contains(
+                "except p90, p95.4, p99, p99.5, p99.9, p99.99: the tool printed them from all \
+                 its samples, so they are exact"
+            ),
         "{w}"
     );
     // JSON keeps them, and reads back whole.
@@ -1194,7 +1197,7 @@ fn stress_ng_with_every_printed_bucket_empty_keeps_its_percentiles() {
     assert!(
         w.contains("range (0.250 us)")
             && w.contains("only their minimum")
-            && w.contains("the mean as the tool printed it")
+            && w.contains("the mean is the one the tool printed")
             && !w.contains("and the mean, are lower bounds"),
         "{w}"
     );
