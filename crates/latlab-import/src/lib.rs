@@ -1411,22 +1411,24 @@ impl Summary {
     /// Read `rest` (a line after `cyclic:`) if it is a summary line; a count or latency in it
     /// that is negative or too large is refused, with what the line is.
     fn read(&mut self, rest: &str) -> Result<bool, String> {
+        // Each run of digits, in order (positions found by `find` lie on characters: digits
+        // are ASCII).
         let numbers = |t: &str| -> Result<Vec<u64>, String> {
             let mut out = Vec::new();
-            let mut at = 0;
-            for word in t.split(|c: char| !c.is_ascii_digit()) {
-                let before = t[..at].chars().next_back();
-                at += word.len() + 1;
-                if word.is_empty() {
-                    continue;
-                }
-                if before == Some('-') {
+            let mut rest = t;
+            while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
+                let len = rest[start..]
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(rest.len() - start);
+                let word = &rest[start..start + len];
+                if rest[..start].ends_with('-') {
                     return Err(format!("-{word} is negative"));
                 }
                 // Digits only: a word that does not parse is too large.
                 out.push(
                     whole_word(word).map_err(|_| format!("{word} is more than latlab takes"))?,
                 );
+                rest = &rest[start + len..];
             }
             Ok(out)
         };
