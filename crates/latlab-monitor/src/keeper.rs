@@ -151,7 +151,7 @@ pub fn files_by_pattern(files: &[&Path]) -> bool {
             else {
                 return false;
             };
-            let prefix = format!("{}-", name.rsplit_once('-').map_or(name, |(p, _)| p));
+            let prefix = format!("{}-", series_part(name));
             std::fs::read_dir(dir).is_ok_and(|entries| {
                 entries.filter_map(|e| e.ok()).all(|e| {
                     let n = e.file_name();
@@ -198,9 +198,9 @@ fn kept_patterns(files: &[&Path]) -> Vec<String> {
         let (Some(dir), Some(name)) = (f.parent(), f.file_name().and_then(|n| n.to_str())) else {
             continue;
         };
-        // `latlab-unsaved-windows-NAME-START.json`: all but the start, whose every digit a `?`
-        // stands for (a `*` would take in the files of a series named `NAME-…` too).
-        let prefix = name.rsplit_once('-').map_or(name, |(p, _)| p);
+        // All but the start, whose every digit a `?` stands for (a `*` would take in the files
+        // of a series named `NAME-…` too).
+        let prefix = series_part(name);
         if !dirs.iter().any(|(d, _)| *d == dir) {
             dirs.push((dir, format!("{prefix}-{}.json", "?".repeat(START_DIGITS))));
         }
@@ -208,6 +208,12 @@ fn kept_patterns(files: &[&Path]) -> Vec<String> {
     dirs.into_iter()
         .map(|(d, pattern)| format!("{}/{pattern}", latlab_model::units::shell_path(d)))
         .collect()
+}
+
+/// A kept file's name without its start: `latlab-unsaved-windows-NAME` of
+/// `latlab-unsaved-windows-NAME-START.json`.
+fn series_part(name: &str) -> &str {
+    name.rsplit_once('-').map_or(name, |(p, _)| p)
 }
 
 /// Digits of the start in a kept file's name (unix ns, zero-padded): a name of this series is
@@ -637,11 +643,9 @@ impl Keeper {
                         index: base + s.index,
                         ..s.clone()
                     };
-                    match store.insert_window_set(series, &set) {
-                        Ok(()) => Ok(n + 1),
-                        Err(latlab_store::StoreError::Overlap { .. }) => Ok(n),
-                        Err(e) => Err(e),
-                    }
+                    store
+                        .insert_window_set_once(series, &set)
+                        .map(|stored| n + u64::from(stored))
                 })
             };
             match result {

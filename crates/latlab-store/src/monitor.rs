@@ -234,6 +234,20 @@ pub(crate) fn sets_ending_by(
     rows.into_iter().map(finish_set).collect()
 }
 
+/// The number the next window of `series` takes (one past its last stored), and the end of its
+/// last stored window.
+fn series_end(conn: &rusqlite::Connection, series: SeriesId) -> Result<(u64, Option<u64>)> {
+    let (last_index, last_end): (Option<i64>, Option<i64>) = conn.query_row(
+        "SELECT max(last_window_index), max(end_unix_ns) FROM monitor_sets WHERE series_id = ?1",
+        [series.0],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok((
+        last_index.map_or(0, |l| from_sql(l) + 1),
+        opt_from_sql(last_end),
+    ))
+}
+
 impl Store {
     /// Open the series named in `spec`, creating it or continuing it (its configuration, system
     /// and idle-state names are updated to the spec's).
@@ -286,20 +300,15 @@ impl Store {
                 (tx.last_insert_rowid(), now, false)
             }
         };
-        let (last_index, last_end): (Option<i64>, Option<i64>) = tx.query_row(
-            "SELECT max(last_window_index), max(end_unix_ns) FROM monitor_sets
-             WHERE series_id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+        let (next_window_index, last_end_unix_ns) = series_end(&tx, SeriesId(id))?;
         tx.commit()?;
         Ok(SeriesState {
             id: SeriesId(id),
             name: spec.name.clone(),
             window_ns: spec.window_ns,
             resumed,
-            next_window_index: last_index.map_or(0, |l| from_sql(l) + 1),
-            last_end_unix_ns: opt_from_sql(last_end),
+            next_window_index,
+            last_end_unix_ns,
             created_at,
         })
     }
@@ -443,26 +452,28 @@ impl Store {
     /// Store `sets` in `series`, numbered on from its last window; a set stored already is
     /// left out. Returns the window numbers given, `first..end`.
     pub fn insert_numbered(&mut self, series: SeriesId, sets: &[WindowSet]) -> Result<(u64, u64)> {
-        let last: Option<i64> = self.conn.query_row(
-            "SELECT MAX(last_window_index) FROM monitor_sets WHERE series_id = ?1",
-            [series.0],
-            |r| r.get(0),
-        )?;
-        let first = last.map_or(0, |l| from_sql(l) + 1);
+        let (first, _) = series_end(&self.conn, series)?;
         let mut next = first;
         for set in sets {
             let set = WindowSet {
                 index: next,
                 ..set.clone()
             };
-            match self.insert_window_set(series, &set) {
-                Ok(()) => next += 1,
-                // Stored already (the file imported before): not twice.
-                Err(StoreError::Overlap { .. }) => {}
-                Err(e) => return Err(e),
+            if self.insert_window_set_once(series, &set)? {
+                next += 1;
             }
         }
         Ok((first, next))
+    }
+
+    /// [`Store::insert_window_set`], leaving out a set stored already (one over the same time,
+    /// as from a file imported before): whether it was stored.
+    pub fn insert_window_set_once(&mut self, series: SeriesId, set: &WindowSet) -> Result<bool> {
+        match self.insert_window_set(series, set) {
+            Ok(()) => Ok(true),
+            Err(StoreError::Overlap { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Store one closed window of every CPU, in one transaction.
