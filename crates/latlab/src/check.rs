@@ -190,6 +190,7 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
             print_json(&first, None, None, measured.as_ref())?;
         } else {
             say.text(&table(&first, color));
+            say.text(&by_hand_elsewhere(&first, sys));
             say.text(&fix_hint(&first));
             if let Some(m) = &measured {
                 say.text(&measure_table(m));
@@ -267,6 +268,7 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         print_json(&after, Some(&first), Some(&outcome), measured.as_ref())?;
     } else {
         say.text(&table(&first, color));
+        say.text(&by_hand_elsewhere(&first, sys));
         say.text(&fix_text(&outcome, latlab_tune::boot::has_grub(sys)));
         if !warned_knobs.is_empty() {
             // A fix applied now is in force: another is refused until it is restored.
@@ -512,6 +514,19 @@ fn row(f: &Finding, width: usize, color: bool, indent: &str) -> String {
         }
     }
     s
+}
+
+/// Under `--sysroot`, a line saying whom the steps by hand are for: they name the paths and
+/// commands of the system under that root, and run here they would change this machine.
+fn by_hand_elsewhere(r: &Report, sys: &Sys) -> String {
+    if sys.is_live() || latlab_check::plan_fixes(r, Verdict::Warn).manual.is_empty() {
+        return String::new();
+    }
+    format!(
+        "the fixes by hand above are for the system whose root is {}: run them on it, as run \
+         here they change this machine\n",
+        sys.root().display()
+    )
 }
 
 /// A closing hint when fixes exist and --fix was not given.

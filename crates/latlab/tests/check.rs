@@ -102,7 +102,8 @@ fn json_on_every_tree_and_target() {
 
 #[test]
 fn the_table_on_a_pipe() {
-    let out = check(tree("badly-tuned").path(), &[]);
+    let root = tree("badly-tuned");
+    let out = check(root.path(), &[]);
     assert_eq!(out.status.code(), Some(3));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -126,6 +127,15 @@ fn the_table_on_a_pipe() {
     assert!(text.contains("fix: boot: snd_hda_intel.enable_msi=1"));
     assert!(text.contains("pass,") && text.contains(" fail,"));
     assert!(text.contains("latlab check --fix applies 3 tune setting(s)"));
+    // The steps by hand name the checked system's paths, not this machine's.
+    assert!(text.contains("fix: sysctl -w vm.swappiness=10"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "the fixes by hand above are for the system whose root is {}: run them on it",
+            root.path().display()
+        )),
+        "{text}"
+    );
 }
 
 #[test]
@@ -501,6 +511,10 @@ fn the_real_machine_gives_a_complete_table() {
                 .count(),
             ids.len(),
             "{target}: one row per check\n{text}"
+        );
+        assert!(
+            !text.contains("the fixes by hand above are for"),
+            "the live system's steps by hand are this machine's\n{text}"
         );
     }
 }
