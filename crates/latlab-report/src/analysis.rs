@@ -588,6 +588,29 @@ impl MetricComparison {
     }
 }
 
+/// Where two cells' repeats took samples in numbers a factor of 2 or more apart, a clause
+/// saying so: their minima and maxima are not like draws, since the more samples a run takes,
+/// the farther out its extremes lie.
+pub(crate) fn extremes_caveat(a: &CellFigures, b: &CellFigures) -> Option<String> {
+    let per_repeat = |c: &CellFigures| c.stats.count as f64 / c.runs.len().max(1) as f64;
+    let (na, nb) = (per_repeat(a), per_repeat(b));
+    if na <= 0.0 || nb <= 0.0 {
+        return None;
+    }
+    let (more, fewer, ratio) = if nb >= na {
+        (b, a, nb / na)
+    } else {
+        (a, b, na / nb)
+    };
+    (ratio >= 2.0).then(|| {
+        format!(
+            "{}'s repeats took {ratio:.1} times the samples of {}'s each, and the more samples, \
+             the farther out the minimum and maximum lie",
+            more.cell.name, fewer.cell.name
+        )
+    })
+}
+
 pub(crate) fn compare(a: &CellFigures, b: &CellFigures, metric: Metric) -> MetricComparison {
     // Latencies of a cell that missed many periods are the wake-ups that made it: a test on
     // them would call the cell that stalls most the fastest.

@@ -122,6 +122,9 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
     out.push_str(&render_text(&[Block::Table(t)]));
     out.push('\n');
     let _ = writeln!(out, "verdict on p99: {p99_sentence}");
+    if let Some(c) = crate::analysis::extremes_caveat(ca, cb) {
+        let _ = writeln!(out, "min and max: {c}");
+    }
     let _ = writeln!(
         out,
         "latency: pooled histograms of all repeats, in µs; other rows: medians over the repeats. \

@@ -10,6 +10,7 @@ use latlab_model::system::{Field, RtThrottling};
 
 use crate::analysis::{
     ALPHA, Analysis, CellFigures, MIN_REPEATS, MISSED_SELECTION_PCT, Metric, Support, Verdict,
+    extremes_caveat,
 };
 use crate::numfmt;
 
@@ -111,8 +112,14 @@ fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
             } else {
                 format!("{} ", base.cell.name)
             };
+            let caveat = match r.metric {
+                Metric::Min | Metric::Max => extremes_caveat(base, &a.cells[ci])
+                    .map(|c| format!(" ({c})"))
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
             let values = format!(
-                "{vb} {unit} against {against}{va} {unit}{of}{}",
+                "{vb} {unit} against {against}{va} {unit}{of}{}{caveat}",
                 pct_text(r.percent())
             );
             match r.support {

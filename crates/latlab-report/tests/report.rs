@@ -26,7 +26,7 @@ use latlab_report::{
     report_json, report_markdown, report_text, run_csv, spikes_csv, windows_csv,
 };
 use latlab_testkit::golden;
-use latlab_testkit::run::{Rng, result, thread};
+use latlab_testkit::run::{Rng, hist, result, thread};
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
@@ -1324,6 +1324,42 @@ fn compare_says_what_supports_a_difference() {
     for c in [&few, &many] {
         assert!(row.contains(&format!("{:.3}", share(c))), "{row}");
     }
+    assert!(
+        !text.contains("min and max:"),
+        "alike sample counts\n{text}"
+    );
+    // Runs that took five times the samples: their extremes are not like draws.
+    let of = |id: &str, samples: u64, max_ns: u64| {
+        let t = thread(
+            "cpu0",
+            Some(0),
+            10,
+            0,
+            hist(&[(5_000, samples), (max_ns, 1)]),
+        );
+        CellInput::single(result(
+            id,
+            (0, 0),
+            MeasureConfig::default(),
+            SystemInfo::default(),
+            vec![t],
+        ))
+    };
+    let (slow, fast) = (of("slow", 99, 20_000), of("fast", 499, 30_000));
+    let text = compare_text(&slow, &fast);
+    let caveat = "fast's repeats took 5.0 times the samples of slow's each, and the more \
+                  samples, the farther out the minimum and maximum lie";
+    assert!(
+        text.contains(&format!("\nmin and max: {caveat}\n")),
+        "{text}"
+    );
+    let report = report_text(&ReportInput {
+        title: "t".into(),
+        cells: vec![slow, fast],
+        skipped: Vec::new(),
+    });
+    let line = latlab_testkit::line_with(&report, "max: fast");
+    assert!(line.contains(&format!(", +50.0 % ({caveat}): ")), "{line}");
     // Same names are told apart as A and B.
     let mut namesake = input.cells[1].clone();
     namesake.name = input.cells[0].name.clone();
