@@ -337,6 +337,9 @@ impl Sampler {
             s.freq_khz = b.freq_khz;
             sample.cpus.push(s);
         }
+        // An energy counter that did not move over a period gives no reading, not 0 W: a meter
+        // that counts moves within a millisecond, and one that stands still (a virtual
+        // machine's perf power events may) does not measure what the system draws.
         if let Ok(sources) = &mut self.power {
             for (i, source) in sources.iter_mut().enumerate() {
                 let a = prev.power.get(i).copied().flatten();
@@ -350,7 +353,7 @@ impl Sampler {
                         let (delta, wrapped) = counter_delta(x, y, *max_range_uj);
                         source.wraps += u64::from(wrapped);
                         let joules = delta as f64 / 1e6;
-                        (dt_ns > 0).then(|| joules / (dt_ns as f64 / 1e9))
+                        (dt_ns > 0 && delta > 0).then(|| joules / (dt_ns as f64 / 1e9))
                     }
                     (
                         PowerProbe::Perf { scale, .. },
@@ -358,7 +361,7 @@ impl Sampler {
                         Some(PowerReading::Counter(y)),
                     ) => {
                         let joules = y.wrapping_sub(x) as f64 * scale;
-                        (dt_ns > 0).then(|| joules / (dt_ns as f64 / 1e9))
+                        (dt_ns > 0 && y != x).then(|| joules / (dt_ns as f64 / 1e9))
                     }
                     (_, _, Some(PowerReading::Watts(w))) => Some(w),
                     _ => None,
@@ -379,7 +382,37 @@ impl Sampler {
     pub fn finish(self) -> Samples {
         let idle_states = self.idle_states();
         let summary = summarize(&self.series);
-        let power_sources = match self.power {
+        let silent = |(i, s): (usize, &PowerState)| {
+            let what = match s.probe {
+                PowerProbe::Rapl { .. } | PowerProbe::Perf { .. } => {
+                    "its energy counter stood still"
+                }
+                PowerProbe::Hwmon { .. } => "not readable",
+                PowerProbe::Battery { .. } => "the battery was not discharging",
+            };
+            summary
+                .power
+                .get(i)
+                .is_none_or(|p| p.0.is_none())
+                .then(|| format!("{} ({what})", s.name))
+        };
+        let covered_ns: u64 = self.series.iter().map(|s| s.dt_ns).sum();
+        let power = match self.power {
+            Ok(sources) if covered_ns > 0 => {
+                let none: Vec<String> = sources.iter().enumerate().filter_map(silent).collect();
+                if none.len() == sources.len() {
+                    Err(format!(
+                        "no power meter gave a reading in {:.1} s: {}",
+                        covered_ns as f64 / 1e9,
+                        none.join(", ")
+                    ))
+                } else {
+                    Ok(sources)
+                }
+            }
+            other => other,
+        };
+        let power_sources = match power {
             Ok(sources) => Field::Value(
                 sources
                     .into_iter()
@@ -675,6 +708,27 @@ pub fn power_meters(sys: &Sys) -> Field<Vec<PowerMeter>> {
                 .collect(),
         ),
         Err(why) => Field::unavailable(format!("none found: {why}")),
+    }
+}
+
+/// Whether a power meter gives readings here: the samplers' sources read twice, `wait_ns`
+/// apart. `Err` says why none did (none found, or each stood still, as a virtual machine's perf
+/// power events may, or a fixture tree's files do).
+pub fn power_reads(sys: &Sys, wait_ns: u64) -> Result<(), String> {
+    let mut s = Sampler::new(sys, wait_ns);
+    if let Some(why) = s.power_unavailable() {
+        return Err(format!("none found: {why}"));
+    }
+    s.start(0);
+    std::thread::sleep(std::time::Duration::from_nanos(wait_ns));
+    if s.sample(wait_ns)
+        .is_some_and(|x| x.power_w.iter().any(Option::is_some))
+    {
+        return Ok(());
+    }
+    match s.finish().power_sources.reason() {
+        Some(why) => Err(why.to_string()),
+        None => Ok(()),
     }
 }
 

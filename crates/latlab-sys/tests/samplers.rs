@@ -231,6 +231,39 @@ fn amd_desktop_rapl_package_only() {
     assert!((sources[0].avg_w.unwrap() - 45.0).abs() < 1e-9);
 }
 
+/// A meter whose energy counter stands still (a virtual machine's perf power events) measures
+/// nothing: no reading, not 0 W, and with no other meter the run says why it has no power.
+#[test]
+fn an_energy_counter_that_stands_still_gives_no_reading() {
+    let (_dir, sys) = tree("amd-desktop");
+    let mut s = Sampler::new(&sys, SEC);
+    s.start(0);
+    let sample = s.sample(SEC).unwrap().clone();
+    assert_eq!(sample.power_w, [None]);
+    bump(
+        &sys,
+        "/sys/class/powercap/intel-rapl:0/energy_uj",
+        30_000_000,
+    );
+    s.sample(2 * SEC).unwrap();
+    s.sample(3 * SEC).unwrap();
+    let out = s.finish();
+    // Counted over the one second it moved in.
+    let sources = out.power_sources.value().unwrap();
+    assert!((sources[0].avg_w.unwrap() - 30.0).abs() < 1e-9);
+
+    let mut s = Sampler::new(&sys, SEC);
+    s.start(0);
+    s.sample(2 * SEC).unwrap();
+    let out = s.finish();
+    let why = out.power_sources.reason().unwrap();
+    assert_eq!(
+        why,
+        "no power meter gave a reading in 2.0 s: rapl:package-0(intel-rapl:0) (its energy counter \
+         stood still)"
+    );
+}
+
 #[test]
 fn vm_has_no_power_source_and_says_why() {
     let (_dir, sys) = tree("vm");

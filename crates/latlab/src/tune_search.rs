@@ -318,21 +318,12 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
     )?;
     let measurement = measure.prepare(sys)?;
     if objective == Objective::P99PerWatt {
-        match latlab_sys::sample::power_meters(sys) {
-            latlab_model::system::Field::Value(m) if !m.is_empty() => {}
-            latlab_model::system::Field::Value(_) => {
-                return Err(CliError::Usage(
-                    "--objective p99-per-watt: no power meter here (accepted: p50, p99, p99.9, \
-                     max)"
-                        .into(),
-                ));
-            }
-            latlab_model::system::Field::Unavailable { unavailable } => {
-                return Err(CliError::Usage(format!(
-                    "--objective p99-per-watt: no power meter here ({unavailable}) (accepted: \
-                     p50, p99, p99.9, max)"
-                )));
-            }
+        // A meter that is there but stands still would weigh every run by 0 W.
+        if let Err(why) = latlab_sys::sample::power_reads(sys, 200_000_000) {
+            return Err(CliError::Usage(format!(
+                "--objective p99-per-watt: no power meter here ({why}) (accepted: p50, p99, \
+                 p99.9, max)"
+            )));
         }
     }
     let cpus = CpuList::from_cpus(measurement.cfg.cpus.clone().unwrap_or_default());

@@ -681,6 +681,19 @@ const ROWS: &[(&[&str], &str)] = &[
         ],
         "--objective p99-per-watt: no power meter here",
     ),
+    // The fixture's RAPL counters and battery are files that do not move: no reading.
+    (
+        &[
+            "--sysroot",
+            "amd",
+            "tune",
+            "search",
+            "--objective",
+            "p99-per-watt",
+        ],
+        "--objective p99-per-watt: no power meter here (no power meter gave a reading in 0.2 s: \
+         rapl:package-0(intel-rapl:0) (its energy counter stood still))",
+    ),
     (
         &["tune", "search", "--write-profile", "realtime"],
         "the name of a built-in profile",
@@ -833,6 +846,7 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
     let at = dir.path();
     latlab_testkit::copy_machine_to("laptop-intel", &["tune"], &at.join("laptop"));
     latlab_testkit::copy_machine_to("vm", &["tune"], &at.join("vm"));
+    latlab_testkit::copy_machine_to("amd-desktop", &["tune"], &at.join("amd"));
     // The users `check --user` knows.
     latlab_testkit::write_file(
         &at.join("laptop"),
