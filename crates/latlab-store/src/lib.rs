@@ -132,6 +132,14 @@ pub enum StoreError {
         found: u32,
         supported: u32,
     },
+    /// A store whose file has other names (hard links): SQLite keeps the write-ahead log by
+    /// name, so two names of one store give it two logs, and writes through both damage it.
+    #[error(
+        "the store {path} has {links} names (hard links to one file); SQLite keeps a store's \
+         log by its name, and two names give one store two logs, which damage it (accepted: a \
+         store of one name: remove the other links)"
+    )]
+    HardLinked { path: PathBuf, links: u64 },
     /// A store a command must change is not writable here.
     #[error("the store {path} is not writable here ({why})")]
     NotWritable { path: PathBuf, why: String },
@@ -262,6 +270,10 @@ const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 /// read would drop SQLite's locks): [`Store::file_fate`] reads through SQLite's descriptor.
 pub fn begins_as_sqlite(path: &Path) -> bool {
     use std::io::Read;
+    // Only a file: a pipe or a FIFO (`/dev/stdout` into `| tee`) would be waited on for ever.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let mut head = [0u8; 16];
     std::fs::File::open(path)
         .and_then(|mut f| f.read_exact(&mut head))
@@ -280,6 +292,18 @@ fn open_file_is_sqlite(identity: (u64, u64)) -> Option<bool> {
 /// it is an SQLite database (a new store's stays empty until its journal is first copied in).
 fn begun(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
+}
+
+/// Refuse a store file of more than one name ([`StoreError::HardLinked`]).
+pub fn one_name(path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.nlink() > 1 => Err(StoreError::HardLinked {
+            path: path.to_path_buf(),
+            links: m.nlink(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Device and inode of the file at `path`, if there is one.
@@ -378,6 +402,7 @@ impl Store {
         if writable(path).is_ok() {
             return Self::open_existing(path);
         }
+        one_name(path)?;
         // The header alone may be behind: what a writer committed can still be in the log.
         identify(path)?;
         let conn = read_only(path)?;
@@ -428,6 +453,7 @@ impl Store {
         if !create && !path.exists() {
             return Err(StoreError::Missing(path.to_path_buf()));
         }
+        one_name(path)?;
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
@@ -451,6 +477,19 @@ impl Store {
             e => open_err(e),
         })?;
         check_identity(path, (app_id, version, tables))?;
+        // An empty file (`touch`ed, or named by mistake) is no store to open: made one here, a
+        // command that only reads would write it.
+        if !create && (app_id, version, tables) == (0, 0, 0) {
+            let empty = std::fs::metadata(path).is_ok_and(|m| m.len() == 0);
+            return Err(not_a_store(
+                if empty {
+                    "an empty file"
+                } else {
+                    "an SQLite database of no tables"
+                }
+                .into(),
+            ));
+        }
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
             .map_err(open_err)?;

@@ -557,6 +557,10 @@ fn may_hold_junit(path: &Path) -> bool {
     if path == Path::new("-") {
         return true;
     }
+    // A pipe or a device holds nothing to lose (and a pipe read would be waited on for ever).
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        return true;
+    }
     // Not there (a link to a file not there yet included).
     let Ok(mut file) = std::fs::File::open(path) else {
         return !path.exists();
@@ -591,6 +595,15 @@ fn file_id(path: &Path) -> Option<FileId> {
     use std::os::unix::fs::MetadataExt;
     if let Ok(m) = std::fs::metadata(path) {
         return Some(FileId::Inode(m.dev(), m.ino()));
+    }
+    // A link to a file not there yet names the file it creates: its target (links followed as
+    // the kernel does, up to its 40).
+    let mut path = path.to_path_buf();
+    for _ in 0..40 {
+        let Ok(target) = std::fs::read_link(&path) else {
+            break;
+        };
+        path = path.parent().unwrap_or(Path::new("")).join(target);
     }
     let dir = path
         .parent()
@@ -636,9 +649,9 @@ pub fn open_store(path: &Path) -> CliResult<Store> {
             CliError::Failed(anyhow::anyhow!("--db: {e}"))
         }
         StoreError::Migration { .. } => CliError::Failed(anyhow::Error::new(e)),
-        e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. }) => {
-            CliError::Usage(format!("--db: {e}"))
-        }
+        e @ (StoreError::NotAStore { .. }
+        | StoreError::TooNew { .. }
+        | StoreError::HardLinked { .. }) => CliError::Usage(format!("--db: {e}")),
         e @ StoreError::NotWritable { .. } => CliError::Usage(format!(
             "--db: {e} (accepted: a store this user can write, or a new file)"
         )),
@@ -681,7 +694,7 @@ pub fn check_store_path(path: &Path) -> CliResult<()> {
             path.display()
         )));
     }
-    Ok(())
+    latlab_store::one_name(path).map_err(|e| CliError::Usage(format!("--db: {e}")))
 }
 
 /// Open the existing store at `path` to read (read-only where this user may not write it). A
@@ -716,6 +729,7 @@ fn open_existing_with(
         )),
         e @ (StoreError::NotAStore { .. }
         | StoreError::TooNew { .. }
+        | StoreError::HardLinked { .. }
         | StoreError::ReadOnlyOld { .. }) => CliError::Usage(format!("--db: {e}")),
         e @ StoreError::NotWritable { .. } => {
             CliError::Usage(format!("--db: {e} (accepted: a store this user can write)"))

@@ -740,6 +740,13 @@ const ROWS: &[(&[&str], &str)] = &[
         ],
         "--junit o.out: the same file as --json",
     ),
+    // Through a link to a file not there yet, too.
+    (
+        &[
+            "measure", "--policy", "other", "--json", "j.xml", "--junit", "to-j.xml",
+        ],
+        "--junit to-j.xml: the same file as --json",
+    ),
     (
         &[
             "measure", "--policy", "other", "--db", "s.db", "--junit", "./s.db",
@@ -882,6 +889,7 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
     }
     // A hard link to the plan (another name, the same file), and a profile file.
     std::fs::hard_link(at.join("plan.toml"), at.join("hard.toml")).unwrap();
+    std::os::unix::fs::symlink("j.xml", at.join("to-j.xml")).unwrap();
     std::fs::write(at.join("p.toml"), "[system]\ntimer_migration = false\n").unwrap();
     let before = latlab_sys::fixture::snapshot(at).unwrap();
     let mounts = tracefs_mounts();

@@ -284,6 +284,31 @@ fn a_file_that_is_not_a_store_is_refused() {
     std::fs::write(&file, "x".repeat(4096)).unwrap();
     assert_one_line_error(&db(&file, &["check"]), 2, "is not a latlab store");
     assert_eq!(std::fs::read(&file).unwrap(), "x".repeat(4096).as_bytes());
+    // An empty file (`touch`ed, or named by mistake) is not made a store by a command that
+    // only reads.
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, "").unwrap();
+    for args in [&["list"][..], &["check"]] {
+        assert_one_line_error(
+            &db(&empty, args),
+            2,
+            "is not a latlab store (an empty file)",
+        );
+    }
+    let o = latlab!()
+        .args(["report", "--db"])
+        .arg(&empty)
+        .args(["run:1"])
+        .output()
+        .unwrap();
+    assert_one_line_error(&o, 2, "is not a latlab store (an empty file)");
+    assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0);
+    let side: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("empty.db"))
+        .collect();
+    assert_eq!(side, ["empty.db"], "no journal beside it");
 }
 
 #[test]

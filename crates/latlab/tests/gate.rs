@@ -144,6 +144,15 @@ fn junit_to_stdout_is_the_xml_alone() {
         "{}",
         stderr(&out)
     );
+    // `/dev/stdout` on a pipe (`| tee`): written, not read first as a file that may hold a
+    // store or a report (that read waited for ever).
+    let out = latlab_testkit::process::output_within(
+        &mut gated_measure(&["--max-latency", "10s"], Path::new("/dev/stdout")),
+        std::time::Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("<testsuites "), "{text}");
 
     let plan = dir.path().join("plan.toml");
     std::fs::write(

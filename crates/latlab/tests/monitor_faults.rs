@@ -127,6 +127,13 @@ fn a_second_daemon_on_the_series_is_refused_naming_the_first() {
         let second = monitor(other, "t").output().unwrap();
         assert_one_line_error(&second, 1, "series \"t\"");
     }
+    // A hard link is another name of the file, whose log SQLite keeps by that name: refused
+    // before anything runs.
+    let hard = dir.path().join("hard.db");
+    std::fs::hard_link(&db, &hard).unwrap();
+    let second = monitor(&hard, "t").output().unwrap();
+    assert_one_line_error(&second, 2, "has 2 names (hard links to one file)");
+    std::fs::remove_file(&hard).unwrap();
     // Another series of the same store is another daemon's to record.
     let other = Proc::start(monitor(&db, "u"), dir.path().join("2.log"));
     wait_for(
