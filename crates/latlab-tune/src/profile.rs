@@ -577,6 +577,32 @@ impl Ctx<'_> {
     }
 
     /// A string or an array of strings, each a single word.
+    /// Refuse a name one or two letters off one the kernel knows (`performnce`): not offered
+    /// anywhere, it would be "unsupported here" on every machine. Other names stay a vendor
+    /// kernel's own (a governor of Android's), tried where offered.
+    fn no_misspelling(
+        &self,
+        span: std::ops::Range<usize>,
+        key: &str,
+        words: &[String],
+        known: &[&str],
+    ) -> Result<(), ProfileError> {
+        for w in words.iter().filter(|w| !known.contains(&w.as_str())) {
+            if let Some(near) = known.iter().find(|k| edit_distance(w, k) <= 2) {
+                return Err(self.err(
+                    span,
+                    key,
+                    format!(
+                        "\"{w}\" is no name the kernel knows: did you mean \"{near}\"? \
+                         (accepted: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn words(&self, s: Spanned<toml::Value>, key: &str) -> Result<At<Vec<String>>, ProfileError> {
         let span = s.span();
         let bad = || {
@@ -687,10 +713,16 @@ impl Ctx<'_> {
         let k = |f: &str| format!("{table}.{f}");
         let mut s = CpuSettings::default();
         if let Some(v) = raw.governor {
-            s.governor = Some(self.words(v, &k("governor"))?);
+            let span = v.span();
+            let words = self.words(v, &k("governor"))?;
+            self.no_misspelling(span, &k("governor"), &words.value, GOVERNORS)?;
+            s.governor = Some(words);
         }
         if let Some(v) = raw.epp {
-            s.epp = Some(self.words(v, &k("epp"))?);
+            let span = v.span();
+            let words = self.words(v, &k("epp"))?;
+            self.no_misspelling(span, &k("epp"), &words.value, EPP_NAMES)?;
+            s.epp = Some(words);
         }
         if let Some(v) = raw.boost {
             s.boost = Some(self.at(v, &k("boost")));
@@ -1294,6 +1326,40 @@ impl Profiles {
     }
 }
 
+/// The cpufreq governors of the mainline kernel.
+const GOVERNORS: &[&str] = &[
+    "performance",
+    "powersave",
+    "schedutil",
+    "ondemand",
+    "conservative",
+    "userspace",
+];
+/// The energy-performance preferences the kernel's cpufreq drivers know.
+const EPP_NAMES: &[&str] = &[
+    "default",
+    "performance",
+    "balance_performance",
+    "balance_power",
+    "power",
+];
+
+/// The edits (a letter put in, left out or changed) that make `a` into `b`.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let up = row[j + 1];
+            row[j + 1] = (up + 1).min(row[j] + 1).min(diag + usize::from(ca != *cb));
+            diag = up;
+        }
+    }
+    row[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -1324,6 +1390,29 @@ mod tests {
             }) => (line, key, message),
             other => panic!("expected an invalid profile, got {other:?}"),
         }
+    }
+
+    /// A governor or EPP name a letter or two off one the kernel knows is a typo, refused with
+    /// its line; a vendor kernel's own name is tried where offered.
+    #[test]
+    fn misspelt_governors_and_preferences_are_refused() {
+        let (line, key, msg) = invalid("[cpu.all]\ngovernor = \"performnce\"\n");
+        assert_eq!((line, key.as_str()), (2, "cpu.all.governor"));
+        assert!(msg.contains("did you mean \"performance\"?"), "{msg}");
+        let (line, key, msg) =
+            invalid("[cpu.all]\ngovernor = \"schedutil\"\n\n[cpu.1]\nepp = [\"balanced_power\"]\n");
+        assert_eq!((line, key.as_str()), (5, "cpu.1.epp"));
+        assert!(msg.contains("did you mean \"balance_power\"?"), "{msg}");
+        let p =
+            parse_text("[cpu.all]\ngovernor = [\"interactive\", \"schedutil\"]\nepp = \"power\"\n")
+                .unwrap();
+        let all = &p.cpu[0].settings;
+        assert_eq!(
+            all.governor.as_ref().unwrap().value,
+            ["interactive", "schedutil"]
+        );
+        assert_eq!(edit_distance("performnce", "performance"), 1);
+        assert_eq!(edit_distance("fast", "power"), 5);
     }
 
     #[test]

@@ -257,8 +257,8 @@ fn values(sys: &Sys, knob: &str, cpus: &CpuList, online: &CpuList) -> Vec<(Strin
         "pm_qos" => one("0", "[system]\ncpu_dma_latency_us = 0\n".into()),
         "resume_latency" => one("0", format!("{table}\npm_qos_resume_latency_us = 0\n")),
         "idle" => {
-            // Each exit latency short of the deepest state: keep states up to it. Every state
-            // the kernel lists, as the profile's `idle` rule reads them.
+            // Each exit latency short of the deepest state's: keep the states up to it. Every
+            // state the kernel lists, as the profile's `idle` rule reads them.
             let base = format!("{}/cpu{cpu0}/cpuidle", latlab_sys::CPU_SYSFS);
             let mut lat: Vec<u64> = sys
                 .numbered(&base, "state")
@@ -276,7 +276,11 @@ fn values(sys: &Sys, knob: &str, cpus: &CpuList, online: &CpuList) -> Vec<(Strin
             if lat.is_empty() {
                 lat.push(0);
             }
-            lat.truncate(3);
+            // At most three: the shallowest cut, the deepest (only the deepest state off,
+            // which costs least) and one between them.
+            if lat.len() > 3 {
+                lat = vec![lat[0], lat[lat.len() / 2], lat[lat.len() - 1]];
+            }
             lat.iter()
                 .map(|l| {
                     (
