@@ -694,7 +694,18 @@ pub fn check_store_path(path: &Path) -> CliResult<()> {
             path.display()
         )));
     }
-    latlab_store::one_name(path).map_err(|e| CliError::Usage(format!("--db: {e}")))
+    latlab_store::one_name(path).map_err(|e| CliError::Usage(format!("--db: {e}")))?;
+    // Another file named by mistake is refused before anything is printed or measured (its
+    // header read; an empty file becomes a store).
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
+        && let Err(e @ (StoreError::NotAStore { .. } | StoreError::TooNew { .. })) =
+            latlab_store::identify(path)
+    {
+        return Err(CliError::Usage(format!(
+            "--db: {e} (accepted: a latlab store or a new file)"
+        )));
+    }
+    Ok(())
 }
 
 /// Open the existing store at `path` to read (read-only where this user may not write it). A

@@ -151,6 +151,9 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
                 .into(),
         ));
     }
+    if let Some(dir) = &args.state_dir {
+        crate::tune::state_dir_usable(dir, true)?;
+    }
     let junit = crate::args::OutputFile::open("--junit", &args.junit)?;
     if args.json && junit.as_ref().is_some_and(|o| o.is_stdout()) {
         return Err(CliError::Usage(

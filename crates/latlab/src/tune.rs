@@ -263,7 +263,7 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
 
 /// `--state-dir`: a directory, or one that can be made where its nearest existing parent is
 /// (tried for real when `writes`).
-fn state_dir_usable(dir: &std::path::Path, writes: bool) -> CliResult<()> {
+pub(crate) fn state_dir_usable(dir: &std::path::Path, writes: bool) -> CliResult<()> {
     let refused = |why: &str| {
         CliError::Usage(format!(
             "--state-dir {}: {why} (accepted: a directory latlab may write its journal in)",

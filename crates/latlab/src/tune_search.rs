@@ -395,6 +395,9 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
             why.join("; ")
         )));
     }
+    if !args.dry_run {
+        crate::args::check_store_path(&db_path)?;
+    }
     print_plan(&spec, &spec_line, &candidates, fit, &not_tried);
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);

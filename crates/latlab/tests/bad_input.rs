@@ -681,6 +681,16 @@ const ROWS: &[(&[&str], &str)] = &[
         ],
         "--objective p99-per-watt: no power meter here",
     ),
+    // Refused before its plan is printed.
+    (
+        &["tune", "search", "--db", "earlier.json"],
+        "--db: earlier.json is not a latlab store (not an SQLite database)",
+    ),
+    (
+        &["check", "--fix", "--state-dir", "plan.toml"],
+        "--state-dir plan.toml: not a directory (accepted: a directory latlab may write its \
+         journal in)",
+    ),
     // The fixture's RAPL counters and battery are files that do not move: no reading.
     (
         &[
