@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use latlab_hist::Histogram;
-use latlab_model::samples::Samples;
+use latlab_model::samples::{PowerSource, Samples};
 use latlab_model::system::Field;
 use latlab_model::{RunResult, Stats, SystemInfo};
 
@@ -905,16 +905,15 @@ pub(crate) fn power(s: &Samples) -> Result<Power, String> {
     if sources.is_empty() {
         return Err("no power source found".into());
     }
+    // 0 W is no reading: a running system draws power, and a meter whose counter stood still
+    // (runs stored before such meters were said to give none) measured nothing.
+    let read = |p: &&PowerSource| p.avg_w.is_some_and(|w| w > 0.0);
     let mut chosen: Vec<_> = sources
         .iter()
-        .filter(|p| p.avg_w.is_some() && is_package(&p.name))
+        .filter(|p| read(p) && is_package(&p.name))
         .collect();
     if chosen.is_empty() {
-        chosen = sources
-            .iter()
-            .filter(|p| p.avg_w.is_some())
-            .take(1)
-            .collect();
+        chosen = sources.iter().filter(read).take(1).collect();
     }
     if chosen.is_empty() {
         return Err("the power sources gave no reading".into());

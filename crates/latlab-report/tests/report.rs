@@ -1452,6 +1452,34 @@ fn compare_without_power_says_why() {
         "{text}"
     );
     assert!(!text.contains("power (W)"));
+    // Runs stored with 0 W from a meter that stood still (a virtual machine's): no reading, no
+    // power row, no chart of zeros.
+    let mut zero = input.cells[0].clone();
+    for r in &mut zero.runs {
+        let s = r.samples.as_mut().unwrap();
+        let Field::Value(sources) = &mut s.power_sources else {
+            panic!("the first cell has power")
+        };
+        for p in sources {
+            p.avg_w = Some(0.0);
+            p.energy_j = Some(0.0);
+        }
+        for x in &mut s.series {
+            x.power_w.iter_mut().for_each(|w| *w = Some(0.0));
+        }
+    }
+    let text = compare_text(&zero, &other);
+    assert!(
+        text.contains("; the power sources gave no reading\n"),
+        "{text}"
+    );
+    assert!(!text.contains("power (W)"), "{text}");
+    let html = html_report(&ReportInput {
+        title: "t".into(),
+        cells: vec![zero],
+        skipped: Vec::new(),
+    });
+    assert!(!html.contains("power per source"));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -819,7 +819,7 @@ fn power_chart(s: &Samples, x: Axis) -> Result<String, String> {
         .map(|k| {
             s.series
                 .iter()
-                .map(|x| x.power_w.get(k).copied().flatten())
+                .map(|x| x.power_w.get(k).copied().flatten().filter(|w| *w > 0.0))
                 .collect()
         })
         .collect();
