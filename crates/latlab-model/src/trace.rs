@@ -192,7 +192,8 @@ pub struct TraceCost {
     /// Sum over programs.
     pub run_count: u64,
     pub run_time_ns: u64,
-    /// `run_time_ns` as a fraction of the traced CPUs' time over the run (0.01 = 1 %).
+    /// `run_time_ns` as a fraction of every online CPU's time over the run (0.01 = 1 %): the
+    /// programs run on every CPU, whichever CPUs their filter keeps events of.
     pub cpu_fraction: f64,
 }
 
@@ -353,13 +354,30 @@ impl SpikeStory {
         let mut parts: Vec<(u64, String)> = Vec::new();
         // The CPU's own measuring thread, on the CPU past its deadline: it had not gone back to
         // sleep from its last period, time the kernel did not see pass.
+        // Switched in only inside the interval, its time there is its way from the switch back
+        // to reading its clock, no stall.
         let own = measuring_thread_name(&format!("cpu{}", self.cpu));
         for t in &self.tasks {
-            let why = if t.comm == own {
-                " (the measuring thread itself, still running from its last period: a stall the \
-                 kernel did not see, such as the host preempting this VM or an SMI)"
-            } else {
-                ""
+            let slices = || {
+                self.events
+                    .iter()
+                    .filter(|e| e.kind == StoryKind::Task && e.pid == Some(t.pid))
+            };
+            let switched_in = slices()
+                .map(|e| e.start_ns)
+                .min()
+                .filter(|&at| at > self.from_ns);
+            let why = match switched_in {
+                _ if t.comm != own => String::new(),
+                Some(at) => format!(
+                    " (the measuring thread itself, from its switch to the CPU at +{} to reading \
+                     its clock)",
+                    us(at - self.from_ns)
+                ),
+                None => " (the measuring thread itself, still running from its last period: a \
+                         stall the kernel did not see, such as the host preempting this VM or an \
+                         SMI)"
+                    .to_string(),
             };
             parts.push((
                 t.ran_ns,
@@ -626,5 +644,18 @@ mod tests {
                 "{line}"
             );
         }
+        // Switched to the CPU inside the interval: the time is its way back to user space.
+        s.tasks[0].comm = "latlab-cpu1".into();
+        let mut slice = story_event(StoryKind::Task, 1_100_000, 200_000, 200_000, "latlab-cpu1");
+        slice.pid = Some(7);
+        s.events.push(slice);
+        let line = s.summary();
+        assert!(
+            line.contains(
+                "task latlab-cpu1[7] 290.0us (the measuring thread itself, from its switch to \
+                 the CPU at +100.0us to reading its clock)"
+            ),
+            "{line}"
+        );
     }
 }

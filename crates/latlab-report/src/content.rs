@@ -1637,7 +1637,7 @@ fn trace_notes(
             }
             costs.push(if tr.cost.available {
                 format!(
-                    "tracing cost, {}: {:.2} ms of BPF run time in {} runs of its programs ({:.3} % of the traced CPUs)",
+                    "tracing cost, {}: {:.2} ms of BPF run time in {} runs of its programs ({:.3} % of all online CPUs' time)",
                     run_name(c, r),
                     tr.cost.run_time_ns as f64 / 1e6,
                     tr.cost.run_count,
