@@ -1350,12 +1350,13 @@ fn cyclictest_hist(text: &str) -> Result<RunResult, ImportError> {
 }
 
 /// Whether the last of `rows` (per column: `(value, count)` where the count is not 0) is the sum
-/// of the others on every row, as `cyclictest -H` writes it, with samples in it.
+/// of the others on every row, as `cyclictest -H` writes it, with samples in it. cyclictest
+/// writes that column only beside two threads or more: two like columns are two threads.
 fn is_histofall(rows: &[Vec<(u64, u64)>]) -> bool {
     let Some((all, threads)) = rows.split_last() else {
         return false;
     };
-    if threads.is_empty() || all.is_empty() {
+    if threads.len() < 2 || all.is_empty() {
         return false;
     }
     let mut sums: std::collections::BTreeMap<u64, u64> = std::collections::BTreeMap::new();

@@ -619,6 +619,23 @@ fn cyclictest_histofall_is_not_a_thread() {
     // Without -H, two threads stay two.
     let plain = import(&data("cyclictest-h50.txt"), None, "h.txt").unwrap();
     assert_eq!(plain.threads.len(), 2);
+    // Two threads that saw the same samples are two threads: -H writes its sum only beside two
+    // or more.
+    let twins = "# Histogram\n000003 000500\t000500\n000004 000060\t000060\n\
+                 # Total: 000000560 000000560\n# Min Latencies: 00003 00003\n\
+                 # Avg Latencies: 00003 00003\n# Max Latencies: 00004 00004\n\
+                 # Histogram Overflows: 00000 00000\n";
+    let r = import(twins, None, "twins.txt").unwrap();
+    assert_eq!(r.threads.len(), 2);
+    assert_eq!(r.overall.stats.count, 1120);
+    assert!(
+        !r.environment
+            .warnings
+            .iter()
+            .any(|w| w.contains("sum of every thread")),
+        "{:?}",
+        r.environment.warnings
+    );
 }
 
 /// A text's own count of its samples (cyclictest's `# Total:`, stress-ng's summary) that its rows
