@@ -726,6 +726,17 @@ fn latlab_args(cmdline: &str, cfg: &mut MeasureConfig) {
     }
 }
 
+/// What a latlab command line says ran beside the measurement, in its own words: latlab
+/// writes those options (`--load`, `--load-schedule`, `--load-cpus`, `--trace`) last, before
+/// any `# not recorded:`. `None` where nothing did.
+fn beside_measurement(args: &str) -> Option<String> {
+    let at = [" --load ", " --load-schedule ", " --trace "]
+        .iter()
+        .filter_map(|o| args.find(o))
+        .min()?;
+    Some(args[at..].trim().to_string())
+}
+
 fn sysinfo_of(v: &Value) -> SystemInfo {
     let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     SystemInfo {
@@ -986,6 +997,12 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         // latlab holds what --pm-qos asks (it fails without it), and goes on when mlockall
         // fails: the file keeps that it was asked, not whether it worked.
         r.environment.pm_qos_held_us = r.config.pm_qos_us;
+        if let Some(beside) = beside_measurement(args) {
+            r.environment.warnings.push(format!(
+                "measured beside {beside}: the file holds no more of it (no throughput, phases \
+                 or traced latencies), so this run is no idle one"
+            ));
+        }
         if r.config.mlock {
             r.environment.memory_locked = true;
             r.environment.warnings.push(

@@ -105,6 +105,33 @@ fn latlab_written_cyclictest_json_keeps_its_own_settings() {
         (c.window_ns, c.spike_threshold_ns, c.spike_limit),
         (250_000_000, Some(30_000), 500)
     );
+    let beside = |r: &latlab_model::RunResult| {
+        r.environment
+            .warnings
+            .iter()
+            .find(|w| w.starts_with("measured beside"))
+            .cloned()
+    };
+    assert_eq!(beside(&back), None, "measured idle");
+    // Measured under a traced load: said, as the file holds no more of either.
+    r.trace = Some(latlab_testkit::run::trace(&["hrtimer"], vec![], (0, 0)));
+    r.loads.reports = vec![latlab_model::load::LoadReport {
+        spec: "io:bs=1M".into(),
+        kind: "io".into(),
+        cpus: None,
+        workers: 1,
+        started_ns: 0,
+        elapsed_ns: 1,
+        throughput: Vec::new(),
+        warnings: Vec::new(),
+        failed: None,
+    }];
+    let back = import(&latlab_report_json(&r), None, "l.json").unwrap();
+    let line = beside(&back).unwrap();
+    assert!(
+        line.starts_with("measured beside --load io:bs=1M --trace hrtimer: the file holds no more"),
+        "{line}"
+    );
 }
 
 #[test]

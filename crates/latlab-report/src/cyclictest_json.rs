@@ -232,6 +232,7 @@ fn cmdline(result: &RunResult, range_us: u32) -> String {
             c.spike_limit
         );
     }
+    s.push_str(&beside_options(result));
     // What was left out for not being known is named, so that an import of this file does
     // not take latlab's defaults for it.
     let mut unknown: Vec<&str> = Vec::new();
@@ -253,6 +254,40 @@ fn cmdline(result: &RunResult, range_us: u32) -> String {
     }
     if !unknown.is_empty() {
         let _ = write!(s, " {}{}", Unrecorded::MARK, unknown.join(", "));
+    }
+    s
+}
+
+/// What ran beside the measurement, as its options: the loads (`--load` each, or the
+/// `--load-schedule` of its phases), the CPUs they were kept to and the traced events. A run
+/// measured under load must not read as an idle one.
+fn beside_options(result: &RunResult) -> String {
+    let mut s = String::new();
+    let loads = &result.loads;
+    if loads.phases.is_empty() {
+        for l in &loads.reports {
+            let _ = write!(s, " --load {}", l.spec);
+        }
+    } else {
+        let phases: Vec<String> = loads
+            .phases
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} {}",
+                    p.spec,
+                    format_duration(p.end_ns.saturating_sub(p.start_ns))
+                )
+            })
+            .collect();
+        let _ = write!(s, " --load-schedule \"{}\"", phases.join(", "));
+    }
+    if let Some(cpus) = loads.reports.iter().find_map(|l| l.cpus.clone()) {
+        let list = CpuList::from_cpus(cpus.into_iter().map(|c| c as u32).collect());
+        let _ = write!(s, " --load-cpus {list}");
+    }
+    if let Some(t) = &result.trace {
+        let _ = write!(s, " --trace {}", t.events.join(","));
     }
     s
 }
@@ -315,6 +350,50 @@ mod tests {
             cmdline(&r, HIST_MAX_US),
             "latlab measure --interval 1ms --policy fifo --priority 95 --window 1s # not \
              recorded: method, cpus, memory, pm-qos"
+        );
+    }
+
+    /// A run measured under load, or traced, says so: it must not read as an idle run.
+    #[test]
+    fn the_command_line_names_the_loads_and_the_trace() {
+        let mut r = latlab_testkit::run::one_cpu("x", (1, 1));
+        let report = |spec: &str| latlab_model::load::LoadReport {
+            spec: spec.into(),
+            kind: spec.split(':').next().unwrap().into(),
+            cpus: Some(vec![1]),
+            workers: 1,
+            started_ns: 0,
+            elapsed_ns: 1,
+            throughput: Vec::new(),
+            warnings: Vec::new(),
+            failed: None,
+        };
+        r.loads.reports = vec![report("io:bs=1M"), report("cpu")];
+        r.trace = Some(latlab_testkit::run::trace(
+            &["local-timer", "hrtimer"],
+            vec![],
+            (0, 0),
+        ));
+        let line = cmdline(&r, HIST_MAX_US);
+        assert!(
+            line.ends_with(" --load io:bs=1M --load cpu --load-cpus 1 --trace local-timer,hrtimer"),
+            "{line}"
+        );
+        r.trace = None;
+        r.loads.phases = [("idle", 0, 1), ("io:bs=1M", 1, 3)]
+            .iter()
+            .enumerate()
+            .map(|(index, &(spec, from, to))| latlab_model::load::LoadPhase {
+                index,
+                spec: spec.into(),
+                start_ns: from * 1_000_000_000,
+                end_ns: to * 1_000_000_000,
+            })
+            .collect();
+        let line = cmdline(&r, HIST_MAX_US);
+        assert!(
+            line.ends_with(" --load-schedule \"idle 1s, io:bs=1M 2s\" --load-cpus 1"),
+            "{line}"
         );
     }
 
