@@ -78,7 +78,7 @@ impl LoadOptions {
         match &self.cpus {
             Some(list) => {
                 if let Some(why) = list.not_within(&online) {
-                    return Err(LoadError::Invalid(format!("load CPUs {list}: {why}")));
+                    return Err(LoadError::Invalid(format!("--load-cpus {list}: {why}")));
                 }
                 Ok(list.cpus().to_vec())
             }

@@ -151,8 +151,9 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
         ));
     }
     if let Some(cpus) = &cfg.cpus {
-        if let Some(why) = CpuList::from_cpus(cpus.clone()).not_within(online) {
-            return bad(why);
+        let list = CpuList::from_cpus(cpus.clone());
+        if let Some(why) = list.not_within(online) {
+            return bad(format!("--cpus {list}: {why}"));
         }
     } else if cfg.threads == 0 || cfg.threads > 1024 {
         return bad(format!(

@@ -322,7 +322,7 @@ fn start_server(
 fn security_note(w: Option<&crate::web_config::WebConfigWatch>, at: SocketAddr) -> String {
     match w {
         Some(w) => format!(" ({})", w.current().describe()),
-        None if at.ip().is_loopback() => " (plain HTTP, no authentication)".into(),
+        None if at.ip().to_canonical().is_loopback() => " (plain HTTP, no authentication)".into(),
         None => {
             " (plain HTTP, no authentication, reachable from the network: --insecure-listen)".into()
         }

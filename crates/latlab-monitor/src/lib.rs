@@ -246,7 +246,7 @@ pub fn check_config_text(p: &MonitorPlan) -> String {
                         Some(w) => format!(" — {}", w.current().describe()),
                         None => String::new(),
                     },
-                    if a.ip().is_loopback() {
+                    if a.ip().to_canonical().is_loopback() {
                         ""
                     } else {
                         " — not loopback: reachable from the network"

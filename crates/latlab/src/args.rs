@@ -266,6 +266,19 @@ impl WebArgs {
         &self,
         listen: Option<std::net::SocketAddr>,
     ) -> CliResult<Option<std::sync::Arc<latlab_monitor::web_config::WebConfigWatch>>> {
+        if listen.is_none() {
+            let given = match (&self.web_config, self.insecure_listen) {
+                (Some(_), _) => Some("--web-config"),
+                (None, true) => Some("--insecure-listen"),
+                (None, false) => None,
+            };
+            if let Some(option) = given {
+                return Err(CliError::Usage(format!(
+                    "{option} with --listen off: nothing is served (accepted: --listen ADDR \
+                     beside {option})"
+                )));
+            }
+        }
         let config = match &self.web_config {
             None => None,
             Some(path) => Some(std::sync::Arc::new(
@@ -273,7 +286,9 @@ impl WebArgs {
                     .map_err(|e| CliError::Usage(format!("--web-config {e}")))?,
             )),
         };
-        let Some(addr) = listen.filter(|a| !a.ip().is_loopback() && !self.insecure_listen) else {
+        let Some(addr) =
+            listen.filter(|a| !a.ip().to_canonical().is_loopback() && !self.insecure_listen)
+        else {
             return Ok(config);
         };
         let gap = match &config {
@@ -805,6 +820,21 @@ impl Say {
 
 #[cfg(test)]
 mod tests {
+    /// Loopback however written (an IPv4 address mapped into IPv6 too) is served without a web
+    /// configuration; an address other machines reach is not.
+    #[test]
+    fn loopback_needs_no_web_config() {
+        let web = super::WebArgs::default();
+        for ok in ["127.0.0.1:9", "[::1]:9", "[::ffff:127.0.0.1]:9"] {
+            let addr = ok.parse().unwrap_or_else(|e| panic!("{ok}: {e}"));
+            assert!(web.resolve(Some(addr)).is_ok(), "{ok}");
+        }
+        for refused in ["0.0.0.0:9", "[::ffff:10.0.0.1]:9", "[::]:9"] {
+            let addr = refused.parse().unwrap_or_else(|e| panic!("{refused}: {e}"));
+            assert!(web.resolve(Some(addr)).is_err(), "{refused}");
+        }
+    }
+
     /// A printed `--db` names the store from wherever the command is pasted.
     #[test]
     fn a_word_is_quoted_only_where_a_shell_would_split_or_expand_it() {

@@ -19,7 +19,10 @@ const ROWS: &[(&[&str], &str)] = &[
     (&["measure", "-p", "0"], "--priority 0: out of range"),
     (&["measure", "-p", "100"], "--priority 100: out of range"),
     (&["measure", "-p", "1.5"], "--priority \"1.5\""),
-    (&["measure", "-a", "999"], "CPU 999 is absent or offline"),
+    (
+        &["measure", "-a", "999"],
+        "--cpus 999: CPU 999 is absent or offline",
+    ),
     (&["measure", "-a", "3-1"], "range \"3-1\" runs backwards"),
     (&["measure", "-D", "soon"], "--duration: unknown unit"),
     (
@@ -262,7 +265,10 @@ const ROWS: &[(&[&str], &str)] = &[
         &["monitor", "--priority", "0"],
         "--priority 0: out of range",
     ),
-    (&["monitor", "--cpus", "7"], "CPU 7 is absent or offline"),
+    (
+        &["monitor", "--cpus", "7"],
+        "--cpus 7: CPU 7 is absent or offline",
+    ),
     (&["monitor", "--cpus", "0-99"], "is absent or offline"),
     (&["monitor", "--listen", "localhost"], "is not an address"),
     (
@@ -288,6 +294,15 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (&["serve", "--listen", "everywhere"], "is not an address"),
     (&["serve", "--listen", ":99999"], "is not an address"),
+    (
+        &["monitor", "--listen", "off", "--web-config", "p.toml"],
+        "--web-config with --listen off: nothing is served (accepted: --listen ADDR beside \
+         --web-config)",
+    ),
+    (
+        &["monitor", "--listen", "off", "--insecure-listen"],
+        "--insecure-listen with --listen off: nothing is served",
+    ),
     (
         &["serve", "--listen", "off"],
         "--listen off: serve is the web server and needs an address (accepted: IP:PORT",
@@ -349,7 +364,7 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (
         &["load", "cpu", "--load-cpus", "4000"],
-        "CPU 4000 is absent or offline",
+        "--load-cpus 4000: CPU 4000 is absent or offline",
     ),
     (
         &["load", "cpu", "--duration", "5q"],
