@@ -331,10 +331,8 @@ pub fn ids() -> impl Iterator<Item = &'static str> {
 pub fn resolve_skip<S: AsRef<str>>(items: &[S]) -> Result<Vec<&'static str>, CheckError> {
     let mut out: Vec<&'static str> = Vec::new();
     for item in items {
+        // An empty name (`--skip ""`, `cpu,,`) skips nothing: said, not passed over.
         let item = item.as_ref().trim();
-        if item.is_empty() {
-            continue;
-        }
         let matched: Vec<&'static str> = ids()
             .filter(|id| *id == item || id.split_once('.').is_some_and(|(g, _)| g == item))
             .collect();

@@ -95,6 +95,8 @@ struct MeasureOutcome {
     /// A measurement was cut short by Ctrl-C or SIGTERM: the command ends with 130, as an
     /// interrupted `latlab measure` does, after it has said what it has.
     interrupted: Option<String>,
+    /// --fix wrote nothing: the system is as measured before, and is not measured again.
+    unchanged: bool,
 }
 
 impl MeasureOutcome {
@@ -123,8 +125,17 @@ impl MeasureOutcome {
 
 pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     if args.list {
-        for c in latlab_check::CHECKS {
-            println!("{:<22} {}", c.id, c.title);
+        if args.json {
+            let list: Vec<serde_json::Value> = latlab_check::CHECKS
+                .iter()
+                .map(|c| serde_json::json!({ "id": c.id, "title": c.title }))
+                .collect();
+            crate::args::write_stdout(&format!("{}\n", serde_json::Value::Array(list)))
+                .map_err(anyhow::Error::from)?;
+        } else {
+            for c in latlab_check::CHECKS {
+                println!("{:<22} {}", c.id, c.title);
+            }
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -265,7 +276,10 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     let after_facts = latlab_check::Facts::gather(sys, &who);
     let after = latlab_check::run(&after_facts, target, &skip);
     if let Some(m) = measured.as_mut() {
-        m.after = m.take("after", "after the fix", !args.json);
+        m.unchanged = outcome.done.written == 0;
+        if !m.unchanged {
+            m.after = m.take("after", "after the fix", !args.json);
+        }
     }
     if args.json {
         print_json(&after, Some(&first), Some(&outcome), measured.as_ref())?;
@@ -660,6 +674,9 @@ fn measure_table(m: &MeasureOutcome) -> String {
     }
     for e in &m.errors {
         out.push_str(&format!("  measuring failed: {e}\n"));
+    }
+    if m.unchanged {
+        out.push_str("  after: not measured again, as the fix wrote nothing\n");
     }
     if m.before.is_some() && m.after.is_some() {
         // One run each side: no verdict. `tune search` repeats and tests.

@@ -347,6 +347,10 @@ const ROWS: &[(&[&str], &str)] = &[
         "unknown check id \"unknown-id\"",
     ),
     (&["check", "--skip", "kernel.preempt,nope"], "\"nope\""),
+    (
+        &["check", "--skip", "cpu,,irq"],
+        "--skip: unknown check id \"\"",
+    ),
     (&["check", "--measure", "soon"], "--measure: unknown unit"),
     (&["check", "--measure", "0"], "--measure 0: too short"),
     (

@@ -58,6 +58,20 @@ fn list_names_every_check() {
     ] {
         assert!(ids.iter().any(|i| i == id), "{id}");
     }
+    // With --json, the same list as JSON.
+    let out = latlab!()
+        .args(["check", "--list", "--json"])
+        .output()
+        .unwrap();
+    let doc = json(&out);
+    let listed: Vec<&str> = doc
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ids);
+    assert!(doc[0]["title"].as_str().is_some_and(|t| !t.is_empty()));
 }
 
 #[test]
@@ -466,6 +480,17 @@ fn measure_before_and_after_the_fix() {
         "{text}"
     );
     assert!(restore(dir.path(), state.path()).status.success());
+    // A fix that wrote nothing left the system as measured: not measured again.
+    let good = copy_tree("vm");
+    let out = check_fix(good.path(), state.path(), &["--measure", "0.3s"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("after the fix: nothing was written")
+            && text.contains("  after: not measured again, as the fix wrote nothing"),
+        "{text}"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("after the fix …"), "{err}");
 
     // Without --fix: one measurement, printed on one line.
     let out = check(tree("vm").path(), &["--measure", "0.3s"]);
