@@ -246,6 +246,7 @@ fn check_permissions(sys: &Sys, plan: &Plan) -> Result<(), TuneError> {
         return Err(TuneError::NotPermitted {
             path,
             why: format!("latlab runs as uid {euid}, not root"),
+            hint: "tuning needs root (run with sudo)",
         });
     }
     for c in changes {
@@ -262,6 +263,12 @@ fn check_permissions(sys: &Sys, plan: &Plan) -> Result<(), TuneError> {
                 return Err(TuneError::NotPermitted {
                     path: real,
                     why: describe_io_error(&std::io::Error::last_os_error()),
+                    hint: if euid == 0 {
+                        "root may not write it either: an immutable file (chattr -i), a file \
+                         system mounted read-only, or a security module's rule"
+                    } else {
+                        "tuning needs root (run with sudo)"
+                    },
                 });
             }
         }

@@ -108,11 +108,14 @@ pub enum TuneError {
     /// A bad `--cpus` list.
     #[error("--cpus {cpus}: {message}")]
     Cpus { cpus: String, message: String },
-    /// Not allowed to write; nothing was written.
-    #[error(
-        "{path} is not writable ({why}); tuning needs root (run with sudo); nothing was written"
-    )]
-    NotPermitted { path: PathBuf, why: String },
+    /// Not allowed to write; nothing was written. `hint`: what may help (root, where latlab
+    /// does not run as root; else what refuses even root).
+    #[error("{path} is not writable ({why}); {hint}; nothing was written")]
+    NotPermitted {
+        path: PathBuf,
+        why: String,
+        hint: &'static str,
+    },
     /// Another process holds the tuning lock.
     #[error(
         "another latlab process{} is tuning this system (lock {}); wait for it to finish",

@@ -891,3 +891,48 @@ fn recommendations_follow_the_facts() {
     assert!(t.sys().system_info().preempt.starts_with("rt "));
     assert_eq!(boot::recommend(&t.sys(), None).profile, "throughput");
 }
+
+/// A file even root may not write (an immutable one): refused before anything is written, and
+/// not told to run as root when it does.
+#[test]
+fn a_file_root_may_not_write_is_named_without_a_sudo_hint() {
+    if !latlab_testkit::root_or_skip("an immutable file (chattr +i needs root)") {
+        return;
+    }
+    let t = Tree::new("laptop-intel");
+    let file = t
+        .root
+        .join("sys/devices/system/cpu/cpufreq/policy0/scaling_governor");
+    let chattr = |flag: &str| {
+        std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(&file)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !chattr("+i") {
+        eprintln!("skipped: chattr +i is not available on this file system");
+        return;
+    }
+    /// Takes the flag off however the test ends (the temporary tree is removed after).
+    struct Mutable<F: Fn(&str) -> bool>(F);
+    impl<F: Fn(&str) -> bool> Drop for Mutable<F> {
+        fn drop(&mut self) {
+            (self.0)("-i");
+        }
+    }
+    let _mutable = Mutable(chattr);
+    let before = snapshot(&t.root);
+    let dir = tempfile::tempdir().unwrap();
+    let gov = profile_file(dir.path(), "gov", "[cpu.all]\ngovernor = \"performance\"\n");
+    let e = latlab_tune::apply(&t.sys(), &builtin(gov.to_str().unwrap()), &t.state, &opts())
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("policy0/scaling_governor is not writable")
+            && msg.contains("root may not write it either: an immutable file")
+            && !msg.contains("sudo"),
+        "{msg}"
+    );
+    assert!(snapshot(&t.root) == before, "nothing was written");
+}
