@@ -62,6 +62,14 @@ pub fn samples_text(s: &Samples) -> String {
         }
         None => {}
     }
+    // No idle state on any CPU (no cpuidle driver): said, as the other sources are.
+    let no_idle = s.idle_states.iter().all(|i| i.states.is_empty());
+    if no_idle {
+        let _ = writeln!(
+            out,
+            "idle:     unavailable: no CPU lists cpuidle states (no cpuidle driver here)"
+        );
+    }
     let smi_column = s.cpus.iter().any(|c| c.smis.is_some());
     let smi_head = if smi_column {
         format!("{:>6}", "SMIs")
@@ -82,11 +90,14 @@ pub fn samples_text(s: &Samples) -> String {
             .find(|i| i.cpu == c.cpu)
             .map(|i| i.states.as_slice())
             .unwrap_or(&[]);
-        let idle: Vec<String> = names
+        let mut idle: Vec<String> = names
             .iter()
             .zip(&c.idle_residency_pct)
             .map(|(n, pct)| format!("{n} {pct:.1}%"))
             .collect();
+        if no_idle {
+            idle.push("-".into());
+        }
         let smis = if smi_column {
             format!("{:>6}", c.smis.map_or("-".into(), |n| n.to_string()))
         } else {
@@ -246,6 +257,22 @@ mod tests {
             "{t}"
         );
         assert!(t.contains(header) && !t.contains("SMIs"), "{t}");
+        assert!(!t.contains("idle:"), "idle states listed: {t}");
+        // No CPU lists idle states (no cpuidle driver): said, and a dash in the column.
+        let mut no_idle = s.clone();
+        no_idle
+            .idle_states
+            .iter_mut()
+            .for_each(|i| i.states.clear());
+        no_idle.cpus[0].idle_residency_pct.clear();
+        let t = samples_text(&no_idle);
+        assert!(
+            t.contains(
+                "idle:     unavailable: no CPU lists cpuidle states (no cpuidle driver here)"
+            ),
+            "{t}"
+        );
+        assert!(t.contains("         -  -\n"), "{t}");
         let loads = Loads {
             reports: vec![LoadReport {
                 spec: "matrix".into(),
