@@ -358,9 +358,26 @@ fn resolve(
                 }
             }
             if out.is_empty() {
-                return Err(CliError::Usage(format!(
-                    "{item}: no such experiment or cell with saved runs (accepted: {ITEM_FORM})"
-                )));
+                // The experiment is there, without that cell: its cells are the accepted keys.
+                let mut keys: Vec<String> = Vec::new();
+                for (_, s) in stores {
+                    for c in s.cells(ExperimentId(n)).unwrap_or_default() {
+                        if !c.runs.is_empty() && !keys.contains(&c.key) {
+                            keys.push(c.key);
+                        }
+                    }
+                }
+                return Err(CliError::Usage(match key {
+                    Some(key) if !keys.is_empty() => format!(
+                        "{item}: experiment e{n} has no cell {key:?} with saved runs (accepted: \
+                         e{n}/KEY of its cells: {})",
+                        keys.join(", ")
+                    ),
+                    _ => format!(
+                        "{item}: no such experiment or cell with saved runs (accepted: \
+                         {ITEM_FORM})"
+                    ),
+                }));
             }
             return Ok(out);
         }

@@ -150,6 +150,17 @@ fn text_and_markdown_and_compare() {
     .stdout;
     let cmp = String::from_utf8_lossy(&cmp);
     assert!(cmp.contains("p99") && cmp.contains("Mann-Whitney"), "{cmp}");
+    // A cell the experiment does not have: its cells are named.
+    let out = latlab!()
+        .args(["compare", "--db", db, "e1/interval=1ms", "e1/load=foo"])
+        .output()
+        .unwrap();
+    latlab_testkit::assert_one_line_error(
+        &out,
+        2,
+        "e1/load=foo: experiment e1 has no cell \"load=foo\" with saved runs (accepted: \
+         e1/KEY of its cells: interval=1ms, interval=250us)",
+    );
     // Items whose cells share names: each cell is told apart by its item; an item given twice
     // is reported once.
     let csv = |items: &[&str]| {
