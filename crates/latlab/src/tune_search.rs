@@ -88,7 +88,7 @@ pub struct SearchArgs {
     #[arg(long)]
     resume: bool,
 
-    /// Print only the result.
+    /// Print only the result (not the plan, nor each run).
     #[arg(short = 'q', long)]
     quiet: bool,
 }
@@ -398,7 +398,10 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
     if !args.dry_run {
         crate::args::check_store_path(&db_path)?;
     }
-    print_plan(&spec, &spec_line, &candidates, fit, &not_tried);
+    // A dry run prints only the plan; -q leaves it out of a search.
+    if args.dry_run || !args.quiet {
+        print_plan(&spec, &spec_line, &candidates, fit, &not_tried);
+    }
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
     }

@@ -297,7 +297,7 @@ fn a_search_killed_with_a_candidate_applied_is_undone_by_tune_restore() {
     assert_eq!(t.read(knob).trim(), "1");
     let mut child = t
         .search(&["--knobs", "timer_migration", "-q"])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -308,7 +308,10 @@ fn a_search_killed_with_a_candidate_applied_is_undone_by_tune_restore() {
         || t.read(knob).trim() == "0",
     );
     child.kill().unwrap();
-    child.wait().unwrap();
+    let out = child.wait_with_output().unwrap();
+    // -q: not the plan.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("tune search: lower"), "{text}");
     assert_eq!(t.read(knob).trim(), "0", "SIGKILL cannot restore");
     ok(latlab!()
         .arg("--sysroot")
