@@ -469,11 +469,8 @@ fn absolute_root(root: &Path) -> String {
         .to_string()
 }
 
-fn restore_locked(
-    sys: &Sys,
-    state_dir: &Path,
-    js: JournalState,
-) -> Result<RestoreReport, TuneError> {
+/// Refuse a journal written under another system root: its values are that root's.
+fn same_root(sys: &Sys, js: &JournalState) -> Result<(), TuneError> {
     // Absolute, as printed restore commands name it (a journal written before that kept the
     // root as given, relative to where latlab ran).
     let root = absolute_root(sys.root());
@@ -481,12 +478,21 @@ fn restore_locked(
         return Err(TuneError::Journal {
             path: js.path.clone(),
             message: format!(
-                "its values were written under the system root {}, not {root}; restore with \
-                 that root",
+                "its values were written under the system root {}, not {root}; verify and \
+                 restore with that root",
                 js.header.sysroot
             ),
         });
     }
+    Ok(())
+}
+
+fn restore_locked(
+    sys: &Sys,
+    state_dir: &Path,
+    js: JournalState,
+) -> Result<RestoreReport, TuneError> {
+    same_root(sys, &js)?;
     let rebooted = rebooted(sys, &js.header);
     let mut journal = Journal::open(state_dir)?;
     let mut entries = js.live_entries();
@@ -683,6 +689,7 @@ pub fn verify(sys: &Sys, state_dir: &Path) -> Result<VerifyReport, TuneError> {
     let Some(js) = Journal::read(state_dir)? else {
         return Ok(VerifyReport::default());
     };
+    same_root(sys, &js)?;
     let daemons = daemons(sys);
     let mut report = VerifyReport {
         profile: Some(js.header.profile.clone()),

@@ -528,9 +528,15 @@ fn verify_names_expected_and_actual_and_restore_notices_the_change() {
     let vp = latlab_tune::verify_profile(&t.sys(), &p, None, &t.state).unwrap();
     assert_eq!(vp.drifted(), 1);
     assert!(!vp.unsupported.is_empty());
-    // A journal is replayed only onto the root it was written under.
+    // A journal is replayed only onto the root it was written under, and verified only
+    // against it (another root's values would all read as drifted).
     let other = Tree::new("vm");
     let e = latlab_tune::restore(&other.sys(), &t.state).unwrap_err();
+    assert!(
+        e.to_string().contains("written under the system root"),
+        "{e}"
+    );
+    let e = latlab_tune::verify(&other.sys(), &t.state).unwrap_err();
     assert!(
         e.to_string().contains("written under the system root"),
         "{e}"
