@@ -415,8 +415,15 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     } else {
         String::new()
     };
+    // A resumed experiment counts the runs saved before too.
+    let before = if done.is_empty() {
+        String::new()
+    } else {
+        format!(" now, {} in all", todo.len() - failures + done.len())
+    };
     say.line(format!(
-        "experiment {} {}: {} saved{beside_failed}, {} failed; report with: latlab report e{}{}",
+        "experiment {} {}: {} saved{before}{beside_failed}, {} failed; report with: latlab \
+         report e{}{}",
         experiment.0,
         status.name(),
         latlab_model::units::plural((todo.len() - failures) as u64, "run", "runs"),

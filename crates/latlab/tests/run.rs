@@ -186,6 +186,11 @@ fn resume_after_sigkill_redoes_only_the_unfinished_cells() {
         text.contains("2 runs left to measure (about 2.5s)"),
         "{text}"
     );
+    // The last line counts the runs saved before too.
+    assert!(
+        text.contains(": 2 runs saved now, 3 in all, 0 failed;"),
+        "{text}"
+    );
     let store = Store::open_existing(&db).unwrap();
     let exps = store.list_experiments().unwrap();
     assert_eq!(exps.len(), 1, "resumed, not restarted");
