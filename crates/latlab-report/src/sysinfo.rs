@@ -219,7 +219,15 @@ fn cpus(out: &mut String, s: &SystemInfo) {
                     idle.available_governors.join(" ")
                 ),
             )];
-            for cpu in &idle.cpus {
+            if idle.cpus.iter().all(|c| c.states.is_empty()) {
+                rows.push((
+                    "",
+                    "no idle states on any CPU (no cpuidle driver: a CPU waits in the \
+                     architecture's default idle)"
+                        .into(),
+                ));
+            }
+            for cpu in idle.cpus.iter().filter(|c| !c.states.is_empty()) {
                 let states = cpu
                     .states
                     .iter()

@@ -150,3 +150,31 @@ fn smt_siblings_and_resume_latencies_say_what_they_mean() {
         "{text}"
     );
 }
+
+/// A machine without a cpuidle driver (as this one may be): one line saying so, not a bare
+/// `cpuN:` row per CPU.
+#[test]
+fn no_idle_states_are_said_in_one_line() {
+    let t = copy("vm");
+    let cpu = t.path().join("sys/devices/system/cpu");
+    for n in 0..2 {
+        std::fs::remove_dir_all(cpu.join(format!("cpu{n}/cpuidle"))).unwrap();
+    }
+    std::fs::write(cpu.join("cpuidle/current_driver"), "none\n").unwrap();
+    let text = sysinfo(t.path(), false);
+    let rows = section(&text, "cpuidle (exit latency / target residency)");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(
+        rows[0].starts_with("driver / governor      none / "),
+        "{rows:?}"
+    );
+    assert_eq!(
+        rows[1],
+        "no idle states on any CPU (no cpuidle driver: a CPU waits in the architecture's \
+         default idle)"
+    );
+    // With states, a row per CPU.
+    let text = sysinfo(&fixture("vm"), false);
+    let rows = section(&text, "cpuidle (exit latency / target residency)");
+    assert!(rows.iter().any(|r| r.starts_with("cpu1: POLL")), "{rows:?}");
+}
