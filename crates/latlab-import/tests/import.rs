@@ -115,17 +115,7 @@ fn latlab_written_cyclictest_json_keeps_its_own_settings() {
     assert_eq!(beside(&back), None, "measured idle");
     // Measured under a traced load: said, as the file holds no more of either.
     r.trace = Some(latlab_testkit::run::trace(&["hrtimer"], vec![], (0, 0)));
-    r.loads.reports = vec![latlab_model::load::LoadReport {
-        spec: "io:bs=1M".into(),
-        kind: "io".into(),
-        cpus: None,
-        workers: 1,
-        started_ns: 0,
-        elapsed_ns: 1,
-        throughput: Vec::new(),
-        warnings: Vec::new(),
-        failed: None,
-    }];
+    r.loads.reports = vec![latlab_testkit::run::load("io:bs=1M", None)];
     let back = import(&latlab_report_json(&r), None, "l.json").unwrap();
     let line = beside(&back).unwrap();
     assert!(

@@ -357,17 +357,7 @@ mod tests {
     #[test]
     fn the_command_line_names_the_loads_and_the_trace() {
         let mut r = latlab_testkit::run::one_cpu("x", (1, 1));
-        let report = |spec: &str| latlab_model::load::LoadReport {
-            spec: spec.into(),
-            kind: spec.split(':').next().unwrap().into(),
-            cpus: Some(vec![1]),
-            workers: 1,
-            started_ns: 0,
-            elapsed_ns: 1,
-            throughput: Vec::new(),
-            warnings: Vec::new(),
-            failed: None,
-        };
+        let report = |spec: &str| latlab_testkit::run::load(spec, Some(vec![1]));
         r.loads.reports = vec![report("io:bs=1M"), report("cpu")];
         r.trace = Some(latlab_testkit::run::trace(
             &["local-timer", "hrtimer"],

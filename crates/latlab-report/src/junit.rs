@@ -628,17 +628,11 @@ mod tests {
         r.environment
             .warnings
             .push("real-time threads of other processes: PID 7 latlab".into());
-        r.loads.reports.push(latlab_model::load::LoadReport {
-            spec: "cmd:exit 3".into(),
-            kind: "cmd".into(),
-            cpus: None,
-            workers: 1,
-            started_ns: 0,
-            elapsed_ns: 3_000_000,
-            throughput: Vec::new(),
-            warnings: vec!["ended after 3ms with exit status 3".into()],
-            failed: Some("ended after 3ms with exit status 3".into()),
-        });
+        let mut failed = latlab_testkit::run::load("cmd:exit 3", None);
+        failed.elapsed_ns = 3_000_000;
+        failed.warnings = vec!["ended after 3ms with exit status 3".into()];
+        failed.failed = Some("ended after 3ms with exit status 3".into());
+        r.loads.reports.push(failed);
         let limits = Limits {
             max_ns: Some(50_000),
             ..Limits::default()

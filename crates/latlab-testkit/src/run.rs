@@ -77,6 +77,22 @@ pub fn one_cpu(id: &str, (start_unix_ns, elapsed_ns): (u64, u64)) -> RunResult {
     )
 }
 
+/// A load `spec` (its kind the part before any `:`) that ran on `cpus` (`None`: every CPU)
+/// for a second with one worker, beside the whole measurement.
+pub fn load(spec: &str, cpus: Option<Vec<usize>>) -> latlab_model::load::LoadReport {
+    latlab_model::load::LoadReport {
+        spec: spec.into(),
+        kind: spec.split(':').next().unwrap_or(spec).into(),
+        cpus,
+        workers: 1,
+        started_ns: 0,
+        elapsed_ns: 1_000_000_000,
+        throughput: Vec::new(),
+        warnings: Vec::new(),
+        failed: None,
+    }
+}
+
 /// One key of a traced family: its number, its name, and its samples as `(cpu, ns)`.
 pub type KeySamples<'a> = (u64, &'a str, Vec<(u32, u64)>);
 
