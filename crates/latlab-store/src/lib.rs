@@ -399,6 +399,14 @@ impl Store {
         if !path.exists() {
             return Err(StoreError::Missing(path.to_path_buf()));
         }
+        // An empty file (`touch`ed, or named by mistake) is no store to read: made one here, a
+        // command that only reads would write it.
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            return Err(StoreError::NotAStore {
+                path: path.to_path_buf(),
+                reason: "an empty file".into(),
+            });
+        }
         if writable(path).is_ok() {
             return Self::open_existing(path);
         }
@@ -477,19 +485,6 @@ impl Store {
             e => open_err(e),
         })?;
         check_identity(path, (app_id, version, tables))?;
-        // An empty file (`touch`ed, or named by mistake) is no store to open: made one here, a
-        // command that only reads would write it.
-        if !create && (app_id, version, tables) == (0, 0, 0) {
-            let empty = std::fs::metadata(path).is_ok_and(|m| m.len() == 0);
-            return Err(not_a_store(
-                if empty {
-                    "an empty file"
-                } else {
-                    "an SQLite database of no tables"
-                }
-                .into(),
-            ));
-        }
         let mode: String = conn
             .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
             .map_err(open_err)?;

@@ -518,12 +518,22 @@ pub fn probe_write(path: &Path) -> std::io::Result<()> {
         ))),
         Ok(_) => OpenOptions::new().write(true).open(path).map(drop),
         // A link to a file not there yet is written through: its target is probed.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match std::fs::read_link(path) {
-            Ok(target) => probe(&path.parent().unwrap_or(Path::new("")).join(target)),
-            Err(_) => probe(path),
-        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => probe(&link_target(path)),
         Err(e) => Err(e),
     }
+}
+
+/// The file a path names when written: `path` itself, or where its links lead (followed as
+/// the kernel does, up to 40 of them), for a link to a file not there yet.
+pub fn link_target(path: &Path) -> std::path::PathBuf {
+    let mut path = path.to_path_buf();
+    for _ in 0..40 {
+        let Ok(target) = std::fs::read_link(&path) else {
+            break;
+        };
+        path = path.parent().unwrap_or(Path::new("")).join(target);
+    }
+    path
 }
 
 /// The wall clock now, ns since 1970 (0 for a clock set before it).

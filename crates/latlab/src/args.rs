@@ -458,17 +458,20 @@ impl OutputFile {
             .iter()
             .filter_map(|(what, p)| Some((what.to_string(), file_id(p)?)))
             .collect();
-        let mut stdout: Option<&str> = None;
+        let mut stdout: Option<&Self> = None;
         for o in outputs.iter().filter_map(|o| o.as_ref()) {
             if o.is_stdout() {
                 if let Some(first) = stdout {
                     return Err(CliError::Usage(format!(
-                        "{} -: standard output is taken by {first} - (accepted: at most one \
+                        "{} {}: standard output is taken by {} {} (accepted: at most one \
                          output to -, the others to files)",
-                        o.flag
+                        o.flag,
+                        o.path.display(),
+                        first.flag,
+                        first.path.display()
                     )));
                 }
-                stdout = Some(o.flag);
+                stdout = Some(o);
                 continue;
             }
             let Some(file) = file_id(&o.path) else {
@@ -489,7 +492,7 @@ impl OutputFile {
 
     /// Whether this output goes to stdout.
     pub fn is_stdout(&self) -> bool {
-        self.path.as_os_str() == "-"
+        names_stdout(&self.path)
     }
 
     /// Whether an error's JUnit may go here: standard output, a file not there yet, an empty
@@ -525,6 +528,15 @@ impl OutputFile {
             })
             .with_context(|| format!("writing {} {}", self.flag, self.path.display()))
     }
+}
+
+/// Whether an output path is standard output: `-`, or a name of this process's descriptor 1
+/// (`/dev/stdout`): written as `-` is (the tables move to stderr), not opened again, which
+/// truncated a redirected file and wrote over the tables from its start.
+pub fn names_stdout(path: &Path) -> bool {
+    ["-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"]
+        .iter()
+        .any(|n| path == Path::new(n))
 }
 
 /// Whether this process wrote its `--junit` output (its results, or why it could not run).
@@ -569,7 +581,7 @@ pub fn junit_of_refusal(args: &[std::ffi::OsString], message: &str) {
 /// one, or a JUnit report (an earlier run's, which must not read as this one's pass).
 fn may_hold_junit(path: &Path) -> bool {
     use std::io::Read;
-    if path == Path::new("-") {
+    if names_stdout(path) {
         return true;
     }
     // A pipe or a device holds nothing to lose (and a pipe read would be waited on for ever).
@@ -611,15 +623,8 @@ fn file_id(path: &Path) -> Option<FileId> {
     if let Ok(m) = std::fs::metadata(path) {
         return Some(FileId::Inode(m.dev(), m.ino()));
     }
-    // A link to a file not there yet names the file it creates: its target (links followed as
-    // the kernel does, up to its 40).
-    let mut path = path.to_path_buf();
-    for _ in 0..40 {
-        let Ok(target) = std::fs::read_link(&path) else {
-            break;
-        };
-        path = path.parent().unwrap_or(Path::new("")).join(target);
-    }
+    // A link to a file not there yet names the file it creates.
+    let path = latlab_sys::link_target(path);
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -796,7 +801,7 @@ impl Say {
     /// Beside the `--junit` output `junit`.
     pub(crate) fn beside(junit: &Option<std::path::PathBuf>) -> Say {
         Say {
-            to_stderr: junit.as_deref().is_some_and(|p| p.as_os_str() == "-"),
+            to_stderr: junit.as_deref().is_some_and(names_stdout),
         }
     }
 

@@ -778,6 +778,30 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (
         &[
+            "measure",
+            "--policy",
+            "other",
+            "--json",
+            "j.xml",
+            "--junit",
+            "to-to-j.xml",
+        ],
+        "--junit to-to-j.xml: the same file as --json",
+    ),
+    (
+        &[
+            "measure",
+            "--policy",
+            "other",
+            "--json",
+            "-",
+            "--junit",
+            "/dev/stdout",
+        ],
+        "--junit /dev/stdout: standard output is taken by --json -",
+    ),
+    (
+        &[
             "measure", "--policy", "other", "--db", "s.db", "--junit", "./s.db",
         ],
         "--junit ./s.db: the same file as the store,",
@@ -919,6 +943,7 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
     // A hard link to the plan (another name, the same file), and a profile file.
     std::fs::hard_link(at.join("plan.toml"), at.join("hard.toml")).unwrap();
     std::os::unix::fs::symlink("j.xml", at.join("to-j.xml")).unwrap();
+    std::os::unix::fs::symlink("to-j.xml", at.join("to-to-j.xml")).unwrap();
     std::fs::write(at.join("p.toml"), "[system]\ntimer_migration = false\n").unwrap();
     let before = latlab_sys::fixture::snapshot(at).unwrap();
     let mounts = tracefs_mounts();

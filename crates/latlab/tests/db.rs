@@ -309,6 +309,15 @@ fn a_file_that_is_not_a_store_is_refused() {
         .filter(|n| n.starts_with("empty.db"))
         .collect();
     assert_eq!(side, ["empty.db"], "no journal beside it");
+    // A command that writes makes its store there.
+    let o = latlab!()
+        .args(["measure", "-D", "0.1s", "-q", "--no-samplers", "--db"])
+        .arg(&empty)
+        .args(latlab_testkit::policy_args())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(db(&empty, &["list"]).status.code(), Some(0));
 }
 
 #[test]
