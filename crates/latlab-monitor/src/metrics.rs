@@ -464,7 +464,9 @@ impl Metrics {
             "Energy used while measured, per power source (RAPL, hwmon, battery).",
         );
         for s in self.series.values() {
-            for (source, j) in &s.totals.power_j {
+            // A source whose total is 0 never gave a reading (totals kept before such sources
+            // were left out hold it): no counter.
+            for (source, j) in s.totals.power_j.iter().filter(|(_, j)| **j > 0.0) {
                 let _ = writeln!(
                     o,
                     "latlab_power_joules_total{{series=\"{}\",source=\"{}\"}} {j:.6}",
@@ -625,12 +627,21 @@ mod tests {
             ..latlab_testkit::run::monitor_window(0, h, 1)
         };
         WindowSet {
-            power: Some(vec![PowerSource {
-                name: "rapl:package-0".into(),
-                avg_w: Some(5.0),
-                energy_j: Some(5.0),
-                wraps: 0,
-            }]),
+            power: Some(vec![
+                PowerSource {
+                    name: "rapl:package-0".into(),
+                    avg_w: Some(5.0),
+                    energy_j: Some(5.0),
+                    wraps: 0,
+                },
+                // A meter that stood still (a virtual machine's): no reading, no counter.
+                PowerSource {
+                    name: "perf:energy-psys".into(),
+                    avg_w: None,
+                    energy_j: None,
+                    wraps: 0,
+                },
+            ]),
             cost_cpu_time_ns: Some(1_000_000),
             ..latlab_testkit::run::window_set(k, (start, 1_000_000_000), vec![cpu0])
         }
@@ -742,6 +753,7 @@ mod tests {
             "latlab_cpuidle_state_usage_total{{{l},state=\"0\",name=\"POLL\"}} 300"
         )));
         assert!(t.contains("latlab_power_joules_total{series=\"host \\\"a\\\"\",source=\"rapl:package-0\"} 15.000000"));
+        assert!(!t.contains("energy-psys"), "{t}");
         // The series' own figures, from its totals: three windows of a second from 1000 s, each
         // costing 1 ms of CPU time.
         let series = "{series=\"host \\\"a\\\"\"}";

@@ -53,11 +53,15 @@ impl SeriesTotals {
         self.windows += set.windows;
         self.cost_cpu_time_ns += set.cost_cpu_time_ns.unwrap_or(0);
         for p in set.power.iter().flatten() {
+            // A source that gave no reading (or 0 J: a meter that stood still) counts nothing,
+            // and is no counter of its own until it does.
             let j = p
                 .energy_j
                 .or_else(|| p.avg_w.map(|w| w * set.covered_ns as f64 / 1e9))
                 .unwrap_or(0.0);
-            *self.power_j.entry(p.name.clone()).or_default() += j;
+            if j > 0.0 {
+                *self.power_j.entry(p.name.clone()).or_default() += j;
+            }
         }
         let min = |a: Option<u64>, b| Some(a.map_or(b, |a: u64| a.min(b)));
         let max = |a: Option<u64>, b| Some(a.map_or(b, |a: u64| a.max(b)));
