@@ -363,20 +363,26 @@ impl SpikeStory {
                     .iter()
                     .filter(|e| e.kind == StoryKind::Task && e.pid == Some(t.pid))
             };
-            let switched_in = slices()
-                .map(|e| e.start_ns)
-                .min()
-                .filter(|&at| at > self.from_ns);
-            let why = match switched_in {
+            let first = slices().map(|e| e.start_ns).min();
+            // Another task (or the idle task) on the CPU inside the interval: the kernel saw
+            // the thread switched out and back.
+            let others = self
+                .events
+                .iter()
+                .any(|e| e.kind == StoryKind::Task && e.pid != Some(t.pid) && e.overlap_ns > 0);
+            let why = match first {
                 _ if t.comm != own => String::new(),
-                Some(at) => format!(
+                Some(at) if at > self.from_ns => format!(
                     " (the measuring thread itself, from its switch to the CPU at +{} to reading \
                      its clock)",
                     us(at - self.from_ns)
                 ),
-                None => " (the measuring thread itself, still running from its last period: a \
-                         stall the kernel did not see, such as the host preempting this VM or an \
-                         SMI)"
+                _ if others => " (the measuring thread itself, before and after the tasks that \
+                                took the CPU from it)"
+                    .to_string(),
+                _ => " (the measuring thread itself, still running from its last period: a \
+                      stall the kernel did not see, such as the host preempting this VM or an \
+                      SMI)"
                     .to_string(),
             };
             parts.push((
@@ -627,8 +633,10 @@ mod tests {
             s.summary()
                 .ends_with("(incomplete: older events were overwritten)")
         );
-        // The CPU's own measuring thread holding it is a stall it did not see, not a task that
-        // took the CPU from it; another CPU's measuring thread is a task as any other.
+        // The CPU's own measuring thread holding it (no other task on the CPU in the interval)
+        // is a stall it did not see, not a task that took the CPU from it; another CPU's
+        // measuring thread is a task as any other.
+        let idle = s.events.remove(0);
         for (comm, own) in [("latlab-cpu1", true), ("latlab-cpu0", false)] {
             s.tasks = vec![StoryTask {
                 pid: 7,
@@ -644,8 +652,23 @@ mod tests {
                 "{line}"
             );
         }
-        // Switched to the CPU inside the interval: the time is its way back to user space.
+        // Switched out and back (a busy-waiting thread the CPU's RT throttling preempted): the
+        // kernel saw it.
         s.tasks[0].comm = "latlab-cpu1".into();
+        let mut held = story_event(StoryKind::Task, 900_000, 400_000, 300_000, "latlab-cpu1");
+        held.pid = Some(7);
+        s.events.push(held);
+        s.events.push(idle);
+        let line = s.summary();
+        assert!(
+            line.contains(
+                "task latlab-cpu1[7] 290.0us (the measuring thread itself, before and after the \
+                 tasks that took the CPU from it)"
+            ),
+            "{line}"
+        );
+        s.events.retain(|e| e.pid != Some(7));
+        // Switched to the CPU inside the interval: the time is its way back to user space.
         let mut slice = story_event(StoryKind::Task, 1_100_000, 200_000, 200_000, "latlab-cpu1");
         slice.pid = Some(7);
         s.events.push(slice);

@@ -581,6 +581,9 @@ fn comparisons(b: &mut Vec<Block>, a: &Analysis) {
             );
         }
         b.push(Block::Table(t));
+        if let Some(caveat) = crate::analysis::extremes_caveat(base, c) {
+            b.push(Block::Para(format!("Min and max: {caveat}.")));
+        }
     }
 }
 

@@ -1358,6 +1358,11 @@ fn compare_says_what_supports_a_difference() {
         cells: vec![slow, fast],
         skipped: Vec::new(),
     });
+    // Under the comparison's table too.
+    assert!(
+        report.contains(&format!("Min and max: {caveat}.")),
+        "{report}"
+    );
     let line = latlab_testkit::line_with(&report, "max: fast");
     assert!(line.contains(&format!(", +50.0 % ({caveat}): ")), "{line}");
     // Same names are told apart as A and B.

@@ -205,7 +205,7 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
         } else {
             say.text(&table(&first, color));
             say.text(&by_hand_elsewhere(&first, sys));
-            say.text(&fix_hint(&first));
+            say.text(&fix_hint(&first, sys));
             if let Some(m) = &measured {
                 say.text(&measure_table(m));
             }
@@ -546,16 +546,22 @@ fn by_hand_elsewhere(r: &Report, sys: &Sys) -> String {
     )
 }
 
-/// A closing hint when fixes exist and --fix was not given.
-fn fix_hint(r: &Report) -> String {
+/// A closing hint when fixes exist and --fix was not given; the commands name a system root
+/// other than `/`, so that pasted they act on the system checked.
+fn fix_hint(r: &Report, sys: &Sys) -> String {
     let plan = latlab_check::plan_fixes(r, Verdict::Fail);
     if plan.is_empty() {
         return String::new();
     }
+    let root = if sys.is_live() {
+        String::new()
+    } else {
+        format!(" --sysroot {}", latlab_model::units::shell_path(sys.root()))
+    };
     let mut out = String::new();
     if !plan.knobs.is_empty() {
         out.push_str(&format!(
-            "latlab check --fix applies {} tune setting(s) of the failed checks ({}); latlab tune restore undoes them\n",
+            "latlab{root} check --fix applies {} tune setting(s) of the failed checks ({}); latlab{root} tune restore undoes them\n",
             plan.knobs.len(),
             plan.knobs.iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>().join(", ")
         ));

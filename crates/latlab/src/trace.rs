@@ -273,7 +273,7 @@ pub fn render(r: &TraceResult, top: usize, per_cpu: bool) -> String {
     if c.available {
         let _ = writeln!(
             out,
-            "cost: {} BPF programs ran {} times for {:.3} ms ({:.4} % of the CPUs' time over {:.3} s); {}",
+            "cost: {} BPF programs ran {} times for {:.3} ms ({:.4} % of all online CPUs' time over {:.3} s); {}",
             c.programs.len(),
             c.run_count,
             c.run_time_ns as f64 / 1e6,

@@ -140,7 +140,14 @@ fn the_table_on_a_pipe() {
     assert!(text.contains("fix: tune: [cpu.all] governor = \"performance\""));
     assert!(text.contains("fix: boot: snd_hda_intel.enable_msi=1"));
     assert!(text.contains("pass,") && text.contains(" fail,"));
-    assert!(text.contains("latlab check --fix applies 3 tune setting(s)"));
+    // Pasted, the commands act on the tree checked, not on this machine.
+    let r = root.path().display();
+    assert!(
+        text.contains(&format!(
+            "latlab --sysroot {r} check --fix applies 3 tune setting(s)"
+        )) && text.contains(&format!("; latlab --sysroot {r} tune restore undoes them")),
+        "{text}"
+    );
     // The steps by hand name the checked system's paths, not this machine's.
     assert!(text.contains("fix: sysctl -w vm.swappiness=10"), "{text}");
     assert!(
