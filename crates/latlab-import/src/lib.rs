@@ -999,8 +999,8 @@ fn cyclictest_json(text: &str) -> Result<RunResult, ImportError> {
         r.environment.pm_qos_held_us = r.config.pm_qos_us;
         if let Some(beside) = beside_measurement(args) {
             r.environment.warnings.push(format!(
-                "measured beside {beside}: the file holds no more of it (no throughput, phases \
-                 or traced latencies), so this run is no idle one"
+                "measured beside {beside}: the file holds nothing more of it (no load's \
+                 throughput or phases, no traced latencies)"
             ));
         }
         if r.config.mlock {

@@ -119,7 +119,7 @@ fn latlab_written_cyclictest_json_keeps_its_own_settings() {
     let back = import(&latlab_report_json(&r), None, "l.json").unwrap();
     let line = beside(&back).unwrap();
     assert!(
-        line.starts_with("measured beside --load io:bs=1M --trace hrtimer: the file holds no more"),
+        line.starts_with("measured beside --load io:bs=1M --trace hrtimer: the file holds nothing"),
         "{line}"
     );
 }
