@@ -58,7 +58,7 @@ fn a_two_axis_plan_with_repeats_runs_into_the_store() {
         "{text}"
     );
     assert_eq!(
-        text.matches("skipped: CPU 63 is absent").count(),
+        text.matches("skipped: --cpus 63: CPU 63 is absent").count(),
         4,
         "{text}"
     );
