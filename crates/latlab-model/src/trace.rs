@@ -358,12 +358,12 @@ impl SpikeStory {
         // to reading its clock, no stall.
         let own = measuring_thread_name(&format!("cpu{}", self.cpu));
         for t in &self.tasks {
-            let slices = || {
-                self.events
-                    .iter()
-                    .filter(|e| e.kind == StoryKind::Task && e.pid == Some(t.pid))
-            };
-            let first = slices().map(|e| e.start_ns).min();
+            let first = self
+                .events
+                .iter()
+                .filter(|e| e.kind == StoryKind::Task && e.pid == Some(t.pid))
+                .map(|e| e.start_ns)
+                .min();
             // Another task (or the idle task) on the CPU inside the interval: the kernel saw
             // the thread switched out and back.
             let others = self
