@@ -30,7 +30,7 @@ mod schedule;
 pub mod spec;
 
 pub use registry::{LoadDescriptor, registry};
-pub use schedule::{Schedule, SchedulePhase, ScheduleRunner, parse_schedule};
+pub use schedule::{Schedule, SchedulePhase, ScheduleRunner, parse_schedule, parse_schedule_named};
 pub use spec::{LoadSpec, OptDefault, OptKind, OptValue, OptionDesc, parse_size};
 
 /// Why loads could not be parsed, checked or started. Every message is one line.

@@ -59,9 +59,15 @@ fn split_phase(piece: &str) -> Option<(&str, u64)> {
 
 /// Parse a schedule (pure). Every phase must name a load (or `idle`) and a duration with a unit.
 pub fn parse_schedule(text: &str) -> Result<Schedule, LoadError> {
+    parse_schedule_named("schedule", text)
+}
+
+/// [`parse_schedule`] with errors that begin with `name` (the option that gave the text)
+/// instead of "schedule": `--load-schedule "bogus 1s": phase "bogus 1s": unknown load kind …`.
+pub fn parse_schedule_named(name: &str, text: &str) -> Result<Schedule, LoadError> {
     let bad = |problem: String| {
         LoadError::Invalid(format!(
-            "schedule {:?}: {problem} (accepted: {SCHEDULE_FORM})",
+            "{name} {:?}: {problem} (accepted: {SCHEDULE_FORM})",
             text.trim()
         ))
     };
@@ -114,7 +120,12 @@ pub fn parse_schedule(text: &str) -> Result<Schedule, LoadError> {
         let spec = if load == "idle" {
             None
         } else {
-            Some(LoadSpec::parse(load)?)
+            Some(LoadSpec::parse(load).map_err(|e| match e {
+                LoadError::Invalid(m) => {
+                    LoadError::Invalid(format!("{name} {:?}: phase {p:?}: {m}", text.trim()))
+                }
+                other => other,
+            })?)
         };
         phases.push(SchedulePhase {
             spec,

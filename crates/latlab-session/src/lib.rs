@@ -73,6 +73,15 @@ pub fn load_error(e: latlab_load::LoadError) -> Error {
     }
 }
 
+/// [`load_error`] for the value of one option: a usage error names the option and its value
+/// (`--load "gpu": unknown load kind …`).
+pub fn option_load_error(flag: &str, value: &str, e: latlab_load::LoadError) -> Error {
+    match load_error(e) {
+        Error::Usage(m) => Error::Usage(format!("{flag} {value:?}: {m}")),
+        other => other,
+    }
+}
+
 /// Loads under way: a set started before measuring, or a schedule of phases.
 enum RunningLoads {
     None,

@@ -3,7 +3,7 @@
 use crate::args::Ns;
 use crate::cli_error::{CliError, CliResult};
 use clap::Args;
-use latlab_load::{LoadOptions, LoadSet, LoadSpec, ScheduleRunner, parse_schedule};
+use latlab_load::{LoadOptions, LoadSet, LoadSpec, ScheduleRunner, parse_schedule_named};
 use latlab_measure::StopSignal;
 use latlab_model::StopReason;
 use latlab_model::load::{LoadReport, Loads, Throughput};
@@ -78,7 +78,7 @@ impl LoadArgs {
         let schedule = self
             .schedule
             .as_deref()
-            .map(parse_schedule)
+            .map(|s| parse_schedule_named("--schedule", s))
             .transpose()
             .map_err(load_error)?;
         let cpus = self.load_cpus.clone();

@@ -9,7 +9,7 @@ use latlab_measure::StopSignal;
 use latlab_model::units::CpuList;
 use latlab_model::units::format_us;
 use latlab_model::{Clock, DeadlineParams, MeasureConfig, Policy, RunResult, StopReason};
-use latlab_session::{Measurement, load_error};
+use latlab_session::{Measurement, load_error, option_load_error};
 use latlab_sys::Sys;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -292,16 +292,11 @@ impl MeasureArgs {
             .iter()
             .map(|l| latlab_load::LoadSpec::parse(l).map_err(|e| (l, e)))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|(l, e)| match load_error(e) {
-                latlab_session::Error::Usage(m) => {
-                    latlab_session::Error::Usage(format!("--load {l:?}: {m}"))
-                }
-                other => other,
-            })?;
+            .map_err(|(l, e)| option_load_error("--load", l, e))?;
         let schedule = self
             .load_schedule
             .as_deref()
-            .map(latlab_load::parse_schedule)
+            .map(|s| latlab_load::parse_schedule_named("--load-schedule", s))
             .transpose()
             .map_err(load_error)?;
         if let (Some(s), Some(Ns(d))) = (&schedule, self.duration) {

@@ -376,7 +376,7 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (
         &["load", "--schedule", "idle 30"],
-        "duration \"30\" has no unit",
+        "--schedule \"idle 30\": phase \"idle 30\": duration \"30\" has no unit",
     ),
     // tune
     (
@@ -591,6 +591,10 @@ const ROWS: &[(&[&str], &str)] = &[
     (
         &["measure", "--load", "1e99"],
         "--load \"1e99\": unknown load kind \"1e99\" (accepted: cpu, matrix",
+    ),
+    (
+        &["measure", "--load-schedule", "bogus 1s"],
+        "--load-schedule \"bogus 1s\": phase \"bogus 1s\": unknown load kind \"bogus\" (accepted: cpu",
     ),
     (
         &["report", "--format="],
