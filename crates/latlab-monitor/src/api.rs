@@ -16,6 +16,9 @@ use std::collections::{BTreeMap, HashMap};
 /// Most points a timeline returns per CPU unless asked for fewer.
 pub use crate::report::MAX_POINTS;
 
+/// Fewest points a timeline may be asked for per CPU.
+pub const FEWEST_POINTS: usize = 10;
+
 /// Unix nanoseconds as the dashboard's times: milliseconds, as JavaScript's `Date` counts.
 pub(crate) fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
@@ -162,7 +165,7 @@ fn timeline_reading(
     points: usize,
     raw_limit: usize,
 ) -> Result<Timeline, StoreError> {
-    let points = points.clamp(10, MAX_POINTS as usize);
+    let points = points.clamp(FEWEST_POINTS, MAX_POINTS as usize);
     let sets = store.monitor_sets(series, from, to)?;
     let (_, idle) = store.series_meta(series)?;
     let src = source(store, series, &sets, (from, to), points, raw_limit)?;

@@ -435,9 +435,16 @@ fn range(q: Result<Query<RangeQ>, QueryRejection>) -> Result<(RangeQ, u64, u64),
             "from and to must be finite numbers (accepted: {RANGE_FORM})"
         ));
     }
-    if q.limit == Some(0) || q.points == Some(0) {
+    if q.limit == Some(0) {
+        return Err(format!("limit must be 1 or more (accepted: {RANGE_FORM})"));
+    }
+    let (fewest, most) = (api::FEWEST_POINTS, api::MAX_POINTS);
+    if let Some(p) = q
+        .points
+        .filter(|&p| !(fewest as u64..=most).contains(&(p as u64)))
+    {
         return Err(format!(
-            "points and limit must be 1 or more (accepted: {RANGE_FORM})"
+            "points={p}: out of range (accepted: points from {fewest} to {most} per CPU)"
         ));
     }
     let to = q.to.map_or(metrics::END_OF_TIME, crate::api::ns_of_ms);

@@ -1612,7 +1612,17 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
         (
             "/api/worst?series=1&limit=0",
             400,
-            "points and limit must be 1 or more",
+            "limit must be 1 or more",
+        ),
+        (
+            "/api/timeline?series=1&points=5",
+            400,
+            "points=5: out of range (accepted: points from 10 to 2000 per CPU)",
+        ),
+        (
+            "/api/timeline?series=1&points=2001",
+            400,
+            "points=2001: out of range",
         ),
         (
             "/api/timeline?series=1&from=nan",
