@@ -276,6 +276,34 @@ fn check_permissions(sys: &Sys, plan: &Plan) -> Result<(), TuneError> {
     Ok(())
 }
 
+/// Refuses a plan none of whose settings applies here (every one unsupported), naming why for
+/// each; a setting already at its target applies, and so does a PM QoS limit, which a
+/// temporary tuning holds and `tune apply` names the command for.
+pub fn nothing_applies(profile: &Profile, plan: &Plan) -> Result<(), TuneError> {
+    if plan.items.is_empty() || profile.system.cpu_dma_latency_us.is_some() {
+        return Ok(());
+    }
+    let mut why: Vec<(String, Vec<&str>)> = Vec::new();
+    for item in &plan.items {
+        let ItemState::Unsupported { why: w } = &item.state else {
+            return Ok(());
+        };
+        match why.iter_mut().find(|(seen, _)| seen == w) {
+            Some((_, knobs)) => knobs.push(&item.knob),
+            None => why.push((w.clone(), vec![&item.knob])),
+        }
+    }
+    let why = why
+        .iter()
+        .map(|(w, knobs)| format!("{}: {w}", knobs.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(TuneError::NothingApplies {
+        profile: profile.name.clone(),
+        why,
+    })
+}
+
 /// Apply a profile until `tune restore`: see the module documentation.
 pub fn apply(
     sys: &Sys,
@@ -293,7 +321,9 @@ fn apply_inner(
     opts: &ApplyOptions,
 ) -> Result<(Applied, StateLock), TuneError> {
     // Validate against the machine and check the rights before taking anything.
-    check_permissions(sys, &Plan::build(sys, profile, opts.cpus.as_ref())?)?;
+    let first = Plan::build(sys, profile, opts.cpus.as_ref())?;
+    nothing_applies(profile, &first)?;
+    check_permissions(sys, &first)?;
     if opts.hooks.pause_after_writes == Some(0) {
         pause(&opts.hooks, 0);
     }

@@ -22,8 +22,8 @@ pub mod search;
 
 pub use apply::{
     Applied, ApplyOptions, Outcome, RestoreLine, RestoreReport, Status, TemporaryTuning, TestHooks,
-    TuningGuard, TuningRecord, VerifyCheck, VerifyReport, apply, restore, restore_stale, status,
-    verify, verify_profile,
+    TuningGuard, TuningRecord, VerifyCheck, VerifyReport, apply, nothing_applies, restore,
+    restore_stale, status, verify, verify_profile,
 };
 pub use plan::{Change, Item, ItemState, Phase, Plan, Split, Target, cpufreq_policy};
 pub use profile::{Origin, Profile, ProfileError, ProfileSource, Profiles};
@@ -165,6 +165,10 @@ pub enum TuneError {
     /// A tuning search that cannot go on (a run that failed, a restore that left values).
     #[error("{0}")]
     Search(String),
+    /// No setting of the profile applies to this machine (each unsupported here): nothing was
+    /// written and no journal made, since nothing of it would be in effect.
+    #[error("profile {profile} sets nothing this machine has (unsupported here: {why})")]
+    NothingApplies { profile: String, why: String },
 }
 
 impl TuneError {

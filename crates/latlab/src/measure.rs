@@ -421,22 +421,8 @@ impl MeasureArgs {
                 let plan = latlab_tune::Plan::build(sys, &profile, measured.as_ref())
                     .map_err(|e| CliError::Failed(anyhow::anyhow!("--profile {name}: {e}")))?;
                 // A profile none of whose settings exist here cannot make the run it names.
-                let unsupported: Vec<String> = plan
-                    .items
-                    .iter()
-                    .filter_map(|i| match &i.state {
-                        latlab_tune::ItemState::Unsupported { why } => {
-                            Some(format!("{}: {why}", i.knob))
-                        }
-                        _ => None,
-                    })
-                    .collect();
-                if !plan.items.is_empty() && unsupported.len() == plan.items.len() {
-                    return Err(CliError::Failed(anyhow::anyhow!(
-                        "profile {name} sets nothing this machine has (unsupported here: {})",
-                        unsupported.join("; ")
-                    )));
-                }
+                latlab_tune::nothing_applies(&profile, &plan)
+                    .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;
                 let state_dir = self.state_dir(sys);
                 // A tuning `tune apply` or a running latlab put in force: said now, not after
                 // "measuring" (one a killed process left is put back first).

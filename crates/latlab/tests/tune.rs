@@ -89,6 +89,44 @@ fn list_and_show_say_what_each_profile_trades_and_changes() {
 }
 
 #[test]
+fn a_profile_of_which_nothing_applies_here_is_refused_and_leaves_no_journal() {
+    // The vm tree has no cpufreq driver: a profile of frequency settings alone would write
+    // nothing, yet leave a journal that says a profile is applied.
+    let t = Tree::new("vm");
+    let p = profile_file(
+        &t,
+        "freq.toml",
+        "[cpu.all]\ngovernor = \"performance\"\nepp = \"performance\"\n",
+    );
+    let before = snapshot(&t.root);
+    let out = t.run(&["tune", "apply", p.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "profile freq sets nothing this machine has (unsupported here: cpufreq governor, \
+             cpufreq energy_performance_preference: no cpufreq driver"
+        ),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!t.state.join("tune.journal").exists());
+    assert_eq!(snapshot(&t.root), before);
+    assert!(ok(&t.run(&["tune", "status"])).contains("no profile"));
+    // One setting that applies (an idle state) is enough to apply it.
+    let p = profile_file(
+        &t,
+        "some.toml",
+        "[cpu.all]\ngovernor = \"performance\"\nmax_idle_latency_us = 0\n",
+    );
+    let out = ok(&t.run(&["tune", "apply", p.to_str().unwrap()]));
+    assert!(out.contains("applied some"), "{out}");
+    assert!(t.state.join("tune.journal").exists());
+    ok(&t.run(&["tune", "restore"]));
+    assert_eq!(snapshot(&t.root), before);
+}
+
+#[test]
 fn apply_status_verify_restore_round_trip() {
     let t = Tree::new("amd-desktop");
     let before = snapshot(&t.root);
