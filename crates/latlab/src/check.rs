@@ -97,6 +97,8 @@ struct MeasureOutcome {
     interrupted: Option<String>,
     /// --fix wrote nothing: the system is as measured before, and is not measured again.
     unchanged: bool,
+    /// Under `--sysroot`: what was measured instead of the tree checked (this machine).
+    elsewhere: Option<String>,
 }
 
 impl MeasureOutcome {
@@ -191,9 +193,23 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     let say = crate::args::Say::beside(&args.junit);
     let facts = latlab_check::Facts::gather(sys, &who);
     let first = latlab_check::run(&facts, target, &skip);
+    // A tree cannot be measured: this machine is, which a fix under --sysroot leaves alone.
+    let elsewhere = (!sys.is_live()).then(|| {
+        format!(
+            "this machine was measured, not the system under --sysroot {} (a tree cannot be \
+             measured){}",
+            latlab_model::units::shell_path(sys.root()),
+            if args.fix {
+                "; the fix changed only the tree"
+            } else {
+                ""
+            }
+        )
+    });
     let mut measured = measure_ns.map(|ns| MeasureOutcome {
         duration_ns: ns,
         with_fix: args.fix,
+        elsewhere,
         ..MeasureOutcome::default()
     });
     if let Some(m) = measured.as_mut() {
@@ -430,6 +446,7 @@ fn print_json(
                 "after": lat(m.after),
                 "errors": m.errors,
                 "interrupted": m.interrupted,
+                "measured_elsewhere": m.elsewhere,
             }),
         );
     }
@@ -652,11 +669,12 @@ fn measure_table(m: &MeasureOutcome) -> String {
         // No --fix: one measurement.
         if let Some(l) = m.before {
             return format!(
-                "\nmeasured {}: p99 {}, max {}, missed {}\n{}",
+                "\nmeasured {}: p99 {}, max {}, missed {}\n{}{}",
                 format_duration(m.duration_ns),
                 us(l.p99_ns),
                 us(l.max_ns),
                 l.missed,
+                elsewhere_line(m),
                 cut_short_line(m)
             );
         }
@@ -684,6 +702,7 @@ fn measure_table(m: &MeasureOutcome) -> String {
     if m.unchanged {
         out.push_str("  after: not measured again, as the fix wrote nothing\n");
     }
+    out.push_str(&elsewhere_line(m));
     if m.before.is_some() && m.after.is_some() {
         // One run each side: no verdict. `tune search` repeats and tests.
         out.push_str(
@@ -693,6 +712,14 @@ fn measure_table(m: &MeasureOutcome) -> String {
     }
     out.push_str(&cut_short_line(m));
     out
+}
+
+/// `  note: this machine was measured, …` under the measurements where a tree was checked.
+fn elsewhere_line(m: &MeasureOutcome) -> String {
+    m.elsewhere
+        .as_ref()
+        .map(|e| format!("  note: {e}\n"))
+        .unwrap_or_default()
 }
 
 /// `  cut short: …` under the measurements where a signal stopped one.

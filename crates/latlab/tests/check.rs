@@ -473,6 +473,12 @@ fn measure_before_and_after_the_fix() {
     let m = &doc["measure"];
     assert_eq!(m["duration_ns"], 300_000_000u64);
     assert_eq!(m["errors"], serde_json::json!([]), "{m}");
+    assert!(
+        m["measured_elsewhere"].as_str().is_some_and(|e| e
+            .starts_with("this machine was measured, not the system under")
+            && e.ends_with("(a tree cannot be measured); the fix changed only the tree")),
+        "{m}"
+    );
     for when in ["before", "after"] {
         let p99 = m[when]["p99_ns"].as_u64().unwrap();
         let max = m[when]["max_ns"].as_u64().unwrap();
@@ -507,6 +513,11 @@ fn measure_before_and_after_the_fix() {
         .find(|l| l.starts_with("measured 300ms: p99 "))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains("max"), "{line}");
+    assert!(
+        text.contains("  note: this machine was measured, not the system under --sysroot ")
+            && text.contains("(a tree cannot be measured)\n"),
+        "{text}"
+    );
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(
         err.contains("latlab: measuring for 300ms before …"),
