@@ -135,8 +135,8 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     let limits = args.gate.limits()?;
     let junit = crate::args::OutputFile::open("--junit", &args.gate.junit)?;
     let db_path = latlab_store::resolve_path(args.db.as_deref());
-    // A store that cannot be there is said before the plan is.
-    if !args.dry_run {
+    // A store that cannot be there is said before the plan is; a dry run checks one named.
+    if !args.dry_run || args.db.is_some() {
         crate::args::check_store_path(&db_path)?;
     }
     let mut uses = crate::args::store_files(&db_path);

@@ -395,7 +395,7 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
             why.join("; ")
         )));
     }
-    if !args.dry_run {
+    if !args.dry_run || args.db.is_some() {
         crate::args::check_store_path(&db_path)?;
     }
     // A dry run prints only the plan; -q leaves it out of a search.

@@ -384,6 +384,23 @@ fn the_example_plans_plan_their_cells() {
     assert_eq!(beside.len(), 4, "{text}");
     // Without root the tracing cells are skipped for that; the reason is never the load.
     assert!(beside.iter().all(|l| !l.contains("--load")), "{text}");
+    // A dry run checks a store it is given, as the run would, before printing the plan.
+    let tmp = tempfile::tempdir().unwrap();
+    let foreign = tmp.path().join("notes.txt");
+    std::fs::write(&foreign, "not a store\n").unwrap();
+    let out = run_exit(
+        latlab!()
+            .arg("run")
+            .arg(&plans[0])
+            .arg("--dry-run")
+            .arg("--db")
+            .arg(&foreign),
+        2,
+    );
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a latlab store"), "{err}");
+    assert_eq!(std::fs::read(&foreign).unwrap(), b"not a store\n");
 }
 
 /// A second `--resume` of an experiment another `latlab run` is measuring is refused, naming

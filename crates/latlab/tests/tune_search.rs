@@ -121,6 +121,15 @@ fn the_dry_run_lists_candidates_reasons_and_time() {
         .and_then(|r| r.split_whitespace().next())
         .unwrap_or_else(|| panic!("{err}"));
     ok(&mut t.search(&["--dry-run", "--budget", least]));
+    // A --db that is no store is refused by a dry run too, before its plan.
+    std::fs::write(&t.db, "not a store\n").unwrap();
+    let out = t.search(&["--dry-run"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is not a latlab store"),
+        "{out:?}"
+    );
 }
 
 /// Refusals that need no measuring come before the plan is printed and before anything is
