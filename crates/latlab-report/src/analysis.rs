@@ -592,21 +592,35 @@ impl MetricComparison {
 /// saying so: their minima and maxima are not like draws, since the more samples a run takes,
 /// the farther out its extremes lie.
 pub(crate) fn extremes_caveat(a: &CellFigures, b: &CellFigures) -> Option<String> {
+    extremes_caveat_named(a, b, (&a.cell.name, &b.cell.name))
+}
+
+/// [`extremes_caveat`] with the names the cells go by where it is said (`compare`'s A and B).
+pub(crate) fn extremes_caveat_named(
+    a: &CellFigures,
+    b: &CellFigures,
+    (name_a, name_b): (&str, &str),
+) -> Option<String> {
     let per_repeat = |c: &CellFigures| c.stats.count as f64 / c.runs.len().max(1) as f64;
     let (na, nb) = (per_repeat(a), per_repeat(b));
     if na <= 0.0 || nb <= 0.0 {
         return None;
     }
     let (more, fewer, ratio) = if nb >= na {
-        (b, a, nb / na)
+        (name_b, name_a, nb / na)
     } else {
-        (a, b, na / nb)
+        (name_a, name_b, na / nb)
+    };
+    // One run each: "its run", not "its repeats … each".
+    let (what, each) = if a.runs.len() <= 1 && b.runs.len() <= 1 {
+        ("run", "")
+    } else {
+        ("repeats", " each")
     };
     (ratio >= 2.0).then(|| {
         format!(
-            "{}'s repeats took {ratio:.1} times the samples of {}'s each, and the more samples, \
-             the farther out the minimum and maximum lie",
-            more.cell.name, fewer.cell.name
+            "{more}'s {what} took {ratio:.1} times the samples of {fewer}'s{each}, and the more \
+             samples, the farther out the minimum and maximum lie"
         )
     })
 }

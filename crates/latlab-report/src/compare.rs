@@ -122,7 +122,7 @@ pub fn compare_text(a: &CellInput, b: &CellInput) -> String {
     out.push_str(&render_text(&[Block::Table(t)]));
     out.push('\n');
     let _ = writeln!(out, "verdict on p99: {p99_sentence}");
-    if let Some(c) = crate::analysis::extremes_caveat(ca, cb) {
+    if let Some(c) = crate::analysis::extremes_caveat_named(ca, cb, (&na, &nb)) {
         let _ = writeln!(out, "min and max: {c}");
     }
     let _ = writeln!(

@@ -1347,10 +1347,20 @@ fn compare_says_what_supports_a_difference() {
     };
     let (slow, fast) = (of("slow", 99, 20_000), of("fast", 499, 30_000));
     let text = compare_text(&slow, &fast);
-    let caveat = "fast's repeats took 5.0 times the samples of slow's each, and the more \
-                  samples, the farther out the minimum and maximum lie";
+    let caveat = "fast's run took 5.0 times the samples of slow's, and the more samples, the \
+                  farther out the minimum and maximum lie";
     assert!(
         text.contains(&format!("\nmin and max: {caveat}\n")),
+        "{text}"
+    );
+    // Runs named by their ids are A and B in the table, and in the line under it.
+    let (a, b) = (
+        of("20261129T083711.913163Z-14084", 99, 20_000),
+        of("20261129T083712.935473Z-14089", 499, 30_000),
+    );
+    let text = compare_text(&a, &b);
+    assert!(
+        text.contains("\nmin and max: B's run took 5.0 times the samples of A's, and"),
         "{text}"
     );
     let report = report_text(&ReportInput {
