@@ -777,8 +777,8 @@ fn spawn_waker(
         .map_err(spawn_err)
 }
 
-/// The warning for real-time threads of other processes on the measured CPUs that outrank the
-/// measuring threads (a deadline thread outranks every other; one at or above their priority
+/// The warning for real-time threads of other processes on the measured CPUs that can hold off
+/// the measuring threads (a deadline thread outranks every other; one at or above their priority
 /// delays their wake-ups), at most four processes named; `None` when there are none.
 fn competing(cfg: &MeasureConfig, mut threads: Vec<latlab_sys::RealtimeThread>) -> Option<String> {
     const NAMED: usize = 4;

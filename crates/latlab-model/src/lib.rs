@@ -29,8 +29,22 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// How a run's warning of other processes' real-time threads on its CPUs begins (the list of
 /// them follows a `: `): reports gather these by their beginning, as the PIDs differ.
-pub const COMPETING_WARNING: &str = "real-time threads of other processes that outrank the \
+pub const COMPETING_WARNING: &str = "real-time threads of other processes that can hold off the \
+     measuring threads (deadline threads, or threads at or above their priority) may run on the \
+     measured CPUs and delay their wake-ups";
+
+/// [`COMPETING_WARNING`] as runs stored before it was worded so begin.
+const COMPETING_WARNING_BEFORE: &str = "real-time threads of other processes that outrank the \
      measuring threads may run on the measured CPUs and delay their wake-ups";
+
+/// The list of processes of a warning that begins as [`COMPETING_WARNING`] does (or as it did
+/// before); `None` for any other warning.
+pub fn competing_list(warning: &str) -> Option<&str> {
+    [COMPETING_WARNING, COMPETING_WARNING_BEFORE]
+        .iter()
+        .find_map(|w| warning.strip_prefix(w))
+        .map(|rest| rest.trim_start_matches(": "))
+}
 
 /// How the measuring thread waits for (or is woken at) each period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

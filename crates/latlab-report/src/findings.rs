@@ -203,35 +203,32 @@ fn what_runs_warned(
     push: &mut impl FnMut(Kind, String),
 ) {
     let mut seen: Vec<&str> = Vec::new();
-    let competing: Vec<&str> = runs
+    // (the whole warning, its list of processes)
+    let competing: Vec<(&str, &str)> = runs
         .iter()
         .filter_map(|(_, _, r)| {
             r.environment
                 .warnings
                 .iter()
-                .find(|w| w.starts_with(latlab_model::COMPETING_WARNING))
-                .map(String::as_str)
+                .find_map(|w| Some((w.as_str(), latlab_model::competing_list(w)?)))
         })
         .collect();
     match competing.as_slice() {
         [] => {}
-        [one] => seen.push(one),
-        [first, ..] => push(
+        [(one, _)] => seen.push(one),
+        [(_, first), ..] => push(
             Kind::Warning,
             format!(
                 "{} runs warned: {}; the first: {}",
                 competing.len(),
                 latlab_model::COMPETING_WARNING,
                 first
-                    .strip_prefix(latlab_model::COMPETING_WARNING)
-                    .unwrap_or(first)
-                    .trim_start_matches(": ")
             ),
         ),
     }
     for (_, _, r) in runs {
         for w in &r.environment.warnings {
-            if !seen.contains(&w.as_str()) && !w.starts_with(latlab_model::COMPETING_WARNING) {
+            if !seen.contains(&w.as_str()) && latlab_model::competing_list(w).is_none() {
                 seen.push(w);
             }
         }
