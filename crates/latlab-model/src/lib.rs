@@ -838,6 +838,31 @@ impl RunResult {
         !self.environment.not_recorded.iter().any(|n| n == what)
     }
 
+    /// Where a break threshold stopped the run, the samples over it besides the one that stopped
+    /// it: each other thread whose largest sample lies over the threshold, and the stopping
+    /// thread where a larger one followed before the stop, with that largest sample
+    /// (`(label, ns)`, in thread order). Empty for a run that did not stop so.
+    pub fn also_over_break(&self) -> Vec<(&str, u64)> {
+        let (StopReason::Break { thread, value_ns }, Some(threshold)) =
+            (&self.stop, self.config.break_threshold_ns)
+        else {
+            return Vec::new();
+        };
+        self.threads
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| {
+                let over = if *i == *thread as usize {
+                    *value_ns
+                } else {
+                    threshold
+                };
+                t.stats.count > 0 && t.stats.max > over
+            })
+            .map(|(_, t)| (t.label.as_str(), t.stats.max))
+            .collect()
+    }
+
     /// Why the run is shorter than asked, where a signal stopped it before its length
     /// (`stopped by SIGTERM after 1.813 s of the 5s asked`); `None` for a run that ended as
     /// asked, or that was asked to run until interrupted.

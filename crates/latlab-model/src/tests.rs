@@ -306,3 +306,29 @@ fn pooled_means_and_deviations_are_exact_only_where_every_part_is() {
     .with_pooled_exact([&within, &within]);
     assert_eq!((pooled.mean, pooled.exact_mean), (5.0, None));
 }
+
+#[test]
+fn a_break_names_the_other_samples_over_its_threshold() {
+    let mut r = sample_result();
+    let mut other = r.threads[0].clone();
+    other.label = "cpu1".into();
+    other.stats.max = 40_000;
+    r.threads.push(other);
+    r.config.break_threshold_ns = Some(35_000);
+    // Not stopped by the threshold: nothing to add.
+    assert!(r.also_over_break().is_empty());
+    // cpu1 stopped the run at 40 µs; cpu0 went to 2 ms before the stop.
+    r.stop = StopReason::Break {
+        thread: 1,
+        value_ns: 40_000,
+    };
+    assert_eq!(r.also_over_break(), vec![("cpu0", 2_000_000)]);
+    // cpu0 stopped it at its largest sample; cpu1 lies over the threshold too.
+    r.stop = StopReason::Break {
+        thread: 0,
+        value_ns: 2_000_000,
+    };
+    assert_eq!(r.also_over_break(), vec![("cpu1", 40_000)]);
+    r.threads[1].stats.max = 30_000;
+    assert!(r.also_over_break().is_empty());
+}

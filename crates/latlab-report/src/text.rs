@@ -175,8 +175,18 @@ fn header(out: &mut String, r: &RunResult) {
                 .threads
                 .get(*thread as usize)
                 .map_or_else(|| format!("thread {thread}"), |t| t.label.clone());
+            let also: Vec<String> = r
+                .also_over_break()
+                .iter()
+                .map(|(l, ns)| format!("{l} (max {} µs)", crate::numfmt::us(*ns)))
+                .collect();
+            let also = if also.is_empty() {
+                String::new()
+            } else {
+                format!("; over it too before the stop: {}", also.join(", "))
+            };
             format!(
-                "break threshold: {label} saw {} µs",
+                "break threshold: {label} saw {} µs{also}",
                 crate::numfmt::us(*value_ns)
             )
         }

@@ -624,8 +624,13 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
         )));
     }
     if let StopReason::Break { thread, value_ns } = &result.stop {
+        let also: String = result
+            .also_over_break()
+            .iter()
+            .map(|(l, ns)| format!("; {l} saw {} us before the stop", format_us(*ns, 1)))
+            .collect();
         eprintln!(
-            "latlab: break: {} saw {} us",
+            "latlab: break: {} saw {} us{also}",
             result.threads[*thread as usize].label,
             format_us(*value_ns, 1)
         );

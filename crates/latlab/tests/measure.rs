@@ -214,6 +214,25 @@ fn break_stops_the_run_with_its_reason() {
     ]));
     assert_eq!(r["stop"]["reason"], "break");
     assert!(r["elapsed_ns"].as_u64().unwrap() < 2_000_000_000);
+    // On every CPU: each thread whose samples went over the threshold before the stop is
+    // named beside the one that stopped the run, with its largest sample.
+    let out = measure(&["-D", "10s", "-b", "1ns", "--json", "-"]);
+    let (r, err) = (json(&out), String::from_utf8_lossy(&out.stderr));
+    let line = latlab_testkit::line_with(&err, "latlab: break: ");
+    let stopper = r["stop"]["thread"].as_u64().unwrap() as usize;
+    let threads = r["threads"].as_array().unwrap();
+    for (i, t) in threads.iter().enumerate() {
+        let (label, max) = (t["label"].as_str().unwrap(), &t["stats"]["max"]);
+        let max_us = latlab_model::units::format_us(max.as_u64().unwrap(), 1);
+        let named = line.contains(&format!("; {label} saw {max_us} us before the stop"));
+        let over = t["stats"]["count"].as_u64().unwrap() > 0
+            && (i != stopper || max.as_u64() > r["stop"]["value_ns"].as_u64());
+        assert_eq!(named, over, "{label}: {line}\n{t}");
+    }
+    assert!(line.starts_with(&format!(
+        "latlab: break: {} saw ",
+        threads[stopper]["label"].as_str().unwrap()
+    )));
 }
 
 /// Without the rights for SCHED_FIFO, the error names the capability and suggests
