@@ -31,7 +31,8 @@ th.num { max-width: 20em; overflow-wrap: break-word; }
 tbody tr:nth-child(even) { background: #f8f9fb; }
 .table-wrap { overflow-x: auto; }
 p.note { color: #5d5d5d; font-style: italic; margin: .25em 0; }
-pre.sysinfo { max-height: 26em; overflow: auto; background: #f6f7f9; border: 1px solid #e2e2e2; padding: .6em; font-size: 12px; }
+pre.sysinfo { max-height: 26em; overflow: auto; white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f7f9; border: 1px solid #e2e2e2; padding: .6em; font-size: 12px; }
+pre.sysinfo span { display: block; min-height: 1.2em; padding-left: var(--v); text-indent: calc(-1 * var(--v)); }
 figure { margin: 1.2em 0; }
 figure svg { max-width: 100%; height: auto; display: block; }
 figcaption { font-size: 12px; color: #555; margin-top: .2em; }
@@ -39,7 +40,7 @@ figcaption { font-size: 12px; color: #555; margin-top: .2em; }
   body { background: #fff; font-size: 10pt; }
   nav { display: none; }
   main { max-width: none; padding: 0; }
-  pre.sysinfo { max-height: none; overflow: visible; white-space: pre-wrap; }
+  pre.sysinfo { max-height: none; overflow: visible; }
   .table-wrap { overflow: visible; }
   figure, tr { break-inside: avoid; }
   section.cell { break-before: page; }
@@ -116,7 +117,7 @@ fn render(title: &str, blocks: &[Block]) -> String {
                 let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(t));
             }
             Block::Pre(t) => {
-                let _ = writeln!(out, "<pre class=\"sysinfo\">{}</pre>", esc(t));
+                let _ = writeln!(out, "<pre class=\"sysinfo\">{}</pre>", pre_lines(t));
             }
             Block::Table(t) => table(&mut out, t),
             Block::Figure { caption, svg } => {
@@ -132,6 +133,23 @@ fn render(title: &str, blocks: &[Block]) -> String {
         out.push_str("</section>\n");
     }
     out.push_str("</main>\n</body>\n</html>\n");
+    out
+}
+
+/// A record of `key  value` lines, one block per line whose wrapped part hangs under its value
+/// (the column after the first gap of two spaces or more; else after the indent): a long
+/// command line wraps beside its key instead of under it.
+fn pre_lines(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let chars: Vec<char> = line.chars().collect();
+        let indent = chars.iter().take_while(|c| **c == ' ').count();
+        let value = (indent..chars.len().saturating_sub(1))
+            .find(|&i| chars[i] == ' ' && chars[i + 1] == ' ')
+            .and_then(|gap| (gap..chars.len()).find(|&i| chars[i] != ' '))
+            .unwrap_or(indent + 2);
+        let _ = write!(out, "<span style=\"--v:{value}ch\">{}</span>", esc(line));
+    }
     out
 }
 
@@ -165,4 +183,20 @@ fn table(out: &mut String, t: &Table) {
         out.push_str("</tr>\n");
     }
     out.push_str("</tbody></table></div>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    /// Each line of a system record is a block whose wrapped part hangs under its value.
+    #[test]
+    fn a_record_line_wraps_under_its_value() {
+        let html = super::pre_lines("kernel\n  release       6.18 <x>\n\n  a b  c");
+        assert_eq!(
+            html,
+            "<span style=\"--v:2ch\">kernel</span>\
+             <span style=\"--v:16ch\">  release       6.18 &lt;x&gt;</span>\
+             <span style=\"--v:2ch\"></span>\
+             <span style=\"--v:7ch\">  a b  c</span>"
+        );
+    }
 }

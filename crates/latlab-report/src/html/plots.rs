@@ -653,13 +653,25 @@ fn cpu_line(
     ys: &[Option<f64>],
     width: f64,
 ) {
+    labelled_line(chart, i, format!("cpu{cpu}"), xs, ys, width);
+}
+
+/// The `i`th line of a chart, in its style, and its legend entry.
+fn labelled_line(
+    chart: &mut Chart,
+    i: usize,
+    label: String,
+    xs: &[f64],
+    ys: &[Option<f64>],
+    width: f64,
+) {
     let (color, dash) = style(i);
     chart.steps(xs, ys, color, dash, width);
     chart.legend(LegendItem {
         color: color.into(),
         dash,
         mark: Mark::Line { width: 2.0 },
-        label: format!("cpu{cpu}"),
+        label,
     });
 }
 
@@ -802,9 +814,25 @@ fn frequency_chart(s: &Samples, x: Axis) -> Result<String, String> {
     let (lo, hi) = (lo - pad, hi + pad);
     let mut chart = Chart::new("frequency per CPU", 130.0, x, Axis::linear("MHz", lo, hi));
     let steps = Steps::of_samples(s);
-    for (i, &cpu) in cpus.iter().enumerate() {
+    // CPUs that read alike (a VM's nominal clock, CPUs of one policy) are one line of one
+    // legend entry: lines drawn over each other would show only the last CPU.
+    let mut lines: Vec<(Vec<Option<f64>>, Vec<u32>)> = Vec::new();
+    for &cpu in &cpus {
         let ys = mhz(cpu);
-        cpu_line(&mut chart, (i, cpu), &steps.xs, &steps.ys(|j| ys[j]), 1.3);
+        match lines.iter_mut().find(|(alike, _)| *alike == ys) {
+            Some((_, of)) => of.push(cpu as u32),
+            None => lines.push((ys, vec![cpu as u32])),
+        }
+    }
+    for (i, (ys, of)) in lines.iter().enumerate() {
+        let label = match of.as_slice() {
+            [one] => format!("cpu{one}"),
+            _ => format!(
+                "CPUs {} (alike)",
+                latlab_model::units::CpuList::from_cpus(of.clone())
+            ),
+        };
+        labelled_line(&mut chart, i, label, &steps.xs, &steps.ys(|j| ys[j]), 1.3);
     }
     Ok(chart.finish())
 }
@@ -1019,6 +1047,28 @@ mod tests {
         let svg = frequency_chart(&s, Axis::linear("s", 0.0, 3.0)).expect("a chart");
         assert!(svg.contains(">2600<"), "{svg}");
         assert!(!svg.contains(">2596.2<"), "{svg}");
+    }
+
+    /// CPUs whose readings are alike are one line, named once for them all; a CPU that reads
+    /// otherwise is a line of its own.
+    #[test]
+    fn cpus_of_alike_frequencies_are_one_line() {
+        let mut series: Vec<_> = (1..4).map(sample).collect();
+        for (k, x) in series.iter_mut().enumerate() {
+            for (cpu, khz) in [(1, 2_596_000), (2, 2_596_000), (3, 1_200_000 + k as u64)] {
+                x.cpus.push(latlab_model::samples::CpuSample {
+                    cpu,
+                    online: true,
+                    freq_khz: Some(khz),
+                    ..Default::default()
+                });
+            }
+        }
+        let svg = frequency_chart(&samples(series), Axis::linear("s", 0.0, 3.0)).expect("a chart");
+        assert_eq!(svg.matches("<path d=\"").count(), 2, "{svg}");
+        assert!(svg.contains(">CPUs 0-2 (alike)<"), "{svg}");
+        assert!(svg.contains(">cpu3<"), "{svg}");
+        assert!(!svg.contains(">cpu0<"), "{svg}");
     }
 
     /// An import's samples past its histogram's range are known only as "at least" its end:

@@ -146,7 +146,15 @@ impl Axis {
         } else {
             (86_400.0, "days")
         };
-        let mut axis = Axis::linear(String::new(), 0.0, hi / unit);
+        // Data that ends just past a tick (a sampler's last reading a few ms after a 1 s run)
+        // ends the axis there, not a whole step on.
+        let span = hi / unit;
+        let step = nice_step(span, 6.0);
+        let mut axis = if span > step && span - (span / step).floor() * step <= 0.1 * step {
+            Axis::linear_fixed(String::new(), 0.0, span, step)
+        } else {
+            Axis::linear(String::new(), 0.0, span)
+        };
         axis.lo *= unit;
         axis.hi *= unit;
         for tick in &mut axis.ticks {
@@ -711,6 +719,13 @@ mod tests {
         let hours = Axis::time("t", 10.0 * 3600.0, None);
         assert_eq!(hours.label, "t (h)");
         assert_eq!(labels(&hours), ["0", "2", "4", "6", "8", "10"]);
+        // A 1 s run whose last sampler reading came 3 ms after it: the axis ends there, with
+        // its last tick at 1, not a step on at 1.2.
+        let run = Axis::time("t", 1.003, None);
+        assert_eq!(run.hi, 1.003);
+        assert_eq!(labels(&run), ["0", "0.2", "0.4", "0.6", "0.8", "1"]);
+        // Past a tenth of a step, the axis goes on to the next tick.
+        assert!((Axis::time("t", 1.05, None).hi - 1.2).abs() < 1e-9);
     }
 
     /// A long title goes on two lines within the chart's width, and the chart moves down
