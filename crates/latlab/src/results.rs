@@ -418,28 +418,44 @@ fn latest_of(s: &Store) -> CliResult<Option<Latest>> {
     Ok(newest.into_iter().next_back().map(|r| Latest::Run(r.id)))
 }
 
-/// An item as a title names it: an experiment by its plan's name, `governors (e3)`.
+/// An item as a title names it: an experiment by its plan's name, `governors (e3)`; across
+/// several stores, each store's with its name (`run 4 in hz250, run 2 in hz1000`), and a
+/// `STORE:ITEM` as that store's item.
 fn item_title(stores: &[(String, Store)], item: &str) -> String {
-    let name_of = |s: &Store, id: i64| s.experiment(ExperimentId(id)).ok().map(|e| e.name);
+    let several = stores.len() > 1;
+    if several
+        && let Some((store, rest)) = item.split_once(':')
+        && let Some(at) = stores.iter().position(|(name, _)| name == store)
+    {
+        return format!("{} in {store}", item_title(&stores[at..=at], rest));
+    }
+    let experiment = item
+        .strip_prefix('e')
+        .and_then(|r| r.split('/').next())
+        .and_then(|n| n.parse::<i64>().ok());
     let mut names: Vec<String> = Vec::new();
-    if item == "latest" {
-        for (_, s) in stores {
-            let n = match latest_of(s) {
+    for (store, s) in stores {
+        let n = if item == "latest" {
+            match latest_of(s) {
                 Ok(Some(Latest::Experiment(e))) => format!("{} (e{})", e.name, e.id.0),
                 Ok(Some(Latest::Run(r))) => format!("run {}", r.0),
                 _ => continue,
-            };
-            if !names.contains(&n) {
-                names.push(n);
             }
+        } else if let Some(id) = experiment
+            && let Ok(e) = s.experiment(ExperimentId(id))
+        {
+            format!("{} ({item})", e.name)
+        } else {
+            continue;
+        };
+        let n = if several {
+            format!("{n} in {store}")
+        } else {
+            n
+        };
+        if !names.contains(&n) {
+            names.push(n);
         }
-    } else if let Some(id) = item
-        .strip_prefix('e')
-        .and_then(|r| r.split('/').next())
-        .and_then(|n| n.parse::<i64>().ok())
-        && let Some(name) = stores.iter().find_map(|(_, s)| name_of(s, id))
-    {
-        names.push(format!("{name} ({item})"));
     }
     if names.is_empty() {
         item.to_string()
@@ -779,6 +795,29 @@ mod tests {
         assert_eq!(cells[0].runs[0].id, "lone");
         // The title names what was reported, not the experiment passed over.
         assert_eq!(super::item_title(&stores, "latest"), "run 1");
+        // Across stores, each store's item is named with its store.
+        let mut other = latlab_store::Store::open(dir.path().join("m.db")).unwrap();
+        let e = other
+            .create_experiment("governors", "name = \"governors\"\n")
+            .unwrap();
+        let cell = latlab_store::CellRef {
+            experiment: e,
+            key: "-".into(),
+            params: serde_json::json!({}),
+            repeat: 0,
+        };
+        other.save_run(&run, Some(&cell)).unwrap();
+        let mut stores = stores;
+        stores.push(("m".to_string(), other));
+        assert_eq!(
+            super::item_title(&stores, "latest"),
+            "run 1 in l, governors (e1) in m"
+        );
+        assert_eq!(
+            super::item_title(&stores, "e1"),
+            "empty (e1) in l, governors (e1) in m"
+        );
+        assert_eq!(super::item_title(&stores, "l:latest"), "run 1 in l");
     }
 
     #[test]
