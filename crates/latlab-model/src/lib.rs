@@ -488,6 +488,17 @@ impl Stats {
                 .any(|e| (e.percentile - percentile).abs() < 1e-9)
     }
 
+    /// A percentile's value as shown: where it is only a lower bound
+    /// ([`Stats::percentile_is_lower_bound`]), the bound itself, the end of the histogram's
+    /// range (the histogram keeps those samples a little past it, where no reader puts them
+    /// inside the range); else the value.
+    pub fn percentile_shown(&self, percentile: f64, value_ns: u64) -> u64 {
+        match self.bounded_from_ns {
+            Some(b) if self.percentile_is_lower_bound(percentile, value_ns) => b,
+            _ => value_ns,
+        }
+    }
+
     /// Whether the mean is only a lower bound (samples beyond an import's histogram range, and
     /// no mean printed by the source).
     pub fn mean_is_lower_bound(&self) -> bool {

@@ -239,8 +239,18 @@ impl Metric {
     }
 }
 
-/// A whole-nanosecond statistic of `s` (min, a percentile, max); 0 for any other metric.
+/// A whole-nanosecond statistic of `s` (min, a percentile, max) as shown: a lower bound is
+/// its bound ([`Stats::percentile_shown`]); 0 for any other metric.
 pub(crate) fn int_stat(s: &Stats, m: Metric) -> u64 {
+    let v = raw_int_stat(s, m);
+    match m.percentile() {
+        Some(p) if s.count > 0 => s.percentile_shown(p, v),
+        _ => v,
+    }
+}
+
+/// [`int_stat`] as the histogram gives it.
+fn raw_int_stat(s: &Stats, m: Metric) -> u64 {
     match m {
         Metric::Min => s.min,
         Metric::P50 => s.p50,
@@ -264,7 +274,7 @@ pub(crate) fn stat_is_lower_bound(s: &Stats, m: Metric) -> bool {
         Metric::Stdev => s.stdev_is_lower_bound(),
         m => m
             .percentile()
-            .is_some_and(|p| s.percentile_is_lower_bound(p, int_stat(s, m))),
+            .is_some_and(|p| s.percentile_is_lower_bound(p, raw_int_stat(s, m))),
     }
 }
 

@@ -341,10 +341,11 @@ fn row(out: &mut String, label_w: usize, label: &str, missed: &str, s: &Stats) {
         let cell = if s.count == 0 {
             "-".to_string()
         } else {
+            let (v, p) = ((column.1)(s), column.2);
             format!(
                 "{}{}",
                 if at_least(s, column) { "≥" } else { "" },
-                crate::numfmt::us((column.1)(s))
+                crate::numfmt::us(p.map_or(v, |p| s.percentile_shown(p, v)))
             )
         };
         let _ = write!(out, "{cell:>VALUE_W$}");

@@ -539,6 +539,11 @@ impl Store {
                         serde_json::from_str(&r.get::<_, String>(25)?).ok();
                     let environment: Option<latlab_model::RunEnvironment> =
                         serde_json::from_str(&r.get::<_, String>(26)?).ok();
+                    // A lower bound as its bound (the end of the histogram's range).
+                    let p99_ns: u64 = from_sql(r.get(16)?);
+                    let p99_ns = stats
+                        .as_ref()
+                        .map_or(p99_ns, |s| s.percentile_shown(99.0, p99_ns));
                     Ok(RunSummary {
                         id: RunId(r.get(0)?),
                         uid: r.get(1)?,
@@ -556,7 +561,7 @@ impl Store {
                         missed: from_sql(r.get(13)?),
                         min_ns: from_sql(r.get(14)?),
                         p50_ns: from_sql(r.get(15)?),
-                        p99_ns: from_sql(r.get(16)?),
+                        p99_ns,
                         p99_is_lower_bound: stats
                             .is_some_and(|s| s.percentile_is_lower_bound(99.0, s.p99)),
                         p99_9_ns: from_sql(r.get(17)?),
