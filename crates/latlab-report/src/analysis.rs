@@ -883,9 +883,9 @@ fn run_figures<'a>(
         },
         missed: run.records_missed().then_some(run.overall.missed),
         power: samples.map_or_else(|| Err(no_samples()), power),
-        freq_mhz: samples.map_or_else(|| Err(no_samples()), frequency),
+        freq_mhz: samples.map_or_else(|| Err(no_samples()), |s| frequency(s, run)),
         steal_pct: samples.map_or_else(|| Err(no_samples()), steal),
-        idle: samples.map_or_else(|| Err(no_samples()), |s| idle(s, &run.system)),
+        idle: samples.map_or_else(|| Err(no_samples()), |s| idle(s, run)),
         throughput: throughput(run, keys),
         config: flatten_run(params, run),
     }
@@ -954,11 +954,27 @@ pub(crate) fn power(s: &Samples) -> Result<Power, String> {
     })
 }
 
-pub(crate) fn frequency(s: &Samples) -> Result<f64, String> {
+/// Whether CPU `cpu` is one `run` measured on: its pinned CPUs, or any for an unpinned run.
+/// A cell's frequency and idle residency are its measured CPUs' (a per-core setting shows on
+/// its core, not diluted by the housekeeping CPUs).
+fn measured_on(run: &RunResult, cpu: usize) -> bool {
+    run.config
+        .cpus
+        .as_ref()
+        .is_none_or(|cpus| cpus.iter().any(|&c| c as usize == cpu))
+}
+
+/// The mean frequency of the CPUs `run` measured on, or why there is none.
+fn frequency(s: &Samples, run: &RunResult) -> Result<f64, String> {
     if let Field::Unavailable { unavailable } = &s.frequency {
         return Err(unavailable.clone());
     }
-    let khz: Vec<u64> = s.cpus.iter().filter_map(|c| c.avg_freq_khz).collect();
+    let khz: Vec<u64> = s
+        .cpus
+        .iter()
+        .filter(|c| measured_on(run, c.cpu))
+        .filter_map(|c| c.avg_freq_khz)
+        .collect();
     if khz.is_empty() {
         return Err("no frequency readings".into());
     }
@@ -1033,10 +1049,15 @@ pub(crate) fn idle_per_cpu(s: &Samples) -> Vec<(usize, Vec<(&str, f64)>)> {
         .collect()
 }
 
-fn idle(s: &Samples, system: &SystemInfo) -> Result<Vec<(String, f64)>, String> {
+/// The mean idle-state residency of the CPUs `run` measured on, or why there is none.
+fn idle(s: &Samples, run: &RunResult) -> Result<Vec<(String, f64)>, String> {
+    let system = &run.system;
     let names = idle_state_names(s);
     let mut sums = vec![(0.0f64, 0usize); names.len()];
-    for (_, states) in idle_per_cpu(s) {
+    let measured = idle_per_cpu(s)
+        .into_iter()
+        .filter(|(cpu, _)| measured_on(run, *cpu));
+    for (_, states) in measured {
         for (name, pct) in states {
             if let Some(k) = names.iter().position(|n| n == name) {
                 sums[k].0 += pct;

@@ -761,7 +761,7 @@ fn cost(b: &mut Vec<Block>, a: &Analysis) {
     }
     if any {
         b.push(Block::Para(
-            "power: the package sources summed (or the first source with a reading), mean over the run; frequency: mean over the CPUs; steal: time the hypervisor gave to others, mean over the CPUs; idle residency: share of the run in each idle state, mean over the CPUs.".into(),
+            "power: the package sources summed (or the first source with a reading), mean over the run; frequency: mean over the measured CPUs; steal: time the hypervisor gave to others, mean over the CPUs; idle residency: share of the run in each idle state, mean over the measured CPUs.".into(),
         ));
     }
 

@@ -2222,6 +2222,31 @@ fn idle_residency_is_shown_per_cpu() {
     assert_eq!(per_cpu["cpu1"]["C6"].as_f64(), Some(at(&c.runs[0], 1)));
 }
 
+/// A run pinned to some CPUs has their frequency and idle residency, not the mean over every
+/// CPU the samplers read (the housekeeping CPUs diluted a per-core setting).
+#[test]
+fn frequency_and_idle_residency_are_the_measured_cpus() {
+    let mut input = experiment();
+    let run = &mut input.cells[1].runs[0];
+    run.config.cpus = Some(vec![1]);
+    let s = run.samples.as_ref().unwrap();
+    let cpu1 = s.cpus.iter().find(|x| x.cpu == 1).unwrap();
+    let cpu0 = s.cpus.iter().find(|x| x.cpu == 0).unwrap();
+    assert_ne!(cpu0.avg_freq_khz, cpu1.avg_freq_khz, "a test of nothing");
+    let mhz = cpu1.avg_freq_khz.unwrap() as f64 / 1000.0;
+    let json = report_json(&input);
+    let repeat = &json["cells"][1]["repeats"][0];
+    assert_eq!(repeat["frequency_mhz"].as_f64(), Some(mhz), "{repeat}");
+    assert_eq!(
+        repeat["idle_residency_pct"], repeat["idle_residency_pct_per_cpu"]["cpu1"],
+        "{repeat}"
+    );
+    assert_ne!(
+        repeat["idle_residency_pct_per_cpu"]["cpu0"], repeat["idle_residency_pct_per_cpu"]["cpu1"],
+        "a test of nothing"
+    );
+}
+
 /// Each load phase has the latency of the windows in it: over the phases of a run the samples
 /// and missed periods add up to the run's and the worst maximum is the run's.
 #[test]
