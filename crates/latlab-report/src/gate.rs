@@ -88,10 +88,16 @@ impl Breach {
         }
         match self.value {
             Some(v) => format!(
-                "{}: {} {} exceeds the limit {} ({})",
+                "{}: {} {} {} the limit {} ({})",
                 self.thread,
                 self.what.name(),
                 self.what.amount(v),
+                // "missed periods 3 exceed", "max 62.1 us exceeds"
+                if self.what == Measure::Missed {
+                    "exceed"
+                } else {
+                    "exceeds"
+                },
                 self.what.limit(self.limit),
                 self.what.flag()
             ),
@@ -248,7 +254,7 @@ mod tests {
             lines,
             [
                 "cpu1: max 120.0 us exceeds the limit 50.0 us (--max-latency)",
-                "cpu1: missed periods 3 exceeds the limit 2 (--max-missed)"
+                "cpu1: missed periods 3 exceed the limit 2 (--max-missed)"
             ]
         );
         // A limit finer than the values' 0.1 us is said to the ns, not as 0.0 us.
