@@ -294,16 +294,38 @@ fn begun(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
 }
 
-/// Refuse a store file of more than one name ([`StoreError::HardLinked`]).
+/// Refuse a file at `path` that cannot be a store, before SQLite opens it (and writes a
+/// journal beside it): a device, pipe or socket (`/dev/null`), a file of the kernel's that
+/// reads as data though its size is 0 (`/proc/version`), or a store file of more than one name
+/// ([`StoreError::HardLinked`]). Nothing there, a directory or a regular file passes.
 pub fn one_name(path: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
+    let not_a_store = |reason: &str| {
+        Err(StoreError::NotAStore {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        })
+    };
     match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() && !m.is_dir() => {
+            not_a_store("not a regular file: a device, a pipe or a socket")
+        }
+        Ok(m) if m.is_file() && m.len() == 0 && reads_as_data(path) => {
+            not_a_store("a file of the kernel's, such as /proc's, not a regular file")
+        }
         Ok(m) if m.is_file() && m.nlink() > 1 => Err(StoreError::HardLinked {
             path: path.to_path_buf(),
             links: m.nlink(),
         }),
         _ => Ok(()),
     }
+}
+
+/// Whether a regular file of size 0 gives data when read (as /proc's and /sys's files do).
+fn reads_as_data(path: &Path) -> bool {
+    use std::io::Read;
+    let mut one = [0u8; 1];
+    std::fs::File::open(path).is_ok_and(|mut f| f.read(&mut one).is_ok_and(|n| n > 0))
 }
 
 /// Device and inode of the file at `path`, if there is one.
@@ -399,6 +421,7 @@ impl Store {
         if !path.exists() {
             return Err(StoreError::Missing(path.to_path_buf()));
         }
+        one_name(path)?;
         // An empty file (`touch`ed, or named by mistake) is no store to read: made one here, a
         // command that only reads would write it.
         if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
@@ -410,7 +433,6 @@ impl Store {
         if writable(path).is_ok() {
             return Self::open_existing(path);
         }
-        one_name(path)?;
         // The header alone may be behind: what a writer committed can still be in the log.
         identify(path)?;
         let conn = read_only(path)?;

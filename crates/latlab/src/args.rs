@@ -714,7 +714,12 @@ pub fn check_store_path(path: &Path) -> CliResult<()> {
             path.display()
         )));
     }
-    latlab_store::one_name(path).map_err(|e| CliError::Usage(format!("--db: {e}")))?;
+    latlab_store::one_name(path).map_err(|e| match e {
+        e @ StoreError::NotAStore { .. } => CliError::Usage(format!(
+            "--db: {e} (accepted: a latlab store or a new file)"
+        )),
+        e => CliError::Usage(format!("--db: {e}")),
+    })?;
     // Another file named by mistake is refused before anything is printed or measured (its
     // header read; an empty file becomes a store).
     if std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
@@ -758,8 +763,10 @@ fn open_existing_with(
             "no store at {} (accepted: {WRITTEN_BY})",
             path.display()
         )),
-        e @ (StoreError::NotAStore { .. }
-        | StoreError::TooNew { .. }
+        e @ StoreError::NotAStore { .. } => {
+            CliError::Usage(format!("--db: {e} (accepted: {WRITTEN_BY})"))
+        }
+        e @ (StoreError::TooNew { .. }
         | StoreError::HardLinked { .. }
         | StoreError::ReadOnlyOld { .. }) => CliError::Usage(format!("--db: {e}")),
         e @ StoreError::NotWritable { .. } => {

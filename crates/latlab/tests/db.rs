@@ -327,6 +327,23 @@ fn a_file_that_is_not_a_store_is_refused() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(db(&empty, &["list"]).status.code(), Some(0));
+    // A pipe, and a file of the kernel's of size 0 that reads as data, are no stores: refused
+    // before SQLite opens them (it wrote a journal beside them and said "disk I/O error").
+    let fifo = dir.path().join("pipe.db");
+    if latlab_testkit::command("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success()
+    {
+        for cmd in [&["db", "list"][..], &["measure", "-D", "0.1s", "-q"]] {
+            let o = latlab!().args(cmd).arg("--db").arg(&fifo).output().unwrap();
+            assert_one_line_error(&o, 2, "is not a latlab store (not a regular file: a device");
+        }
+        assert!(!dir.path().join("pipe.db-journal").exists());
+    }
+    let o = db(Path::new("/proc/version"), &["list"]);
+    assert_one_line_error(&o, 2, "is not a latlab store (a file of the kernel's");
 }
 
 #[test]
