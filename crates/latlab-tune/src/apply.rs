@@ -658,6 +658,9 @@ pub struct VerifyReport {
     pub unsupported: Vec<(String, String)>,
     /// Knobs a killed apply journaled but never wrote (not drift).
     pub not_written: Vec<String>,
+    /// The apply was killed before it finished (no process holds the tuning lock): what its
+    /// journal holds may be only a part of the profile, and the rest was never written.
+    pub unfinished: bool,
     /// The applied profile as its journal names it, to compare it whole where its apply
     /// wrote nothing (every value was as it wants): its name or file, and the CPUs tuned.
     pub applied: Option<(String, String)>,
@@ -732,6 +735,7 @@ pub fn verify(sys: &Sys, state_dir: &Path) -> Result<VerifyReport, TuneError> {
             },
             js.header.cpus.clone(),
         )),
+        unfinished: !js.complete && StateLock::holder(state_dir).is_none(),
         ..VerifyReport::default()
     };
     let unwritten = unwritten_last(sys, &js);

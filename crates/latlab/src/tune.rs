@@ -606,6 +606,7 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
                         profile: journal.profile.clone(),
                         since: journal.since.clone(),
                         rebooted: journal.rebooted,
+                        unfinished: journal.unfinished,
                         ..latlab_tune::verify_profile(
                             &ctx.sys,
                             &profile,
@@ -667,6 +668,23 @@ fn verify(ctx: &Ctx, a: &VerifyArgs) -> CliResult<ExitCode> {
     }
     let drift = report.drifted();
     let compared = report.checks.len() + usize::from(pm_qos_met == Some(true));
+    // A killed apply's journal holds only what it wrote: the values compared may all be as
+    // written while the rest of the profile never was.
+    if report.unfinished {
+        println!(
+            "verify: failed: the apply was killed before it finished, so the profile is only \
+             partly in force ({} of its values compared{}); `{}` puts them back, then apply it \
+             again",
+            compared,
+            if drift > 0 {
+                format!(", {drift} drifted")
+            } else {
+                String::new()
+            },
+            ctx.restore_command()
+        );
+        return Ok(ExitCode::from(1));
+    }
     if compared == 0 && pm_qos_met == Some(false) {
         println!(
             "verify: failed: the profile's one value that can be read here, its \

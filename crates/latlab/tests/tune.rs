@@ -263,6 +263,17 @@ fn sigkill_in_the_middle_of_apply_then_restore_puts_the_tree_back() {
     }
     let out = ok(&t.run(&["tune", "status"]));
     assert!(out.contains("the apply did not finish"), "{out}");
+    // The values it wrote are as written, but the profile is only partly in force: no pass.
+    let out = t.run(&["tune", "verify"]);
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(
+            "verify: failed: the apply was killed before it finished, so the profile is only \
+             partly in force ("
+        ) && !said.contains("passed"),
+        "{said}"
+    );
     let out = ok(&t.run(&["tune", "restore"]));
     assert!(out.contains("its apply had been interrupted"), "{out}");
     assert_eq!(snapshot(&t.root), before, "restored byte for byte");
