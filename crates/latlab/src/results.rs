@@ -110,6 +110,22 @@ pub struct ImportArgs {
 
 fn open_stores(dbs: &[PathBuf]) -> CliResult<Vec<(String, Store)>> {
     let paths = store_paths(dbs);
+    // One store named twice would be reported twice, each cell compared with itself.
+    let mut seen: Vec<((u64, u64), &PathBuf)> = Vec::new();
+    for p in &paths {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::metadata(p) else {
+            continue;
+        };
+        if let Some((_, first)) = seen.iter().find(|(id, _)| *id == (m.dev(), m.ino())) {
+            return Err(CliError::Usage(format!(
+                "--db {} and --db {}: one store named twice (accepted: each store once)",
+                first.display(),
+                p.display()
+            )));
+        }
+        seen.push(((m.dev(), m.ino()), p));
+    }
     let names = store_names(&paths);
     paths
         .iter()
@@ -457,10 +473,13 @@ fn item_title(stores: &[(String, Store)], item: &str) -> String {
             names.push(n);
         }
     }
-    if names.is_empty() {
-        item.to_string()
-    } else {
-        names.join(", ")
+    if !names.is_empty() {
+        return names.join(", ");
+    }
+    // A run by its number reads as latest's does: `run 4`.
+    match item.strip_prefix("run:").unwrap_or(item).parse::<i64>() {
+        Ok(n) => format!("run {n}"),
+        Err(_) => item.to_string(),
     }
 }
 
@@ -818,6 +837,8 @@ mod tests {
             "empty (e1) in l, governors (e1) in m"
         );
         assert_eq!(super::item_title(&stores, "l:latest"), "run 1 in l");
+        assert_eq!(super::item_title(&stores, "m:1"), "run 1 in m");
+        assert_eq!(super::item_title(&stores, "run:1"), "run 1");
     }
 
     #[test]

@@ -138,6 +138,23 @@ fn text_and_markdown_and_compare() {
         twice.lines().next(),
         Some("latlab report: report-test (e1)")
     );
+    // One store named twice (also by another path) is refused: every cell would be reported
+    // twice and compared with itself.
+    let other = format!(
+        "{}/./{}",
+        store().parent().unwrap().display(),
+        store().file_name().unwrap().to_string_lossy()
+    );
+    for cmd in [&["report", "e1"][..], &["compare", "1", "2"]] {
+        let out = run_exit(latlab!().args(cmd).args(["--db", db, "--db", &other]), 2);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!(
+                "--db {db} and --db {other}: one store named twice (accepted: each store once)"
+            )),
+            "{err}"
+        );
+    }
     let md = run_ok(&["report", "--db", db, "--format", "md"]).stdout;
     assert!(String::from_utf8_lossy(&md).contains("| "));
     let cmp = run_ok(&[

@@ -137,8 +137,8 @@ fn render(title: &str, blocks: &[Block]) -> String {
 }
 
 /// A record of `key  value` lines, one block per line whose wrapped part hangs under its value
-/// (the column after the first gap of two spaces or more; else after the indent): a long
-/// command line wraps beside its key instead of under it.
+/// (the column after the first gap of two spaces or more; else its indent): a long command
+/// line wraps beside its key instead of under it.
 fn pre_lines(text: &str) -> String {
     let mut out = String::new();
     for line in text.lines() {
@@ -147,7 +147,8 @@ fn pre_lines(text: &str) -> String {
         let value = (indent..chars.len().saturating_sub(1))
             .find(|&i| chars[i] == ' ' && chars[i + 1] == ' ')
             .and_then(|gap| (gap..chars.len()).find(|&i| chars[i] != ' '))
-            .unwrap_or(indent + 2);
+            // A value of its own line (under the key above): under itself; a heading: 2 in.
+            .unwrap_or(if indent > 0 { indent } else { 2 });
         let _ = write!(out, "<span style=\"--v:{value}ch\">{}</span>", esc(line));
     }
     out
@@ -190,13 +191,14 @@ mod tests {
     /// Each line of a system record is a block whose wrapped part hangs under its value.
     #[test]
     fn a_record_line_wraps_under_its_value() {
-        let html = super::pre_lines("kernel\n  release       6.18 <x>\n\n  a b  c");
+        let html = super::pre_lines("kernel\n  release       6.18 <x>\n\n  a b  c\n      more");
         assert_eq!(
             html,
             "<span style=\"--v:2ch\">kernel</span>\
              <span style=\"--v:16ch\">  release       6.18 &lt;x&gt;</span>\
              <span style=\"--v:2ch\"></span>\
-             <span style=\"--v:7ch\">  a b  c</span>"
+             <span style=\"--v:7ch\">  a b  c</span>\
+             <span style=\"--v:6ch\">      more</span>"
         );
     }
 }
