@@ -91,6 +91,16 @@ fn main() -> ExitCode {
         Some(root) => latlab_sys::Sys::new(root),
         None => latlab_sys::Sys::from_env(),
     };
+    if !sys.root().is_dir() {
+        let e = format!(
+            "system root {}: no such directory (accepted: a directory holding a system's /proc, \
+             /sys and /dev, as --sysroot or LATLAB_SYSROOT)",
+            sys.root().display()
+        );
+        eprintln!("latlab: error: {e}");
+        args::junit_of_refusal(&std::env::args_os().collect::<Vec<_>>(), &e);
+        return ExitCode::from(2);
+    }
     match &cli.command {
         // tune speaks of a journal left behind itself; a monitor or a measurement holding a
         // profile puts it back first, and says so.

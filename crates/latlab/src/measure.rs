@@ -418,8 +418,15 @@ impl MeasureArgs {
                     )));
                 }
                 let measured = cfg.cpus.as_ref().map(|c| CpuList::from_cpus(c.clone()));
-                let plan = latlab_tune::Plan::build(sys, &profile, measured.as_ref())
-                    .map_err(|e| CliError::Failed(anyhow::anyhow!("--profile {name}: {e}")))?;
+                let plan =
+                    latlab_tune::Plan::build(sys, &profile, measured.as_ref()).map_err(|e| {
+                        // A profile that does not fit this machine is bad input, as for `tune`.
+                        if e.is_usage() {
+                            CliError::Usage(format!("--profile {name}: {e}"))
+                        } else {
+                            CliError::Failed(anyhow::anyhow!("--profile {name}: {e}"))
+                        }
+                    })?;
                 // A profile none of whose settings exist here cannot make the run it names.
                 latlab_tune::nothing_applies(&profile, &plan)
                     .map_err(|e| CliError::Failed(anyhow::anyhow!(e)))?;

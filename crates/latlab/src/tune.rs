@@ -457,6 +457,22 @@ pub fn interrupted_apply(
 
 fn apply(ctx: &Ctx, a: &ProfileArgs) -> CliResult<ExitCode> {
     let profile = ctx.resolve(&a.profile)?;
+    // A profile of no setting `tune apply` writes would leave a journal that says a profile is
+    // applied, and blocks `measure --profile`, while nothing of it is in force.
+    let plan = latlab_tune::Plan::build(&ctx.sys, &profile, a.cpus.as_ref()).map_err(usage)?;
+    if plan.items.is_empty() && profile.system.cpu_dma_latency_us.is_none() {
+        return Err(CliError::Usage(format!(
+            "profile {} sets nothing `tune apply` writes{} (accepted: a profile with [cpu.*], \
+             [system] or [isolation] settings for these CPUs; [boot] options are written by \
+             `latlab tune boot`)",
+            profile.name,
+            if plan.notes.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", plan.notes.join("; "))
+            }
+        )));
+    }
     let opts = ApplyOptions {
         cpus: a.cpus.clone(),
         temporary: false,

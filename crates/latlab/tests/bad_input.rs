@@ -391,6 +391,11 @@ const ROWS: &[(&[&str], &str)] = &[
         &["tune", "apply", "./seven.toml"],
         "seven.toml:1: cpu.7: CPU 7 does not exist here",
     ),
+    // The same profile for one run is bad input too (it was exit 1).
+    (
+        &["measure", "--profile", "./seven.toml"],
+        "--profile ./seven.toml: ./seven.toml:1: cpu.7: CPU 7 does not exist here",
+    ),
     // A directory is no store, to read or to write.
     (
         &["report", "--db", "/tmp"],
@@ -703,6 +708,10 @@ const ROWS: &[(&[&str], &str)] = &[
             "p99-per-watt",
         ],
         "--objective p99-per-watt: no power meter here",
+    ),
+    (
+        &["--sysroot", "nosuch", "tune", "apply", "lowlatency"],
+        "system root nosuch: no such directory (accepted: a directory holding a system's",
     ),
     // Refused before its plan is printed.
     (

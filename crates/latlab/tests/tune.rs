@@ -113,6 +113,16 @@ fn a_profile_of_which_nothing_applies_here_is_refused_and_leaves_no_journal() {
     assert!(!t.state.join("tune.journal").exists());
     assert_eq!(snapshot(&t.root), before);
     assert!(ok(&t.run(&["tune", "status"])).contains("no profile"));
+    // A profile of no setting at all is refused as bad input, with no journal either.
+    let p = profile_file(&t, "empty.toml", "description = \"nothing\"\n");
+    let out = t.run(&["tune", "apply", p.to_str().unwrap()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("profile empty sets nothing `tune apply` writes (accepted: "),
+        "{err}"
+    );
+    assert!(!t.state.join("tune.journal").exists());
     // One setting that applies (an idle state) is enough to apply it.
     let p = profile_file(
         &t,
