@@ -392,7 +392,10 @@ pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {
     if args.check_config {
         print!("{}", check_config_text(&plan));
         // A good configuration that cannot start now is said, and fails the check.
-        let obstacles = latlab_monitor::start_obstacles(&plan);
+        let mut obstacles = latlab_monitor::start_obstacles(&plan);
+        if plan.profile.is_some() || plan.schedule.is_some() {
+            tuning_at_start(sys, &plan.state_dir, &mut obstacles);
+        }
         if !obstacles.is_empty() {
             return Err(CliError::Failed(anyhow::anyhow!(
                 "a start now would fail: {}",
@@ -411,6 +414,27 @@ pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {
     });
     latlab_monitor::run_daemon(plan, sys, stop)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a start that tunes (`--profile`, `--schedule`) meets in the state directory: a tuning
+/// a killed process left, which it puts back first (said: the plan above counts its changes
+/// against the system as the leftover has it); a tuning `tune apply` or a running latlab keeps
+/// in force, which refuses the start (an obstacle).
+fn tuning_at_start(sys: &Sys, state_dir: &std::path::Path, obstacles: &mut Vec<String>) {
+    let Ok(st) = latlab_tune::status(sys, state_dir) else {
+        return;
+    };
+    if st.stale {
+        if let Some(notice) = st.stale_notice(sys, state_dir) {
+            println!(
+                "{:<12}{notice}; a start puts it back first (the changes above are counted \
+                 against the system as it left it)",
+                "note"
+            );
+        }
+    } else if let Some(e) = st.in_force(sys, state_dir) {
+        obstacles.push(e.to_string());
+    }
 }
 
 /// `latlab serve --db PATH`: the dashboard and /metrics of a store, without measuring.

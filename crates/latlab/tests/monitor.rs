@@ -1289,6 +1289,40 @@ fn check_config_says_what_would_run_and_touches_nothing() {
     assert!(!db.exists(), "no store created");
     assert_eq!(governor(&root), "powersave");
     assert!(!root.join("var/lib/latlab").exists(), "no journal written");
+    // A profile `tune apply` keeps in force would refuse the start: so does the check.
+    let tune = |args: &[&str]| {
+        latlab_testkit::run_ok(
+            latlab!()
+                .arg("--sysroot")
+                .arg(&root)
+                .args(["tune"])
+                .args(args),
+        )
+    };
+    tune(&["apply", "lowlatency"]);
+    let out = latlab!()
+        .arg("--sysroot")
+        .arg(&root)
+        .args([
+            "monitor",
+            "--check-config",
+            "--profile",
+            "balanced",
+            "--listen",
+            "off",
+        ])
+        .arg("--db")
+        .arg(&db)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("a start now would fail: profile lowlatency is applied (since "),
+        "{err}"
+    );
+    tune(&["restore"]);
+    assert_eq!(governor(&root), "powersave");
 }
 
 #[test]
