@@ -176,7 +176,11 @@ fn runs_in_two_cells(
     for (i, (ci, _, r)) in runs.iter().enumerate() {
         if let Some((cj, _, _)) = runs[..i]
             .iter()
-            .find(|(cj, _, o)| o.id == r.id && cj.cell.name != ci.cell.name)
+            // The id and the start: a series' id is its name (`series:NAME`), which two
+            // stores' series may share without being one.
+            .find(|(cj, _, o)| {
+                o.id == r.id && o.start_unix_ns == r.start_unix_ns && cj.cell.name != ci.cell.name
+            })
             && !twice.iter().any(|(id, ..)| *id == r.id)
         {
             twice.push((&r.id, &cj.cell.name, &ci.cell.name));

@@ -2080,6 +2080,15 @@ fn findings_open_the_report_with_verdicts_and_warnings() {
         ),
         "{f2:#?}"
     );
+    // Two runs of one id that began apart are two (two stores' series of one name).
+    let mut namesakes = experiment();
+    let mut other = run.clone();
+    other.start_unix_ns += 1;
+    namesakes.cells[1].runs.push(other);
+    assert!(
+        !has(&findings(&namesakes), "warning", &["in two cells"]),
+        "two runs"
+    );
     assert!(
         has(
             &f,

@@ -461,6 +461,10 @@ fn item_title(stores: &[(String, Store)], item: &str) -> String {
             && let Ok(e) = s.experiment(ExperimentId(id))
         {
             format!("{} ({item})", e.name)
+        } else if let Some(name) = item.strip_prefix("series:")
+            && s.find_series(name).is_ok_and(|id| id.is_some())
+        {
+            item.to_string()
         } else {
             continue;
         };
@@ -839,6 +843,21 @@ mod tests {
         assert_eq!(super::item_title(&stores, "l:latest"), "run 1 in l");
         assert_eq!(super::item_title(&stores, "m:1"), "run 1 in m");
         assert_eq!(super::item_title(&stores, "run:1"), "run 1");
+        // A series of one name in each store: each named with its store.
+        for (_, s) in &mut stores {
+            s.open_series(&latlab_store::SeriesSpec {
+                name: "n1".into(),
+                window_ns: 1,
+                config: latlab_store::SeriesConfig::new(&Default::default(), Default::default()),
+                system: None,
+                idle_states: vec![],
+            })
+            .unwrap();
+        }
+        assert_eq!(
+            super::item_title(&stores, "series:n1"),
+            "series:n1 in l, series:n1 in m"
+        );
     }
 
     #[test]
