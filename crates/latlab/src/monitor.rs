@@ -235,6 +235,13 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
                     .into(),
             ));
         }
+        // The API names a series by id or name: a name of digits would read as an id.
+        Some(n) if n.chars().all(|c| c.is_ascii_digit()) => {
+            return Err(CliError::Usage(format!(
+                "--name {n}: a name of digits alone reads as a series id where the dashboard and \
+                 its API name a series (accepted: a name with a letter or sign, e.g. node-{n})"
+            )));
+        }
         Some(n) => n.clone(),
         None => sys
             .hostname()

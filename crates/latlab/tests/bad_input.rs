@@ -440,6 +440,10 @@ const ROWS: &[(&[&str], &str)] = &[
         &["monitor", "--name", "a\nb", "--check-config"],
         "--name: empty, longer than 200 characters or with a control character",
     ),
+    (
+        &["monitor", "--name", "12", "--check-config"],
+        "--name 12: a name of digits alone reads as a series id",
+    ),
     // Where the journal goes must take it.
     (
         &["tune", "--state-dir", "/etc/passwd", "status"],
