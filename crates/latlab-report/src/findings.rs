@@ -206,21 +206,19 @@ fn what_runs_warned(
     runs: &[(&CellFigures, usize, &RunResult)],
     push: &mut impl FnMut(Kind, String),
 ) {
-    let mut seen: Vec<&str> = Vec::new();
-    // (the whole warning, its list of processes)
-    let competing: Vec<(&str, &str)> = runs
+    // Each run's list of processes.
+    let competing: Vec<&str> = runs
         .iter()
         .filter_map(|(_, _, r)| {
             r.environment
                 .warnings
                 .iter()
-                .find_map(|w| Some((w.as_str(), latlab_model::competing_list(w)?)))
+                .find_map(|w| latlab_model::competing_list(w))
         })
         .collect();
-    match competing.as_slice() {
-        [] => {}
-        [(one, _)] => seen.push(one),
-        [(_, first), ..] => push(
+    // One run's is said below as any other warning.
+    if let [first, _, ..] = competing.as_slice() {
+        push(
             Kind::Warning,
             format!(
                 "{} runs warned: {}; the first: {}",
@@ -228,23 +226,37 @@ fn what_runs_warned(
                 latlab_model::COMPETING_WARNING,
                 first
             ),
-        ),
+        );
     }
-    for (_, _, r) in runs {
-        for w in &r.environment.warnings {
-            if !seen.contains(&w.as_str()) && latlab_model::competing_list(w).is_none() {
-                seen.push(w);
+    // Each warning once, with the runs that gave it.
+    let mut said: Vec<(&str, Vec<String>)> = Vec::new();
+    for (c, repeat, r) in runs {
+        let name = if c.runs.len() > 1 {
+            format!("{} repeat {repeat}", c.cell.name)
+        } else {
+            c.cell.name.clone()
+        };
+        let unlocked = !r.environment.memory_locked && r.records(latlab_model::Unrecorded::MEMORY);
+        let ws = r.environment.warnings.iter().map(String::as_str);
+        for w in ws.chain(unlocked.then_some("memory not locked")) {
+            if competing.len() > 1 && latlab_model::competing_list(w).is_some() {
+                continue;
+            }
+            match said.iter_mut().find(|(seen, _)| *seen == w) {
+                Some((_, who)) => who.push(name.clone()),
+                None => said.push((w, vec![name.clone()])),
             }
         }
-        if !r.environment.memory_locked
-            && r.records(latlab_model::Unrecorded::MEMORY)
-            && !seen.contains(&"memory not locked")
-        {
-            seen.push("memory not locked");
-        }
     }
-    for w in seen {
-        push(Kind::Warning, format!("a run warned: {w}"));
+    for (w, who) in said {
+        let by = match who.as_slice() {
+            [one] => one.clone(),
+            _ if who.len() == runs.len() => "every run".into(),
+            [a, b, c] => format!("3 runs ({a}, {b}, {c})"),
+            [a, b, ..] if who.len() > 3 => format!("{} runs ({a}, {b}, …)", who.len()),
+            _ => format!("{} runs ({})", who.len(), who.join(", ")),
+        };
+        push(Kind::Warning, format!("{by} warned: {w}"));
     }
 }
 
