@@ -857,11 +857,22 @@ fn system(sys: &Sys, profile: &Profile, plan: &mut Plan) {
     if let Some(g) = &s.cpuidle_governor {
         let path = format!("{CPU}/cpuidle/current_governor");
         let avail = words(sys, &format!("{CPU}/cpuidle/available_governors"));
+        let driver = sys
+            .read_trim(&format!("{CPU}/cpuidle/current_driver"))
+            .unwrap_or_default();
         if !sys.exists(&path) {
             unsupported(
                 plan,
                 "cpuidle governor",
                 "no cpuidle/current_governor (no cpuidle driver)",
+            );
+        } else if driver == "none" {
+            // The governors are listed, but with no driver there are no states to choose.
+            unsupported(
+                plan,
+                "cpuidle governor",
+                "no cpuidle driver (cpuidle/current_driver is none): a governor has no idle \
+                 state to choose",
             );
         } else if !avail.contains(&g.value) {
             unsupported(

@@ -392,7 +392,13 @@ pub fn candidates(
                             crate::ItemState::Unsupported { why } => Some(why.clone()),
                             _ => None,
                         })
-                        .collect();
+                        .fold(Vec::new(), |mut seen, why| {
+                            // Every CPU's reason is often one: said once.
+                            if !seen.contains(&why) {
+                                seen.push(why);
+                            }
+                            seen
+                        });
                     format!("unsupported here: {}", whys.join("; "))
                 } else {
                     "already set here".into()

@@ -591,13 +591,13 @@ fn print_plan(
             "  (not measured: beyond the budget)".into()
         };
         println!(
-            "  candidate {:<24}{}{tail}",
+            "  candidate {:<24} {}{tail}",
             c.label(),
             search::knob_description(&c.knob)
         );
     }
     for n in not_tried {
-        println!("  not tried {:<24}{}", n.what, n.why);
+        println!("  not tried {:<24} {}", n.what, n.why);
     }
     println!("  {}", search::BOOT_ADVICE);
 }

@@ -136,6 +136,27 @@ fn a_profile_of_which_nothing_applies_here_is_refused_and_leaves_no_journal() {
     assert_eq!(snapshot(&t.root), before);
 }
 
+/// With no cpuidle driver the governors are still listed, but none has a state to choose: a
+/// governor is no setting this machine has (a search tried each of them for nothing).
+#[test]
+fn a_cpuidle_governor_without_a_driver_is_unsupported() {
+    let t = Tree::new("vm");
+    let p = profile_file(&t, "gov.toml", "[system]\ncpuidle_governor = \"menu\"\n");
+    let show = |t: &Tree| ok(&t.run(&["tune", "show", p.to_str().unwrap()]));
+    assert!(show(&t).contains("cpuidle governor"), "a test of nothing");
+    assert!(!show(&t).contains("current_driver is none"));
+    let driver = t.root.join("sys/devices/system/cpu/cpuidle/current_driver");
+    std::fs::write(&driver, "none\n").unwrap();
+    assert!(
+        show(&t).contains(
+            "cpuidle governor  unsupported here: no cpuidle driver (cpuidle/current_driver is \
+             none): a governor has no idle state to choose"
+        ),
+        "{}",
+        show(&t)
+    );
+}
+
 #[test]
 fn apply_status_verify_restore_round_trip() {
     let t = Tree::new("amd-desktop");

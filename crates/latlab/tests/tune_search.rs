@@ -95,7 +95,7 @@ fn the_dry_run_lists_candidates_reasons_and_time() {
     for line in [
         "candidate pm_qos=0",
         // This VM's haltpoll governor ignores disabled idle states.
-        "not tried idle=0us                no effect here: the haltpoll governor ignores",
+        "not tried idle=0us                 no effect here: the haltpoll governor ignores",
         "hold /dev/cpu_dma_latency (system.cpu_dma_latency_us)",
         "candidate timer_migration=off",
         "candidate irq_affinity=away",
