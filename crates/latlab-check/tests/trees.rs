@@ -410,6 +410,31 @@ fn under_haltpoll_a_disabled_state_is_still_entered() {
     assert!(ev.contains("held off by a PM QoS request"), "{ev}");
 }
 
+/// No cpuidle driver (this VM on some boots): no state to limit, said as such, not a pass of
+/// "deepest allowed state none".
+#[test]
+fn with_no_cpuidle_states_idle_depth_does_not_apply() {
+    let t = copy_tree("vm");
+    for c in 0..2 {
+        std::fs::remove_dir_all(
+            t.path()
+                .join(format!("sys/devices/system/cpu/cpu{c}/cpuidle")),
+        )
+        .unwrap();
+    }
+    write(
+        t.path(),
+        "sys/devices/system/cpu/cpuidle/current_driver",
+        b"none\n",
+    );
+    let (v, ev) = verdict_at(t.path(), Target::Audio, "cpu.idle-depth");
+    assert_eq!(v, Verdict::NotApplicable, "{ev}");
+    assert!(
+        ev.starts_with("no cpuidle states (cpuidle driver none): the CPUs halt when idle"),
+        "{ev}"
+    );
+}
+
 #[test]
 fn an_unreadable_pm_qos_request_is_not_applicable_not_a_pass() {
     let t = copy_tree("laptop-intel");
@@ -428,7 +453,13 @@ fn an_unreadable_pm_qos_request_is_not_applicable_not_a_pass() {
     write(t.path(), "dev/cpu_dma_latency", b"");
     let (v, ev) = verdict_at(t.path(), Target::Audio, "cpu.pm-qos");
     assert_eq!(v, Verdict::NotApplicable, "{ev}");
-    assert!(ev.contains("unavailable: /dev/cpu_dma_latency: "), "{ev}");
+    assert!(
+        ev.contains(
+            "unavailable: /dev/cpu_dma_latency: fewer than the 4 bytes of a request (not the \
+             kernel's device)"
+        ),
+        "{ev}"
+    );
     // A tight per-CPU limit still costs throughput, whatever the global request.
     write(
         t.path(),

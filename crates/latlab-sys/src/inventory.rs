@@ -403,7 +403,13 @@ impl Sys {
         const DEV: &str = "/dev/cpu_dma_latency";
         let mut f = std::fs::File::open(self.path(DEV)).map_err(|e| format!("{DEV}: {e}"))?;
         let mut b = [0u8; 4];
-        f.read_exact(&mut b).map_err(|e| format!("{DEV}: {e}"))?;
+        f.read_exact(&mut b).map_err(|e| match e.kind() {
+            // The device gives 4 bytes; a file of fewer is no such device (a fixture's copy).
+            std::io::ErrorKind::UnexpectedEof => {
+                format!("{DEV}: fewer than the 4 bytes of a request (not the kernel's device)")
+            }
+            _ => format!("{DEV}: {e}"),
+        })?;
         Ok(i64::from(i32::from_ne_bytes(b)))
     }
 

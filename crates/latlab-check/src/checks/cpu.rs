@@ -189,6 +189,15 @@ pub fn idle_depth(f: &Facts, ctx: &Ctx) -> Outcome {
     if f.info.boot.idle.as_deref() == Some("poll") {
         return Outcome::pass("idle=poll: CPUs never enter an idle state");
     }
+    // No driver: the CPUs halt when idle (in a VM the hypervisor decides what that costs);
+    // there is no state to limit.
+    if idle.cpus.iter().all(|c| c.states.is_empty()) {
+        return Outcome::na(format!(
+            "no cpuidle states (cpuidle driver {}): the CPUs halt when idle, and there is no \
+             state to limit",
+            idle.driver
+        ));
+    }
     // The haltpoll governor never reads a state's `disable`, and of a latency limit it only
     // heeds 0 (then it polls).
     let haltpoll = idle.governor == "haltpoll";
