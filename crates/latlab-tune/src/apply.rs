@@ -372,6 +372,11 @@ fn apply_inner(
             });
         }
         let result = if opts.hooks.fail_at_write == Some(seq + 1) {
+            // As a write that fails after its opening truncated a file (a tree's, not the
+            // kernel's) does.
+            if let Target::File { path } = &change.target {
+                let _ = std::fs::File::create(sys.path(path));
+            }
             Err(std::io::Error::from_raw_os_error(libc::EIO))
         } else {
             write_value(sys, &change.target, &change.new)
@@ -398,6 +403,11 @@ fn apply_inner(
                     seq,
                     why: "write failed".into(),
                 });
+                // A failed write leaves the kernel's value as it was; a file that is no
+                // kernel's (a tree under --sysroot) was emptied by the opening: put back.
+                if read_value(sys, &change.target).is_ok_and(|v| v.trim() != change.old_value()) {
+                    let _ = write_value(sys, &change.target, &change.old);
+                }
                 let rollback = rollback(sys, state_dir, &mut journal, &written);
                 let path = match &change.target {
                     Target::File { path } => sys.path(path),

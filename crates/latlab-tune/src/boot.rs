@@ -485,15 +485,25 @@ pub fn write_dropin(sys: &Sys, advice: &BootAdvice) -> Result<Written, TuneError
     }
     let path = sys.path(GRUB_DROPIN);
     let dir = sys.path("/etc/default/grub.d");
+    let replaced = std::fs::read_to_string(&path).ok();
+    // A directory made here goes again with the file (`--remove`); one made before stays.
+    let made = !dir.exists()
+        || replaced
+            .as_deref()
+            .is_some_and(|r| r.contains(MADE_THE_DIRECTORY));
     std::fs::create_dir_all(&dir).map_err(|e| TuneError::io(&dir, e))?;
     let content = format!(
         "# Written by `latlab tune boot {p} --write`: kernel options of profile {p}.\n\
          # Undo: `latlab tune boot --remove` (or delete this file), then run {cmd}.\n\
-         GRUB_CMDLINE_LINUX_DEFAULT=\"${{GRUB_CMDLINE_LINUX_DEFAULT}} {additions}\"\n",
+         {made}GRUB_CMDLINE_LINUX_DEFAULT=\"${{GRUB_CMDLINE_LINUX_DEFAULT}} {additions}\"\n",
         p = advice.profile,
-        cmd = advice.grub_command
+        cmd = advice.grub_command,
+        made = if made {
+            format!("{MADE_THE_DIRECTORY}\n")
+        } else {
+            String::new()
+        }
     );
-    let replaced = std::fs::read_to_string(&path).ok();
     let tmp = path.with_extension("cfg.tmp");
     std::fs::write(&tmp, &content)
         .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
@@ -506,11 +516,22 @@ pub fn write_dropin(sys: &Sys, advice: &BootAdvice) -> Result<Written, TuneError
     })
 }
 
-/// Remove the GRUB drop-in; returns its path when there was one.
+/// The drop-in's line saying latlab made its directory.
+const MADE_THE_DIRECTORY: &str = "# latlab made /etc/default/grub.d for this file.";
+
+/// Remove the GRUB drop-in (and its directory, where latlab made it and it is empty now);
+/// returns its path when there was one.
 pub fn remove_dropin(sys: &Sys) -> Result<Option<PathBuf>, TuneError> {
     let path = sys.path(GRUB_DROPIN);
+    let made = std::fs::read_to_string(&path).is_ok_and(|t| t.contains(MADE_THE_DIRECTORY));
     match std::fs::remove_file(&path) {
-        Ok(()) => Ok(Some(path)),
+        Ok(()) => {
+            if made {
+                // Not empty (another file went in since): it stays.
+                let _ = std::fs::remove_dir(sys.path("/etc/default/grub.d"));
+            }
+            Ok(Some(path))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(TuneError::io(&path, e)),
     }

@@ -747,6 +747,16 @@ fn boot_advice_writes_and_removes_the_grub_drop_in() {
     let out = ok(&amd.run(&["tune", "boot", "--remove"]));
     assert!(out.contains("removed"), "{out}");
     assert!(!amd.root.join("etc/default/grub.d/latlab.cfg").exists());
+    // The directory was there before: it stays.
+    let grub_d = amd.root.join("etc/default/grub.d");
+    assert!(grub_d.join(".keep").exists());
+    // One the drop-in made goes with it, also when the drop-in was written twice.
+    std::fs::remove_dir_all(&grub_d).unwrap();
+    for _ in 0..2 {
+        ok(&amd.run(&["tune", "boot", "realtime", "--write"]));
+    }
+    ok(&amd.run(&["tune", "boot", "--remove"]));
+    assert!(!grub_d.exists());
 }
 
 #[test]
