@@ -381,6 +381,13 @@ fn apply_inner(
         } else {
             write_value(sys, &change.target, &change.new)
         };
+        // A failed write leaves the kernel's value as it was; a file that is no kernel's (a
+        // tree under --sysroot) was emptied by the opening: put back.
+        if result.is_err()
+            && read_value(sys, &change.target).is_ok_and(|v| v.trim() != change.old_value())
+        {
+            let _ = write_value(sys, &change.target, &change.old);
+        }
         match result {
             Ok(()) => written.push((seq, change.clone())),
             Err(e) if change.best_effort && refusal(&e) => {
@@ -403,11 +410,6 @@ fn apply_inner(
                     seq,
                     why: "write failed".into(),
                 });
-                // A failed write leaves the kernel's value as it was; a file that is no
-                // kernel's (a tree under --sysroot) was emptied by the opening: put back.
-                if read_value(sys, &change.target).is_ok_and(|v| v.trim() != change.old_value()) {
-                    let _ = write_value(sys, &change.target, &change.old);
-                }
                 let rollback = rollback(sys, state_dir, &mut journal, &written);
                 let path = match &change.target {
                     Target::File { path } => sys.path(path),
