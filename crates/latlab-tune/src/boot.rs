@@ -29,6 +29,10 @@ pub enum BootStatus {
     NeedsKernel {
         why: String,
     },
+    /// The running kernel was built to do what the option asks: it is in effect without it.
+    BuiltIn {
+        why: String,
+    },
     Unsupported {
         why: String,
     },
@@ -276,6 +280,33 @@ impl Advisor<'_> {
     /// `preempt=`.
     fn preempt(&mut self, b: &BootSettings) {
         let Some(p) = &b.preempt else { return };
+        // A kernel without the switch preempts as it was built to: the model asked for may be
+        // the one it has.
+        let built = self
+            .config
+            .filter(|c| !self.rt && !c.preempt.iter().any(|o| o == "CONFIG_PREEMPT_DYNAMIC"));
+        if let Some(c) = built {
+            let cfg = match p.value.as_str() {
+                "full" => "CONFIG_PREEMPT",
+                "lazy" => "CONFIG_PREEMPT_LAZY",
+                "voluntary" => "CONFIG_PREEMPT_VOLUNTARY",
+                _ => "CONFIG_PREEMPT_NONE",
+            };
+            if c.preempt.iter().any(|o| o == cfg) {
+                self.options.push(BootOption {
+                    option: format!("preempt={}", p.value),
+                    status: BootStatus::BuiltIn {
+                        why: format!(
+                            "this kernel ({}) is built with {cfg}: it preempts so without the \
+                             option",
+                            c.source
+                        ),
+                    },
+                    effect: String::new(),
+                });
+                return;
+            }
+        }
         let need = if self.rt {
             Err("this is a PREEMPT_RT kernel, which is fully preemptible already".into())
         } else {

@@ -862,6 +862,7 @@ fn boot_cmd(ctx: &Ctx, a: &BootArgs) -> CliResult<ExitCode> {
             BootStatus::AlreadySet => format!("already set: {}", o.effect),
             BootStatus::Differs { now } => format!("now {now}; would change: {}", o.effect),
             BootStatus::NeedsKernel { why } => format!("needs a different kernel: {why}"),
+            BootStatus::BuiltIn { why } => format!("in effect already: {why}"),
             BootStatus::Unsupported { why } => format!("unsupported here: {why}"),
         };
         println!("  {:<width$}  {status}", o.option);

@@ -728,6 +728,14 @@ fn boot_advice_writes_and_removes_the_grub_drop_in() {
     let out = vm.run(&["tune", "boot", "realtime", "--write"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("no GRUB here"));
+    // A kernel built to preempt fully, without the switch: preempt=full is in effect already.
+    let arm = Tree::new("arm-board");
+    let out = ok(&arm.run(&["tune", "boot", "realtime"]));
+    assert!(
+        out.contains("in effect already: this kernel (/boot/config-6.6.31+rpt-rpi-v8) is built with CONFIG_PREEMPT"),
+        "{out}"
+    );
+    assert!(!out.contains("preempt= needs a kernel"), "{out}");
     let amd = Tree::new("amd-desktop");
     // GRUB here: the drop-in is offered.
     let out = ok(&amd.run(&["tune", "boot", "realtime", "--cpus", "2-3"]));
