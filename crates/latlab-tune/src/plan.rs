@@ -277,6 +277,7 @@ impl Plan {
         cpufreq(sys, &settings, &mut plan)?;
         idle(sys, &settings, profile, &mut plan);
         resume_latency(sys, &settings, &mut plan);
+        polling_overrides(&settings, &mut plan);
         system(sys, profile, &mut plan);
         isolation(sys, profile, &mut plan);
         Ok(plan)
@@ -795,6 +796,35 @@ fn idle(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, profile: &Profile, pla
              0 for those CPUs, or system.cpu_dma_latency_us = 0 held with `latlab tune hold`), \
              or cpuidle_governor = \"menu\" where it is available",
             CpuList::from_cpus(disabled_cpus).phrase()
+        ));
+    }
+}
+
+/// CPUs whose idle states a profile allows (a per-CPU override of an included profile's limit)
+/// while their resume latency limit of 0 µs keeps them polling: said, as the states it allows
+/// are never entered.
+fn polling_overrides(settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) {
+    let polling: Vec<u32> = settings
+        .iter()
+        .filter(|(_, s)| {
+            let allows = s.idle.as_ref().is_some_and(|i| match &i.value {
+                IdleLimit::MaxLatencyUs(us) => *us > 0,
+                IdleLimit::MaxState(_) | IdleLimit::AllEnabled => true,
+            });
+            let polls = s
+                .resume_latency
+                .as_ref()
+                .is_some_and(|r| r.value == ResumeLatency::Us(0));
+            allows && polls
+        })
+        .map(|(&cpu, _)| cpu)
+        .collect();
+    if !polling.is_empty() {
+        plan.notes.push(format!(
+            "{}: the idle states the profile allows there are never entered, as its \
+             pm_qos_resume_latency_us of 0 µs keeps the CPU polling (set pm_qos_resume_latency_us for \
+             those CPUs too)",
+            CpuList::from_cpus(polling).phrase()
         ));
     }
 }

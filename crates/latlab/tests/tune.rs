@@ -136,6 +136,25 @@ fn a_profile_of_which_nothing_applies_here_is_refused_and_leaves_no_journal() {
     assert_eq!(snapshot(&t.root), before);
 }
 
+/// A per-CPU override that allows idle states, under a resume latency limit of 0 µs from the
+/// profile it includes, allows states the CPU never enters: said.
+#[test]
+fn idle_states_allowed_on_a_polling_cpu_are_said_to_be_never_entered() {
+    let t = Tree::new("laptop-intel");
+    let p = profile_file(
+        &t,
+        "inc.toml",
+        "include = [\"lowlatency\"]\n[cpu.1]\nmax_idle_latency_us = 1000\n",
+    );
+    let out = ok(&t.run(&["tune", "show", p.to_str().unwrap()]));
+    assert!(
+        out.contains("note: CPU 1: the idle states the profile allows there are never entered"),
+        "{out}"
+    );
+    let out = ok(&t.run(&["tune", "show", "lowlatency"]));
+    assert!(!out.contains("never entered"), "{out}");
+}
+
 /// With no cpuidle driver the governors are still listed, but none has a state to choose: a
 /// governor is no setting this machine has (a search tried each of them for nothing).
 #[test]
