@@ -252,8 +252,8 @@ fn bad_query(e: &QueryRejection, accepted: &str) -> String {
     format!("bad query: {why} (accepted: {accepted})")
 }
 
-const RANGE_FORM: &str =
-    "series=ID or NAME with optional from=MS, to=MS (unix milliseconds), points=N, limit=N";
+const RANGE_FORM: &str = "series=ID or NAME with optional from=MS, to=MS (unix milliseconds), and points=N \
+     (/api/timeline) or limit=N (/api/worst)";
 const WINDOW_FORM: &str =
     "series=ID or NAME, start=NS (the window's start in unix nanoseconds), cpu=N";
 
@@ -412,9 +412,13 @@ struct RangeQ {
     /// Unix milliseconds.
     from: Option<f64>,
     to: Option<f64>,
-    points: Option<usize>,
-    limit: Option<u32>,
+    /// Signed, so that a negative value is said out of range as any other.
+    points: Option<i64>,
+    limit: Option<i64>,
 }
+
+/// Most windows `/api/worst` lists.
+const MOST_WORST: i64 = 10_000;
 
 /// The query a handler takes, or the one line (for a 400) naming the accepted form.
 fn parsed<T>(q: Result<Query<T>, QueryRejection>, accepted: &str) -> Result<T, String> {
@@ -435,14 +439,13 @@ fn range(q: Result<Query<RangeQ>, QueryRejection>) -> Result<(RangeQ, u64, u64),
             "from and to must be finite numbers (accepted: {RANGE_FORM})"
         ));
     }
-    if q.limit == Some(0) {
-        return Err(format!("limit must be 1 or more (accepted: {RANGE_FORM})"));
+    if let Some(l) = q.limit.filter(|l| !(1..=MOST_WORST).contains(l)) {
+        return Err(format!(
+            "limit={l}: out of range (accepted: limit from 1 to {MOST_WORST})"
+        ));
     }
-    let (fewest, most) = (api::FEWEST_POINTS, api::MAX_POINTS);
-    if let Some(p) = q
-        .points
-        .filter(|&p| !(fewest as u64..=most).contains(&(p as u64)))
-    {
+    let (fewest, most) = (api::FEWEST_POINTS as i64, api::MAX_POINTS as i64);
+    if let Some(p) = q.points.filter(|p| !(fewest..=most).contains(p)) {
         return Err(format!(
             "points={p}: out of range (accepted: points from {fewest} to {most} per CPU)"
         ));
@@ -460,14 +463,14 @@ async fn timeline(
     q: Result<Query<RangeQ>, QueryRejection>,
 ) -> Response {
     range_json(&state, q, |st, q, id, from, to| {
-        api::timeline(st, id, from, to, q.points.unwrap_or(800))
+        api::timeline(st, id, from, to, q.points.map_or(800, |p| p as usize))
     })
     .await
 }
 
 async fn worst(State(state): State<Shared>, q: Result<Query<RangeQ>, QueryRejection>) -> Response {
     range_json(&state, q, |st, q, id, from, to| {
-        api::worst(st, id, from, to, q.limit.unwrap_or(20))
+        api::worst(st, id, from, to, q.limit.map_or(20, |l| l as u32))
     })
     .await
 }

@@ -1642,11 +1642,26 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
         ),
         ("/api/timeline?series=abc", 404, "no monitor series \"abc\""),
         ("/api/timeline", 400, "missing field `series`"),
-        ("/api/worst?series=1&limit=-1", 400, "accepted: series=ID"),
+        (
+            "/api/worst?series=1&limit=-1",
+            400,
+            "limit=-1: out of range",
+        ),
+        ("/api/worst?series=1&limit=x", 400, "accepted: series=ID"),
         (
             "/api/worst?series=1&limit=0",
             400,
-            "limit must be 1 or more",
+            "limit=0: out of range (accepted: limit from 1 to 10000)",
+        ),
+        (
+            "/api/worst?series=1&limit=100000000",
+            400,
+            "limit=100000000: out of range",
+        ),
+        (
+            "/api/timeline?series=1&points=-5",
+            400,
+            "points=-5: out of range (accepted: points from 10 to 2000 per CPU)",
         ),
         (
             "/api/timeline?series=1&points=5",
