@@ -868,7 +868,10 @@ fn cyclictest_thread(
         .or(keyed.last().map(|r| r.0 + 1))
         .unwrap_or(0)
         .saturating_mul(1000);
-    let range_end_ns = rows_end.max(min.unwrap_or(0));
+    // Without rows every sample is known only to lie at or above the minimum: the start of
+    // its whole microsecond (a sample printed as 3 µs took 3.0 µs or more).
+    let min_start = whole_of(t, "min", &what)?.map(|us| us.saturating_mul(1000));
+    let range_end_ns = rows_end.max(min_start.unwrap_or(0));
     let rows = keyed.into_iter().map(|(us, n)| (mid_us(us), n)).collect();
     // The mean of all its samples, in µs: cyclictest's of whole, truncated microseconds
     // (half a microsecond below the middles the samples are recorded at), latlab's exact.

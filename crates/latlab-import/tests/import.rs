@@ -1080,6 +1080,9 @@ fn cyclictest_json_without_a_histogram_keeps_its_minimum() {
         assert_eq!(t.stats.min, min_us * 1000 + 500, "{}", t.label);
         assert_eq!(t.stats.max, max_us * 1000 + 500, "{}", t.label);
         assert!(t.stats.p50 >= t.stats.min, "{}: {:?}", t.label, t.stats);
+        // Every other sample is known only to take the minimum's whole microsecond or more.
+        assert_eq!(t.stats.bounded_from_ns, Some(min_us * 1000), "{}", t.label);
+        assert_eq!(t.stats.percentile_shown(50.0, t.stats.p50), min_us * 1000);
     }
     // Bounded by -D, and said so.
     assert_eq!(r.stop, latlab_model::StopReason::Duration);
