@@ -213,6 +213,7 @@ fn setting_differences(an: &Analysis, out: &mut String) {
 /// A measuring setting as the option that sets it, with its value in that option's form:
 /// `interval_ns`, `1000000` is `--interval`, `1ms`; `cpus`, `0, 1` is `--cpus`, `0-1`.
 fn option_value(name: &str, value: &str) -> (String, String) {
+    use latlab_model::units::format_duration;
     // The option that sets it, where its name is not the field's.
     let flag = |n: &str| match n {
         "spike_threshold" => "--spike".to_string(),
@@ -223,7 +224,11 @@ fn option_value(name: &str, value: &str) -> (String, String) {
     };
     if let Some(n) = name.strip_suffix("_ns") {
         let v = match value.parse::<u64>() {
-            Ok(v) => latlab_model::units::format_duration(v),
+            // A length of no round unit (a series' measured span) for people: `1m44s`.
+            Ok(v) if n == "duration" && format_duration(v).ends_with("ns") && v >= 1_000_000 => {
+                latlab_model::units::format_elapsed(v)
+            }
+            Ok(v) => format_duration(v),
             Err(_) => value.to_string(),
         };
         return (flag(n), v);
@@ -232,5 +237,28 @@ fn option_value(name: &str, value: &str) -> (String, String) {
     match latlab_model::units::CpuList::parse(&list) {
         Ok(cpus) if name == "cpus" => (flag(name), cpus.to_string()),
         _ => (flag(name), value.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A setting is said in its option's form; a length of no round unit (a monitoring
+    /// series' span) for people, not in nanoseconds.
+    #[test]
+    fn settings_read_as_their_options_take_them() {
+        let said = |name: &str, value: &str| super::option_value(name, value);
+        assert_eq!(
+            said("interval_ns", "1000000"),
+            ("--interval".into(), "1ms".into())
+        );
+        assert_eq!(
+            said("duration_ns", "5000000000"),
+            ("--duration".into(), "5s".into())
+        );
+        assert_eq!(
+            said("duration_ns", "104460323030"),
+            ("--duration".into(), "1m44s".into())
+        );
+        assert_eq!(said("cpus", "0, 1"), ("--cpus".into(), "0-1".into()));
     }
 }

@@ -1152,7 +1152,13 @@ fn kthreads(sys: &Sys, split: &Split, plan: &mut Plan) {
             plan,
             "kernel thread affinity".into(),
             ItemState::Set {
-                value: format!("{already} movable kernel threads already on {hk}"),
+                // With one housekeeping CPU, a thread moved there earlier is bound to one CPU
+                // and reads as a per-CPU one: not counted, so no "0 already" is said.
+                value: if already > 0 {
+                    format!("{already} movable kernel threads already on {hk}")
+                } else {
+                    format!("none to move: no kernel thread outside {hk} may move")
+                },
             },
         );
     }
