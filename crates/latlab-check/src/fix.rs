@@ -66,7 +66,8 @@ pub fn profile_text(plan: &FixPlan, restore: &str) -> String {
     let restore = restore.replace('\\', "\\\\").replace('"', "\\\"");
     let mut out = format!(
         "description = \"\"\"\nWritten by latlab check --fix: the settings behind the checks {}.\n\
-         `{restore}` puts back every value it changed.\n\"\"\"\n",
+         Once applied, `{restore}` puts back every value it changed (`latlab tune status` \
+         says whether it is).\n\"\"\"\n",
         ids.join(", ")
     );
     let mut tables: Vec<(&str, Vec<String>)> = Vec::new();
@@ -229,8 +230,9 @@ mod tests {
             .resolve_text(PROFILE_NAME, &text)
             .unwrap();
         assert!(
-            p.description
-                .contains(&format!("`{restore}` puts back every value it changed")),
+            p.description.contains(&format!(
+                "Once applied, `{restore}` puts back every value it changed"
+            )),
             "{}",
             p.description
         );
