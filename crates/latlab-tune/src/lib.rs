@@ -45,17 +45,28 @@ pub fn default_state_dir(sys: &latlab_sys::Sys) -> PathBuf {
 /// root other than `/` is named with `--sysroot`: the journal is restored under the root its
 /// values were written under, and no other.
 pub fn restore_command(sys: &latlab_sys::Sys, state_dir: &Path) -> String {
-    let root = match sys.root() {
-        r if r == Path::new("/") => String::new(),
-        r => format!(" --sysroot {}", latlab_model::units::shell_path(r)),
-    };
     if state_dir == sys.path("/var/lib/latlab") {
-        format!("latlab{root} tune restore")
+        command(sys, "tune restore")
     } else {
-        format!(
-            "latlab{root} tune restore --state-dir {}",
-            latlab_model::units::shell_path(state_dir)
+        command(
+            sys,
+            &format!(
+                "tune restore --state-dir {}",
+                latlab_model::units::shell_path(state_dir)
+            ),
         )
+    }
+}
+
+/// `latlab ARGS` as it can be copied for the system `sys` reads: with its `--sysroot` where
+/// that is not `/`.
+pub fn command(sys: &latlab_sys::Sys, args: &str) -> String {
+    match sys.root() {
+        r if r == Path::new("/") => format!("latlab {args}"),
+        r => format!(
+            "latlab --sysroot {} {args}",
+            latlab_model::units::shell_path(r)
+        ),
     }
 }
 

@@ -822,8 +822,8 @@ fn polling_overrides(settings: &BTreeMap<u32, CpuSettings>, plan: &mut Plan) {
     if !polling.is_empty() {
         plan.notes.push(format!(
             "{}: the idle states the profile allows there are never entered, as its \
-             pm_qos_resume_latency_us of 0 µs keeps the CPU polling (set pm_qos_resume_latency_us for \
-             those CPUs too)",
+             pm_qos_resume_latency_us of 0 µs keeps the CPU polling (set \
+             pm_qos_resume_latency_us there too)",
             CpuList::from_cpus(polling).phrase()
         ));
     }

@@ -93,9 +93,14 @@ fn main() -> ExitCode {
     };
     if !sys.root().is_dir() {
         let e = format!(
-            "system root {}: no such directory (accepted: a directory holding a system's /proc, \
-             /sys and /dev, as --sysroot or LATLAB_SYSROOT)",
-            sys.root().display()
+            "system root {}: {} (accepted: a directory holding a system's /proc, /sys and /dev, \
+             as --sysroot or LATLAB_SYSROOT)",
+            sys.root().display(),
+            if sys.root().exists() {
+                "not a directory"
+            } else {
+                "no such directory"
+            }
         );
         eprintln!("latlab: error: {e}");
         args::junit_of_refusal(&std::env::args_os().collect::<Vec<_>>(), &e);

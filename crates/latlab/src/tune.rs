@@ -892,15 +892,15 @@ fn boot_cmd(ctx: &Ctx, a: &BootArgs) -> CliResult<ExitCode> {
             println!("replaced the previous drop-in:\n{old}");
         }
         println!(
-            "wrote {}; run `{}` and reboot for it to take effect; `latlab tune boot {}` then \
-             checks /proc/cmdline",
+            "wrote {}; run `{}` and reboot for it to take effect; `{}` then checks /proc/cmdline",
             w.path.display(),
             advice.grub_command,
-            name
+            latlab_tune::command(&ctx.sys, &format!("tune boot {name}"))
         );
     } else if boot::has_grub(&ctx.sys) {
         println!(
-            "`latlab tune boot {name} --write` puts them in {} (then run `{}` and reboot)",
+            "`{}` puts them in {} (then run `{}` and reboot)",
+            latlab_tune::command(&ctx.sys, &format!("tune boot {name} --write")),
             boot::GRUB_DROPIN,
             advice.grub_command
         );

@@ -717,6 +717,10 @@ const ROWS: &[(&[&str], &str)] = &[
         &["--sysroot", "nosuch", "tune", "apply", "lowlatency"],
         "system root nosuch: no such directory (accepted: a directory holding a system's",
     ),
+    (
+        &["--sysroot", "plan.toml", "sysinfo"],
+        "system root plan.toml: not a directory (accepted: ",
+    ),
     // Refused before its plan is printed.
     (
         &["tune", "search", "--db", "earlier.json"],

@@ -759,7 +759,10 @@ fn boot_advice_writes_and_removes_the_grub_drop_in() {
     // GRUB here: the drop-in is offered.
     let out = ok(&amd.run(&["tune", "boot", "realtime", "--cpus", "2-3"]));
     assert!(
-        out.contains("`latlab tune boot realtime --write` puts them in"),
+        out.contains(&format!(
+            "`latlab --sysroot {} tune boot realtime --write` puts them in",
+            amd.root.display()
+        )),
         "{out}"
     );
     let out = ok(&amd.run(&["tune", "boot", "realtime", "--cpus", "2-3", "--write"]));

@@ -354,7 +354,15 @@ pub(crate) fn timeline(run: &RunResult, per_cpu: bool) -> (Vec<(String, String)>
     // The time axis ends where the data ends (the measured length only when there is none).
     let mut t_end = 0;
     if let Some(last) = rows.last() {
-        t_end = t_end.max(last.start_ns + run.config.window_ns);
+        // A window the run ended inside ends with the run (a --break after 1 ms of a 1 s
+        // window drew a second).
+        let end = last.start_ns + run.config.window_ns;
+        let end = if run.elapsed_ns > last.start_ns {
+            end.min(run.elapsed_ns)
+        } else {
+            end
+        };
+        t_end = t_end.max(end);
     }
     if let Some(s) = samples
         && let Some(last) = s.series.last()
@@ -1038,6 +1046,27 @@ mod tests {
             .and_then(|p| p.split('"').next())
             .expect("a line");
         assert_eq!(line.matches('M').count(), 2, "{svg}");
+    }
+
+    /// A run that ended 1 ms into its first 1 s window (a --break) has a time axis of 1 ms,
+    /// not of the window's second.
+    #[test]
+    fn a_run_stopped_inside_its_window_ends_the_axis() {
+        let mut run = latlab_testkit::run::one_cpu("b", (0, 1_000_000));
+        run.config.window_ns = 1_000_000_000;
+        run.threads[0].windows = vec![latlab_model::Window {
+            index: 0,
+            start_ns: 0,
+            count: 1,
+            min: 5_000,
+            max: 5_000,
+            p99: 5_000,
+            missed: 0,
+        }];
+        let (figs, _) = timeline(&run, false);
+        let (_, svg) = figs.first().expect("a latency chart");
+        assert!(svg.contains(">0.001</text>"), "{svg}");
+        assert!(!svg.contains(">0.8</text>"), "an axis of a second: {svg}");
     }
 
     /// A steady clock is a flat line with whole-MHz ticks, not a staircase of 0.2 MHz steps.
