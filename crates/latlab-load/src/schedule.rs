@@ -122,6 +122,12 @@ pub fn parse_schedule_named(name: &str, text: &str) -> Result<Schedule, LoadErro
         } else {
             Some(LoadSpec::parse(load).map_err(|e| match e {
                 LoadError::Invalid(m) => {
+                    // A phase may also be idle.
+                    let m = if m.starts_with("unknown load kind") {
+                        m.replacen("(accepted: ", "(accepted: idle, ", 1)
+                    } else {
+                        m
+                    };
                     LoadError::Invalid(format!("{name} {:?}: phase {p:?}: {m}", text.trim()))
                 }
                 other => other,

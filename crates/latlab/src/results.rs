@@ -309,9 +309,20 @@ fn resolve(
     // `STORE:ITEM`: the item of one of several stores, the store named as the report names it.
     if several
         && let Some((store, rest)) = item.split_once(':')
-        && let Some(at) = stores.iter().position(|(name, _)| name == store)
+        && store != "series"
     {
-        let mut cells = resolve(&stores[at..=at], rest, skipped)?;
+        let Some(at) = stores.iter().position(|(name, _)| name == store) else {
+            let names: Vec<&str> = stores.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(CliError::Usage(format!(
+                "{item}: no store named {store:?} (accepted: STORE:ITEM with STORE one of {})",
+                names.join(", ")
+            )));
+        };
+        // The store is named in what is refused.
+        let mut cells = resolve(&stores[at..=at], rest, skipped).map_err(|e| match e {
+            CliError::Usage(m) => CliError::Usage(format!("{store}:{m}")),
+            e => e,
+        })?;
         tag_cells(&mut cells, "store", store);
         return Ok(cells);
     }
@@ -857,6 +868,16 @@ mod tests {
         assert_eq!(
             super::item_title(&stores, "series:n1"),
             "series:n1 in l, series:n1 in m"
+        );
+        // A refusal names the store, and a store that is not one names those that are.
+        let refused = |item: &str| match super::resolve(&stores, item, &mut Vec::new()) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{item} resolved"),
+        };
+        assert!(refused("l:9").starts_with("l:9: "), "{}", refused("l:9"));
+        assert_eq!(
+            refused("zz:1"),
+            "zz:1: no store named \"zz\" (accepted: STORE:ITEM with STORE one of l, m)"
         );
     }
 

@@ -603,7 +603,7 @@ const ROWS: &[(&[&str], &str)] = &[
     ),
     (
         &["measure", "--load-schedule", "bogus 1s"],
-        "--load-schedule \"bogus 1s\": phase \"bogus 1s\": unknown load kind \"bogus\" (accepted: cpu",
+        "--load-schedule \"bogus 1s\": phase \"bogus 1s\": unknown load kind \"bogus\" (accepted: idle, cpu",
     ),
     (
         &["report", "--format="],
