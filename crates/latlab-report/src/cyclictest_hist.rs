@@ -46,13 +46,19 @@ use crate::us::{UsBuckets, export_range, max_us, mean_us, min_us, us_buckets};
 /// cyclictest's largest histogram (`HIST_MAX`): `-h` values above it are lowered to it.
 pub const HIST_MAX_US: u32 = 1_000_000;
 
+/// The rows [`histfile`] writes for `range_us`: fewer where [`HIST_MAX_US`] or an import's
+/// histogram range ends first (past it, its samples are known only as overflows).
+pub fn histfile_rows(result: &RunResult, range_us: u32) -> u32 {
+    export_range(result, range_us.min(HIST_MAX_US))
+}
+
 /// cyclictest's `-h range_us -q` histogram text for `result`: one column per measuring thread, in
 /// the order of `result.threads`, bucket `i` counting samples in `[i, i+1)` µs. Samples of
 /// `range_us` µs or more are counted only as overflows, as cyclictest counts them (their values
 /// still set `# Max Latencies:`). `range_us` above [`HIST_MAX_US`] is lowered to it, as cyclictest
 /// does.
 pub fn histfile(result: &RunResult, range_us: u32) -> String {
-    let range = export_range(result, range_us.min(HIST_MAX_US));
+    let range = histfile_rows(result, range_us);
     let threads: Vec<UsBuckets> = result
         .threads
         .iter()

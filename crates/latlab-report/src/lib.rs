@@ -38,7 +38,7 @@ mod us;
 
 pub use analysis::MISSED_SELECTION_PCT;
 pub use cost::{loads_text, samples_text};
-pub use cyclictest_hist::{HIST_MAX_US, histfile};
+pub use cyclictest_hist::{HIST_MAX_US, histfile, histfile_rows};
 pub use cyclictest_json::{RT_TESTS_VERSION, cyclictest_json, cyclictest_json_with_range};
 pub use sysinfo::sysinfo_text;
 pub use text::{LOWER_BOUND_NOTE, latency_table, summary_table};

@@ -713,6 +713,17 @@ pub fn export(args: ExportArgs) -> CliResult<ExitCode> {
         ))
     })?;
     let run = store.load_run(id)?;
+    // Fewer rows than asked are said (an import's histogram ends where its file's did).
+    if let Some(asked) = args.range
+        && args.format == "cyclictest-hist"
+        && latlab_report::histfile_rows(&run, asked) < asked
+    {
+        eprintln!(
+            "latlab: --range {asked}: {} rows written: the run's histogram ends there (its \
+             samples past it are counted as overflows)",
+            latlab_report::histfile_rows(&run, asked)
+        );
+    }
     write_out(out, &render(&run, range))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -319,6 +319,31 @@ fn a_report_marks_an_imports_lower_bounds() {
     // samples a little past it).
     assert!(cpu0.contains("  ≥50.0  ≥50.0  ≥50.0  "), "{cpu0}");
     assert!(cpu0.ends_with("  48.4  ≥13.6"), "{cpu0}");
+    // An export of more rows than the import's range writes its range, and says so.
+    let out = latlab!()
+        .args([
+            "export",
+            "1",
+            "--format",
+            "cyclictest-hist",
+            "--range",
+            "60",
+            "--db",
+        ])
+        .arg(&store)
+        .output()
+        .unwrap();
+    let (rows, err) = (String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert_eq!(
+        rows.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .count(),
+        50
+    );
+    assert!(
+        err.contains("--range 60: 50 rows written: the run's histogram ends there"),
+        "{err}"
+    );
     assert!(text.contains("\"≥\": a lower bound"), "{text}");
     // The cell's mean pools the means cyclictest printed (47.87 and 32.48 µs, each + 0.5 for
     // the middle of its microsecond, over 500 samples each): exact, not a lower bound.
