@@ -422,17 +422,12 @@ fn with_no_cpuidle_states_idle_depth_does_not_apply() {
         )
         .unwrap();
     }
-    write(
-        t.path(),
-        "sys/devices/system/cpu/cpuidle/current_driver",
-        b"none\n",
-    );
+    let driver = "sys/devices/system/cpu/cpuidle/current_driver";
+    write(t.path(), driver, b"none\n");
     let (v, ev) = verdict_at(t.path(), Target::Audio, "cpu.idle-depth");
+    let said = "no cpuidle states (cpuidle driver none): the CPUs halt when idle, and there";
+    assert!(ev.starts_with(said), "{ev}");
     assert_eq!(v, Verdict::NotApplicable, "{ev}");
-    assert!(
-        ev.starts_with("no cpuidle states (cpuidle driver none): the CPUs halt when idle"),
-        "{ev}"
-    );
 }
 
 #[test]

@@ -42,6 +42,12 @@ fn profile_file(t: &Tree, name: &str, text: &str) -> std::path::PathBuf {
     p
 }
 
+/// `latlab ARGS FILE` on the tree, FILE a profile file `name` holding `text`.
+fn with_profile(t: &Tree, args: &[&str], name: &str, text: &str) -> Output {
+    let p = profile_file(t, name, text);
+    t.cmd(args).arg(p).output().unwrap()
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -93,13 +99,9 @@ fn a_profile_of_which_nothing_applies_here_is_refused_and_leaves_no_journal() {
     // The vm tree has no cpufreq driver: a profile of frequency settings alone would write
     // nothing, yet leave a journal that says a profile is applied.
     let t = Tree::new("vm");
-    let p = profile_file(
-        &t,
-        "freq.toml",
-        "[cpu.all]\ngovernor = \"performance\"\nepp = \"performance\"\n",
-    );
     let before = snapshot(&t.root);
-    let out = t.run(&["tune", "apply", p.to_str().unwrap()]);
+    let freq = "[cpu.all]\ngovernor = \"performance\"\nepp = \"performance\"\n";
+    let out = with_profile(&t, &["tune", "apply"], "freq.toml", freq);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -114,8 +116,12 @@ fn a_profile_of_which_nothing_applies_here_is_refused_and_leaves_no_journal() {
     assert_eq!(snapshot(&t.root), before);
     assert!(ok(&t.run(&["tune", "status"])).contains("no profile"));
     // A profile of no setting at all is refused as bad input, with no journal either.
-    let p = profile_file(&t, "empty.toml", "description = \"nothing\"\n");
-    let out = t.run(&["tune", "apply", p.to_str().unwrap()]);
+    let out = with_profile(
+        &t,
+        &["tune", "apply"],
+        "empty.toml",
+        "description = \"x\"\n",
+    );
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -124,12 +130,8 @@ fn a_profile_of_which_nothing_applies_here_is_refused_and_leaves_no_journal() {
     );
     assert!(!t.state.join("tune.journal").exists());
     // One setting that applies (an idle state) is enough to apply it.
-    let p = profile_file(
-        &t,
-        "some.toml",
-        "[cpu.all]\ngovernor = \"performance\"\nmax_idle_latency_us = 0\n",
-    );
-    let out = ok(&t.run(&["tune", "apply", p.to_str().unwrap()]));
+    let some = "[cpu.all]\ngovernor = \"performance\"\nmax_idle_latency_us = 0\n";
+    let out = ok(&with_profile(&t, &["tune", "apply"], "some.toml", some));
     assert!(out.contains("applied some"), "{out}");
     assert!(t.state.join("tune.journal").exists());
     ok(&t.run(&["tune", "restore"]));
@@ -141,12 +143,8 @@ fn a_profile_of_which_nothing_applies_here_is_refused_and_leaves_no_journal() {
 #[test]
 fn idle_states_allowed_on_a_polling_cpu_are_said_to_be_never_entered() {
     let t = Tree::new("laptop-intel");
-    let p = profile_file(
-        &t,
-        "inc.toml",
-        "include = [\"lowlatency\"]\n[cpu.1]\nmax_idle_latency_us = 1000\n",
-    );
-    let out = ok(&t.run(&["tune", "show", p.to_str().unwrap()]));
+    let inc = "include = [\"lowlatency\"]\n[cpu.1]\nmax_idle_latency_us = 1000\n";
+    let out = ok(&with_profile(&t, &["tune", "show"], "inc.toml", inc));
     assert!(
         out.contains("note: CPU 1: the idle states the profile allows there are never entered"),
         "{out}"
@@ -160,8 +158,8 @@ fn idle_states_allowed_on_a_polling_cpu_are_said_to_be_never_entered() {
 #[test]
 fn a_cpuidle_governor_without_a_driver_is_unsupported() {
     let t = Tree::new("vm");
-    let p = profile_file(&t, "gov.toml", "[system]\ncpuidle_governor = \"menu\"\n");
-    let show = |t: &Tree| ok(&t.run(&["tune", "show", p.to_str().unwrap()]));
+    let gov = "[system]\ncpuidle_governor = \"menu\"\n";
+    let show = |t: &Tree| ok(&with_profile(t, &["tune", "show"], "gov.toml", gov));
     assert!(show(&t).contains("cpuidle governor"), "a test of nothing");
     assert!(!show(&t).contains("current_driver is none"));
     let driver = t.root.join("sys/devices/system/cpu/cpuidle/current_driver");
