@@ -229,8 +229,15 @@ fn what_runs_warned(
         );
     }
     // Each warning once, with the runs that gave it.
-    let mut said: Vec<(&str, Vec<String>)> = Vec::new();
+    // (the warning, the runs that gave it, whether they are all imports: an import's lines
+    // are notes on its file, "noted" rather than "warned")
+    let mut said: Vec<(&str, Vec<String>, bool)> = Vec::new();
     for (c, repeat, r) in runs {
+        let import = r
+            .environment
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("imported from "));
         let name = if c.runs.len() > 1 {
             format!("{} repeat {repeat}", c.cell.name)
         } else {
@@ -242,13 +249,16 @@ fn what_runs_warned(
             if competing.len() > 1 && latlab_model::competing_list(w).is_some() {
                 continue;
             }
-            match said.iter_mut().find(|(seen, _)| *seen == w) {
-                Some((_, who)) => who.push(name.clone()),
-                None => said.push((w, vec![name.clone()])),
+            match said.iter_mut().find(|(seen, ..)| *seen == w) {
+                Some((_, who, imports)) => {
+                    who.push(name.clone());
+                    *imports &= import;
+                }
+                None => said.push((w, vec![name.clone()], import)),
             }
         }
     }
-    for (w, who) in said {
+    for (w, who, imports) in said {
         let by = match who.as_slice() {
             [one] => one.clone(),
             _ if who.len() == runs.len() => "every run".into(),
@@ -256,7 +266,8 @@ fn what_runs_warned(
             [a, b, ..] if who.len() > 3 => format!("{} runs ({a}, {b}, …)", who.len()),
             _ => format!("{} runs ({})", who.len(), who.join(", ")),
         };
-        push(Kind::Warning, format!("{by} warned: {w}"));
+        let verb = if imports { "noted" } else { "warned" };
+        push(Kind::Warning, format!("{by} {verb}: {w}"));
     }
 }
 

@@ -345,11 +345,17 @@ fn a_report_marks_an_imports_lower_bounds() {
         "{err}"
     );
     assert!(text.contains("\"≥\": a lower bound"), "{text}");
+    // The import's notes on its file are notes, not warnings of a run.
+    assert!(
+        text.contains(" noted: values are whole microseconds, truncated"),
+        "{text}"
+    );
+    assert!(!text.contains(" warned: values are whole"), "{text}");
     // The cell's mean pools the means cyclictest printed (47.87 and 32.48 µs, each + 0.5 for
     // the middle of its microsecond, over 500 samples each): exact, not a lower bound.
     let cell = text
         .lines()
-        .find(|l| l.starts_with("import-") && l.contains(" 1000 ") && !l.contains(" warned: "))
+        .find(|l| l.starts_with("import-") && l.contains(" 1000 ") && !l.contains(" noted: "))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(cell.contains("  40.7  "), "{cell}");
     // The trade-offs table marks its p99 so too (the maximum is exact).
