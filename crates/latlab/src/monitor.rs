@@ -229,11 +229,16 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
     let web_config = args.web.resolve(listen)?;
     let name = match &args.name {
         Some(n) if n.trim().is_empty() || n.len() > 200 || n.chars().any(char::is_control) => {
-            return Err(CliError::Usage(
-                "--name: empty, longer than 200 characters or with a control character such as a \
-                 line break (accepted: a short name on one line)"
-                    .into(),
-            ));
+            let why = if n.trim().is_empty() {
+                "empty or blank"
+            } else if n.len() > 200 {
+                "longer than 200 characters"
+            } else {
+                "with a control character such as a line break"
+            };
+            return Err(CliError::Usage(format!(
+                "--name {n:?}: {why} (accepted: a short name on one line)"
+            )));
         }
         // The API names a series by id or name: a name of digits would read as an id.
         Some(n) if n.chars().all(|c| c.is_ascii_digit()) => {

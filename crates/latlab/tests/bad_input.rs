@@ -438,7 +438,11 @@ const ROWS: &[(&[&str], &str)] = &[
     // A series' name is one line: it is a label in logs, tables and Prometheus.
     (
         &["monitor", "--name", "a\nb", "--check-config"],
-        "--name: empty, longer than 200 characters or with a control character",
+        "--name \"a\\nb\": with a control character such as a line break",
+    ),
+    (
+        &["monitor", "--name", " ", "--check-config"],
+        "--name \" \": empty or blank (accepted: a short name on one line)",
     ),
     (
         &["monitor", "--name", "12", "--check-config"],
