@@ -344,14 +344,18 @@ fn resolve(
         }
         return Ok(out);
     }
+    // Stores without the item, said when others have it.
+    let mut lacking: Vec<&str> = Vec::new();
     if let Some(name) = item.strip_prefix("series:") {
         let mut out = Vec::new();
         for (store_name, s) in stores {
             // One snapshot: a daemon writing meanwhile cannot make its parts disagree.
-            if let Some(run) = s.snapshot(|s| latlab_monitor::report::series_result(s, name))? {
-                out.extend(tag(store_name, vec![CellInput::single(run)]));
+            match s.snapshot(|s| latlab_monitor::report::series_result(s, name))? {
+                Some(run) => out.extend(tag(store_name, vec![CellInput::single(run)])),
+                None => lacking.push(store_name.as_str()),
             }
         }
+        said_lacking(item, &lacking, !out.is_empty());
         if out.is_empty() {
             let series = series_items(stores);
             return Err(CliError::Usage(if series.is_empty() {
@@ -382,8 +386,11 @@ fn resolve(
                         name,
                         experiment_cells(s, ExperimentId(n), key, skipped)?,
                     ));
+                } else {
+                    lacking.push(name);
                 }
             }
+            said_lacking(item, &lacking, !out.is_empty());
             if out.is_empty() {
                 // The experiment is there, without that cell: its cells are the accepted keys.
                 let mut keys: Vec<String> = Vec::new();
@@ -412,16 +419,34 @@ fn resolve(
     // A run of each store that has it, as an experiment number is.
     let mut out = Vec::new();
     for (name, s) in stores {
-        if let Some(id) = s.find_run(item)? {
-            out.extend(tag(name, vec![CellInput::single(s.load_run(id)?)]));
+        match s.find_run(item)? {
+            Some(id) => out.extend(tag(name, vec![CellInput::single(s.load_run(id)?)])),
+            None => lacking.push(name),
         }
     }
+    said_lacking(item, &lacking, !out.is_empty());
     if out.is_empty() {
         return Err(CliError::Usage(format!(
             "{item}: no such run or experiment (accepted: {ITEM_FORM})"
         )));
     }
     Ok(out)
+}
+
+/// Across stores, those without `item` (where another has it), said on stderr: the report
+/// holds the others' alone.
+fn said_lacking(item: &str, lacking: &[&str], found: bool) {
+    if found && !lacking.is_empty() {
+        eprintln!(
+            "latlab: note: {item}: not in {} {}; reported from the other stores",
+            if lacking.len() == 1 {
+                "store"
+            } else {
+                "stores"
+            },
+            lacking.join(", ")
+        );
+    }
 }
 
 /// What `latest` names in a store.

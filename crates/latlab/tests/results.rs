@@ -155,6 +155,33 @@ fn text_and_markdown_and_compare() {
             "{err}"
         );
     }
+    // A store without the item is said, the report made from the others.
+    let tmp = tempfile::tempdir().unwrap();
+    let other_store = tmp.path().join("b.db");
+    let h = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../latlab-import/tests/data/cyclictest-h50.txt");
+    latlab_testkit::run_ok(
+        latlab!()
+            .arg("import")
+            .arg(&h)
+            .arg("--db")
+            .arg(&other_store),
+    );
+    let out = run_ok(&[
+        "report",
+        "--db",
+        db,
+        "--db",
+        other_store.to_str().unwrap(),
+        "e1",
+        "--format",
+        "text",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("latlab: note: e1: not in store b; reported from the other stores"),
+        "{err}"
+    );
     let md = run_ok(&["report", "--db", db, "--format", "md"]).stdout;
     assert!(String::from_utf8_lossy(&md).contains("| "));
     let cmp = run_ok(&[
