@@ -918,14 +918,35 @@ fn recommend(ctx: &Ctx, goal: Option<boot::Goal>) -> CliResult<ExitCode> {
     for f in &r.facts {
         print!("{}", wrap(&format!("- {f}"), 2, 100));
     }
+    // A profile that would change nothing here is said so (this VM, without cpufreq).
+    let plan = ctx
+        .resolve(&r.profile)
+        .ok()
+        .and_then(|p| latlab_tune::Plan::build(&ctx.sys, &p, None).ok());
+    if let Some((0, set, unsupported)) = plan.as_ref().map(latlab_tune::Plan::counts) {
+        print!(
+            "{}",
+            wrap(
+                &format!(
+                    "note: it would change nothing here: {set} already set, {unsupported} \
+                     unsupported here"
+                ),
+                0,
+                100
+            )
+        );
+    }
     println!(
-        "see what it changes with `latlab tune show {p}`, apply it with `latlab tune apply {p}`",
-        p = r.profile
+        "see what it changes with `{}`, apply it with `{}`",
+        latlab_tune::command(&ctx.sys, &format!("tune show {}", r.profile)),
+        latlab_tune::command(&ctx.sys, &format!("tune apply {}", r.profile))
     );
     if goal.is_none() {
         println!(
-            "for the shortest wake-up latency instead: `latlab tune recommend --goal latency`; \
-             to measure which settings help here: `latlab tune search`"
+            "for the shortest wake-up latency instead: `{}`; to measure which settings help \
+             here: `{}`",
+            latlab_tune::command(&ctx.sys, "tune recommend --goal latency"),
+            latlab_tune::command(&ctx.sys, "tune search")
         );
     }
     Ok(ExitCode::SUCCESS)

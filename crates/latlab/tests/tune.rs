@@ -793,9 +793,22 @@ fn recommend_and_hold() {
     let out = ok(&vm.run(&["tune", "recommend"]));
     assert!(out.contains("recommended: throughput"), "{out}");
     assert!(out.contains("a virtual machine"), "{out}");
+    // On this tree it changes nothing (no cpufreq, the rest as it wants): said.
+    assert!(
+        out.contains("note: it would change nothing here: 5 already set, 3 unsupported here"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "`latlab --sysroot {} tune show throughput`",
+            vm.root.display()
+        )),
+        "{out}"
+    );
     let laptop = Tree::new("laptop-intel");
     let out = ok(&laptop.run(&["tune", "recommend"]));
     assert!(out.contains("recommended: powersave"), "{out}");
+    assert!(!out.contains("change nothing"), "{out}");
     assert!(out.contains("--goal latency"), "{out}");
     // A goal said: for latency in a VM, lowlatency with what a guest can and cannot change.
     let out = ok(&vm.run(&["tune", "recommend", "--goal", "latency"]));
