@@ -162,8 +162,9 @@ pub fn import(text: &str, format: Option<Format>, source: &str) -> Result<RunRes
     r.environment.warnings.insert(
         0,
         format!(
-            "imported from {} ({source}): no windows, spikes, missed periods or samplers are \
-             recorded in that format",
+            "{}{} ({source}): no windows, spikes, missed periods or samplers are recorded in \
+             that format",
+            latlab_model::IMPORTED_FROM,
             format.name()
         ),
     );

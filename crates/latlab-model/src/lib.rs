@@ -33,6 +33,10 @@ pub const COMPETING_WARNING: &str = "real-time threads of other processes that c
      measuring threads (deadline threads, or threads at or above their priority) may run on the \
      measured CPUs and delay their wake-ups";
 
+/// How the first warning of an imported run begins (`imported from FILE (FORMAT): …`):
+/// reports call its lines notes on a file, not a run's warnings.
+pub const IMPORTED_FROM: &str = "imported from ";
+
 /// [`COMPETING_WARNING`] as runs stored before it was worded so begin.
 const COMPETING_WARNING_BEFORE: &str = "real-time threads of other processes that outrank the \
      measuring threads may run on the measured CPUs and delay their wake-ups";

@@ -954,6 +954,15 @@ pub(crate) fn power(s: &Samples) -> Result<Power, String> {
     })
 }
 
+/// A cell's repeat as the report names it: the cell's name alone when it has one run.
+pub(crate) fn repeat_name(c: &CellFigures, repeat: usize) -> String {
+    if c.runs.len() > 1 {
+        format!("{} repeat {repeat}", c.cell.name)
+    } else {
+        c.cell.name.clone()
+    }
+}
+
 /// Whether CPU `cpu` is one `run` measured on: its pinned CPUs, or any for an unpinned run.
 /// A cell's frequency and idle residency are its measured CPUs' (a per-core setting shows on
 /// its core, not diluted by the housekeeping CPUs).

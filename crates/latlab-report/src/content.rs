@@ -923,11 +923,7 @@ fn loads(b: &mut Vec<Block>, a: &Analysis) {
 }
 
 fn run_name(c: &CellFigures, r: &RunFigures) -> String {
-    if c.runs.len() > 1 {
-        format!("{} repeat {}", c.cell.name, r.repeat)
-    } else {
-        c.cell.name.clone()
-    }
+    crate::analysis::repeat_name(c, r.repeat)
 }
 
 fn tradeoffs(b: &mut Vec<Block>, a: &Analysis, plots: bool) {

@@ -237,12 +237,8 @@ fn what_runs_warned(
             .environment
             .warnings
             .iter()
-            .any(|w| w.starts_with("imported from "));
-        let name = if c.runs.len() > 1 {
-            format!("{} repeat {repeat}", c.cell.name)
-        } else {
-            c.cell.name.clone()
-        };
+            .any(|w| w.starts_with(latlab_model::IMPORTED_FROM));
+        let name = crate::analysis::repeat_name(c, *repeat);
         let unlocked = !r.environment.memory_locked && r.records(latlab_model::Unrecorded::MEMORY);
         let ws = r.environment.warnings.iter().map(String::as_str);
         for w in ws.chain(unlocked.then_some("memory not locked")) {

@@ -298,7 +298,7 @@ fn begun(path: &Path) -> bool {
 /// journal beside it): a device, pipe or socket (`/dev/null`), a file of the kernel's that
 /// reads as data though its size is 0 (`/proc/version`), or a store file of more than one name
 /// ([`StoreError::HardLinked`]). Nothing there, a directory or a regular file passes.
-pub fn one_name(path: &Path) -> Result<()> {
+pub fn check_file(path: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let not_a_store = |reason: &str| {
         Err(StoreError::NotAStore {
@@ -421,7 +421,7 @@ impl Store {
         if !path.exists() {
             return Err(StoreError::Missing(path.to_path_buf()));
         }
-        one_name(path)?;
+        check_file(path)?;
         // An empty file (`touch`ed, or named by mistake) is no store to read: made one here, a
         // command that only reads would write it.
         if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
@@ -483,7 +483,7 @@ impl Store {
         if !create && !path.exists() {
             return Err(StoreError::Missing(path.to_path_buf()));
         }
-        one_name(path)?;
+        check_file(path)?;
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;

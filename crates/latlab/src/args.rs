@@ -714,7 +714,7 @@ pub fn check_store_path(path: &Path) -> CliResult<()> {
             path.display()
         )));
     }
-    latlab_store::one_name(path).map_err(|e| match e {
+    latlab_store::check_file(path).map_err(|e| match e {
         e @ StoreError::NotAStore { .. } => CliError::Usage(format!(
             "--db: {e} (accepted: a latlab store or a new file)"
         )),
