@@ -15,6 +15,7 @@ pub mod fixture;
 pub mod held;
 mod inventory;
 mod msr;
+pub mod pi_mutex;
 pub mod pidlock;
 pub mod procfs;
 pub mod sample;

@@ -10,6 +10,7 @@
 //!
 //! Missing sources are named with the reason ("unavailable: …"); nothing is invented.
 
+use crate::pi_mutex::PiMutex;
 use crate::{SMI_SOURCE, Sys};
 use latlab_model::samples::{
     CpuIdleStates, CpuSample, CpuSummary, PowerSource, Sample, Samples, ThermalSummary,
@@ -17,7 +18,7 @@ use latlab_model::samples::{
 use latlab_model::system::{Field, PowerMeter};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::CPU_SYSFS as CPU_DIR;
@@ -952,7 +953,12 @@ fn open_perf_counter(pmu_type: u32, config: u64, cpu: usize) -> std::io::Result<
 pub struct SamplerThread {
     stop: mpsc::Sender<()>,
     handle: std::thread::JoinHandle<u64>,
-    shared: Arc<Mutex<Shared>>,
+    /// The lock the sampling thread and the caller share. It lends the holder a waiter's priority:
+    /// the sampling thread runs at normal priority, and a real-time load could keep it off the CPUs
+    /// in the middle of a sample while the caller, above the load, waited to end the series (the
+    /// last sample then came up to half a second after the measurement). A panic on the sampling
+    /// thread leaves the sampler whole: each sample is pushed at once.
+    shared: Arc<PiMutex<Shared>>,
     origin: Instant,
     /// CPU time the owning thread spent on the baseline and the last sample.
     owner_cpu_ns: u64,
@@ -966,11 +972,6 @@ pub struct SamplerThread {
 struct Shared {
     sampler: Sampler,
     ended: bool,
-}
-
-fn lock(shared: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
-    // A panic on the sampling thread leaves the sampler whole: each sample is pushed at once.
-    shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl SamplerThread {
@@ -1005,7 +1006,7 @@ impl SamplerThread {
         // The baseline is read here, now: the series begins where the caller starts it.
         sampler.start(since(origin, Instant::now()));
         let owner_cpu_ns = crate::thread::cpu_time_ns().saturating_sub(owner_cpu0);
-        let shared = Arc::new(Mutex::new(Shared {
+        let shared = Arc::new(PiMutex::new(Shared {
             sampler,
             ended: false,
         }));
@@ -1022,7 +1023,7 @@ impl SamplerThread {
                     let wait = next.saturating_duration_since(Instant::now());
                     match rx.recv_timeout(wait) {
                         Err(mpsc::RecvTimeoutError::Timeout) => {
-                            let mut shared = lock(&on_thread);
+                            let mut shared = on_thread.lock();
                             if shared.ended {
                                 break;
                             }
@@ -1060,7 +1061,7 @@ impl SamplerThread {
     /// are taken no more; a second call does nothing.
     pub fn end(&mut self) {
         let cpu0 = crate::thread::cpu_time_ns();
-        let mut shared = lock(&self.shared);
+        let mut shared = self.shared.lock();
         if !shared.ended {
             shared.ended = true;
             shared.sampler.sample(since(self.origin, Instant::now()));
@@ -1089,7 +1090,7 @@ impl SamplerThread {
             Err(p) => std::panic::resume_unwind(p),
         };
         let shared = match Arc::try_unwrap(self.shared) {
-            Ok(m) => m.into_inner().unwrap_or_else(|p| p.into_inner()),
+            Ok(m) => m.into_inner(),
             Err(_) => unreachable!("the sampling thread has ended"),
         };
         let mut samples = shared.sampler.finish();
