@@ -301,20 +301,7 @@ fn run(
     let traced = trace.map(|t| t.finish(result.as_mut().ok()));
     let samples = sampler.map(|(thread, origin_unix_ns)| (thread.stop(), origin_unix_ns));
     let mut notes = Vec::new();
-    let tuning = tuning.map(|guard| {
-        let record = guard.record();
-        // Writes that change nothing here: the run measured less of the profile than it names.
-        if let Some(cpus) = &guard.applied().plan.disable_ignored {
-            notes.push(format!(
-                "profile {}: the idle states it disables on CPUs {cpus} are ignored by the \
-                 haltpoll governor, which halts as before (a resume latency or \
-                 /dev/cpu_dma_latency limit of 0 makes it poll)",
-                record.profile
-            ));
-        }
-        let restored = guard.restore();
-        (record, restored)
-    });
+    let tuning = tuning.map(|guard| restore_tuning(guard, sys, &mut notes));
     let mut result = result?;
     result.environment.warnings.extend(stale);
     result.environment.warnings.extend(late);
@@ -362,4 +349,37 @@ fn run(
         result.samples = Some(samples);
     }
     Ok(result)
+}
+
+/// Put back a profile held for a run: its record and what the restore did. `notes` gets what the
+/// run should say of it: writes that changed nothing here (the run measured less of the profile
+/// than it names), and a tree tuned in place of this machine.
+fn restore_tuning(
+    guard: latlab_tune::TuningGuard,
+    sys: &Sys,
+    notes: &mut Vec<String>,
+) -> (
+    latlab_tune::TuningRecord,
+    Result<latlab_tune::RestoreReport, latlab_tune::TuneError>,
+) {
+    let record = guard.record();
+    if let Some(cpus) = &guard.applied().plan.disable_ignored {
+        notes.push(format!(
+            "profile {}: the idle states it disables on CPUs {cpus} are ignored by the \
+             haltpoll governor, which halts as before (a resume latency or \
+             /dev/cpu_dma_latency limit of 0 makes it poll)",
+            record.profile
+        ));
+    }
+    // A tree cannot be measured: this machine was, untuned (--sysroot is for tests).
+    if !sys.is_live() {
+        notes.push(format!(
+            "profile {} was applied to the system under --sysroot {}, not to this machine, \
+             which was measured",
+            record.profile,
+            latlab_model::units::shell_path(sys.root())
+        ));
+    }
+    let restored = guard.restore();
+    (record, restored)
 }

@@ -92,8 +92,8 @@ struct BootArgs {
     /// Write the options to /etc/default/grub.d/latlab.cfg.
     #[arg(long, conflicts_with = "remove")]
     write: bool,
-    /// Remove /etc/default/grub.d/latlab.cfg.
-    #[arg(long)]
+    /// Remove /etc/default/grub.d/latlab.cfg (whichever profile wrote it: it takes no profile).
+    #[arg(long, conflicts_with_all = ["profile", "cpus"])]
     remove: bool,
 }
 

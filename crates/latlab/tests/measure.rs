@@ -1056,3 +1056,39 @@ fn a_profiles_own_pm_qos_request_is_not_another_process() {
     let warnings = r["environment"]["warnings"].to_string();
     assert!(!warnings.contains("another process holds"), "{warnings}");
 }
+
+/// `--sysroot TREE --profile P` tunes the tree, and a tree cannot be measured: the run, of this
+/// machine untuned, says so (it said nothing, and carried the profile's name).
+#[test]
+fn a_profile_applied_to_a_tree_is_said_not_to_be_what_was_measured() {
+    let tree = latlab_testkit::copy_machine("vm", &["tune"]);
+    let root = tree.path().to_str().unwrap();
+    let state = tree.path().join("state");
+    let out = run_ok(&[
+        "--sysroot",
+        root,
+        "measure",
+        "-D",
+        "0.2s",
+        "-a",
+        "0",
+        "--policy",
+        "other",
+        "--profile",
+        "lowlatency",
+        "--state-dir",
+        state.to_str().unwrap(),
+        "-q",
+        "--json",
+        "-",
+    ]);
+    let r = json(&out);
+    let warnings = r["environment"]["warnings"].to_string();
+    assert!(
+        warnings.contains(&format!(
+            "profile lowlatency was applied to the system under --sysroot {root}, not to this \
+             machine, which was measured"
+        )),
+        "{warnings}"
+    );
+}

@@ -772,6 +772,16 @@ fn boot_advice_writes_and_removes_the_grub_drop_in() {
         ),
         "{dropin}"
     );
+    // --remove removes the one drop-in, whichever profile wrote it: a profile with it is
+    // refused (it was ignored), the drop-in left.
+    let out = amd.run(&["tune", "boot", "powersave", "--remove"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("'[PROFILE]' cannot be used with '--remove'"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(amd.root.join("etc/default/grub.d/latlab.cfg").exists());
     let out = ok(&amd.run(&["tune", "boot", "--remove"]));
     assert!(out.contains("removed"), "{out}");
     assert!(!amd.root.join("etc/default/grub.d/latlab.cfg").exists());
