@@ -253,6 +253,13 @@ pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureErro
                 .into(),
         );
     }
+    if cfg.spike_threshold_ns == Some(0) {
+        return bad(
+            "--spike 0: every wake-up takes longer, so every sample would be kept as a spike \
+             (accepted: a duration above 0, e.g. 50us)"
+                .into(),
+        );
+    }
     if cfg.loops.is_some() && cfg.method == Method::Busy {
         return bad("--loops does not apply to --method busy (accepted: --duration)".into());
     }

@@ -95,6 +95,10 @@ fn validation_rejects_bad_input_with_the_accepted_form() {
             "--break 0: every wake-up takes longer",
         ),
         (
+            Box::new(|c| c.spike_threshold_ns = Some(0)),
+            "--spike 0: every wake-up takes longer, so every sample would be kept as a spike",
+        ),
+        (
             Box::new(|c| {
                 c.method = Method::Timerfd;
                 c.relative = true
@@ -340,7 +344,7 @@ fn stagger_offsets_each_threads_deadlines_by_its_share_of_the_interval() {
         c.loops = Some(40);
         c.cpus = None;
         c.threads = 4;
-        c.spike_threshold_ns = Some(0);
+        c.spike_threshold_ns = Some(1);
         c.spike_limit = 10_000;
         c.stagger = stagger;
         let r = run(&c, &sys, StopSignal::new(), &mut |_| {}).unwrap();

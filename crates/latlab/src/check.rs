@@ -170,7 +170,7 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     let junit = crate::args::OutputFile::open("--junit", &args.junit)?;
     if args.json && junit.as_ref().is_some_and(|o| o.is_stdout()) {
         return Err(CliError::Usage(
-            "--json and --junit - both write to stdout (accepted: --junit FILE)".into(),
+            "--junit -: standard output is taken by --json (accepted: --junit FILE)".into(),
         ));
     }
     if let (Some(name), Ok(passwd)) = (&args.user, sys.read("/etc/passwd"))

@@ -272,7 +272,7 @@ impl MeasureArgs {
     }
 
     /// The values checked apart from the measuring configuration: the samplers' period, the
-    /// loads and their schedule (parsed), the histogram file's rows.
+    /// loads and their schedule (parsed), the histogram file's rows, the state directory.
     fn own_values(
         &self,
     ) -> CliResult<(
@@ -284,6 +284,10 @@ impl MeasureArgs {
             return Err(CliError::Usage(
                 "--histfile-range 0: no rows to write (accepted: 1 or more rows of 1 us)".into(),
             ));
+        }
+        if let Some(dir) = &self.state_dir {
+            // Only a profile held for the run writes a journal there.
+            crate::tune::state_dir_usable(dir, self.profile.is_some())?;
         }
         let sample_period = self.opts.sample_period_ns()?;
         // A refused spec is named by its option, as every other refusal of measure's.

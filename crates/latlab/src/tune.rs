@@ -261,8 +261,9 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
 }
 
-/// `--state-dir`: a directory, or one that can be made where its nearest existing parent is
-/// (tried for real when `writes`).
+/// `--state-dir`: a directory, or one that can be made in its parent directory (tried for real
+/// when `writes`). A parent that does not exist is a path mistyped, as for `--db`: the journal
+/// would go where `tune status` and `tune restore` with the path meant do not look.
 pub(crate) fn state_dir_usable(dir: &std::path::Path, writes: bool) -> CliResult<()> {
     let refused = |why: &str| {
         CliError::Usage(format!(
@@ -280,6 +281,12 @@ pub(crate) fn state_dir_usable(dir: &std::path::Path, writes: bool) -> CliResult
     let at = latlab_sys::nearest_existing(dir);
     if !at.is_dir() {
         return Err(refused(&format!("{} is not a directory", at.display())));
+    }
+    match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) if !parent.is_dir() => {
+            return Err(refused(&format!("no directory {}", parent.display())));
+        }
+        _ => {}
     }
     if writes {
         latlab_sys::probe_write(at).map_err(|e| {

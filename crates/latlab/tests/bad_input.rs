@@ -457,6 +457,40 @@ const ROWS: &[(&[&str], &str)] = &[
         &["tune", "--state-dir", "/proc/nope", "restore"],
         "--state-dir /proc/nope: cannot be made in /proc: ",
     ),
+    // A parent that does not exist is a path mistyped: the journal would go where the path
+    // meant is not looked in (it was made, and the machine tuned).
+    (
+        &[
+            "tune",
+            "--state-dir",
+            "/nonexistent/dir",
+            "apply",
+            "lowlatency",
+        ],
+        "--state-dir /nonexistent/dir: no directory /nonexistent (accepted: a directory latlab \
+         may write its journal in)",
+    ),
+    (
+        &[
+            "measure",
+            "--profile",
+            "lowlatency",
+            "--state-dir",
+            "/nonexistent/dir",
+        ],
+        "--state-dir /nonexistent/dir: no directory /nonexistent",
+    ),
+    // One standard output: the refusal writes no JUnit there either (it wrote a document).
+    (
+        &["check", "--json", "--junit", "-"],
+        "--junit -: standard output is taken by --json (accepted: --junit FILE)",
+    ),
+    // Every sample is above 0: a spike threshold of 0 kept them all (a "spike" each).
+    (
+        &["measure", "--spike", "0"],
+        "--spike 0: every wake-up takes longer, so every sample would be kept as a spike \
+         (accepted: a duration above 0, e.g. 50us)",
+    ),
     // A priority only real-time policies have.
     (
         &["measure", "--policy", "other", "-p", "50"],
