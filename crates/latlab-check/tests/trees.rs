@@ -464,6 +464,25 @@ fn an_unreadable_pm_qos_request_is_not_applicable_not_a_pass() {
     let (v, ev) = verdict_at(t.path(), Target::Throughput, "cpu.pm-qos");
     assert_eq!(v, Verdict::Warn, "{ev}");
     assert!(ev.contains("cpu1 0 µs (polling only)"), "{ev}");
+    // Without cpuidle states no governor reads the limit: it costs nothing, and says so.
+    for c in 0..4 {
+        std::fs::remove_dir_all(
+            t.path()
+                .join(format!("sys/devices/system/cpu/cpu{c}/cpuidle")),
+        )
+        .unwrap();
+    }
+    write(
+        t.path(),
+        "sys/devices/system/cpu/cpuidle/current_driver",
+        b"none\n",
+    );
+    let (v, ev) = verdict_at(t.path(), Target::Throughput, "cpu.pm-qos");
+    assert_ne!(v, Verdict::Warn, "{ev}");
+    assert!(
+        ev.contains("cpu1 0 µs (no effect: without cpuidle states the CPU halts when idle)"),
+        "{ev}"
+    );
 }
 
 #[test]

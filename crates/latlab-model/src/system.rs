@@ -160,6 +160,14 @@ pub struct CpuIdle {
     pub cpus: Vec<CpuIdleCpu>,
 }
 
+impl CpuIdle {
+    /// Whether no CPU has a cpuidle state (no driver, or `none`): the CPUs wait in the
+    /// architecture's default idle, and no governor reads a PM QoS limit to choose a state.
+    pub fn has_no_states(&self) -> bool {
+        self.cpus.iter().all(|c| c.states.is_empty())
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PmQos {
@@ -181,6 +189,17 @@ impl PmQos {
             "n/a" => Some(0),
             "0" => None,
             n => n.parse().ok(),
+        }
+    }
+
+    /// What a resume latency limit of 0 µs does: the CPU only polls when idle, where cpuidle
+    /// has states to choose among; nothing where it has none (`no_states`, see
+    /// [`CpuIdle::has_no_states`]): only a cpuidle governor reads the limit.
+    pub fn zero_limit_effect(no_states: bool) -> &'static str {
+        if no_states {
+            "no effect: without cpuidle states the CPU halts when idle"
+        } else {
+            "polling only"
         }
     }
 

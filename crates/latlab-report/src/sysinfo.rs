@@ -219,7 +219,7 @@ fn cpus(out: &mut String, s: &SystemInfo) {
                     idle.available_governors.join(" ")
                 ),
             )];
-            if idle.cpus.iter().all(|c| c.states.is_empty()) {
+            if idle.has_no_states() {
                 rows.push((
                     "",
                     "no idle states on any CPU (no cpuidle driver: a CPU waits in the \
@@ -259,6 +259,7 @@ fn cpus(out: &mut String, s: &SystemInfo) {
 /// PM QoS, power meters, RT throttling and the process limits.
 fn limits(out: &mut String, s: &SystemInfo) {
     let q = &s.pm_qos;
+    let no_states = s.cpuidle.value().is_some_and(|i| i.has_no_states());
     section(
         out,
         "pm qos",
@@ -281,7 +282,10 @@ fn limits(out: &mut String, s: &SystemInfo) {
                         // The file's 0 means no limit, and `n/a` a limit of 0.
                         let limit = match latlab_model::system::PmQos::resume_limit_us(v) {
                             None => "no constraint".to_string(),
-                            Some(0) => "0 us (polling only)".to_string(),
+                            Some(0) => format!(
+                                "0 us ({})",
+                                latlab_model::system::PmQos::zero_limit_effect(no_states)
+                            ),
                             Some(us) => format!("{us} us"),
                         };
                         format!("cpu{c} {limit}")

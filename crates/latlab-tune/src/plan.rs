@@ -847,12 +847,26 @@ fn resume_latency(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut P
         .iter()
         .any(|c| c.phase == Phase::ResumeLatency);
     if shown {
-        plan.notes.push(
+        plan.notes.push(format!(
             "pm_qos_resume_latency_us as the kernel writes it: 0 is no limit, n/a a limit of \
-             0 µs (the CPU only polls when idle)"
-                .into(),
-        );
+             0 µs ({})",
+            if no_cpuidle_driver(sys) {
+                "which has no effect here: only a cpuidle governor reads the limit, and with no \
+                 cpuidle driver the CPUs halt when idle"
+            } else {
+                "the CPU only polls when idle"
+            }
+        ));
     }
+}
+
+/// Whether cpuidle has no driver here (no `current_governor`, or `current_driver` is `none`):
+/// there are no idle states to choose, so neither a governor nor a PM QoS limit does anything.
+fn no_cpuidle_driver(sys: &Sys) -> bool {
+    !sys.exists(&format!("{CPU}/cpuidle/current_governor"))
+        || sys
+            .read_trim(&format!("{CPU}/cpuidle/current_driver"))
+            .is_ok_and(|d| d == "none")
 }
 
 fn system(sys: &Sys, profile: &Profile, plan: &mut Plan) {

@@ -173,6 +173,13 @@ fn no_idle_states_are_said_in_one_line() {
         "no idle states on any CPU (no cpuidle driver: a CPU waits in the architecture's \
          default idle)"
     );
+    // A resume latency limit of 0 makes a CPU poll only where a governor reads it.
+    std::fs::write(cpu.join("cpu1/power/pm_qos_resume_latency_us"), "n/a\n").unwrap();
+    let text = sysinfo(t.path(), false);
+    assert!(
+        text.contains("cpu1 0 us (no effect: without cpuidle states the CPU halts when idle)\n"),
+        "{text}"
+    );
     // With states, a row per CPU.
     let text = sysinfo(&fixture("vm"), false);
     let rows = section(&text, "cpuidle (exit latency / target residency)");

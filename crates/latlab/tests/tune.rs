@@ -164,6 +164,13 @@ fn a_cpuidle_governor_without_a_driver_is_unsupported() {
     assert!(!show(&t).contains("current_driver is none"));
     let driver = t.root.join("sys/devices/system/cpu/cpuidle/current_driver");
     std::fs::write(&driver, "none\n").unwrap();
+    // Nor does a resume latency limit make a CPU poll.
+    let out = ok(&t.run(&["tune", "show", "lowlatency"]));
+    let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("(which has no effect here: only a cpuidle governor reads the limit"),
+        "{out}"
+    );
     assert!(
         show(&t).contains(
             "cpuidle governor  unsupported here: no cpuidle driver (cpuidle/current_driver is \

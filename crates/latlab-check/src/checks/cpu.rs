@@ -191,7 +191,7 @@ pub fn idle_depth(f: &Facts, ctx: &Ctx) -> Outcome {
     }
     // No driver: the CPUs halt when idle (in a VM the hypervisor decides what that costs);
     // there is no state to limit.
-    if idle.cpus.iter().all(|c| c.states.is_empty()) {
+    if idle.has_no_states() {
         return Outcome::na(format!(
             "no cpuidle states (cpuidle driver {}): the CPUs halt when idle, and there is no \
              state to limit",
@@ -306,6 +306,7 @@ pub fn pm_qos(f: &Facts, ctx: &Ctx) -> Outcome {
     if global.is_none() && q.resume_latency_us.is_empty() {
         return Outcome::na(g);
     }
+    let no_states = f.info.cpuidle.value().is_some_and(|i| i.has_no_states());
     let r = if per_cpu.is_empty() {
         "no per-CPU resume latency limit".to_string()
     } else {
@@ -313,7 +314,7 @@ pub fn pm_qos(f: &Facts, ctx: &Ctx) -> Outcome {
             .iter()
             .map(|(c, v)| {
                 if v == "n/a" {
-                    format!("cpu{c} 0 µs (polling only)")
+                    format!("cpu{c} 0 µs ({})", PmQos::zero_limit_effect(no_states))
                 } else {
                     format!("cpu{c} {v} µs")
                 }
@@ -322,10 +323,12 @@ pub fn pm_qos(f: &Facts, ctx: &Ctx) -> Outcome {
             .join(", ")
     };
     let evidence = format!("{g}; {r}");
-    let tight = global.is_some_and(|v| v < 10)
-        || per_cpu
-            .iter()
-            .any(|(_, v)| PmQos::resume_limit_us(v).is_some_and(|n| n < 10));
+    // Without cpuidle states no limit keeps a CPU from sleeping: it halts whatever they say.
+    let tight = !no_states
+        && (global.is_some_and(|v| v < 10)
+            || per_cpu
+                .iter()
+                .any(|(_, v)| PmQos::resume_limit_us(v).is_some_and(|n| n < 10)));
     if ctx.target == Target::Throughput && tight {
         return Outcome::warn(
             format!("{evidence}: CPUs cannot sleep deeply, turbo headroom and power suffer"),
