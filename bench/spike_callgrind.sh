@@ -3,15 +3,18 @@
 # latlab binaries side by side (before and after a change), as BENCHMARKS.md counts them:
 # (Ir(LONG loops) - Ir(SHORT loops)) / (LONG - SHORT), one CPU, SCHED_OTHER, no samplers.
 #
-#   bench/spike_callgrind.sh BEFORE AFTER [ROUNDS]
+#   bench/spike_callgrind.sh BEFORE AFTER [ROUNDS] [CONDITION...]
 #
-# Conditions: no --spike; --spike 1ns at 1ms (every sample kept, below a window's room of 1024);
-# --spike 1ns at 250us (4000 a window: past the room, where the smallest kept gives way). Both
-# with --spike-limit 100000, so the run's limit (its largest kept at the end) is not reached and
-# the count is the loop's.
+# Conditions (all unless named): `none`, no --spike; `spike-1ms`, --spike 1ns at 1ms (every
+# sample kept, below a window's room of 1024); `spike-250us`, --spike 1ns at 250us (4000 a
+# window: past the room, where the smallest kept gives way). Both with --spike-limit 100000, so
+# the run's limit (its largest kept at the end) is not reached and the count is the loop's.
+# `futex`: the futex method at 1ms, no --spike; the count is of both threads (the waker and the
+# woken thread), per period.
 # Rounds alternate the order of the binaries. Prints one line per condition, binary and round.
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-2}
+wanted=("${@:4}")
 short=2000 long=12000
 command -v valgrind >/dev/null || { echo "valgrind is needed (apt-get install valgrind)" >&2; exit 2; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -27,8 +30,10 @@ per_loop() { # binary args...
   echo $(( (b - a) / (long - short) ))
 }
 lim="--spike 1ns --spike-limit 100000"
-for cond in "none|-i 1ms" "spike-1ms|-i 1ms $lim" "spike-250us|-i 250us $lim"; do
+for cond in "none|-i 1ms" "spike-1ms|-i 1ms $lim" "spike-250us|-i 250us $lim" \
+  "futex|-m futex -i 1ms"; do
   name=${cond%%|*}; args=${cond#*|}
+  if (( ${#wanted[@]} )) && [[ ! " ${wanted[*]} " == *" $name "* ]]; then continue; fi
   for r in $(seq 1 "$rounds"); do
     if (( r % 2 )); then order="before after"; else order="after before"; fi
     for which in $order; do

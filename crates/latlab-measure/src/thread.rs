@@ -368,8 +368,6 @@ pub struct WakeSlot {
     /// its clock before it reads which wake is the newest, and a wake published in between is
     /// not the one that woke it.
     stamps: [(AtomicU64, AtomicU64); STAMPS as usize],
-    /// Periods the waker itself skipped because it ran late.
-    pub missed: AtomicU64,
     done: AtomicBool,
     /// Thread id of the woken thread (for the signal method).
     pub tid: AtomicU32,
@@ -382,7 +380,6 @@ impl WakeSlot {
         let mut slot = WakeSlot {
             seq: AtomicU32::new(0),
             stamps: std::array::from_fn(|_| (AtomicU64::new(0), AtomicU64::new(0))),
-            missed: AtomicU64::new(0),
             done: AtomicBool::new(false),
             tid: AtomicU32::new(0),
             efd: -1,
@@ -554,11 +551,11 @@ pub fn waker_loop(ctx: &Ctx, slot: &WakeSlot, method: Method) {
         if woke < next {
             continue;
         }
-        // Periods this waker slept through are missed: no wake-up happened for them.
+        // Periods this waker slept through are missed: no wake-up happened for them. The
+        // woken thread counts them from the gap in the deadlines it is given.
         let late = woke - next;
         if late > interval {
             let skipped = ((late - 1) / interval).min(ctx.last_period.saturating_sub(period));
-            slot.missed.fetch_add(skipped, Ordering::Relaxed);
             period += skipped;
             next += skipped * interval;
         }
@@ -578,6 +575,9 @@ pub fn waker_loop(ctx: &Ctx, slot: &WakeSlot, method: Method) {
 pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowSink) {
     let sigset = os::sigset_of(&[os::wake_signal()]);
     let mut seen = 0u32;
+    // The deadline of the last wake taken: a later one more than an interval past it follows
+    // missed periods.
+    let mut last_at = 0u64;
     let mut win_end = ctx.window;
     let mut slow = 0u64;
     loop {
@@ -596,26 +596,26 @@ pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowS
         if let Some((wake, stamp, at)) = woke {
             let lat = now - stamp;
             // Nominal deadline (ns after this thread's start): windows count from it.
+            let gap = at - last_at;
             if at > win_end {
-                sink.cur.missed += slot.missed.swap(0, Ordering::Relaxed);
+                if gap > ctx.interval {
+                    // The missed periods before this one fall in the window it closes.
+                    missed_before(ctx, sink, lat, gap);
+                }
                 let index = (at - 1) / ctx.window;
                 sink.rotate(index);
                 win_end = (index + 1) * ctx.window;
                 slow = 0;
+            } else if gap > ctx.interval {
+                missed_before(ctx, sink, lat, gap);
             }
             sink.cur.hist.record(lat);
-            let coalesced = u64::from(wake.wrapping_sub(seen) - 1);
-            if lat > slow || coalesced > 0 {
+            if lat > slow {
                 ctx.slow_path(sink, lat, at + ctx.phase, now, (0, 0));
-                if coalesced > 0 {
-                    // Wakes that arrived while this thread was not running: their samples
-                    // would have been lat + k * interval.
-                    sink.cur
-                        .add_stall(lat + (coalesced + 1) * ctx.interval, coalesced, 0);
-                }
                 slow = ctx.threshold(sink.cur.hist.max());
             }
             seen = wake;
+            last_at = at;
         }
         // Wakes published after the clock was read are taken on the next turn (their wake
         // calls are still to come, or pending); the end, once they are.
@@ -623,7 +623,18 @@ pub fn wakee_loop(ctx: &Ctx, slot: &WakeSlot, method: Method, sink: &mut WindowS
             break;
         }
     }
-    sink.cur.missed += slot.missed.swap(0, Ordering::Relaxed);
+}
+
+/// Periods missed before a wake whose deadline is `gap` after the last one taken: wakes that
+/// arrived while the woken thread was not running (it takes the newest), and periods the waker
+/// slept through (no wake was made for them). Their samples would have been `lat` plus a whole
+/// number of intervals: as a timer thread's missed periods, they count in the corrected
+/// statistics at those values.
+#[cold]
+fn missed_before(ctx: &Ctx, sink: &mut WindowSink, lat: u64, gap: u64) {
+    let missed = gap / ctx.interval - 1;
+    sink.cur
+        .add_stall(lat + (missed + 1) * ctx.interval, missed, 0);
 }
 
 #[cfg(test)]

@@ -625,8 +625,10 @@ pub struct ThreadResult {
     pub stats: Stats,
     /// Statistics with the samples missed periods would have produced added (each missed period
     /// is counted with the latency it would have had: the stall minus its distance to the deadline).
-    /// For wake-up methods, periods the waker itself slept through count in `missed` but add no
-    /// corrected sample: no wake-up happened whose latency could be known.
+    /// For wake-up methods the missed periods before a wake (the waker's, which it slept
+    /// through, and wakes that came while the woken thread was not running) count at the
+    /// latency of that wake plus their distance to its deadline. Runs stored before latlab
+    /// counted the waker's left them out of these statistics.
     pub corrected: Stats,
     /// CPU time the thread used (from the kernel's schedstat), where readable.
     pub cpu_time_ns: Option<u64>,

@@ -1092,3 +1092,52 @@ fn a_profile_applied_to_a_tree_is_said_not_to_be_what_was_measured() {
         "{warnings}"
     );
 }
+
+/// A thread-to-thread run stopped for 0.3 s (SIGSTOP, as a stall that holds the waker and the
+/// woken thread off their CPU): the missed periods count in the corrected statistics at the
+/// latency they would have had, as a timer method's do. They were left out (a corrected count
+/// of the samples alone and a maximum of the wake-ups that happened), so the statistics the
+/// reports and `tune search` go by hid the stall.
+#[test]
+fn a_stalled_waker_s_missed_periods_count_in_the_corrected_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let mut child = latlab!()
+        .args([
+            "measure", "-m", "futex", "-a", "0", "-D", "1.5s", "--policy", "other",
+        ])
+        .args(["-q", "--no-samplers", "--json"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: a child this test started and has not reaped.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert!(child.wait().unwrap().success());
+    let r = read_json(&out);
+    let t = &r["threads"][0];
+    let (count, missed) = (
+        t["stats"]["count"].as_u64().unwrap(),
+        t["missed"].as_u64().unwrap(),
+    );
+    assert!(missed >= 200, "{missed} periods missed in a stop of 300 ms");
+    assert_eq!(t["corrected"]["count"].as_u64().unwrap(), count + missed);
+    let max = t["corrected"]["max"].as_u64().unwrap();
+    assert!(
+        max >= 200_000_000,
+        "corrected max {max} ns after a stop of 300 ms"
+    );
+    let in_windows: u64 = t["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["missed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_windows, missed, "the windows hold every missed period");
+}
