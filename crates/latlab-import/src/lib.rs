@@ -1734,6 +1734,30 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
     Ok(r)
 }
 
+/// The run length of stress-ng's `setting to a … run per stressor` line (printed when `-t`
+/// sets it), in ns: `60 second`, `86400 second (1 day, 0.00 secs)`, `10 secs` or `1 min, 0 secs`
+/// by release. Its `defaulting to a` line is not read: that is no length asked, and such a run
+/// ends when it is stopped.
+fn stress_ng_run_length(line: &str) -> Option<u64> {
+    let (_, rest) = line.split_once("] setting to a ")?;
+    let (length, _) = rest.split_once(" run per stressor")?;
+    let length = length.split_once(" (").map_or(length, |(l, _)| l);
+    let mut ns = 0f64;
+    for part in length.split(", ") {
+        let (n, unit) = part.trim().split_once(' ')?;
+        let n: f64 = n.parse().ok()?;
+        let unit_s = match unit.trim_end_matches('s') {
+            "second" | "sec" => 1.0,
+            "min" | "minute" => 60.0,
+            "hour" => 3600.0,
+            "day" => 86_400.0,
+            _ => return None,
+        };
+        ns += n * unit_s * 1e9;
+    }
+    (ns.is_finite() && ns > 0.0).then_some(ns.round() as u64)
+}
+
 /// What a stress-ng log says of how it measured: `--cyclic-prio` on the command line it was
 /// invoked with, and the method it used (`using method 'poll'`), as latlab's nearest equal; a
 /// method latlab has no equal of is said, and the method is not recorded as another. Whether
@@ -1765,6 +1789,10 @@ fn stress_ng_method(text: &str, cfg: &mut MeasureConfig, warnings: &mut Vec<Stri
     }
     if let Some(t) = value(&["-t", "--timeout"]) {
         cfg.duration_ns = latlab_model::units::parse_duration(t, Some("s")).ok();
+    }
+    // The run length it says at its start (info level: in a log without -v too).
+    if cfg.duration_ns.is_none() {
+        cfg.duration_ns = text.lines().find_map(stress_ng_run_length);
     }
     // It keeps the first --cyclic-samples samples and only counts the rest.
     let needed = text.lines().find_map(|l| {
@@ -1879,7 +1907,10 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
         });
     }
     let cpus_list: Vec<u32> = threads.iter().filter_map(|t| t.cpu).collect();
-    let cfg = config(0, threads.len(), Some(cpus_list));
+    let mut cfg = config(0, threads.len(), Some(cpus_list));
+    // Its threads sleep for the interval relative to the call (clock_nanosleep(CLOCK_MONOTONIC,
+    // 0, ...)), and measure from the clock read before it.
+    cfg.relative = true;
     let sys = sysinfo_of(v.get("sysinfo").unwrap_or(&Value::Null));
     let warnings = vec![format!(
         "values at {res} ns resolution; results.json carries no interval, policy or start time, \
@@ -1903,6 +1934,28 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stress_ng_s_run_length_is_read_in_every_release_s_words() {
+        let at = |s: &str| format!("stress-ng: info:  [1234] setting to a {s} run per stressor");
+        for (said, secs) in [
+            ("60 second", 60),
+            ("86400 second (1 day, 0.00 secs)", 86_400),
+            ("10 secs", 10),
+            ("1 secs", 1),
+            ("1 min, 0 secs", 60),
+            ("1 hour, 2 mins, 3 secs", 3723),
+        ] {
+            assert_eq!(
+                super::stress_ng_run_length(&at(said)),
+                Some(secs * 1_000_000_000),
+                "{said}"
+            );
+        }
+        assert_eq!(super::stress_ng_run_length(&at("a while")), None);
+        let default = "stress-ng: info:  [1] defaulting to a 1 day, 0 secs run per stressor";
+        assert_eq!(super::stress_ng_run_length(default), None);
+    }
+
     #[test]
     fn the_histogram_range_is_read_from_every_spelling_of_h() {
         for line in [

@@ -294,6 +294,9 @@ fn recorded_jitterdebugger() {
     let r = import(&text, None, "results.json").unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(r.threads.len(), 2);
+    // Its threads sleep relative to the call (it was taken as cyclictest's absolute sleep).
+    assert_eq!(r.config.method, latlab_model::Method::ClockNanosleep);
+    assert!(r.config.relative);
     for t in &r.threads {
         let src = &v["cpu"][t.cpu.unwrap().to_string()];
         assert_eq!(t.stats.count, src["count"].as_u64().unwrap());
@@ -1503,4 +1506,18 @@ fn an_imported_histogram_exports_its_overflows_as_overflows() {
         assert_eq!(a.stats.bounded_from_ns, Some(50_000), "{}", a.label);
         assert_eq!(b.stats.bounded_from_ns, Some(50_000), "{}", b.label);
     }
+}
+
+/// A log without `-v` has no `invoked with` line: its length is the one stress-ng says as it
+/// starts (`setting to a 5 second run per stressor`); it was not recorded.
+#[test]
+fn stress_ng_s_own_run_length_line_gives_the_length() {
+    let text = data("stress-ng-cyclic-dist1.log");
+    let quiet: String = text
+        .lines()
+        .filter(|l| !l.contains("invoked with"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let r = import(&quiet, None, "sng.log").unwrap();
+    assert_eq!(r.config.duration_ns, Some(5_000_000_000));
 }
