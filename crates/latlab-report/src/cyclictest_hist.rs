@@ -14,8 +14,8 @@
 //! # Max Latencies: 01500 00020         " %05lu"
 //! # Histogram Overflows: 00002 00001   " %05lu": samples of N µs or more
 //! # Histogram Overflow at cycle number:
-//! # Thread 0:                          "# Thread %d:" then " %05lu" per logged overflow
-//! # Thread 1:
+//! # Thread 0: # 00002 others           "# Thread %d:" then " %05lu" per logged overflow, then
+//! # Thread 1: # 00001 others           " # %05lu others" for those past its log
 //!                                      a final "\n": the text ends with an empty line
 //! ```
 //!
@@ -24,8 +24,9 @@
 //! from 2.0, `igaw/rt-tests`, until the 2.7 rewrite, `woodsts/rt-tests` `src/lib/histogram.c`).
 //!
 //! Differences from that source, all deliberate:
-//! - latlab does not know at which cycle an overflow happened, so every `# Thread N:` line is
-//!   printed without numbers, exactly as cyclictest prints a thread with no overflows.
+//! - latlab does not log at which cycle an overflow happened: every `# Thread N:` line says its
+//!   overflows as cyclictest says those past its log, `# 00002 others` (nothing for a thread
+//!   without overflows, as in cyclictest).
 //! - `# /dev/cpu_dma_latency set to Nus` is not written: cyclictest prints it with `printf` to
 //!   stdout from `set_latency_target()` before the run, never into the histogram itself (it is
 //!   absent from a `--histfile` file, and every consumer drops `#` lines anyway).
@@ -104,8 +105,14 @@ pub fn histfile(result: &RunResult, range_us: u32) -> String {
         5,
     );
     out.push_str("# Histogram Overflow at cycle number:\n");
-    for i in 0..threads.len() {
-        let _ = writeln!(out, "# Thread {i}:");
+    for (i, t) in threads.iter().enumerate() {
+        // No cycle is logged: every overflow is among the "others", as cyclictest says those
+        // past its log.
+        let _ = write!(out, "# Thread {i}:");
+        if t.overflows > 0 {
+            let _ = write!(out, " # {:05} others", t.overflows);
+        }
+        out.push('\n');
     }
     out.push('\n');
     out
