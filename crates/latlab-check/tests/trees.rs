@@ -222,6 +222,21 @@ fn the_bad_tree_says_why() {
     );
     assert!(ev("bg.daemons").contains("power-profiles-daemon"));
     assert!(ev("fs.noatime").contains("/home (strictatime)"));
+    // Root's tasks are the system's, every one counted: none is "the user's own" (it said "0
+    // of the user's own" beside root's own tasks), while a user's own are told apart.
+    let as_user = |name: &str| {
+        let who = UserChoice {
+            explicit: Some(name.into()),
+            ..UserChoice::default()
+        };
+        let r = report_at(tree("badly-tuned").path(), Target::Audio, &who);
+        r.finding("bg.rt-tasks").unwrap().outcome.evidence.clone()
+    };
+    let root = as_user("root");
+    assert!(!root.contains("user's own"), "{root}");
+    assert!(root.ends_with(" kernel threads)"), "{root}");
+    let carol = as_user("carol");
+    assert!(carol.ends_with(", 0 of the user's own)"), "{carol}");
 }
 
 #[test]

@@ -194,11 +194,16 @@ pub fn rt_tasks(f: &Facts, ctx: &Ctx) -> Outcome {
         .iter()
         .filter(|t| !t.kernel_thread && (t.uid.is_none() || t.uid != me))
         .collect();
-    let counts = format!("{kernel} kernel threads, {mine} of the user's own");
+    // For root there is no "own" to leave out: every user-space task is counted as another's.
+    let (counts, none) = match me {
+        Some(_) => (
+            format!("{kernel} kernel threads, {mine} of the user's own"),
+            "no other user's task",
+        ),
+        None => (format!("{kernel} kernel threads"), "no user-space task"),
+    };
     if others.is_empty() {
-        return Outcome::pass(format!(
-            "no other user's task at real-time priority ({counts})"
-        ));
+        return Outcome::pass(format!("{none} at real-time priority ({counts})"));
     }
     let shown: Vec<String> = others
         .iter()
