@@ -809,9 +809,9 @@ fn save_imported(db: Option<&Path>, results: Vec<(&PathBuf, RunResult)>) -> CliR
     let mut store = crate::args::open_store(&path)?;
     let mut saved = 0;
     for (f, r) in results {
-        if store.find_run(&r.id)?.is_some() {
+        if let Some(latlab_store::RunId(n)) = store.find_run(&r.id)? {
             println!(
-                "{}: already in {} (as {})",
+                "{}: already in {} as run {n} ({})",
                 f.display(),
                 path.display(),
                 r.id
@@ -839,8 +839,28 @@ fn save_imported(db: Option<&Path>, results: Vec<(&PathBuf, RunResult)>) -> CliR
 
 /// One file read and imported, or why not (one line, with the accepted form).
 fn import_file(f: &Path, format: Option<latlab_import::Format>) -> Result<RunResult, String> {
+    // jitterdebugger's -o DIR writes its results.json there: the directory names it.
+    let results = f.join("results.json");
+    let f = if f.is_dir() && results.is_file() {
+        results.as_path()
+    } else if f.is_dir() {
+        return Err(
+            "a directory without a results.json (accepted: a file, or the directory \
+             jitterdebugger -o wrote its results.json in)"
+                .into(),
+        );
+    } else {
+        f
+    };
     let text =
         std::fs::read_to_string(f).map_err(|e| format!("{e} (accepted: a readable file)"))?;
+    if text.trim().is_empty() {
+        return Err(
+            "empty (accepted: the output of cyclictest, stress-ng --cyclic or \
+             jitterdebugger)"
+                .into(),
+        );
+    }
     latlab_import::import(&text, format, &f.display().to_string()).map_err(|e| e.to_string())
 }
 

@@ -515,3 +515,50 @@ fn lower_bounds_are_marked_and_not_compared_as_exact() {
         "{listed}"
     );
 }
+
+/// jitterdebugger's `-o DIR` writes results.json there: the directory is taken for it. A
+/// directory without one, and an empty file, are refused saying so (they read "Is a directory
+/// (os error 21)" and "not a format latlab reads"). A file imported again names its run.
+#[test]
+fn a_jitterdebugger_directory_an_empty_file_and_a_second_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.db");
+    let out = dir.path().join("jd");
+    std::fs::create_dir(&out).unwrap();
+    let empty_dir = dir.path().join("nothing");
+    std::fs::create_dir(&empty_dir).unwrap();
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, "\n").unwrap();
+    for (bad, said) in [
+        (
+            &empty_dir,
+            "a directory without a results.json (accepted: a file, or the directory",
+        ),
+        (
+            &empty,
+            "empty (accepted: the output of cyclictest, stress-ng --cyclic or",
+        ),
+    ] {
+        let o = import(&store, &[bad], false);
+        assert_eq!(o.status.code(), Some(2));
+        let err = stderr(&o);
+        assert!(
+            err.starts_with(&format!("latlab: error: {}: {said}", bad.display())),
+            "{err}"
+        );
+    }
+    std::fs::copy(
+        capture("jitterdebugger-results.json"),
+        out.join("results.json"),
+    )
+    .unwrap();
+    let o = import(&store, &[&out], false);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("saved as run 1"), "{}", stdout(&o));
+    let o = import(&store, &[&out], false);
+    assert!(
+        stdout(&o).contains(&format!("already in {} as run 1 (", store.display())),
+        "{}",
+        stdout(&o)
+    );
+}
