@@ -372,9 +372,15 @@ fn contradictions(t: &mut Thread, label: &str) -> Vec<String> {
     if let (Some(mean), Some(lo), Some(hi)) = (t.mean_ns, lowest, highest)
         && !(lo as f64 - 10.0..=hi as f64 + 10.0).contains(&mean)
     {
+        // Without rows there is no histogram mean: what is left is a lower bound.
+        let instead = if in_rows == 0 {
+            "without histogram rows the mean is known only as a lower bound"
+        } else {
+            "the histogram's mean is used"
+        };
         found.push(format!(
             "{label}: its mean ({:.1} us) lies outside its minimum and maximum ({} us to {} us): \
-             the histogram's mean is used",
+             {instead}",
             mean / 1000.0,
             us(lo),
             us(hi)

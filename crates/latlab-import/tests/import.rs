@@ -1095,6 +1095,16 @@ fn cyclictest_json_without_a_histogram_keeps_its_minimum() {
         w.contains("cpu0: the file has no histogram rows (cyclictest writes them with -h N): of its 1000 samples only the minimum (8.5 us), the maximum (280.5 us) and the mean as the tool printed it are known; every percentile is a lower bound"),
         "{w}"
     );
+    // A mean that contradicts the extremes has no histogram mean to give way to: the mean is
+    // then a lower bound, and said so (it said "the histogram's mean is used").
+    let damaged = data("cyclictest-no-hist.json").replacen("\"avg\":", "\"avg\": 500.0, \"x\":", 1);
+    let d = import(&damaged, None, "ct.json").unwrap();
+    let dw = d.environment.warnings.join("\n");
+    assert!(
+        dw.contains("cpu0: its mean (500.5 us) lies outside its minimum and maximum (8.5 us to 280.5 us): without histogram rows the mean is known only as a lower bound"),
+        "{dw}"
+    );
+    assert!(d.threads[0].stats.mean_is_lower_bound());
     // Without -h, cyclictest's threads sleep 500 us longer each (-d): 1000 and 667 cycles.
     assert!(
         w.contains("intervals differ per thread: cyclictest adds -d's 500us (500 us unless given, none with -h) for each thread: 1ms, 1500us"),
