@@ -825,9 +825,19 @@ fn whole_word(w: &str) -> Result<u64, String> {
 }
 
 /// Rows keyed by whole units (µs, or the resolution) as `(key, count)`.
-fn histogram_rows(v: &Value) -> Result<Vec<(u64, u64)>, ImportError> {
+fn histogram_rows(v: &Value, thread: &str) -> Result<Vec<(u64, u64)>, ImportError> {
+    // cyclictest from 2.7 leaves the histogram out without -h: no rows, as an empty one.
+    if v.is_null() {
+        return Ok(Vec::new());
+    }
     let Some(obj) = v.as_object() else {
-        return err(0, "histogram is not an object of \"us\": count");
+        return err(
+            0,
+            format!(
+                "{thread} has a \"histogram\" that is no object (accepted: \"histogram\": \
+                 {{\"<value>\": <count>, ...}}, empty or left out without rows)"
+            ),
+        );
     };
     let mut rows = Vec::with_capacity(obj.len());
     for (k, n) in obj {
@@ -856,7 +866,10 @@ fn cyclictest_thread(
     by_latlab: bool,
     inconsistent: &mut Vec<String>,
 ) -> Result<Thread, ImportError> {
-    let keyed = histogram_rows(t.get("histogram").unwrap_or(&Value::Null))?;
+    let keyed = histogram_rows(
+        t.get("histogram").unwrap_or(&Value::Null),
+        &format!("thread {key}"),
+    )?;
     let in_rows = keyed.iter().fold(0u64, |n, r| n.saturating_add(r.1));
     let what = format!("thread {key}");
     let cycles = whole_of(t, "cycles", &what)?.unwrap_or(0);
@@ -1886,7 +1899,10 @@ fn jitterdebugger(text: &str) -> Result<RunResult, ImportError> {
     let middle = res / 2;
     let mut threads = Vec::new();
     for (cpu, c) in keys {
-        let keyed = histogram_rows(c.get("histogram").unwrap_or(&Value::Null))?;
+        let keyed = histogram_rows(
+            c.get("histogram").unwrap_or(&Value::Null),
+            &format!("cpu {cpu}"),
+        )?;
         let rows = keyed
             .into_iter()
             .map(|(k, n)| (k.saturating_mul(res).saturating_add(middle), n))
