@@ -60,7 +60,7 @@ struct PlanFile {
     #[serde(default)]
     description: String,
     #[serde(default)]
-    repeat: Option<Spanned<i64>>,
+    repeat: Option<Spanned<toml::Value>>,
     #[serde(default)]
     order: Option<Spanned<String>>,
     #[serde(default)]
@@ -237,11 +237,20 @@ impl ExperimentPlan {
         }
         let repeat = match &raw.repeat {
             None => 1,
-            Some(r) if (1..=1000).contains(r.get_ref()) => *r.get_ref() as u32,
+            Some(r)
+                if r.get_ref()
+                    .as_integer()
+                    .is_some_and(|n| (1..=1000).contains(&n)) =>
+            {
+                r.get_ref().as_integer().unwrap_or(1) as u32
+            }
             Some(r) => {
                 return Err(err(
                     r.span().start,
-                    format!("repeat = {} (accepted: 1 to 1000)", r.get_ref()),
+                    format!(
+                        "repeat = {} (accepted: a whole number from 1 to 1000)",
+                        r.get_ref()
+                    ),
                 ));
             }
         };
@@ -350,15 +359,22 @@ impl ExperimentPlan {
                     args,
                 });
             }
-            let mut seen = std::collections::BTreeSet::new();
+            // A duration is one value however it is written (1ms and 1000us).
+            let mut seen = std::collections::BTreeMap::new();
             for v in &values {
-                if !seen.insert(&v.label) {
+                let same = latlab_model::units::parse_duration(&v.label, None)
+                    .map_or_else(|_| v.label.clone(), |ns| format!("{ns} ns"));
+                if let Some(first) = seen.insert(same, &v.label) {
+                    let twice = if first == &v.label {
+                        format!("{:?} twice", v.label)
+                    } else {
+                        format!("{first:?} and {:?}, one value", v.label)
+                    };
                     return Err(err(
                         value.span().start,
                         format!(
-                            "axis {:?} lists {:?} twice (accepted: each value once)",
-                            key.get_ref(),
-                            v.label
+                            "axis {:?} lists {twice} (accepted: each value once)",
+                            key.get_ref()
                         ),
                     ));
                 }
@@ -670,7 +686,18 @@ priority = [80, 95]
             (
                 "name = \"x\"\nrepeat = 0\n[settings]\nduration = \"1s\"\n",
                 2,
-                "accepted: 1 to 1000",
+                "repeat = 0 (accepted: a whole number from 1 to 1000)",
+            ),
+            // Not serde's "invalid type: floating point `1.5`, expected i64".
+            (
+                "name = \"x\"\nrepeat = 1.5\n[settings]\nduration = \"1s\"\n",
+                2,
+                "repeat = 1.5 (accepted: a whole number from 1 to 1000)",
+            ),
+            (
+                "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\ninterval = [\"1ms\", \"1000us\"]\n",
+                5,
+                "axis \"interval\" lists \"1ms\" and \"1000us\", one value (accepted: each value once)",
             ),
             (
                 "name = \"x\"\n[axes]\ninterval = \"1ms\"\n",
