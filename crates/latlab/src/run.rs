@@ -421,13 +421,19 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     } else {
         format!(" now, {} in all", todo.len() - failures + done.len())
     };
+    // Runs that could not measure ("failed" beside the experiment's own status read as two
+    // verdicts): said where there are some.
+    let not_run = if failures > 0 {
+        format!(", {failures} could not run")
+    } else {
+        String::new()
+    };
     say.line(format!(
-        "experiment {} {}: {} saved{before}{beside_failed}, {} failed; report with: latlab \
+        "experiment {} {}: {} saved{before}{beside_failed}{not_run}; report with: latlab \
          report e{}{}",
         experiment.0,
         status.name(),
         latlab_model::units::plural((todo.len() - failures) as u64, "run", "runs"),
-        failures,
         experiment.0,
         crate::args::db_option(args.db.as_deref())
     ));

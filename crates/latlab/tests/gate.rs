@@ -4,7 +4,9 @@
 //! by an XML parser always.
 #![allow(clippy::unwrap_used)]
 
-use latlab_testkit::{junit_read, latlab, policy_args, policy_toml, read_json, run_exit, stderr};
+use latlab_testkit::{
+    junit_read, latlab, policy_args, policy_toml, read_json, run_exit, stderr, stdout,
+};
 use std::path::Path;
 
 /// The JUnit file parsed as XML: (tests, failures, skipped) of the whole document and the
@@ -640,6 +642,15 @@ fn a_load_that_failed_is_not_a_pass_and_its_warning_is_said() {
     assert!(
         err.contains("latlab: error: 1 run measured beside a load that failed"),
         "{err}"
+    );
+    // The last line: its run saved, none that could not run (it said ", 0 failed" after
+    // "experiment 1 failed").
+    let text = format!("{}{err}", stdout(&out));
+    assert!(
+        text.contains(
+            "experiment 1 failed: 1 run saved (1 of them beside a load that failed); report with"
+        ),
+        "{text}"
     );
     assert!(
         std::fs::read_to_string(&junit)
