@@ -203,7 +203,45 @@ fn systems(b: &mut Vec<Block>, a: &Analysis) {
         } else {
             crate::sysinfo::names_only_text(g.system)
         }));
+        let varying = varying_settings(a, &g.runs);
+        if !varying.is_empty() {
+            let &(c, r) = &g.runs[0];
+            let shown: Vec<&str> = varying.iter().take(6).map(String::as_str).collect();
+            let more = varying.len() - shown.len();
+            b.push(Block::Note(format!(
+                "the runs of this system differ in {}{}: the record above is the first one's \
+                 ({}); \"Configuration differences\" gives each run's",
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                },
+                crate::analysis::repeat_name(&a.cells[c], a.cells[c].runs[r].repeat)
+            )));
+        }
     }
+}
+
+/// The system settings (`system.*` of the configuration differences) not the same in all of
+/// `runs`: one system record stands for them all, and it is the first run's.
+fn varying_settings(a: &Analysis, runs: &[(usize, usize)]) -> Vec<String> {
+    let configs: Vec<_> = runs
+        .iter()
+        .map(|&(c, r)| &a.cells[c].runs[r].config)
+        .collect();
+    let keys: std::collections::BTreeSet<&String> = configs
+        .iter()
+        .flat_map(|cfg| cfg.keys().filter(|k| k.starts_with("system.")))
+        .collect();
+    keys.into_iter()
+        .filter(|k| {
+            let values: std::collections::BTreeSet<_> =
+                configs.iter().map(|cfg| cfg.get(*k)).collect();
+            values.len() > 1
+        })
+        .cloned()
+        .collect()
 }
 
 fn dash(s: &str) -> String {

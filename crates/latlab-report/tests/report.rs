@@ -840,6 +840,20 @@ fn html_shows_spread_verdicts_cost_and_differences() {
         .map(|r| r.attribute("data-key").unwrap().to_string())
         .collect();
     assert_eq!(within, ["system.clocksource"]);
+    // The one system record stands for runs that differ: said under it, naming the first run.
+    let note = html
+        .split("the runs of this system differ in ")
+        .nth(1)
+        .and_then(|rest| rest.split("</").next())
+        .unwrap_or_else(|| panic!("no note of the settings its runs differ in"));
+    assert!(
+        note.starts_with("system.clocksource, system.cpufreq[cpu=0].governor, "),
+        "{note}"
+    );
+    assert!(
+        note.contains("the record above is the first one&#39;s (performance repeat 1)"),
+        "{note}"
+    );
     assert!(!html.contains("steal_percent"));
     let steal_col = by_id(&doc, "table-cost")
         .descendants()
