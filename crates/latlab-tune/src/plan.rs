@@ -1047,7 +1047,7 @@ fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
         housekeeping_mask(
             sys,
             plan,
-            "irq default affinity",
+            "irq default affinity mask (hex)",
             path,
             current,
             hk,
@@ -1060,7 +1060,7 @@ fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
             Ok(cur) => housekeeping_mask(
                 sys,
                 plan,
-                "workqueue cpumask",
+                "workqueue cpumask (hex)",
                 path,
                 Some(cur),
                 hk,
@@ -1068,7 +1068,7 @@ fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
             ),
             Err(_) => unsupported(
                 plan,
-                "workqueue cpumask",
+                "workqueue cpumask (hex)",
                 "no /sys/devices/virtual/workqueue/cpumask (a kernel before 4.2)",
             ),
         }

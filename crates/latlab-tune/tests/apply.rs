@@ -641,6 +641,12 @@ fn realtime_splits_cpus_and_moves_irqs_and_workqueues() {
     assert_eq!(t.read("/sys/devices/virtual/workqueue/cpumask"), "5\n");
     assert_eq!(t.read("/proc/irq/default_smp_affinity"), "5\n");
     assert_eq!(t.read("/proc/sys/kernel/sched_rt_runtime_us"), "-1\n");
+    // The masks are hex, where every other affinity is a CPU list (`f → 5` beside `0-3 → 0,2`):
+    // their names say so.
+    let knobs: Vec<&str> = a.plan.changes().iter().map(|c| c.knob.as_str()).collect();
+    for mask in ["irq default affinity mask (hex)", "workqueue cpumask (hex)"] {
+        assert!(knobs.contains(&mask), "{knobs:?}");
+    }
     let irqs: Vec<_> = std::fs::read_dir(t.root.join("proc/irq"))
         .unwrap()
         .filter_map(|e| e.ok())

@@ -584,6 +584,13 @@ fn print_plan(
         human(spec.run_length),
         human(spec.budget)
     );
+    // One column for the reasons, as wide as the longest label.
+    let width = candidates
+        .iter()
+        .map(|c| c.label().chars().count())
+        .chain(not_tried.iter().map(|n| n.what.chars().count()))
+        .max()
+        .unwrap_or(0);
     for (i, c) in candidates.iter().enumerate() {
         let tail = if i < fit {
             String::new()
@@ -591,13 +598,13 @@ fn print_plan(
             "  (not measured: beyond the budget)".into()
         };
         println!(
-            "  candidate {:<24} {}{tail}",
+            "  candidate {:<width$} {}{tail}",
             c.label(),
             search::knob_description(&c.knob)
         );
     }
     for n in not_tried {
-        println!("  not tried {:<24} {}", n.what, n.why);
+        println!("  not tried {:<width$} {}", n.what, n.why);
     }
     println!("  {}", search::BOOT_ADVICE);
 }

@@ -95,7 +95,8 @@ fn the_dry_run_lists_candidates_reasons_and_time() {
     for line in [
         "candidate pm_qos=0",
         // This VM's haltpoll governor ignores disabled idle states.
-        "not tried idle=0us                 no effect here: the haltpoll governor ignores",
+        "not tried idle=0us ",
+        "no effect here: the haltpoll governor ignores",
         "hold /dev/cpu_dma_latency (system.cpu_dma_latency_us)",
         "candidate timer_migration=off",
         "candidate irq_affinity=away",
@@ -108,6 +109,34 @@ fn the_dry_run_lists_candidates_reasons_and_time() {
     }
     assert!(!t.db.exists());
     assert!(latlab_sys::fixture::snapshot(&t.root).unwrap() == before);
+    // The reasons start in one column, however long a label: without a cpuidle driver the
+    // governors are not tried, and cpuidle_governor=haltpoll (not the one in use) pushed its own
+    // reason out.
+    let cpuidle = t.root.join("sys/devices/system/cpu/cpuidle");
+    let (driver, governor) = (
+        cpuidle.join("current_driver"),
+        cpuidle.join("current_governor"),
+    );
+    std::fs::write(&driver, "none\n").unwrap();
+    std::fs::write(&governor, "menu\n").unwrap();
+    let out = ok(&mut t.search(&["--dry-run", "--cpus", "1"]));
+    assert!(
+        out.contains("not tried cpuidle_governor=haltpoll "),
+        "{out}"
+    );
+    let columns: std::collections::BTreeSet<usize> = out
+        .lines()
+        .filter_map(|l| {
+            let rest = l
+                .strip_prefix("  candidate ")
+                .or_else(|| l.strip_prefix("  not tried "))?;
+            let label = rest.split(' ').next()?;
+            Some(l.len() - rest[label.len()..].trim_start().len())
+        })
+        .collect();
+    assert_eq!(columns.len(), 1, "{columns:?}\n{out}");
+    std::fs::write(&driver, "haltpoll\n").unwrap();
+    std::fs::write(&governor, "haltpoll\n").unwrap();
     // A budget for fewer candidates says which are left out.
     let out = ok(&mut t.search(&["--dry-run", "--budget", "40s"]));
     assert!(out.contains("(not measured: beyond the budget)"), "{out}");
