@@ -280,6 +280,27 @@ fn export_and_import_round_trip_through_cyclictest_json() {
     assert!(String::from_utf8_lossy(&csv).lines().count() >= 2);
     // A device takes an output too (it has no disk to sync to: the sync refused it, exit 1).
     run_ok(&["export", "1", "--db", db, "-o", "/dev/null"]);
+    // More rows than cyclictest's histogram holds are cut at its largest, and said so (it
+    // said the run's histogram ended there, of a run measured to the nanosecond).
+    let big = run_ok(&[
+        "export",
+        "1",
+        "--db",
+        db,
+        "--format",
+        "cyclictest-hist",
+        "--range",
+        "2000000",
+        "-o",
+        "/dev/null",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&big.stderr).contains(
+            "--range 2000000: 1000000 rows written: cyclictest's largest histogram (its samples"
+        ),
+        "{}",
+        String::from_utf8_lossy(&big.stderr)
+    );
     run_ok(&["report", "e1", "--db", db, "-o", "/dev/null"]);
     let db2 = dir.path().join("imported.db");
     let import = || {
