@@ -64,10 +64,21 @@ pub fn profile_text(plan: &FixPlan, restore: &str) -> String {
         });
     // In a TOML basic string: backslashes and quotes escaped.
     let restore = restore.replace('\\', "\\\\").replace('"', "\\\"");
+    // Boot options alone are given by `tune boot` and take a reboot: nothing is applied, so
+    // there is nothing to restore.
+    let undo = if plan.knobs.is_empty() {
+        "It holds boot options only: `latlab tune boot` with this profile gives them (they take \
+         a reboot); nothing in it is set while the system runs, so nothing is restored."
+            .to_string()
+    } else {
+        format!(
+            "Once applied, `{restore}` puts back every value it changed (`latlab tune status` \
+             says whether it is)."
+        )
+    };
     let mut out = format!(
         "description = \"\"\"\nWritten by latlab check --fix: the settings behind the checks {}.\n\
-         Once applied, `{restore}` puts back every value it changed (`latlab tune status` \
-         says whether it is).\n\"\"\"\n",
+         {undo}\n\"\"\"\n",
         ids.join(", ")
     );
     let mut tables: Vec<(&str, Vec<String>)> = Vec::new();
@@ -236,5 +247,19 @@ mod tests {
             "{}",
             p.description
         );
+        // Boot options alone have nothing to apply or restore: said so, not a restore.
+        let boot = FixPlan {
+            boot: vec![("preempt=full".into(), vec!["kernel.preempt"])],
+            ..FixPlan::default()
+        };
+        let text = profile_text(&boot, restore);
+        let p = latlab_tune::Profiles::builtin()
+            .resolve_text(PROFILE_NAME, &text)
+            .unwrap();
+        assert!(
+            p.description.contains("It holds boot options only"),
+            "{text}"
+        );
+        assert!(!text.contains("Once applied"), "{text}");
     }
 }
