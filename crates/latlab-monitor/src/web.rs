@@ -249,6 +249,19 @@ fn bad_query(e: &QueryRejection, accepted: &str) -> String {
     let why = why
         .strip_prefix("Failed to deserialize query string: ")
         .unwrap_or(&why);
+    // The deserializer's words, said as the API's: a field missing, a number past any range.
+    let why = if let Some(field) = why
+        .strip_prefix("missing field `")
+        .and_then(|r| r.strip_suffix('`'))
+    {
+        format!("{field} is missing")
+    } else if let Some(field) = why.strip_suffix(": number too large to fit in target type") {
+        format!("{field}: out of range")
+    } else if let Some(field) = why.strip_suffix(": invalid digit found in string") {
+        format!("{field}: not a whole number")
+    } else {
+        why.to_string()
+    };
     format!("bad query: {why} (accepted: {accepted})")
 }
 

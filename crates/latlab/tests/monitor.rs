@@ -1641,13 +1641,26 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
             "no monitor series 999",
         ),
         ("/api/timeline?series=abc", 404, "no monitor series \"abc\""),
-        ("/api/timeline", 400, "missing field `series`"),
+        (
+            "/api/timeline",
+            400,
+            "bad query: series is missing (accepted: series=ID",
+        ),
         (
             "/api/worst?series=1&limit=-1",
             400,
             "limit=-1: out of range",
         ),
-        ("/api/worst?series=1&limit=x", 400, "accepted: series=ID"),
+        (
+            "/api/worst?series=1&limit=x",
+            400,
+            "bad query: limit: not a whole number (accepted: series=ID",
+        ),
+        (
+            "/api/worst?series=1&limit=99999999999999999999",
+            400,
+            "bad query: limit: out of range (accepted: series=ID",
+        ),
         (
             "/api/worst?series=1&limit=0",
             400,
