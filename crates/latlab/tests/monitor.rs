@@ -949,6 +949,17 @@ fn an_empty_chart_says_so_in_lines_that_fit_a_narrow_screen() {
         tick_labels(&dom, "chart-power", "ytick").is_empty(),
         "a scale without values"
     );
+    // The lit "6 h" shows a series of one hour: all of it, and said so beside the buttons.
+    let note = dom
+        .split("id=\"range-note\"")
+        .nth(1)
+        .and_then(|r| r.split('>').nth(1))
+        .and_then(|r| r.split('<').next())
+        .unwrap_or_else(|| panic!("no range note"));
+    assert!(
+        note.starts_with("the series holds ") && note.ends_with(" min: all of it is shown"),
+        "{note:?}"
+    );
 }
 
 /// Over more than a few weeks the time axis is labelled by calendar month, a readable few, not
@@ -993,6 +1004,11 @@ fn the_dashboard_labels_half_a_year_by_month() {
         unique.dedup();
         assert_eq!(unique, ticks, "{chart}");
     }
+    // "all" is what it says: no note beside the buttons.
+    assert!(
+        dom.contains(r#"<span id="range-note" class="range-note" aria-live="polite"></span>"#),
+        "a range note beside \"all\""
+    );
 }
 
 fn laptop_tree(dir: &Path) -> PathBuf {

@@ -690,8 +690,7 @@ function drawStale(s, series) {
   const late = series && series.last_ms ? now - series.last_ms : 0;
   const windowMs = series ? (series.window_ns || 0) / 1e6 : 0;
   if (!series || !series.last_ms || late < Math.max(60000, 3 * windowMs)) { p.hidden = true; p.textContent = ''; return; }
-  const mins = Math.round(late / 60000);
-  const ago = mins < 120 ? mins + ' min' : Math.round(mins / 60) + ' h';
+  const ago = spanText(late);
   const live = s && s.live && s.live.series === series.name ? s.live : null;
   const why = live && live.windows_queued
     ? (live.last_error || 'the store cannot be written') + ': ' + live.windows_queued + ' windows wait in memory'
@@ -700,6 +699,26 @@ function drawStale(s, series) {
         : 'no daemon is keeping this series, and none recorded a stop (it may have been killed or the machine gone down)';
   p.textContent = 'no window stored since ' + fmtFull(series.last_ms) + ' (' + ago + ' ago): ' + why;
   p.hidden = false;
+}
+
+/** A length of time as minutes, hours or days (`45 min`, `6 h`, `3 days`). */
+function spanText(ms) {
+  const mins = Math.round(ms / 60000);
+  if (mins < 120) return mins + ' min';
+  const hours = Math.round(mins / 60);
+  return hours < 48 ? hours + ' h' : Math.round(hours / 24) + ' days';
+}
+
+// A range longer than the series holds shows all of it: said beside the buttons, whose lit one
+// would otherwise read as that much data.
+function noteRange() {
+  const series = st.seriesList.find((x) => x.id === st.series);
+  let text = '';
+  if (!st.custom && st.span !== 'all' && series && series.first_ms && series.last_ms) {
+    const held = series.last_ms - series.first_ms;
+    if (held < st.span) text = 'the series holds ' + spanText(held) + ': all of it is shown';
+  }
+  $('range-note').textContent = text;
 }
 
 function rangeNow() {
@@ -722,6 +741,7 @@ function rangeNow() {
 async function load() {
   if (st.series === null) { $('status').textContent = 'no monitoring series in this store yet'; document.body.dataset.ready = '1'; return; }
   const [from, to] = rangeNow();
+  noteRange();
   $('from').value = toLocalInput(from);
   $('to').value = toLocalInput(to);
   const q = 'series=' + st.series + '&from=' + Math.floor(from) + '&to=' + Math.ceil(to);
