@@ -160,6 +160,28 @@ pub struct CpuIdle {
     pub cpus: Vec<CpuIdleCpu>,
 }
 
+/// The kernel's `major.minor` from a release such as `6.18.44-fc`.
+pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+#[cfg(test)]
+mod kernel_version_tests {
+    use super::kernel_version;
+
+    #[test]
+    fn kernel_versions() {
+        assert_eq!(kernel_version("6.18.44-fc-v669"), Some((6, 18)));
+        assert_eq!(kernel_version("5.15.0-91-generic"), Some((5, 15)));
+        assert_eq!(kernel_version(""), None);
+        assert!(kernel_version("6.12.1").is_some_and(|v| v >= (6, 12)));
+        assert!(kernel_version("6.6.30-rt").is_some_and(|v| v < (6, 12)));
+    }
+}
+
 impl CpuIdle {
     /// Whether no CPU has a cpuidle state (no driver, or `none`): the CPUs wait in the
     /// architecture's default idle, and no governor reads a PM QoS limit to choose a state.

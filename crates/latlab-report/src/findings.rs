@@ -391,14 +391,6 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
     }
 }
 
-/// The kernel's `major.minor` from a release such as `6.18.44-fc`.
-fn kernel_version(release: &str) -> Option<(u32, u32)> {
-    let mut it = release.split(|c: char| !c.is_ascii_digit());
-    let major = it.next()?.parse().ok()?;
-    let minor = it.next()?.parse().ok()?;
-    Some((major, minor))
-}
-
 fn near(value: f64, target: f64) -> bool {
     target > 0.0 && (value - target).abs() <= target * FIT
 }
@@ -423,7 +415,8 @@ fn rt_reservation(r: &RunResult) -> Option<(f64, String)> {
         }
         _ => None,
     };
-    let new_kernel = kernel_version(&r.system.kernel_release).is_some_and(|v| v >= (6, 12));
+    let new_kernel = latlab_model::system::kernel_version(&r.system.kernel_release)
+        .is_some_and(|v| v >= (6, 12));
     match (fair, throttling) {
         (Some((runtime, period)), _) => Some((
             runtime,
@@ -611,15 +604,6 @@ fn signatures(c: &CellFigures, push: &mut impl FnMut(Kind, String)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernel_versions() {
-        assert_eq!(kernel_version("6.18.44-fc-v669"), Some((6, 18)));
-        assert_eq!(kernel_version("5.15.0-91-generic"), Some((5, 15)));
-        assert_eq!(kernel_version(""), None);
-        assert!(kernel_version("6.12.1").is_some_and(|v| v >= (6, 12)));
-        assert!(kernel_version("6.6.30-rt").is_some_and(|v| v < (6, 12)));
-    }
 
     #[test]
     fn nearness() {

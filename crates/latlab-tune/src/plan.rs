@@ -1066,11 +1066,20 @@ fn isolation(sys: &Sys, profile: &Profile, plan: &mut Plan) {
                 hk,
                 Phase::Workqueue,
             ),
-            Err(_) => unsupported(
-                plan,
-                "workqueue cpumask (hex)",
-                "no /sys/devices/virtual/workqueue/cpumask (a kernel before 4.2)",
-            ),
+            Err(_) => {
+                // Every kernel from 4.2 has it: one that lacks it sees part of /sys.
+                let release = sys
+                    .read_trim("/proc/sys/kernel/osrelease")
+                    .unwrap_or_default();
+                let why = match latlab_model::system::kernel_version(&release) {
+                    Some(v) if v >= (4, 2) => format!(
+                        "no /sys/devices/virtual/workqueue/cpumask, which kernel {release} has: \
+                         /sys is mounted in part here (as in some containers)"
+                    ),
+                    _ => "no /sys/devices/virtual/workqueue/cpumask (a kernel before 4.2)".into(),
+                };
+                unsupported(plan, "workqueue cpumask (hex)", why)
+            }
         }
     }
     if iso.kthreads.as_ref().is_some_and(|a| a.value) {

@@ -666,6 +666,22 @@ fn realtime_splits_cpus_and_moves_irqs_and_workqueues() {
     assert!(a.plan.notes.iter().any(|n| n.contains("fair server")));
     latlab_tune::restore(&t.sys(), &t.state).unwrap();
     assert_same(&before, &t.root, "realtime");
+    // A kernel from 4.2 on has the workqueue mask: one missing is part of /sys unseen, not an
+    // old kernel (which every such tree was said to run).
+    std::fs::remove_file(t.root.join("sys/devices/virtual/workqueue/cpumask")).unwrap();
+    let plan = Plan::build(&t.sys(), &p, None).unwrap();
+    let why = plan
+        .items
+        .iter()
+        .find_map(|i| match &i.state {
+            ItemState::Unsupported { why } if i.knob.starts_with("workqueue") => Some(why),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("{:?}", plan.items));
+    assert!(
+        why.contains("which kernel 6.8.0-45-generic has: /sys is mounted in part here"),
+        "{why}"
+    );
     // --cpus names the isolated CPUs; the ARM board's kernel isolates CPU 3 already.
     let arm = Tree::new("arm-board");
     let plan = Plan::build(&arm.sys(), &p, None).unwrap();
