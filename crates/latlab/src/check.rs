@@ -166,6 +166,8 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
     }
     if let Some(dir) = &args.state_dir {
         crate::tune::state_dir_usable(dir, true)?;
+    } else if args.fix {
+        crate::tune::env_state_dir_usable(true)?;
     }
     let junit = crate::args::OutputFile::open("--junit", &args.junit)?;
     if args.json && junit.as_ref().is_some_and(|o| o.is_stdout()) {

@@ -285,9 +285,10 @@ impl MeasureArgs {
                 "--histfile-range 0: no rows to write (accepted: 1 or more rows of 1 us)".into(),
             ));
         }
-        if let Some(dir) = &self.state_dir {
-            // Only a profile held for the run writes a journal there.
-            crate::tune::state_dir_usable(dir, self.profile.is_some())?;
+        // Only a profile held for the run writes a journal there.
+        match &self.state_dir {
+            Some(dir) => crate::tune::state_dir_usable(dir, self.profile.is_some())?,
+            None => crate::tune::env_state_dir_usable(self.profile.is_some())?,
         }
         let sample_period = self.opts.sample_period_ns()?;
         // A refused spec is named by its option, as every other refusal of measure's.

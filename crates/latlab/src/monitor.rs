@@ -262,6 +262,10 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
         ))
     })?;
     same_series(&db, &name, &cfg)?;
+    // A profile or schedule journals its tuning there.
+    if args.profile.is_some() || args.schedule.is_some() {
+        crate::tune::env_state_dir_usable(true)?;
+    }
     let state_dir = latlab_tune::default_state_dir(sys);
     let profile = match &args.profile {
         None => None,

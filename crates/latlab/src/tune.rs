@@ -217,13 +217,14 @@ impl Ctx {
 
 pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
     let dirs = crate::args::profile_dirs(sys, &args.profile_dir)?;
-    if let Some(dir) = &args.state_dir {
-        // Only what writes the journal needs to make the directory.
-        let writes = matches!(
-            args.command,
-            TuneCommand::Apply(_) | TuneCommand::Restore | TuneCommand::Hold(_)
-        );
-        state_dir_usable(dir, writes)?;
+    // Only what writes the journal needs to make the directory.
+    let writes = matches!(
+        args.command,
+        TuneCommand::Apply(_) | TuneCommand::Restore | TuneCommand::Hold(_)
+    );
+    match &args.state_dir {
+        Some(dir) => state_dir_usable(dir, writes)?,
+        None => env_state_dir_usable(writes)?,
     }
     let ctx = Ctx {
         sys: sys.clone(),
@@ -265,9 +266,26 @@ pub fn run(args: TuneArgs, sys: &Sys) -> CliResult<ExitCode> {
 /// when `writes`). A parent that does not exist is a path mistyped, as for `--db`: the journal
 /// would go where `tune status` and `tune restore` with the path meant do not look.
 pub(crate) fn state_dir_usable(dir: &std::path::Path, writes: bool) -> CliResult<()> {
+    usable_as("--state-dir ", dir, writes)
+}
+
+/// The state directory `LATLAB_STATE_DIR` names, for a command given no `--state-dir`: checked
+/// as `--state-dir` is (a mistyped one was made, and the machine tuned).
+pub(crate) fn env_state_dir_usable(writes: bool) -> CliResult<()> {
+    match std::env::var_os("LATLAB_STATE_DIR") {
+        Some(d) if !d.is_empty() => {
+            usable_as("LATLAB_STATE_DIR=", std::path::Path::new(&d), writes)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// [`state_dir_usable`] of a directory named by `what` (`--state-dir ` or
+/// `LATLAB_STATE_DIR=`).
+fn usable_as(what: &str, dir: &std::path::Path, writes: bool) -> CliResult<()> {
     let refused = |why: &str| {
         CliError::Usage(format!(
-            "--state-dir {}: {why} (accepted: a directory latlab may write its journal in)",
+            "{what}{}: {why} (accepted: a directory latlab may write its journal in)",
             dir.display()
         ))
     };

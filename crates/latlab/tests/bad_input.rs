@@ -1040,3 +1040,37 @@ fn a_missing_command_shows_the_help_and_exits_2() {
         );
     }
 }
+
+/// `LATLAB_STATE_DIR` is `--state-dir` given otherwise: one whose parent does not exist is
+/// refused as the option is, before anything is touched (it was made, and the machine tuned).
+#[test]
+fn a_state_dir_from_the_environment_is_checked_as_the_option_is() {
+    let tree = latlab_testkit::copy_machine("laptop-intel", &["tune"]);
+    let root = tree.path().to_str().unwrap();
+    let missing = tree.path().join("missing/state");
+    let before = latlab_sys::fixture::snapshot(tree.path()).unwrap();
+    for args in [
+        &["tune", "apply", "lowlatency"][..],
+        &["measure", "--profile", "lowlatency", "-D", "1s"],
+        &["check", "--fix"],
+        &["monitor", "--profile", "lowlatency", "--check-config"],
+    ] {
+        let out = latlab!()
+            .args(["--sysroot", root])
+            .args(args)
+            .env("LATLAB_STATE_DIR", &missing)
+            .env("LATLAB_DB", tree.path().join("m.db"))
+            .output()
+            .unwrap();
+        latlab_testkit::assert_one_line_error(
+            &out,
+            2,
+            &format!(
+                "LATLAB_STATE_DIR={}: no directory {} (accepted: a directory latlab may write",
+                missing.display(),
+                missing.parent().unwrap().display()
+            ),
+        );
+    }
+    assert!(latlab_sys::fixture::snapshot(tree.path()).unwrap() == before);
+}
