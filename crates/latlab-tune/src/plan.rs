@@ -862,7 +862,7 @@ fn resume_latency(sys: &Sys, settings: &BTreeMap<u32, CpuSettings>, plan: &mut P
 
 /// Whether cpuidle has no driver here (no `current_governor`, or `current_driver` is `none`):
 /// there are no idle states to choose, so neither a governor nor a PM QoS limit does anything.
-fn no_cpuidle_driver(sys: &Sys) -> bool {
+pub(crate) fn no_cpuidle_driver(sys: &Sys) -> bool {
     !sys.exists(&format!("{CPU}/cpuidle/current_governor"))
         || sys
             .read_trim(&format!("{CPU}/cpuidle/current_driver"))

@@ -371,6 +371,18 @@ pub fn candidates(
                 });
                 continue;
             }
+            // PM QoS limits are read by a cpuidle governor alone: without a driver the CPUs
+            // halt whatever they say, and a run of each would measure noise.
+            if matches!(*knob, "pm_qos" | "resume_latency") && crate::plan::no_cpuidle_driver(sys) {
+                not.push(NotTried {
+                    measured: Vec::new(),
+                    what: label,
+                    why: "no effect here: PM QoS limits are read by a cpuidle governor, and \
+                          with no cpuidle driver the CPUs halt when idle whatever they say"
+                        .into(),
+                });
+                continue;
+            }
             let plan = crate::Plan::build(sys, &profile, Some(cpus))?;
             if plan.disable_ignored.is_some() {
                 not.push(NotTried {

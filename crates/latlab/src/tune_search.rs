@@ -384,6 +384,14 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
     if args.resume {
         resumable(&db_path, &text)?;
     }
+    // Without root no search runs, whatever its knobs (a dry run shows the plan).
+    if !args.dry_run && sys.is_live() && !crate::check::is_root() {
+        return Err(CliError::Usage(
+            "tune search applies each candidate and needs root (run with sudo); nothing was \
+             touched"
+                .into(),
+        ));
+    }
     if candidates.is_empty() {
         let why: Vec<String> = not_tried
             .iter()
@@ -404,13 +412,6 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
     }
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
-    }
-    if sys.is_live() && !crate::check::is_root() {
-        return Err(CliError::Usage(
-            "tune search applies each candidate and needs root (run with sudo); nothing was \
-             touched"
-                .into(),
-        ));
     }
 
     let mut store = crate::args::open_store(&db_path)?;

@@ -68,8 +68,8 @@ fn without_root_the_search_is_refused_before_anything_is_touched() {
         eprintln!("not root: the search is refused as this user");
     }
     let dir = tempfile::tempdir().unwrap();
-    // pm_qos is a candidate whatever the knobs hold: the root test beside this one sets
-    // timer_migration for a while, which would make it "already set here".
+    // Refused for want of root before the knobs are weighed: pm_qos is no candidate on a
+    // machine without a cpuidle driver.
     let out = cmd
         .args(["tune", "search", "--knobs", "pm_qos", "--duration", "1s"])
         .args(["--policy", "other", "--no-mlock", "--state-dir"])
@@ -124,6 +124,18 @@ fn the_dry_run_lists_candidates_reasons_and_time() {
         out.contains("not tried cpuidle_governor=haltpoll "),
         "{out}"
     );
+    // Nor does a PM QoS limit do anything: no run of either is planned.
+    for knob in ["pm_qos=0", "resume_latency=0"] {
+        let line = out
+            .lines()
+            .find(|l| l.contains(&format!(" {knob} ")))
+            .unwrap_or_else(|| panic!("{knob}: {out}"));
+        assert!(
+            line.starts_with("  not tried ")
+                && line.contains("no effect here: PM QoS limits are read by a cpuidle governor"),
+            "{line}"
+        );
+    }
     let columns: std::collections::BTreeSet<usize> = out
         .lines()
         .filter_map(|l| {
