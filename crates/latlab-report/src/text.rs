@@ -77,6 +77,24 @@ pub fn latency_table(result: &RunResult) -> String {
     out
 }
 
+/// The summary's interval: with its timer slack, and "not recorded" where an import's format
+/// does not record it (0; the busy method has none, `-`).
+fn interval_text(c: &latlab_model::MeasureConfig) -> String {
+    let mut interval = if c.interval_ns == 0 && c.method != latlab_model::Method::Busy {
+        "not recorded".to_string()
+    } else {
+        c.interval_text()
+    };
+    if c.timer_slack_ns > 0 {
+        let _ = write!(
+            interval,
+            ", timer slack {}",
+            format_duration(c.timer_slack_ns)
+        );
+    }
+    interval
+}
+
 fn header(out: &mut String, r: &RunResult) {
     let c = &r.config;
     let sys = &r.system;
@@ -87,7 +105,7 @@ fn header(out: &mut String, r: &RunResult) {
     // An import from a format without a start time or length knows neither (recorded as 0).
     let started = match r.known_start() {
         Some(at) => format!("started {at}"),
-        None => "start time unknown".to_string(),
+        None => "start time not recorded".to_string(),
     };
     let mut run = format!("{}, latlab {}, {started}", r.id, r.latlab_version);
     if !sys.hostname.is_empty() {
@@ -103,15 +121,7 @@ fn header(out: &mut String, r: &RunResult) {
     }
 
     line(out, "method", &method_text(r));
-    let mut interval = c.interval_text();
-    if c.timer_slack_ns > 0 {
-        let _ = write!(
-            interval,
-            ", timer slack {}",
-            format_duration(c.timer_slack_ns)
-        );
-    }
-    line(out, "interval", &interval);
+    line(out, "interval", &interval_text(c));
 
     let mut policy = match (c.policy, &c.deadline) {
         (Policy::Deadline, Some(d)) => format!(

@@ -190,7 +190,7 @@ fn db_list_shows_a_dash_for_an_unknown_start_and_length() {
         stdout(&o)
     };
     let first = show("1");
-    assert!(first.contains("start time unknown"), "{first}");
+    assert!(first.contains("start time not recorded"), "{first}");
     let second = show("2");
     assert!(
         second.contains("duration: unknown (asked: 500 loops)\n"),
@@ -555,6 +555,9 @@ fn a_jitterdebugger_directory_an_empty_file_and_a_second_import() {
     let o = import(&store, &[&out], false);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("saved as run 1"), "{}", stdout(&o));
+    // results.json records no interval: said as "not recorded", as the README says (it was "-").
+    let show = output_of(&store, &["db", "show", "1"]);
+    assert!(show.contains("\ninterval: not recorded\n"), "{show}");
     let o = import(&store, &[&out], false);
     assert!(
         stdout(&o).contains(&format!("already in {} as run 1 (", store.display())),
