@@ -136,6 +136,21 @@ pub fn placement(cfg: &MeasureConfig, online: &CpuList) -> Vec<(String, Vec<u32>
 
 /// Check a configuration against the online CPUs. Every problem is one line naming the accepted
 /// form; nothing is touched.
+/// Whether this process may give its measuring threads `cfg`'s real-time policy (fifo, rr):
+/// tried on a thread of its own that ends at once, so that a refusal (no CAP_SYS_NICE, a cgroup
+/// without a real-time budget) is said before a measurement is announced or anything started.
+/// Deadline admission, which counts every thread, is left to the run.
+pub fn policy_allowed(cfg: &MeasureConfig) -> Result<(), MeasureError> {
+    if !matches!(cfg.policy, Policy::Fifo | Policy::Rr) {
+        return Ok(());
+    }
+    let (policy, priority) = (cfg.policy, cfg.priority);
+    std::thread::spawn(move || latlab_sys::thread::set_policy(policy, priority, None))
+        .join()
+        .unwrap_or(Ok(()))
+        .map_err(|e| MeasureError::Setup(explain_policy_error(policy, priority, &e)))
+}
+
 pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureError> {
     let bad = |m: String| Err(MeasureError::Invalid(m));
     if cfg.method != Method::Busy && cfg.interval_ns < 1_000 {

@@ -557,6 +557,8 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
     // What stops the run before it measures also reaches the gate's reader: a JUnit file left
     // from an earlier run would say it passed (a CPU absent on this node, a store it cannot open).
     let prepared = args.prepare(sys).and_then(|p| {
+        // A policy this process may not use is said before a measurement is announced.
+        latlab_measure::policy_allowed(&p.cfg).map_err(latlab_session::Error::from)?;
         // A store that cannot be opened fails now, not after the measurement.
         if let Some(db) = &db_path {
             crate::args::open_store(db)?;

@@ -255,6 +255,9 @@ fn realtime_policy_without_rights_names_the_capability() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("CAP_SYS_NICE"), "{err}");
     assert!(err.contains("--policy other"), "{err}");
+    // Said before a measurement is announced: the refusal is all there is.
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!err.contains("latlab: measuring"), "{err}");
 }
 
 /// A process that may not lock its memory still measures, warns, and records
