@@ -182,6 +182,13 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
             unrestored,
         });
     }
+    // A --resume that cannot go on (nothing to resume, or another run holds it) is said
+    // before the plan, not after it.
+    let resumed = if args.resume && !args.dry_run {
+        Some(resumable_locked(&db_path, &plan.text, &args.plan)?)
+    } else {
+        None
+    };
     let runnable: Vec<&Checked> = checked.iter().filter(|c| c.prepared.is_ok()).collect();
     let schedule = plan.schedule(checked.len());
     let total: Duration = schedule
@@ -216,28 +223,16 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let mut store = crate::args::open_store(&db_path)?;
     // The lock is held to the end of the run.
-    let (experiment, done, _lock) = if args.resume {
-        let found = store
-            .resumable_experiment(&plan.text)
-            .context("looking for an unfinished experiment")?;
-        let Some(e) = found else {
-            return Err(CliError::Usage(format!(
-                "--resume: no unfinished experiment of {} in {} (accepted: a plan whose run was \
-                 interrupted, unchanged since)",
-                args.plan.display(),
-                db_path.display()
-            )));
-        };
-        // A second `--resume` of it while the first measures would measure its cells again.
-        let lock = lock_experiment(&db_path, e.id)?;
+    let (mut store, (experiment, done, _lock)) = if let Some((mut store, e, lock)) = resumed {
         let done: BTreeSet<(String, u32)> = store.done_cells(e.id)?.into_iter().collect();
         resume(&mut store, &e, "experiment", done.len(), say)?;
-        (e.id, done, lock)
+        (store, (e.id, done, lock))
     } else {
+        let mut store = crate::args::open_store(&db_path)?;
         let id = store.create_experiment(&plan.name, &plan.text)?;
-        (id, BTreeSet::new(), lock_experiment(&db_path, id)?)
+        let lock = lock_experiment(&db_path, id)?;
+        (store, (id, BTreeSet::new(), lock))
     };
     say.line(format!(
         "experiment {} in {}",
@@ -525,6 +520,34 @@ pub fn cut_short_line(
         repeat + 1,
         latlab_model::units::format_elapsed(run.elapsed_ns)
     )
+}
+
+/// The unfinished experiment of the plan `text` in the store at `db`, held for this run: its
+/// store, the experiment and the lock; or why not (none unfinished, another run holds it).
+fn resumable_locked(
+    db: &Path,
+    text: &str,
+    plan: &Path,
+) -> CliResult<(
+    latlab_store::Store,
+    latlab_store::Experiment,
+    latlab_sys::pidlock::PidLock,
+)> {
+    let store = crate::args::open_store(db)?;
+    let found = store
+        .resumable_experiment(text)
+        .context("looking for an unfinished experiment")?;
+    let Some(e) = found else {
+        return Err(CliError::Usage(format!(
+            "--resume: no unfinished experiment of {} in {} (accepted: a plan whose run was \
+             interrupted, unchanged since)",
+            plan.display(),
+            db.display()
+        )));
+    };
+    // A second `--resume` of it while the first measures would measure its cells again.
+    let lock = lock_experiment(db, e.id)?;
+    Ok((store, e, lock))
 }
 
 /// Hold experiment `id` of the store at `db` for this run (released when it ends, however it

@@ -434,6 +434,12 @@ fn a_second_resume_of_an_experiment_being_measured_is_refused() {
         )),
         "{err}"
     );
+    // Refused before its plan is printed (the plan came first, then the refusal).
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let out = first.wait_with_output().unwrap();
     assert!(out.status.success());
     assert!(!lock.exists(), "the lock goes with the run");
