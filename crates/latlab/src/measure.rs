@@ -125,8 +125,8 @@ pub struct MeasureArgs {
     #[arg(long, value_name = "DIR")]
     profile_dir: Option<PathBuf>,
 
-    /// Where the tuning journal lives (default /var/lib/latlab, or LATLAB_STATE_DIR).
-    #[arg(long, value_name = "DIR", hide = true)]
+    /// Where --profile journals its tuning (default /var/lib/latlab, or LATLAB_STATE_DIR).
+    #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
 
     /// Do not run the samplers.
