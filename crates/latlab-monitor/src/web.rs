@@ -255,10 +255,27 @@ fn bad_query(e: &QueryRejection, accepted: &str) -> String {
         .and_then(|r| r.strip_suffix('`'))
     {
         format!("{field} is missing")
-    } else if let Some(field) = why.strip_suffix(": number too large to fit in target type") {
-        format!("{field}: out of range")
-    } else if let Some(field) = why.strip_suffix(": invalid digit found in string") {
-        format!("{field}: not a whole number")
+    } else if let Some((field, problem)) = why.split_once(": ") {
+        // The number parsers' words ("invalid digit found in string", "invalid float literal",
+        // "cannot parse integer from empty string", "number too large to fit in target type").
+        let range = match field {
+            "limit" => Some(format!("limit from 1 to {MOST_WORST}")),
+            "points" => Some(format!(
+                "points from {} to {} per CPU",
+                api::FEWEST_POINTS,
+                api::MAX_POINTS
+            )),
+            _ => None,
+        };
+        match (problem, range) {
+            (p, Some(range)) if p.contains("too large") => {
+                return format!("{field}: out of range (accepted: {range})");
+            }
+            (p, _) if p.contains("empty") => format!("{field}: empty"),
+            (p, _) if p.contains("float") => format!("{field}: not a number"),
+            (p, _) if p.contains("invalid digit") => format!("{field}: not a whole number"),
+            _ => why.to_string(),
+        }
     } else {
         why.to_string()
     };

@@ -194,6 +194,24 @@ fn gate_options() -> Vec<String> {
         .collect()
 }
 
+/// An axis value as the option takes it, whatever its spelling: a duration in ns (a bare number
+/// in the option's unit: µs for the intervals and thresholds, s for `duration`), a CPU list
+/// in its kernel form; else the text itself.
+fn one_value(option: &str, text: &str) -> String {
+    if option.ends_with("cpus")
+        && let Ok(list) = latlab_model::units::CpuList::parse(text)
+    {
+        return format!("CPUs {list}");
+    }
+    let unit = match option {
+        "duration" => Some("s"),
+        "interval" | "spike" | "break" | "dl-runtime" | "dl-period" | "dl-deadline" => Some("us"),
+        _ => None,
+    };
+    latlab_model::units::parse_duration(text, unit)
+        .map_or_else(|_| text.to_string(), |ns| format!("{ns} ns"))
+}
+
 impl ExperimentPlan {
     pub fn load(path: &Path) -> Result<ExperimentPlan, PlanError> {
         let file = path.display().to_string();
@@ -359,11 +377,11 @@ impl ExperimentPlan {
                     args,
                 });
             }
-            // A duration is one value however it is written (1ms and 1000us).
+            // A value is one however it is written (1ms, 1000us and 1000 for --interval; 0-1
+            // and 0,1 for CPUs).
             let mut seen = std::collections::BTreeMap::new();
             for v in &values {
-                let same = latlab_model::units::parse_duration(&v.label, None)
-                    .map_or_else(|_| v.label.clone(), |ns| format!("{ns} ns"));
+                let same = one_value(key.get_ref(), &v.label);
                 if let Some(first) = seen.insert(same, &v.label) {
                     let twice = if first == &v.label {
                         format!("{:?} twice", v.label)
@@ -698,6 +716,17 @@ priority = [80, 95]
                 "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\ninterval = [\"1ms\", \"1000us\"]\n",
                 5,
                 "axis \"interval\" lists \"1ms\" and \"1000us\", one value (accepted: each value once)",
+            ),
+            // A bare number in the option's unit, and a CPU list in two forms.
+            (
+                "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\ninterval = [\"1ms\", 1000]\n",
+                5,
+                "axis \"interval\" lists \"1ms\" and \"1000\", one value",
+            ),
+            (
+                "name = \"x\"\n[settings]\nduration = \"1s\"\n[axes]\ncpus = [\"0-1\", \"1,0\"]\n",
+                5,
+                "axis \"cpus\" lists \"0-1\" and \"1,0\", one value",
             ),
             (
                 "name = \"x\"\n[axes]\ninterval = \"1ms\"\n",

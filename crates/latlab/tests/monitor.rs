@@ -1675,7 +1675,7 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
         (
             "/api/worst?series=1&limit=99999999999999999999",
             400,
-            "bad query: limit: out of range (accepted: series=ID",
+            "limit: out of range (accepted: limit from 1 to 10000)",
         ),
         (
             "/api/worst?series=1&limit=0",
@@ -1701,6 +1701,21 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
             "/api/timeline?series=1&points=2001",
             400,
             "points=2001: out of range",
+        ),
+        (
+            "/api/timeline?series=1&from=abc",
+            400,
+            "bad query: from: not a number (accepted: series=ID",
+        ),
+        (
+            "/api/worst?series=1&limit=",
+            400,
+            "bad query: limit: empty (accepted: series=ID",
+        ),
+        (
+            "/api/timeline?series=1&points=99999999999999999999",
+            400,
+            "points: out of range (accepted: points from 10 to 2000 per CPU)",
         ),
         (
             "/api/timeline?series=1&from=nan",
