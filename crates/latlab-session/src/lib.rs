@@ -346,9 +346,31 @@ fn run(
         for s in &mut samples.series {
             s.at_ns = (s.at_ns + origin_unix_ns).saturating_sub(result.start_unix_ns);
         }
+        let taken = samples.series.len() as u64;
+        result.environment.warnings.extend(samplers_held_off(
+            taken,
+            samples.period_ns,
+            result.elapsed_ns,
+        ));
         result.samples = Some(samples);
     }
     Ok(result)
+}
+
+/// Said where the samplers took fewer than half the samples their period asks over the run (at
+/// least four due): their thread runs at normal priority, and a real-time load can hold it off
+/// the CPUs, so each reading spans more time than the period (a run beside rt-hog on every CPU
+/// took 7 where 20 were due).
+fn samplers_held_off(taken: u64, period_ns: u64, elapsed_ns: u64) -> Option<String> {
+    let due = elapsed_ns / period_ns.max(1);
+    (due >= 4 && taken * 2 < due).then(|| {
+        format!(
+            "the samplers took {taken} samples where about {due} were due: their thread, at \
+             normal priority, was held off the CPUs (by real-time threads, as a real-time load's), \
+             so each reading spans more than the period of {}",
+            latlab_model::units::format_duration(period_ns)
+        )
+    })
 }
 
 /// Put back a profile held for a run: its record and what the restore did. `notes` gets what the
@@ -382,4 +404,24 @@ fn restore_tuning(
     }
     let restored = guard.restore();
     (record, restored)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::samplers_held_off;
+
+    #[test]
+    fn samplers_held_off_are_said_where_they_took_under_half_their_samples() {
+        let ms = 1_000_000;
+        let said = samplers_held_off(7, 100 * ms, 2_000 * ms).unwrap();
+        assert!(
+            said.starts_with("the samplers took 7 samples where about 20 were due"),
+            "{said}"
+        );
+        assert!(said.ends_with("the period of 100ms"), "{said}");
+        // Half or more, or a run too short to tell: nothing to say.
+        assert_eq!(samplers_held_off(10, 100 * ms, 2_000 * ms), None);
+        assert_eq!(samplers_held_off(1, 100 * ms, 300 * ms), None);
+    }
 }
