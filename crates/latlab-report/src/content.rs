@@ -210,7 +210,7 @@ fn systems(b: &mut Vec<Block>, a: &Analysis) {
             let more = varying.len() - shown.len();
             b.push(Block::Note(format!(
                 "the runs of this system differ in {}{}: the record above is the first one's \
-                 ({}); \"Configuration differences\" gives each run's",
+                 ({}); \"Configuration differences\" gives each run's values",
                 shown.join(", "),
                 if more > 0 {
                     format!(" and {more} more")

@@ -347,7 +347,7 @@ fn interrupts_and_more(out: &mut String, s: &SystemInfo) {
         "irq affinity",
         field(&s.irq_affinity, |a| {
             format!(
-                "{} IRQs, default mask {}; per CPU: {}",
+                "{} IRQs, default mask {} (hex); per CPU: {}",
                 a.irqs,
                 a.default_smp_affinity,
                 a.per_cpu

@@ -15,6 +15,7 @@ use latlab_model::{MeasureConfig, Method};
 use latlab_monitor::schedule::{self, Schedule};
 use latlab_monitor::{MonitorPlan, check_config_text, store_state};
 use latlab_sys::Sys;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc;
@@ -160,13 +161,18 @@ pub fn fill(args: FillArgs, sys: &Sys) -> CliResult<ExitCode> {
         resume: args.resume,
     };
     let started = std::time::Instant::now();
+    // Progress redrawn in place on a terminal; a log gets the summary alone.
+    let terminal = std::io::stderr().is_terminal();
     let w = latlab_monitor::synthetic::fill(&mut store, &spec, sys.system_info(), &mut |k, n| {
-        eprint!("\rlatlab: {k} of {n} window sets");
+        if terminal {
+            eprint!("\rlatlab: {k} of {n} window sets");
+        }
     })
     .map_err(|e| CliError::Failed(anyhow::anyhow!("{}: {e}", args.db.display())))?;
     eprintln!(
-        "\rlatlab: {} window sets of {} CPUs written, {} hours merged, {} CPU-windows coarsened, \
+        "{}latlab: {} window sets of {} CPUs written, {} hours merged, {} CPU-windows coarsened, \
          in {:.1} s; retention: {} steps, {:.3} s in all, the longest {:.3} s",
+        if terminal { "\r" } else { "" },
         w.sets,
         spec.cpus,
         w.merged_hours,
