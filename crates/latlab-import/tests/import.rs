@@ -15,6 +15,14 @@ fn data(name: &str) -> String {
     std::fs::read_to_string(p).unwrap()
 }
 
+/// `text` without its lines that `drop` picks, each line ending in a line feed.
+fn without_lines(text: &str, drop: impl Fn(&str) -> bool) -> String {
+    text.lines()
+        .filter(|l| !drop(l))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 use latlab_testkit::require as have;
 
 /// stress-ng's cyclic stressors run one at a time: two SCHED_DEADLINE ones at once exceed the
@@ -683,11 +691,7 @@ fn a_sample_count_the_rows_do_not_hold_is_named() {
     }
     // A row of cyclictest -h 50 lost (22 us: 1 and 41 samples).
     let text = data("cyclictest-h50.txt");
-    let cut: String = text
-        .lines()
-        .filter(|l| !l.starts_with("000022 "))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let cut = without_lines(&text, |l| l.starts_with("000022 "));
     let r = import(&cut, None, "f").unwrap();
     let w = r.environment.warnings.join("\n");
     assert!(
@@ -1113,13 +1117,9 @@ fn cyclictest_json_without_a_histogram_keeps_its_minimum() {
     assert_eq!(k.threads.len(), 2);
     assert_eq!(k.threads[0].stats, r.threads[0].stats);
     let listed = data("cyclictest-no-hist.json").replacen("{      }", "[1, 2]", 1);
-    let e = import(&listed, None, "ct.json").unwrap_err();
-    assert!(
-        e.message
-            .starts_with("thread 0 has a \"histogram\" that is no object (accepted: "),
-        "{}",
-        e.message
-    );
+    let e = import(&listed, None, "ct.json").unwrap_err().message;
+    let said = "thread 0 has a \"histogram\" that is no object (accepted: ";
+    assert!(e.starts_with(said), "{e}");
     // Without -h, cyclictest's threads sleep 500 us longer each (-d): 1000 and 667 cycles.
     assert!(
         w.contains("intervals differ per thread: cyclictest adds -d's 500us (500 us unless given, none with -h) for each thread: 1ms, 1500us"),
@@ -1151,11 +1151,9 @@ fn cyclictest_json_without_a_histogram_keeps_its_minimum() {
     // it was is unknown, not "not held".
     assert!(text.records(latlab_model::Unrecorded::PM_QOS));
     assert_eq!(text.environment.pm_qos_held_us, Some(0));
-    let without: String = data("cyclictest-h50.txt")
-        .lines()
-        .filter(|l| !l.contains("cpu_dma_latency"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let without = without_lines(&data("cyclictest-h50.txt"), |l| {
+        l.contains("cpu_dma_latency")
+    });
     let histfile = import(&without, None, "hist.txt").unwrap();
     assert!(!histfile.records(latlab_model::Unrecorded::PM_QOS));
 }
@@ -1440,11 +1438,7 @@ fn stress_ng_method_and_priority_come_from_the_log() {
         w.contains("stress-ng kept only the first --cyclic-samples samples of the 15543"),
         "{w}"
     );
-    let whole: String = text
-        .lines()
-        .filter(|l| !l.contains("--cyclic-samples needed"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let whole = without_lines(&text, |l| l.contains("--cyclic-samples needed"));
     let w = import(&whole, None, "sng.log")
         .unwrap()
         .environment
@@ -1537,12 +1531,9 @@ fn an_imported_histogram_exports_its_overflows_as_overflows() {
 /// starts (`setting to a 5 second run per stressor`); it was not recorded.
 #[test]
 fn stress_ng_s_own_run_length_line_gives_the_length() {
-    let text = data("stress-ng-cyclic-dist1.log");
-    let quiet: String = text
-        .lines()
-        .filter(|l| !l.contains("invoked with"))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let quiet = without_lines(&data("stress-ng-cyclic-dist1.log"), |l| {
+        l.contains("invoked with")
+    });
     let r = import(&quiet, None, "sng.log").unwrap();
     assert_eq!(r.config.duration_ns, Some(5_000_000_000));
 }

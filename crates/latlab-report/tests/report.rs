@@ -810,11 +810,7 @@ fn html_shows_spread_verdicts_cost_and_differences() {
     assert!(html.contains("trade-off against power: left out for lack of readings: schedutil"));
     // performance draws more power for a lower p99, powersave less for a higher one: neither
     // beats the other on both, so the chart joins them as its Pareto front.
-    let chart = html
-        .split("<title>tail latency against power")
-        .nth(1)
-        .and_then(|rest| rest.split("</svg>").next())
-        .expect("a power trade-off chart");
+    let chart = latlab_testkit::between(&html, "<title>tail latency against power", "</svg>");
     assert!(chart.contains("Pareto front of p99"), "no front drawn");
     // Each point is numbered beside it and named by its number in the legend.
     assert!(chart.contains(r#"font-size="10">1</text>"#), "{chart}");
@@ -841,11 +837,7 @@ fn html_shows_spread_verdicts_cost_and_differences() {
         .collect();
     assert_eq!(within, ["system.clocksource"]);
     // The one system record stands for runs that differ: said under it, naming the first run.
-    let note = html
-        .split("the runs of this system differ in ")
-        .nth(1)
-        .and_then(|rest| rest.split("</").next())
-        .unwrap_or_else(|| panic!("no note of the settings its runs differ in"));
+    let note = latlab_testkit::between(&html, "the runs of this system differ in ", "</");
     assert!(
         note.starts_with("system.clocksource, system.cpufreq[cpu=0].governor, "),
         "{note}"

@@ -153,6 +153,15 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// The part of `text` after the first `start`, up to the next `end` (or its end): a section of
+/// a report or a page. Fails the test, showing `text`, where `start` is not in it.
+pub fn between<'a>(text: &'a str, start: &str, end: &str) -> &'a str {
+    match text.split_once(start) {
+        Some((_, rest)) => rest.split(end).next().unwrap_or(rest),
+        None => panic!("{start:?} not in:\n{text}"),
+    }
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

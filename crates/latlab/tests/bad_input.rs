@@ -1027,20 +1027,6 @@ fn bad_input_is_one_line_naming_the_accepted_form_exit_2_and_touches_nothing() {
     assert_eq!(tracefs_mounts(), mounts, "tracefs mounts as before");
 }
 
-/// A command line without its command (`latlab`, `latlab tune`): the help on stderr, exit 2.
-#[test]
-fn a_missing_command_shows_the_help_and_exits_2() {
-    for args in [&[][..], &["tune"], &["db"]] {
-        let out = latlab!().args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
-        assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("Usage: latlab"),
-            "{args:?}: {out:?}"
-        );
-    }
-}
-
 /// `LATLAB_STATE_DIR` is `--state-dir` given otherwise: one whose parent does not exist is
 /// refused as the option is, before anything is touched (it was made, and the machine tuned).
 #[test]
@@ -1073,4 +1059,18 @@ fn a_state_dir_from_the_environment_is_checked_as_the_option_is() {
         );
     }
     assert!(latlab_sys::fixture::snapshot(tree.path()).unwrap() == before);
+}
+
+/// A command line without its command (`latlab`, `latlab tune`): the help on stderr, exit 2.
+#[test]
+fn a_missing_command_shows_the_help_and_exits_2() {
+    for args in [&[][..], &["tune"], &["db"]] {
+        let out = latlab!().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Usage: latlab"),
+            "{args:?}: {out:?}"
+        );
+    }
 }

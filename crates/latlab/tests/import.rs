@@ -489,11 +489,11 @@ fn lower_bounds_are_marked_and_not_compared_as_exact() {
         .unwrap();
     assert!(max.contains("+5772.0"), "{max}");
     let report = output_of(&store, &["report", "1", "2", "--format", "text"]);
-    let open = report
-        .split("Largest differences without a verdict")
-        .nth(1)
-        .and_then(|s| s.split("Before trusting").next())
-        .unwrap_or_else(|| panic!("{report}"));
+    let open = latlab_testkit::between(
+        &report,
+        "Largest differences without a verdict",
+        "Before trusting",
+    );
     assert!(
         open.contains("max: ") && !open.contains("p99: ") && !open.contains("p90: "),
         "{open}"

@@ -1487,11 +1487,7 @@ fn the_dashboard_lines_break_where_no_window_was_measured() {
         .and_then(|p| p.split('"').next())
         .unwrap_or_else(|| panic!("no d in {path}"));
     assert_eq!(d.matches('M').count(), 3, "three runs, three pieces: {d}");
-    let latency = dom
-        .split("id=\"chart-latency\"")
-        .nth(1)
-        .and_then(|c| c.split("</svg>").next())
-        .unwrap();
+    let latency = latlab_testkit::between(&dom, "id=\"chart-latency\"", "</svg>");
     // The lone window's maximum and p99.9, on each of the two CPUs.
     assert_eq!(
         latency.matches("class=\"series-dot\"").count(),
