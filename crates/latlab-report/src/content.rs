@@ -577,7 +577,14 @@ fn comparisons(b: &mut Vec<Block>, a: &Analysis) {
                 .find(|(_, name)| *name == n)
                 .map(|&(m, name)| (m, name))
         }) {
-            Some((m, name)) => (m, format!("{name} (the statistic the search weighed)")),
+            Some((m, name)) => (
+                m,
+                format!(
+                    "{name} (the statistic the search weighed, there with each run's missed \
+                     periods counted at the latency they would have had; here, as in every \
+                     table, of the wake-ups that happened)"
+                ),
+            ),
             None => (Metric::P99, "p99".to_string()),
         };
         if let Some(row) = rows.iter().find(|r| r.metric == on) {

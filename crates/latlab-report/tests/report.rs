@@ -1566,7 +1566,7 @@ fn a_cell_is_judged_on_the_statistic_it_names() {
     input.cells[1].verdict_on = Some("p50".into());
     let text = report_text(&input);
     assert!(
-        text.contains("Verdict on p50 (the statistic the search weighed): "),
+        text.contains("Verdict on p50 (the statistic the search weighed, there with each run's missed periods counted"),
         "{text}"
     );
     // The others, on p99 as before.

@@ -331,7 +331,7 @@ fn a_search_is_an_experiment_that_resumes_after_ctrl_c_and_leaves_the_tree_as_it
         .args(["report", "e1", "--format", "text", "--db"])
         .arg(&t.db));
     assert!(
-        text.contains("Verdict on p50 (the statistic the search weighed)")
+        text.contains("Verdict on p50 (the statistic the search weighed, there with")
             && !text.contains("Verdict on p99:"),
         "{text}"
     );
