@@ -667,19 +667,24 @@ fn us(ns: u64) -> String {
 
 fn measure_table(m: &MeasureOutcome) -> String {
     let mut out = format!("\nmeasured {} each:\n", format_duration(m.duration_ns));
-    if !m.with_fix {
-        // No --fix: one measurement.
-        if let Some(l) = m.before {
-            return format!(
-                "\nmeasured {}: p99 {}, max {}, missed {}\n{}{}",
-                format_duration(m.duration_ns),
-                us(l.p99_ns),
-                us(l.max_ns),
-                l.missed,
-                elsewhere_line(m),
-                cut_short_line(m)
-            );
-        }
+    // No --fix, or one that wrote nothing: one measurement (it read "each", then "-" after).
+    if (!m.with_fix || m.unchanged)
+        && let Some(l) = m.before
+    {
+        return format!(
+            "\nmeasured {}: p99 {}, max {}, missed {}\n{}{}{}",
+            format_duration(m.duration_ns),
+            us(l.p99_ns),
+            us(l.max_ns),
+            l.missed,
+            if m.unchanged {
+                "  after: not measured again, as the fix wrote nothing\n"
+            } else {
+                ""
+            },
+            elsewhere_line(m),
+            cut_short_line(m)
+        );
     }
     out.push_str(&format!("  {:<8} {:>12} {:>12}\n", "", "before", "after"));
     let cell = |l: Option<Latency>, pick: &dyn Fn(Latency) -> String| {

@@ -502,6 +502,9 @@ fn measure_before_and_after_the_fix() {
             && text.contains("  after: not measured again, as the fix wrote nothing"),
         "{text}"
     );
+    // One measurement, said as one (it was headed "each", with an empty column after).
+    assert!(text.contains("\nmeasured 300ms: p99 "), "{text}");
+    assert!(!text.contains("measured 300ms each"), "{text}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("after the fix …"), "{err}");
 
