@@ -866,12 +866,9 @@ fn cyclictest_thread(
     by_latlab: bool,
     inconsistent: &mut Vec<String>,
 ) -> Result<Thread, ImportError> {
-    let keyed = histogram_rows(
-        t.get("histogram").unwrap_or(&Value::Null),
-        &format!("thread {key}"),
-    )?;
-    let in_rows = keyed.iter().fold(0u64, |n, r| n.saturating_add(r.1));
     let what = format!("thread {key}");
+    let keyed = histogram_rows(t.get("histogram").unwrap_or(&Value::Null), &what)?;
+    let in_rows = keyed.iter().fold(0u64, |n, r| n.saturating_add(r.1));
     let cycles = whole_of(t, "cycles", &what)?.unwrap_or(0);
     // "cycles" counts every sample, the histogram those within its range: never more.
     if in_rows > cycles {
@@ -882,7 +879,8 @@ fn cyclictest_thread(
     }
     let total = cycles.max(in_rows);
     let max = whole_of(t, "max", &what)?.map(mid_us);
-    let min = whole_of(t, "min", &what)?.map(mid_us);
+    let min_us = whole_of(t, "min", &what)?;
+    let min = min_us.map(mid_us);
     // Saturating: a range this large is refused as the result is assembled.
     let rows_end = range_us
         .or(keyed.last().map(|r| r.0 + 1))
@@ -890,7 +888,7 @@ fn cyclictest_thread(
         .saturating_mul(1000);
     // Without rows every sample is known only to lie at or above the minimum: the start of
     // its whole microsecond (a sample printed as 3 µs took 3.0 µs or more).
-    let min_start = whole_of(t, "min", &what)?.map(|us| us.saturating_mul(1000));
+    let min_start = min_us.map(|us| us.saturating_mul(1000));
     let range_end_ns = rows_end.max(min_start.unwrap_or(0));
     let rows = keyed.into_iter().map(|(us, n)| (mid_us(us), n)).collect();
     // The mean of all its samples, in µs: cyclictest's of whole, truncated microseconds

@@ -134,8 +134,6 @@ pub fn placement(cfg: &MeasureConfig, online: &CpuList) -> Vec<(String, Vec<u32>
         .collect()
 }
 
-/// Check a configuration against the online CPUs. Every problem is one line naming the accepted
-/// form; nothing is touched.
 /// Whether this process may give its measuring threads `cfg`'s real-time policy (fifo, rr):
 /// tried on a thread of its own that ends at once, so that a refusal (no CAP_SYS_NICE, a cgroup
 /// without a real-time budget) is said before a measurement is announced or anything started.
@@ -151,6 +149,8 @@ pub fn policy_allowed(cfg: &MeasureConfig) -> Result<(), MeasureError> {
         .map_err(|e| MeasureError::Setup(explain_policy_error(policy, priority, &e)))
 }
 
+/// Check a configuration against the online CPUs. Every problem is one line naming the accepted
+/// form; nothing is touched.
 pub fn validate(cfg: &MeasureConfig, online: &CpuList) -> Result<(), MeasureError> {
     let bad = |m: String| Err(MeasureError::Invalid(m));
     if cfg.method != Method::Busy && cfg.interval_ns < 1_000 {

@@ -255,22 +255,18 @@ impl ExperimentPlan {
         }
         let repeat = match &raw.repeat {
             None => 1,
-            Some(r)
-                if r.get_ref()
-                    .as_integer()
-                    .is_some_and(|n| (1..=1000).contains(&n)) =>
-            {
-                r.get_ref().as_integer().unwrap_or(1) as u32
-            }
-            Some(r) => {
-                return Err(err(
-                    r.span().start,
-                    format!(
-                        "repeat = {} (accepted: a whole number from 1 to 1000)",
-                        r.get_ref()
-                    ),
-                ));
-            }
+            Some(r) => match r.get_ref().as_integer() {
+                Some(n) if (1..=1000).contains(&n) => n as u32,
+                _ => {
+                    return Err(err(
+                        r.span().start,
+                        format!(
+                            "repeat = {} (accepted: a whole number from 1 to 1000)",
+                            r.get_ref()
+                        ),
+                    ));
+                }
+            },
         };
         let order = match raw.order.as_ref().map(|o| (o.get_ref().as_str(), o.span())) {
             None | Some(("interleaved", _)) => Order::Interleaved,

@@ -296,15 +296,17 @@ fn usable_as(what: &str, dir: &std::path::Path, writes: bool) -> CliResult<()> {
             Err(refused("not a directory"))
         };
     }
-    let at = latlab_sys::nearest_existing(dir);
+    // It is made in its parent, which must be there: a parent missing is a path mistyped.
+    let at = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
     if !at.is_dir() {
-        return Err(refused(&format!("{} is not a directory", at.display())));
-    }
-    match dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        Some(parent) if !parent.is_dir() => {
-            return Err(refused(&format!("no directory {}", parent.display())));
-        }
-        _ => {}
+        return Err(refused(&if at.exists() {
+            format!("{} is not a directory", at.display())
+        } else {
+            format!("no directory {}", at.display())
+        }));
     }
     if writes {
         latlab_sys::probe_write(at).map_err(|e| {
