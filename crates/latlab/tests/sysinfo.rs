@@ -133,6 +133,11 @@ fn smt_siblings_and_resume_latencies_say_what_they_mean() {
         laptop.contains("smt siblings           0,2; 1,3\n"),
         "{laptop}"
     );
+    // The default IRQ mask is the kernel's hex, beside CPU lists: said so.
+    assert!(
+        laptop.contains("irq affinity           14 IRQs, default mask f (hex); per CPU:"),
+        "{laptop}"
+    );
     let vm = copy("vm");
     std::fs::write(
         vm.path()
