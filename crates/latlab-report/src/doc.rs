@@ -182,20 +182,28 @@ fn text_table(out: &mut String, t: &Table) {
     }
 }
 
-/// Characters Markdown would read as markup.
+/// Characters Markdown would read as markup, escaped with a backslash (CommonMark's escape of
+/// ASCII punctuation). `<`, `&` and `>` are escaped only where they would be markup: `<` before
+/// what opens a tag or an autolink, `&` before what opens an entity, `>` opening a line (a
+/// quote), so `p < 0.05` reads as it renders.
 fn md_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '\\' | '|' | '*' | '`' | '[' | ']' => {
-                out.push('\\');
-                out.push(ch);
-            }
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            _ => out.push(ch),
+    let mut chars = s.chars().peekable();
+    let mut first = true;
+    while let Some(ch) = chars.next() {
+        let next = chars.peek().copied();
+        let markup = match ch {
+            '\\' | '|' | '*' | '`' | '[' | ']' => true,
+            '<' => next.is_some_and(|n| n.is_ascii_alphabetic() || "/!?".contains(n)),
+            '&' => next.is_some_and(|n| n.is_ascii_alphanumeric() || n == '#'),
+            '>' => first,
+            _ => false,
+        };
+        if markup {
+            out.push('\\');
         }
+        out.push(ch);
+        first = false;
     }
     out
 }
@@ -262,6 +270,25 @@ pub(crate) fn render_markdown(blocks: &[Block]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn markdown_escapes_only_markup() {
+        // Comparisons and ampersands in prose read as they render.
+        assert_eq!(
+            md_escape("p < 0.05, a & b, 1 > 0"),
+            "p < 0.05, a & b, 1 > 0"
+        );
+        // What would open a tag, an autolink, an entity or a quote is escaped.
+        assert_eq!(
+            md_escape("<b> </i> <http://x> &amp; &#39; > q"),
+            "\\<b> \\</i> \\<http://x> \\&amp; \\&#39; > q"
+        );
+        assert_eq!(md_escape("> quoted"), "\\> quoted");
+        assert_eq!(
+            md_escape("a|b *c* `d` [e] \\"),
+            "a\\|b \\*c\\* \\`d\\` \\[e\\] \\\\"
+        );
+    }
 
     fn sample() -> Vec<Block> {
         let mut t = Table::new("t", &[("name", false), ("value", true)]);

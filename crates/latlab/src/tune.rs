@@ -865,6 +865,14 @@ fn boot_cmd(ctx: &Ctx, a: &BootArgs) -> CliResult<ExitCode> {
     let profile = ctx.resolve(name)?;
     let cpus = a.cpus.clone();
     let advice = boot::advise(&ctx.sys, &profile, cpus.as_ref()).map_err(usage)?;
+    if let (Some(list), None) = (&cpus, &advice.split) {
+        return Err(CliError::Usage(format!(
+            "--cpus {list}: profile {} isolates no CPUs, and the boot options take --cpus only \
+             as the CPUs to isolate (accepted: --cpus with a profile that has an [isolation] \
+             table, such as realtime)",
+            profile.name
+        )));
+    }
     println!("kernel command line for profile {}", profile.name);
     println!("  now: {}", advice.current);
     if let Some(s) = &advice.split {

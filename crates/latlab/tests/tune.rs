@@ -789,6 +789,15 @@ fn boot_advice_writes_and_removes_the_grub_drop_in() {
         text(&out.stderr)
     );
     assert!(amd.root.join("etc/default/grub.d/latlab.cfg").exists());
+    // --cpus names the CPUs to isolate: beside a profile that isolates none it was ignored.
+    let out = amd.run(&["tune", "boot", "lowlatency", "--cpus", "1", "--write"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--cpus 1: profile lowlatency isolates no CPUs") && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
     let out = ok(&amd.run(&["tune", "boot", "--remove"]));
     assert!(out.contains("removed"), "{out}");
     assert!(!amd.root.join("etc/default/grub.d/latlab.cfg").exists());
