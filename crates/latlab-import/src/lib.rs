@@ -1743,6 +1743,10 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
         warnings,
         Vec::new(),
     )?;
+    // The length it ran, where it says it (the asked one stands in otherwise).
+    if let Some(ns) = text.lines().find_map(stress_ng_completed_in) {
+        r.elapsed_ns = ns;
+    }
     // Its log does not say whether memory was locked.
     r.environment.not_recorded.push(Unrecorded::MEMORY.into());
     if !method_known {
@@ -1773,6 +1777,16 @@ fn stress_ng_run_length(line: &str) -> Option<u64> {
         ns += n * unit_s * 1e9;
     }
     (ns.is_finite() && ns > 0.0).then_some(ns.round() as u64)
+}
+
+/// The length of stress-ng's run from its last line, `successful run completed in 5.01s`
+/// (`… in 60.02s (1 min, 0.02 secs)` past a minute; `unsuccessful` after a failure), in ns.
+fn stress_ng_completed_in(line: &str) -> Option<u64> {
+    let (_, rest) = line
+        .split_once("] successful run completed in ")
+        .or_else(|| line.split_once("] unsuccessful run completed in "))?;
+    let secs: f64 = rest.split_once('s')?.0.parse().ok()?;
+    (secs.is_finite() && secs > 0.0).then(|| (secs * 1e9).round() as u64)
 }
 
 /// What a stress-ng log says of how it measured: `--cyclic-prio` on the command line it was
@@ -1974,6 +1988,23 @@ mod tests {
         assert_eq!(super::stress_ng_run_length(&at("a while")), None);
         let default = "stress-ng: info:  [1] defaulting to a 1 day, 0 secs run per stressor";
         assert_eq!(super::stress_ng_run_length(default), None);
+    }
+
+    #[test]
+    fn stress_ng_s_completed_line_gives_the_length_it_ran() {
+        let at = |s: &str| format!("stress-ng: info:  [31354] {s}");
+        for (said, ns) in [
+            ("successful run completed in 5.01s", Some(5_010_000_000)),
+            (
+                "successful run completed in 60.02s (1 min, 0.02 secs)",
+                Some(60_020_000_000),
+            ),
+            ("unsuccessful run completed in 0.25s", Some(250_000_000)),
+            ("successful run completed in soon", None),
+            ("setting to a 5 second run per stressor", None),
+        ] {
+            assert_eq!(super::stress_ng_completed_in(&at(said)), ns, "{said}");
+        }
     }
 
     #[test]

@@ -1536,4 +1536,21 @@ fn stress_ng_s_own_run_length_line_gives_the_length() {
     });
     let r = import(&quiet, None, "sng.log").unwrap();
     assert_eq!(r.config.duration_ns, Some(5_000_000_000));
+    // The length it ran is its last line's (`successful run completed in 5.01s`); without that
+    // line, the asked one stands in.
+    assert_eq!(r.elapsed_ns, 5_010_000_000);
+    let cut = without_lines(&quiet, |l| l.contains("run completed in"));
+    let r = import(&cut, None, "sng.log").unwrap();
+    assert_eq!(r.elapsed_ns, 5_000_000_000);
+    // Neither line: only the length it ran.
+    let cut = without_lines(&data("stress-ng-cyclic-dist1.log"), |l| {
+        l.contains("invoked with") || l.contains("setting to a")
+    });
+    let r = import(&cut, None, "sng.log").unwrap();
+    assert_eq!((r.config.duration_ns, r.elapsed_ns), (None, 5_010_000_000));
+    let summary = latlab_report::summary_table(&r);
+    assert!(
+        summary.contains("duration: 5.010 s measured (asked: not recorded)"),
+        "{summary}"
+    );
 }

@@ -171,6 +171,10 @@ fn header(out: &mut String, r: &RunResult) {
         (None, None) if latlab_model::known_time(r.elapsed_ns).is_none() => {
             duration = "not recorded".into();
         }
+        // An import that records the length it ran and not the one asked.
+        (None, None) if r.environment.missed_unrecorded => {
+            duration.push_str(" (asked: not recorded)");
+        }
         (None, None) => duration.push_str(" (asked: until interrupted)"),
     }
     line(out, "duration", &duration);
