@@ -342,6 +342,11 @@ pub struct SpikeStory {
     pub totals: StoryTotals,
     /// Tasks that held the CPU inside the interval, longest first.
     pub tasks: Vec<StoryTask>,
+    /// The thread id of the measuring thread whose spike this is, where known (stories stored
+    /// before it was kept know the thread by its name alone, which another latlab measuring
+    /// the same CPU shares).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measuring_tid: Option<u32>,
 }
 
 impl SpikeStory {
@@ -372,6 +377,10 @@ impl SpikeStory {
                 .any(|e| e.kind == StoryKind::Task && e.pid != Some(t.pid) && e.overlap_ns > 0);
             let why = match first {
                 _ if t.comm != own => String::new(),
+                // Named as this run's thread, and another: a second latlab on this CPU.
+                _ if self.measuring_tid.is_some_and(|tid| tid != t.pid) => {
+                    " (not this run's: another latlab measuring on this CPU)".to_string()
+                }
                 Some(at) if at > self.from_ns => format!(
                     " (the measuring thread itself, from its switch to the CPU at +{} to reading \
                      its clock)",
@@ -566,10 +575,15 @@ mod tests {
                 comm: "hog".into(),
                 ran_ns: 4,
             }],
+            measuring_tid: Some(7),
         };
         let back: SpikeStory =
             serde_json::from_str(&serde_json::to_string(&story).unwrap()).unwrap();
         assert_eq!(back, story);
+    }
+
+    fn line_has_itself(line: &str) -> bool {
+        line.contains("task latlab-cpu1[7] 290.0us (the measuring thread itself")
     }
 
     fn story_event(kind: StoryKind, start: u64, dur: u64, overlap: u64, name: &str) -> StoryEvent {
@@ -610,6 +624,7 @@ mod tests {
             ],
             totals: StoryTotals::default(),
             tasks: vec![],
+            measuring_tid: None,
         };
         assert_eq!(
             s.summary(),
@@ -667,6 +682,18 @@ mod tests {
             ),
             "{line}"
         );
+        // Known by its thread id, a thread of that name and another id is another latlab's
+        // on this CPU (a second run, a monitor): a task that took the CPU, never "itself".
+        s.measuring_tid = Some(8);
+        let line = s.summary();
+        assert!(
+            line.contains(
+                "task latlab-cpu1[7] 290.0us (not this run's: another latlab measuring on this CPU)"
+            ) && !line.contains("itself"),
+            "{line}"
+        );
+        s.measuring_tid = Some(7);
+        assert!(line_has_itself(&s.summary()));
         s.events.retain(|e| e.pid != Some(7));
         // Switched to the CPU inside the interval: the time is its way back to user space.
         let mut slice = story_event(StoryKind::Task, 1_100_000, 200_000, 200_000, "latlab-cpu1");

@@ -1969,6 +1969,7 @@ fn story() -> latlab_model::trace::SpikeStory {
                 ran_ns: 5_000,
             },
         ],
+        measuring_tid: None,
     }
 }
 

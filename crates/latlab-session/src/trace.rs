@@ -122,8 +122,16 @@ impl MeasureTrace {
                 .map(|s| (s.tag, s.story))
                 .collect();
             let mut told = 0u64;
+            let tids: Vec<Option<u32>> = result
+                .threads
+                .iter()
+                .map(|t| u32::try_from(t.tid).ok().filter(|&tid| tid > 0))
+                .collect();
             for s in &mut result.spikes.kept {
-                s.story = by_tag.remove(&tag(s.thread, s.at_ns));
+                s.story = by_tag.remove(&tag(s.thread, s.at_ns)).map(|mut story| {
+                    story.measuring_tid = tids.get(s.thread as usize).copied().flatten();
+                    story
+                });
                 told += u64::from(s.story.is_some());
             }
             let untold = result.spikes.kept.len() as u64 - told;

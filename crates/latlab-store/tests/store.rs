@@ -153,6 +153,7 @@ fn traced(mut r: latlab_model::RunResult) -> latlab_model::RunResult {
             comm: "iperf3".into(),
             ran_ns: 10_000,
         }],
+        measuring_tid: Some(4242),
     });
     r
 }

@@ -168,6 +168,7 @@ pub fn decompose(
         events: out,
         totals,
         tasks,
+        measuring_tid: None,
     }
 }
 

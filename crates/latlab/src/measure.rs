@@ -841,6 +841,7 @@ mod tests {
                 events: vec![],
                 totals: StoryTotals::default(),
                 tasks: vec![],
+                measuring_tid: None,
             }),
         });
         let text = story_lines(&r, 10);

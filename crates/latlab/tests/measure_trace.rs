@@ -107,6 +107,10 @@ fn a_provoked_spike_gets_a_story_that_names_the_provoking_task() {
     for (s, st) in &told {
         assert_eq!(st.cpu, cpu);
         assert_eq!(st.to_ns - st.from_ns, s.value_ns);
+        // Each knows its measuring thread by id (a second latlab's thread has the same name).
+        let tid = r.threads[s.thread as usize].tid;
+        assert!(tid > 0);
+        assert_eq!(st.measuring_tid, u32::try_from(tid).ok());
     }
     // The text tells the stories too.
     assert!(text.contains("spike stories ("), "{text}");
