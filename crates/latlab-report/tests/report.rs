@@ -2112,6 +2112,20 @@ fn findings_open_the_report_with_verdicts_and_warnings() {
         has(&f, "warning", &["virtual machine (KVM)", "4 of 10 runs"]),
         "{f:#?}"
     );
+    // A hypervisor of unknown vendor, in the inventory's words: said once, not nested.
+    let mut unknown = input.clone();
+    for r in &mut unknown.cells[1].runs {
+        r.system.virtualization.hypervisor = Some("present (vendor unknown)".into());
+    }
+    let fu = findings(&unknown);
+    assert!(
+        has(
+            &fu,
+            "warning",
+            &["virtual machine (vendor unknown): 4 of 10 runs"]
+        ),
+        "{fu:#?}"
+    );
     assert!(has(
         &f,
         "warning",

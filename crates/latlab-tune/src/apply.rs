@@ -163,7 +163,24 @@ fn boot_id(sys: &Sys) -> Option<String> {
 }
 
 fn rebooted(sys: &Sys, h: &Header) -> bool {
-    matches!((&h.boot_id, boot_id(sys)), (Some(a), Some(b)) if *a != b)
+    // Another root's boot id is another system's, no reboot of this one.
+    other_root(sys, h).is_none()
+        && matches!((&h.boot_id, boot_id(sys)), (Some(a), Some(b)) if *a != b)
+}
+
+/// The command that restores a journal, under the root its values were written under.
+fn journal_restore_command(sys: &Sys, state_dir: &Path, h: &Header) -> String {
+    match other_root(sys, h) {
+        Some(root) => crate::restore_command(&Sys::new(root), state_dir),
+        None => crate::restore_command(sys, state_dir),
+    }
+}
+
+/// The system root a journal's values were written under, where it is not the one `sys`
+/// reads (absolute, as printed commands name it).
+fn other_root(sys: &Sys, h: &Header) -> Option<String> {
+    let root = absolute_root(Path::new(&h.sysroot));
+    (root != absolute_root(sys.root())).then_some(root)
 }
 
 /// Read the current value of a target (raw for files, a CPU list for tasks).
@@ -336,7 +353,7 @@ fn apply_inner(
             return Err(TuneError::AlreadyApplied {
                 profile: js.header.profile.clone(),
                 since: since(&js.header),
-                restore: crate::restore_command(sys, state_dir),
+                restore: journal_restore_command(sys, state_dir, &js.header),
             });
         }
     }
@@ -515,18 +532,17 @@ fn absolute_root(root: &Path) -> String {
 fn same_root(sys: &Sys, js: &JournalState) -> Result<(), TuneError> {
     // Absolute, as printed restore commands name it (a journal written before that kept the
     // root as given, relative to where latlab ran).
-    let root = absolute_root(sys.root());
-    if absolute_root(Path::new(&js.header.sysroot)) != root {
-        return Err(TuneError::Journal {
+    match other_root(sys, &js.header) {
+        Some(other) => Err(TuneError::Journal {
             path: js.path.clone(),
             message: format!(
-                "its values were written under the system root {}, not {root}; verify and \
+                "its values were written under the system root {other}, not {}; verify and \
                  restore with that root",
-                js.header.sysroot
+                absolute_root(sys.root())
             ),
-        });
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn restore_locked(
@@ -838,11 +854,22 @@ pub struct Status {
     /// A journal nobody is responsible for any more: a killed apply, a temporary tuning whose
     /// process died, or a tuning from before a reboot.
     pub stale: bool,
+    /// The system root the journal's values were written under, where it is not this one (a
+    /// tree tuned with `--sysroot`): its state is that tree's, and so are its commands.
+    pub other_root: Option<String>,
 }
 
 impl Status {
     pub fn since(&self) -> Option<String> {
         self.journal.as_ref().map(|j| since(&j.header))
+    }
+
+    /// The command that restores the journal: under the root its values were written under.
+    pub fn restore_command(&self, sys: &Sys, state_dir: &Path) -> String {
+        match &self.journal {
+            Some(j) => journal_restore_command(sys, state_dir, &j.header),
+            None => crate::restore_command(sys, state_dir),
+        }
     }
 
     /// Why a tuning cannot start here now, `None` when none is in force: a latlab process that
@@ -857,7 +884,7 @@ impl Status {
             None => TuneError::AlreadyApplied {
                 profile: j.header.profile.clone(),
                 since: since(&j.header),
-                restore: crate::restore_command(sys, state_dir),
+                restore: self.restore_command(sys, state_dir),
             },
         })
     }
@@ -869,7 +896,7 @@ impl Status {
             return None;
         }
         let h = &j.header;
-        let restore = crate::restore_command(sys, state_dir);
+        let restore = self.restore_command(sys, state_dir);
         // Absolute, as the command is: the notice is read from anywhere.
         let state_dir = &std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.into());
         if self.rebooted {
@@ -934,11 +961,13 @@ pub fn status(sys: &Sys, state_dir: &Path) -> Result<Status, TuneError> {
     let stale = journal
         .as_ref()
         .is_some_and(|j| holder.is_none() && (!j.complete || j.header.temporary || rebooted));
+    let other_root = journal.as_ref().and_then(|j| other_root(sys, &j.header));
     Ok(Status {
         journal,
         holder,
         rebooted,
         stale,
+        other_root,
     })
 }
 

@@ -603,6 +603,13 @@ fn status(ctx: &Ctx) -> CliResult<ExitCode> {
         },
         j.path.display()
     );
+    if let Some(root) = &st.other_root {
+        println!(
+            "  written under the system root {root}, not this one: its values are that tree's \
+             (`{}`)",
+            st.restore_command(&ctx.sys, &ctx.state_dir)
+        );
+    }
     match st.holder {
         Some(Some(pid)) => println!("  in force: latlab pid {pid} holds the tuning lock"),
         Some(None) => println!("  in force: a latlab process holds the tuning lock"),

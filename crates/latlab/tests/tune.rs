@@ -196,6 +196,29 @@ fn apply_status_verify_restore_round_trip() {
         out.contains("profile lowlatency (built-in) applied on CPUs 0-3 since"),
         "{out}"
     );
+    assert!(!out.contains("system root"), "{out}");
+    // Read from another root (this machine, another tree), its boot id is another system's,
+    // no reboot: the root it was written under is named, with the command that restores it.
+    let other = Tree::new("vm");
+    std::fs::write(
+        other.root.join("proc/sys/kernel/random/boot_id"),
+        "99999999-1111-2222-3333-444444444444\n",
+    )
+    .unwrap();
+    let mut status = other.cmd(&["tune", "status"]);
+    status.env("LATLAB_STATE_DIR", &t.state);
+    let out = ok(&status.output().unwrap());
+    assert!(!out.contains("reboot"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "written under the system root {}, not this one: its values are that tree's \
+             (`latlab --sysroot {} tune restore --state-dir {}`)",
+            t.root.display(),
+            t.root.display(),
+            t.state.display()
+        )),
+        "{out}"
+    );
     let out = ok(&t.run(&["tune", "verify"]));
     assert!(out.contains("verify: passed"), "{out}");
     std::fs::write(t.root.join("proc/sys/kernel/timer_migration"), "1\n").unwrap();
