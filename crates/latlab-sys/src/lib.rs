@@ -268,6 +268,30 @@ impl Sys {
         self.read_cpu_list("/sys/devices/system/cpu/online")
     }
 
+    /// The online CPUs this process may put its threads on: the online ones within its
+    /// affinity, which a cpuset of its container or cgroup (a Kubernetes CPU manager's, docker
+    /// `--cpuset-cpus`) or `taskset` narrows. Under a system root other than `/` the tree's
+    /// online CPUs, as the machine it stands for has them; also where the affinity is
+    /// unreadable or shares none of them.
+    pub fn usable_cpus(&self) -> Result<CpuList, SysError> {
+        let online = self.online_cpus()?;
+        let allowed = match thread::process_affinity() {
+            Ok(allowed) if self.is_live() => allowed,
+            _ => return Ok(online),
+        };
+        let usable: Vec<u32> = online
+            .cpus()
+            .iter()
+            .copied()
+            .filter(|c| allowed.contains(c))
+            .collect();
+        Ok(if usable.is_empty() {
+            online
+        } else {
+            CpuList::from_cpus(usable)
+        })
+    }
+
     /// The machine's host name (`/proc/sys/kernel/hostname`), where readable.
     pub fn hostname(&self) -> Option<String> {
         self.read_trim(inventory::HOSTNAME).ok()

@@ -75,7 +75,7 @@ pub fn pm_qos_us(text: &str) -> Result<u32, Box<dyn std::error::Error + Send + S
         })
 }
 
-/// `--cpus`: a CPU list, or `all` (every online CPU).
+/// `--cpus`: a CPU list, or `all` (every online CPU this process may run on).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cpus {
     All,
@@ -137,7 +137,8 @@ impl std::str::FromStr for Listen {
 /// and 5m for the monitor).
 #[derive(Args, Debug, Clone)]
 pub struct MeasureOpts {
-    /// One pinned measuring thread per listed CPU, or all (default: every online CPU).
+    /// One pinned measuring thread per listed CPU, or all (default: every online CPU this
+    /// process may run on: its cpuset or taskset narrows them).
     #[arg(short = 'a', long, value_name = "LIST")]
     pub cpus: Option<Cpus>,
 
@@ -206,8 +207,8 @@ impl MeasureOpts {
         Ok(())
     }
 
-    /// The configuration these options give, pinned to `--cpus` (default: every online CPU),
-    /// without an end; the command sets what is its own on top.
+    /// The configuration these options give, pinned to `--cpus` (default: `online`, the CPUs
+    /// this process may use), without an end; the command sets what is its own on top.
     pub fn config(&self, online: &CpuList, interval: Ns, window: Ns) -> MeasureConfig {
         let cpus = self
             .cpus
@@ -243,6 +244,45 @@ impl MeasureOpts {
             )));
         }
         Ok(period)
+    }
+}
+
+/// The online CPUs this process may put its measuring threads on ([`latlab_sys::Sys::usable_cpus`]:
+/// a container's or cgroup's cpuset, or `taskset`, narrows them): the default CPUs and what
+/// `all` means.
+pub fn usable_cpus(sys: &latlab_sys::Sys) -> CliResult<CpuList> {
+    sys.usable_cpus()
+        .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))
+}
+
+/// Refuses CPUs of `cfg` (measured, or the waker's) that are online but outside `usable`,
+/// saying why: the threads could not be pinned there.
+pub fn within_affinity(
+    sys: &latlab_sys::Sys,
+    cfg: &MeasureConfig,
+    usable: &CpuList,
+) -> CliResult<()> {
+    let online = sys.online_cpus().unwrap_or_else(|_| usable.clone());
+    let outside = |c: u32| online.contains(c) && !usable.contains(c);
+    // (Under a system root other than `/` the tree's online CPUs are usable: none is outside.)
+    let refuse = |option: String, c: u32| {
+        CliError::Usage(format!(
+            "{option}: CPU {c} is outside the CPUs this process may run on (accepted: CPUs \
+             {usable}; its affinity, which a cpuset of its container or cgroup or taskset sets, \
+             allows no other)"
+        ))
+    };
+    if let Some(cpus) = &cfg.cpus
+        && let Some(&c) = cpus.iter().find(|c| outside(**c))
+    {
+        return Err(refuse(
+            format!("--cpus {}", CpuList::from_cpus(cpus.clone())),
+            c,
+        ));
+    }
+    match cfg.waker_cpu {
+        Some(w) if outside(w) => Err(refuse(format!("--waker-cpu {w}"), w)),
+        _ => Ok(()),
     }
 }
 

@@ -365,10 +365,9 @@ impl MeasureArgs {
     }
 
     pub fn prepare(&self, sys: &Sys) -> CliResult<Measurement> {
-        let online = sys
-            .online_cpus()
-            .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
+        let online = args::usable_cpus(sys)?;
         let mut cfg = self.to_config(&online)?;
+        args::within_affinity(sys, &cfg, &online)?;
         let (sample_period, loads, schedule) = self.own_values()?;
         // A schedule without a length lasts as long as its phases, as `latlab load --schedule`
         // does (it ran until stopped, its last phase's load long gone).

@@ -193,9 +193,7 @@ impl MonitorArgs {
 }
 
 fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
-    let online = sys
-        .online_cpus()
-        .map_err(|e| CliError::Failed(anyhow::anyhow!("cannot read the online CPUs: {e}")))?;
+    let online = args::usable_cpus(sys)?;
     let (window_ns, retention_ns) = (args.window.0, args.retention.0);
     if window_ns < 1_000_000_000 {
         return Err(CliError::Usage(format!(
@@ -230,6 +228,7 @@ fn prepare(args: &MonitorArgs, sys: &Sys) -> CliResult<MonitorPlan> {
     // Built like `latlab measure`'s, with no end. Spikes go out with their windows (at most
     // 1024 per window and CPU), so the run's own spike limit does not bound them.
     let cfg = args.opts.config(&online, args.interval, args.window);
+    crate::args::within_affinity(sys, &cfg, &online)?;
     latlab_measure::validate(&cfg, &online).map_err(|e| CliError::Usage(e.to_string()))?;
     let listen = args.listen.0;
     let web_config = args.web.resolve(listen)?;

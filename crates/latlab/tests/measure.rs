@@ -1146,3 +1146,57 @@ fn a_stalled_waker_s_missed_periods_count_in_the_corrected_statistics() {
         .sum();
     assert_eq!(in_windows, missed, "the windows hold every missed period");
 }
+
+/// Inside a cpuset (a container's, `taskset`'s) the default CPUs are the ones it allows, as is
+/// `all`; a listed CPU outside it is refused as bad input (pinning there failed with EINVAL).
+#[test]
+fn measures_the_cpus_its_affinity_allows() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    if !online.trim().starts_with("0-") && !online.trim().starts_with("0,1") {
+        eprintln!(
+            "skipped: CPUs 0 and 1 are not both online ({})",
+            online.trim()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let on_cpu1 = |args: &[&str]| {
+        let mut c = latlab_testkit::command("taskset");
+        c.args([
+            "-c",
+            "1",
+            env!("CARGO_BIN_EXE_latlab"),
+            "measure",
+            "-D",
+            "0.3s",
+            "-q",
+        ])
+        .args(args)
+        .args(policy_args());
+        c
+    };
+    for cpus in [&[][..], &["-a", "all"]] {
+        let mut args = cpus.to_vec();
+        args.extend(["--json", json.to_str().unwrap()]);
+        latlab_testkit::run_ok(&mut on_cpu1(&args));
+        let r = read_json(&json);
+        assert_eq!(r["config"]["cpus"], serde_json::json!([1]), "{cpus:?}");
+    }
+    for (args, option) in [
+        (&["-a", "0-1"][..], "--cpus 0-1"),
+        (&["--method", "futex", "--waker-cpu", "0"], "--waker-cpu 0"),
+    ] {
+        let o = run_exit(&mut on_cpu1(args), 2);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            err.trim(),
+            format!(
+                "latlab: error: {option}: CPU 0 is outside the CPUs this process may run on \
+                 (accepted: CPUs 1; its affinity, which a cpuset of its container or cgroup or \
+                 taskset sets, allows no other)"
+            ),
+            "{args:?}"
+        );
+    }
+}
