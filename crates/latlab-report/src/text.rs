@@ -258,17 +258,6 @@ fn table(out: &mut String, r: &RunResult) {
         .chain([6])
         .max()
         .unwrap_or(6);
-
-    let _ = write!(
-        out,
-        "{:<label_w$}{:>SAMPLES_W$}{:>MISSED_W$}",
-        "thread", "samples", "missed"
-    );
-    for (name, _, _) in VALUE_COLUMNS {
-        let _ = write!(out, "{name:>VALUE_W$}");
-    }
-    out.push_str("  (µs)\n");
-
     // "-" where the run's format does not count missed periods (an import).
     let missed = |m: u64| {
         if r.records_missed() {
@@ -277,16 +266,52 @@ fn table(out: &mut String, r: &RunResult) {
             "-".into()
         }
     };
-    for t in &r.threads {
-        row(out, label_w, &t.label, &missed(t.missed), &t.stats);
-    }
-    row(
+    let rows: Vec<Row> = r
+        .threads
+        .iter()
+        .map(|t| (t.label.as_str(), t.missed, &t.stats))
+        .chain([("all", r.overall.missed, &r.overall.stats)])
+        .map(|(label, m, s)| Row {
+            label,
+            count: s.count.to_string(),
+            missed: missed(m),
+            cells: value_cells(s),
+        })
+        .collect();
+    // Columns widen past their usual width for values that fill it (a stall of seconds), so a
+    // space always parts them.
+    let wide = |usual: usize, len: &dyn Fn(&Row) -> usize| {
+        rows.iter()
+            .map(|r| len(r) + 1)
+            .chain([usual])
+            .max()
+            .unwrap_or(usual)
+    };
+    let samples_w = wide(SAMPLES_W, &|r| r.count.chars().count());
+    let missed_w = wide(MISSED_W, &|r| r.missed.chars().count());
+    let value_w = wide(VALUE_W, &|r| {
+        r.cells.iter().map(|c| c.chars().count()).max().unwrap_or(0)
+    });
+    let _ = write!(
         out,
-        label_w,
-        "all",
-        &missed(r.overall.missed),
-        &r.overall.stats,
+        "{:<label_w$}{:>samples_w$}{:>missed_w$}",
+        "thread", "samples", "missed"
     );
+    for (name, _, _) in VALUE_COLUMNS {
+        let _ = write!(out, "{name:>value_w$}");
+    }
+    out.push_str("  (µs)\n");
+    for row in &rows {
+        let _ = write!(
+            out,
+            "{:<label_w$}{:>samples_w$}{:>missed_w$}",
+            row.label, row.count, row.missed
+        );
+        for cell in &row.cells {
+            let _ = write!(out, "{cell:>value_w$}");
+        }
+        out.push('\n');
+    }
     let mut shown = r.threads.iter().map(|t| &t.stats).chain([&r.overall.stats]);
     if shown.any(|s| VALUE_COLUMNS.iter().any(|c| at_least(s, c))) {
         out.push_str(LOWER_BOUND_NOTE);
@@ -345,30 +370,80 @@ fn method_text(r: &RunResult) -> String {
 pub const LOWER_BOUND_NOTE: &str = "≥: a lower bound: the value lies among samples beyond the \
                                     histogram's range,\n   known only to lie there or above";
 
-fn row(out: &mut String, label_w: usize, label: &str, missed: &str, s: &Stats) {
-    let _ = write!(
-        out,
-        "{label:<label_w$}{:>SAMPLES_W$}{missed:>MISSED_W$}",
-        s.count
-    );
-    for column in &VALUE_COLUMNS {
-        let cell = if s.count == 0 {
-            "-".to_string()
-        } else {
+/// One row of the latency table, as its cells read.
+struct Row<'a> {
+    label: &'a str,
+    count: String,
+    missed: String,
+    cells: Vec<String>,
+}
+
+/// A row's value cells: "-" without samples, "≥" before a lower bound.
+fn value_cells(s: &Stats) -> Vec<String> {
+    VALUE_COLUMNS
+        .iter()
+        .map(|column| {
+            if s.count == 0 {
+                return "-".to_string();
+            }
             let (v, p) = ((column.1)(s), column.2);
             format!(
                 "{}{}",
                 if at_least(s, column) { "≥" } else { "" },
                 crate::numfmt::us(p.map_or(v, |p| s.percentile_shown(p, v)))
             )
-        };
-        let _ = write!(out, "{cell:>VALUE_W$}");
-    }
-    out.push('\n');
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    #[test]
+    fn columns_stay_apart_for_stalls_of_seconds() {
+        let mut h = latlab_hist::Histogram::new();
+        for ns in [4_100, 9_400, 3_001_999_400] {
+            h.record(ns);
+        }
+        let t = latlab_testkit::run::thread("cpu0", Some(0), 1, 511, h);
+        let r = latlab_testkit::run::result(
+            "r",
+            (1, 1),
+            latlab_model::MeasureConfig::default(),
+            Default::default(),
+            vec![t],
+        );
+        let text = super::latency_table(&r);
+        let lines: Vec<&str> = text.lines().collect();
+        let header: Vec<&str> = lines[0].split_whitespace().collect();
+        for line in &lines[1..3] {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            // Label, samples, missed and six values: each its own word.
+            assert_eq!(cells.len(), 9, "{text}");
+            assert_eq!(cells[8], "3001999.4", "{text}");
+            // Right-aligned under its heading.
+            assert_eq!(line.len(), lines[0].len() - "  (µs)".len(), "{text}");
+        }
+        assert_eq!(header.len(), 10, "{text}");
+        // Values that fit keep the usual widths.
+        let mut h = latlab_hist::Histogram::new();
+        h.record(9_400);
+        let t = latlab_testkit::run::thread("cpu0", Some(0), 1, 0, h);
+        let r = latlab_testkit::run::result(
+            "r",
+            (1, 1),
+            Default::default(),
+            Default::default(),
+            vec![t],
+        );
+        let text = super::latency_table(&r);
+        assert_eq!(
+            text.lines().next().unwrap(),
+            "thread     samples    missed      min      p50      p90      p99    p99.9      max  (µs)"
+        );
+    }
+
     #[test]
     fn microseconds_with_one_decimal() {
         assert_eq!(crate::numfmt::us(0), "0.0");
