@@ -543,14 +543,29 @@ impl OutputFile {
     }
 
     pub fn write(self, text: &str) -> anyhow::Result<()> {
-        use anyhow::Context;
-        use std::io::Write;
         if self.flag == "--junit" {
             JUNIT_WRITTEN.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         if self.is_stdout() {
             return Ok(write_stdout(text)?);
         }
+        self.write_file(text)
+    }
+
+    /// Write a report of a run still under way (`text`: one case in error saying so) where
+    /// the run's own will go, in place of what an earlier run left: a run killed before it
+    /// writes its report (SIGKILL, the OOM killer, a node's shutdown) must not leave an earlier
+    /// pass to be read as its own. Only into a file that may hold a JUnit report (never
+    /// stdout); a failure to write is the final write's to say.
+    pub fn write_provisional(&self, text: &str) {
+        if !self.is_stdout() && self.takes_error_report() && self.write_file(text).is_ok() {
+            JUNIT_PROVISIONAL.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn write_file(&self, text: &str) -> anyhow::Result<()> {
+        use anyhow::Context;
+        use std::io::Write;
         std::fs::File::create(&self.path)
             .and_then(|mut f| {
                 // Synced to disk when it is a file: a device (`/dev/null`) or a pipe has no
@@ -581,6 +596,18 @@ pub fn names_stdout(path: &Path) -> bool {
 
 /// Whether this process wrote its `--junit` output (its results, or why it could not run).
 pub static JUNIT_WRITTEN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process wrote a report of a run under way to its `--junit` file
+/// ([`OutputFile::write_provisional`]), which an error must replace.
+static JUNIT_PROVISIONAL: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A command that failed after its report of a run under way was written: that report is
+/// replaced by one saying why it failed (a refused command line is [`junit_of_refusal`]'s).
+pub fn junit_of_failure(args: &[std::ffi::OsString], message: &str) {
+    if JUNIT_PROVISIONAL.load(std::sync::atomic::Ordering::Relaxed) {
+        junit_of_refusal(args, message);
+    }
+}
 
 /// A refused command line of a command that writes `--junit FILE` (measure, run, check) writes
 /// FILE too, with one case in error saying why, where the command has not written it: a JUnit

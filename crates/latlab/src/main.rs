@@ -175,6 +175,8 @@ fn dispatch(command: Command, sys: &latlab_sys::Sys) -> ExitCode {
                 args::junit_of_refusal(&args, &e.to_string());
                 ExitCode::from(2)
             } else {
+                let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+                args::junit_of_failure(&args, &e.to_string());
                 ExitCode::from(1)
             }
         }

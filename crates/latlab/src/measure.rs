@@ -571,6 +571,11 @@ pub fn run(args: MeasureArgs, sys: &Sys) -> CliResult<ExitCode> {
             return Err(e);
         }
     };
+    if let Some(o) = &junit {
+        o.write_provisional(&latlab_report::junit::render(&[
+            latlab_report::junit::measure_error_suite(latlab_report::junit::UNFINISHED),
+        ]));
+    }
 
     // A tuning a crashed run left in force is in what this measures (`--profile` puts it back
     // first): said in the result, not only on stderr.

@@ -222,6 +222,11 @@ pub fn run(args: RunArgs, sys: &Sys) -> CliResult<ExitCode> {
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
     }
+    if let Some(o) = &junit {
+        o.write_provisional(&latlab_report::junit::render(&[
+            latlab_report::junit::error_suite("run", latlab_report::junit::UNFINISHED),
+        ]));
+    }
 
     // The lock is held to the end of the run.
     let (mut store, (experiment, done, _lock)) = if let Some((mut store, e, lock)) = resumed {

@@ -387,6 +387,60 @@ fn a_gate_that_cannot_start_replaces_an_earlier_junit_with_its_error() {
     assert_eq!(std::fs::read_to_string(&junit).unwrap(), "kept");
 }
 
+/// A gate killed before it writes its report (SIGKILL, the OOM killer) leaves a report in
+/// error saying so, not the pass an earlier run left; one that fails after it started says
+/// why it failed.
+#[test]
+fn a_gate_killed_while_it_measures_leaves_no_earlier_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let junit = dir.path().join("k.xml");
+    let plan = dir.path().join("p.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "name = \"p\"\n[settings]\nduration = \"30s\"\nno-samplers = true\n{}",
+            policy_toml()
+        ),
+    )
+    .unwrap();
+    let db = dir.path().join("s.db");
+    let runs: [(Vec<&str>, &str); 2] = [
+        (
+            vec!["measure", "-D", "30s", "-q", "--max-latency", "100ms"],
+            "latlab measure",
+        ),
+        (
+            vec!["run", plan.to_str().unwrap(), "--db", db.to_str().unwrap()],
+            "latlab run",
+        ),
+    ];
+    for (args, suite) in runs {
+        let pass = "<testsuites tests=\"1\" failures=\"0\" errors=\"0\"/>\n";
+        std::fs::write(&junit, pass).unwrap();
+        let mut cmd = latlab!();
+        cmd.args(&args).arg("--junit").arg(&junit);
+        if args[0] == "measure" {
+            cmd.args(policy_args());
+        }
+        let mut p = latlab_testkit::process::Proc::start(cmd, dir.path().join("log"));
+        p.wait_until(
+            "the report of a run under way",
+            std::time::Duration::from_secs(20),
+            || std::fs::read_to_string(&junit).is_ok_and(|t| t != pass),
+        );
+        p.kill9();
+        let text = std::fs::read_to_string(&junit).unwrap();
+        assert!(
+            text.contains("errors=\"1\"")
+                && text.contains(&format!("name=\"{suite}\""))
+                && text.contains("the run did not finish: it was killed"),
+            "{args:?}: {text}"
+        );
+        let (_, _, _, failures) = xml_counts(&junit);
+        assert!(failures.is_empty(), "{failures:?}");
+    }
+}
+
 /// A refused `--junit` that names the store or the plan writes nothing there: the store keeps
 /// its runs and the plan its text. Nor is any other file that is not a JUnit report written over.
 #[test]
