@@ -255,6 +255,10 @@ fn bad_query(e: &QueryRejection, accepted: &str) -> String {
         .and_then(|r| r.strip_suffix('`'))
     {
         format!("{field} is missing")
+    } else if let Some((_, rest)) = why.split_once("unknown field `")
+        && let Some((field, _)) = rest.split_once('`')
+    {
+        format!("{field}: no such parameter")
     } else if let Some((field, problem)) = why.split_once(": ") {
         // The number parsers' words ("invalid digit found in string", "invalid float literal",
         // "cannot parse integer from empty string", "number too large to fit in target type").
@@ -435,7 +439,10 @@ async fn series(State(state): State<Shared>) -> Response {
     .map_or_else(|e| e, json_response)
 }
 
+/// The query of `/api/timeline` and `/api/worst`; a parameter it does not know (a misspelt
+/// `limt=5`) is refused, not passed over.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RangeQ {
     /// The series' id, or its name (as `/metrics` labels it).
     series: String,
@@ -505,7 +512,9 @@ async fn worst(State(state): State<Shared>, q: Result<Query<RangeQ>, QueryReject
     .await
 }
 
+/// A parameter it does not know (a misspelt `limt=5`) is refused, not passed over.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct WindowQ {
     series: String,
     start: String,

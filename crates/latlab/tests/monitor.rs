@@ -1668,6 +1668,17 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
             400,
             "bad query: limit: not a whole number (accepted: series=ID",
         ),
+        // A parameter misspelt is refused, not passed over for the default.
+        (
+            "/api/worst?series=1&limt=5",
+            400,
+            "bad query: limt: no such parameter (accepted: series=ID",
+        ),
+        (
+            "/api/window?series=1&start=5&cpu=0&cpus=1",
+            400,
+            "bad query: cpus: no such parameter (accepted: series=ID",
+        ),
         (
             "/api/worst?series=1&limit=99999999999999999999",
             400,
