@@ -165,6 +165,11 @@ impl MonitorPlan {
 /// let go at once).
 pub fn start_obstacles(p: &MonitorPlan) -> Vec<String> {
     let mut out = Vec::new();
+    // A real-time policy this process may not use (no CAP_SYS_NICE, no real-time budget in
+    // its cgroup): the measuring threads could not start.
+    if let Err(e) = latlab_measure::policy_allowed(&p.cfg) {
+        out.push(e.to_string());
+    }
     let lock = daemon::series_lock_path(&p.db, &p.name);
     if let Some(pid) = latlab_sys::pidlock::PidLock::holder(&lock) {
         out.push(format!(

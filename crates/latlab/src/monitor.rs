@@ -425,6 +425,8 @@ pub fn run(args: MonitorArgs, sys: &Sys) -> CliResult<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
+    // A policy this process may not use fails the start before the store is opened or made.
+    latlab_measure::policy_allowed(&plan.cfg).map_err(|e| CliError::Failed(e.into()))?;
     // Signals first: every thread started later inherits the blocked mask.
     let stop = StopSignal::new();
     let on_stop = stop.clone();

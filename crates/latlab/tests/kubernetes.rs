@@ -7,7 +7,7 @@
 
 mod common;
 
-use latlab_testkit::{latlab, output_text, run_exit, run_ok, stderr, stdout};
+use latlab_testkit::{latlab, output_text, run_exit, stderr, stdout};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -185,7 +185,12 @@ fn the_daemonsets_command_line_is_one_latlab_accepts() {
         &[("NODE_NAME", "node-a")],
         &[("/var/lib/latlab", &store), ("/etc/latlab/web", &web)],
     );
-    let out = run_ok(latlab!().args(&args).arg("--check-config"));
+    let out = latlab!()
+        .args(&args)
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    common::assert_check_config_ok(&out);
     let text = stdout(&out);
     assert!(
         text.contains("node-a"),

@@ -1275,6 +1275,11 @@ fn a_profile_is_held_while_monitoring_and_restored_on_sigterm() {
 
 #[test]
 fn check_config_says_what_would_run_and_touches_nothing() {
+    if !latlab_testkit::root_or_skip(
+        "the default policy, fifo, needs CAP_SYS_NICE, which the check checks",
+    ) {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let root = laptop_tree(dir.path());
     let db = dir.path().join("new.db");
@@ -1893,7 +1898,7 @@ fn listen_takes_localhost_and_a_port() {
         .arg(dir.path().join("l.db"))
         .output()
         .unwrap();
-    latlab_testkit::assert_ok(&out);
+    common::assert_check_config_ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("listen      http://127.0.0.1:9999/ (dashboard)"),
@@ -1933,7 +1938,7 @@ fn a_series_is_not_continued_with_another_window() {
             "{beside} made by a check"
         );
     }
-    latlab_testkit::assert_ok(&monitor("ten"));
+    common::assert_check_config_ok(&monitor("ten"));
     // Nor with another interval or method: its numbers would mean something else.
     let out = check(
         "five",
@@ -1958,7 +1963,7 @@ fn a_series_is_not_continued_with_another_window() {
         "{}",
         stderr(&out)
     );
-    latlab_testkit::assert_ok(&check("five", &["--window", "5m"]));
+    common::assert_check_config_ok(&check("five", &["--window", "5m"]));
     assert_eq!(std::fs::read(&db).unwrap(), before, "the store was changed");
 }
 
@@ -2112,4 +2117,35 @@ fn fill_monitor_writes_a_synthetic_series_the_store_checks_clean() {
     // The same series again, or a window too short: one line each.
     latlab_testkit::assert_one_line_error(&fill(&["--span", "6h", "--name", "big"]), 1, "already");
     latlab_testkit::assert_one_line_error(&fill(&["--window", "10ms"]), 2, "accepted");
+}
+
+/// A real-time policy the process may not use (CAP_SYS_NICE dropped, as in a container that
+/// was not given it) fails `--check-config`, as the start it checks fails; the start fails
+/// before it opens or makes the store.
+#[test]
+fn check_config_fails_where_the_policy_would() {
+    if !latlab_testkit::root_or_skip("dropping CAP_SYS_NICE with setpriv") || !require("setpriv") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let without_nice = |extra: &[&str]| {
+        let mut c = latlab_testkit::command("setpriv");
+        c.args(["--bounding-set", "-sys_nice", "--inh-caps", "-sys_nice"])
+            .arg(env!("CARGO_BIN_EXE_latlab"))
+            .args(["monitor", "--name", "m", "--listen", "off", "--db"])
+            .arg(&db)
+            .args(extra);
+        c.output().unwrap()
+    };
+    for extra in [&["--check-config"][..], &[]] {
+        let out = without_nice(extra);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("CAP_SYS_NICE"), "{extra:?}: {err}");
+        assert!(!db.exists(), "{extra:?}: a store was made");
+    }
+    // A policy it may use: the check passes.
+    let out = without_nice(&["--check-config", "--policy", "other"]);
+    latlab_testkit::assert_ok(&out);
 }

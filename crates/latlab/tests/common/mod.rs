@@ -277,3 +277,20 @@ pub fn console_lines(log: &str) -> Vec<&str> {
         .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
         .collect()
 }
+
+/// A `monitor --check-config` of a good configuration at the default real-time policy passes
+/// as root; without root it fails for that policy alone, as the start it checks would.
+pub fn assert_check_config_ok(out: &std::process::Output) {
+    if latlab_testkit::is_root() {
+        latlab_testkit::assert_ok(out);
+    } else {
+        let err = latlab_testkit::stderr(out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.trim()
+                .starts_with("latlab: error: a start now would fail: cannot use SCHED_FIFO")
+                && err.trim().lines().count() == 1,
+            "{err}"
+        );
+    }
+}
