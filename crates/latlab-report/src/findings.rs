@@ -91,6 +91,7 @@ fn pct_text(p: Option<f64>) -> String {
 fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
     let mut supported = Vec::new();
     let mut open = Vec::new();
+    let mut tests = 0usize;
     for (ci, bi, rows) in a.comparisons() {
         let c = &a.cells[ci].cell.name;
         let base = &a.cells[bi];
@@ -98,6 +99,7 @@ fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
             if r.a.is_none() || r.b.is_none() {
                 continue;
             }
+            tests += usize::from(matches!(r.support, Support::Tested { .. }));
             let (va, vb) = r.shown();
             // A cell's missed periods compared are the median of its repeats' shares, not the
             // sum the warnings below give.
@@ -152,6 +154,20 @@ fn comparisons(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
         push(
             Kind::Verdict,
             format!("and {} more in Comparisons", n - VERDICTS_SHOWN),
+        );
+    }
+    // Each statistic of each comparison is a test of its own: among many, some reach the
+    // threshold where nothing differs.
+    if n > 0 && tests > 1 {
+        push(
+            Kind::Verdict,
+            format!(
+                "{n} of the {tests} tests here reached p < {ALPHA}; each is tested on its own, \
+                 uncorrected for their number: where nothing differs, up to one in twenty would \
+                 reach it by chance (about {:.1} here), so a difference supported once is \
+                 worth repeating",
+                tests as f64 * ALPHA
+            ),
         );
     }
     if n == 0 && a.cells.len() > 1 {
