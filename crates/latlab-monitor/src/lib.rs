@@ -99,8 +99,8 @@ fn existing_store_state(path: &Path, journaled: bool) -> Result<String, String> 
     match latlab_store::identify(path).map_err(|e| e.to_string())? {
         // A store just made by a running daemon has its first pages in the journal still.
         0 if journaled => Ok(format!(
-            "an SQLite database whose latest changes are in {wal} (one in use, as by a running \
-             daemon); read as a store at start"
+            "an SQLite database whose latest changes are in {wal} (a daemon's that runs, or \
+             one that was killed before it closed the store); read as a store at start"
         )),
         0 => Ok("an empty SQLite database; it will be set up as a store".into()),
         version => Ok(format!("a latlab store, schema version {version}")),
@@ -358,7 +358,7 @@ mod tests {
         let said = store_state(&fresh).unwrap();
         assert!(
             said.starts_with("an SQLite database whose latest changes are in")
-                && said.contains("fresh.db-wal (one in use"),
+                && said.contains("fresh.db-wal (a daemon's that runs, or one that was killed"),
             "{said}"
         );
         drop(open);
