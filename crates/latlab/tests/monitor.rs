@@ -2149,3 +2149,56 @@ fn check_config_fails_where_the_policy_would() {
     let out = without_nice(&["--check-config", "--policy", "other"]);
     latlab_testkit::assert_ok(&out);
 }
+
+/// A power source whose meter gave no reading (a virtual machine's, its counter standing
+/// still) is named in the legend and in the chart's note, which said there was no source.
+#[test]
+fn a_power_source_without_readings_is_named_not_said_absent() {
+    if !require("chromium") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("p.db");
+    let t0 = (unix_now() - 3_600 * SEC) / SEC * SEC;
+    let mut store = Store::open(&db).unwrap();
+    let st = store
+        .open_series(&SeriesSpec {
+            name: "p".into(),
+            window_ns: 60 * SEC,
+            config: SeriesConfig::new(&Default::default(), Default::default()),
+            system: None,
+            idle_states: vec![],
+        })
+        .unwrap();
+    for k in 0..30 {
+        let set = WindowSet {
+            power: Some(vec![latlab_model::samples::PowerSource {
+                name: "perf:energy-psys".into(),
+                avg_w: None,
+                energy_j: None,
+                wraps: 0,
+            }]),
+            ..latlab_testkit::run::window_set(
+                k,
+                (t0 + k * 60 * SEC, 60 * SEC),
+                vec![latlab_testkit::run::monitor_window(0, hist(k), 0)],
+            )
+        };
+        store.insert_window_set(st.id, &set).unwrap();
+    }
+    drop(store);
+    let (s, addr) = serve(&db, dir.path());
+    let profile = format!("--user-data-dir={}", dir.path().join("c").display());
+    let (dom, log) = chromium(&[profile, "--dump-dom".into(), format!("http://{addr}/")]);
+    s.stop();
+    assert!(console_lines(&log).is_empty(), "{log}");
+    let legend = dom
+        .split("id=\"legend-power\"")
+        .nth(1)
+        .and_then(|l| l.split("</div>").next())
+        .unwrap();
+    assert!(legend.contains("perf:energy-psys"), "{legend}");
+    let svg = chart_svg(&dom, "chart-power");
+    assert!(!svg.contains("no power source"), "{svg}");
+    assert!(svg.contains("no reading from perf:energy-psys"), "{svg}");
+}

@@ -529,7 +529,12 @@ function drawPower(data, from, to) {
     points: data.rows.map((r) => r.power[i] !== null && r.power[i] !== undefined ? [(r.t0 + r.t1) / 2, r.power[i]] : null),
   }));
   legend($('legend-power'), data.power_sources.map((n, i) => ({ color: COLORS[(i + 3) % COLORS.length], label: n })));
-  timeChart($('chart-power'), { from: from, to: to, lines: lines, height: 160, breaks: breaksOf(data), gaps: gapsOf(data), label: 'power', annotations: data.annotations, empty: 'no power source on this machine (RAPL, hwmon or battery)' });
+  // A source with no reading (a meter whose counter stood still, as a virtual machine's) is
+  // named, not said absent.
+  const empty = data.power_sources.length === 0
+    ? 'no power source on this machine (RAPL, hwmon or battery)'
+    : 'no reading from ' + data.power_sources.join(', ') + ' in this range (a meter whose counter stood still, as in a virtual machine, gives none)';
+  timeChart($('chart-power'), { from: from, to: to, lines: lines, height: 160, breaks: breaksOf(data), gaps: gapsOf(data), label: 'power', annotations: data.annotations, empty: empty });
   const cost = [{ color: '#555555', points: data.rows.map((r) => r.cost_pct !== null ? [(r.t0 + r.t1) / 2, r.cost_pct] : null) }];
   timeChart($('chart-cost'), { from: from, to: to, lines: cost, height: 120, breaks: breaksOf(data), gaps: gapsOf(data), label: 'latlab cpu use', annotations: [] });
 }
