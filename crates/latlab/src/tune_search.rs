@@ -410,6 +410,16 @@ pub fn run(args: SearchArgs, sys: &Sys, state_dir: PathBuf) -> CliResult<ExitCod
     if args.dry_run || !args.quiet {
         print_plan(&spec, &spec_line, &candidates, fit, &not_tried);
     }
+    // A tree cannot be measured: this machine is, which the candidates written to the tree
+    // leave alone.
+    if !sys.is_live() {
+        eprintln!(
+            "latlab: note: under --sysroot {} each candidate is written to the tree and this \
+             machine is measured, untouched by it (a tree cannot be measured): the search goes \
+             through its steps, and its numbers show no knob's effect",
+            latlab_model::units::shell_path(sys.root())
+        );
+    }
     if args.dry_run {
         return Ok(ExitCode::SUCCESS);
     }

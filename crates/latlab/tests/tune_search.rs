@@ -109,6 +109,14 @@ fn the_dry_run_lists_candidates_reasons_and_time() {
     }
     assert!(!t.db.exists());
     assert!(latlab_sys::fixture::snapshot(&t.root).unwrap() == before);
+    // Under --sysroot the tree is written and this machine measured: said.
+    let o = t.search(&["--dry-run", "--cpus", "1"]).output().unwrap();
+    let err = latlab_testkit::stderr(&o);
+    assert!(
+        err.contains("each candidate is written to the tree and this machine is measured")
+            && err.contains("its numbers show no knob's effect"),
+        "{err}"
+    );
     // The reasons start in one column, however long a label: without a cpuidle driver the
     // governors are not tried, and cpuidle_governor=haltpoll (not the one in use) pushed its own
     // reason out.
