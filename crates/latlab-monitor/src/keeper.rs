@@ -1213,7 +1213,7 @@ impl Keeper {
             cost_cpu_time_ns: Some(cost),
         };
         if let Ok(mut l) = self.live.lock() {
-            l.measured = Some(crate::metrics::Measured::of(&set));
+            l.measured = Some(crate::metrics::Measured::of(&set, self.setup.window_ns));
         }
         if self.outage.is_some() || !self.backlog.is_empty() {
             self.park(k, set);

@@ -78,6 +78,9 @@ struct SeriesAcc {
     cpus: BTreeMap<u32, CpuAcc>,
     idle_names: BTreeMap<usize, Vec<String>>,
     info: Info,
+    /// Known only from the window the running daemon measured last (its store never read):
+    /// only the window gauges and the last window's end are said of it, no counter.
+    measured_only: bool,
 }
 
 /// The running totals of every series in a store.
@@ -132,14 +135,17 @@ pub struct Live {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Measured {
     pub end_unix_ns: u64,
+    /// The series' window length (the gauges' `window` label).
+    pub window_ns: u64,
     /// Per CPU: the window's maximum and p99.9, ns.
     pub cpus: Vec<(u32, u64, u64)>,
 }
 
 impl Measured {
-    pub fn of(set: &latlab_model::monitor::WindowSet) -> Measured {
+    pub fn of(set: &latlab_model::monitor::WindowSet, window_ns: u64) -> Measured {
         Measured {
             end_unix_ns: set.end_unix_ns,
+            window_ns,
             cpus: set
                 .cpus
                 .iter()
@@ -152,6 +158,11 @@ impl Measured {
 impl Metrics {
     pub fn new() -> Metrics {
         Metrics::default()
+    }
+
+    /// The series whose store was read: the ones counters and histograms are said of.
+    fn counted(&self) -> impl Iterator<Item = &SeriesAcc> {
+        self.series.values().filter(|s| !s.measured_only)
     }
 
     /// Read what the store gained since the last call, of every series or `only` the one
@@ -178,6 +189,40 @@ impl Metrics {
     /// overrides the stored one for its series, and a window it measured after the last one
     /// stored sets the window gauges: see [`Measured`]).
     pub fn render(&self, live: Option<&Live>) -> String {
+        // A series the store has never been read for (it could not be read since the daemon
+        // started): the window it measured last, alone.
+        if let Some(l) = live
+            && let Some(m) = &l.measured
+            && !self.series.values().any(|s| s.name == l.series)
+        {
+            let mut view = self.clone();
+            view.series.insert(
+                i64::MAX,
+                SeriesAcc {
+                    name: l.series.clone(),
+                    window_ns: m.window_ns,
+                    totals: SeriesTotals {
+                        last_end_unix_ns: Some(m.end_unix_ns),
+                        ..SeriesTotals::default()
+                    },
+                    cpus: m
+                        .cpus
+                        .iter()
+                        .map(|&(cpu, max, p99_9)| {
+                            let c = CpuAcc {
+                                last_max_ns: Some(max),
+                                last_p99_9_ns: Some(p99_9),
+                                ..CpuAcc::default()
+                            };
+                            (cpu, c)
+                        })
+                        .collect(),
+                    measured_only: true,
+                    ..SeriesAcc::default()
+                },
+            );
+            return view.text(live);
+        }
         let newer = live.and_then(|l| {
             let m = l.measured.as_ref()?;
             let s = self.series.values().find(|s| s.name == l.series)?;
@@ -251,7 +296,7 @@ impl Metrics {
             &mut o,
             ("latlab_monitor_windows_total", "counter"),
             "Windows stored in the series (hourly rows count every window merged into them).",
-            &|s| Some(s.totals.windows.to_string()),
+            &|s| (!s.measured_only).then(|| s.totals.windows.to_string()),
         );
         self.per_series(
             &mut o,
@@ -270,7 +315,7 @@ impl Metrics {
             &mut o,
             ("latlab_monitor_cpu_seconds_total", "counter"),
             "CPU time latlab's monitoring used (measuring threads, samplers, store; not the web server).",
-            &|s| Some(secs(u128::from(s.totals.cost_cpu_time_ns))),
+            &|s| (!s.measured_only).then(|| secs(u128::from(s.totals.cost_cpu_time_ns))),
         );
         if let Some(l) = live {
             let series = esc(&l.series);
@@ -333,7 +378,7 @@ impl Metrics {
             "gauge",
             "The measured system: host, kernel, preempt model and tuning profile (always 1).",
         );
-        for s in self.series.values() {
+        for s in self.counted() {
             let profile = match live {
                 Some((name, p)) if name == s.name => p.to_string(),
                 _ => s.info.profile.clone(),
@@ -360,7 +405,7 @@ impl Metrics {
             "histogram",
             "Timer wake-up latency of the measuring thread on each CPU, over the whole series.",
         );
-        for s in self.series.values() {
+        for s in self.counted() {
             for (cpu, c) in &s.cpus {
                 let l = format!("series=\"{}\",cpu=\"{cpu}\"", esc(&s.name));
                 for (i, le) in LE.iter().enumerate() {
@@ -396,7 +441,7 @@ impl Metrics {
         value: &dyn Fn(&CpuAcc) -> Option<String>,
     ) {
         family(o, name, kind, help);
-        for s in self.series.values() {
+        for s in self.series.values().filter(|s| window || !s.measured_only) {
             let extra = if window {
                 format!(",window=\"{}s\"", secs(u128::from(s.window_ns)))
             } else {
@@ -429,7 +474,7 @@ impl Metrics {
             ),
         ] {
             family(o, name, "counter", help);
-            for s in self.series.values() {
+            for s in self.counted() {
                 for (cpu, c) in &s.cpus {
                     let names = s.idle_names.get(&(*cpu as usize));
                     let values = if usage { &c.idle_usage } else { &c.idle_time_s };
@@ -463,7 +508,7 @@ impl Metrics {
             "counter",
             "Energy used while measured, per power source (RAPL, hwmon, battery).",
         );
-        for s in self.series.values() {
+        for s in self.counted() {
             // A source whose total is 0 never gave a reading (totals kept before such sources
             // were left out hold it): no counter.
             for (source, j) in s.totals.power_j.iter().filter(|(_, j)| **j > 0.0) {
@@ -858,6 +903,7 @@ mod tests {
             windows_kept: 0,
             measured: Some(super::Measured {
                 end_unix_ns,
+                window_ns: 1_000_000_000,
                 cpus: vec![(0, 2_500_000, 900_000)],
             }),
         };
@@ -880,6 +926,29 @@ mod tests {
             )),
             "{stored}"
         );
+        // A store never read (it could not be, since the daemon started): the window it
+        // measured last gives the window gauges and the last window's end, and no counter or
+        // histogram is made up for it.
+        let unread = Metrics::new().render(Some(&live(1_005_000_000_000)));
+        for line in [
+            format!("latlab_wakeup_latency_window_max_seconds{{{l},window=\"1s\"}} 0.0025"),
+            format!("latlab_wakeup_latency_window_p99_9_seconds{{{l},window=\"1s\"}} 0.0009"),
+            "latlab_monitor_last_window_end_timestamp_seconds{series=\"host \\\"a\\\"\"} 1005"
+                .to_string(),
+            "latlab_monitor_windows_queued{series=\"host \\\"a\\\"\"} 2".to_string(),
+        ] {
+            assert!(unread.lines().any(|x| x == line), "{line}: {unread}");
+        }
+        for absent in [
+            "latlab_wakeup_latency_seconds_count{",
+            "latlab_wakeup_latency_max_seconds{",
+            "latlab_missed_periods_total{",
+            "latlab_monitor_windows_total{",
+            "latlab_monitor_cpu_seconds_total{",
+            "latlab_system_info{",
+        ] {
+            assert!(!unread.contains(absent), "{absent}: {unread}");
+        }
     }
 
     #[test]
