@@ -229,6 +229,8 @@ pub fn web_cpu_time_ns() -> u64 {
 /// failed (500).
 enum Fail {
     NotFound(String),
+    /// The store cannot be read now (a foreign file at its path): 503, the detail logged.
+    Unavailable(String),
     Server(String),
 }
 
@@ -238,6 +240,7 @@ impl From<latlab_store::StoreError> for Fail {
             latlab_store::StoreError::UnknownSeries(s) => Fail::NotFound(format!(
                 "no monitor series {s} in this store (the series are listed at /api/series)"
             )),
+            e @ latlab_store::StoreError::NotAStore { .. } => Fail::Unavailable(e.to_string()),
             e => Fail::Server(e.to_string()),
         }
     }
@@ -323,6 +326,13 @@ async fn query<T: Send + 'static>(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(Fail::NotFound(e))) => Err(error(StatusCode::NOT_FOUND, e)),
         Ok(Err(Fail::Server(e))) => Err(server_error(&e)),
+        Ok(Err(Fail::Unavailable(e))) => {
+            eprintln!("latlab: web: {e}");
+            Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the store cannot be read now (the server's log has the detail)",
+            ))
+        }
         Err(e) => Err(server_error(&e.to_string())),
     }
 }

@@ -808,6 +808,10 @@ fn a_store_written_over_in_place_is_noticed_and_its_windows_kept() {
         d.log()
             .contains("was written over in place by another program")
     });
+    // The API says the store cannot be read now (503), not an internal error.
+    let (status, _, body) = common::get(addr, "/api/series");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("the store cannot be read now"), "{body}");
     // Neither the keeper nor a reader letting go of it copies the journal into it.
     windows_served(addr);
     std::thread::sleep(Duration::from_secs(2));
