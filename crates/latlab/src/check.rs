@@ -286,6 +286,11 @@ pub fn run(args: CheckArgs, sys: &Sys) -> CliResult<ExitCode> {
             Held::Done(Ok(done)) => outcome.done = done,
             Held::Done(Err(e)) => outcome.error = Some(e.to_string()),
             Held::Interrupted(restore, command) => {
+                // What was checked is said, then that the fixes were put back: the system is
+                // as the table shows.
+                if !args.json {
+                    say.text(&table(&first, color));
+                }
                 return interrupted_apply("the fixes", restore, &command);
             }
         }

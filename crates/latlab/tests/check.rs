@@ -649,3 +649,46 @@ fn ctrl_c_during_the_measurement_exits_130_with_what_was_measured() {
     assert!(!text.contains("measuring failed"), "{text}");
     assert!(err.contains("latlab: interrupted: "), "{err}");
 }
+
+/// Ctrl-C while `check --fix` writes: the fixes written are put back (exit 130), after the
+/// table of what was checked, which the interrupted run left out.
+#[test]
+fn an_interrupted_fix_puts_its_values_back_after_the_table() {
+    use std::io::{BufRead, BufReader};
+    let dir = copy_tree("badly-tuned");
+    let state = tempfile::tempdir().unwrap();
+    let before = snapshot(dir.path());
+    let mut child = latlab!()
+        .arg("--sysroot")
+        .arg(dir.path())
+        .args(["check", "--fix", "--state-dir"])
+        .arg(state.path())
+        .env("LATLAB_TUNE_PAUSE_AFTER_WRITES", "2")
+        .env("LATLAB_TUNE_PAUSE_SECONDS", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(l)) if l.contains("paused after") => break,
+            Some(Ok(_)) => continue,
+            _ => panic!("the fix ended before pausing"),
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    // SAFETY: a signal to a child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{text}");
+    let table = text
+        .find("limits.rt-throttling")
+        .unwrap_or_else(|| panic!("{text}"));
+    let back = text
+        .find("interrupted while applying the fixes: every value written is put back")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(table < back, "{text}");
+    assert_eq!(snapshot(dir.path()), before, "put back byte for byte");
+}
