@@ -2151,7 +2151,9 @@ fn check_config_fails_where_the_policy_would() {
 }
 
 /// A power source whose meter gave no reading (a virtual machine's, its counter standing
-/// still) is named in the legend and in the chart's note, which said there was no source.
+/// still) is named in the legend and in the chart's note, which said there was no source. CPUs
+/// of alike frequencies throughout (a virtual machine's nominal clock) are one line, named for
+/// them all: the last drawn hid the others.
 #[test]
 fn a_power_source_without_readings_is_named_not_said_absent() {
     if !require("chromium") {
@@ -2181,7 +2183,21 @@ fn a_power_source_without_readings_is_named_not_said_absent() {
             ..latlab_testkit::run::window_set(
                 k,
                 (t0 + k * 60 * SEC, 60 * SEC),
-                vec![latlab_testkit::run::monitor_window(0, hist(k), 0)],
+                (0..3u32)
+                    .map(|cpu| latlab_model::monitor::MonitorWindow {
+                        cpu_summary: Some(latlab_model::samples::CpuSummary {
+                            cpu: cpu as usize,
+                            // CPUs 0 and 2 alike throughout, CPU 1 not.
+                            avg_freq_khz: Some(if cpu == 1 {
+                                1_000_000 + k * 1000
+                            } else {
+                                2_100_000
+                            }),
+                            ..Default::default()
+                        }),
+                        ..latlab_testkit::run::monitor_window(cpu, hist(k), 0)
+                    })
+                    .collect(),
             )
         };
         store.insert_window_set(st.id, &set).unwrap();
@@ -2201,4 +2217,13 @@ fn a_power_source_without_readings_is_named_not_said_absent() {
     let svg = chart_svg(&dom, "chart-power");
     assert!(!svg.contains("no power source"), "{svg}");
     assert!(svg.contains("no reading from perf:energy-psys"), "{svg}");
+    let freq = dom
+        .split("id=\"legend-freq\"")
+        .nth(1)
+        .and_then(|l| l.split("</div>").next())
+        .unwrap();
+    assert!(freq.contains("cpu0, cpu2 (alike)"), "{freq}");
+    assert!(freq.contains(">cpu1<"), "{freq}");
+    let lines = chart_svg(&dom, "chart-freq").matches("<path").count();
+    assert_eq!(lines, 2, "{}", chart_svg(&dom, "chart-freq"));
 }

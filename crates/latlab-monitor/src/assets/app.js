@@ -511,12 +511,21 @@ function drawCstates(data, from, to) {
 }
 
 function drawFreq(data, from, to) {
-  const cpus = lineCpus(data);
-  const lines = cpus.map((cpu, i) => ({
-    cpu: cpu, color: cpuColor(i),
-    points: data.rows.map((r) => r.cpu[cpu] && r.cpu[cpu].mhz !== null ? [(r.t0 + r.t1) / 2, r.cpu[cpu].mhz] : null),
+  // CPUs whose readings are alike throughout (a virtual machine's nominal clock, the CPUs of one
+  // policy) are one line, named once for them all: drawn apart, the last hid the others.
+  const groups = [];
+  lineCpus(data).forEach((cpu, i) => {
+    const points = data.rows.map((r) => r.cpu[cpu] && r.cpu[cpu].mhz !== null ? [(r.t0 + r.t1) / 2, r.cpu[cpu].mhz] : null);
+    const key = JSON.stringify(points.map((p) => p && p[1]));
+    const alike = groups.find((g) => g.key === key);
+    if (alike) alike.cpus.push(cpu);
+    else groups.push({ key: key, cpus: [cpu], color: cpuColor(i), points: points });
+  });
+  const lines = groups.map((g) => ({ cpu: g.cpus[0], color: g.color, points: g.points }));
+  const items = groups.map((g) => ({
+    cpu: g.cpus[0], color: g.color,
+    label: g.cpus.length === 1 ? 'cpu' + g.cpus[0] : 'cpu' + g.cpus.join(', cpu') + ' (alike)',
   }));
-  const items = cpus.map((cpu, i) => ({ cpu: cpu, color: cpuColor(i), label: 'cpu' + cpu }));
   const note = subsetNote(data);
   if (note) items.push(note);
   legend($('legend-freq'), items);
