@@ -106,8 +106,19 @@ type TimerRun = Box<dyn FnMut(&Ctx, &mut WindowSink) -> std::io::Result<()>>;
 
 /// Set up the calling thread: affinity, timer slack, policy.
 fn setup_thread(cfg: &MeasureConfig, affinity: &[u32]) -> Result<(), String> {
-    latlab_sys::thread::set_affinity(affinity)
-        .map_err(|e| format!("cannot pin to CPUs {affinity:?}: {e}"))?;
+    latlab_sys::thread::set_affinity(affinity).map_err(|e| {
+        let list = CpuList::from_cpus(affinity.to_vec());
+        match latlab_sys::thread::process_affinity() {
+            // None of them is one this process may run on: said with the ones it may.
+            Ok(allowed) if e.raw_os_error() == Some(libc::EINVAL) => format!(
+                "cannot pin to {}: this process may run only on {} (this machine's, within its \
+                 affinity; a tree under --sysroot may list CPUs this machine lacks)",
+                list.named(),
+                CpuList::from_cpus(allowed).named()
+            ),
+            _ => format!("cannot pin to {}: {e}", list.named()),
+        }
+    })?;
     os::set_timer_slack(cfg.timer_slack_ns).map_err(|e| format!("cannot set timer slack: {e}"))?;
     latlab_sys::thread::set_policy(cfg.policy, cfg.priority, cfg.deadline)
         .map_err(|e| explain_policy_error(cfg.policy, cfg.priority, &e))
@@ -476,7 +487,10 @@ pub fn run_hooked(
         env.warnings.push(w);
     }
 
-    let (plans, free) = plan_threads(cfg, &online);
+    // Its own threads (wakers, the coordinator) go where this process may run, as the
+    // measured CPUs do: a cpuset or taskset leaves the rest of the online CPUs to others.
+    let usable = sys.usable_cpus().unwrap_or_else(|_| online.clone());
+    let (plans, free) = plan_threads(cfg, &usable);
     let job = Job {
         cfg,
         clock,

@@ -1183,6 +1183,14 @@ fn measures_the_cpus_its_affinity_allows() {
         let r = read_json(&json);
         assert_eq!(r["config"]["cpus"], serde_json::json!([1]), "{cpus:?}");
     }
+    // Its own threads stay there too: a thread wake-up's waker went to CPU 0.
+    latlab_testkit::run_ok(&mut on_cpu1(&[
+        "-m",
+        "futex",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    assert_eq!(read_json(&json)["config"]["waker_cpu"], 1);
     for (args, option) in [
         (&["-a", "0-1"][..], "--cpus 0-1"),
         (&["--method", "futex", "--waker-cpu", "0"], "--waker-cpu 0"),
@@ -1199,4 +1207,30 @@ fn measures_the_cpus_its_affinity_allows() {
             "{args:?}"
         );
     }
+}
+
+/// A tree under --sysroot may list CPUs this machine lacks: measuring them (here, on this
+/// machine) fails naming the CPUs this process may run on, not with a bare EINVAL.
+#[test]
+fn a_tree_s_cpu_this_machine_lacks_is_named() {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    if online.trim() != "0-1" && online.trim() != "0" {
+        eprintln!("skipped: this machine has CPU 2 or 3 ({})", online.trim());
+        return;
+    }
+    let tree = latlab_testkit::machine("amd-desktop");
+    let o = run_exit(
+        latlab!()
+            .arg("--sysroot")
+            .arg(&tree)
+            .args(["measure", "-D", "0.2s", "-q"])
+            .args(policy_args()),
+        1,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(": this process may run only on CPU")
+            && err.contains("a tree under --sysroot may list CPUs this machine lacks"),
+        "{err}"
+    );
 }
