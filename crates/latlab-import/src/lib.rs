@@ -284,7 +284,7 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
     }
     let mut warning = format!(
         "{label}: {over} of {} samples lie beyond the histogram range ({} us) and are recorded \
-         there; {exact_part}. Percentiles above p{:.3}{} are lower bounds",
+         there; {exact_part}. Percentiles above p{}{} are lower bounds",
         t.total,
         // Whole µs as before; a range of ns buckets (stress-ng --cyclic-dist 1) in decimals.
         if t.range_end_ns.is_multiple_of(1000) {
@@ -292,7 +292,7 @@ fn thread_histogram(t: &Thread, label: &str) -> Built {
         } else {
             format!("{:.3}", t.range_end_ns as f64 / 1000.0)
         },
-        100.0 * (1.0 - over as f64 / t.total as f64),
+        percentile_below(100.0 * (1.0 - over as f64 / t.total as f64)),
         if t.mean_ns.is_some() {
             ""
         } else {
@@ -1755,6 +1755,20 @@ fn stress_ng(text: &str) -> Result<RunResult, ImportError> {
     Ok(r)
 }
 
+/// A percentile for "percentiles above it": rounded down, in three decimals, or as many more
+/// as tell it from 100 (23 samples of 20 million beyond the range: p99.99988, where three
+/// decimals rounded read p100.000).
+fn percentile_below(q: f64) -> String {
+    let gap = 100.0 - q;
+    let d = if gap > 0.0 {
+        ((-(gap / 10.0).log10()).ceil() as usize).clamp(3, 9)
+    } else {
+        3
+    };
+    let f = 10f64.powi(d as i32);
+    format!("{:.d$}", (q * f).floor() / f)
+}
+
 /// The run length of stress-ng's `setting to a … run per stressor` line (printed when `-t`
 /// sets it), in ns: `60 second`, `86400 second (1 day, 0.00 secs)`, `10 secs` or `1 min, 0 secs`
 /// by release. Its `defaulting to a` line is not read: that is no length asked, and such a run
@@ -1988,6 +2002,18 @@ mod tests {
         assert_eq!(super::stress_ng_run_length(&at("a while")), None);
         let default = "stress-ng: info:  [1] defaulting to a 1 day, 0 secs run per stressor";
         assert_eq!(super::stress_ng_run_length(default), None);
+    }
+
+    #[test]
+    fn a_percentile_below_100_is_said_below_100() {
+        assert_eq!(super::percentile_below(99.9), "99.900");
+        assert_eq!(super::percentile_below(99.95), "99.950");
+        assert_eq!(super::percentile_below(99.999_89), "99.99989");
+        assert_eq!(
+            super::percentile_below(100.0 * (1.0 - 23.0 / 20_706_772.0)),
+            "99.99988"
+        );
+        assert_eq!(super::percentile_below(0.0), "0.000");
     }
 
     #[test]

@@ -159,11 +159,18 @@ fn cpus(out: &mut String, s: &SystemInfo) {
             ("smt control", opt(&c.smt_control)),
             (
                 "numa nodes",
-                c.numa_nodes
-                    .iter()
-                    .map(|(n, l)| format!("node{n}: {l}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                if c.numa_nodes.is_empty() {
+                    // A kernel built without NUMA has no /sys/devices/system/node.
+                    "unavailable: /sys/devices/system/node is absent (a kernel without NUMA \
+                     support: one node)"
+                        .into()
+                } else {
+                    c.numa_nodes
+                        .iter()
+                        .map(|(n, l)| format!("node{n}: {l}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
             ),
             (
                 "isolated",

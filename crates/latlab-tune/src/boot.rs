@@ -121,20 +121,21 @@ pub const NO_GRUB: &str = "there is no GRUB here (/etc/default/grub is absent): 
      this machine's boot loader, or its virtual machine's monitor, sets the kernel command line, \
      and reboot";
 
-/// The command that makes a changed GRUB configuration take effect here.
+/// The command that makes a changed GRUB configuration take effect here, quoted as a command
+/// (either of two where neither is found, each quoted apart from the words between).
 pub fn grub_command(sys: &Sys) -> String {
     if ["/usr/sbin/update-grub", "/sbin/update-grub"]
         .iter()
         .any(|p| sys.exists(p))
     {
-        "update-grub".into()
+        "`update-grub`".into()
     } else if ["/usr/sbin/grub2-mkconfig", "/sbin/grub2-mkconfig"]
         .iter()
         .any(|p| sys.exists(p))
     {
-        "grub2-mkconfig -o /boot/grub2/grub.cfg".into()
+        "`grub2-mkconfig -o /boot/grub2/grub.cfg`".into()
     } else {
-        "update-grub (Debian, Ubuntu) or grub2-mkconfig -o /boot/grub2/grub.cfg".into()
+        "`update-grub` (Debian, Ubuntu) or `grub2-mkconfig -o /boot/grub2/grub.cfg`".into()
     }
 }
 

@@ -865,7 +865,13 @@ fn boot_advice_for_this_kernel_and_the_grub_drop_in() {
         "{text}"
     );
     assert!(!text.contains("preempt=full"), "already set: {text}");
-    assert_eq!(a.grub_command, "update-grub");
+    assert_eq!(a.grub_command, "`update-grub`");
+    // Neither command found: both named, each quoted as a command, the words between not.
+    let none = tempfile::tempdir().unwrap();
+    assert_eq!(
+        boot::grub_command(&latlab_sys::Sys::new(none.path())),
+        "`update-grub` (Debian, Ubuntu) or `grub2-mkconfig -o /boot/grub2/grub.cfg`"
+    );
     assert!(boot::remove_dropin(&amd.sys()).unwrap().is_some());
     assert!(boot::remove_dropin(&amd.sys()).unwrap().is_none());
 }

@@ -855,7 +855,7 @@ fn boot_cmd(ctx: &Ctx, a: &BootArgs) -> CliResult<ExitCode> {
     if a.remove {
         match boot::remove_dropin(&ctx.sys).map_err(usage)? {
             Some(p) => println!(
-                "removed {}; run `{}` and reboot to drop its options",
+                "removed {}; run {} and reboot to drop its options",
                 p.display(),
                 boot::grub_command(&ctx.sys)
             ),
@@ -934,14 +934,14 @@ fn boot_cmd(ctx: &Ctx, a: &BootArgs) -> CliResult<ExitCode> {
             println!("replaced the previous drop-in:\n{old}");
         }
         println!(
-            "wrote {}; run `{}` and reboot for it to take effect; `{}` then checks /proc/cmdline",
+            "wrote {}; run {} and reboot for it to take effect; `{}` then checks /proc/cmdline",
             w.path.display(),
             advice.grub_command,
             latlab_tune::command(&ctx.sys, &format!("tune boot {name}"))
         );
     } else if boot::has_grub(&ctx.sys) {
         println!(
-            "`{}` puts them in {} (then run `{}` and reboot)",
+            "`{}` puts them in {} (then run {} and reboot)",
             latlab_tune::command(&ctx.sys, &format!("tune boot {name} --write")),
             boot::GRUB_DROPIN,
             advice.grub_command

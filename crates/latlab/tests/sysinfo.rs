@@ -52,6 +52,17 @@ fn power_meters_of_the_laptop_the_arm_board_and_the_vm() {
         "{meters:?}"
     );
     let arm = sysinfo(&fixture("arm-board"), false);
+    // No fact left blank: a kernel without NUMA support says why there are no nodes.
+    assert!(
+        arm.lines().any(|l| l
+            .trim_start()
+            .starts_with("numa nodes             unavailable: /sys/devices/system/node is absent")),
+        "{arm}"
+    );
+    assert!(
+        !arm.lines().any(|l| l.trim_start() == "numa nodes"),
+        "{arm}"
+    );
     let meters = section(&arm, "power meters");
     assert_eq!(meters.len(), 1, "{arm}");
     assert!(
