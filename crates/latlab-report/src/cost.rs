@@ -76,11 +76,17 @@ pub fn samples_text(s: &Samples) -> String {
     } else {
         String::new()
     };
-    let _ = writeln!(
-        out,
-        "{:<6}{:>10}{:>8}{:>8}{:>10}{smi_head}{:>10}  idle residency",
-        "cpu", "MHz", "util%", "steal%", "irq/s", "softirq/s"
-    );
+    // A run that ended before the samplers read the CPUs (a --break at once) has no per-CPU
+    // figures: no header over no rows.
+    if s.cpus.is_empty() {
+        out.push_str("per cpu:  unavailable: no reading of the CPUs (the run ended before one)\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "{:<6}{:>10}{:>8}{:>8}{:>10}{smi_head}{:>10}  idle residency",
+            "cpu", "MHz", "util%", "steal%", "irq/s", "softirq/s"
+        );
+    }
     for c in &s.cpus {
         let opt = |v: Option<f64>, prec: usize| v.map_or("-".into(), |v| format!("{v:.prec$}"));
         let mhz = c.avg_freq_khz.map(|k| k as f64 / 1000.0);
@@ -227,6 +233,16 @@ mod tests {
         assert!(!t.contains("smi") && !t.contains("SMIs"), "{t}");
         let header = "cpu          MHz   util%  steal%     irq/s softirq/s  idle residency";
         assert!(t.contains(header), "{t}");
+        // No reading of the CPUs: said, and no header over no rows.
+        let none = samples_text(&Samples {
+            cpus: vec![],
+            ..s.clone()
+        });
+        assert!(
+            none.contains("per cpu:  unavailable: no reading of the CPUs")
+                && !none.contains(header),
+            "{none}"
+        );
         // Counted: a column beside the interrupts.
         let mut counted = s.clone();
         counted.smi = Some(Field::Value("MSR_SMI_COUNT (0x34)".into()));

@@ -519,9 +519,14 @@ pub fn cut_short_line(
     id: i64,
     whole: &str,
 ) -> String {
+    // Of the length asked: a signal near the end leaves a length that rounds to all of it.
+    let asked = run
+        .config
+        .length_text()
+        .map_or_else(String::new, |l| format!(" of {l}"));
     format!(
-        "latlab: the run cut short (cell {cell} repeat {}, {} measured) is saved as run {id} \
-         outside {whole}; --resume measures the cell again",
+        "latlab: the run cut short (cell {cell} repeat {}, {}{asked} measured) is saved as run \
+         {id} outside {whole}; --resume measures the cell again",
         repeat + 1,
         latlab_model::units::format_elapsed(run.elapsed_ns)
     )

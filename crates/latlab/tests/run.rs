@@ -241,6 +241,8 @@ fn ctrl_c_keeps_the_cut_short_run_outside_the_experiment() {
         err.contains("is saved as run 2 outside the experiment"),
         "{err}"
     );
+    // Said as a part of the length asked.
+    assert!(err.contains("s of 2s measured) is saved as run 2"), "{err}");
     assert_eq!(saved(), 2, "{err}");
     let store = Store::open_existing(&db).unwrap();
     let e = store.list_experiments().unwrap().pop().unwrap();
