@@ -10,7 +10,7 @@ use super::web_config::{RateLimiter, WebConfigWatch};
 use super::{api, metrics};
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::{Query, RawQuery, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -354,15 +354,30 @@ async fn read_json<T: serde::Serialize + Send + 'static>(
 }
 
 /// A read over a range query's series and bounds, answered as JSON; a bad query is a 400.
+/// `/api/timeline` and `/api/worst`: the range query, refused with the other one's parameter
+/// (`stray`: `limit` given to the timeline, `points` to the list), which it would pass over.
 async fn range_json<T: serde::Serialize + Send + 'static>(
     state: &Shared,
     q: Result<Query<RangeQ>, QueryRejection>,
+    stray: &'static str,
     f: impl FnOnce(&Store, &RangeQ, SeriesId, u64, u64) -> Result<T, StoreError> + Send + 'static,
 ) -> Response {
     let (q, from, to) = match range(q) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
+    let given = match stray {
+        "limit" => q.limit.is_some(),
+        _ => q.points.is_some(),
+    };
+    if given {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "bad query: {stray}: not a parameter of this endpoint (accepted: {RANGE_FORM})"
+            ),
+        );
+    }
     read_json(state, move |st| {
         let id = series_id(st, &q.series)?;
         f(st, &q, id, from, to)
@@ -417,7 +432,20 @@ async fn metrics_handler(State(state): State<Shared>) -> Response {
     }
 }
 
-async fn status(State(state): State<Shared>) -> Response {
+/// A query given to an endpoint that takes none: refused as a misspelt parameter is.
+fn no_query(q: &RawQuery) -> Option<Response> {
+    q.0.as_deref().filter(|q| !q.is_empty()).map(|q| {
+        error(
+            StatusCode::BAD_REQUEST,
+            format!("bad query: {q}: this endpoint takes no parameters (accepted: no query)"),
+        )
+    })
+}
+
+async fn status(State(state): State<Shared>, q: RawQuery) -> Response {
+    if let Some(refused) = no_query(&q) {
+        return refused;
+    }
     let live = state.live.as_ref().and_then(|l| {
         l.lock().ok().map(|l| {
             let mut l = l.clone();
@@ -439,7 +467,10 @@ async fn status(State(state): State<Shared>) -> Response {
     r.map_or_else(|e| e, json_response)
 }
 
-async fn series(State(state): State<Shared>) -> Response {
+async fn series(State(state): State<Shared>, q: RawQuery) -> Response {
+    if let Some(refused) = no_query(&q) {
+        return refused;
+    }
     query(&state, |s| {
         let spans = s.spans();
         s.pool
@@ -509,14 +540,14 @@ async fn timeline(
     State(state): State<Shared>,
     q: Result<Query<RangeQ>, QueryRejection>,
 ) -> Response {
-    range_json(&state, q, |st, q, id, from, to| {
+    range_json(&state, q, "limit", |st, q, id, from, to| {
         api::timeline(st, id, from, to, q.points.map_or(800, |p| p as usize))
     })
     .await
 }
 
 async fn worst(State(state): State<Shared>, q: Result<Query<RangeQ>, QueryRejection>) -> Response {
-    range_json(&state, q, |st, q, id, from, to| {
+    range_json(&state, q, "points", |st, q, id, from, to| {
         api::worst(st, id, from, to, q.limit.map_or(20, |l| l as u32))
     })
     .await
@@ -557,7 +588,10 @@ async fn window(
     }
 }
 
-async fn experiments(State(state): State<Shared>) -> Response {
+async fn experiments(State(state): State<Shared>, q: RawQuery) -> Response {
+    if let Some(refused) = no_query(&q) {
+        return refused;
+    }
     read_json(&state, api::experiments).await
 }
 

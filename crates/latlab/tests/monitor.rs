@@ -1684,6 +1684,32 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
             400,
             "bad query: cpus: no such parameter (accepted: series=ID",
         ),
+        // The other range endpoint's parameter, and a query where none is taken.
+        (
+            "/api/worst?series=1&points=10",
+            400,
+            "bad query: points: not a parameter of this endpoint (accepted: series=ID",
+        ),
+        (
+            "/api/timeline?series=1&limit=5",
+            400,
+            "bad query: limit: not a parameter of this endpoint",
+        ),
+        (
+            "/api/status?bogus=1",
+            400,
+            "bad query: bogus=1: this endpoint takes no parameters",
+        ),
+        (
+            "/api/series?x",
+            400,
+            "bad query: x: this endpoint takes no parameters",
+        ),
+        (
+            "/api/experiments?limit=1",
+            400,
+            "this endpoint takes no parameters",
+        ),
         (
             "/api/worst?series=1&limit=99999999999999999999",
             400,
