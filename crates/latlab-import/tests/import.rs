@@ -1553,4 +1553,17 @@ fn stress_ng_s_own_run_length_line_gives_the_length() {
         summary.contains("duration: 5.010 s measured (asked: not recorded)"),
         "{summary}"
     );
+    // Ended well before the length asked: not said to have reached it.
+    let early =
+        data("stress-ng-cyclic-dist1.log").replace("completed in 5.01s", "completed in 2.00s");
+    let summary = latlab_report::summary_table(&import(&early, None, "sng.log").unwrap());
+    assert!(
+        summary.contains("duration: 2.000 s measured (asked: 5s)")
+            && summary.contains("stopped:  not recorded"),
+        "{summary}"
+    );
+    let on_time = latlab_report::summary_table(
+        &import(&data("stress-ng-cyclic-dist1.log"), None, "sng.log").unwrap(),
+    );
+    assert!(on_time.contains("stopped:  duration reached"), "{on_time}");
 }

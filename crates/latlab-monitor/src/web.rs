@@ -262,6 +262,10 @@ fn bad_query(e: &QueryRejection, accepted: &str) -> String {
         && let Some((field, _)) = rest.split_once('`')
     {
         format!("{field}: no such parameter")
+    } else if let Some((_, rest)) = why.split_once("duplicate field `")
+        && let Some((field, _)) = rest.split_once('`')
+    {
+        format!("{field}: given twice")
     } else if let Some((field, problem)) = why.split_once(": ") {
         // The number parsers' words ("invalid digit found in string", "invalid float literal",
         // "cannot parse integer from empty string", "number too large to fit in target type").

@@ -183,27 +183,32 @@ fn text_table(out: &mut String, t: &Table) {
 }
 
 /// Characters Markdown would read as markup, escaped with a backslash (CommonMark's escape of
-/// ASCII punctuation). `<`, `&` and `>` are escaped only where they would be markup: `<` before
-/// what opens a tag or an autolink, `&` before what opens an entity, `>` opening a line (a
-/// quote), so `p < 0.05` reads as it renders.
+/// ASCII punctuation). `<`, `&`, `>` and `_` are escaped only where they would be markup: `<`
+/// before what opens a tag or an autolink, `&` before what opens an entity, `>` opening a line
+/// (a quote), `_` at a word's edge, so `p < 0.05` and `timer_migration` read as they render.
 fn md_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars().peekable();
-    let mut first = true;
+    let mut prev: Option<char> = None;
     while let Some(ch) = chars.next() {
         let next = chars.peek().copied();
         let markup = match ch {
             '\\' | '|' | '*' | '`' | '[' | ']' => true,
             '<' => next.is_some_and(|n| n.is_ascii_alphabetic() || "/!?".contains(n)),
             '&' => next.is_some_and(|n| n.is_ascii_alphanumeric() || n == '#'),
-            '>' => first,
+            '>' => prev.is_none(),
+            // Inside a word (`timer_migration`) it is no emphasis; at a word's edge it may be.
+            '_' => {
+                !(prev.is_some_and(char::is_alphanumeric)
+                    && next.is_some_and(char::is_alphanumeric))
+            }
             _ => false,
         };
         if markup {
             out.push('\\');
         }
         out.push(ch);
-        first = false;
+        prev = Some(ch);
     }
     out
 }
@@ -284,6 +289,10 @@ mod tests {
             "\\<b> \\</i> \\<http://x> \\&amp; \\&#39; > q"
         );
         assert_eq!(md_escape("> quoted"), "\\> quoted");
+        assert_eq!(
+            md_escape("timer_migration _f_ a_"),
+            "timer_migration \\_f\\_ a\\_"
+        );
         assert_eq!(
             md_escape("a|b *c* `d` [e] \\"),
             "a\\|b \\*c\\* \\`d\\` \\[e\\] \\\\"

@@ -161,8 +161,8 @@ fn cpus(out: &mut String, s: &SystemInfo) {
                 "numa nodes",
                 if c.numa_nodes.is_empty() {
                     // A kernel built without NUMA has no /sys/devices/system/node.
-                    "unavailable: /sys/devices/system/node is absent (a kernel without NUMA \
-                     support: one node)"
+                    "unavailable: none listed under /sys/devices/system/node (a kernel \
+                     without NUMA support lists none)"
                         .into()
                 } else {
                     c.numa_nodes

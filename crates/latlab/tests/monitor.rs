@@ -1711,6 +1711,11 @@ fn serve_answers_read_only_within_limits_and_under_many_clients() {
             "this endpoint takes no parameters",
         ),
         (
+            "/api/worst?series=1&limit=5&limit=6",
+            400,
+            "bad query: limit: given twice (accepted: series=ID",
+        ),
+        (
             "/api/worst?series=1&limit=99999999999999999999",
             400,
             "limit: out of range (accepted: limit from 1 to 10000)",
