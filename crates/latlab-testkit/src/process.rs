@@ -19,6 +19,31 @@ pub fn free_addr() -> std::net::SocketAddr {
     std::net::SocketAddr::from(([127, 0, 0, 1], free_port()))
 }
 
+/// Start `cmd` with its stdout piped and return once a line of its stderr contains `needle`
+/// (a test hook's "paused after" line); panics if it ends first. The rest of its stderr is
+/// read (and dropped) so that writing it never blocks.
+pub fn spawn_until_stderr(cmd: &mut Command, needle: &str) -> Child {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+    let Some(stderr) = child.stderr.take() else {
+        panic!("{cmd:?}: no stderr")
+    };
+    let mut lines = BufReader::new(stderr).lines();
+    loop {
+        match lines.next() {
+            Some(Ok(l)) if l.contains(needle) => break,
+            Some(Ok(_)) => continue,
+            _ => panic!("{cmd:?} ended before saying {needle:?}"),
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    child
+}
+
 /// Poll `f` every 100 ms until it holds; panics naming `what` after `timeout`.
 pub fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let t = Instant::now();

@@ -654,30 +654,19 @@ fn ctrl_c_during_the_measurement_exits_130_with_what_was_measured() {
 /// table of what was checked, which the interrupted run left out.
 #[test]
 fn an_interrupted_fix_puts_its_values_back_after_the_table() {
-    use std::io::{BufRead, BufReader};
     let dir = copy_tree("badly-tuned");
     let state = tempfile::tempdir().unwrap();
     let before = snapshot(dir.path());
-    let mut child = latlab!()
-        .arg("--sysroot")
-        .arg(dir.path())
-        .args(["check", "--fix", "--state-dir"])
-        .arg(state.path())
-        .env("LATLAB_TUNE_PAUSE_AFTER_WRITES", "2")
-        .env("LATLAB_TUNE_PAUSE_SECONDS", "1")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    loop {
-        match lines.next() {
-            Some(Ok(l)) if l.contains("paused after") => break,
-            Some(Ok(_)) => continue,
-            _ => panic!("the fix ended before pausing"),
-        }
-    }
-    std::thread::spawn(move || lines.for_each(drop));
+    let child = latlab_testkit::process::spawn_until_stderr(
+        latlab!()
+            .arg("--sysroot")
+            .arg(dir.path())
+            .args(["check", "--fix", "--state-dir"])
+            .arg(state.path())
+            .env("LATLAB_TUNE_PAUSE_AFTER_WRITES", "2")
+            .env("LATLAB_TUNE_PAUSE_SECONDS", "1"),
+        "paused after",
+    );
     // SAFETY: a signal to a child this test started and has not reaped.
     unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();

@@ -6,7 +6,6 @@ mod common;
 
 use latlab_testkit::{is_root, latlab};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -276,24 +275,8 @@ fn paused_apply(t: &Tree, profile: &str, k: usize, seconds: Option<u64>) -> std:
     if let Some(s) = seconds {
         cmd.env("LATLAB_TUNE_PAUSE_SECONDS", s.to_string());
     }
-    let mut child = cmd
-        .env("LATLAB_TUNE_PAUSE_AFTER_WRITES", k.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    loop {
-        match lines.next() {
-            Some(Ok(l)) if l.contains("paused after") => break,
-            Some(Ok(_)) => continue,
-            _ => panic!("apply ended before pausing"),
-        }
-    }
-    // Whatever it says after is read, so that saying it never fails.
-    std::thread::spawn(move || lines.for_each(drop));
-    child
+    cmd.env("LATLAB_TUNE_PAUSE_AFTER_WRITES", k.to_string());
+    latlab_testkit::process::spawn_until_stderr(&mut cmd, "paused after")
 }
 
 #[test]

@@ -511,14 +511,14 @@ fn answers_carry_the_security_headers_and_nothing_of_the_server() {
         started.elapsed()
     );
     assert!(!String::from_utf8_lossy(&buf).contains("200 OK"));
-    // A store broken under the server: a 500 that names no file and no internals; the detail
-    // is in the server's log.
+    // A store broken under the server: a 503 (it cannot be read now) that names no file and
+    // no internals; the detail is in the server's log.
     std::fs::write(&db, b"not a store any more").unwrap();
     let (status, _, body) = common::get(addr, "/api/series");
-    assert_eq!(status, 500, "{body}");
+    assert_eq!(status, 503, "{body}");
     assert_eq!(
         body,
-        "{\"error\":\"internal error (the server's log has the detail)\"}"
+        "{\"error\":\"the store cannot be read now (the server's log has the detail)\"}"
     );
     let log = server.term();
     assert!(log.contains("latlab: web: "), "{log}");
