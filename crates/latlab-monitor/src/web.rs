@@ -1,6 +1,7 @@
 //! The web server of `latlab monitor` and `latlab serve`: the dashboard, its JSON API and
 //! `/metrics`. Read-only (GET and HEAD only), loopback by default, with limits: at most
-//! [`MAX_CONNECTIONS`] connections, request headers within [`HEADER_TIMEOUT`] and
+//! [`MAX_CONNECTIONS`] connections ([`MAX_PER_CLIENT`] of one address), request headers within
+//! [`HEADER_TIMEOUT`] and
 //! [`MAX_HEADER_BYTES`], no request bodies, every answer within [`REQUEST_TIMEOUT`].
 //!
 //! It runs on its own small tokio runtime whose threads stay off the measured CPUs when other
@@ -22,6 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const MAX_CONNECTIONS: usize = 256;
+/// Connections one client address may hold at once: one that opens many and never finishes
+/// its requests cannot take every slot (the others' scrapes wait out its header timeout).
+pub const MAX_PER_CLIENT: usize = 64;
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
@@ -891,6 +895,7 @@ async fn accept_loop(
     security: Option<Arc<WebConfigWatch>>,
 ) {
     let limit = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let clients = Arc::new(Mutex::new(std::collections::HashMap::new()));
     let failures = Arc::new(HandshakeFailures::default());
     let mut conns = tokio::task::JoinSet::new();
     loop {
@@ -905,13 +910,18 @@ async fn accept_loop(
             },
             _ = stop.changed() => break,
         };
+        // Past its share, a client's connection is closed at once (its permit given back).
+        let Some(held) = ClientSlot::take(&clients, peer.ip()) else {
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let stop_conn = stop.clone();
         let tls = security.as_ref().and_then(|w| w.current().tls.clone());
         let failures = failures.clone();
         conns.spawn(async move {
-            let _permit = permit;
+            let (_permit, _held) = (permit, held);
             match tls {
                 None => serve_connection(stream, service, stop_conn).await,
                 Some(cfg) => {
@@ -944,6 +954,44 @@ async fn accept_loop(
         while conns.join_next().await.is_some() {}
     })
     .await;
+}
+
+/// One connection of a client address, counted while it lives.
+struct ClientSlot {
+    clients: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    ip: std::net::IpAddr,
+}
+
+impl ClientSlot {
+    /// A slot for `ip`, or `None` when it holds [`MAX_PER_CLIENT`] connections already.
+    fn take(
+        clients: &Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+        ip: std::net::IpAddr,
+    ) -> Option<ClientSlot> {
+        let mut map = clients.lock().ok()?;
+        let n = map.entry(ip).or_insert(0);
+        if *n >= MAX_PER_CLIENT {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot {
+            clients: clients.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        if let Ok(mut map) = self.clients.lock()
+            && let Some(n) = map.get_mut(&self.ip)
+        {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// Bind `addr`. Every IPv6 address (`[::]`, what `:PORT` reads as) takes IPv4 too, as Go's

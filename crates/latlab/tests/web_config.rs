@@ -574,3 +574,55 @@ fn listen_on_a_bare_port_takes_ipv6_and_ipv4() {
         server.log()
     );
 }
+
+/// One client address that opens every connection it can and finishes no request holds at most
+/// its share: another client's scrape is answered at once (it waited out the first one's
+/// header timeout), and the connections past the share are closed at once.
+#[test]
+fn one_client_cannot_take_every_connection() {
+    use std::io::{Read, Write};
+    if !require("curl") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = common::synthetic_store(dir.path(), "1h");
+    let (server, addr) = common::serve(&db, dir.path(), &[]);
+    let mut held = Vec::new();
+    for _ in 0..300 {
+        let Ok(mut c) = TcpStream::connect(addr) else {
+            break;
+        };
+        let _ = c.write_all(b"GET / HTTP/1.1\r\n");
+        held.push(c);
+    }
+    // Past its share the server closes them: the last ones read an end at once.
+    let mut last = held.pop().unwrap();
+    last.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 16];
+    match last.read(&mut buf) {
+        // Closed with its request unread: an end, or a reset.
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("not closed: {other:?}"),
+    }
+    // Another address (loopback's 127.0.0.2) is served while the first holds its share.
+    let started = std::time::Instant::now();
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "5",
+        ])
+        .args(["--interface", "127.0.0.2"])
+        .arg(format!("http://{addr}/metrics"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    drop(held);
+    server.term();
+}
