@@ -267,9 +267,10 @@ pub fn within_affinity(
     // (Under a system root other than `/` the tree's online CPUs are usable: none is outside.)
     let refuse = |option: String, c: u32| {
         CliError::Usage(format!(
-            "{option}: CPU {c} is outside the CPUs this process may run on (accepted: CPUs \
-             {usable}; its affinity, which a cpuset of its container or cgroup or taskset sets, \
-             allows no other)"
+            "{option}: CPU {c} is outside the CPUs this process may run on (accepted: {}; its \
+             affinity, which a cpuset of its container or cgroup or taskset sets, allows no \
+             other)",
+            usable.named()
         ))
     };
     if let Some(cpus) = &cfg.cpus

@@ -1201,7 +1201,7 @@ fn measures_the_cpus_its_affinity_allows() {
             err.trim(),
             format!(
                 "latlab: error: {option}: CPU 0 is outside the CPUs this process may run on \
-                 (accepted: CPUs 1; its affinity, which a cpuset of its container or cgroup or \
+                 (accepted: CPU 1; its affinity, which a cpuset of its container or cgroup or \
                  taskset sets, allows no other)"
             ),
             "{args:?}"
