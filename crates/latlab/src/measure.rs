@@ -31,9 +31,9 @@ pub struct MeasureArgs {
     #[command(flatten)]
     pub gate: GateArgs,
 
-    /// Period of each measuring thread (minimum 1us).
-    #[arg(short = 'i', long, default_value = "1ms", value_name = "DUR", value_parser = args::us)]
-    interval: Ns,
+    /// Period of each measuring thread (minimum 1us) [default: 1ms].
+    #[arg(short = 'i', long, value_name = "DUR", value_parser = args::us)]
+    interval: Option<Ns>,
 
     /// Length of the run (default: until Ctrl-C).
     #[arg(short = 'D', long, value_name = "DUR", value_parser = args::secs)]
@@ -173,11 +173,10 @@ impl MeasureArgs {
     pub fn to_config(&self, online: &CpuList) -> CliResult<MeasureConfig> {
         let o = &self.opts;
         o.check()?;
-        let window = self
-            .window
-            .unwrap_or(Ns(self.interval.0.max(1_000_000_000)));
-        let mut cfg = o.config(online, self.interval, window);
-        let interval_ns = self.interval.0;
+        let interval = self.interval();
+        let window = self.window.unwrap_or(Ns(interval.0.max(1_000_000_000)));
+        let mut cfg = o.config(online, interval, window);
+        let interval_ns = interval.0;
         let deadline = match self.dl_runtime {
             Some(runtime) => {
                 let period_ns = self.dl_period.map_or(interval_ns, |p| p.0);
@@ -243,7 +242,7 @@ impl MeasureArgs {
         let mut a = MeasureArgs::from_arg_matches(&matches)
             .map_err(|e| CliError::Failed(anyhow::anyhow!("{e}")))?;
         a.opts = opts;
-        a.interval = interval;
+        a.interval = Some(interval);
         a.duration = Some(duration);
         a.loads = loads;
         a.quiet = true;
@@ -317,6 +316,11 @@ impl MeasureArgs {
             .unwrap_or_else(|| latlab_tune::default_state_dir(sys))
     }
 
+    /// The period asked, or the default (1ms).
+    fn interval(&self) -> Ns {
+        self.interval.unwrap_or(Ns(1_000_000))
+    }
+
     /// The rows of `--histfile`.
     fn histfile_range(&self) -> u32 {
         self.histfile_range.unwrap_or(400)
@@ -344,6 +348,11 @@ impl MeasureArgs {
                 self.profile_dir.is_some() && self.profile.is_none(),
                 "--profile-dir: no --profile to look for in it",
                 "with --profile NAME",
+            ),
+            (
+                self.interval.is_some() && self.opts.method == latlab_model::Method::Busy,
+                "--interval: the busy method spins without a period (every gap is a sample)",
+                "--interval with a waiting method, e.g. -m clock-nanosleep",
             ),
             (
                 self.spike_limit.is_some() && self.opts.spike.is_none(),

@@ -114,6 +114,11 @@ const ROWS: &[(&[&str], &str)] = &[
         "--spike-limit: no spikes are kept without --spike (accepted: with --spike DUR",
     ),
     (
+        &["measure", "-m", "busy", "-i", "5ms"],
+        "--interval: the busy method spins without a period (every gap is a sample) (accepted: \
+         --interval with a waiting method",
+    ),
+    (
         &["measure", "--profile-dir", "."],
         "--profile-dir: no --profile to look for in it (accepted: with --profile NAME)",
     ),
