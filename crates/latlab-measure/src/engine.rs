@@ -489,7 +489,7 @@ pub fn run_hooked(
 
     // Its own threads (wakers, the coordinator) go where this process may run, as the
     // measured CPUs do: a cpuset or taskset leaves the rest of the online CPUs to others.
-    let usable = sys.usable_cpus().unwrap_or_else(|_| online.clone());
+    let usable = sys.usable_of(online.clone());
     let (plans, free) = plan_threads(cfg, &usable);
     let job = Job {
         cfg,

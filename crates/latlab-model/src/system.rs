@@ -160,6 +160,9 @@ pub struct CpuIdle {
     pub cpus: Vec<CpuIdleCpu>,
 }
 
+/// What the inventory records as the hypervisor of a guest whose vendor it could not read.
+pub const HYPERVISOR_UNKNOWN: &str = "present (vendor unknown)";
+
 /// The kernel's `major.minor` from a release such as `6.18.44-fc`.
 pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
     let mut it = release.split(|c: char| !c.is_ascii_digit());

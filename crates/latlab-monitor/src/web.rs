@@ -361,24 +361,21 @@ async fn read_json<T: serde::Serialize + Send + 'static>(
     read(state, f).await.map_or_else(|e| e, json_response)
 }
 
-/// A read over a range query's series and bounds, answered as JSON; a bad query is a 400.
-/// `/api/timeline` and `/api/worst`: the range query, refused with the other one's parameter
-/// (`stray`: `limit` given to the timeline, `points` to the list), which it would pass over.
+/// A read over a range query's series and bounds, answered as JSON; a bad query is a 400, the
+/// other endpoint's parameter included (`stray`: its name and value, `limit` given to the
+/// timeline, `points` to the list), which this one would pass over.
 async fn range_json<T: serde::Serialize + Send + 'static>(
     state: &Shared,
     q: Result<Query<RangeQ>, QueryRejection>,
-    stray: &'static str,
+    stray: (&'static str, fn(&RangeQ) -> Option<i64>),
     f: impl FnOnce(&Store, &RangeQ, SeriesId, u64, u64) -> Result<T, StoreError> + Send + 'static,
 ) -> Response {
     let (q, from, to) = match range(q) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let given = match stray {
-        "limit" => q.limit.is_some(),
-        _ => q.points.is_some(),
-    };
-    if given {
+    let (stray, given) = stray;
+    if given(&q).is_some() {
         return error(
             StatusCode::BAD_REQUEST,
             format!(
@@ -548,16 +545,19 @@ async fn timeline(
     State(state): State<Shared>,
     q: Result<Query<RangeQ>, QueryRejection>,
 ) -> Response {
-    range_json(&state, q, "limit", |st, q, id, from, to| {
+    range_json(&state, q, ("limit", |q| q.limit), |st, q, id, from, to| {
         api::timeline(st, id, from, to, q.points.map_or(800, |p| p as usize))
     })
     .await
 }
 
 async fn worst(State(state): State<Shared>, q: Result<Query<RangeQ>, QueryRejection>) -> Response {
-    range_json(&state, q, "points", |st, q, id, from, to| {
-        api::worst(st, id, from, to, q.limit.map_or(20, |l| l as u32))
-    })
+    range_json(
+        &state,
+        q,
+        ("points", |q| q.points),
+        |st, q, id, from, to| api::worst(st, id, from, to, q.limit.map_or(20, |l| l as u32)),
+    )
     .await
 }
 

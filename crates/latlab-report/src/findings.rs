@@ -299,11 +299,12 @@ fn warnings(a: &Analysis, push: &mut impl FnMut(Kind, String)) {
         .filter_map(|(_, _, r)| r.system.virtualization.hypervisor.as_deref())
         .collect();
     if let Some(h) = vm.first() {
-        // The inventory's word for a hypervisor whose vendor it could not read.
-        let h = h
-            .strip_prefix("present (")
-            .and_then(|v| v.strip_suffix(')'))
-            .unwrap_or(h);
+        // A hypervisor whose vendor the inventory could not read.
+        let h = if *h == latlab_model::system::HYPERVISOR_UNKNOWN {
+            "vendor unknown"
+        } else {
+            h
+        };
         let which = if vm.len() == total {
             "every run was".to_string()
         } else {

@@ -302,13 +302,13 @@ pub fn measure_suite(result: &RunResult, limits: &Limits) -> TestSuite {
     }
 }
 
-/// The suite of a `latlab measure` that could not measure: one case in error saying why, so a
-/// CI reporter sees the failure and not an absent file.
 /// The error of a report written as a run starts, which the run's own replaces when it ends:
 /// left in place, the run never finished.
 pub const UNFINISHED: &str = "the run did not finish: it was killed (SIGKILL, the OOM killer, \
                               a shutdown) before it wrote its report";
 
+/// The suite of a `latlab measure` that could not measure: one case in error saying why, so a
+/// CI reporter sees the failure and not an absent file.
 pub fn measure_error_suite(message: &str) -> TestSuite {
     error_suite("measure", message)
 }

@@ -543,7 +543,7 @@ impl Sys {
                 .or_else(|_| self.read_trim("/sys/class/dmi/id/product_name"))
                 .ok()
                 .or_else(|| self.is_live().then(cpuid_hypervisor).flatten())
-                .unwrap_or_else(|| "present (vendor unknown)".into())
+                .unwrap_or_else(|| latlab_model::system::HYPERVISOR_UNKNOWN.into())
         });
         Virtualization {
             hypervisor,

@@ -274,10 +274,14 @@ impl Sys {
     /// online CPUs, as the machine it stands for has them; also where the affinity is
     /// unreadable or shares none of them.
     pub fn usable_cpus(&self) -> Result<CpuList, SysError> {
-        let online = self.online_cpus()?;
+        self.online_cpus().map(|online| self.usable_of(online))
+    }
+
+    /// [`Sys::usable_cpus`] of the online CPUs already read.
+    pub fn usable_of(&self, online: CpuList) -> CpuList {
         let allowed = match thread::process_affinity() {
             Ok(allowed) if self.is_live() => allowed,
-            _ => return Ok(online),
+            _ => return online,
         };
         let usable: Vec<u32> = online
             .cpus()
@@ -285,11 +289,11 @@ impl Sys {
             .copied()
             .filter(|c| allowed.contains(c))
             .collect();
-        Ok(if usable.is_empty() {
+        if usable.is_empty() {
             online
         } else {
             CpuList::from_cpus(usable)
-        })
+        }
     }
 
     /// The machine's host name (`/proc/sys/kernel/hostname`), where readable.

@@ -170,12 +170,11 @@ fn dispatch(command: Command, sys: &latlab_sys::Sys) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("latlab: error: {e}");
+            let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
             if matches!(e, CliError::Usage(_)) {
-                let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
                 args::junit_of_refusal(&args, &e.to_string());
                 ExitCode::from(2)
             } else {
-                let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
                 args::junit_of_failure(&args, &e.to_string());
                 ExitCode::from(1)
             }
